@@ -1,0 +1,12 @@
+"""The `endurance` command: a thin click layer over the library.
+
+Each sub-module registers its commands on `main`; errors from the library are mapped
+to one-line messages and exit codes here (2: bad input, 1: runtime failure).
+"""
+
+from __future__ import annotations
+
+from simulator.cli._app import main
+from simulator.cli import analysis, check, importer, run, twin  # noqa: F401  (registers commands)
+
+__all__ = ["main"]

@@ -1,0 +1,33 @@
+"""The root click group and the error → exit-code mapping shared by every command."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from simulator import __version__
+from simulator.errors import EnduranceError
+
+
+class _Group(click.Group):
+    """Turns our exceptions into one line on stderr and the right exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except EnduranceError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+
+@click.group(cls=_Group)
+@click.version_option(__version__, prog_name="endurance")
+def main() -> None:
+    """endurance: agentic endurance simulator for LLM serving endpoints.
+
+    Replays Claude-Code-style sessions (hundreds of turns, tool results, live
+    compaction) against an Anthropic Messages endpoint, or against the built-in
+    simulated vLLM engine (the twin) when no --endpoint is given.
+    """

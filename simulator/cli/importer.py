@@ -1,0 +1,5 @@
+"""CLI commands: importer (placeholder until implemented)."""
+
+from __future__ import annotations
+
+from simulator.cli._app import main  # noqa: F401

@@ -1,0 +1,1 @@
+"""Endpoints: the seam between the driver and whatever serves the model."""

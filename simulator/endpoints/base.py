@@ -1,0 +1,199 @@
+"""The `Endpoint` protocol and the request/response types every endpoint shares.
+
+The driver builds an `LLMRequest`, awaits `Endpoint.send`, and gets an `LLMResponse`
+(success) or an `EndpointError` carrying an `ErrorType` and whatever timings were
+measured before the failure. Times are seconds on the loop's monotonic clock.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from simulator.session.conversation import Block, Message, Prefix
+
+
+class ErrorType(enum.StrEnum):
+    RATE_LIMITED = "rate_limited"          # 429
+    OVERLOADED = "overloaded"              # 529
+    SERVER = "server_error"                # other 5xx
+    PROXY_CUTOFF = "proxy_cutoff"          # 524 and friends (proxy gave up)
+    TIMEOUT = "timeout"                    # connect/read timeout, stalled server
+    CONNECTION = "connection"              # refused/reset before any byte
+    DISCONNECT = "disconnect"              # stream cut after it started
+    STREAM_ERROR = "stream_error"          # `error` event after HTTP 200
+    MALFORMED = "malformed_stream"         # SSE we cannot parse
+    CONTEXT_OVERFLOW = "context_overflow"  # prompt too long (triggers compaction)
+    BAD_REQUEST = "bad_request"            # other 400/413/422
+    AUTH = "auth"                          # 401/403
+    NOT_FOUND = "not_found"                # 404: not an Anthropic endpoint?
+    CANCELLED = "cancelled"                # we stopped it (deadline, Ctrl-C)
+    OTHER = "other"
+
+    @property
+    def retryable(self) -> bool:
+        return self in _RETRYABLE
+
+
+_RETRYABLE = frozenset({ErrorType.RATE_LIMITED, ErrorType.OVERLOADED, ErrorType.SERVER,
+                        ErrorType.PROXY_CUTOFF, ErrorType.TIMEOUT, ErrorType.CONNECTION,
+                        ErrorType.DISCONNECT, ErrorType.STREAM_ERROR, ErrorType.MALFORMED})
+
+
+@dataclass(frozen=True, slots=True)
+class LLMRequest:
+    """One Messages-API call. `hints` are advisory metadata for simulated servers
+    (e.g. ``{"turn_kind": "edit"}``) sent as `x-endurance-*` headers over HTTP; real
+    servers ignore them."""
+
+    model: str
+    prefix: Prefix
+    messages: tuple[Message, ...]
+    max_tokens: int
+    temperature: float | None = None
+    session_id: str = ""
+    hints: dict[str, str] = field(default_factory=dict)
+
+    def to_api_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `messages.create` / the JSON body (without `stream`)."""
+        kw: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": [{"type": "text", "text": self.prefix.system,
+                        "cache_control": {"type": "ephemeral"}}],
+            "messages": [m.to_api() for m in self.messages],
+        }
+        if self.prefix.tools:
+            kw["tools"] = list(self.prefix.tools)
+        if self.temperature is not None:
+            kw["temperature"] = self.temperature
+        return kw
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Server-reported usage. `None` means the server did not say (not zero)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        if self.input_tokens is None:
+            return None
+        return (self.input_tokens + (self.cache_read_input_tokens or 0)
+                + (self.cache_creation_input_tokens or 0))
+
+    def merged(self, later: Usage) -> Usage:
+        """Later values win per field (message_delta over message_start)."""
+        return Usage(
+            later.input_tokens if later.input_tokens is not None else self.input_tokens,
+            later.output_tokens if later.output_tokens is not None else self.output_tokens,
+            later.cache_read_input_tokens if later.cache_read_input_tokens is not None
+            else self.cache_read_input_tokens,
+            later.cache_creation_input_tokens if later.cache_creation_input_tokens is not None
+            else self.cache_creation_input_tokens,
+        )
+
+    @staticmethod
+    def from_mapping(d: Any) -> Usage:
+        if d is None:
+            return Usage()
+        get = d.get if isinstance(d, dict) else (lambda k: getattr(d, k, None))
+        return Usage(get("input_tokens"), get("output_tokens"),
+                     get("cache_read_input_tokens"), get("cache_creation_input_tokens"))
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Monotonic timestamps of one attempt. `token_times` holds one entry per
+    content delta received (the arrival time of each chunk of generated text)."""
+
+    sent: float
+    first_token: float | None = None
+    last_token: float | None = None
+    done: float | None = None
+    n_deltas: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LLMResponse:
+    content: tuple[Block, ...]
+    stop_reason: str | None
+    usage: Usage
+    timing: Timing
+    output_tokens_est: int
+    status: int = 200
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return "".join(getattr(b, "text", "") for b in self.content)
+
+
+class EndpointError(Exception):
+    """A failed attempt, classified, with what was measured before it failed."""
+
+    def __init__(self, error_type: ErrorType, message: str, *, status: int | None = None,
+                 retry_after_s: float | None = None, timing: Timing | None = None,
+                 partial_output_tokens: int = 0) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.status = status
+        self.retry_after_s = retry_after_s
+        self.timing = timing
+        self.partial_output_tokens = partial_output_tokens
+
+
+def classify_status(status: int, body_text: str = "") -> ErrorType:
+    """Map an HTTP status (and the error body) to an `ErrorType`."""
+    low = body_text.lower()
+    if status == 429:
+        return ErrorType.RATE_LIMITED
+    if status == 529:
+        return ErrorType.OVERLOADED
+    if status in (520, 522, 523, 524, 598):
+        return ErrorType.PROXY_CUTOFF
+    if status == 504 or status == 408:
+        return ErrorType.TIMEOUT
+    if status in (401, 403):
+        return ErrorType.AUTH
+    if status == 404:
+        return ErrorType.NOT_FOUND
+    if status in (400, 413, 422):
+        if _looks_like_overflow(low):
+            return ErrorType.CONTEXT_OVERFLOW
+        return ErrorType.BAD_REQUEST
+    if 500 <= status < 600:
+        return ErrorType.SERVER
+    return ErrorType.OTHER
+
+
+_OVERFLOW_MARKERS = ("prompt is too long", "context length", "maximum context",
+                     "context_length_exceeded", "too many tokens", "exceeds the context",
+                     "context window", "max_model_len")
+
+
+def _looks_like_overflow(low: str) -> bool:
+    return any(m in low for m in _OVERFLOW_MARKERS)
+
+
+class Endpoint(Protocol):
+    """Anything that answers a Messages request, streaming, and measures it."""
+
+    name: str
+    simulated: bool
+
+    async def send(self, request: LLMRequest) -> LLMResponse:
+        """Send one attempt. Raises `EndpointError` on failure (never retries)."""
+        ...
+
+    async def aclose(self) -> None:
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What to write into the manifest (no secrets)."""
+        ...

@@ -1,0 +1,1 @@
+"""Measurements: the per-request record schema, the recorder, server-metrics scraping."""

@@ -1,0 +1,72 @@
+"""The per-request record: frozen, flat, units in the names.
+
+One row per attempt sent (turns, summary requests, retries). Token fields named
+`*_est` are client-side cl100k estimates; the others are what the server reported
+(None when it did not report them). Times: `started_at` is Unix wall time for labels;
+every duration is computed from the monotonic clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+RequestKind = Literal["turn", "summary"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    run_id: str
+    session_id: str
+    turn_index: int                 # 0-based turn of the session (summary: the turn it precedes)
+    request_kind: RequestKind
+    attempt: int                    # 1-based attempt number of this request
+    started_at: float               # Unix epoch seconds (label only)
+    started_mono_s: float           # monotonic seconds since the run started
+    context_tokens_est: int         # client estimate of the whole prompt
+    reusable_prefix_tokens: int     # client-side: longest prefix shared with any earlier request
+    max_tokens: int
+    turn_kind: str                  # template name (or "summary")
+    think_time_s: float             # idle time before this request (user think / tool latency)
+    input_tokens: int | None = None           # server: uncached prompt tokens
+    cache_read_tokens: int | None = None      # server: usage.cache_read_input_tokens
+    cache_creation_tokens: int | None = None  # server: usage.cache_creation_input_tokens
+    prompt_tokens: int | None = None          # server: input + cache read + cache creation
+    output_tokens: int | None = None          # server-reported, else client count of deltas
+    output_tokens_est: int | None = None      # client cl100k estimate of the reply text
+    ttft_s: float | None = None
+    decode_tok_s: float | None = None
+    turn_tok_s: float | None = None
+    e2e_s: float | None = None
+    stop_reason: str | None = None
+    compaction: str | None = None            # policy that fired just before this request
+    compaction_messages_removed: int = 0
+    compaction_tokens_removed: int = 0
+    error_type: str | None = None
+    error_message: str | None = None
+    http_status: int | None = None
+    ok: bool = True
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TurnRecord))
+
+
+def derive_rates(output_tokens: int | None, sent: float, first: float | None,
+                 last: float | None) -> tuple[float | None, float | None, float | None, float | None]:
+    """(ttft_s, decode_tok_s, turn_tok_s, e2e_s) from monotonic times, per design.md:
+
+    ttft = first − sent; decode = (n − 1) / (last − first); turn = n / (last − sent).
+    """
+    ttft = (first - sent) if first is not None else None
+    e2e = (last - sent) if last is not None else None
+    decode = None
+    if output_tokens and output_tokens > 1 and first is not None and last is not None \
+            and last > first:
+        decode = (output_tokens - 1) / (last - first)
+    turn = None
+    if output_tokens and last is not None and last > sent:
+        turn = output_tokens / (last - sent)
+    return ttft, decode, turn, e2e

@@ -1,0 +1,318 @@
+"""The scenario model: validated once at the edge, immutable afterwards.
+
+Every size is in tokens (cl100k estimates) and every time in seconds. Distributions
+are a discriminated union on `dist`; a bare number means a constant. The compaction
+policy is a discriminated union on `kind`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# ---------------------------------------------------------------- distributions
+class _Bounded(_Frozen):
+    min: float | None = None
+    max: float | None = None
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> _Bounded:
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min}) must be <= max ({self.max})")
+        return self
+
+    def _clip(self, x: float) -> float:
+        if self.min is not None:
+            x = max(self.min, x)
+        if self.max is not None:
+            x = min(self.max, x)
+        return x
+
+
+class Constant(_Bounded):
+    dist: Literal["constant"] = "constant"
+    value: float = Field(ge=0)
+
+    def sample(self, rng: random.Random) -> float:
+        return self._clip(self.value)
+
+    @property
+    def mean(self) -> float:
+        return self._clip(self.value)
+
+
+class Uniform(_Bounded):
+    dist: Literal["uniform"]
+    low: float = Field(ge=0)
+    high: float = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _order(self) -> Uniform:
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low}) must be <= high ({self.high})")
+        return self
+
+    def sample(self, rng: random.Random) -> float:
+        return self._clip(rng.uniform(self.low, self.high))
+
+    @property
+    def mean(self) -> float:
+        return (self.low + self.high) / 2
+
+
+class Normal(_Bounded):
+    dist: Literal["normal"]
+    mean_: float = Field(alias="mean", ge=0)
+    std: float = Field(ge=0)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    def sample(self, rng: random.Random) -> float:
+        return self._clip(max(0.0, rng.gauss(self.mean_, self.std)))
+
+    @property
+    def mean(self) -> float:
+        return self.mean_
+
+
+class LogNormal(_Bounded):
+    """Log-normal given by its median and the σ of log(x) — heavy right tail, like
+    real tool outputs and reply lengths."""
+
+    dist: Literal["lognormal"]
+    median: float = Field(gt=0)
+    sigma: float = Field(ge=0)
+
+    def sample(self, rng: random.Random) -> float:
+        return self._clip(rng.lognormvariate(math.log(self.median), self.sigma))
+
+    @property
+    def mean(self) -> float:
+        return self.median * math.exp(self.sigma**2 / 2)
+
+
+Distribution = Annotated[Constant | Uniform | Normal | LogNormal, Field(discriminator="dist")]
+
+
+def _coerce_dist(v: Any) -> Any:
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return {"dist": "constant", "value": v}
+    if isinstance(v, dict) and "dist" not in v and "value" in v:
+        return {"dist": "constant", **v}
+    return v
+
+
+class _WithDists(_Frozen):
+    """Accept a bare number wherever a distribution is expected."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers_are_constants(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for name, f in cls.model_fields.items():
+            key = f.alias or name
+            if key in out and "Distribution" in str(f.annotation) or (
+                    key in out and f.annotation is not None
+                    and "Constant" in str(f.annotation)):
+                out[key] = _coerce_dist(out[key])
+        return out
+
+
+# ---------------------------------------------------------------- prefix content
+class SystemSpec(_Frozen):
+    """The system prompt: a file, or a target size of synthetic text."""
+
+    file: str | None = None
+    tokens: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SystemSpec:
+        if (self.file is None) == (self.tokens is None):
+            raise ValueError("give exactly one of 'file' or 'tokens'")
+        return self
+
+
+class ToolsSpec(_Frozen):
+    """Tool definitions: a JSON/YAML file with a list of tools, or a count and a total
+    size of synthetic JSON schemas."""
+
+    file: str | None = None
+    count: int = Field(default=16, ge=0, le=500)
+    tokens: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ToolsSpec:
+        if self.file is not None and self.tokens is not None:
+            raise ValueError("give either 'file' or 'tokens', not both")
+        if self.file is None and self.tokens is None:
+            raise ValueError("give 'file' or 'tokens'")
+        return self
+
+
+ToolKind = Literal["read", "grep", "glob", "bash", "edit", "write", "task", "todo", "web"]
+
+
+class ToolCall(_WithDists):
+    """The tool the assistant calls at the end of a turn, and what comes back."""
+
+    kind: ToolKind
+    result_tokens: Distribution
+    latency_s: Distribution = Field(default_factory=lambda: Constant(value=0.5))
+    error_rate: float = Field(default=0.0, ge=0, le=1)
+
+
+class TurnTemplate(_WithDists):
+    """One kind of turn, drawn with `weight`.
+
+    `tool` is what the assistant calls at the end of its reply (None ends the agent
+    loop: the next request starts with a new user prompt after think time).
+    `code_edit` marks replies that repeat text already in the context (edits, whole
+    file writes): `repeat_fraction` of the reply copies the latest tool result.
+    """
+
+    name: str
+    weight: float = Field(gt=0)
+    output_tokens: Distribution
+    tool: ToolCall | None = None
+    code_edit: bool = False
+    repeat_fraction: float = Field(default=0.8, ge=0, le=1)
+
+
+# ---------------------------------------------------------------- compaction
+class NoCompaction(_Frozen):
+    kind: Literal["none"] = "none"
+
+
+class PruneCompaction(_Frozen):
+    """Each turn, while the context is over `budget_tokens`, drop the oldest
+    non-pinned messages `drop_messages` at a time."""
+
+    kind: Literal["prune"]
+    budget_tokens: int = Field(gt=0)
+    drop_messages: int = Field(default=2, ge=2)
+
+
+class BlockCompaction(_Frozen):
+    """Over `high_water_tokens`, drop oldest messages down to `low_water_tokens`."""
+
+    kind: Literal["block"]
+    high_water_tokens: int = Field(gt=0)
+    low_water_tokens: int = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _water_marks(self) -> BlockCompaction:
+        if self.low_water_tokens >= self.high_water_tokens:
+            raise ValueError(f"low_water_tokens ({self.low_water_tokens}) must be < "
+                             f"high_water_tokens ({self.high_water_tokens})")
+        return self
+
+
+class SummarizeCompaction(_Frozen):
+    """At `threshold_tokens`, send a real summary request, then replace the history
+    with its output plus the last `keep_messages` messages (Claude Code auto-compact)."""
+
+    kind: Literal["summarize"]
+    threshold_tokens: int = Field(gt=0)
+    summary_max_tokens: int = Field(default=2000, gt=0)
+    keep_messages: int = Field(default=4, ge=0)
+    prompt: str = ("Your task is to create a detailed summary of the conversation so far, "
+                   "paying close attention to the user's explicit requests and your previous "
+                   "actions. Include file names, code snippets and pending tasks.")
+
+
+class ClearToolResultsCompaction(_Frozen):
+    """Over `trigger_tokens`, replace the contents of all but the last `keep_last`
+    tool results with a placeholder (Anthropic clear_tool_uses / microcompact)."""
+
+    kind: Literal["clear_tool_results"]
+    trigger_tokens: int = Field(gt=0)
+    keep_last: int = Field(default=3, ge=0)
+    placeholder: str = "[Old tool result content cleared]"
+
+
+Compaction = Annotated[
+    NoCompaction | PruneCompaction | BlockCompaction | SummarizeCompaction
+    | ClearToolResultsCompaction,
+    Field(discriminator="kind"),
+]
+
+
+# ---------------------------------------------------------------- run shape
+class Arrival(_Frozen):
+    """How sessions start: all at once, a staggered ramp, or Poisson arrivals."""
+
+    pattern: Literal["all_at_once", "ramp", "poisson"] = "all_at_once"
+    interval_s: float = Field(default=0.0, ge=0)   # ramp: gap between session starts
+    rate_per_s: float = Field(default=1.0, gt=0)   # poisson: mean session starts per second
+
+
+class RetryPolicy(_Frozen):
+    max_attempts: int = Field(default=4, ge=1, le=100)
+    backoff_s: float = Field(default=1.0, ge=0)
+    backoff_max_s: float = Field(default=30.0, ge=0)
+    jitter: float = Field(default=0.2, ge=0, le=1)
+
+
+class Limits(_Frozen):
+    max_in_flight: int | None = Field(default=None, ge=1)
+    requests_per_s: float | None = Field(default=None, gt=0)
+    max_failed_sessions_frac: float = Field(default=0.5, ge=0, le=1)
+
+
+class EndpointSpec(_Frozen):
+    api_key_env: str = "ANTHROPIC_API_KEY"
+    timeout_s: float = Field(default=600.0, gt=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    client: Literal["sdk", "lean"] = "sdk"
+
+
+class TwinSpec(_Frozen):
+    hardware: str = "a40"
+    model: str = "qwen3-coder-30b-a3b-awq"
+    spec: str = "off"          # off | ngram:K
+
+
+class Scenario(_WithDists):
+    name: str
+    description: str = ""
+    model: str = "default"
+    max_tokens: int = Field(default=32000, gt=0)
+    temperature: float | None = Field(default=1.0, ge=0, le=2)
+    history: Literal["live", "scripted"] = "live"
+    sessions: int = Field(default=1, ge=1, le=100_000)
+    turns: int = Field(default=100, ge=1, le=1_000_000)
+    seed: int = 0
+    deadline_s: float | None = Field(default=None, gt=0)
+    arrival: Arrival = Field(default_factory=Arrival)
+    system: SystemSpec = Field(default_factory=lambda: SystemSpec(tokens=3000))
+    tools: ToolsSpec = Field(default_factory=lambda: ToolsSpec(tokens=16000))
+    cache_bust: Literal["none", "per_session", "per_request"] = "none"
+    first_prompt_tokens: Distribution = Field(default_factory=lambda: Constant(value=400))
+    user_prompt_tokens: Distribution = Field(default_factory=lambda: Constant(value=120))
+    think_time_s: Distribution = Field(default_factory=lambda: Constant(value=0.0))
+    turn_templates: tuple[TurnTemplate, ...] = Field(min_length=1)
+    compaction: Compaction = Field(default_factory=NoCompaction)
+    context_window_tokens: int = Field(default=262_144, gt=0)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    limits: Limits = Field(default_factory=Limits)
+    endpoint: EndpointSpec = Field(default_factory=EndpointSpec)
+    twin: TwinSpec = Field(default_factory=TwinSpec)
+    # Set by the loader: where relative file references resolve from.
+    base_dir: str = "."
+
+    @model_validator(mode="after")
+    def _unique_template_names(self) -> Scenario:
+        names = [t.name for t in self.turn_templates]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"turn template names must be unique: {sorted(dup)}")
+        return self

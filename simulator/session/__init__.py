@@ -1,0 +1,1 @@
+"""Sessions: conversation history, compaction policies, the agent loop and the runner."""

@@ -1,0 +1,2 @@
+"""The twin: a calibrated, simulated vLLM serving engine (everything it produces is
+labelled simulated)."""

@@ -1,0 +1,146 @@
+"""Interfaces between the twin's parts: performance model, engine, and its drivers.
+
+The engine is pure simulation with its own clock (`Engine.now`, seconds). Two drivers
+run it: the in-process endpoint under virtual time (fast-forwards many steps at once
+with `run_until`) and the HTTP server in real time (one `step()` at a time, streaming
+what each step emitted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class StepShape:
+    """What one forward pass processes, aggregated for the performance model.
+
+    num_seqs:        sequences in the batch (decoding + prefilling)
+    num_tokens:      tokens in the forward pass (decode: 1 or 1+k each; prefill: chunk)
+    kv_tokens_read:  Σ over sequences of the context attended (tokens already in KV
+                     plus the tokens of this step)
+    prefill_tokens:  tokens of prefill chunks in this step
+    attn_token_pairs: Σ over prefill chunks of chunk × (context + chunk/2): attention
+                     FLOPs scale with it
+    """
+
+    num_seqs: int
+    num_tokens: int
+    kv_tokens_read: int
+    prefill_tokens: int = 0
+    attn_token_pairs: float = 0.0
+
+
+class PerfModel(Protocol):
+    def step_time(self, shape: StepShape) -> float:
+        """Duration of one engine step in seconds."""
+        ...
+
+    def kv_capacity_tokens(self) -> int:
+        """Tokens of KV cache the card holds for this model and engine settings."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class EngineRequest:
+    """A request as the engine sees it: token ids in, planned token ids out.
+
+    `output_plan` is what the twin will emit (its length is the natural reply
+    length, already capped at max_tokens); n-gram speculation is scored against it.
+    """
+
+    request_id: str
+    prompt_tokens: Sequence[int]
+    output_plan: Sequence[int]
+    arrival: float
+
+
+@dataclass(slots=True)
+class RequestResult:
+    """What happened to one request inside the engine (engine-clock seconds)."""
+
+    request_id: str
+    prompt_len: int
+    cached_tokens: int = 0            # prefix-cache hit at (first) admission, tokens
+    first_scheduled: float | None = None
+    token_times: list[float] = field(default_factory=list)   # one per emitted token
+    finished: float | None = None
+    num_preemptions: int = 0
+    spec_drafts: int = 0
+    spec_draft_tokens: int = 0
+    spec_accepted_tokens: int = 0
+
+    @property
+    def first_token(self) -> float | None:
+        return self.token_times[0] if self.token_times else None
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    start: float
+    end: float
+    emitted: tuple[tuple[str, int], ...]   # (request_id, tokens emitted this step)
+    finished: tuple[str, ...]
+    admitted: tuple[str, ...] = ()          # requests scheduled for the first time
+
+
+@dataclass(slots=True)
+class EngineCounters:
+    """Cumulative counters with vLLM's meanings (see /metrics)."""
+
+    prefix_cache_queries: int = 0   # prompt tokens looked up
+    prefix_cache_hits: int = 0      # of which found cached
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    preemptions: int = 0
+    requests_finished: int = 0
+    spec_drafts: int = 0
+    spec_draft_tokens: int = 0
+    spec_accepted_tokens: int = 0
+
+
+class Engine(Protocol):
+    now: float
+    counters: EngineCounters
+
+    def submit(self, request: EngineRequest) -> None:
+        """Queue a request; it arrives at max(request.arrival, now)."""
+        ...
+
+    def step(self) -> StepOutcome | None:
+        """Run one step starting at `now` (None when idle); `now` moves to its end."""
+        ...
+
+    def run_until(self, t: float) -> list[str]:
+        """Run steps while `now < t`; stop after the first step that finishes a request.
+        Returns the ids finished. Idle engines jump `now` to `t`."""
+        ...
+
+    def result(self, request_id: str) -> RequestResult:
+        ...
+
+    def pop_result(self, request_id: str) -> RequestResult:
+        ...
+
+    def is_idle(self) -> bool:
+        ...
+
+    def num_running(self) -> int:
+        ...
+
+    def num_waiting(self) -> int:
+        ...
+
+    def kv_usage(self) -> float:
+        """Fraction of KV blocks in use by running requests (0..1)."""
+        ...
+
+    @property
+    def block_size(self) -> int:
+        ...
+
+    @property
+    def num_blocks(self) -> int:
+        ...
