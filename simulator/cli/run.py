@@ -1,5 +1,85 @@
-"""CLI commands: run (placeholder until implemented)."""
+"""`endurance run` and `endurance validate`."""
 
 from __future__ import annotations
 
-from simulator.cli._app import main  # noqa: F401
+import sys
+from pathlib import Path
+
+import click
+
+from simulator.cli._app import main
+from simulator.scenario.load import load_scenario
+
+
+def scenario_overrides(sessions: int | None, turns: int | None, seed: int | None,
+                       model: str | None, sets: tuple[str, ...]) -> list[str]:
+    """The dedicated flags are sugar for `--set`; `--set` comes last and wins."""
+    out = []
+    if sessions is not None:
+        out.append(f"sessions={sessions}")
+    if turns is not None:
+        out.append(f"turns={turns}")
+    if seed is not None:
+        out.append(f"seed={seed}")
+    if model is not None:
+        out.append(f"model={model}")
+    return [*out, *sets]
+
+
+def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
+    """Options shared by run, sweep and size."""
+    opts = [
+        click.option("--endpoint", metavar="URL", help="Anthropic Messages endpoint base URL "
+                     "(default: the in-process twin, simulated)."),
+        click.option("--twin", "twin", metavar="HARDWARE/MODEL",
+                     help="Twin profile (default from the scenario, e.g. a40/qwen3-coder-30b-a3b-awq)."),
+        click.option("--spec", metavar="off|ngram:K", help="Twin speculative decoding."),
+        click.option("--model", metavar="NAME", help="Model name sent in requests."),
+        click.option("--turns", type=int, help="Turns per session."),
+        click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                     help="Override any scenario field, e.g. compaction.kind=prune."),
+        click.option("--seed", type=int, help="Random seed."),
+        click.option("--price-per-hour", type=float, help="$/hour of the serving card "
+                     "(default: the twin hardware's rental price)."),
+        click.option("--client", type=click.Choice(["sdk", "lean"]),
+                     help="HTTP client path (official SDK or the lean aiohttp reader)."),
+        click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
+                     default=Path("results"), show_default=True, help="Results directory."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+@main.command()
+@click.argument("scenario", type=click.Path(dir_okay=False))
+@common_run_options
+@click.option("--sessions", type=int, help="Concurrent sessions.")
+@click.option("--label", help="A label for this run (shown in reports).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def run(scenario: str, endpoint: str | None, twin: str | None, spec: str | None,
+        model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
+        price_per_hour: float | None, client: str | None, out: Path, sessions: int | None,
+        label: str | None, quiet: bool) -> None:
+    """Run SCENARIO and write results/<run-id>/ (the last line printed is its path).
+
+    Exit codes: 0 completed, 1 failed, 2 bad input, 130 interrupted.
+    """
+    from simulator.runs import RunSpec, execute
+
+    rs = RunSpec(scenario, scenario_overrides(sessions, turns, seed, model, sets),
+                 endpoint_url=endpoint, twin=twin, spec=spec, out_dir=out, label=label,
+                 price_per_hour=price_per_hour, client=client, show_progress=not quiet)
+    result = execute(rs, echo=click.echo)
+    click.echo(str(result.run_dir))
+    sys.exit({"completed": 0, "interrupted": 130}.get(result.status, 1))
+
+
+@main.command()
+@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE")
+def validate(scenario: str, sets: tuple[str, ...]) -> None:
+    """Check SCENARIO (and overrides) without running it."""
+    s, _ = load_scenario(scenario, list(sets))
+    click.echo(f"{scenario}: ok — {s.name}: {s.sessions} session(s) × {s.turns} turns, "
+               f"compaction {s.compaction.kind}, {len(s.turn_templates)} turn template(s)")

@@ -102,7 +102,10 @@ class Usage:
     def from_mapping(d: Any) -> Usage:
         if d is None:
             return Usage()
-        get = d.get if isinstance(d, dict) else (lambda k: getattr(d, k, None))
+        def get(key: str) -> int | None:
+            v = d.get(key) if isinstance(d, dict) else getattr(d, key, None)
+            return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
         return Usage(get("input_tokens"), get("output_tokens"),
                      get("cache_read_input_tokens"), get("cache_creation_input_tokens"))
 

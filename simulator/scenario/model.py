@@ -120,7 +120,7 @@ class _WithDists(_Frozen):
         out = dict(data)
         for name, f in cls.model_fields.items():
             key = f.alias or name
-            if key in out and "Distribution" in str(f.annotation) or (
+            if (key in out and "Distribution" in str(f.annotation)) or (
                     key in out and f.annotation is not None
                     and "Constant" in str(f.annotation)):
                 out[key] = _coerce_dist(out[key])
@@ -288,6 +288,11 @@ class Scenario(_WithDists):
     max_tokens: int = Field(default=32000, gt=0)
     temperature: float | None = Field(default=1.0, ge=0, le=2)
     history: Literal["live", "scripted"] = "live"
+    # How reply lengths are steered: "max_tokens" sends each turn's drawn output size as
+    # max_tokens (works on any server; replies end with stop_reason max_tokens when the
+    # model would go on); "hint" sends `max_tokens` and the size as an advisory header
+    # that only the twin honours (real models then choose their own length).
+    output_control: Literal["max_tokens", "hint"] = "max_tokens"
     sessions: int = Field(default=1, ge=1, le=100_000)
     turns: int = Field(default=100, ge=1, le=1_000_000)
     seed: int = 0

@@ -1,0 +1,155 @@
+"""The twin, in-process, in virtual time: the embedded default endpoint.
+
+Requests go straight into a `TwinEngine` (no sockets). A driver task advances the
+engine in tight loops of steps, never past the loop's next timer (the moment some
+agent could send something new), sleeps — virtually — until the step that finished a
+request, and hands that request its per-token times. Timings are therefore exactly
+what the engine computed. Run it on `simulator.vtime.VirtualTimeLoop`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from simulator import tokens
+from simulator.endpoints.base import (
+    EndpointError,
+    ErrorType,
+    LLMRequest,
+    LLMResponse,
+    Timing,
+    Usage,
+)
+from simulator.session.conversation import TextBlock
+from simulator.twin import reply
+from simulator.twin.engine import RequestTooLong, TwinEngine
+from simulator.twin.perf_model import build_perf_model
+from simulator.twin.prompt import PromptError, PromptTokenizer
+from simulator.twin.types import EngineRequest, RequestResult
+from simulator.twin.wire import ReplyUsage
+from simulator.vtime import next_timer
+
+# Yields granted to woken agents before the driver plans again, so that a request
+# sent in reaction to a delivery is in the engine before it runs ahead.
+_SETTLE_YIELDS = 3
+
+
+class InProcessTwin:
+    name = "twin"
+    simulated = True
+
+    def __init__(self, hardware: str, model: str, *, spec: str = "off", seed: int = 0,
+                 context_window: int | None = None) -> None:
+        self.hardware, self.model = hardware, model
+        self.perf = build_perf_model(hardware, model, spec=spec)
+        self.engine = TwinEngine(self.perf)
+        self.tokenizer = PromptTokenizer()
+        self.seed = seed
+        self.context_window = context_window or int(getattr(self.perf, "max_model_len", 262_144))
+        self._waiters: dict[str, asyncio.Future[RequestResult]] = {}
+        self._wake: asyncio.Event | None = None
+        self._ids = itertools.count()
+        self.kv_usage_peak = 0.0
+
+    def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+        return [self._drive]
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": "twin-inprocess", "simulated": True,
+                             "hardware": self.hardware, "model": self.model,
+                             "virtual_time": True}
+        describe = getattr(self.perf, "describe", None)
+        if callable(describe):
+            d["profile"] = describe()
+        return d
+
+    def stats(self) -> dict[str, Any]:
+        c = self.engine.counters
+        return {"prefix_cache_queries": c.prefix_cache_queries,
+                "prefix_cache_hits": c.prefix_cache_hits, "preemptions": c.preemptions,
+                "kv_usage_peak": self.kv_usage_peak, "num_gpu_blocks": self.engine.num_blocks,
+                "block_size": self.engine.block_size,
+                "kv_capacity_tokens": self.engine.num_blocks * self.engine.block_size,
+                "spec_drafts": c.spec_drafts, "spec_accepted_tokens": c.spec_accepted_tokens}
+
+    async def aclose(self) -> None:
+        for fut in self._waiters.values():
+            fut.cancel()
+
+    async def send(self, request: LLMRequest) -> LLMResponse:
+        loop = asyncio.get_running_loop()
+        sent = loop.time()
+        kw = request.to_api_kwargs()
+        try:
+            prompt = self.tokenizer.encode_request(system=kw["system"], tools=kw.get("tools"),
+                                                   messages=kw["messages"])
+        except PromptError as exc:
+            raise EndpointError(ErrorType.BAD_REQUEST, str(exc), status=400) from None
+        if len(prompt) >= self.context_window:
+            raise EndpointError(ErrorType.CONTEXT_OVERFLOW, f"prompt is too long: {len(prompt)} "
+                                f"tokens > {self.context_window} maximum", status=400)
+        edit, frac, natural = reply.parse_hints(request.hints)
+        limit = min(request.max_tokens, self.context_window - len(prompt))
+        planned = reply.plan(prompt, request.max_tokens, limit, seed=self.seed, code_edit=edit,
+                             repeat_fraction=frac, natural_tokens=natural)
+        rid = f"req-{next(self._ids)}"
+        if self.engine.is_idle():
+            self.engine.run_until(sent)
+        try:
+            self.engine.submit(EngineRequest(rid, prompt, planned.token_ids, sent))
+        except RequestTooLong as exc:
+            raise EndpointError(ErrorType.CONTEXT_OVERFLOW, str(exc), status=400) from None
+        fut: asyncio.Future[RequestResult] = loop.create_future()
+        self._waiters[rid] = fut
+        self._wake_event().set()
+        try:
+            res = await fut
+        finally:
+            self._waiters.pop(rid, None)
+        return self._response(res, planned, sent)
+
+    def _response(self, res: RequestResult, planned: reply.PlannedReply, sent: float) -> LLMResponse:
+        text = tokens.decode(planned.token_ids)
+        usage = ReplyUsage(res.prompt_len, res.cached_tokens, self.engine.block_size,
+                           len(planned.token_ids)).as_dict()
+        times = res.token_times
+        timing = Timing(sent, times[0] if times else None, times[-1] if times else None,
+                        res.finished, len(times))
+        return LLMResponse((TextBlock(text, len(planned.token_ids)),), planned.stop_reason,
+                           Usage.from_mapping(usage), timing, len(planned.token_ids),
+                           extra={"num_preemptions": res.num_preemptions})
+
+    def _wake_event(self) -> asyncio.Event:
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        return self._wake
+
+    async def _drive(self) -> None:
+        """Advance the engine between the loop's timers and deliver finished requests."""
+        loop = asyncio.get_running_loop()
+        wake = self._wake_event()
+        engine = self.engine
+        while True:
+            if engine.is_idle():
+                wake.clear()
+                await wake.wait()
+                for _ in range(_SETTLE_YIELDS):
+                    await asyncio.sleep(0)
+                continue
+            horizon = next_timer()
+            finished = engine.run_until(math.inf if horizon is None else horizon)
+            self.kv_usage_peak = max(self.kv_usage_peak, engine.kv_usage())
+            delay = engine.now - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            for rid in finished:
+                res = engine.pop_result(rid)
+                fut = self._waiters.get(rid)
+                if fut is not None and not fut.done():
+                    fut.set_result(res)
+            for _ in range(_SETTLE_YIELDS):
+                await asyncio.sleep(0)

@@ -1,0 +1,96 @@
+"""The recorder: the only writer of `results/<run-id>/`.
+
+Rows are appended to `turns.jsonl` and flushed to the OS on every write, so a crash
+of the process (even SIGKILL) loses nothing that was recorded. `finalize` converts the
+journal to `turns.parquet`, writes `summary.json` and sets the manifest's status.
+Until then the manifest says `running`, so a partial directory never looks complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import pandas as pd
+
+from simulator.metrics.records import COLUMNS, TurnRecord
+
+TURNS_JOURNAL = "turns.jsonl"
+METRICS_JOURNAL = "server_metrics.jsonl"
+TURNS_PARQUET = "turns.parquet"
+METRICS_PARQUET = "server_metrics.parquet"
+MANIFEST = "manifest.json"
+SUMMARY = "summary.json"
+
+
+def _write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_journal(path: Path) -> list[dict[str, Any]]:
+    """Rows of a JSONL journal; a torn last line (crash mid-write) is ignored."""
+    rows: list[dict[str, Any]] = []
+    if not path.exists():
+        return rows
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break
+            rows.append(json.loads(line))
+    return rows
+
+
+def turns_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    for col in ("input_tokens", "cache_read_tokens", "cache_creation_tokens", "prompt_tokens",
+                "output_tokens", "output_tokens_est", "http_status"):
+        df[col] = df[col].astype("Int64")
+    return df
+
+
+class Recorder:
+    def __init__(self, run_dir: Path, manifest: dict[str, Any], *, resume: bool = False) -> None:
+        self.run_dir = run_dir
+        self.manifest = dict(manifest)
+        run_dir.mkdir(parents=True, exist_ok=resume)
+        mode = "a" if resume else "x"
+        self._turns: IO[str] = open(run_dir / TURNS_JOURNAL, mode, encoding="utf-8")
+        self._metrics: IO[str] = open(run_dir / METRICS_JOURNAL, mode, encoding="utf-8")
+        self.rows_written = 0
+        self.manifest["status"] = "running"
+        self.manifest.setdefault("started_at", time.time())
+        _write_json_atomic(run_dir / MANIFEST, self.manifest)
+
+    def write(self, record: TurnRecord) -> None:
+        self._turns.write(json.dumps(record.to_row(), separators=(",", ":")) + "\n")
+        self._turns.flush()
+        self.rows_written += 1
+
+    def write_metrics(self, row: dict[str, Any]) -> None:
+        self._metrics.write(json.dumps(row, separators=(",", ":"), default=str) + "\n")
+        self._metrics.flush()
+
+    def update_manifest(self, **fields: Any) -> None:
+        self.manifest.update(fields)
+        _write_json_atomic(self.run_dir / MANIFEST, self.manifest)
+
+    def finalize(self, status: str, summary: dict[str, Any] | None) -> None:
+        """Close journals, write parquet, summary and the final manifest. Synchronous
+        on purpose: it runs in `finally` blocks and must not await."""
+        for f in (self._turns, self._metrics):
+            if not f.closed:
+                f.close()
+        rows = read_journal(self.run_dir / TURNS_JOURNAL)
+        turns_frame(rows).to_parquet(self.run_dir / TURNS_PARQUET, index=False)
+        mrows = read_journal(self.run_dir / METRICS_JOURNAL)
+        if mrows:
+            pd.DataFrame(mrows).to_parquet(self.run_dir / METRICS_PARQUET, index=False)
+        if summary is not None:
+            _write_json_atomic(self.run_dir / SUMMARY, summary)
+        self.manifest.update(status=status, ended_at=time.time(), rows=len(rows))
+        _write_json_atomic(self.run_dir / MANIFEST, self.manifest)

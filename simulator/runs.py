@@ -1,0 +1,258 @@
+"""One run, end to end: scenario → endpoint → runner → recorder → summary.
+
+This is the library call behind `endurance run` (and `sweep`/`size`/notebooks): it
+resolves the scenario and its overrides, picks the endpoint (the in-process twin in
+virtual time when no URL is given), owns the results directory, and always leaves it
+in a consistent state — `finalize` runs on every exit path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import secrets
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from simulator import __version__
+from simulator.endpoints.base import Endpoint
+from simulator.errors import InputError
+from simulator.metrics.recorder import Recorder, read_journal, turns_frame
+from simulator.scenario.load import load_scenario, scenario_hash
+from simulator.scenario.model import Scenario
+from simulator.session.runner import Runner, RunOutcome
+
+DEFAULT_TWIN = "a40/qwen3-coder-30b-a3b-awq"
+
+
+@dataclass
+class RunSpec:
+    scenario_path: str
+    overrides: list[str] = field(default_factory=list)
+    endpoint_url: str | None = None
+    twin: str | None = None               # "hardware/model"; None → scenario's twin section
+    spec: str | None = None               # twin speculative decoding: off | ngram:K
+    out_dir: Path = Path("results")
+    label: str | None = None
+    price_per_hour: float | None = None
+    client: str | None = None             # sdk | lean (HTTP endpoints)
+    show_progress: bool = True
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: str
+    summary: dict[str, Any]
+    outcome: RunOutcome
+    manifest: dict[str, Any]
+
+
+def resolve(spec: RunSpec) -> tuple[Scenario, dict[str, Any]]:
+    return load_scenario(spec.scenario_path, spec.overrides)
+
+
+def redact_url(url: str) -> str:
+    """The URL without user info or query (keys sometimes ride there)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def parse_twin(value: str) -> tuple[str, str]:
+    if value.count("/") != 1 or not all(value.split("/")):
+        raise InputError(f"--twin must look like HARDWARE/MODEL (e.g. {DEFAULT_TWIN}), got {value!r}")
+    hw, model = value.split("/")
+    return hw, model
+
+
+def make_endpoint(s: Scenario, spec: RunSpec) -> Endpoint:
+    if spec.endpoint_url is None:
+        from simulator.endpoints.twin import InProcessTwin
+        hw, model = parse_twin(spec.twin) if spec.twin else (s.twin.hardware, s.twin.model)
+        return InProcessTwin(hw, model, spec=spec.spec or s.twin.spec, seed=s.seed)
+    url = spec.endpoint_url
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"--endpoint must be an http(s) URL, got {redact_url(url)!r}")
+    key = os.environ.get(s.endpoint.api_key_env, "")
+    client = spec.client or s.endpoint.client
+    if client == "lean":
+        from simulator.endpoints.lean import LeanEndpoint
+        return LeanEndpoint(url, key, timeout_s=s.endpoint.timeout_s,
+                            connect_timeout_s=s.endpoint.connect_timeout_s)
+    from simulator.endpoints.messages_api import AnthropicSDKEndpoint
+    return AnthropicSDKEndpoint(url, key or "none", timeout_s=s.endpoint.timeout_s,
+                                connect_timeout_s=s.endpoint.connect_timeout_s)
+
+
+def _versions() -> dict[str, str]:
+    import anthropic
+    import pandas
+    return {"endurance": __version__, "python": platform.python_version(),
+            "anthropic": anthropic.__version__, "pandas": pandas.__version__,
+            "platform": platform.platform()}
+
+
+def new_run_id(name: str) -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-{secrets.token_hex(2)}"
+
+
+def _price(spec: RunSpec, endpoint: Endpoint) -> float | None:
+    if spec.price_per_hour is not None:
+        return spec.price_per_hour
+    if endpoint.simulated:
+        profile = endpoint.describe().get("profile", {})
+        hw = profile.get("hardware", {}) if isinstance(profile, dict) else {}
+        price = hw.get("usd_per_hour") if isinstance(hw, dict) else None
+        return float(price) if price is not None else None
+    return None
+
+
+def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoint: Endpoint,
+                   run_id: str) -> dict[str, Any]:
+    desc = endpoint.describe()
+    return {
+        "run_id": run_id, "label": spec.label, "scenario": s.name,
+        "scenario_file": str(spec.scenario_path), "scenario_hash": scenario_hash(
+            {k: v for k, v in resolved.items() if k != "base_dir"}),
+        "scenario_resolved": {k: v for k, v in resolved.items() if k != "base_dir"},
+        "overrides": list(spec.overrides), "seed": s.seed, "sessions": s.sessions,
+        "turns": s.turns, "compaction": s.compaction.kind,
+        "endpoint": {**desc, **({"url": redact_url(spec.endpoint_url)} if spec.endpoint_url else {})},
+        "simulated": endpoint.simulated, "price_per_hour": _price(spec, endpoint),
+        "versions": _versions(),
+    }
+
+
+def execute(spec: RunSpec, *, echo: Callable[[str], None] = print) -> RunResult:
+    """Run a scenario and write its results directory; returns what happened."""
+    s, resolved = resolve(spec)
+    endpoint = make_endpoint(s, spec)
+    run_id = new_run_id(s.name)
+    run_dir = spec.out_dir / run_id
+    recorder = Recorder(run_dir, build_manifest(s, resolved, spec, endpoint, run_id))
+    outcome = RunOutcome("failed", reason="run did not start")
+    summary: dict[str, Any] = {}
+    try:
+        outcome = _run_loop(s, spec, endpoint, recorder, run_id)
+    except KeyboardInterrupt:
+        outcome = RunOutcome("interrupted", reason="interrupted")
+    finally:
+        summary = _finish(recorder, endpoint, outcome)
+    from simulator.analysis.summary import format_summary
+    echo(format_summary(summary))
+    if outcome.reason:
+        echo(f"status: {outcome.status} ({outcome.reason})")
+    return RunResult(run_dir, outcome.status, summary, outcome, recorder.manifest)
+
+
+def _run_loop(s: Scenario, spec: RunSpec, endpoint: Endpoint, recorder: Recorder,
+              run_id: str) -> RunOutcome:
+    background: list[Callable[[], Coroutine[Any, Any, Any]]] = []
+    bg_factory = getattr(endpoint, "background", None)
+    if callable(bg_factory):
+        background.extend(bg_factory())
+    on_finish: list[Callable[[], None]] = []
+    if spec.endpoint_url is not None:
+        from simulator.metrics.prometheus import MetricsScraper
+        base = spec.endpoint_url.rstrip("/")
+        if base.endswith("/v1"):
+            base = base[:-3]
+        def sink(rows: list[dict[str, Any]]) -> None:
+            for row in rows:
+                recorder.write_metrics(row)
+
+        scraper = MetricsScraper(base + "/metrics", 5.0, sink)
+        background.append(scraper.run)
+        on_finish.append(scraper.stop)
+    total = s.sessions * s.turns
+    with _progress(total, spec.show_progress and sys.stderr.isatty()) as advance:
+        runner = Runner(s, endpoint, recorder, run_id, progress=advance, background=background,
+                        on_finish=on_finish)
+
+        async def main() -> RunOutcome:
+            try:
+                return await runner.run()
+            finally:
+                await endpoint.aclose()
+
+        if endpoint.simulated:
+            from simulator.vtime import run_virtual
+            return run_virtual(main())
+        return _run_real(main())
+
+
+def _run_real(coro: Coroutine[Any, Any, RunOutcome]) -> RunOutcome:
+    try:
+        import uvloop
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as r:
+            return r.run(coro)
+    except ImportError:
+        return asyncio.run(coro)
+
+
+class _progress:
+    """A rich progress bar on stderr (a no-op when not a terminal)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.enabled = total, enabled
+        self._bar: Any = None
+
+    def __enter__(self) -> Callable[[int], None]:
+        if not self.enabled:
+            return lambda n: None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        self._bar = Progress(TextColumn("turns"), BarColumn(), MofNCompleteColumn(),
+                             TextColumn("{task.fields[tok]} output tokens"),
+                             TimeElapsedColumn(), transient=True)
+        self._bar.start()
+        task = self._bar.add_task("run", total=self.total, tok=0)
+        state = {"tok": 0}
+
+        def advance(n: int) -> None:
+            state["tok"] += n
+            self._bar.update(task, advance=1, tok=state["tok"])
+        return advance
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def _finish(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
+    """Summarise from the journal and finalize the directory (never raises past it)."""
+    import pandas as pd
+
+    from simulator.analysis.summary import summarize
+    from simulator.metrics.recorder import METRICS_JOURNAL, TURNS_JOURNAL
+    turns = turns_frame(read_journal(recorder.run_dir / TURNS_JOURNAL))
+    mrows = read_journal(recorder.run_dir / METRICS_JOURNAL)
+    server = pd.DataFrame(mrows) if mrows else None
+    summary = summarize(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
+                        simulated=endpoint.simulated, server_metrics=server)
+    stats = getattr(endpoint, "stats", None)
+    if callable(stats):
+        engine = stats()
+        summary["engine"] = engine
+        summary["kv_usage_peak"] = engine.get("kv_usage_peak")
+        summary["preemptions"] = engine.get("preemptions")
+        if engine.get("prefix_cache_queries"):
+            summary["server_prefix_cache_hit_share"] = (
+                engine["prefix_cache_hits"] / engine["prefix_cache_queries"])
+    summary.update(status=outcome.status, status_reason=outcome.reason,
+                   failed_sessions=outcome.failed_sessions,
+                   deadline_reached=outcome.deadline_reached,
+                   run_id=recorder.manifest["run_id"], simulated=endpoint.simulated)
+    if endpoint.simulated:
+        summary["twin"] = {k: v for k, v in endpoint.describe().items() if k != "profile"}
+    recorder.finalize(outcome.status, summary)
+    return summary

@@ -1,0 +1,320 @@
+"""One synthetic coding agent: its turn loop, its retries and its records.
+
+Each turn: build the next user message (first task, a new prompt after think time,
+or the result of the tool the assistant called, after the tool's latency), apply the
+compaction policy, send the request (retrying as the scenario says, every attempt
+recorded), and append the reply to the history — the server's reply verbatim in
+`live` mode, the scripted text in `scripted` mode — plus the scripted tool call.
+
+Every random draw comes from a generator seeded by (seed, session, turn), so two runs
+of the same scenario and seed see the same turns whatever the server replies: runs
+pair up turn by turn, and an interrupted run can be resumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulator.clock import Clock
+from simulator.endpoints.base import Endpoint, EndpointError, ErrorType, LLMRequest, LLMResponse
+from simulator.metrics.recorder import Recorder
+from simulator.metrics.records import TurnRecord, derive_rates
+from simulator.metrics.reuse import PrefixTracker
+from simulator.scenario import content
+from simulator.scenario.model import Scenario, SummarizeCompaction, TurnTemplate
+from simulator.session import compaction as comp
+from simulator.session.conversation import (
+    Block,
+    Conversation,
+    Message,
+    Prefix,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from simulator.session.limiter import Limiter
+
+# Errors after which no retry can help and the whole run should stop.
+FATAL_ERRORS = frozenset({ErrorType.AUTH, ErrorType.NOT_FOUND})
+
+
+class SessionFailed(Exception):
+    """The session exhausted its retries (or hit a non-retryable error)."""
+
+
+class FatalEndpointError(Exception):
+    """An error that will hit every session alike (bad key, not an Anthropic endpoint)."""
+
+
+@dataclass
+class RunContext:
+    """What all agents of a run share."""
+
+    run_id: str
+    scenario: Scenario
+    endpoint: Endpoint
+    recorder: Recorder
+    tracker: PrefixTracker
+    clock: Clock
+    limiter: Limiter
+    base_prefix: Prefix
+    tools_text: str
+    stop: asyncio.Event
+    t0: float
+    progress: Any = None           # callable(turn_done: bool, output_tokens: int) or None
+    start_turns: dict[str, int] = field(default_factory=dict)   # resume: first turn per session
+
+
+@dataclass
+class _Pending:
+    """The tool call the previous reply ended with."""
+
+    template: TurnTemplate
+    tool_use_id: str
+    last_read: str = ""
+
+
+class Agent:
+    def __init__(self, ctx: RunContext, index: int, prefix: Prefix) -> None:
+        self.ctx = ctx
+        self.s = ctx.scenario
+        self.session_id = f"s{index:04d}"
+        self.prefix = prefix
+        self.conv = Conversation()
+        self.pending: _Pending | None = None
+        self.last_read = ""
+
+    # ------------------------------------------------------------------ turn loop
+    async def run(self) -> None:
+        for turn in range(self.s.turns):
+            if self.ctx.stop.is_set():
+                return
+            rng = random.Random(f"{self.s.seed}:{self.session_id}:{turn}")
+            user_msg, wait_s = self._next_user_message(turn, rng)
+            if wait_s > 0 and await self._idle(wait_s):
+                return
+            template = self._draw_template(rng)
+            self.conv = self.conv.append(user_msg)
+            event = await self._compact(turn)
+            resp = await self._request(turn, template, event, wait_s, self.conv.messages,
+                                       "turn", self._max_tokens(template, rng), rng)
+            self._append_reply(resp, template, turn, rng)
+            if self.ctx.progress is not None:
+                self.ctx.progress(resp.usage.output_tokens or resp.output_tokens_est)
+
+    async def _idle(self, seconds: float) -> bool:
+        """Think time / tool latency; True when the run is stopping meanwhile."""
+        try:
+            await asyncio.wait_for(self.ctx.stop.wait(), timeout=seconds)
+        except TimeoutError:
+            return False
+        return True
+
+    def _draw_template(self, rng: random.Random) -> TurnTemplate:
+        ts = self.s.turn_templates
+        return rng.choices(ts, weights=[t.weight for t in ts])[0]
+
+    def _max_tokens(self, template: TurnTemplate, rng: random.Random) -> int:
+        return max(1, int(round(template.output_tokens.sample(rng))))
+
+    def _next_user_message(self, turn: int, rng: random.Random) -> tuple[Message, float]:
+        if turn == 0 or self.pending is None:
+            dist = self.s.first_prompt_tokens if turn == 0 else self.s.user_prompt_tokens
+            n = max(1, int(round(dist.sample(rng))))
+            text = content.synth_text("prose", n, rng)
+            think = 0.0 if turn == 0 else self.s.think_time_s.sample(rng)
+            return Message("user", (TextBlock(text, n),)), think
+        tool = self.pending.template.tool
+        assert tool is not None
+        size = content.cap_tool_result(tool.kind, max(1, int(round(tool.result_tokens.sample(rng)))))
+        is_error = rng.random() < tool.error_rate
+        body = content.tool_result_text(tool.kind, size, rng)
+        if tool.kind == "read":
+            self.last_read = body
+        block = ToolResultBlock(self.pending.tool_use_id, body, is_error, tool.kind)
+        return Message("user", (block,)), tool.latency_s.sample(rng)
+
+    # ------------------------------------------------------------------ compaction
+    async def _compact(self, turn: int) -> comp.CompactionEvent | None:
+        policy = self.s.compaction
+        out = comp.apply_policy(policy, self.conv, self.prefix.tokens_est)
+        if out.summary_needed and isinstance(policy, SummarizeCompaction):
+            msgs = comp.summary_request_messages(self.conv, policy.prompt)
+            rng = random.Random(f"{self.s.seed}:{self.session_id}:{turn}:summary")
+            resp = await self._request(turn, None, None, 0.0, msgs, "summary",
+                                       policy.summary_max_tokens, rng)
+            out = comp.finish_summary(policy, self.conv, resp.text, self.prefix.tokens_est)
+        self.conv = out.conversation
+        return out.event
+
+    # ------------------------------------------------------------------ requests
+    def _build(self, messages: tuple[Message, ...], max_tokens: int,
+               template: TurnTemplate | None) -> LLMRequest:
+        hints = {"turn-kind": ("edit" if template.code_edit else template.name) if template else "summary",
+                 "output-tokens": str(max_tokens)}
+        if template is not None and template.code_edit:
+            hints["repeat-fraction"] = f"{template.repeat_fraction:.2f}"
+        prefix = self.prefix
+        if self.s.cache_bust == "per_request":
+            from simulator.session.prefix import with_nonce
+            prefix = with_nonce(self.ctx.base_prefix, f"{self.session_id}-{len(messages)}-"
+                                f"{self.ctx.clock.monotonic():.6f}")
+        wire_max = max_tokens if self.s.output_control == "max_tokens" else self.s.max_tokens
+        return LLMRequest(self.s.model, prefix, messages, wire_max, self.s.temperature,
+                          self.session_id, hints)
+
+    async def _request(self, turn: int, template: TurnTemplate | None,
+                       event: comp.CompactionEvent | None, think_s: float,
+                       messages: tuple[Message, ...], kind: str, max_tokens: int,
+                       rng: random.Random) -> LLMResponse:
+        retry = self.s.retry
+        attempt = 0
+        while True:
+            attempt += 1
+            req = self._build(messages, max_tokens, template)
+            reusable = self.ctx.tracker.observe(self.session_id, req.prefix, req.messages,
+                                                self.ctx.tools_text)
+            ctx_tokens = req.prefix.tokens_est + sum(m.tokens_est for m in messages)
+            base = dict(turn=turn, kind=kind, attempt=attempt, ctx_tokens=ctx_tokens,
+                        reusable=reusable, max_tokens=max_tokens, event=event,
+                        template=template, think_s=think_s)
+            async with self.ctx.limiter:
+                started_wall = self.ctx.clock.wall()
+                sent = self.ctx.clock.monotonic()
+                try:
+                    resp = await self.ctx.endpoint.send(req)
+                except EndpointError as exc:
+                    self._record_failure(base, started_wall, sent, exc)
+                    err: EndpointError | None = exc
+                except asyncio.CancelledError:
+                    self._record_failure(base, started_wall, sent, EndpointError(
+                        ErrorType.CANCELLED, "cancelled while in flight (stop or deadline)"))
+                    raise
+                else:
+                    self._record_success(base, started_wall, sent, resp)
+                    if resp.content:
+                        self.ctx.tracker.extend(self.session_id, Message("assistant", resp.content))
+                    return resp
+            assert err is not None
+            event = None  # the compaction is recorded on the first attempt only
+            if err.error_type in FATAL_ERRORS:
+                raise FatalEndpointError(f"{err.error_type.value}: {err}")
+            if err.error_type == ErrorType.CONTEXT_OVERFLOW and kind == "turn" \
+                    and attempt < retry.max_attempts:
+                target = int(self.s.context_window_tokens * 0.5)
+                out = comp.force_compaction(self.conv, self.prefix.tokens_est, target,
+                                            self.s.compaction.kind)
+                self.conv, event = out.conversation, out.event
+                messages = self.conv.messages
+                continue
+            if not err.error_type.retryable or attempt >= retry.max_attempts:
+                raise SessionFailed(f"{self.session_id} turn {turn}: {err.error_type.value} "
+                                    f"after {attempt} attempt(s): {err}")
+            delay = min(retry.backoff_max_s, retry.backoff_s * 2 ** (attempt - 1))
+            delay *= 1 + retry.jitter * (2 * rng.random() - 1)
+            if err.retry_after_s is not None:
+                delay = max(delay, err.retry_after_s)
+            if await self._idle(delay):
+                raise SessionFailed(f"{self.session_id}: stopped while backing off")
+
+    def _row(self, b: dict[str, Any], started_wall: float, sent: float, **kw: Any) -> TurnRecord:
+        ev: comp.CompactionEvent | None = b["event"]
+        tpl: TurnTemplate | None = b["template"]
+        return TurnRecord(
+            run_id=self.ctx.run_id, session_id=self.session_id, turn_index=b["turn"],
+            request_kind=b["kind"], attempt=b["attempt"], started_at=started_wall,
+            started_mono_s=sent - self.ctx.t0, context_tokens_est=b["ctx_tokens"],
+            reusable_prefix_tokens=b["reusable"], max_tokens=b["max_tokens"],
+            turn_kind=tpl.name if tpl else "summary", think_time_s=b["think_s"],
+            compaction=ev.kind if ev else None,
+            compaction_messages_removed=ev.messages_removed if ev else 0,
+            compaction_tokens_removed=ev.tokens_removed if ev else 0, **kw)
+
+    def _record_success(self, b: dict[str, Any], wall: float, sent: float, r: LLMResponse) -> None:
+        t = r.timing
+        n_out = r.usage.output_tokens if r.usage.output_tokens is not None else r.output_tokens_est
+        ttft, decode, turn_rate, e2e = derive_rates(n_out, t.sent, t.first_token, t.last_token)
+        if e2e is None and t.done is not None:
+            e2e = t.done - t.sent
+        self.ctx.recorder.write(self._row(
+            b, wall, sent, input_tokens=r.usage.input_tokens,
+            cache_read_tokens=r.usage.cache_read_input_tokens,
+            cache_creation_tokens=r.usage.cache_creation_input_tokens,
+            prompt_tokens=r.usage.prompt_tokens, output_tokens=n_out,
+            output_tokens_est=r.output_tokens_est, ttft_s=ttft, decode_tok_s=decode,
+            turn_tok_s=turn_rate, e2e_s=e2e, stop_reason=r.stop_reason, http_status=r.status))
+
+    def _record_failure(self, b: dict[str, Any], wall: float, sent: float,
+                        exc: EndpointError) -> None:
+        t = exc.timing
+        now = self.ctx.clock.monotonic()
+        ttft = (t.first_token - t.sent) if t is not None and t.first_token is not None else None
+        self.ctx.recorder.write(self._row(
+            b, wall, sent, ok=False, error_type=exc.error_type.value,
+            error_message=str(exc)[:300], http_status=exc.status, ttft_s=ttft,
+            output_tokens=exc.partial_output_tokens or None, e2e_s=now - sent))
+
+    # ------------------------------------------------------------------ history
+    def _append_reply(self, resp: LLMResponse, template: TurnTemplate, turn: int,
+                      rng: random.Random) -> None:
+        if self.s.history == "live":
+            blocks: list[Block] = [b for b in resp.content
+                                   if isinstance(b, TextBlock | ToolUseBlock) and
+                                   (not isinstance(b, TextBlock) or b.text)]
+        else:
+            n = resp.usage.output_tokens or resp.output_tokens_est or 1
+            blocks = [TextBlock(self._scripted_text(template, n, rng))]
+        server_tools = [b for b in blocks if isinstance(b, ToolUseBlock)]
+        self.pending = None
+        if template.tool is not None and not server_tools:
+            tid = f"toolu_{self.session_id}_{turn:05d}"
+            blocks.append(ToolUseBlock(tid, _tool_name(template.tool.kind),
+                                       self._tool_input(template, rng)))
+            self.pending = _Pending(template, tid)
+        elif server_tools and template.tool is not None:
+            # The model asked for tools itself: answer the first one with this template's
+            # result size, the others with short results (every tool_use gets an answer).
+            self.pending = _Pending(template, server_tools[0].id)
+        if not blocks:
+            blocks = [TextBlock("(empty reply)")]
+        self.conv = self.conv.append(Message("assistant", tuple(blocks)))
+        if server_tools and template.tool is None:
+            self.pending = None
+            self.conv = self.conv.append(Message("user", tuple(
+                ToolResultBlock(b.id, "ok", False, b.name) for b in server_tools)))
+            self.conv = self.conv.append(Message("assistant", (TextBlock("Done."),)))
+
+    def _scripted_text(self, template: TurnTemplate, n: int, rng: random.Random) -> str:
+        if template.code_edit and self.last_read:
+            from simulator import tokens
+            ids = tokens.encode(self.last_read)
+            k = min(len(ids), int(n * template.repeat_fraction))
+            start = rng.randint(0, max(0, len(ids) - k))
+            copied = tokens.decode(ids[start:start + k])
+            return copied + "\n" + content.synth_text("code", max(1, n - k), rng)
+        return content.synth_text("code", n, rng)
+
+    def _tool_input(self, template: TurnTemplate, rng: random.Random) -> str:
+        assert template.tool is not None
+        kind = template.tool.kind
+        path = f"src/{rng.choice(('core', 'api', 'engine', 'utils'))}/module_{rng.randint(1, 60)}.py"
+        args: dict[str, Any] = {"read": {"file_path": path},
+                                "grep": {"pattern": f"def {rng.choice(('load', 'parse', 'run'))}",
+                                         "path": "src"},
+                                "glob": {"pattern": "**/*.py"},
+                                "bash": {"command": f"pytest -q tests/test_{rng.randint(1, 40)}.py"},
+                                "write": {"file_path": path, "content": "..."},
+                                }.get(kind, {"description": kind})
+        if kind == "edit":
+            old = self.last_read[:160] if self.last_read else "pass"
+            args = {"file_path": path, "old_string": old, "new_string": old.replace("self", "ctx")}
+        return json.dumps(args, separators=(",", ":"))
+
+
+def _tool_name(kind: str) -> str:
+    return {"read": "Read", "grep": "Grep", "glob": "Glob", "bash": "Bash", "edit": "Edit",
+            "write": "Write", "task": "Task", "todo": "TodoWrite", "web": "WebFetch"}[kind]

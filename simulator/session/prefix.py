@@ -1,0 +1,61 @@
+"""The shared request prefix (tools, then system prompt), built once per run.
+
+Byte-for-byte identical across sessions unless the scenario asks for a cache-buster
+(a per-session or per-request nonce at the very start of the system prompt, as
+Claude Code's attribution header did), so sessions share exactly what real clients
+share.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simulator import tokens
+from simulator.errors import ScenarioError
+from simulator.scenario import content
+from simulator.scenario.model import Scenario
+from simulator.session.conversation import Prefix
+
+
+def _load_tools_file(path: Path) -> tuple[dict[str, Any], ...]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ScenarioError(f"cannot read tools file: {exc}", file=str(path)) from None
+    if isinstance(data, dict) and "tools" in data:
+        data = data["tools"]
+    if not isinstance(data, list) or not all(isinstance(t, dict) and "name" in t for t in data):
+        raise ScenarioError("tools file must hold a list of tool definitions with a 'name'",
+                            file=str(path))
+    return tuple(data)
+
+
+def build_base_prefix(s: Scenario) -> Prefix:
+    """System prompt and tools from files or synthesised to their target sizes."""
+    rng = random.Random(f"{s.seed}:prefix")
+    base = Path(s.base_dir)
+    if s.system.file is not None:
+        system = (base / s.system.file).read_text(encoding="utf-8")
+    else:
+        system = content.synth_text("prose", s.system.tokens or 0, rng)
+    if s.tools.file is not None:
+        tools = _load_tools_file(base / s.tools.file)
+    else:
+        tools = content.synth_tools(s.tools.count, s.tools.tokens or 0, rng)
+    return Prefix(system, tools, tokens.count(system), content.tools_tokens(tools))
+
+
+def with_nonce(prefix: Prefix, nonce: str) -> Prefix:
+    """A copy whose system prompt starts with a cache-busting nonce."""
+    head = f"x-anthropic-billing-header: cc_version=2.1; cch={nonce};\n"
+    return Prefix(head + prefix.system, prefix.tools,
+                  prefix.system_tokens_est + tokens.count(head), prefix.tools_tokens_est)
+
+
+def tools_json(prefix: Prefix) -> str:
+    return json.dumps(list(prefix.tools), separators=(",", ":"))

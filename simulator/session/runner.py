@@ -1,0 +1,173 @@
+"""The runner: N agents in one TaskGroup, arrivals, limits, deadline, graceful stop.
+
+It owns everything run-wide — the endpoint's background tasks, the request limiter,
+the stop signal (Ctrl-C / SIGTERM: no new requests; in-flight ones may finish for a
+grace period, then are cancelled and recorded as such), the deadline and the
+failed-session threshold — and nothing about what a turn is (see `agent`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import signal
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulator.clock import LoopClock
+from simulator.endpoints.base import Endpoint
+from simulator.errors import RunError
+from simulator.metrics.recorder import Recorder
+from simulator.metrics.reuse import PrefixTracker
+from simulator.scenario.model import Scenario
+from simulator.session.agent import Agent, FatalEndpointError, RunContext, SessionFailed
+from simulator.session.limiter import Limiter
+from simulator.session.prefix import build_base_prefix, tools_json, with_nonce
+
+STOP_GRACE_S = 10.0
+
+
+@dataclass
+class RunOutcome:
+    status: str                      # completed | interrupted | failed
+    reason: str = ""
+    failed_sessions: list[str] = field(default_factory=list)
+    deadline_reached: bool = False
+    wall_window_s: float = 0.0
+
+
+def arrival_offsets(s: Scenario) -> list[float]:
+    """Start offsets (seconds) of each session under the scenario's arrival pattern."""
+    a = s.arrival
+    if a.pattern == "all_at_once":
+        return [0.0] * s.sessions
+    if a.pattern == "ramp":
+        return [i * a.interval_s for i in range(s.sessions)]
+    rng = random.Random(f"{s.seed}:arrivals")
+    t, out = 0.0, []
+    for _ in range(s.sessions):
+        out.append(t)
+        t += rng.expovariate(a.rate_per_s)
+    return out
+
+
+class Runner:
+    def __init__(self, scenario: Scenario, endpoint: Endpoint, recorder: Recorder, run_id: str,
+                 *, progress: Callable[[int], None] | None = None,
+                 background: list[Callable[[], Coroutine[Any, Any, Any]]] | None = None,
+                 session_range: range | None = None,
+                 on_finish: list[Callable[[], None]] | None = None) -> None:
+        self.s = scenario
+        self.endpoint = endpoint
+        self.recorder = recorder
+        self.run_id = run_id
+        self.progress = progress
+        self.background = background or []
+        self.sessions = session_range or range(scenario.sessions)
+        self.on_finish = on_finish or []
+        self.outcome = RunOutcome("completed")
+        self._stop = asyncio.Event()
+        self._signalled = 0
+
+    async def run(self) -> RunOutcome:
+        loop = asyncio.get_running_loop()
+        main = asyncio.current_task()
+        assert main is not None
+        installed = self._install_signals(loop, main)
+        clock = LoopClock()
+        base = build_base_prefix(self.s)
+        t0 = clock.monotonic()
+        ctx = RunContext(self.run_id, self.s, self.endpoint, self.recorder, PrefixTracker(),
+                         clock, Limiter(self.s.limits.max_in_flight, self.s.limits.requests_per_s),
+                         base, tools_json(base), self._stop, t0, self.progress)
+        try:
+            await self._run_all(ctx)
+        except asyncio.CancelledError:
+            if not self._signalled:
+                raise
+            self.outcome.status = "interrupted"
+            self.outcome.reason = "stopped by signal; in-flight requests cancelled after grace"
+        finally:
+            self.outcome.wall_window_s = clock.monotonic() - t0
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+        return self.outcome
+
+    async def _run_all(self, ctx: RunContext) -> None:
+        try:
+            async with asyncio.timeout(self.s.deadline_s):
+                await self._group(ctx)
+        except TimeoutError:
+            self.outcome.deadline_reached = True
+            self.outcome.reason = f"deadline of {self.s.deadline_s} s reached"
+        if self._signalled and self.outcome.status == "completed":
+            self.outcome.status = "interrupted"
+            self.outcome.reason = "stopped by signal"
+
+    async def _group(self, ctx: RunContext) -> None:
+        offsets = arrival_offsets(self.s)
+        try:
+            async with asyncio.TaskGroup() as outer:
+                bg: list[asyncio.Task[Any]] = [outer.create_task(f()) for f in self.background]
+                try:
+                    async with asyncio.TaskGroup() as tg:
+                        for i in self.sessions:
+                            tg.create_task(self._session(ctx, i, offsets[i]))
+                finally:
+                    for stop in self.on_finish:   # e.g. a metrics scraper's last scrape
+                        stop()
+                    if bg and self.on_finish:
+                        await asyncio.wait(bg, timeout=5.0)
+                    for t in bg:
+                        t.cancel()
+        except* (FatalEndpointError, _TooManyFailures) as eg:
+            self.outcome.status = "failed"
+            self.outcome.reason = str(eg.exceptions[0])
+
+    async def _session(self, ctx: RunContext, index: int, offset: float) -> None:
+        if offset > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), timeout=offset)
+            if self._stop.is_set():
+                return
+        prefix = ctx.base_prefix
+        if self.s.cache_bust == "per_session":
+            prefix = with_nonce(prefix, f"{self.s.seed:x}{index:06x}")
+        agent = Agent(ctx, index, prefix)
+        try:
+            await agent.run()
+        except SessionFailed as exc:
+            self.outcome.failed_sessions.append(agent.session_id)
+            limit = self.s.limits.max_failed_sessions_frac * len(self.sessions)
+            if len(self.outcome.failed_sessions) > limit:
+                raise _TooManyFailures(
+                    f"{len(self.outcome.failed_sessions)} of {len(self.sessions)} sessions failed "
+                    f"(limit {self.s.limits.max_failed_sessions_frac:.0%}); last: {exc}") from None
+        finally:
+            ctx.tracker.forget(agent.session_id)
+
+    def _install_signals(self, loop: asyncio.AbstractEventLoop,
+                         main: asyncio.Task[Any]) -> list[int]:
+        installed: list[int] = []
+
+        def on_signal() -> None:
+            self._signalled += 1
+            self._stop.set()
+            if self._signalled == 1:
+                loop.call_later(STOP_GRACE_S, main.cancel)
+            else:
+                main.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, on_signal)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # not the main thread (e.g. a worker thread in tests)
+        return installed
+
+
+class _TooManyFailures(RunError):
+    pass

@@ -1,0 +1,53 @@
+"""What the twin replies to a request: shared by the in-process endpoint and the
+HTTP server so both give the same reply to the same request."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from array import array
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from simulator.twin import textgen
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedReply:
+    token_ids: list[int]
+    stop_reason: str          # end_turn | max_tokens
+
+
+def reply_seed(seed: int, prompt: Sequence[int], max_tokens: int) -> int:
+    """A seed from the request content: same prompt and max_tokens → same reply."""
+    h = hashlib.blake2b(array("I", prompt).tobytes(), digest_size=8,
+                        key=f"{seed}:{max_tokens}".encode())
+    return int.from_bytes(h.digest(), "little")
+
+
+def parse_hints(headers: Mapping[str, str]) -> tuple[bool, float, int | None]:
+    """(code_edit, repeat_fraction, natural output tokens) from `x-endurance-*` hints
+    (keys given with or without the `x-endurance-` prefix)."""
+    def get(key: str) -> str | None:
+        return headers.get(f"x-endurance-{key}", headers.get(key))
+    edit = (get("turn-kind") or "").strip().lower() == "edit"
+    try:
+        frac = min(1.0, max(0.0, float(get("repeat-fraction") or "0.6")))
+    except ValueError:
+        frac = 0.6
+    natural: int | None = None
+    raw = get("output-tokens")
+    if raw is not None and raw.strip().isdigit():
+        natural = max(1, int(raw))
+    return edit, frac, natural
+
+
+def plan(prompt: Sequence[int], max_tokens: int, limit: int, *, seed: int, code_edit: bool,
+         repeat_fraction: float, natural_tokens: int | None) -> PlannedReply:
+    """Reply tokens for a request; `limit` is max_tokens capped by the context window."""
+    rseed = reply_seed(seed, prompt, max_tokens)
+    natural = natural_tokens if natural_tokens is not None else \
+        textgen.natural_length(random.Random(rseed))
+    _, ids = textgen.plan_reply(prompt, limit, seed=rseed, natural_tokens=natural,
+                                code_edit=code_edit, repeat_fraction=repeat_fraction)
+    return PlannedReply(ids[:limit], "max_tokens" if natural >= limit else "end_turn")
