@@ -1,5 +1,74 @@
-"""CLI commands: twin (placeholder until implemented)."""
+"""CLI commands of the twin: `endurance twin fit` (and, from another module, `twin serve`)."""
 
 from __future__ import annotations
 
-from simulator.cli._app import main  # noqa: F401
+from pathlib import Path
+
+import click
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from simulator.cli._app import main
+from simulator.errors import InputError
+from simulator.twin.fit import DEFAULT_FREE, FitResult, fit_terms, load_points
+
+
+@main.group(name="twin")
+def twin_group() -> None:
+    """The twin: a calibrated, simulated vLLM engine (fit it, serve it)."""
+
+
+def _terms_table(result: FitResult) -> Table:
+    table = Table(title="efficiency terms")
+    table.add_column("term")
+    table.add_column("value", justify="right")
+    table.add_column("status")
+    for name, value in result.terms.items():
+        table.add_row(name, f"{value:.6g}", "fitted" if name in result.free else "prior")
+    return table
+
+
+def _num(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def _points_table(result: FitResult) -> Table:
+    table = Table(title=f"points (RMS log error {100 * result.rms_log_error:.1f}%)")
+    for col, justify in (("point", "left"), ("predicted", "right"),
+                         ("measured", "right"), ("unit", "left"), ("error %", "right")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for i, row in enumerate(result.rows):
+        label = row.obs.label or f"{row.obs.kind} #{i + 1}"
+        table.add_row(label, _num(row.predicted), _num(row.obs.measured),
+                      row.obs.unit, f"{row.error_pct:+.1f}")
+    return table
+
+
+@twin_group.command(name="fit")
+@click.argument("points_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--hardware", default=None, help="card profile name or YAML path "
+              "(default: the points file's `hardware`)")
+@click.option("--model", default=None, help="model profile name or YAML path "
+              "(default: the points file's `model`)")
+@click.option("--free", "free", default=None,
+              help=f"comma-separated terms to fit (default: the file's `fit`, "
+                   f"else {','.join(DEFAULT_FREE)})")
+def fit_command(points_file: Path, hardware: str | None, model: str | None,
+                free: str | None) -> None:
+    """Fit the performance model's efficiency terms to measured POINTS_FILE (YAML/CSV)."""
+    pf = load_points(points_file)
+    hw, mp = hardware or pf.hardware, model or pf.model
+    if not hw or not mp:
+        raise InputError(f"{points_file}: give --hardware and --model (the file names none)")
+    terms = [t.strip() for t in free.split(",") if t.strip()] if free else pf.fit
+    result = fit_terms(pf.points, hw, mp, free=tuple(terms or DEFAULT_FREE),
+                       engine=pf.engine)
+    console = Console()
+    console.print(f"twin fit: {hw} × {mp}, {len(pf.points)} points, "
+                  f"{result.iterations} iterations")
+    console.print(_terms_table(result))
+    console.print(_points_table(result))
+    snippet = {"efficiency": {k: float(f"{v:.5g}") for k, v in result.terms.items()}}
+    console.print("profile snippet (paste into the hardware YAML, with a source note):")
+    console.print(yaml.safe_dump(snippet, sort_keys=False), markup=False, highlight=False)

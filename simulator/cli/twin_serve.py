@@ -1,0 +1,55 @@
+"""CLI: `endurance twin serve` — the twin as a real HTTP server (Anthropic Messages API).
+
+Registered by the twin group with `twin_group.add_command(serve_command, "serve")`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import click
+
+from simulator.errors import InputError
+from simulator.twin.faults import parse_faults
+from simulator.twin.server import serve_forever, twin_app
+
+
+@click.command("serve")
+@click.option("--hardware", default="a40", show_default=True, help="Hardware profile name.")
+@click.option("--model", default="qwen3-coder-30b-a3b-awq", show_default=True,
+              help="Model profile name.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--time-scale", default=1.0, show_default=True, type=float,
+              help="Run F times faster than the modelled card.")
+@click.option("--faults", default="", help='Fault probabilities per request, e.g. '
+              '"429:0.03,529:0.03,500:0.02,disconnect:0.02,stall:0.01:60,spike:0.05:3".')
+@click.option("--cutoff-s", type=float, default=None,
+              help="Proxy-style cut-off: 524 (or a dropped stream) after S seconds.")
+@click.option("--spec", default="off", show_default=True, help="Speculative decoding: off|ngram:K.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--max-model-len", type=click.IntRange(min=1), default=None,
+              help="Context window in tokens (default: the model profile's, else 262144).")
+@click.option("--instant", is_flag=True,
+              help="Zero latency: write whole replies at once (client-ceiling benchmarks).")
+def serve_command(hardware: str, model: str, host: str, port: int, time_scale: float,
+                  faults: str, cutoff_s: float | None, spec: str, seed: int,
+                  max_model_len: int | None, instant: bool) -> None:
+    """Serve the simulated engine over HTTP: POST /v1/messages, /v1/messages/count_tokens,
+    GET /v1/models, /health, /metrics (vLLM names), /debug/requests/{id}."""
+    if time_scale <= 0:
+        raise InputError(f"--time-scale {time_scale}: must be > 0")
+    if cutoff_s is not None and cutoff_s <= 0:
+        raise InputError(f"--cutoff-s {cutoff_s}: must be > 0")
+    app, described = twin_app(hardware, model, spec=spec, seed=seed, time_scale=time_scale,
+                              instant=instant, faults=parse_faults(faults), cutoff_s=cutoff_s,
+                              context_window=max_model_len)
+
+    def announce(url: str) -> None:
+        click.echo(f"endurance twin (simulated) {model} on {hardware}: {url} "
+                   f"[{described.get('num_blocks')} KV blocks, time scale {time_scale:g}"
+                   f"{', instant' if instant else ''}]", err=True)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve_forever(app, host, port, announce))

@@ -1,0 +1,482 @@
+"""The twin's engine: vLLM V1 continuous batching over a paged, prefix-cached KV pool.
+
+Each step is one forward pass. Scheduling follows vLLM V1: a token budget
+(`max_num_batched_tokens`) and a cap on running sequences (`max_num_seqs`); running
+requests first (a decode is 1 token, or 1 + k with n-gram speculation; an unfinished
+prefill continues with a chunk), then waiting requests in FCFS order with chunked
+prefill, skipped entirely in a step that had to preempt. Blocks are allocated for the
+tokens scheduled in the step (as vLLM's `allocate_slots`); when a running request needs
+a block and none is free, the most recently admitted running request is preempted
+(recompute: its blocks are freed tail first, hashes kept, and it goes to the front of
+the waiting queue with its generated tokens now part of its prompt). A prefix-cache
+lookup runs at every admission. The step that computes a sequence's last known token
+samples a new one, so the first token comes from the step that ends the prefill.
+Step durations come from the performance model; the clock is `now` (seconds).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulator.twin.kv_cache import BlockPool, extend_hash_chain
+from simulator.twin.spec_decode import NgramIndex, NgramSpec, accepted_length
+from simulator.twin.types import (
+    EngineCounters,
+    EngineRequest,
+    PerfModel,
+    RequestResult,
+    StepOutcome,
+    StepShape,
+)
+
+DEFAULT_MAX_NUM_SEQS = 256
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+DEFAULT_BLOCK_SIZE = 16
+RECENT_CHAINS = 8
+
+
+class RequestTooLong(ValueError):
+    """A request whose prompt + planned output can never fit the KV pool."""
+
+
+@dataclass(slots=True, eq=False)
+class _Seq:
+    """Live state of one request inside the engine (dropped when it finishes)."""
+
+    rid: str
+    tokens: list[int]          # prompt + planned output; tokens[:num_tokens] are known
+    prompt_len: int
+    total: int                 # len(tokens)
+    result: RequestResult
+    num_tokens: int            # known tokens: prompt + emitted
+    num_computed: int = 0      # tokens whose KV is computed
+    blocks: list[int] = field(default_factory=list)
+    n_cached: int = 0          # leading blocks already registered in the prefix cache
+    hashes: list[int] = field(default_factory=list)   # chain over known full blocks
+    admitted: bool = False
+    index: NgramIndex | None = None
+    d_start: int = 0           # this step's draft: tokens[d_start:d_start+d_count]
+    d_count: int = 0
+
+
+def _setting(explicit: int | None, perf: Any, name: str, default: int) -> int:
+    if explicit is not None:
+        return int(explicit)
+    value = getattr(perf, name, None)
+    return int(value) if value is not None else default
+
+
+class TwinEngine:
+    """Simulated vLLM V1 engine implementing `simulator.twin.types.Engine`."""
+
+    def __init__(self, perf_model: PerfModel, *, max_num_seqs: int | None = None,
+                 max_num_batched_tokens: int | None = None, block_size: int | None = None,
+                 num_blocks: int | None = None, spec: NgramSpec | None = None) -> None:
+        bs = _setting(block_size, perf_model, "block_size", DEFAULT_BLOCK_SIZE)
+        nb = num_blocks if num_blocks is not None else getattr(perf_model, "num_blocks", None)
+        if nb is None:
+            nb = perf_model.kv_capacity_tokens() // bs
+        self.max_num_seqs = _setting(max_num_seqs, perf_model, "max_num_seqs",
+                                     DEFAULT_MAX_NUM_SEQS)
+        self.max_num_batched_tokens = _setting(
+            max_num_batched_tokens, perf_model, "max_num_batched_tokens",
+            DEFAULT_MAX_NUM_BATCHED_TOKENS)
+        if spec is None:
+            spec = getattr(perf_model, "spec", None)
+        self.spec: NgramSpec | None = spec if isinstance(spec, NgramSpec) else None
+        self.pool = BlockPool(int(nb), bs)
+        self.perf_model = perf_model
+        self._step_time = perf_model.step_time
+        self.now = 0.0
+        self.counters = EngineCounters()
+        self._pending: list[tuple[float, int, _Seq]] = []     # heap of future arrivals
+        self._seqno = 0
+        self._waiting: deque[_Seq] = deque()
+        self._running: list[_Seq] = []
+        self._results: dict[str, RequestResult] = {}
+        # the last admission pass stopped for want of blocks or seats, and nothing has
+        # freed any since: pure decode steps can then be batched (see `_burst`)
+        self._admit_blocked = False
+        # token lists and hash chains of recently admitted requests: a follow-up turn
+        # that extends one of them reuses its hashes instead of rehashing the prompt
+        self._recent: deque[tuple[list[int], list[int]]] = deque(maxlen=RECENT_CHAINS)
+        self._spare_indexes: deque[NgramIndex] = deque(maxlen=RECENT_CHAINS)
+
+    # -- Engine protocol: introspection ------------------------------------------------
+    @property
+    def block_size(self) -> int:
+        return self.pool.block_size
+
+    @property
+    def num_blocks(self) -> int:
+        return self.pool.num_blocks
+
+    def kv_usage(self) -> float:
+        return self.pool.usage()
+
+    def num_running(self) -> int:
+        return len(self._running)
+
+    def num_waiting(self) -> int:
+        return len(self._waiting) + len(self._pending)
+
+    def is_idle(self) -> bool:
+        return not (self._running or self._waiting or self._pending)
+
+    def result(self, request_id: str) -> RequestResult:
+        return self._results[request_id]
+
+    def pop_result(self, request_id: str) -> RequestResult:
+        return self._results.pop(request_id)
+
+    # -- Engine protocol: driving ------------------------------------------------------
+    def submit(self, request: EngineRequest) -> None:
+        """Queue a request; it arrives at max(request.arrival, now)."""
+        rid = request.request_id
+        if rid in self._results:
+            raise ValueError(f"request id {rid!r} already submitted")
+        tokens = list(request.prompt_tokens)
+        prompt_len = len(tokens)
+        if prompt_len == 0:
+            raise ValueError(f"request {rid!r} has an empty prompt")
+        tokens.extend(request.output_plan)
+        capacity = self.pool.num_blocks * self.pool.block_size
+        if len(tokens) > capacity:
+            raise RequestTooLong(f"request {rid!r}: {len(tokens)} tokens exceed the KV "
+                                 f"cache of {capacity} tokens")
+        res = RequestResult(request_id=rid, prompt_len=prompt_len)
+        self._results[rid] = res
+        seq = _Seq(rid, tokens, prompt_len, len(tokens), res, prompt_len)
+        arrival = max(request.arrival, self.now)
+        if arrival <= self.now:
+            self._waiting.append(seq)
+        else:
+            self._seqno += 1
+            heapq.heappush(self._pending, (arrival, self._seqno, seq))
+
+    def step(self) -> StepOutcome | None:
+        """Run one step from `now` (None when nothing has arrived to run)."""
+        self._take_arrivals()
+        if not (self._running or self._waiting):
+            return None
+        start = self.now
+        emitted: list[tuple[str, int]] = []
+        admitted: list[str] = []
+        finished = self._run_step(emitted, admitted)
+        return StepOutcome(start, self.now, tuple(emitted), tuple(finished), tuple(admitted))
+
+    def run_until(self, t: float) -> list[str]:
+        """Run steps while now < t; return the ids finished by the first step that
+        finishes any. An idle engine jumps to the next arrival, or to t."""
+        while self.now < t:
+            if self._pending and self._pending[0][0] <= self.now:
+                self._take_arrivals()
+            if not (self._running or self._waiting):
+                if self._pending and self._pending[0][0] < t:
+                    self.now = self._pending[0][0]
+                    continue
+                self.now = t
+                break
+            if self.spec is None and (self._admit_blocked or not self._waiting):
+                k = self._burst_len()
+                if k > 0 and self._burst(k, t):
+                    continue
+            finished = self._run_step(None, None)
+            if finished:
+                return finished
+        return []
+
+    def _burst_len(self) -> int:
+        """Steps that can run as pure decode with nothing changing but positions and
+        block tables: no request finishing, no admission possible (0 if none)."""
+        running = self._running
+        if not running or len(running) > self.max_num_batched_tokens:
+            return 0
+        k = 1 << 62
+        for s in running:
+            if s.num_tokens - s.num_computed != 1:
+                return 0
+            k = min(k, s.total - s.num_tokens - 1)
+        return k
+
+    def _burst(self, k: int, t: float) -> int:
+        """Up to k pure decode steps in a tight loop (the virtual-time fast path); stops
+        at t, at the next arrival, or when a block is needed and none is free. Timings
+        are those of k general steps; full blocks are registered at the end. Returns
+        the steps run."""
+        running = self._running
+        r = len(running)
+        kv = sum(s.num_computed for s in running) + r
+        appends = [s.result.token_times.append for s in running]
+        step_time, now, bs = self._step_time, self.now, self.pool.block_size
+        stop = min(t, self._pending[0][0]) if self._pending else t
+        room = [len(s.blocks) * bs - s.num_computed for s in running]  # steps w/o alloc
+        next_alloc = min(room)
+        done = 0
+        while done < k and now < stop:
+            if done == next_alloc and not self._burst_alloc(room, done):
+                break
+            now += step_time(StepShape(r, r, kv, 0, 0.0))
+            for app in appends:
+                app(now)
+            kv += r
+            done += 1
+            if done > next_alloc:
+                next_alloc = min(room)
+        self.now = now
+        for s in running:
+            s.num_computed += done
+            s.num_tokens += done
+            self._cache_full(s, s.num_tokens)
+        self.counters.generation_tokens += r * done
+        return done
+
+    def _burst_alloc(self, room: list[int], done: int) -> bool:
+        """Give a block to every sequence whose table is full after `done` burst steps;
+        False (nothing allocated for the rest) when the pool runs dry."""
+        pool, bs = self.pool, self.pool.block_size
+        for j, s in enumerate(self._running):
+            if room[j] == done:
+                if pool.num_free == 0:
+                    return False
+                b = pool.allocate_one()
+                assert b is not None
+                s.blocks.append(b)
+                room[j] += bs
+        return True
+
+    # -- internals ---------------------------------------------------------------------
+    def _take_arrivals(self) -> None:
+        pending, now = self._pending, self.now
+        while pending and pending[0][0] <= now:
+            self._waiting.append(heapq.heappop(pending)[2])
+
+    def _run_step(self, emitted: list[tuple[str, int]] | None,
+                  admitted: list[str] | None) -> list[str]:
+        """Schedule, time and apply one step; returns the ids it finished."""
+        sched, nums = self._schedule(admitted)
+        if not sched:
+            raise RuntimeError("engine invariant: nothing schedulable although work queued")
+        kv = pre = 0
+        pairs = 0.0
+        for s, n in zip(sched, nums, strict=True):
+            c = s.num_computed
+            kv += c + n
+            if s.num_tokens - c > 1:
+                pre += n
+                pairs += n * (c + n / 2)
+        shape = StepShape(len(sched), sum(nums), kv, pre, pairs)
+        end = self.now + self._step_time(shape)
+        self.now = end
+        return self._apply(sched, nums, end, emitted)
+
+    def _apply(self, sched: list[_Seq], nums: list[int], end: float,
+               emitted: list[tuple[str, int]] | None) -> list[str]:
+        """Advance every scheduled sequence by its step's work; emit and finish."""
+        finished: list[str] = []
+        ctr = self.counters
+        for s, n in zip(sched, nums, strict=True):
+            known = s.num_tokens
+            c = s.num_computed + n
+            if c < known:                      # a prefill chunk that is not the last
+                s.num_computed = c
+                continue
+            acc = 0
+            if s.d_count:
+                acc = accepted_length(s.tokens, s.d_start, s.d_count, known,
+                                      s.total - known - 1)
+                self._count_spec(s, acc)
+            e = min(acc + 1, s.total - known)
+            s.num_computed = known + acc
+            s.num_tokens = known + e
+            res = s.result
+            if not res.token_times and e:
+                ctr.prompt_tokens += s.prompt_len
+            if e == 1:
+                res.token_times.append(end)
+            elif e:
+                res.token_times.extend([end] * e)
+            ctr.generation_tokens += e
+            if emitted is not None and e:
+                emitted.append((s.rid, e))
+            if s.num_tokens >= s.total:
+                self._finish(s, end)
+                finished.append(s.rid)
+        return finished
+
+    def _count_spec(self, s: _Seq, acc: int) -> None:
+        ctr, res = self.counters, s.result
+        ctr.spec_drafts += 1
+        ctr.spec_draft_tokens += s.d_count
+        ctr.spec_accepted_tokens += acc
+        res.spec_drafts += 1
+        res.spec_draft_tokens += s.d_count
+        res.spec_accepted_tokens += acc
+        s.d_count = 0
+
+    def _finish(self, s: _Seq, end: float) -> None:
+        self.pool.free(s.blocks[::-1])
+        s.blocks = []
+        if s.index is not None:
+            self._spare_indexes.appendleft(s.index)
+            s.index = None
+        s.result.finished = end
+        self._admit_blocked = False
+        self._running.remove(s)
+        self.counters.requests_finished += 1
+
+    def _schedule(self, admitted: list[str] | None) -> tuple[list[_Seq], list[int]]:
+        """vLLM V1 `schedule()`: running first, then waiting (unless we preempted)."""
+        budget = self.max_num_batched_tokens
+        sched: list[_Seq] = []
+        nums: list[int] = []
+        running = self._running
+        preempted = False
+        i = 0
+        while i < len(running) and budget > 0:
+            s = running[i]
+            n = s.num_tokens - s.num_computed
+            if n == 1 and self.spec is not None:
+                n += self._draft(s, budget - 1)
+            elif n > budget:
+                n = budget
+            if not self._grow(s, s.num_computed + n):
+                preempted = True
+                if not self._preempt_for(s, s.num_computed + n):
+                    break                       # s itself was preempted
+            self._cache_full(s, min(s.num_computed + n, s.num_tokens))
+            sched.append(s)
+            nums.append(n)
+            budget -= n
+            i += 1
+        self._admit_blocked = False
+        if not preempted:
+            budget = self._admit(budget, sched, nums, admitted)
+        return sched, nums
+
+    def _draft(self, s: _Seq, room: int) -> int:
+        """Propose this step's draft for a decoding sequence; returns its length."""
+        if s.index is None:
+            s.index = self._take_index(s)
+        start, count = s.index.propose(s.num_tokens)
+        count = min(count, max(room, 0))
+        s.d_start, s.d_count = start, count
+        return count
+
+    def _take_index(self, s: _Seq) -> NgramIndex:
+        """A finished request's index that `s` extends (cheap), else a new one."""
+        for j, idx in enumerate(self._spare_indexes):
+            if idx.adopt(s.tokens, s.num_tokens):
+                del self._spare_indexes[j]
+                return idx
+        assert self.spec is not None
+        return NgramIndex(self.spec, s.tokens, s.num_tokens)
+
+    def _grow(self, s: _Seq, upto: int) -> bool:
+        """Give `s` blocks for `upto` tokens; False when the pool is short."""
+        bs = self.pool.block_size
+        need = -(-upto // bs) - len(s.blocks)
+        if need <= 0:
+            return True
+        if need == 1:
+            b = self.pool.allocate_one()
+            if b is None:
+                return False
+            s.blocks.append(b)
+            return True
+        got = self.pool.allocate(need)
+        if got is None:
+            return False
+        s.blocks.extend(got)
+        return True
+
+    def _preempt_for(self, s: _Seq, upto: int) -> bool:
+        """Preempt the most recently admitted running requests until `s` fits.
+        Returns False when `s` itself had to go."""
+        running = self._running
+        while True:
+            victim = running.pop()
+            self._preempt(victim)
+            if victim is s:
+                return False
+            if self._grow(s, upto):
+                return True
+
+    def _preempt(self, v: _Seq) -> None:
+        self.pool.free(v.blocks[::-1])
+        v.blocks = []
+        v.n_cached = 0
+        v.num_computed = 0
+        v.d_count = 0
+        v.result.num_preemptions += 1
+        self.counters.preemptions += 1
+        self._waiting.appendleft(v)
+
+    def _cache_full(self, s: _Seq, upto: int) -> None:
+        """Register the full blocks of tokens[:upto] (upto ≤ known) in the prefix cache."""
+        bs = self.pool.block_size
+        n_full = upto // bs
+        if n_full <= s.n_cached:
+            return
+        hashes = extend_hash_chain(s.tokens, n_full * bs, bs, s.hashes)
+        pool, blocks = self.pool, s.blocks
+        for j in range(s.n_cached, n_full):
+            pool.cache_block(blocks[j], hashes[j])
+        s.n_cached = n_full
+
+    def _seed_hashes(self, s: _Seq) -> None:
+        """Copy the hash chain of a recent request whose known blocks `s` starts with."""
+        bs = self.pool.block_size
+        limit = s.num_tokens // bs
+        for toks, hashes in self._recent:
+            m = min(len(hashes), limit)
+            if m and s.tokens[:m * bs] == toks[:m * bs]:
+                s.hashes = hashes[:m]
+                return
+
+    def _admit(self, budget: int, sched: list[_Seq], nums: list[int],
+               admitted: list[str] | None) -> int:
+        """Admit waiting requests FCFS while budget, seats and blocks allow."""
+        pool, bs = self.pool, self.pool.block_size
+        waiting, running = self._waiting, self._running
+        while waiting and budget > 0 and len(running) < self.max_num_seqs:
+            s = waiting[0]
+            known = s.num_tokens
+            if not s.hashes:
+                self._seed_hashes(s)
+            extend_hash_chain(s.tokens, known, bs, s.hashes)
+            hit_blocks = pool.lookup(s.hashes, (known - 1) // bs)
+            hit = len(hit_blocks) * bs
+            n = min(known - hit, budget)
+            need = -(-(hit + n) // bs) - len(hit_blocks)
+            if need > pool.num_free - pool.num_evictable(hit_blocks):
+                self._admit_blocked = True       # stays so until blocks are freed
+                break
+            pool.touch(hit_blocks)
+            new = pool.allocate(need)
+            assert new is not None
+            waiting.popleft()
+            s.blocks = hit_blocks + new
+            s.n_cached = len(hit_blocks)
+            s.num_computed = hit
+            pool.record_query(known, hit)
+            self.counters.prefix_cache_queries += known
+            self.counters.prefix_cache_hits += hit
+            if not s.admitted:
+                s.admitted = True
+                self._recent.appendleft((s.tokens, s.hashes))
+                s.result.cached_tokens = hit
+                s.result.first_scheduled = self.now
+                if admitted is not None:
+                    admitted.append(s.rid)
+            running.append(s)
+            self._cache_full(s, hit + n)
+            sched.append(s)
+            nums.append(n)
+            budget -= n
+        if waiting and len(running) >= self.max_num_seqs:
+            self._admit_blocked = True           # stays so until a seat frees up
+        return budget

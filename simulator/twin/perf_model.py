@@ -1,0 +1,274 @@
+"""Step time of one vLLM forward pass: a roofline with named, fitted efficiency terms.
+
+    t_step = t0 + t_seq·n + max(t_mem, t_comp)
+    t_mem  = (W_dense + L_moe·b_expert·E_eff(T)) / (η_w·BW)
+           + kv_tok·(Σ context read + T written)·(1 + h/n) / (η_kv·BW)
+           + 2·S_rec·n / (η_s·BW)
+    t_comp = 2·(N_active − N_head)·T / (η_c·F) + 2·N_head·n / (η_c·F)
+           + attention_flops_per_pair·pairs / (η_attn·F)
+
+(twin-model.md). One change from its starting point, forced by the calibration data: the
+KV-read efficiency grows with the number of sequences, η_kv·n/(n + h). A single stream's
+attention kernel cannot fill the card (34.3 tok/s at 119k context means ~39% of the A40's
+bandwidth), yet 32 sessions reach 1,160 tok/s, which needs near-peak KV reads.
+`step_time` is called for every simulated step, so everything is precomputed and the call
+is a handful of float operations.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from simulator.errors import InputError
+from simulator.twin.profiles import (
+    KV_DTYPE_BYTES,
+    Efficiency,
+    EngineSettings,
+    HardwareProfile,
+    ModelProfile,
+    efficiency_for,
+    load_engine_settings,
+    load_hardware,
+    load_model,
+)
+from simulator.twin.spec_decode import NgramSpec, parse_spec
+from simulator.twin.types import StepShape
+
+
+def routing_probabilities(num_experts: int, k: int, skew: float) -> np.ndarray:
+    """Per-token probability that each expert is chosen: π_e = min(1, c·rank^−s), Σπ = k.
+
+    Zipf-like popularity; the cap at 1 matters for strong skew (the top experts are then
+    always touched). c is found by bisection on the monotone Σ min(1, c·r^−s)."""
+    if not 0 < k <= num_experts:
+        raise InputError(f"experts: active ({k}) must be in 1..total ({num_experts})")
+    ranks = np.arange(1, num_experts + 1, dtype=float) ** (-skew)
+    lo, hi = 0.0, float(num_experts) ** max(skew, 0.0) * k + 1.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if float(np.minimum(1.0, mid * ranks).sum()) > k:
+            hi = mid
+        else:
+            lo = mid
+    return np.asarray(np.minimum(1.0, lo * ranks))
+
+
+@functools.lru_cache(maxsize=32)
+def _eeff_table(num_experts: int, k: int, skew: float, max_tokens: int) -> tuple[float, ...]:
+    """Cached per routing shape: fitting rebuilds the model many times."""
+    probs = routing_probabilities(num_experts, k, skew)
+    return tuple(expected_distinct_experts(probs, max_tokens))
+
+
+def expected_distinct_experts(probs: np.ndarray, max_tokens: int) -> list[float]:
+    """Table of E_eff(T) = Σ_e 1 − (1 − π_e)^T for T = 0..max_tokens (per MoE layer)."""
+    with np.errstate(divide="ignore"):
+        log_miss = np.log1p(-np.minimum(probs, 1.0))          # −inf where π = 1
+    table = [0.0]
+    for lo in range(1, max_tokens + 1, 1024):
+        t = np.arange(lo, min(lo + 1024, max_tokens + 1), dtype=float)[:, None]
+        with np.errstate(invalid="ignore"):
+            miss = np.exp(t * log_miss)
+        table.extend((probs.size - np.nan_to_num(miss).sum(axis=1)).tolist())
+    return table
+
+
+@dataclass(frozen=True, slots=True)
+class WeightBytes:
+    """Bytes of the loaded weights: total, read every step, one expert of one layer."""
+
+    total: float
+    dense_read: float
+    per_expert: float
+
+
+def weight_bytes(model: ModelProfile, quantization: str | None = None) -> WeightBytes:
+    """Derived from parameter counts × bytes/param, rescaled to the checkpoint if known."""
+    q, p = model.quant(quantization), model.params
+    head = p.lm_head * q.head_bytes_per_param
+    dense = p.dense_other * q.dense_bytes_per_param
+    expert = model.experts.params_per_expert * q.expert_bytes_per_param if model.experts else 0.0
+    n_exp = model.experts.moe_layers * model.experts.total if model.experts else 0
+    total = p.embedding * q.head_bytes_per_param + head + dense + n_exp * expert
+    scale = q.checkpoint_bytes / total if q.checkpoint_bytes else 1.0
+    return WeightBytes(total * scale, (dense + head) * scale, expert * scale)
+
+
+class RooflinePerfModel:
+    """`simulator.twin.types.PerfModel` for one (card, model, engine settings)."""
+
+    def __init__(self, hardware: HardwareProfile, model: ModelProfile, engine: EngineSettings,
+                 efficiency: Efficiency, *, efficiency_source: str = "",
+                 quantization: str | None = None) -> None:
+        self.hardware, self.model, self.engine = hardware, model, engine
+        self.efficiency, self.efficiency_source = efficiency, efficiency_source
+        self.quantization = quantization or model.quantization
+        self.weights = weight_bytes(model, self.quantization)
+        self.kv_bytes_per_token = model.kv_bytes_per_token_bf16 * KV_DTYPE_BYTES[
+            engine.kv_dtype] / 2.0
+        self.state_bytes_per_seq = self._state_bytes_per_seq()
+        self.block_size = self._block_size()
+        self.num_blocks = self._num_blocks()
+        self.max_num_seqs = engine.max_num_seqs
+        self.max_num_batched_tokens = engine.max_num_batched_tokens
+        self.spec: NgramSpec | None = parse_spec(engine.spec)
+        self.peak_flops = hardware.peak_flops(model.quant(self.quantization).compute_dtypes)
+        self._precompute()
+
+    # -- memory ---------------------------------------------------------------------
+    def _kv_per_layer_token(self) -> float:
+        return self.kv_bytes_per_token / max(1, self.model.layers.full_attention)
+
+    def _state_bytes_per_seq(self) -> float:
+        """Constant per-sequence memory: linear-attention state and sliding-window KV."""
+        m = self.model
+        sliding = m.layers.sliding_attention * m.sliding_window * self._kv_per_layer_token()
+        return m.layers.linear_attention * m.recurrent_state_bytes_per_layer + sliding
+
+    def _block_size(self) -> int:
+        """vLLM enlarges a hybrid's attention block until its page holds a state page."""
+        bs = self.engine.block_size
+        if not self.model.is_hybrid or self.model.recurrent_state_bytes_per_layer <= 0:
+            return bs
+        per_block = self._kv_per_layer_token() * bs
+        return bs * max(1, math.ceil(self.model.recurrent_state_bytes_per_layer / per_block))
+
+    def _pool_bytes(self) -> float:
+        """KV pool in bytes. Like vLLM's logged capacity, hybrids' per-sequence states are
+        not subtracted: they take blocks from the same pool only while sequences run."""
+        hw, eff = self.hardware, self.efficiency
+        if hw.kv_cache_bytes is not None:
+            pool = float(hw.kv_cache_bytes)
+        else:
+            pool = (self.engine.gpu_memory_utilization * hw.memory_bytes
+                    - self.weights.total - eff.reserve_bytes)
+        return pool
+
+    def kv_pool_tokens(self) -> float:
+        """KV capacity before rounding to whole blocks (smooth, for fitting)."""
+        return self._pool_bytes() / self.kv_bytes_per_token
+
+    def _num_blocks(self) -> int:
+        blocks = int(self._pool_bytes() // (self.block_size * self.kv_bytes_per_token))
+        if blocks <= 0:
+            raise InputError(
+                f"model {self.model.name} ({self.quantization}, "
+                f"{self.weights.total / 1e9:.1f} GB of weights) leaves no KV cache on "
+                f"{self.hardware.name} ({self.hardware.memory_bytes / 1e9:.0f} GB at "
+                f"utilisation {self.engine.gpu_memory_utilization})")
+        return blocks
+
+    def kv_capacity_tokens(self) -> int:
+        """Tokens of KV the card holds (what vLLM logs as 'GPU KV cache size')."""
+        return self.num_blocks * self.block_size
+
+    # -- time -----------------------------------------------------------------------
+    def _precompute(self) -> None:
+        eff, bw, m = self.efficiency, self.hardware.bandwidth_bytes_s, self.model
+        self._t0, self._t_seq, self._kv_half = eff.t0_s, eff.t_seq_s, eff.kv_half_seqs
+        self._tw_dense = self.weights.dense_read / (eff.eta_w * bw)
+        self._tw_expert = 0.0
+        self._eeff: list[float] = [0.0]
+        self._eeff_max = 0.0
+        if m.experts is not None:
+            self._tw_expert = m.experts.moe_layers * self.weights.per_expert / (eff.eta_w * bw)
+            self._eeff = list(_eeff_table(m.experts.total, m.experts.active,
+                                          eff.routing_skew, self.engine.max_num_batched_tokens))
+            self._eeff_max = float(m.experts.total)
+        self._t_kv_tok = self.kv_bytes_per_token / (eff.eta_kv * bw)
+        self._t_state = 2.0 * self.state_bytes_per_seq / (eff.eta_s * bw)
+        head = m.params.lm_head
+        self._t_flop_tok = 2.0 * (m.params.active - head) / (eff.eta_c * self.peak_flops)
+        self._t_flop_seq = 2.0 * head / (eff.eta_c * self.peak_flops)
+        fpp = m.attn_flops_per_pair
+        if fpp is None:
+            fpp = 4.0 * m.num_q_heads * m.head_dim * m.layers.full_attention
+        self._t_pair = fpp / (eff.eta_attn * self.peak_flops)
+
+    def experts_touched(self, num_tokens: int) -> float:
+        """E_eff(T): expected distinct experts per MoE layer for a step of T tokens."""
+        if num_tokens < len(self._eeff):
+            return self._eeff[num_tokens]
+        return self._eeff_max
+
+    def step_time(self, shape: StepShape) -> float:
+        """Duration of one engine step in seconds (O(1): a table look-up and arithmetic)."""
+        n, t = shape.num_seqs, shape.num_tokens
+        if n <= 0:
+            return self._t0
+        eeff = self._eeff[t] if t < len(self._eeff) else self._eeff_max
+        t_mem = (self._tw_dense + self._tw_expert * eeff
+                 + self._t_kv_tok * (shape.kv_tokens_read + t) * (1.0 + self._kv_half / n)
+                 + self._t_state * n)
+        t_comp = (self._t_flop_tok * t + self._t_flop_seq * n
+                  + self._t_pair * shape.attn_token_pairs)
+        return self._t0 + self._t_seq * n + (t_mem if t_mem > t_comp else t_comp)
+
+    def describe(self) -> dict[str, Any]:
+        """What a manifest records about the twin that produced a result."""
+        hw, m = self.hardware, self.model
+        return {
+            "simulated": True,
+            "hardware": {"name": hw.name, "description": hw.description,
+                         "memory_bytes": hw.memory_bytes,
+                         "bandwidth_bytes_s": hw.bandwidth_bytes_s,
+                         "peak_flops": self.peak_flops, "usd_per_hour": hw.usd_per_hour},
+            "model": {"name": m.name, "description": m.description,
+                      "quantization": self.quantization,
+                      "weights_bytes": round(self.weights.total),
+                      "kv_bytes_per_token": self.kv_bytes_per_token,
+                      "state_bytes_per_seq": self.state_bytes_per_seq},
+            "engine": {**self.engine.model_dump(exclude={"sources"}),
+                       "attention_block_size": self.block_size},
+            "kv_capacity_tokens": self.kv_capacity_tokens(),
+            "num_blocks": self.num_blocks,
+            "efficiency": self.efficiency.model_dump(exclude={"source"}),
+            "calibration_source": self.efficiency_source,
+        }
+
+
+def build_perf_model(hardware: str, model: str, *, spec: str = "off",
+                     overrides: dict[str, Any] | None = None) -> RooflinePerfModel:
+    """The twin's performance model from profile names (or YAML paths).
+
+    `overrides` may set engine settings (`max_num_seqs`, `kv_dtype` …), efficiency terms
+    (`eta_w`, `t0_s` …) and `quantization`; anything else is an InputError."""
+    hw, mp = load_hardware(hardware), load_model(model)
+    over = dict(overrides or {})
+    quant = over.pop("quantization", None)
+    eff, source = efficiency_for(hw)
+    eff_keys = {k: over.pop(k) for k in list(over) if k in Efficiency.model_fields}
+    if eff_keys:
+        eff = eff.model_copy(update=eff_keys)
+        source = f"{source}; overridden: {', '.join(sorted(eff_keys))}"
+    unknown = [k for k in over if k not in EngineSettings.model_fields]
+    if unknown:
+        raise InputError(f"twin overrides: unknown setting(s) {', '.join(unknown)}")
+    engine = load_engine_settings(hw, {**over, "spec": spec})
+    return RooflinePerfModel(hw, mp, engine, eff, efficiency_source=source,
+                             quantization=str(quant) if quant else None)
+
+
+def decode_tok_s(pm: RooflinePerfModel, batch: int, context: int) -> float:
+    """Aggregate decode tokens/s of `batch` sequences, each at `context` tokens of KV."""
+    shape = StepShape(num_seqs=batch, num_tokens=batch, kv_tokens_read=batch * (context + 1))
+    return batch / pm.step_time(shape)
+
+
+def prefill_seconds(pm: RooflinePerfModel, prompt: int, cached: int = 0) -> float:
+    """Time to first token of one prompt alone on the card: chunked prefill of its
+    uncached part (chunks of max_num_batched_tokens) over the cached context."""
+    done, total, budget = cached, 0.0, pm.max_num_batched_tokens
+    while True:
+        chunk = max(1, min(budget, prompt - done))
+        shape = StepShape(num_seqs=1, num_tokens=chunk, kv_tokens_read=done + chunk,
+                          prefill_tokens=chunk, attn_token_pairs=chunk * (done + chunk / 2))
+        total += pm.step_time(shape)
+        done += chunk
+        if done >= prompt:
+            return total

@@ -1,0 +1,236 @@
+"""Hardware, model and engine profiles for the twin: YAML data files, validated once.
+
+Every number lives in a data file under `simulator/twin/profiles/` with a `source` note
+(why we believe it). Users add their own card or model by passing a path to a YAML file
+of the same shape instead of a name. Units are in the field names (bytes, bytes/s, s).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from simulator.errors import InputError
+
+PROFILE_DIR = Path(__file__).parent / "profiles"
+DEFAULT_EFFICIENCY_HARDWARE = "a40"   # cards without a fit of their own borrow this one
+KvDtype = Literal["bf16", "fp16", "fp8"]
+KV_DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+_M = TypeVar("_M", bound=BaseModel)
+_SPEC_RE = re.compile(r"^(off|ngram:[1-9][0-9]*)$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Efficiency(_Strict):
+    """Fitted terms of the roofline (twin-model.md); seconds, fractions, bytes."""
+
+    t0_s: float = Field(ge=0)              # fixed cost per engine step
+    t_seq_s: float = Field(ge=0)           # extra cost per sequence in the step
+    eta_w: float = Field(gt=0, le=1)       # weight-streaming bandwidth efficiency
+    eta_kv: float = Field(gt=0, le=1)      # KV-read efficiency with many sequences
+    kv_half_seqs: float = Field(ge=0)      # sequences at which KV reads reach half of eta_kv
+    eta_s: float = Field(gt=0, le=1)       # recurrent-state bandwidth efficiency
+    eta_c: float = Field(gt=0, le=1)       # MFU of the linear layers (prefill)
+    eta_attn: float = Field(gt=0, le=1)    # MFU of attention FLOPs (prefill)
+    routing_skew: float = Field(ge=0)      # Zipf exponent s of expert popularity
+    reserve_bytes: float = Field(ge=0)     # activations, CUDA graphs, non-torch memory
+    source: str
+
+
+class EngineSettings(_Strict):
+    """vLLM engine settings the twin models (CLI flags of `vllm serve`)."""
+
+    block_size: int = Field(gt=0)
+    max_num_seqs: int = Field(gt=0)
+    max_num_batched_tokens: int = Field(gt=0)
+    gpu_memory_utilization: float = Field(gt=0, le=1)
+    kv_dtype: KvDtype
+    spec: str = "off"
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("spec")
+    @classmethod
+    def _spec_ok(cls, v: str) -> str:
+        if not _SPEC_RE.match(v):
+            raise ValueError(f"must be 'off' or 'ngram:K', got {v!r}")
+        return v
+
+
+class HardwareProfile(_Strict):
+    name: str
+    description: str = ""
+    memory_bytes: int = Field(gt=0)
+    bandwidth_bytes_s: float = Field(gt=0)
+    tflops: dict[str, float]               # dense tensor TFLOPS by dtype
+    usd_per_hour: float = Field(ge=0)
+    kv_cache_bytes: int | None = None      # fixed KV pool (vLLM CPU) instead of utilisation
+    efficiency: Efficiency | None = None
+    engine: dict[str, Any] = Field(default_factory=dict)   # overrides of engine.yaml
+    sources: dict[str, str]
+
+    def peak_flops(self, dtypes: list[str]) -> float:
+        """Dense FLOP/s at the first of `dtypes` this card supports (bf16 fallback)."""
+        for d in [*dtypes, "bf16", "fp16", "fp32"]:
+            if d in self.tflops:
+                return self.tflops[d] * 1e12
+        raise InputError(f"hardware {self.name}: no usable dtype in tflops")
+
+
+class Layers(_Strict):
+    full_attention: int = Field(ge=0)
+    linear_attention: int = Field(ge=0)
+    sliding_attention: int = Field(ge=0)
+
+
+class Params(_Strict):
+    total: float = Field(gt=0)
+    active: float = Field(gt=0)
+    embedding: float = Field(ge=0)     # input embedding: gathered, not streamed
+    lm_head: float = Field(ge=0)       # read every step
+    dense_other: float = Field(ge=0)   # attention, norms, routers, shared experts, dense MLPs
+
+
+class Experts(_Strict):
+    total: int = Field(gt=0)
+    active: int = Field(gt=0)
+    moe_layers: int = Field(gt=0)
+    params_per_expert: float = Field(gt=0)
+    ffn_dim: int = Field(gt=0)
+
+
+class Quantization(_Strict):
+    expert_bytes_per_param: float = Field(gt=0)
+    dense_bytes_per_param: float = Field(gt=0)
+    head_bytes_per_param: float = Field(gt=0)
+    checkpoint_bytes: float | None = None
+    compute_dtypes: list[str]
+    source: str
+
+
+class ModelProfile(_Strict):
+    name: str
+    description: str = ""
+    hf_config: str = ""
+    layers: Layers
+    sliding_window: int = 0
+    hidden_size: int = Field(gt=0)
+    num_q_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    kv_bytes_per_token_bf16: float = Field(gt=0)
+    attn_flops_per_pair: float | None = None
+    recurrent_state_bytes_per_layer: float = 0.0   # per linear-attention layer, per sequence
+    params: Params
+    experts: Experts | None = None
+    quantization: str
+    quantizations: dict[str, Quantization]
+    sources: dict[str, str]
+
+    @property
+    def is_hybrid(self) -> bool:
+        return self.layers.linear_attention > 0
+
+    def quant(self, name: str | None = None) -> Quantization:
+        key = name or self.quantization
+        if key not in self.quantizations:
+            raise InputError(f"model {self.name}: unknown quantization {key!r} "
+                             f"(known: {', '.join(sorted(self.quantizations))})")
+        return self.quantizations[key]
+
+
+def _numeric_fields(model: BaseModel) -> list[str]:
+    skip = {"efficiency", "engine", "sources", "quantizations", "sliding_window",
+            "attn_flops_per_pair", "kv_cache_bytes", "recurrent_state_bytes_per_layer"}
+    return [k for k, v in model if k not in skip and not isinstance(v, str) and v is not None]
+
+
+def _check_sources(profile: BaseModel, sources: dict[str, str], where: str) -> None:
+    """Each number must say where it comes from (a `sources` entry per field)."""
+    missing = [k for k in _numeric_fields(profile) if k not in sources]
+    if missing:
+        raise InputError(f"{where}: sources: missing a source note for {', '.join(missing)}")
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read profile ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a profile must be a YAML mapping")
+    return data
+
+
+def _validate(cls: type[_M], data: dict[str, Any], where: Path | str) -> _M:
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise InputError(f"{where}: {loc}: {err['msg']}") from exc
+
+
+def known_names(kind: Literal["hardware", "models"]) -> list[str]:
+    """Names of the profiles shipped in `profiles/<kind>/`."""
+    return sorted(p.stem for p in (PROFILE_DIR / kind).glob("*.yaml"))
+
+
+def _resolve(name_or_path: str | Path, kind: Literal["hardware", "models"]) -> Path:
+    text = str(name_or_path)
+    if text.endswith((".yaml", ".yml")) or "/" in text or "\\" in text:
+        path = Path(text)
+        if not path.is_file():
+            raise InputError(f"{text}: {kind} profile file not found")
+        return path
+    path = PROFILE_DIR / kind / f"{text}.yaml"
+    if not path.is_file():
+        label = "hardware" if kind == "hardware" else "model"
+        raise InputError(f"unknown {label} {text!r} (known: {', '.join(known_names(kind))}; "
+                         f"or give a path to a YAML profile)")
+    return path
+
+
+def load_hardware(name_or_path: str | Path) -> HardwareProfile:
+    """A shipped card by name (`a40`, `h100` …) or a user's YAML file by path."""
+    path = _resolve(name_or_path, "hardware")
+    hw = _validate(HardwareProfile, _read_yaml(path), path)
+    _check_sources(hw, hw.sources, str(path))
+    return hw
+
+
+def load_model(name_or_path: str | Path) -> ModelProfile:
+    """A shipped model by name (`qwen3-coder-30b-a3b-awq` …) or a user's YAML file."""
+    path = _resolve(name_or_path, "models")
+    model = _validate(ModelProfile, _read_yaml(path), path)
+    _check_sources(model, model.sources, str(path))
+    return model
+
+
+def load_engine_settings(hardware: HardwareProfile | None = None,
+                         overrides: dict[str, Any] | None = None) -> EngineSettings:
+    """engine.yaml defaults < the card's `engine:` section < explicit overrides."""
+    path = PROFILE_DIR / "engine.yaml"
+    data = _read_yaml(path)
+    if hardware is not None:
+        data.update(hardware.engine)
+    data.update(overrides or {})
+    return _validate(EngineSettings, data, "engine settings")
+
+
+def efficiency_for(hardware: HardwareProfile) -> tuple[Efficiency, str]:
+    """The card's fitted terms, or the default card's with a label saying so."""
+    if hardware.efficiency is not None:
+        return hardware.efficiency, hardware.efficiency.source
+    default = load_hardware(DEFAULT_EFFICIENCY_HARDWARE).efficiency
+    assert default is not None, "the default card must carry fitted efficiency terms"
+    return default, (f"not fitted on {hardware.name}: terms borrowed from the "
+                     f"{DEFAULT_EFFICIENCY_HARDWARE} fit ({default.source})")

@@ -1,0 +1,159 @@
+"""Anthropic request → the twin engine's prompt token ids.
+
+A deterministic, chat-template-like serialisation: tool definitions first, then the
+system prompt, then each message framed by role markers, then the generation prompt.
+Each of those *segments* is tokenised on its own (cl100k, `simulator.tokens`) and the
+ids are cached in an LRU keyed by a hash of the segment's canonical text, so an
+ever-growing conversation re-tokenises only its new messages. Because segments are
+tokenised independently, a request that extends an earlier one shares its token prefix
+exactly — what a real chat template gives vLLM's prefix cache.
+
+`cache_control` markers are ignored (self-hosted engines ignore them too), so moving
+the marker to the newest message does not change the tokens of older ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from simulator import tokens
+
+_GEN_PROMPT = "<|im_start|>assistant\n"
+
+
+class PromptError(ValueError):
+    """The request body does not describe a valid prompt (→ HTTP 400)."""
+
+
+def _dumps(value: Any) -> str:
+    """Canonical JSON: sorted keys, no whitespace variance, unicode kept."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _text_of_result(content: Any, where: str) -> str:
+    """The text of a tool_result's content (a string or a list of text blocks)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(_render_block(b, f"{where}.content") for b in content)
+    raise PromptError(f"{where}.content: expected a string or a list of blocks")
+
+
+def _render_block(block: Any, where: str) -> str:
+    """One content block as template text."""
+    if not isinstance(block, dict):
+        raise PromptError(f"{where}: expected a content block object")
+    kind = block.get("type")
+    if kind == "text":
+        text = block.get("text")
+        if not isinstance(text, str):
+            raise PromptError(f"{where}.text: expected a string")
+        return text
+    if kind == "tool_use":
+        call = {"name": block.get("name"), "arguments": block.get("input", {})}
+        return f"<tool_call>\n{_dumps(call)}\n</tool_call>"
+    if kind == "tool_result":
+        body = _text_of_result(block.get("content"), where)
+        return f"<tool_response>\n{body}\n</tool_response>"
+    if kind in ("thinking", "redacted_thinking"):
+        return f"<think>\n{block.get('thinking', '')}\n</think>"
+    if kind in ("image", "document"):
+        return f"<{kind}>"
+    raise PromptError(f"{where}.type: unknown content block type {kind!r}")
+
+
+def render_message(message: Any, where: str = "messages") -> str:
+    """One API message as framed template text (role markers included)."""
+    if not isinstance(message, dict):
+        raise PromptError(f"{where}: expected a message object")
+    role = message.get("role")
+    if role not in ("user", "assistant"):
+        raise PromptError(f"{where}.role: expected 'user' or 'assistant', got {role!r}")
+    content = message.get("content")
+    if isinstance(content, str):
+        body = content
+    elif isinstance(content, list):
+        body = "\n".join(_render_block(b, f"{where}.content.{i}")
+                         for i, b in enumerate(content))
+    else:
+        raise PromptError(f"{where}.content: expected a string or a list of blocks")
+    return f"<|im_start|>{role}\n{body}<|im_end|>\n"
+
+
+def render_system(system: Any) -> str:
+    """The system prompt (a string or a list of text blocks) as framed text."""
+    if system is None:
+        return ""
+    if isinstance(system, str):
+        body = system
+    elif isinstance(system, list):
+        body = "\n".join(_render_block(b, f"system.{i}") for i, b in enumerate(system))
+    else:
+        raise PromptError("system: expected a string or a list of text blocks")
+    return f"<|im_start|>system\n{body}<|im_end|>\n" if body else ""
+
+
+def render_tools(tools: Any) -> str:
+    """Tool definitions as a framed block of one JSON line per tool."""
+    if not tools:
+        return ""
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise PromptError("tools: expected a list of tool objects")
+    lines = "\n".join(_dumps({k: v for k, v in t.items() if k != "cache_control"})
+                      for t in tools)
+    return f"<|im_start|>tools\n<tools>\n{lines}\n</tools><|im_end|>\n"
+
+
+class PromptTokenizer:
+    """Segment-wise tokeniser with an LRU of token ids per segment.
+
+    `encode_calls` counts calls into the underlying encoder (cache misses), so tests
+    and benchmarks can check that a grown conversation only encodes its new messages.
+    """
+
+    def __init__(self, max_segments: int = 8192,
+                 encode: Callable[[str], Sequence[int]] | None = None) -> None:
+        self._max = max_segments
+        self._encode = encode or tokens.encoding().encode_ordinary
+        self._cache: OrderedDict[bytes, tuple[int, ...]] = OrderedDict()
+        self.encode_calls = 0
+
+    def _segment(self, text: str) -> tuple[int, ...]:
+        """Token ids of one segment's text, from the cache when seen before."""
+        if not text:
+            return ()
+        key = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+        ids = self._cache.get(key)
+        if ids is not None:
+            self._cache.move_to_end(key)
+            return ids
+        self.encode_calls += 1
+        ids = tuple(self._encode(text))
+        self._cache[key] = ids
+        if len(self._cache) > self._max:
+            self._cache.popitem(last=False)
+        return ids
+
+    def encode_request(self, *, system: Any = None, tools: Any = None,
+                       messages: Any) -> list[int]:
+        """Prompt token ids of a Messages request (raises PromptError when malformed)."""
+        if not isinstance(messages, list) or not messages:
+            raise PromptError("messages: expected a non-empty list")
+        out: list[int] = []
+        out.extend(self._segment(render_tools(tools)))
+        out.extend(self._segment(render_system(system)))
+        for i, message in enumerate(messages):
+            out.extend(self._segment(render_message(message, f"messages.{i}")))
+        out.extend(self._segment(_GEN_PROMPT))
+        return out
+
+    def encode_body(self, body: dict[str, Any]) -> list[int]:
+        """Same as `encode_request`, from a decoded JSON request body."""
+        return self.encode_request(system=body.get("system"), tools=body.get("tools"),
+                                   messages=body.get("messages"))

@@ -1,0 +1,253 @@
+"""The twin as a real HTTP server speaking the Anthropic Messages API (aiohttp).
+
+Routes: `POST /v1/messages` (SSE streaming exactly per the Anthropic protocol, or one
+JSON body), `POST /v1/messages/count_tokens`, `GET /v1/models`, `GET /health`,
+`GET /metrics` (vLLM names, see `server_metrics`), `GET /debug/requests/{id}` (the
+server's own emission time of every token chunk, to compare with client timings; the id
+comes back in the `x-endurance-request-id` header).
+
+Per request: tokenise (segment-cached), check the context window, draw a fault, plan the
+reply with textgen (seeded by the request content, so a request always gets the same
+reply), submit to the `TwinService`, then write what each engine step emitted as one
+transport write. Faults and the proxy cut-off live in `_Reply` below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from simulator.twin import reply, wire
+from simulator.twin.engine import RequestTooLong
+from simulator.twin.faults import (
+    ERROR_REPLIES,
+    FaultDecision,
+    FaultInjector,
+    FaultKind,
+    FaultSpec,
+)
+from simulator.twin.prompt import PromptError, PromptTokenizer
+from simulator.twin.server_metrics import CONTENT_TYPE, TwinMetrics
+from simulator.twin.service import TwinService
+from simulator.twin.stream import ReplyWriter
+from simulator.twin.types import Engine
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """What the server needs besides the service (names are labels, seconds are wall)."""
+
+    model: str
+    hardware: str
+    context_window: int
+    seed: int = 0
+    faults: FaultSpec = field(default_factory=FaultSpec)
+    cutoff_s: float | None = None
+    spec: str = "off"
+    time_scale: float = 1.0
+    instant: bool = False
+
+
+SERVICE_KEY = web.AppKey("twin_service", TwinService)
+
+
+@dataclass(slots=True)
+class _State:
+    config: ServerConfig
+    service: TwinService
+    tokenizer: PromptTokenizer
+    metrics: TwinMetrics
+    faults: FaultInjector
+
+
+STATE_KEY = web.AppKey("twin_state", _State)
+
+
+def _error(status: int, kind: str, message: str,
+           headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response(wire.error_body(kind, message), status=status, headers=headers)
+
+
+async def _parse(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json(loads=json.loads)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise PromptError("request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise PromptError("request body must be a JSON object")
+    return body
+
+
+def _max_tokens(body: dict[str, Any]) -> int:
+    value = body.get("max_tokens")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PromptError("max_tokens: expected an integer >= 1")
+    return value
+
+
+async def handle_messages(request: web.Request) -> web.StreamResponse:
+    st = request.app[STATE_KEY]
+    cfg = st.config
+    try:
+        body = await _parse(request)
+        max_tokens = _max_tokens(body)
+        prompt = st.tokenizer.encode_body(body)
+    except PromptError as exc:
+        return _error(400, "invalid_request_error", str(exc))
+    if len(prompt) >= cfg.context_window:
+        return _error(400, "invalid_request_error",
+                      f"prompt is too long: {len(prompt)} tokens > {cfg.context_window} maximum")
+    decision = st.faults.draw(max_tokens)
+    if decision.kind is not None and decision.kind.before_stream:
+        status, kind, message = ERROR_REPLIES[decision.kind]
+        headers = ({"retry-after": str(st.faults.spec.retry_after_s)}
+                   if decision.kind is FaultKind.RATE_LIMIT else None)
+        return _error(status, kind, message, headers)
+    loop = asyncio.get_running_loop()
+    deadline = None if cfg.cutoff_s is None else loop.time() + cfg.cutoff_s
+    if decision.kind is FaultKind.SPIKE:
+        if deadline is not None and loop.time() + decision.duration_s >= deadline:
+            await asyncio.sleep(deadline - loop.time())
+            return web.Response(status=524, text="error code: 524")
+        await asyncio.sleep(decision.duration_s)
+    return await _reply(request, st, body, prompt, max_tokens, decision, deadline)
+
+
+async def _reply(request: web.Request, st: _State, body: dict[str, Any], prompt: list[int],
+                 max_tokens: int, decision: FaultDecision,
+                 deadline: float | None) -> web.StreamResponse:
+    """Plan the reply, submit it to the engine and write it (SSE or JSON)."""
+    cfg = st.config
+    limit = min(max_tokens, cfg.context_window - len(prompt))
+    edit, frac, natural = reply.parse_hints(request.headers)
+    planned = reply.plan(prompt, max_tokens, limit, seed=cfg.seed, code_edit=edit,
+                         repeat_fraction=frac, natural_tokens=natural)
+    try:
+        stream = st.service.submit(prompt, planned.token_ids)
+    except RequestTooLong as exc:
+        return _error(400, "invalid_request_error", str(exc))
+    writer = ReplyWriter(request, st.service, stream, model=str(body.get("model") or cfg.model),
+                         stop_reason=planned.stop_reason, decision=decision, deadline=deadline)
+    if body.get("stream") is True:
+        return await writer.stream()
+    return await writer.whole()
+
+
+async def handle_count_tokens(request: web.Request) -> web.Response:
+    st = request.app[STATE_KEY]
+    try:
+        prompt = st.tokenizer.encode_body(await _parse(request))
+    except PromptError as exc:
+        return _error(400, "invalid_request_error", str(exc))
+    return web.json_response({"input_tokens": len(prompt)})
+
+
+async def handle_models(request: web.Request) -> web.Response:
+    st = request.app[STATE_KEY]
+    m = st.config.model
+    entry = {"type": "model", "id": m, "display_name": f"{m} (simulated on "
+             f"{st.config.hardware})", "created_at": "2025-01-01T00:00:00Z"}
+    return web.json_response({"data": [entry], "has_more": False, "first_id": m, "last_id": m})
+
+
+async def handle_health(request: web.Request) -> web.Response:
+    return web.Response(status=200)
+
+
+async def handle_metrics(request: web.Request) -> web.Response:
+    st = request.app[STATE_KEY]
+    return web.Response(body=st.metrics.render(), headers={"content-type": CONTENT_TYPE})
+
+
+async def handle_debug(request: web.Request) -> web.Response:
+    st = request.app[STATE_KEY]
+    record = st.service.debug_record(request.match_info["rid"])
+    if record is None:
+        return _error(404, "not_found_error", "unknown or expired request id")
+    return web.json_response(record)
+
+
+async def _not_found(request: web.Request) -> web.Response:
+    return _error(404, "not_found_error", f"no route for {request.method} {request.path}")
+
+
+def create_app(engine: Engine, config: ServerConfig,
+               *, tokenizer: PromptTokenizer | None = None) -> web.Application:
+    """The aiohttp app around `engine`; its real-time driver task runs for the app's
+    lifetime (started on startup, cancelled on cleanup)."""
+    metrics = TwinMetrics(config.model)
+    service = TwinService(engine, time_scale=config.time_scale, instant=config.instant,
+                          on_finish=metrics.observe)
+    app = web.Application(client_max_size=256 * 1024 * 1024)
+    faults = FaultInjector(config.faults, config.seed)
+    info = {"hardware": config.hardware, "model": config.model, "spec": config.spec,
+            "time_scale": f"{config.time_scale:g}"}
+    metrics.attach(service, info, spec_enabled=config.spec != "off",
+                   faults=faults if config.faults.enabled else None)
+    app[STATE_KEY] = _State(config, service, tokenizer or PromptTokenizer(),
+                            metrics, faults)
+    app[SERVICE_KEY] = service
+
+    async def driver(app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(service.run(), name="twin-driver")
+        yield
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    app.cleanup_ctx.append(driver)
+    app.router.add_post("/v1/messages", handle_messages)
+    app.router.add_post("/v1/messages/count_tokens", handle_count_tokens)
+    app.router.add_get("/v1/models", handle_models)
+    app.router.add_get("/health", handle_health)
+    app.router.add_get("/metrics", handle_metrics)
+    app.router.add_get("/debug/requests/{rid}", handle_debug)
+    app.router.add_route("*", "/{tail:.*}", _not_found)
+    return app
+
+
+@asynccontextmanager
+async def serving(app: web.Application, host: str = "127.0.0.1",
+                  port: int = 0) -> AsyncIterator[str]:
+    """Serve `app` on host:port (0 = a free port) and yield its base URL; stops on exit.
+
+    A client that disconnects cancels its handler, so the engine stops tracking it."""
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None,
+                           shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound = runner.addresses[0][1]
+        yield f"http://{host}:{bound}"
+    finally:
+        await runner.cleanup()
+
+
+def twin_app(hardware: str, model: str, *, spec: str = "off", seed: int = 0,
+             time_scale: float = 1.0, instant: bool = False, faults: FaultSpec | None = None,
+             cutoff_s: float | None = None,
+             context_window: int | None = None) -> tuple[web.Application, dict[str, Any]]:
+    """The HTTP twin for profile names (InputError for unknown ones) and its description."""
+    from simulator.twin.engine import TwinEngine
+    from simulator.twin.perf_model import build_perf_model
+
+    perf = build_perf_model(hardware, model, spec=spec)
+    window = context_window or int(getattr(perf, "max_model_len", 262_144))
+    config = ServerConfig(model=model, hardware=hardware, context_window=window, seed=seed,
+                          faults=faults or FaultSpec(), cutoff_s=cutoff_s, spec=spec,
+                          time_scale=time_scale, instant=instant)
+    return create_app(TwinEngine(perf), config), perf.describe()
+
+
+async def serve_forever(app: web.Application, host: str, port: int,
+                        announce: Callable[[str], None]) -> None:
+    """Serve until cancelled (Ctrl-C), calling `announce(url)` once listening."""
+    async with serving(app, host, port) as url:
+        announce(url)
+        await asyncio.Event().wait()

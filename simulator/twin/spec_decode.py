@@ -1,0 +1,145 @@
+"""n-gram speculative decoding (vLLM's "ngram" / prompt-lookup proposer).
+
+Per sequence per step: take the last n tokens (n from `prompt_lookup_max` down to
+`prompt_lookup_min`), find an earlier occurrence in the sequence (prompt + generated),
+and propose the up to k tokens that followed it. The twin knows what it will emit, so
+acceptance is computed from content: the accepted length is the common prefix of the
+proposal and the planned next tokens, and the step emits accepted + 1 tokens.
+
+Lookup is an index from n-gram key → latest end position, built once per sequence
+(vectorised) and extended one position per emitted token. Two n are indexed, the longest
+and the shortest: a longest-n hit is exactly what vLLM proposes (longest match); below
+that the latest shortest-n occurrence is used (vLLM would prefer the longest match of
+intermediate length: a small, documented approximation that keeps the index cheap).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+BULK_MIN = 64        # positions from which indexing is vectorised
+
+
+@dataclass(frozen=True, slots=True)
+class NgramSpec:
+    """Settings of the n-gram proposer (vLLM: num_speculative_tokens,
+    prompt_lookup_min, prompt_lookup_max)."""
+
+    num_speculative_tokens: int
+    prompt_lookup_min: int = 2
+    prompt_lookup_max: int = 5
+
+    def __post_init__(self) -> None:
+        if self.num_speculative_tokens < 1:
+            raise ValueError("num_speculative_tokens must be >= 1")
+        if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max:
+            raise ValueError("need 1 <= prompt_lookup_min <= prompt_lookup_max")
+
+
+def parse_spec(text: str | None) -> NgramSpec | None:
+    """`off` (or empty) → None; `ngram:K` → NgramSpec(K). Raises ValueError otherwise."""
+    if text is None or text.strip().lower() in ("", "off", "none"):
+        return None
+    kind, _, k = text.strip().lower().partition(":")
+    if kind != "ngram" or not k.isdigit() or int(k) < 1:
+        raise ValueError(f"speculative decoding must be 'off' or 'ngram:K' (K >= 1), "
+                         f"got {text!r}")
+    return NgramSpec(int(k))
+
+
+def _key(tokens: Sequence[int], end: int, n: int) -> int:
+    """Key of the n-gram tokens[end−n:end] (same as `_bulk_keys`)."""
+    return hash(tuple(tokens[end - n:end]))
+
+
+def _bulk_keys(arr: Sequence[int], n: int) -> list[int]:
+    """Keys of every n-gram of `arr`, in order (key i covers arr[i:i+n]); C-speed."""
+    return list(map(hash, zip(*(arr[d:] for d in range(n)), strict=False)))
+
+
+class NgramIndex:
+    """Per-sequence proposer state over the sequence's token list.
+
+    `tokens` may extend beyond the known part (the twin stores prompt + planned
+    output); only `tokens[:length]` is ever indexed or proposed from.
+    """
+
+    __slots__ = ("_idx_hi", "_idx_lo", "_upto", "k", "n_hi", "n_lo", "tokens")
+
+    def __init__(self, spec: NgramSpec, tokens: Sequence[int], length: int) -> None:
+        self.k = spec.num_speculative_tokens
+        self.n_lo = spec.prompt_lookup_min
+        self.n_hi = spec.prompt_lookup_max
+        self.tokens = tokens
+        # index n-grams ending at positions ≤ length − 1 (the current suffix excluded)
+        upto = max(length - 1, 0)
+        arr = tokens[:upto]
+        self._idx_lo = self._build(arr, self.n_lo)
+        self._idx_hi = self._build(arr, self.n_hi) if self.n_hi != self.n_lo else self._idx_lo
+        self._upto = upto     # n-grams ending at positions ≤ _upto are indexed
+
+    @staticmethod
+    def _build(arr: Sequence[int], n: int) -> dict[int, int]:
+        keys = _bulk_keys(arr, n)
+        return dict(zip(keys, range(n, n + len(keys)), strict=True))
+
+    def adopt(self, tokens: Sequence[int], length: int) -> bool:
+        """Take this index over for another sequence of `length` known tokens that
+        starts with every token indexed here (a follow-up turn); False if it does not."""
+        m = self._upto
+        if m > length - 1 or tokens[:m] != self.tokens[:m]:
+            return False
+        self.tokens = tokens
+        return True
+
+    def _advance(self, length: int) -> None:
+        """Index the n-grams ending at positions _upto+1 .. length−1."""
+        if length - 1 - self._upto > BULK_MIN:
+            self._advance_bulk(length)
+            return
+        toks, lo, hi = self.tokens, self._idx_lo, self._idx_hi
+        n_lo, n_hi = self.n_lo, self.n_hi
+        for end in range(self._upto + 1, length):
+            if end >= n_lo:
+                lo[_key(toks, end, n_lo)] = end
+            if hi is not lo and end >= n_hi:
+                hi[_key(toks, end, n_hi)] = end
+        self._upto = max(self._upto, length - 1)
+
+    def _advance_bulk(self, length: int) -> None:
+        for n, idx in ((self.n_lo, self._idx_lo), (self.n_hi, self._idx_hi)):
+            if n == self.n_hi and idx is self._idx_lo:
+                break
+            s0 = max(self._upto + 1 - n, 0)
+            arr = self.tokens[s0:length - 1]
+            keys = _bulk_keys(arr, n)
+            idx.update(zip(keys, range(s0 + n, s0 + n + len(keys)), strict=True))
+        self._upto = length - 1
+
+    def propose(self, length: int) -> tuple[int, int]:
+        """Draft for a sequence of `length` known tokens: (start, count) meaning
+        tokens[start:start+count]; count 0 when nothing matches."""
+        if length - 1 > self._upto:
+            self._advance(length)
+        toks = self.tokens
+        if length >= self.n_hi:
+            end = self._idx_hi.get(_key(toks, length, self.n_hi))
+            if end is not None:
+                return end, min(self.k, length - end)
+        if length >= self.n_lo and self._idx_hi is not self._idx_lo:
+            end = self._idx_lo.get(_key(toks, length, self.n_lo))
+            if end is not None:
+                return end, min(self.k, length - end)
+        return 0, 0
+
+
+def accepted_length(tokens: Sequence[int], start: int, count: int, length: int,
+                    limit: int) -> int:
+    """Common prefix of the draft tokens[start:start+count] and the actual next tokens
+    tokens[length:], at most `limit` (planned tokens left after the bonus token)."""
+    n = min(count, limit)
+    i = 0
+    while i < n and tokens[start + i] == tokens[length + i]:
+        i += 1
+    return i

@@ -1,0 +1,133 @@
+"""The text the twin emits: deterministic, seeded, code-like.
+
+A reply's length is min(max_tokens, natural length); the natural length is drawn from a
+lognormal (median 550, σ 0.7 → mean ≈ 700 tokens) unless given. In code-edit mode a
+`repeat_fraction` of the reply reproduces runs of lines from the latest stretch of the
+prompt, as real models do when they rewrite code (this is what n-gram speculation
+feeds on); the rest is fresh lines from a seeded pool of code-like lines.
+
+Token ids are cl100k (`simulator.tokens`); the returned ids are the encoding of the
+returned text (the reply goes back as history next turn, so the two must agree).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from functools import lru_cache
+
+from simulator import tokens as tok
+
+NATURAL_MEDIAN_TOKENS = 550.0
+NATURAL_SIGMA = 0.7
+MIN_NATURAL_TOKENS = 16
+MAX_NATURAL_TOKENS = 8192
+POOL_LINES = 4096
+SOURCE_WINDOW_TOKENS = 6000      # how far back in the prompt copied code is looked for
+
+_NAMES = ("config", "result", "items", "path", "buffer", "request", "session", "index",
+          "tokens", "value", "offset", "handler", "cache", "record", "state", "limit",
+          "parser", "stream", "window", "count", "payload", "entry", "client", "blocks")
+_FUNCS = ("load", "parse", "update", "render", "flush", "compute", "resolve", "merge",
+          "validate", "emit", "collect", "schedule", "encode", "apply", "fetch", "close")
+_TYPES = ("int", "str", "float", "bool", "list[int]", "dict[str, int]", "bytes", "None")
+
+
+def _line(rng: random.Random) -> str:
+    """One plausible line of Python (indentation included, no newline)."""
+    a, b, c = rng.choice(_NAMES), rng.choice(_NAMES), rng.choice(_NAMES)
+    f, g = rng.choice(_FUNCS), rng.choice(_FUNCS)
+    ind = "    " * rng.randint(0, 3)
+    n = rng.randint(0, 512)
+    forms = (
+        f"{ind}{a} = {f}_{b}({c}, limit={n})",
+        f"{ind}if {a} is None or len({b}) > {n}:",
+        f"{ind}for {a} in self.{b}.{f}():",
+        f"{ind}return {f}({a}, {b}) + {n}",
+        f"{ind}def {f}_{a}(self, {b}: {rng.choice(_TYPES)}) -> {rng.choice(_TYPES)}:",
+        f"{ind}self.{a}[{b}] = {c}.{g}({n})",
+        f'{ind}raise ValueError(f"{a} must be positive, got {{{b}}}")',
+        f"{ind}{a}.append({b}[{n} % len({c})])",
+        f"{ind}# {f} the {a} before the {b} is {g}d",
+        f"{ind}with open({a}, encoding=\"utf-8\") as {b}:",
+        f"{ind}assert {a} >= 0, {b}",
+        f"{ind}{a}, {b} = {g}({c}), {n}",
+    )
+    return rng.choice(forms)
+
+
+@lru_cache(maxsize=1)
+def _pool() -> tuple[tuple[str, int], ...]:
+    """The seeded pool of lines, each with its token count (computed once)."""
+    rng = random.Random(0x7E47)
+    enc = tok.encoding()
+    out = []
+    for _ in range(POOL_LINES):
+        text = _line(rng) + "\n"
+        out.append((text, len(enc.encode_ordinary(text))))
+    return tuple(out)
+
+
+def natural_length(rng: random.Random) -> int:
+    """A natural reply length in tokens (lognormal, clipped)."""
+    x = rng.lognormvariate(math.log(NATURAL_MEDIAN_TOKENS), NATURAL_SIGMA)
+    return max(MIN_NATURAL_TOKENS, min(MAX_NATURAL_TOKENS, round(x)))
+
+
+def _source_lines(prompt_tokens: Sequence[int]) -> list[str]:
+    """Lines of the prompt's latest stretch of text, newline kept, blank ones dropped."""
+    tail = list(prompt_tokens[-SOURCE_WINDOW_TOKENS:])
+    text = tok.decode(tail) if tail else ""
+    lines = [ln for ln in text.splitlines(keepends=True) if ln.strip()]
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    return lines[1:] if len(lines) > 1 else lines     # the first may be cut mid-line
+
+
+def _assemble(rng: random.Random, target: int, source: list[str], copy_frac: float) -> str:
+    """Lines until ≈ target tokens (+ slack): copied runs from `source` and fresh ones."""
+    pool = _pool()
+    parts: list[str] = []
+    est = 0
+    goal = target + 24
+    while est < goal:
+        if source and rng.random() < copy_frac:
+            run = rng.randint(4, 24)
+            i = rng.randrange(max(len(source) - run, 0) + 1)
+            for ln in source[i:i + run]:
+                parts.append(ln)
+                est += max(1, len(ln) // 4)
+        else:
+            for _ in range(rng.randint(1, 3)):
+                ln, n = pool[rng.randrange(len(pool))]
+                parts.append(ln)
+                est += n
+    return "".join(parts)
+
+
+def plan_reply(prompt_tokens: Sequence[int], max_tokens: int, *, seed: int,
+               natural_tokens: int | None, code_edit: bool,
+               repeat_fraction: float) -> tuple[str, list[int]]:
+    """The reply the twin will emit for a prompt: (text, cl100k token ids).
+
+    Length = min(max_tokens, natural_tokens or a lognormal draw). Deterministic in
+    (prompt tail, max_tokens, seed, natural_tokens, code_edit, repeat_fraction).
+    """
+    if max_tokens <= 0:
+        return "", []
+    rng = random.Random(seed)
+    natural = natural_tokens if natural_tokens is not None else natural_length(rng)
+    target = max(1, min(max_tokens, natural))
+    frac = min(max(repeat_fraction, 0.0), 1.0) if code_edit else 0.0
+    source = _source_lines(prompt_tokens) if frac > 0 else []
+    enc = tok.encoding()
+    text = _assemble(rng, target, source, frac)
+    ids: list[int] = enc.encode_ordinary(text)
+    while len(ids) < target:                   # estimate fell short: add fresh lines
+        text += _assemble(rng, target - len(ids), [], 0.0)
+        ids = enc.encode_ordinary(text)
+    if len(ids) > target:                      # cut at a token; ids decode to the text
+        ids = ids[:target]
+        text = enc.decode(ids)
+    return text, ids
