@@ -95,11 +95,16 @@ def make_endpoint(s: Scenario, spec: RunSpec) -> Endpoint:
 
 
 def _versions() -> dict[str, str]:
-    import anthropic
-    import pandas
-    return {"endurance": __version__, "python": platform.python_version(),
-            "anthropic": anthropic.__version__, "pandas": pandas.__version__,
-            "platform": platform.platform()}
+    """Versions from package metadata (importing the SDK just for this costs seconds)."""
+    from importlib.metadata import PackageNotFoundError, version
+    out = {"endurance": __version__, "python": platform.python_version(),
+           "platform": platform.platform()}
+    for pkg in ("anthropic", "pandas", "aiohttp"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
 
 
 def new_run_id(name: str) -> str:
@@ -133,10 +138,13 @@ def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoin
     }
 
 
-def execute(spec: RunSpec, *, echo: Callable[[str], None] = print) -> RunResult:
-    """Run a scenario and write its results directory; returns what happened."""
+def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
+            endpoint: Endpoint | None = None) -> RunResult:
+    """Run a scenario and write its results directory; returns what happened.
+
+    `endpoint` replaces the one the spec names (tests and notebooks inject fakes)."""
     s, resolved = resolve(spec)
-    endpoint = make_endpoint(s, spec)
+    endpoint = endpoint or make_endpoint(s, spec)
     run_id = new_run_id(s.name)
     run_dir = spec.out_dir / run_id
     recorder = Recorder(run_dir, build_manifest(s, resolved, spec, endpoint, run_id))

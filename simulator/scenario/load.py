@@ -141,6 +141,9 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        ctx, ctx_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if ctx and ctx_mark is not None:
+            problem = f"{problem} ({ctx} at line {ctx_mark.line + 1})"
         raise ScenarioError(f"malformed YAML: {problem}", file=str(path), line=line) from None
     if not isinstance(data, dict):
         raise ScenarioError("a scenario must be a YAML mapping", file=str(path), line=1)

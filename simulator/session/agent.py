@@ -135,7 +135,7 @@ class Agent:
         body = content.tool_result_text(tool.kind, size, rng)
         if tool.kind == "read":
             self.last_read = body
-        block = ToolResultBlock(self.pending.tool_use_id, body, is_error, tool.kind)
+        block = ToolResultBlock(self.pending.tool_use_id, body, is_error, tool.kind, size + 6)
         return Message("user", (block,)), tool.latency_s.sample(rng)
 
     # ------------------------------------------------------------------ compaction

@@ -89,9 +89,11 @@ def _event(kind: str, before: Conversation, after: Conversation, prefix_tokens: 
 
 
 def clear_tool_results(conv: Conversation, keep_last: int, placeholder: str) -> Conversation:
-    """Replace the content of every tool_result but the last `keep_last` (newest)."""
-    positions = [(i, j) for i, m in enumerate(conv.messages) for j, b in enumerate(m.blocks)
+    """Replace the content of every tool_result but the last `keep_last` (newest).
+    The message being sent is never touched: the model is about to read it."""
+    positions = [(i, j) for i, m in enumerate(conv.messages[:-1]) for j, b in enumerate(m.blocks)
                  if isinstance(b, ToolResultBlock)]
+    keep_last = max(0, keep_last - len(conv.messages[-1].tool_result_ids))
     to_clear = positions[:max(0, len(positions) - keep_last)]
     if not to_clear:
         return conv
@@ -120,10 +122,7 @@ def apply_policy(policy: Compaction, conv: Conversation, prefix_tokens: int) -> 
     if isinstance(policy, NoCompaction):
         return Outcome(conv)
     if isinstance(policy, PruneCompaction):
-        if total <= policy.budget_tokens:
-            return Outcome(conv)
-        new = _drop_until(conv, prefix_tokens, policy.budget_tokens, policy.drop_messages // 2)
-        return _outcome("prune", conv, new, prefix_tokens, policy.budget_tokens)
+        return _prune(policy, conv, prefix_tokens, total)
     if isinstance(policy, BlockCompaction):
         if total <= policy.high_water_tokens:
             return Outcome(conv)
@@ -140,6 +139,22 @@ def apply_policy(policy: Compaction, conv: Conversation, prefix_tokens: int) -> 
         return Outcome(conv, summary_needed=total > policy.threshold_tokens
                        and len(conv.messages) > 2)
     raise TypeError(f"unknown compaction policy {policy!r}")  # pragma: no cover
+
+
+def _prune(policy: PruneCompaction, conv: Conversation, prefix_tokens: int,
+           total: int) -> Outcome:
+    """Once the budget has been exceeded, drop `drop_messages` every turn (more while
+    still over budget): the per-turn sliding window of simple harnesses."""
+    k = policy.drop_messages // 2
+    if total <= policy.budget_tokens and not conv.pruning:
+        return Outcome(conv)
+    new = _drop_until(conv, prefix_tokens, policy.budget_tokens, k)
+    if new is conv:
+        new = drop_units(conv, k)
+    new = Conversation(new.messages, new.pinned, pruning=True)
+    if len(new.messages) == len(conv.messages):
+        return Outcome(new)
+    return Outcome(new, _event("prune", conv, new, prefix_tokens, policy.budget_tokens))
 
 
 def _outcome(kind: str, before: Conversation, after: Conversation, prefix_tokens: int,

@@ -159,16 +159,19 @@ class Conversation:
 
     messages: tuple[Message, ...] = ()
     pinned: int = 1
+    # Set once a per-turn pruning policy has fired: from then on it prunes every turn
+    # (the seed harness's behaviour). Kept in the history so policies stay pure.
+    pruning: bool = False
 
     @property
     def tokens_est(self) -> int:
         return sum(m.tokens_est for m in self.messages)
 
     def append(self, *msgs: Message) -> Conversation:
-        return Conversation(self.messages + msgs, self.pinned)
+        return Conversation(self.messages + msgs, self.pinned, self.pruning)
 
     def replace(self, messages: tuple[Message, ...]) -> Conversation:
-        return Conversation(messages, self.pinned)
+        return Conversation(messages, self.pinned, self.pruning)
 
     def to_api(self) -> list[dict[str, Any]]:
         return [m.to_api() for m in self.messages]

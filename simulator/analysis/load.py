@@ -1,0 +1,126 @@
+"""Read a results directory written by `endurance run` (the recorder's layout).
+
+`RUN_DIR/manifest.json`, `RUN_DIR/turns.parquet` and, when the server was scraped,
+`RUN_DIR/server_metrics.parquet`. Anything missing or unreadable is an InputError
+with a one-line message naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from simulator.errors import InputError
+from simulator.metrics.prometheus import SERVER_METRICS_COLUMNS
+from simulator.metrics.records import COLUMNS
+
+# Columns the analysis cannot do without (the rest may be absent in older runs).
+REQUIRED_COLUMNS: tuple[str, ...] = (
+    "session_id", "turn_index", "request_kind", "started_mono_s", "context_tokens_est",
+    "reusable_prefix_tokens", "output_tokens", "e2e_s", "turn_tok_s", "ttft_s", "ok",
+)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
+def load_manifest(run_dir: Path) -> dict[str, Any]:
+    """The run's manifest as a dict (InputError when missing or not a JSON object)."""
+    path = run_dir / "manifest.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing; is {run_dir} a run directory?") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: corrupted JSON: {exc.msg}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: unreadable: {_one_line(exc)}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _read_parquet(path: Path, required: tuple[str, ...]) -> pd.DataFrame:
+    try:
+        df = pd.read_parquet(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing") from None
+    except (OSError, ValueError) as exc:   # pyarrow's ArrowInvalid is a ValueError
+        raise InputError(f"{path}: corrupted parquet: {_one_line(exc)}") from None
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise InputError(f"{path}: missing columns {', '.join(missing)}")
+    return df
+
+
+def load_turns(run_dir: Path) -> pd.DataFrame:
+    """turns.parquet with every TurnRecord column (absent optional ones filled with None)."""
+    df = _read_parquet(run_dir / "turns.parquet", REQUIRED_COLUMNS)
+    for col in COLUMNS:
+        if col not in df.columns:
+            df[col] = None
+    return df
+
+
+def load_saved_summary(run_dir: str | Path) -> dict[str, Any] | None:
+    """The run's summary.json (None when absent, e.g. a run killed before finalizing)."""
+    path = Path(run_dir) / "summary.json"
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: corrupted JSON: {exc.msg}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: unreadable: {_one_line(exc)}") from None
+    return data if isinstance(data, dict) else None
+
+
+def load_run(run_dir: str | Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame | None]:
+    """(manifest, turns, server_metrics or None) of one run directory."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise InputError(f"{run_dir}: not a directory (expected a run directory under results/)")
+    manifest = load_manifest(run_dir)
+    turns = load_turns(run_dir)
+    sm_path = run_dir / "server_metrics.parquet"
+    server = _read_parquet(sm_path, SERVER_METRICS_COLUMNS) if sm_path.exists() else None
+    return manifest, turns, server
+
+
+def run_label(manifest: dict[str, Any], run_dir: Path) -> str:
+    """A short name for legends and table headers: the label, else the run id."""
+    label = manifest.get("label") or manifest.get("run_id") or run_dir.name
+    return str(label)
+
+
+# Scenario settings that may differ between runs that still replay the same turns:
+# the compaction policy (the point of most comparisons), the twin's hardware, retries.
+UNPAIRED_SETTINGS = frozenset({"compaction", "twin", "retry", "description"})
+
+
+def workload_identity(manifest: dict[str, Any]) -> str | None:
+    """A key equal for runs that replay the same workload (scenario and seed).
+
+    From the resolved scenario without `UNPAIRED_SETTINGS` when the manifest has it,
+    else the scenario hash; None when the manifest names neither.
+    """
+    resolved = manifest.get("scenario_resolved")
+    if isinstance(resolved, dict):
+        kept = {k: v for k, v in resolved.items() if k not in UNPAIRED_SETTINGS}
+        return json.dumps([kept, manifest.get("seed")], sort_keys=True, default=str)
+    scen = manifest.get("scenario")
+    h = scen.get("hash") if isinstance(scen, dict) else manifest.get("scenario_hash")
+    return None if h is None else json.dumps([h, manifest.get("seed")], default=str)
+
+
+def differing_settings(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Top-level resolved-scenario keys whose values differ between two manifests."""
+    ra, rb = a.get("scenario_resolved"), b.get("scenario_resolved")
+    if not isinstance(ra, dict) or not isinstance(rb, dict):
+        return []
+    return sorted(k for k in set(ra) | set(rb) if ra.get(k) != rb.get(k))

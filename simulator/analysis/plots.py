@@ -1,0 +1,224 @@
+"""Figures for reports, comparisons and sweeps (matplotlib, Agg canvas, no pyplot).
+
+Each function takes tables and returns a Figure; saving is the caller's business.
+Figures are built on `FigureCanvasAgg` directly, so no global backend or pyplot state
+is touched (safe in servers, tests and notebooks alike).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from simulator.analysis.summary import compaction_rows, post_compaction_mask
+
+MAX_LINES = 8      # beyond this many sessions, draw the median and a min–max band
+
+
+def new_figure(width: float = 10.0, height: float = 4.5, *, right: float = 0.98) -> Figure:
+    """A Figure bound to an Agg canvas (inches). Margins are fixed (in inches, turned
+    into fractions) rather than solved by a layout engine, which doubles drawing time."""
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    fig.subplots_adjust(left=0.85 / width, right=right, bottom=0.55 / height,
+                        top=1.0 - 0.4 / height)
+    return fig
+
+
+def mode_word(simulated: bool) -> str:
+    return "simulated (twin)" if simulated else "real endpoint"
+
+
+def rolling_median(s: pd.Series, n: int | None = None) -> pd.Series:
+    """Centred rolling median; default window ≈ 1/30 of the series, odd, ≥ 5."""
+    win = n or max(5, (len(s) // 30) | 1)
+    return s.rolling(win, center=True, min_periods=1).median()
+
+
+def _per_turn(turn_ok: pd.DataFrame, col: str) -> pd.DataFrame:
+    """Median, min and max of `col` across sessions at each turn index."""
+    g = turn_ok.groupby("turn_index")[col]
+    return pd.DataFrame({"median": g.median(), "min": g.min(), "max": g.max()})
+
+
+def plot_turn_throughput(turns: pd.DataFrame, turn_ok: pd.DataFrame, *,
+                         simulated: bool) -> Figure:
+    """Turn tok/s over turns, rolling median, compactions and the slow turn after them."""
+    fig = new_figure()
+    ax = fig.add_subplot()
+    per = _per_turn(turn_ok, "turn_tok_s")
+    label = "turn tok/s" if turn_ok["session_id"].nunique() == 1 else "turn tok/s (median of sessions)"
+    ax.plot(per.index, per["median"], ".", ms=3, alpha=0.5, color="tab:blue", label=label)
+    ax.plot(per.index, rolling_median(per["median"]), color="tab:blue", lw=2,
+            label="rolling median")
+    events = compaction_rows(turns)
+    for i, x in enumerate(sorted(set(events["turn_index"]))):
+        ax.axvline(x, color="tab:red", alpha=0.35, lw=1,
+                   label="compaction" if i == 0 else None)
+    post = turn_ok[post_compaction_mask(turn_ok, events)]
+    if not post.empty:
+        ax.plot(post["turn_index"], post["turn_tok_s"], "v", color="tab:red", ms=7,
+                label="turn right after compaction")
+    ax.set(title=f"Turn throughput over turns — {mode_word(simulated)}",
+           xlabel="turn index", ylabel="turn tok/s (output tokens / request time)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    return fig
+
+
+def plot_context(turn_ok: pd.DataFrame, *, simulated: bool) -> Figure:
+    """Client-estimated context tokens per turn: the saw-tooth of compaction."""
+    fig = new_figure()
+    ax = fig.add_subplot()
+    sessions = sorted(turn_ok["session_id"].unique())
+    if len(sessions) <= MAX_LINES:
+        for sid in sessions:
+            g = turn_ok[turn_ok["session_id"] == sid].sort_values("turn_index")
+            ax.plot(g["turn_index"], g["context_tokens_est"], lw=1.5, label=str(sid))
+    else:
+        per = _per_turn(turn_ok, "context_tokens_est")
+        ax.fill_between(per.index, per["min"], per["max"], alpha=0.25, label="min–max")
+        ax.plot(per.index, per["median"], lw=1.5, label="median of sessions")
+    ax.set(title=f"Context size over turns — {mode_word(simulated)}",
+           xlabel="turn index", ylabel="context tokens (client estimate, cl100k)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize="small", title="session")
+    return fig
+
+
+def _window_turn_positions(turn_ok: pd.DataFrame, t_mid: np.ndarray) -> np.ndarray:
+    """Turn index in flight at each time (seconds), by interpolation over send times."""
+    order = turn_ok.sort_values("started_mono_s")
+    pos: np.ndarray = np.interp(t_mid, order["started_mono_s"].to_numpy(float),
+                                order["turn_index"].to_numpy(float))
+    return pos
+
+
+def server_window_shares(server_metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per window: prefix-cache hit share from counter deltas (hits / queries)."""
+    d = server_metrics[server_metrics["kind"] == "delta"]
+    wide = d.pivot_table(index=["t_start_s", "t_end_s"], columns="metric", values="value",
+                         aggfunc="sum")
+    if not {"prefix_cache_hits", "prefix_cache_queries"} <= set(wide.columns):
+        return pd.DataFrame(columns=["t_mid_s", "share"])
+    wide = wide[wide["prefix_cache_queries"] > 0]
+    mids = [(a + b) / 2 for a, b in wide.index]
+    share = (wide["prefix_cache_hits"] / wide["prefix_cache_queries"]).to_numpy()
+    return pd.DataFrame({"t_mid_s": mids, "share": share})
+
+
+def plot_cache(turn_ok: pd.DataFrame, server_metrics: pd.DataFrame | None, *,
+               simulated: bool) -> Figure:
+    """Cache reuse over turns, three series kept apart (client, server usage, counters)."""
+    fig = new_figure()
+    ax = fig.add_subplot()
+    t = turn_ok.assign(
+        client=turn_ok["reusable_prefix_tokens"] / turn_ok["context_tokens_est"].clip(lower=1),
+        server=turn_ok["cache_read_tokens"].astype(float)
+        / turn_ok["prompt_tokens"].astype(float).where(lambda p: p > 0))
+    g = t.groupby("turn_index")[["client", "server"]].mean()
+    ax.plot(g.index, 100 * g["client"], lw=1.5, label="client: reusable prefix / context")
+    if g["server"].notna().any():
+        ax.plot(g.index, 100 * g["server"], lw=1.2, ls="--",
+                label="server-reported: cache read / prompt tokens")
+    if server_metrics is not None and not server_metrics.empty and not turn_ok.empty:
+        w = server_window_shares(server_metrics)
+        if not w.empty:
+            x = _window_turn_positions(turn_ok, w["t_mid_s"].to_numpy(float))
+            ax.plot(x, 100 * w["share"], "s-", ms=4, lw=1, color="tab:green",
+                    label="server counters: prefix-cache hits / queries per scrape window")
+    ax.set(title=f"Prefix-cache reuse over turns — {mode_word(simulated)}",
+           xlabel="turn index", ylabel="share of prompt tokens (%)", ylim=(0, 105))
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize="small")
+    return fig
+
+
+def plot_ttft_vs_context(turns: pd.DataFrame, turn_ok: pd.DataFrame, *,
+                         simulated: bool) -> Figure:
+    """TTFT against context size; turns after a compaction highlighted (cold cache)."""
+    fig = new_figure(8.0, 4.5)
+    ax = fig.add_subplot()
+    post = post_compaction_mask(turn_ok, compaction_rows(turns))
+    ax.scatter(turn_ok.loc[~post, "context_tokens_est"], turn_ok.loc[~post, "ttft_s"], s=10,
+               alpha=0.6, label="turns")
+    if post.any():
+        ax.scatter(turn_ok.loc[post, "context_tokens_est"], turn_ok.loc[post, "ttft_s"], s=30,
+                   marker="v", color="tab:red", label="turn right after compaction")
+    ax.set(title=f"Time to first token vs context size — {mode_word(simulated)}",
+           xlabel="context tokens (client estimate)", ylabel="TTFT (s)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left")
+    return fig
+
+
+def plot_session_lanes(turn_ok: pd.DataFrame, *, simulated: bool,
+                       max_sessions: int = 64) -> Figure:
+    """One lane per session over wall time; each request a bar coloured by turn tok/s."""
+    sessions = sorted(turn_ok["session_id"].unique())[:max_sessions]
+    fig = new_figure(10.0, max(3.0, 0.25 * len(sessions) + 1.5), right=1.0)
+    ax = fig.add_subplot()
+    vmax = float(turn_ok["turn_tok_s"].max() or 1.0)
+    coll = None
+    for lane, sid in enumerate(sessions):
+        g = turn_ok[turn_ok["session_id"] == sid]
+        bars = list(zip(g["started_mono_s"], g["e2e_s"].fillna(0), strict=True))
+        coll = ax.broken_barh(bars, (lane - 0.4, 0.8), array=g["turn_tok_s"].to_numpy(float),
+                              cmap="viridis", clim=(0, vmax))
+    if coll is not None:
+        fig.colorbar(coll, ax=ax, label="turn tok/s")
+    ax.set_yticks(range(len(sessions)), [str(s) for s in sessions], fontsize="small")
+    ax.set(title=f"Session lanes (requests over time) — {mode_word(simulated)}",
+           xlabel="time since run start (s)", ylabel="session")
+    return fig
+
+
+def plot_overlay(runs: Sequence[tuple[str, pd.DataFrame]], *, simulated: Sequence[bool]) -> Figure:
+    """Rolling-median turn tok/s of several runs on one axis (compare)."""
+    fig = new_figure()
+    ax = fig.add_subplot()
+    for (label, turn_ok), sim in zip(runs, simulated, strict=True):
+        per = turn_ok.groupby("turn_index")["turn_tok_s"].median()
+        line, = ax.plot(per.index, rolling_median(per), lw=2,
+                        label=f"{label} ({'simulated' if sim else 'real'})")
+        ax.plot(per.index, per, ".", ms=2, alpha=0.3, color=line.get_color())
+    kinds = {"simulated" if s else "real" for s in simulated}
+    ax.set(title=f"Turn throughput, rolling median — {' + '.join(sorted(kinds))}",
+           xlabel="turn index", ylabel="turn tok/s")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    return fig
+
+
+def plot_sweep(rows: Sequence[dict[str, Any]]) -> Figure:
+    """Aggregate and per-session tok/s against the number of concurrent sessions."""
+    fig = new_figure(8.0, 4.5, right=1.0 - 0.8 / 8.0)
+    ax = fig.add_subplot()
+    n = [r["sessions"] for r in rows]
+    agg = [r.get("aggregate_tok_s") or np.nan for r in rows]
+    per = [r.get("per_session_tok_s") or np.nan for r in rows]
+    ax.plot(n, agg, "o-", color="tab:blue", label="aggregate tok/s")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(n, [str(x) for x in n])
+    ax2 = ax.twinx()
+    ax2.plot(n, per, "s--", color="tab:orange", label="per-session sustained tok/s")
+    sim = {bool(r.get("simulated")) for r in rows}
+    ax.set(title=f"Throughput vs sessions — {' + '.join(mode_word(s) for s in sorted(sim))}",
+           xlabel="concurrent sessions", ylabel="aggregate tok/s")
+    ax2.set_ylabel("per-session tok/s")
+    ax.set_ylim(bottom=0)
+    ax2.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="center right")
+    return fig

@@ -1,0 +1,163 @@
+"""`endurance report`: a run directory → report.html (self-contained), report.md, PNGs."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from simulator.analysis import plots
+from simulator.analysis.load import load_run, load_saved_summary, run_label
+from simulator.analysis.summary import ok_rows, summarize_run, summary_table
+from simulator.errors import InputError
+
+
+@dataclass(frozen=True, slots=True)
+class ReportPaths:
+    html: Path
+    markdown: Path
+    images: tuple[Path, ...]
+
+
+def figure_png(fig: Figure) -> bytes:
+    """PNG bytes of a figure (Agg)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def build_figures(turns: pd.DataFrame, server: pd.DataFrame | None,
+                  simulated: bool) -> list[tuple[str, str, Figure]]:
+    """(file stem, caption, figure) for every plot the run supports."""
+    turn_ok = ok_rows(turns, "turn")
+    figs = [
+        ("turn_throughput", "Turn throughput over turns",
+         plots.plot_turn_throughput(turns, turn_ok, simulated=simulated)),
+        ("context_tokens", "Context tokens over turns",
+         plots.plot_context(turn_ok, simulated=simulated)),
+        ("cache_reuse", "Cache reuse over turns",
+         plots.plot_cache(turn_ok, server, simulated=simulated)),
+        ("ttft_vs_context", "TTFT vs context size",
+         plots.plot_ttft_vs_context(turns, turn_ok, simulated=simulated)),
+    ]
+    if turn_ok["session_id"].nunique() > 1:
+        figs.append(("session_lanes", "Per-session lanes",
+                     plots.plot_session_lanes(turn_ok, simulated=simulated)))
+    return figs
+
+
+def _endpoint_text(ep: Any) -> str:
+    """`twin-inprocess a40/qwen…` or the URL; endpoint descriptions are dicts."""
+    if not isinstance(ep, dict):
+        return str(ep)
+    if ep.get("url"):
+        return str(ep["url"])
+    hw_model = "/".join(str(ep[k]) for k in ("hardware", "model") if ep.get(k))
+    return f"{ep.get('kind', 'endpoint')} {hw_model}".strip()
+
+
+def _run_facts(manifest: dict[str, Any], run_dir: Path) -> list[tuple[str, str]]:
+    scen = manifest.get("scenario")
+    scen_name = scen.get("name") if isinstance(scen, dict) else scen
+    facts = [
+        ("run", run_label(manifest, run_dir)),
+        ("scenario", f"{scen_name} (compaction: {manifest.get('compaction', 'n/a')})"),
+        ("endpoint", _endpoint_text(manifest.get("endpoint"))),
+        ("mode", "SIMULATED (twin)" if manifest.get("simulated") else "real endpoint"),
+        ("seed", str(manifest.get("seed"))),
+        ("status", str(manifest.get("status"))),
+    ]
+    if manifest.get("overrides"):
+        facts.append(("overrides", ", ".join(str(o) for o in manifest["overrides"])
+                      if isinstance(manifest["overrides"], list) else str(manifest["overrides"])))
+    return facts
+
+
+def _html_table(rows: list[tuple[str, str]]) -> str:
+    body = "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+                     for k, v in rows)
+    return f"<table>\n{body}\n</table>"
+
+
+_CSS = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+        "table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;"
+        "padding:4px 10px;text-align:left}th{background:#f4f4f4;font-weight:normal}"
+        "img{max-width:100%;display:block;margin:1em 0}.sim{color:#b00;font-weight:bold}")
+
+
+def build_html(title: str, facts: list[tuple[str, str]], table: list[tuple[str, str]],
+               images: list[tuple[str, bytes]], simulated: bool) -> str:
+    """A self-contained HTML page: tables and base64-embedded PNGs, no scripts."""
+    banner = ('<p class="sim">SIMULATED: figures come from the twin, not a real server.</p>'
+              if simulated else "")
+    imgs = "\n".join(
+        f"<h2>{html.escape(cap)}</h2>\n<img alt=\"{html.escape(cap)}\" "
+        f"src=\"data:image/png;base64,{base64.b64encode(png).decode('ascii')}\">"
+        for cap, png in images)
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{html.escape(title)}</title><style>{_CSS}</style></head>\n<body>\n"
+            f"<h1>{html.escape(title)}</h1>\n{banner}\n{_html_table(facts)}\n"
+            f"<h2>Summary</h2>\n{_html_table(table)}\n{imgs}\n</body></html>\n")
+
+
+def _md_escape(s: str) -> str:
+    return s.replace("|", "\\|")
+
+
+def build_markdown(title: str, facts: list[tuple[str, str]], table: list[tuple[str, str]],
+                   images: list[tuple[str, str]], simulated: bool) -> str:
+    """report.md: the same tables, images linked by relative path."""
+    lines = [f"# {title}", ""]
+    if simulated:
+        lines += ["**SIMULATED**: figures come from the twin, not a real server.", ""]
+    for rows in (facts, table):
+        lines += ["| | |", "|---|---|"]
+        lines += [f"| {_md_escape(k)} | {_md_escape(v)} |" for k, v in rows]
+        lines.append("")
+    for cap, name in images:
+        lines += [f"## {cap}", "", f"![{cap}]({name})", ""]
+    return "\n".join(lines)
+
+
+def render_report(run_dir: str | Path) -> ReportPaths:
+    """Write RUN_DIR/report.html, report.md and one PNG per plot; returns the paths."""
+    run_dir = Path(run_dir)
+    manifest, turns, server = load_run(run_dir)
+    if ok_rows(turns, "turn").empty:
+        raise InputError(f"{run_dir / 'turns.parquet'}: no successful turns to report on")
+    simulated = bool(manifest.get("simulated", False))
+    summary = summarize_run(manifest, turns, server, load_saved_summary(run_dir))
+    table = summary_table(summary)
+    facts = _run_facts(manifest, run_dir)
+    title = (f"endurance report — {run_label(manifest, run_dir)} "
+             f"({'simulated' if simulated else 'real'})")
+    pngs: list[tuple[str, bytes]] = []
+    paths: list[Path] = []
+    for stem, caption, fig in build_figures(turns, server, simulated):
+        png = figure_png(fig)
+        path = run_dir / f"{stem}.png"
+        path.write_bytes(png)
+        pngs.append((caption, png))
+        paths.append(path)
+    html_path = run_dir / "report.html"
+    html_path.write_text(build_html(title, facts, table, pngs, simulated), encoding="utf-8")
+    md_path = run_dir / "report.md"
+    md = build_markdown(title, facts, table,
+                        [(cap, p.name) for (cap, _), p in zip(pngs, paths, strict=True)],
+                        simulated)
+    md_path.write_text(md, encoding="utf-8")
+    return ReportPaths(html=html_path, markdown=md_path, images=tuple(paths))
+
+
+def write_sweep_plot(rows: list[dict[str, Any]], path: str | Path) -> Path:
+    """Save the aggregate / per-session tok/s vs sessions plot of a sweep as PNG."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(figure_png(plots.plot_sweep(rows)))
+    return path

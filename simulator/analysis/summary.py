@@ -1,0 +1,324 @@
+"""The run summary: pure functions over the turns table (one row per request attempt).
+
+Vocabulary follows design.md: `turn_tok_s` is output / (send → last token) of one turn;
+`sustained` (per session) is Σ output / Σ e2e with think time excluded;
+`aggregate_tok_s` is Σ output over all sessions / the wall window from the first send
+to the last token. Cache reuse is kept three ways and never mixed: the client-side
+reusable prefix, the server-reported cache reads, and the server's counters.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+# Metrics that are numbers a user may put in an SLO or compare across runs.
+NUMERIC_KEYS: tuple[str, ...] = (
+    "sessions", "turns", "requests", "failed_requests", "summary_requests",
+    "wall_window_s", "output_tokens", "aggregate_tok_s", "per_session_tok_s",
+    "turn_tok_s_min", "turn_tok_s_median", "turn_tok_s_max", "decode_tok_s_median",
+    "first_third_tok_s", "last_third_tok_s", "drift_pct", "ttft_p50_s", "ttft_p95_s",
+    "context_tokens_first", "context_tokens_max", "context_tokens_last",
+    "compaction_events", "post_compaction_turn_tok_s_median", "other_turn_tok_s_median",
+    "server_cache_read_share", "client_reusable_share", "cache_shared_pct",
+    "server_prefix_cache_hit_share", "kv_usage_peak", "preemptions", "kv_capacity_tokens",
+    "usd_per_mtok",
+)
+
+
+def _num(x: Any) -> float | None:
+    """A plain float, or None for missing / NaN / infinite values (JSON-safe)."""
+    if x is None:
+        return None
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def ok_rows(turns: pd.DataFrame, kind: str | None = None) -> pd.DataFrame:
+    """Successful requests, optionally only one `request_kind` ("turn" or "summary")."""
+    mask = turns["ok"].astype(bool)
+    if kind is not None:
+        mask &= turns["request_kind"] == kind
+    return turns[mask]
+
+
+def sustained_tok_s(rows: pd.DataFrame) -> float | None:
+    """Σ output_tokens / Σ e2e_s (tokens per second, think time excluded)."""
+    sub = rows.dropna(subset=["output_tokens", "e2e_s"])
+    dur = float(sub["e2e_s"].sum())
+    return float(sub["output_tokens"].sum()) / dur if dur > 0 else None
+
+
+def measure_wall_window_s(turns: pd.DataFrame) -> float | None:
+    """Seconds from the first request sent to the last token received (any request)."""
+    if turns.empty:
+        return None
+    ends = (turns["started_mono_s"] + turns["e2e_s"]).dropna()
+    if ends.empty:
+        return None
+    window = float(ends.max()) - float(turns["started_mono_s"].min())
+    return window if window > 0 else None
+
+
+def per_session_sustained(ok: pd.DataFrame) -> pd.Series:
+    """Sustained tok/s of each session (index: session_id), successful requests only."""
+    out = {sid: sustained_tok_s(g) for sid, g in ok.groupby("session_id", sort=True)}
+    return pd.Series({k: v for k, v in out.items() if v is not None}, dtype=float)
+
+
+def thirds(turn_ok: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """First and last third of each session's successful turns (by turn index), pooled.
+
+    A session with fewer than 3 turns contributes to neither third.
+    """
+    firsts, lasts = [], []
+    for _, g in turn_ok.groupby("session_id", sort=True):
+        g = g.sort_values("turn_index")
+        k = len(g) // 3
+        if k >= 1:
+            firsts.append(g.iloc[:k])
+            lasts.append(g.iloc[-k:])
+    if not firsts:
+        empty = turn_ok.iloc[0:0]
+        return empty, empty
+    return pd.concat(firsts), pd.concat(lasts)
+
+
+def compaction_rows(turns: pd.DataFrame) -> pd.DataFrame:
+    """One row per compaction event: (session_id, turn_index, compaction, removed…).
+
+    A retried request repeats its compaction label; the event is counted once.
+    """
+    has = turns["compaction"].notna() & (turns["compaction"].astype(str) != "")
+    ev = turns.loc[has, ["session_id", "turn_index", "compaction",
+                         "compaction_messages_removed", "compaction_tokens_removed"]]
+    return ev.drop_duplicates(subset=["session_id", "turn_index", "compaction"])
+
+
+def post_compaction_mask(turn_ok: pd.DataFrame, events: pd.DataFrame) -> pd.Series:
+    """True for the successful turn sent right after a compaction (the slow one)."""
+    keys = set(zip(events["session_id"], events["turn_index"], strict=True))
+    pairs = zip(turn_ok["session_id"], turn_ok["turn_index"], strict=True)
+    return pd.Series([p in keys for p in pairs], index=turn_ok.index, dtype=bool)
+
+
+def _median(s: pd.Series) -> float | None:
+    s = s.dropna()
+    return _num(s.median()) if not s.empty else None
+
+
+def _quantile(s: pd.Series, q: float) -> float | None:
+    s = s.dropna()
+    return _num(s.quantile(q)) if not s.empty else None
+
+
+def _share(num: pd.Series, den: pd.Series) -> float | None:
+    d = float(den.sum())
+    return float(num.sum()) / d if d > 0 else None
+
+
+def _cache_figures(ok: pd.DataFrame) -> dict[str, Any]:
+    """Server-reported cache-read share and client-side reusable share (0..1)."""
+    rep = ok.dropna(subset=["cache_read_tokens", "prompt_tokens"])
+    server = _share(rep["cache_read_tokens"], rep["prompt_tokens"]) if not rep.empty else None
+    client = _share(ok["reusable_prefix_tokens"], ok["context_tokens_est"])
+    shared, source = (server, "server") if server is not None else (client, "client")
+    return {
+        "server_cache_read_share": server,
+        "client_reusable_share": client,
+        "cache_shared_pct": None if shared is None else 100.0 * shared,
+        "cache_shared_source": source if shared is not None else None,
+    }
+
+
+def _compaction_figures(turns: pd.DataFrame, turn_ok: pd.DataFrame) -> dict[str, Any]:
+    ev = compaction_rows(turns)
+    post = post_compaction_mask(turn_ok, ev)
+    return {
+        "compaction_events": len(ev),
+        "compactions_by_kind": {str(k): int(v) for k, v in
+                                ev["compaction"].value_counts().sort_index().items()},
+        "compaction_messages_removed": int(ev["compaction_messages_removed"].sum()),
+        "compaction_tokens_removed": int(ev["compaction_tokens_removed"].sum()),
+        "post_compaction_turn_tok_s_median": _median(turn_ok.loc[post, "turn_tok_s"]),
+        "other_turn_tok_s_median": _median(turn_ok.loc[~post, "turn_tok_s"]),
+    }
+
+
+def _context_figures(turn_ok: pd.DataFrame) -> dict[str, Any]:
+    """Context estimate (tokens): mean over sessions of first / last, overall max."""
+    if turn_ok.empty:
+        return {"context_tokens_first": None, "context_tokens_max": None,
+                "context_tokens_last": None}
+    g = turn_ok.sort_values("turn_index").groupby("session_id")["context_tokens_est"]
+    return {
+        "context_tokens_first": _num(g.first().mean()),
+        "context_tokens_max": _num(turn_ok["context_tokens_est"].max()),
+        "context_tokens_last": _num(g.last().mean()),
+    }
+
+
+def _throughput_figures(turns: pd.DataFrame, ok: pd.DataFrame, turn_ok: pd.DataFrame,
+                        window: float | None) -> dict[str, Any]:
+    out_tokens = float(ok["output_tokens"].fillna(0).sum())
+    per_sess = per_session_sustained(ok)
+    first, last = thirds(turn_ok)
+    f_tok, l_tok = sustained_tok_s(first), sustained_tok_s(last)
+    return {
+        "wall_window_s": window,
+        "output_tokens": int(out_tokens),
+        "aggregate_tok_s": out_tokens / window if window else None,
+        "per_session_tok_s": _num(per_sess.mean()) if not per_sess.empty else None,
+        "turn_tok_s_min": _num(turn_ok["turn_tok_s"].min()),
+        "turn_tok_s_median": _median(turn_ok["turn_tok_s"]),
+        "turn_tok_s_max": _num(turn_ok["turn_tok_s"].max()),
+        "decode_tok_s_median": _median(turn_ok["decode_tok_s"]),
+        "first_third_tok_s": f_tok,
+        "last_third_tok_s": l_tok,
+        "drift_pct": 100.0 * (l_tok - f_tok) / f_tok if f_tok and l_tok is not None else None,
+        "ttft_p50_s": _quantile(turn_ok["ttft_s"], 0.50),
+        "ttft_p95_s": _quantile(turn_ok["ttft_s"], 0.95),
+    }
+
+
+def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: bool,
+              wall_window_s: float | None = None,
+              server_metrics: pd.DataFrame | None = None) -> dict[str, Any]:
+    """The run's summary figures (JSON-safe dict) from its turns table.
+
+    `wall_window_s` overrides the window measured from the rows (seconds).
+    `server_metrics` (windowed rows from `simulator.metrics.prometheus`) adds the
+    server-counter cache share, KV usage peak and preemptions; they are None otherwise.
+    """
+    ok = ok_rows(turns)
+    turn_ok = ok_rows(turns, "turn")
+    window = wall_window_s if wall_window_s is not None else measure_wall_window_s(turns)
+    out: dict[str, Any] = {
+        "sessions": int(turns["session_id"].nunique()),
+        "turns": len(turn_ok),
+        "requests": len(turns),
+        "failed_requests": int((~turns["ok"].astype(bool)).sum()),
+        "summary_requests": len(ok_rows(turns, "summary")),
+        "errors_by_type": {str(k): int(v) for k, v in
+                           turns["error_type"].dropna().value_counts().sort_index().items()},
+    }
+    out |= _throughput_figures(turns, ok, turn_ok, window)
+    out |= _context_figures(turn_ok)
+    out |= _compaction_figures(turns, turn_ok)
+    out |= _cache_figures(ok)
+    out |= server_figures(server_metrics)
+    agg = out["aggregate_tok_s"]
+    out["price_per_hour"] = price_per_hour
+    out["usd_per_mtok"] = (price_per_hour / (agg * 3600.0) * 1e6
+                           if price_per_hour is not None and agg else None)
+    out["simulated"] = bool(simulated)
+    return {k: (_num(v) if isinstance(v, float | np.floating) else v) for k, v in out.items()}
+
+
+
+def server_figures(server_metrics: pd.DataFrame | None) -> dict[str, Any]:
+    """Run-window figures from server counters: deltas summed, gauges peaked.
+
+    Never lifetime values: the scraper emits counter deltas per window only.
+    """
+    none = {"server_prefix_cache_hit_share": None, "kv_usage_peak": None, "preemptions": None,
+            "kv_capacity_tokens": None}
+    if server_metrics is None or server_metrics.empty:
+        return none
+    deltas = server_metrics[server_metrics["kind"] == "delta"].groupby("metric")["value"].sum()
+    gauges = server_metrics[server_metrics["kind"] == "gauge"].groupby("metric")["value"].max()
+    q, h = deltas.get("prefix_cache_queries"), deltas.get("prefix_cache_hits")
+    return {
+        "server_prefix_cache_hit_share": float(h) / float(q) if q and h is not None else None,
+        "kv_usage_peak": _num(gauges.get("kv_usage")),
+        "preemptions": int(deltas["preemptions"]) if "preemptions" in deltas else None,
+        "kv_capacity_tokens": _num(gauges.get("kv_capacity_tokens")),
+    }
+
+
+def _fmt(v: Any, unit: str = "", digits: int = 1) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}{unit}"
+    return f"{v}{unit}"
+
+
+def _pct(v: float | None) -> float | None:
+    return None if v is None else 100.0 * v
+
+
+def summary_table(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, formatted value) pairs shared by the terminal, markdown and HTML views."""
+    kinds = ", ".join(f"{k}×{v}" for k, v in s.get("compactions_by_kind", {}).items())
+    return [
+        ("mode", "SIMULATED (twin)" if s["simulated"] else "real endpoint"),
+        ("sessions / turns", f"{s['sessions']} / {s['turns']}"),
+        ("requests (failed, summary)",
+         f"{s['requests']} ({s['failed_requests']} failed, {s['summary_requests']} summary)"),
+        ("aggregate tok/s", _fmt(s["aggregate_tok_s"])),
+        ("per-session sustained tok/s", _fmt(s["per_session_tok_s"])),
+        ("turn tok/s min / median / max", " / ".join(
+            _fmt(s[k]) for k in ("turn_tok_s_min", "turn_tok_s_median", "turn_tok_s_max"))),
+        ("first third → last third tok/s (drift)",
+         f"{_fmt(s['first_third_tok_s'])} → {_fmt(s['last_third_tok_s'])} "
+         f"({_fmt(s['drift_pct'], '%')})"),
+        ("TTFT p50 / p95", f"{_fmt(s['ttft_p50_s'], ' s', 2)} / {_fmt(s['ttft_p95_s'], ' s', 2)}"),
+        ("context tokens first / max / last", " / ".join(
+            _fmt(s[k], digits=0) for k in
+            ("context_tokens_first", "context_tokens_max", "context_tokens_last"))),
+        ("compaction events", f"{s['compaction_events']}" + (f" ({kinds})" if kinds else "")),
+        ("turn tok/s after compaction vs other (median)",
+         f"{_fmt(s['post_compaction_turn_tok_s_median'])} vs "
+         f"{_fmt(s['other_turn_tok_s_median'])}"),
+        ("cache: server-reported read share", _fmt(_pct(s["server_cache_read_share"]), "%")),
+        ("cache: client reusable prefix share", _fmt(_pct(s["client_reusable_share"]), "%")),
+        ("cache: server counters hit share",
+         _fmt(_pct(s.get("server_prefix_cache_hit_share")), "%")),
+        ("KV usage peak / preemptions",
+         f"{_fmt(_pct(s.get('kv_usage_peak')), '%')} / {_fmt(s.get('preemptions'))}"),
+        ("$ per 1M output tokens",
+         _fmt(s["usd_per_mtok"], digits=3) + (f" at {s['price_per_hour']} $/h"
+                                              if s.get("price_per_hour") is not None else "")),
+    ]
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    """A compact two-column table for the terminal; SIMULATED is flagged in the title."""
+    rows = summary_table(s)
+    width = max(len(k) for k, _ in rows)
+    title = ("=== endurance summary — SIMULATED (twin, not a real server) ==="
+             if s["simulated"] else "=== endurance summary — real endpoint ===")
+    return "\n".join([title, *(f"{k:<{width}}  {v}" for k, v in rows)])
+
+
+# Figures only the engine knows (the twin's counters are saved in summary.json by the run).
+ENGINE_KEYS: tuple[str, ...] = ("server_prefix_cache_hit_share", "kv_usage_peak",
+                                "preemptions", "kv_capacity_tokens")
+
+
+def summarize_run(manifest: dict[str, Any], turns: pd.DataFrame,
+                  server_metrics: pd.DataFrame | None = None,
+                  saved: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`summarize` with the price and simulated flag taken from a run's manifest.
+
+    `saved` (the run's summary.json) fills the engine-only figures that the turns and
+    server metrics cannot give (the in-process twin has no /metrics to scrape).
+    """
+    price = manifest.get("price_per_hour")
+    out = summarize(turns, price_per_hour=None if price is None else float(price),
+                    simulated=bool(manifest.get("simulated", False)),
+                    server_metrics=server_metrics)
+    if saved:
+        engine = saved.get("engine") if isinstance(saved.get("engine"), dict) else {}
+        for key in ENGINE_KEYS:
+            if out.get(key) is None:
+                value = saved.get(key, engine.get(key) if engine else None)
+                out[key] = _num(value) if key != "preemptions" or value is None else int(value)
+    return out

@@ -1,0 +1,231 @@
+"""Server metrics: parse a serving engine's /metrics and turn it into per-window rows.
+
+Counters on a server are lifetime totals (they include every request before our run),
+so only their *deltas between two scrapes of our run* are stored; gauges are stored as
+sampled. Three dialects are recognised and mapped to one canonical vocabulary:
+vLLM (`vllm:`), SGLang (`sglang:`) and llama.cpp (`llamacpp:`). A missing or foreign
+/metrics endpoint becomes a note, never a failure of the run.
+
+Row schema of `server_metrics.parquet` (one row per metric per window):
+`t_start_s`, `t_end_s` (run-relative monotonic seconds), `dialect`, `metric`
+(canonical), `kind` ("delta" for counter increments over the window, "gauge" for the
+value sampled at `t_end_s`), `value`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+Kind = Literal["counter", "gauge"]
+Agg = Literal["sum", "mean"]
+
+SERVER_METRICS_COLUMNS: tuple[str, ...] = (
+    "t_start_s", "t_end_s", "dialect", "metric", "kind", "value")
+
+# sample name → (canonical metric, kind, aggregation over label sets)
+DIALECTS: dict[str, dict[str, tuple[str, Kind, Agg]]] = {
+    "vllm": {
+        "vllm:prefix_cache_queries_total": ("prefix_cache_queries", "counter", "sum"),
+        "vllm:prefix_cache_hits_total": ("prefix_cache_hits", "counter", "sum"),
+        "vllm:prompt_tokens_total": ("prompt_tokens", "counter", "sum"),
+        "vllm:generation_tokens_total": ("generation_tokens", "counter", "sum"),
+        "vllm:num_preemptions_total": ("preemptions", "counter", "sum"),
+        "vllm:spec_decode_num_drafts_total": ("spec_drafts", "counter", "sum"),
+        "vllm:spec_decode_num_draft_tokens_total": ("spec_draft_tokens", "counter", "sum"),
+        "vllm:spec_decode_num_accepted_tokens_total": ("spec_accepted_tokens", "counter", "sum"),
+        "vllm:kv_cache_usage_perc": ("kv_usage", "gauge", "mean"),
+        "vllm:gpu_cache_usage_perc": ("kv_usage", "gauge", "mean"),
+        "vllm:num_requests_running": ("requests_running", "gauge", "sum"),
+        "vllm:num_requests_waiting": ("requests_waiting", "gauge", "sum"),
+    },
+    "sglang": {
+        "sglang:cached_tokens_total": ("prefix_cache_hits", "counter", "sum"),
+        "sglang:prompt_tokens_total": ("prompt_tokens", "counter", "sum"),
+        "sglang:generation_tokens_total": ("generation_tokens", "counter", "sum"),
+        "sglang:token_usage": ("kv_usage", "gauge", "mean"),
+        "sglang:num_running_reqs": ("requests_running", "gauge", "sum"),
+        "sglang:num_queue_reqs": ("requests_waiting", "gauge", "sum"),
+    },
+    "llamacpp": {
+        "llamacpp:prompt_tokens_total": ("prompt_tokens", "counter", "sum"),
+        "llamacpp:prompt_tokens_cached_total": ("prefix_cache_hits", "counter", "sum"),
+        "llamacpp:tokens_predicted_total": ("generation_tokens", "counter", "sum"),
+        "llamacpp:kv_cache_usage_ratio": ("kv_usage", "gauge", "mean"),
+        "llamacpp:requests_processing": ("requests_running", "gauge", "sum"),
+        "llamacpp:requests_deferred": ("requests_waiting", "gauge", "sum"),
+    },
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One scrape, mapped to canonical names. `dialect` is None for a foreign text."""
+
+    dialect: str | None
+    counters: dict[str, float] = field(default_factory=dict)
+    gauges: dict[str, float] = field(default_factory=dict)
+    info: dict[str, float] = field(default_factory=dict)   # e.g. kv_capacity_tokens
+
+
+def _kv_capacity(labels: dict[str, str]) -> float | None:
+    """Tokens of KV cache from vLLM's cache_config_info labels (blocks × block size)."""
+    try:
+        return float(labels["num_gpu_blocks"]) * float(labels["block_size"])
+    except (KeyError, ValueError):
+        return None
+
+
+def parse_metrics(text: str) -> Snapshot:
+    """Parse Prometheus exposition text into a canonical snapshot (pure).
+
+    Raises ValueError when the text is not Prometheus exposition format.
+    """
+    values: dict[str, list[float]] = {}
+    info: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "vllm:cache_config_info":
+                cap = _kv_capacity(sample.labels)
+                if cap is not None:
+                    info["kv_capacity_tokens"] = cap
+                continue
+            values.setdefault(sample.name, []).append(float(sample.value))
+    prefix_counts = {d: sum(1 for n in values if n.startswith(d + ":")) for d in DIALECTS}
+    dialect = max(prefix_counts, key=lambda d: prefix_counts[d])
+    if prefix_counts[dialect] == 0 and not info:
+        return Snapshot(dialect=None)
+    counters: dict[str, float] = {}
+    gauges: dict[str, float] = {}
+    for name, (canon, kind, agg) in DIALECTS[dialect].items():
+        if name not in values:
+            continue
+        vals = values[name]
+        v = sum(vals) if agg == "sum" else sum(vals) / len(vals)
+        target = counters if kind == "counter" else gauges
+        target[canon] = target.get(canon, 0.0) + v
+    return Snapshot(dialect=dialect, counters=counters, gauges=gauges, info=info)
+
+
+def counter_delta(prev: float, cur: float) -> float:
+    """Increase of a counter between two scrapes; a drop means the server restarted
+    (the counter began again at 0), so the increase is the current value."""
+    return cur - prev if cur >= prev else cur
+
+
+def window_rows(prev: Snapshot | None, cur: Snapshot, t_start_s: float,
+                t_end_s: float) -> list[dict[str, Any]]:
+    """Rows for one window: counter deltas since `prev` and gauges sampled at the end.
+
+    With no previous snapshot (the baseline scrape) no counter rows are emitted, so a
+    lifetime total is never reported as the run's figure.
+    """
+    base = {"t_start_s": t_start_s, "t_end_s": t_end_s, "dialect": cur.dialect}
+    rows: list[dict[str, Any]] = []
+    deltas: dict[str, float] = {}
+    if prev is not None:
+        for name, value in cur.counters.items():
+            if name in prev.counters:
+                deltas[name] = counter_delta(prev.counters[name], value)
+    if cur.dialect != "vllm" and "prefix_cache_hits" in deltas:
+        derived = deltas.get("prompt_tokens", 0.0)
+        # llama.cpp counts only evaluated prompt tokens; cached ones are counted apart.
+        if cur.dialect == "llamacpp":
+            derived += deltas["prefix_cache_hits"]
+        deltas["prefix_cache_queries"] = derived
+    rows += [base | {"metric": k, "kind": "delta", "value": v} for k, v in deltas.items()]
+    rows += [base | {"metric": k, "kind": "gauge", "value": v}
+             for k, v in (cur.gauges | cur.info).items()]
+    return rows
+
+
+def metrics_url_for(endpoint_url: str) -> str:
+    """The /metrics URL of the server behind an Anthropic base URL (strips /v1)."""
+    base = endpoint_url.rstrip("/")
+    base = base.removesuffix("/v1")
+    return base + "/metrics"
+
+
+Fetch = Callable[[str], Awaitable[tuple[int, str]]]
+Sink = Callable[[list[dict[str, Any]]], None]
+
+
+class MetricsScraper:
+    """Scrapes /metrics every `interval_s` seconds and hands window rows to `sink`.
+
+    Run it inside the runner's TaskGroup (`tg.create_task(scraper.run())`) and call
+    `stop()` when the run ends: a last scrape closes the final window. Problems are
+    recorded in `notes` (the run carries on); a missing or foreign endpoint stops
+    scraping after the first attempt.
+    """
+
+    def __init__(self, url: str, interval_s: float, sink: Sink, *,
+                 fetch: Fetch | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.url, self.interval_s, self.sink = url, interval_s, sink
+        self.notes: list[str] = []
+        self.windows = 0
+        self._fetch = fetch
+        self._clock = clock
+        self._t0 = clock()
+        self._prev: Snapshot | None = None
+        self._prev_t = 0.0
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        """Ask `run()` to take its final scrape and return."""
+        self._stop.set()
+
+    async def _get(self, session: aiohttp.ClientSession | None) -> tuple[int, str]:
+        if self._fetch is not None:
+            return await self._fetch(self.url)
+        assert session is not None
+        timeout = aiohttp.ClientTimeout(total=max(self.interval_s, 2.0))
+        async with session.get(self.url, timeout=timeout) as resp:
+            return resp.status, await resp.text()
+
+    async def scrape_once(self, session: aiohttp.ClientSession | None = None) -> bool:
+        """One scrape → rows to the sink. False when the endpoint is unusable."""
+        now = self._clock() - self._t0
+        try:
+            status, text = await self._get(session)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            self.notes.append(f"{self.url}: scrape failed: {type(exc).__name__}: {exc}")
+            return self._prev is not None
+        if status != 200:
+            self.notes.append(f"{self.url}: HTTP {status}; no server metrics")
+            return self._prev is not None
+        try:
+            snap = parse_metrics(text)
+        except ValueError as exc:
+            self.notes.append(f"{self.url}: not Prometheus text ({exc}); no server metrics")
+            return False
+        if snap.dialect is None:
+            self.notes.append(f"{self.url}: no vLLM/SGLang/llama.cpp metrics found")
+            return False
+        rows = window_rows(self._prev, snap, self._prev_t, now)
+        if self._prev is not None:
+            self.windows += 1
+        self._prev, self._prev_t = snap, now
+        if rows:
+            self.sink(rows)
+        return True
+
+    async def run(self) -> None:
+        """Scrape until `stop()`; never raises for endpoint problems (they are notes)."""
+        async with aiohttp.ClientSession() as session:
+            use = None if self._fetch is not None else session
+            if not await self.scrape_once(use):
+                return
+            while not self._stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), self.interval_s)
+                if not await self.scrape_once(use):
+                    return

@@ -1,0 +1,57 @@
+"""Shared fixtures: small scenarios written to tmp_path, run helpers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from simulator.endpoints.base import Endpoint
+from simulator.runs import RunResult, RunSpec, execute
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "scenarios"
+
+
+def small_scenario(**over: Any) -> dict[str, Any]:
+    """A compact scenario that reaches compaction within a few dozen turns."""
+    base: dict[str, Any] = {
+        "name": "small", "sessions": 1, "turns": 30, "seed": 3,
+        "system": {"tokens": 300}, "tools": {"count": 3, "tokens": 300},
+        "first_prompt_tokens": 100, "user_prompt_tokens": 40, "think_time_s": 1.0,
+        "turn_templates": [
+            {"name": "read", "weight": 3, "output_tokens": 120,
+             "tool": {"kind": "read", "result_tokens": 200, "latency_s": 0.1}},
+            {"name": "edit", "weight": 1, "output_tokens": 150, "code_edit": True,
+             "tool": {"kind": "edit", "result_tokens": 40, "latency_s": 0.05}},
+            {"name": "answer", "weight": 1, "output_tokens": 100},
+        ],
+        "compaction": {"kind": "block", "high_water_tokens": 4000, "low_water_tokens": 2500,
+                       "budget_tokens": 4000, "drop_messages": 2, "threshold_tokens": 4000,
+                       "summary_max_tokens": 200, "keep_messages": 4, "trigger_tokens": 4000,
+                       "keep_last": 2},
+    }
+    base.update(over)
+    return base
+
+
+@pytest.fixture
+def write_scenario(tmp_path: Path):  # type: ignore[no-untyped-def]
+    def write(data: dict[str, Any] | None = None, name: str = "s.yaml", text: str | None = None) -> Path:
+        p = tmp_path / name
+        p.write_text(text if text is not None else yaml.safe_dump(data or small_scenario()))
+        return p
+    return write
+
+
+def run_scenario(path: Path, out: Path, overrides: list[str] | None = None,
+                 endpoint: Endpoint | None = None, **kw: Any) -> RunResult:
+    spec = RunSpec(str(path), overrides or [], out_dir=out, show_progress=False, **kw)
+    return execute(spec, echo=lambda s: None, endpoint=endpoint)
+
+
+def turns_of(result: RunResult) -> pd.DataFrame:
+    return pd.read_parquet(result.run_dir / "turns.parquet")
