@@ -74,20 +74,31 @@ def parse_override(item: str) -> tuple[list[str], Any]:
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `--set` items; a numeric path part indexes a list
+    (`turn_templates.0.tool.latency_s=0`)."""
     out: dict[str, Any] = json.loads(json.dumps(data))  # deep copy of plain data
     for item in overrides:
         path, value = parse_override(item)
-        node = out
-        for part in path[:-1]:
-            nxt = node.get(part) if isinstance(node, dict) else None
-            if nxt is None:
-                nxt = {}
-                node[part] = nxt
-            if not isinstance(nxt, dict):
-                raise ScenarioError(f"cannot set {'.'.join(path)}: {part} is not a mapping",
-                                    file="--set", key_path=".".join(path))
-            node = nxt
-        node[path[-1]] = value
+        node: Any = out
+        for depth, part in enumerate(path):
+            last = depth == len(path) - 1
+            where = ".".join(path[:depth + 1])
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ScenarioError(f"no list item {part!r} (the list has {len(node)})",
+                                        file="--set", key_path=where)
+                if last:
+                    node[int(part)] = value
+                else:
+                    node = node[int(part)]
+            elif isinstance(node, dict):
+                if last:
+                    node[part] = value
+                else:
+                    node = node.setdefault(part, {})
+            else:
+                raise ScenarioError(f"cannot set {'.'.join(path)}: {'.'.join(path[:depth])} is "
+                                    "not a mapping or list", file="--set", key_path=where)
     return out
 
 

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from simulator.scenario.replay import ReplaySpec
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -272,7 +274,9 @@ class EndpointSpec(_Frozen):
     api_key_env: str = "ANTHROPIC_API_KEY"
     timeout_s: float = Field(default=600.0, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
-    client: Literal["sdk", "lean"] = "sdk"
+    # The lean aiohttp reader is the default: it ingests 15-25x more tokens per CPU
+    # second than the SDK path (benchmarks/client_ceiling.py); both record the same fields.
+    client: Literal["sdk", "lean"] = "lean"
 
 
 class TwinSpec(_Frozen):
@@ -304,7 +308,7 @@ class Scenario(_WithDists):
     first_prompt_tokens: Distribution = Field(default_factory=lambda: Constant(value=400))
     user_prompt_tokens: Distribution = Field(default_factory=lambda: Constant(value=120))
     think_time_s: Distribution = Field(default_factory=lambda: Constant(value=0.0))
-    turn_templates: tuple[TurnTemplate, ...] = Field(min_length=1)
+    turn_templates: tuple[TurnTemplate, ...] = ()   # at least one unless `replay` is set
     compaction: Compaction = Field(default_factory=NoCompaction)
     context_window_tokens: int = Field(default=262_144, gt=0)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
@@ -313,9 +317,21 @@ class Scenario(_WithDists):
     twin: TwinSpec = Field(default_factory=TwinSpec)
     # Set by the loader: where relative file references resolve from.
     base_dir: str = "."
+    # A recorded session script (`endurance import claude-code`) replayed instead of
+    # synthetic turns; `contains_verbatim_content` says loudly that it holds real text.
+    replay: ReplaySpec | None = None
+    contains_verbatim_content: bool = False
 
     @model_validator(mode="after")
     def _unique_template_names(self) -> Scenario:
+        if not self.turn_templates and self.replay is None:
+            raise ValueError("turn_templates: at least one template is required (or a replay)")
+        if self.replay is not None:
+            if self.replay.contains_verbatim_content and not self.contains_verbatim_content:
+                raise ValueError("replay holds verbatim content: set contains_verbatim_content: true")
+            if self.sessions % len(self.replay.sessions):
+                raise ValueError(f"sessions ({self.sessions}) must be a multiple of the "
+                                 f"{len(self.replay.sessions)} recorded sessions")
         names = [t.name for t in self.turn_templates]
         dup = {n for n in names if names.count(n) > 1}
         if dup:

@@ -1,0 +1,148 @@
+"""`endurance sweep` and `endurance size`: the scenario at several session counts.
+
+Each point is a normal run (its own results directory under the sweep's folder), so
+every figure in the table can be traced back to a `turns.parquet`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from simulator.analysis.render import write_sweep_plot
+from simulator.analysis.sizing import (
+    format_sizing,
+    format_sweep_table,
+    parse_slo,
+    size,
+    sweep,
+)
+from simulator.cli._app import main
+from simulator.cli.run import common_run_options, scenario_overrides
+from simulator.errors import InputError
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--sessions: expected a comma-separated list of integers, got {text!r}") from None
+    if not counts or any(n < 1 for n in counts):
+        raise InputError(f"--sessions: expected positive session counts, got {text!r}")
+    return counts
+
+
+class _PointRunner:
+    """run_point(n) for the sizing library: one full run per session count."""
+
+    def __init__(self, scenario: str, base: list[str], out: Path, opts: dict[str, Any],
+                 verbose: bool) -> None:
+        self.scenario, self.base, self.out, self.opts = scenario, base, out, opts
+        self.verbose = verbose
+        self.run_dirs: dict[int, list[str]] = {}
+
+    def __call__(self, n: int) -> dict[str, Any]:
+        from simulator.runs import RunSpec, execute
+        spec = RunSpec(self.scenario, [*self.base, f"sessions={n}"], out_dir=self.out,
+                       label=f"{n} sessions", show_progress=False, **self.opts)
+        t = time.monotonic()
+        res = execute(spec, echo=lambda s: None)
+        if res.status == "failed":
+            raise InputError(f"the run at {n} sessions failed: {res.outcome.reason} ({res.run_dir})") \
+                if "auth" in res.outcome.reason or "not_found" in res.outcome.reason else \
+                _RunFailed(f"the run at {n} sessions failed: {res.outcome.reason} ({res.run_dir})")
+        self.run_dirs.setdefault(n, []).append(str(res.run_dir))
+        if self.verbose:
+            click.echo(f"  {n:>4} sessions: {res.summary.get('aggregate_tok_s') or 0:,.1f} tok/s "
+                       f"aggregate, run in {time.monotonic() - t:.1f} s → {res.run_dir}", err=True)
+        return res.summary
+
+
+class _RunFailed(InputError):
+    exit_code = 1
+
+
+def _opts(endpoint: str | None, twin: str | None, spec: str | None,
+          price_per_hour: float | None, client: str | None) -> dict[str, Any]:
+    return {"endpoint_url": endpoint, "twin": twin, "spec": spec,
+            "price_per_hour": price_per_hour, "client": client}
+
+
+@main.command(name="sweep")
+@click.argument("scenario", type=click.Path(dir_okay=False))
+@common_run_options
+@click.option("--sessions", "sessions_list", default="1,2,4,8,16,32", show_default=True,
+              help="Comma-separated session counts.")
+@click.option("--json", "as_json", is_flag=True, help="Print only a JSON list (one object per count).")
+def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: str | None,
+                  model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
+                  price_per_hour: float | None, client: str | None, out: Path,
+                  sessions_list: str, as_json: bool) -> None:
+    """Run SCENARIO at each session count; one row per count, plus a plot."""
+    counts = _counts(sessions_list)
+    folder = out / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
+    point = _PointRunner(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
+                         _opts(endpoint, twin, spec, price_per_hour, client), not as_json)
+    rows = sweep(point, counts)
+    for r in rows:
+        r["run_dirs"] = point.run_dirs.get(r["sessions"], [])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sweep.json").write_text(json.dumps(rows, indent=2) + "\n")
+    plot = write_sweep_plot(rows, folder / "sweep.png")
+    if as_json:
+        click.echo(json.dumps(rows))
+        return
+    click.echo(format_sweep_table(rows))
+    click.echo(f"plot: {plot}")
+    click.echo(str(folder))
+
+
+@main.command(name="size")
+@click.argument("scenario", type=click.Path(dir_okay=False))
+@common_run_options
+@click.option("--slo", "slos", multiple=True, required=True,
+              help='An SLO such as "per_session_tok_s>=50" or "ttft_p95_s<=5" (repeatable).')
+@click.option("--max-sessions", type=int, default=64, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print only JSON.")
+def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: str | None,
+                 model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
+                 price_per_hour: float | None, client: str | None, out: Path,
+                 slos: tuple[str, ...], max_sessions: int, as_json: bool) -> None:
+    """Largest session count that meets every SLO (geometric probe, bisection, repeat)."""
+    parsed = [parse_slo(s) for s in slos]
+    folder = out / f"size-{time.strftime('%Y%m%d-%H%M%S')}"
+    point = _PointRunner(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
+                         _opts(endpoint, twin, spec, price_per_hour, client), not as_json)
+    kv_cap, shared = _kv_facts(scenario, point.base, endpoint, twin)
+    result = size(point, parsed, max_sessions, kv_capacity_tokens=kv_cap,
+                  shared_prefix_tokens=shared)
+    folder.mkdir(parents=True, exist_ok=True)
+    data = result.to_dict()
+    data["run_dirs"] = point.run_dirs
+    (folder / "size.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+    if as_json:
+        click.echo(json.dumps(data, default=str))
+        return
+    click.echo(format_sizing(result))
+    click.echo(str(folder))
+    sys.exit(0 if result.sessions > 0 else 1)
+
+
+def _kv_facts(scenario: str, overrides: list[str], endpoint: str | None,
+              twin: str | None) -> tuple[int | None, int]:
+    """(KV capacity in tokens from the twin profile, shared prefix tokens)."""
+    from simulator.runs import parse_twin
+    from simulator.scenario.load import load_scenario
+    from simulator.session.prefix import build_base_prefix
+    s, _ = load_scenario(scenario, overrides)
+    shared = build_base_prefix(s).tokens_est if s.cache_bust == "none" else 0
+    if endpoint is not None:
+        return None, shared      # a real vLLM reports it via vllm:cache_config_info
+    from simulator.twin.perf_model import build_perf_model
+    hw, model = parse_twin(twin) if twin else (s.twin.hardware, s.twin.model)
+    return build_perf_model(hw, model).kv_capacity_tokens(), shared

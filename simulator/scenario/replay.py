@@ -1,0 +1,142 @@
+"""The recorded-session script a replay scenario carries (`Scenario.replay`).
+
+Built by `simulator.importers.claude_code` from Claude Code transcripts. It keeps the
+structure and sizes of every call — the blocks of each message, the recorded usage,
+stop reason, timings, compaction points and sub-agent sessions — and, by default, no
+original text: a block's content is a list of synthetic *spans* (one per distinct
+original line, regenerated from the seed at replay time), so repeated text stays
+repeated. With `--keep-content` blocks point into the verbatim `texts` table instead
+and `contains_verbatim_content` is true. Sizes are tokens (cl100k × `token_scale`),
+times are seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ReplayArg(_Frozen):
+    """One argument of a tool call: a number/bool kept as is, or a text reference."""
+
+    key: str
+    tokens: int = Field(default=0, ge=0)
+    text: int | None = None          # index into ReplaySpec.texts (verbatim)
+    spans: str | None = None         # synthetic span ranges, e.g. "0-41,7"
+    value: int | float | bool | None = None
+
+
+class ReplayBlock(_Frozen):
+    """One content block of a recorded message."""
+
+    kind: Literal["text", "tool_use", "tool_result", "thinking"]
+    tokens: int = Field(ge=0)        # size in replay tokens
+    tool: str | None = None          # tool name (tool_use, and the tool a result answers)
+    id: str | None = None            # tool_use id / tool_result's tool_use_id (anonymised)
+    is_error: bool = False
+    text: int | None = None
+    spans: str | None = None
+    numbered_from: int | None = None  # Read output: lines carry "   N→" prefixes from N
+    args: tuple[ReplayArg, ...] = ()
+    summary: bool = False            # part of the compact summary that starts a new history
+
+
+class RecordedUsage(_Frozen):
+    input_tokens: int = Field(default=0, ge=0)
+    cache_read_tokens: int = Field(default=0, ge=0)
+    cache_creation_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.input_tokens + self.cache_read_tokens + self.cache_creation_tokens
+
+
+class CompactionPoint(_Frozen):
+    """A compact boundary recorded just before a call; `at` is the index of the call's
+    first user block that belongs to the new history (earlier ones were compacted away)."""
+
+    trigger: str = "auto"
+    pre_tokens: int | None = None
+    at: int = Field(default=0, ge=0)
+
+
+class ReplayCall(_Frozen):
+    """One API call: the user blocks sent since the previous reply, and the reply."""
+
+    user: tuple[ReplayBlock, ...] = ()
+    assistant: tuple[ReplayBlock, ...] = ()
+    usage: RecordedUsage | None = None
+    stop_reason: str | None = None
+    wait_s: float = Field(default=0.0, ge=0)     # idle before the request
+    wait_kind: Literal["think", "tool", "none"] = "none"
+    model_s: float | None = Field(default=None, ge=0)  # request → last reply line
+    compaction: CompactionPoint | None = None
+    spawns: tuple[int, ...] = ()     # sub-agent sessions its Task/Agent call starts
+
+
+class ReplaySession(_Frozen):
+    id: str
+    parent: int | None = None        # index of the parent session (sub-agents)
+    parent_call: int | None = None   # the parent's call whose Task/Agent tool_use starts it
+    start_offset_s: float = Field(default=0.0, ge=0)   # since the parent session began
+    calls: tuple[ReplayCall, ...] = Field(min_length=1)
+
+
+class ReplaySpec(_Frozen):
+    """How to replay, and what was recorded."""
+
+    mode: Literal["recorded", "live"] = "recorded"
+    compaction: Literal["recorded", "policy"] = "recorded"
+    summary_request: bool = True     # recorded compactions: send the summary call too
+    timing: Literal["recorded", "none"] = "recorded"
+    max_wait_s: float = Field(default=600.0, ge=0)
+    summary_prompt_tokens: int = Field(default=120, ge=0)
+    token_scale: float = Field(default=1.0, gt=0)
+    thinking_in_context: bool = False
+    contains_verbatim_content: bool = False
+    texts: tuple[str, ...] = ()
+    span_tokens: tuple[int, ...] = ()
+    span_kinds: str = ""             # one letter per span: c code, p prose, g grep, b bash
+    sessions: tuple[ReplaySession, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ReplaySpec:
+        if len(self.span_kinds) != len(self.span_tokens):
+            raise ValueError("span_kinds and span_tokens must have the same length")
+        if self.texts and not self.contains_verbatim_content:
+            raise ValueError("texts hold verbatim content: contains_verbatim_content must be true")
+        n = len(self.sessions)
+        for i, s in enumerate(self.sessions):
+            if s.parent is not None and not 0 <= s.parent < n:
+                raise ValueError(f"sessions.{i}.parent: no session {s.parent}")
+        return self
+
+
+def parse_spans(ranges: str) -> list[int]:
+    """"0-3,7" → [0, 1, 2, 3, 7]."""
+    out: list[int] = []
+    for part in ranges.split(","):
+        if not part:
+            continue
+        a, _, b = part.partition("-")
+        out.extend(range(int(a), int(b or a) + 1))
+    return out
+
+
+def format_spans(ids: list[int]) -> str:
+    """[0, 1, 2, 3, 7] → "0-3,7" (runs of consecutive ids collapse)."""
+    parts: list[str] = []
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(parts)
