@@ -27,7 +27,7 @@ def twin_server(*args: str, time_scale: float = 200.0, log: Path | None = None,
     port = free_port()
     cmd = [sys.executable, "-m", "simulator", "twin", "serve", "--host", "127.0.0.1",
            "--port", str(port), "--time-scale", str(time_scale), *args]
-    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
+    out = open(log, "wb") if log else subprocess.DEVNULL
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     url = f"http://127.0.0.1:{port}"

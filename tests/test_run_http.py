@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+
 from tests.conftest import SCENARIOS, run_scenario, turns_of
 from tests.http_twin import twin_server
 
