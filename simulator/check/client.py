@@ -1,0 +1,71 @@
+"""Raw HTTP for the check: exact status, headers and body bytes, no SDK in between.
+
+The check is about the wire protocol, so it uses aiohttp directly and keeps the bytes
+(an SDK would silently repair or drop what we want to see).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+@dataclass(frozen=True, slots=True)
+class RawReply:
+    """One HTTP exchange: status, content type, body bytes and elapsed seconds."""
+
+    status: int
+    content_type: str
+    body: bytes
+    elapsed_s: float
+
+    def json(self) -> Any:
+        """The body as JSON, or None when it is not JSON."""
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+    def snippet(self, n: int = 160) -> str:
+        return self.body[:n].decode("utf-8", errors="replace").replace("\n", "\\n")
+
+
+class CheckClient:
+    """POSTs/GETs against one base URL with Anthropic headers; one session per check run."""
+
+    def __init__(self, session: aiohttp.ClientSession, base_url: str, *,
+                 api_key: str | None) -> None:
+        self.session = session
+        self.base_url = base_url.rstrip("/")
+        self.headers = {"content-type": "application/json",
+                        "anthropic-version": ANTHROPIC_VERSION}
+        if api_key:
+            self.headers["x-api-key"] = api_key
+            self.headers["authorization"] = f"Bearer {api_key}"
+
+    async def post(self, path: str, body: Any) -> RawReply:
+        """POST JSON (`body` may be bytes to send something malformed on purpose)."""
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return await self._request("POST", path, data)
+
+    async def get(self, path: str) -> RawReply:
+        return await self._request("GET", path, None)
+
+    async def _request(self, method: str, path: str, data: bytes | None) -> RawReply:
+        loop_time = _now()
+        async with self.session.request(method, self.base_url + path, data=data,
+                                        headers=self.headers) as resp:
+            body = await resp.read()
+            return RawReply(resp.status, resp.headers.get("content-type", ""), body,
+                            _now() - loop_time)
+
+
+def _now() -> float:
+    """Monotonic seconds (the running loop's clock)."""
+    return asyncio.get_running_loop().time()

