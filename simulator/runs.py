@@ -9,12 +9,15 @@ in a consistent state — `finalize` runs on every exit path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import platform
 import secrets
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,11 +25,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 from simulator import __version__
 from simulator.endpoints.base import Endpoint
-from simulator.errors import InputError
+from simulator.errors import InputError, RunError
 from simulator.metrics.recorder import Recorder, read_journal, turns_frame
 from simulator.scenario.load import load_scenario, scenario_hash
 from simulator.scenario.model import Scenario
-from simulator.session.runner import Runner, RunOutcome
+from simulator.session.resume import ResumeState
+from simulator.session.runner import STOP_GRACE_S, Runner, RunOutcome
 
 DEFAULT_TWIN = "a40/qwen3-coder-30b-a3b-awq"
 
@@ -43,6 +47,8 @@ class RunSpec:
     price_per_hour: float | None = None
     client: str | None = None             # sdk | lean (HTTP endpoints)
     show_progress: bool = True
+    stop_grace_s: float | None = None     # Ctrl-C: seconds in-flight requests may finish
+    resume_dir: Path | None = None        # continue this interrupted run (see `resume`)
 
 
 @dataclass
@@ -134,8 +140,26 @@ def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoin
         "turns": s.turns, "compaction": s.compaction.kind,
         "endpoint": {**desc, **({"url": redact_url(spec.endpoint_url)} if spec.endpoint_url else {})},
         "simulated": endpoint.simulated, "price_per_hour": _price(spec, endpoint),
-        "versions": _versions(),
+        "contains_verbatim_content": s.contains_verbatim_content,
+        "versions": _versions(), "scenario_base_dir": resolved.get("base_dir"),
+        "run_spec": {"endpoint_url": redact_url(spec.endpoint_url) if spec.endpoint_url
+                     else None, "twin": spec.twin, "spec": spec.spec, "client": spec.client,
+                     "stop_grace_s": spec.stop_grace_s},
     }
+
+
+def preflight(url: str, timeout_s: float) -> None:
+    """Fail fast, before any results directory exists, when nothing listens at `url`."""
+    import socket
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "", port), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise RunError(f"endpoint {redact_url(url)}: unreachable ({reason}); "
+                       "no results directory was created") from None
 
 
 def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
@@ -143,19 +167,29 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
     """Run a scenario and write its results directory; returns what happened.
 
     `endpoint` replaces the one the spec names (tests and notebooks inject fakes)."""
-    s, resolved = resolve(spec)
-    endpoint = endpoint or make_endpoint(s, spec)
-    run_id = new_run_id(s.name)
-    run_dir = spec.out_dir / run_id
-    recorder = Recorder(run_dir, build_manifest(s, resolved, spec, endpoint, run_id))
+    if spec.resume_dir is not None:
+        from simulator.session.resume_run import open_resumed
+        s, spec, recorder, state = open_resumed(spec, endpoint)
+        endpoint = endpoint or make_endpoint(s, spec)
+        run_id, run_dir = recorder.manifest["run_id"], recorder.run_dir
+    else:
+        s, resolved = resolve(spec)
+        endpoint = endpoint or make_endpoint(s, spec)
+        if spec.endpoint_url is not None:
+            preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+        run_id = new_run_id(s.name)
+        run_dir = spec.out_dir / run_id
+        recorder = Recorder(run_dir, build_manifest(s, resolved, spec, endpoint, run_id))
+        state = None
     outcome = RunOutcome("failed", reason="run did not start")
     summary: dict[str, Any] = {}
     try:
-        outcome = _run_loop(s, spec, endpoint, recorder, run_id)
+        outcome = _run_loop(s, spec, endpoint, recorder, run_id, state)
     except KeyboardInterrupt:
         outcome = RunOutcome("interrupted", reason="interrupted")
     finally:
-        summary = _finish(recorder, endpoint, outcome)
+        with _signals_deferred():     # a second Ctrl-C must not tear the finalize
+            summary = _finish(recorder, endpoint, outcome)
     from simulator.analysis.summary import format_summary
     echo(format_summary(summary))
     if outcome.reason:
@@ -163,8 +197,22 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
     return RunResult(run_dir, outcome.status, summary, outcome, recorder.manifest)
 
 
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Ignore SIGINT/SIGTERM while the results are written (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
 def _run_loop(s: Scenario, spec: RunSpec, endpoint: Endpoint, recorder: Recorder,
-              run_id: str) -> RunOutcome:
+              run_id: str, state: ResumeState | None = None) -> RunOutcome:
     background: list[Callable[[], Coroutine[Any, Any, Any]]] = []
     bg_factory = getattr(endpoint, "background", None)
     if callable(bg_factory):
@@ -184,8 +232,9 @@ def _run_loop(s: Scenario, spec: RunSpec, endpoint: Endpoint, recorder: Recorder
         on_finish.append(scraper.stop)
     total = s.sessions * s.turns
     with _progress(total, spec.show_progress and sys.stderr.isatty()) as advance:
+        grace = STOP_GRACE_S if spec.stop_grace_s is None else spec.stop_grace_s
         runner = Runner(s, endpoint, recorder, run_id, progress=advance, background=background,
-                        on_finish=on_finish)
+                        on_finish=on_finish, stop_grace_s=grace, resume=state)
 
         async def main() -> RunOutcome:
             try:
@@ -259,8 +308,11 @@ def _finish(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict
     summary.update(status=outcome.status, status_reason=outcome.reason,
                    failed_sessions=outcome.failed_sessions,
                    deadline_reached=outcome.deadline_reached,
-                   run_id=recorder.manifest["run_id"], simulated=endpoint.simulated)
+                   run_id=recorder.manifest["run_id"], simulated=endpoint.simulated,
+                   contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")))
     if endpoint.simulated:
         summary["twin"] = {k: v for k, v in endpoint.describe().items() if k != "profile"}
+    recorder.manifest.update(status_reason=outcome.reason,
+                             failed_sessions=list(outcome.failed_sessions))
     recorder.finalize(outcome.status, summary)
     return summary

@@ -16,7 +16,7 @@ from tests.conftest import SCENARIOS, small_scenario
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.name)
 def test_every_bundled_scenario_validates(path: Path) -> None:
     s, _ = load_scenario(path)
-    assert s.turns > 0 and s.turn_templates
+    assert s.turns > 0 and (s.turn_templates or s.replay is not None)
     for kind in ("none", "prune", "block", "summarize", "clear_tool_results"):
         assert load_scenario(path, [f"compaction.kind={kind}"])[0].compaction.kind == kind
 

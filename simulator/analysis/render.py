@@ -73,6 +73,9 @@ def _run_facts(manifest: dict[str, Any], run_dir: Path) -> list[tuple[str, str]]
         ("seed", str(manifest.get("seed"))),
         ("status", str(manifest.get("status"))),
     ]
+    if manifest.get("contains_verbatim_content"):
+        from simulator.analysis.summary import VERBATIM_WARNING
+        facts.insert(0, ("WARNING", VERBATIM_WARNING))
     if manifest.get("overrides"):
         facts.append(("overrides", ", ".join(str(o) for o in manifest["overrides"])
                       if isinstance(manifest["overrides"], list) else str(manifest["overrides"])))

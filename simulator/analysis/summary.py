@@ -29,6 +29,10 @@ NUMERIC_KEYS: tuple[str, ...] = (
 )
 
 
+VERBATIM_WARNING = ("WARNING: this run replays VERBATIM transcript content (imported with "
+                    "--keep-content); results and manifest may contain source, paths and secrets.")
+
+
 def _num(x: Any) -> float | None:
     """A plain float, or None for missing / NaN / infinite values (JSON-safe)."""
     if x is None:
@@ -295,7 +299,10 @@ def format_summary(s: dict[str, Any]) -> str:
     width = max(len(k) for k, _ in rows)
     title = ("=== endurance summary — SIMULATED (twin, not a real server) ==="
              if s["simulated"] else "=== endurance summary — real endpoint ===")
-    return "\n".join([title, *(f"{k:<{width}}  {v}" for k, v in rows)])
+    lines = [title, *(f"{k:<{width}}  {v}" for k, v in rows)]
+    if s.get("contains_verbatim_content"):
+        lines.insert(0, VERBATIM_WARNING)
+    return "\n".join(lines)
 
 
 # Figures only the engine knows (the twin's counters are saved in summary.json by the run).

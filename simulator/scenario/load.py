@@ -30,6 +30,9 @@ from simulator.scenario.model import (
     SummarizeCompaction,
 )
 
+# libyaml's C loader when available: imported replay scenarios can be megabytes.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 _COMPACTION_MODELS: dict[str, type[Any]] = {
     "none": NoCompaction, "prune": PruneCompaction, "block": BlockCompaction,
     "summarize": SummarizeCompaction, "clear_tool_results": ClearToolResultsCompaction,
@@ -51,7 +54,7 @@ def _line_map(text: str) -> dict[tuple[str, ...], int]:
             for i, v in enumerate(node.value):
                 walk(v, (*path, str(i)))
 
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    root = yaml.compose(text, Loader=_LOADER)
     if root is not None:
         walk(root, ())
     return lines
@@ -146,7 +149,7 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple
         raise ScenarioError("scenario file not found", file=str(path))
     text = p.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_LOADER)  # a safe loader (C or pure Python)
         lines = _line_map(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

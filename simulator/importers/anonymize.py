@@ -1,0 +1,106 @@
+"""Replace transcript text by seeded synthetic text of the same token length.
+
+Repeats must survive (a file read twice, an Edit's `old_string` quoting an earlier
+Read), because prefix caching and n-gram speculation live on them. Texts are cut into
+lines; each distinct line (after stripping Read's "   N→" number prefix) becomes one
+*span* with its token size; a text is stored as the list of its span ids. Span ids are
+handed out in order of first appearance and the synthetic text of a span is drawn from
+(seed, copy, span id) only — never from the original — so the scenario reveals nothing
+but sizes and the repetition structure (seeding from a hash of the line would let
+anyone confirm a guessed secret).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from simulator import tokens
+from simulator.scenario import content
+from simulator.scenario.replay import format_spans, parse_spans
+
+_NUMBERED = re.compile(r"^ *(\d+)(?:→|\t)(.*)$", re.DOTALL)
+KIND_LETTERS = {"code": "c", "prose": "p", "grep": "g", "bash": "b"}
+_LETTER_KINDS = {v: k for k, v in KIND_LETTERS.items()}
+
+
+def split_numbered(text: str) -> tuple[int | None, list[str]]:
+    """(first line number, line bodies) for Read-style numbered output, else (None, lines)."""
+    lines = text.split("\n")
+    if len(lines) < 2:
+        return None, lines
+    bodies: list[str] = []
+    first: int | None = None
+    for i, line in enumerate(lines):
+        m = _NUMBERED.match(line)
+        if m is None:
+            return None, lines
+        n = int(m.group(1))
+        if first is None:
+            first = n
+        elif n != first + i:
+            return None, lines
+        bodies.append(m.group(2))
+    return first, bodies
+
+
+def number_lines(first: int, bodies: list[str]) -> str:
+    """Claude Code's Read format: right-aligned line number, an arrow, the line."""
+    return "\n".join(f"{first + i:>6}→{b}" for i, b in enumerate(bodies))
+
+
+class Anonymizer:
+    """The span table of one import: distinct original line → span id and size."""
+
+    def __init__(self, scale: float = 1.0) -> None:
+        self.scale = scale
+        self._ids: dict[str, int] = {}
+        self.span_tokens: list[int] = []
+        self.span_kinds: list[str] = []
+
+    def _span(self, line: str, kind: str) -> int:
+        sid = self._ids.get(line)
+        if sid is None:
+            sid = len(self.span_tokens)
+            self._ids[line] = sid
+            n = tokens.count(line) if line else 0
+            self.span_tokens.append(max(1, round(n * self.scale)) if n else 0)
+            self.span_kinds.append(KIND_LETTERS.get(kind, "p"))
+        return sid
+
+    def spans(self, text: str, kind: str) -> tuple[str, int | None]:
+        """(span ranges, first line number when the text is numbered Read output)."""
+        first, lines = split_numbered(text)
+        return format_spans([self._span(line, kind) for line in lines]), first
+
+
+def synth_line(kind: str, n_tokens: int, rng: random.Random) -> str:
+    """One line (no newline) of about `n_tokens` tokens of synthetic `kind` text."""
+    if n_tokens <= 0:
+        return ""
+    text = content.synth_text(kind, n_tokens + 4, rng).replace("\n", " ").strip()
+    return tokens.decode(tokens.encode(text)[:n_tokens])
+
+
+class SpanTexts:
+    """Regenerates span texts at replay time (cached; one cache per run)."""
+
+    def __init__(self, seed: int, span_tokens: tuple[int, ...], span_kinds: str) -> None:
+        self.seed, self.span_tokens, self.span_kinds = seed, span_tokens, span_kinds
+        self._cache: dict[tuple[int, int], str] = {}
+
+    def line(self, sid: int, copy: int = 0) -> str:
+        key = (copy, sid)
+        text = self._cache.get(key)
+        if text is None:
+            rng = random.Random(f"{self.seed}:{copy}:span:{sid}")
+            kind = _LETTER_KINDS.get(self.span_kinds[sid], "prose")
+            text = synth_line(kind, self.span_tokens[sid], rng)
+            self._cache[key] = text
+        return text
+
+    def text(self, ranges: str, numbered_from: int | None = None, copy: int = 0) -> str:
+        bodies = [self.line(sid, copy) for sid in parse_spans(ranges)]
+        if numbered_from is not None:
+            return number_lines(numbered_from, bodies)
+        return "\n".join(bodies)

@@ -1,0 +1,223 @@
+"""Replays one recorded session (`Scenario.replay`) with the agent's request machinery.
+
+Same constructor and `run()` contract as `Agent`, whose `_request` (retries, records,
+prefix tracking) and `_compact` (the scenario's compaction policy) it reuses. Each
+recorded call: wait as recorded (think or tool time; a Task/Agent result instead waits
+for the sub-agent sessions it started), append the recorded user blocks, compact —
+as recorded (history := the summary that followed the boundary, after an optional
+summary request) or by `scenario.compaction` — send the call with `max_tokens` = the
+recorded output, and append the reply: the recorded assistant blocks (`recorded`) or
+the server's text plus the recorded tool calls (`live`). Session index i replays
+recorded session i mod n (copy i // n draws different synthetic text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import weakref
+from dataclasses import dataclass, field
+
+from simulator.importers.anonymize import SpanTexts
+from simulator.scenario import content
+from simulator.scenario.model import TurnTemplate
+from simulator.scenario.replay import ReplayArg, ReplayBlock, ReplayCall, ReplaySpec
+from simulator.session import compaction as comp
+from simulator.session.agent import Agent, RunContext
+from simulator.session.conversation import (
+    Block,
+    Conversation,
+    Message,
+    Prefix,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+
+_EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
+
+
+@dataclass
+class _Coordinator:
+    """What the sessions of one run share: span texts and sub-agent start/done events."""
+
+    texts: SpanTexts
+    started: dict[int, asyncio.Event] = field(default_factory=dict)
+    done: dict[int, asyncio.Event] = field(default_factory=dict)
+    cancelled: set[int] = field(default_factory=set)
+
+    def event(self, table: dict[int, asyncio.Event], index: int) -> asyncio.Event:
+        return table.setdefault(index, asyncio.Event())
+
+
+_COORDINATORS: weakref.WeakKeyDictionary[asyncio.Event, _Coordinator] = weakref.WeakKeyDictionary()
+
+
+def _coordinator(ctx: RunContext, spec: ReplaySpec) -> _Coordinator:
+    """One per run, keyed by the run's stop event (RunContext itself is unhashable)."""
+    co = _COORDINATORS.get(ctx.stop)
+    if co is None:
+        co = _Coordinator(SpanTexts(ctx.scenario.seed, spec.span_tokens, spec.span_kinds))
+        _COORDINATORS[ctx.stop] = co
+    return co
+
+
+class ReplayAgent(Agent):
+    def __init__(self, ctx: RunContext, index: int, prefix: Prefix) -> None:
+        super().__init__(ctx, index, prefix)
+        assert self.s.replay is not None, "ReplayAgent needs scenario.replay"
+        self.spec: ReplaySpec = self.s.replay
+        n = len(self.spec.sessions)
+        self.index, self.rec, self.copy = index, index % n, index // n
+        self.script = self.spec.sessions[self.rec]
+        self.co = _coordinator(ctx, self.spec)
+        self.awaiting: dict[str, list[int]] = {}     # Task tool_use id → sub-agent indexes
+        self._templates: dict[tuple[str, bool], TurnTemplate] = {}
+
+    def _global(self, rec_index: int) -> int:
+        return rec_index + self.copy * len(self.spec.sessions)
+
+    async def run(self) -> None:
+        try:
+            if self.script.parent is not None and not await self._await_start():
+                return
+            for k, call in enumerate(self.script.calls[: self.s.turns]):
+                if self.ctx.stop.is_set():
+                    return
+                if await self._wait_before(call):
+                    return
+                await self._turn(k, call)
+        finally:
+            self.co.event(self.co.done, self.index).set()
+            for child in self._all_spawns():       # never leave a child waiting
+                if not self.co.event(self.co.started, child).is_set():
+                    self.co.cancelled.add(child)
+                    self.co.event(self.co.started, child).set()
+
+    def _all_spawns(self) -> list[int]:
+        return [self._global(c) for call in self.script.calls for c in call.spawns]
+
+    async def _await_start(self) -> bool:
+        ev = self.co.event(self.co.started, self.index)
+        stop = asyncio.ensure_future(self.ctx.stop.wait())
+        start = asyncio.ensure_future(ev.wait())
+        try:
+            await asyncio.wait({stop, start}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            start.cancel()
+        return ev.is_set() and self.index not in self.co.cancelled and not self.ctx.stop.is_set()
+
+    async def _wait_before(self, call: ReplayCall) -> bool:
+        """Idle before the call; True when the run is stopping."""
+        children = [c for b in call.user if b.kind == "tool_result" and b.id
+                    for c in self.awaiting.pop(b.id, [])]
+        if children:
+            for c in children:
+                await self.co.event(self.co.done, c).wait()
+            return self.ctx.stop.is_set()
+        if self.spec.timing == "none" or call.wait_s <= 0:
+            return False
+        return await self._idle(min(call.wait_s, self.spec.max_wait_s))
+
+    async def _turn(self, k: int, call: ReplayCall) -> None:
+        event = await self._apply_compaction(k, call)
+        max_tokens = max(1, call.usage.output_tokens if call.usage else 1)
+        template = self._template(call, max_tokens)
+        wait = call.wait_s if self.spec.timing == "recorded" else 0.0
+        rng = random.Random(f"{self.s.seed}:{self.session_id}:{k}")
+        resp = await self._request(k, template, event, wait, self.conv.messages, "turn",
+                                   max_tokens, rng)
+        self._append_recorded(call, resp.content if self.spec.mode == "live" else None)
+        uses = [b.id for b in call.assistant if b.kind == "tool_use" and b.id
+                and b.tool in ("Task", "Agent")]
+        for j, child in enumerate(call.spawns):
+            gid = self._global(child)
+            if uses:
+                self.awaiting.setdefault(uses[min(j, len(uses) - 1)], []).append(gid)
+            self.co.event(self.co.started, gid).set()
+        if self.ctx.progress is not None:
+            self.ctx.progress(resp.usage.output_tokens or resp.output_tokens_est)
+
+    async def _apply_compaction(self, k: int, call: ReplayCall) -> comp.CompactionEvent | None:
+        point = call.compaction
+        if self.spec.compaction == "policy" or point is None:
+            user = [b for b in call.user if not b.summary]
+            self._append_user(user)
+            return await self._compact(k) if self.spec.compaction == "policy" else None
+        before = self.conv
+        if self.spec.summary_request and before.messages:
+            summary_tokens = sum(b.tokens for b in call.user[point.at:] if b.summary) or 1
+            rng = random.Random(f"{self.s.seed}:{self.session_id}:{k}:summary")
+            prompt = content.synth_text("prose", self.spec.summary_prompt_tokens, rng)
+            msgs = comp.summary_request_messages(before, prompt)
+            await self._request(k, None, None, 0.0, msgs, "summary", summary_tokens, rng)
+        self.conv = Conversation(pinned=before.pinned)
+        self._append_user(list(call.user[point.at:]))
+        return comp.CompactionEvent("recorded", len(before.messages), before.tokens_est
+                                    + self.prefix.tokens_est, self.conv.tokens_est
+                                    + self.prefix.tokens_est, True)
+
+    def _template(self, call: ReplayCall, max_tokens: int) -> TurnTemplate:
+        tool = next((b.tool for b in call.assistant if b.kind == "tool_use" and b.tool), None)
+        name = tool or "text"
+        key = (name, name in _EDIT_TOOLS)
+        t = self._templates.get(key)
+        if t is None:
+            t = TurnTemplate(name=name, weight=1, output_tokens=max_tokens, code_edit=key[1])
+            self._templates[key] = t
+        return t
+
+    # ------------------------------------------------------------------ history
+    def _text(self, text: int | None, spans: str | None, numbered: int | None = None) -> str:
+        if text is not None:
+            return self.spec.texts[text]
+        return self.co.texts.text(spans or "", numbered, self.copy)
+
+    def _tool_id(self, raw: str | None) -> str:
+        return f"{raw or 'toolu'}_{self.session_id}"
+
+    def _args(self, args: tuple[ReplayArg, ...]) -> str:
+        d = {a.key: a.value if a.value is not None else self._text(a.text, a.spans)
+             for a in args}
+        return json.dumps(d, separators=(",", ":"))
+
+    def _block(self, b: ReplayBlock) -> Block | None:
+        if b.kind == "tool_use":
+            return ToolUseBlock(self._tool_id(b.id), b.tool or "tool", self._args(b.args))
+        body = self._text(b.text, b.spans, b.numbered_from)
+        if b.kind == "tool_result":
+            return ToolResultBlock(self._tool_id(b.id), body, b.is_error, b.tool or "",
+                                   b.tokens + 6)
+        if b.kind == "thinking" and not self.spec.thinking_in_context:
+            return None
+        return TextBlock(body, b.tokens)
+
+    def _append_user(self, blocks: list[ReplayBlock]) -> None:
+        made = [x for x in (self._block(b) for b in blocks) if x is not None]
+        if not made:
+            return
+        last = self.conv.messages[-1] if self.conv.messages else None
+        if last is not None and last.role == "user":   # merge: roles must alternate
+            self.conv = self.conv.replace((*self.conv.messages[:-1],
+                                           Message("user", (*last.blocks, *made))))
+        else:
+            self.conv = self.conv.append(Message("user", tuple(made)))
+
+    def _append_recorded(self, call: ReplayCall, live: tuple[Block, ...] | None) -> None:
+        blocks: list[Block]
+        if live is None:
+            blocks = [x for x in (self._block(b) for b in call.assistant) if x is not None]
+        else:
+            blocks = [b for b in live if isinstance(b, TextBlock) and b.text]
+            blocks += [x for b in call.assistant if b.kind == "tool_use"
+                       if (x := self._block(b)) is not None]
+        if not blocks:
+            blocks = [TextBlock("(empty reply)")]
+        last = self.conv.messages[-1] if self.conv.messages else None
+        if last is not None and last.role == "assistant":
+            self.conv = self.conv.replace((*self.conv.messages[:-1],
+                                           Message("assistant", (*last.blocks, *blocks))))
+        else:
+            self.conv = self.conv.append(Message("assistant", tuple(blocks)))
