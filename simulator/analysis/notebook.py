@@ -9,10 +9,8 @@ a temporary folder), else the repository's `results/`.
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -102,17 +100,6 @@ def latest_run(scenario_name: str, out_dir: str | Path | None = None, **match: A
     return hits[-1] if hits else None
 
 
-def _off_loop(fn: Callable[[], T]) -> T:
-    """Call fn in a worker thread when this thread runs an event loop (a Jupyter kernel
-    does), since a run starts its own loop; else call it here."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return fn()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="endurance-run") as pool:
-        return pool.submit(fn).result()
-
-
 def new_run(scenario: str | Path, overrides: Sequence[str] = (), out_dir: str | Path | None = None,
             *, twin: str | None = None, label: str | None = None) -> Path:
     """Run the scenario on the in-process twin now; returns the run directory."""
@@ -120,7 +107,7 @@ def new_run(scenario: str | Path, overrides: Sequence[str] = (), out_dir: str | 
     from simulator.runs import RunSpec, execute
     spec = RunSpec(str(scenario), list(overrides), twin=twin or None,
                    out_dir=Path(out_dir or results_dir()), label=label, show_progress=False)
-    res = _off_loop(lambda: execute(spec, echo=lambda s: None))
+    res = execute(spec, echo=lambda s: None)  # runs off-loop by itself under Jupyter
     if res.status != "completed":
         raise RunError(f"{res.run_dir}: run {res.status}: {res.outcome.reason}")
     return res.run_dir

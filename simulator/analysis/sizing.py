@@ -211,7 +211,9 @@ def _kv_bound(probes: list[Probe], capacity: int | None, shared: int) -> int | N
         return None
     last = max(probes, key=lambda p: p.sessions).summary
     cap = capacity if capacity is not None else last.get("kv_capacity_tokens")
-    peak = last.get("context_tokens_max")
+    # The largest peak context any probe saw: steadier than the last probe's alone.
+    peaks = [p.summary.get("context_tokens_max") for p in probes]
+    peak = max((x for x in peaks if isinstance(x, int | float)), default=None)
     if not cap or not isinstance(peak, int | float) or peak <= shared:
         return None
     return kv_capacity_sessions(int(cap), int(peak), shared)

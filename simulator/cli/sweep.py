@@ -7,6 +7,7 @@ every figure in the table can be traced back to a `turns.parquet`.
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -24,7 +25,7 @@ from simulator.analysis.sizing import (
 )
 from simulator.cli._app import main
 from simulator.cli.run import common_run_options, scenario_overrides
-from simulator.errors import InputError
+from simulator.errors import InputError, RunError
 
 
 def _counts(text: str) -> list[int]:
@@ -63,8 +64,8 @@ class _PointRunner:
         return res.summary
 
 
-class _RunFailed(InputError):
-    exit_code = 1
+class _RunFailed(RunError):
+    """A point's run failed at run time (exit 1), not a bad argument."""
 
 
 def _opts(endpoint: str | None, twin: str | None, spec: str | None,
@@ -85,7 +86,7 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
                   sessions_list: str, as_json: bool) -> None:
     """Run SCENARIO at each session count; one row per count, plus a plot."""
     counts = _counts(sessions_list)
-    folder = out / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
+    folder = out / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     point = _PointRunner(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
                          _opts(endpoint, twin, spec, price_per_hour, client), not as_json)
     rows = sweep(point, counts)
@@ -115,7 +116,7 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                  slos: tuple[str, ...], max_sessions: int, as_json: bool) -> None:
     """Largest session count that meets every SLO (geometric probe, bisection, repeat)."""
     parsed = [parse_slo(s) for s in slos]
-    folder = out / f"size-{time.strftime('%Y%m%d-%H%M%S')}"
+    folder = out / f"size-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     point = _PointRunner(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
                          _opts(endpoint, twin, spec, price_per_hour, client), not as_json)
     kv_cap, shared = _kv_facts(scenario, point.base, endpoint, twin)
@@ -127,9 +128,9 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
     (folder / "size.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
     if as_json:
         click.echo(json.dumps(data, default=str))
-        return
-    click.echo(format_sizing(result))
-    click.echo(str(folder))
+    else:
+        click.echo(format_sizing(result))
+        click.echo(str(folder))
     sys.exit(0 if result.sessions > 0 else 1)
 
 
