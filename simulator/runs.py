@@ -49,6 +49,7 @@ class RunSpec:
     show_progress: bool = True
     stop_grace_s: float | None = None     # Ctrl-C: seconds in-flight requests may finish
     resume_dir: Path | None = None        # continue this interrupted run (see `resume`)
+    workers: int = 1                      # > 1: sessions sharded over processes (`workers`)
 
 
 @dataclass
@@ -166,7 +167,20 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
             endpoint: Endpoint | None = None) -> RunResult:
     """Run a scenario and write its results directory; returns what happened.
 
-    `endpoint` replaces the one the spec names (tests and notebooks inject fakes)."""
+    `endpoint` replaces the one the spec names (tests and notebooks inject fakes).
+    Called from a thread that runs an event loop (a Jupyter kernel does), the run —
+    which starts its own loop — happens in a worker thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="endurance-run") as pool:
+            return pool.submit(execute, spec, echo=echo, endpoint=endpoint).result()
+    if spec.workers != 1:
+        from simulator.workers import execute_sharded
+        return execute_sharded(spec, spec.workers, echo=echo)
     if spec.resume_dir is not None:
         from simulator.session.resume_run import open_resumed
         s, spec, recorder, state = open_resumed(spec, endpoint)

@@ -55,3 +55,6 @@ async def test_check_passes_on_llamacpp(llamacpp_server: EngineServer) -> None:
     cache = report.by_name("cache_fields")
     assert cache.status is Status.WARN and "cache_creation_input_tokens" in cache.reason
     assert report.by_name("usage_placement").status is Status.PASS
+    # llama.cpp answers `messages: "not a list"` with 200; invalid JSON gets its 400.
+    shape = report.by_name("error_shape")
+    assert shape.status is Status.WARN and "lenient" in shape.reason

@@ -98,6 +98,6 @@ def test_engine_settings_layering() -> None:
     base = load_engine_settings()
     assert (base.block_size, base.gpu_memory_utilization, base.kv_dtype) == (16, 0.9, "fp8")
     cpu = load_engine_settings(load_hardware("cpu-2core"), {"max_num_seqs": 4})
-    assert (cpu.block_size, cpu.kv_dtype, cpu.max_num_seqs) == (128, "bf16", 4)
+    assert (cpu.block_size, cpu.kv_dtype, cpu.max_num_seqs) == (32, "bf16", 4)
     with pytest.raises(InputError, match="spec"):
         load_engine_settings(None, {"spec": "eagle"})

@@ -86,6 +86,10 @@ def load_run(run_dir: str | Path) -> tuple[dict[str, Any], pd.DataFrame, pd.Data
     if not run_dir.is_dir():
         raise InputError(f"{run_dir}: not a directory (expected a run directory under results/)")
     manifest = load_manifest(run_dir)
+    if not (run_dir / "turns.parquet").exists() and manifest.get("status") == "running":
+        raise InputError(f"{run_dir}: run incomplete (manifest status 'running', no turns.parquet:"
+                         " still going, or killed); continue it with "
+                         f"`endurance run --resume {run_dir}`")
     turns = load_turns(run_dir)
     sm_path = run_dir / "server_metrics.parquet"
     server = _read_parquet(sm_path, SERVER_METRICS_COLUMNS) if sm_path.exists() else None

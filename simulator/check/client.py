@@ -36,6 +36,11 @@ class RawReply:
         return self.body[:n].decode("utf-8", errors="replace").replace("\n", "\\n")
 
 
+# What aiohttp raises when a pooled connection turns out to be closed by the server
+# before our request got an answer (ClientConnectorError, a refused connect, is not one).
+STALE_CONNECTION_ERRORS = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
+
+
 class CheckClient:
     """POSTs/GETs against one base URL with Anthropic headers; one session per check run."""
 
@@ -43,6 +48,7 @@ class CheckClient:
                  api_key: str | None) -> None:
         self.session = session
         self.base_url = base_url.rstrip("/")
+        self.stale_connections = 0
         self.headers = {"content-type": "application/json",
                         "anthropic-version": ANTHROPIC_VERSION}
         if api_key:
@@ -58,12 +64,22 @@ class CheckClient:
         return await self._request("GET", path, None)
 
     async def _request(self, method: str, path: str, data: bytes | None) -> RawReply:
-        loop_time = _now()
-        async with self.session.request(method, self.base_url + path, data=data,
-                                        headers=self.headers) as resp:
-            body = await resp.read()
-            return RawReply(resp.status, resp.headers.get("content-type", ""), body,
-                            _now() - loop_time)
+        """One request; a pooled keep-alive connection the server had silently closed
+        (llama.cpp does after requests with tools) is retried once on a fresh one, and
+        counted in `stale_connections` so the check can report it."""
+        for retry in (False, True):
+            loop_time = _now()
+            try:
+                async with self.session.request(method, self.base_url + path, data=data,
+                                                headers=self.headers) as resp:
+                    body = await resp.read()
+                    return RawReply(resp.status, resp.headers.get("content-type", ""), body,
+                                    _now() - loop_time)
+            except STALE_CONNECTION_ERRORS as exc:
+                if retry or isinstance(exc, aiohttp.ClientConnectorError):
+                    raise
+                self.stale_connections += 1
+        raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _now() -> float:

@@ -107,18 +107,26 @@ def error_body_problems(data: Any) -> list[str]:
 
 
 async def check_error_shape(c: CheckClient, model: str) -> CheckResult:
-    """A request with `messages` not a list must get a 4xx with Anthropic's error body."""
+    """A malformed request must get a 4xx with Anthropic's error body.
+
+    First a schema violation (`messages` not a list); a lenient server that answers it
+    with 200 (llama.cpp does) gets a warn, and the check falls back to a body that is
+    not JSON at all, which every server must refuse with a 4xx."""
     name = "error_shape"
     reply = await c.post("/v1/messages", {"model": model, "max_tokens": 8,
                                           "messages": "not a list"})
+    lenient = ""
+    if 200 <= reply.status < 300:
+        lenient = "accepted `messages` that is not a list (lenient validation); "
+        reply = await c.post("/v1/messages", b"{not json")
     if not 400 <= reply.status < 500:
-        return failed(name, f"a malformed request got HTTP {reply.status}, expected 4xx",
+        return failed(name, f"{lenient}a malformed request got HTTP {reply.status}, expected 4xx",
                       status=reply.status, body=reply.snippet())
     problems = error_body_problems(reply.json())
-    if problems:
-        return warned(name, f"HTTP {reply.status} but not Anthropic's error shape: "
-                            f"{'; '.join(problems)}", status=reply.status,
-                      body=reply.snippet())
+    if problems or lenient:
+        shape = f"HTTP {reply.status} but not Anthropic's error shape: {'; '.join(problems)}" \
+            if problems else f"HTTP {reply.status} in Anthropic's error shape for invalid JSON"
+        return warned(name, lenient + shape, status=reply.status, body=reply.snippet())
     err = reply.json()["error"]
     return passed(name, f"HTTP {reply.status} {err['type']}: {err['message'][:60]}",
                   status=reply.status)

@@ -108,6 +108,11 @@ async def run_check_async(base_url: str, *, api_key: str | None = None,
             results = [failed("reachable", f"cannot reach {url}: {type(exc).__name__}")]
             return CheckReport(url, model or "", tuple(results), loop.time() - t0)
         used, results = await _all_checks(c, model)
+        if c.stale_connections:
+            results.append(warned(
+                "keep_alive", f"the server closed {c.stale_connections} kept-alive "
+                "connection(s) without `Connection: close` (requests were re-sent on new "
+                "connections; endurance's clients do the same)"))
     return CheckReport(url, used, tuple(results), loop.time() - t0)
 
 

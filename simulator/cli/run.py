@@ -52,24 +52,38 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
 
 
 @main.command()
-@click.argument("scenario", type=click.Path(dir_okay=False))
+@click.argument("scenario", type=click.Path(dir_okay=False), required=False)
 @common_run_options
 @click.option("--sessions", type=int, help="Concurrent sessions.")
 @click.option("--label", help="A label for this run (shown in reports).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def run(scenario: str, endpoint: str | None, twin: str | None, spec: str | None,
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes to shard sessions over (HTTP endpoints only).")
+@click.option("--resume", "resume", type=click.Path(file_okay=False, path_type=Path),
+              metavar="RUN_DIR", help="Continue an interrupted (or killed) run in RUN_DIR, "
+              "appending to its results; the scenario comes from its manifest.")
+@click.option("--stop-grace-s", type=click.FloatRange(min=0), default=None,
+              help="On Ctrl-C/SIGTERM: seconds in-flight requests may finish before they "
+              "are cancelled (default 10).")
+def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str | None,
         model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
         price_per_hour: float | None, client: str | None, out: Path, sessions: int | None,
-        label: str | None, quiet: bool) -> None:
+        label: str | None, quiet: bool, workers: int, resume: Path | None,
+        stop_grace_s: float | None) -> None:
     """Run SCENARIO and write results/<run-id>/ (the last line printed is its path).
 
-    Exit codes: 0 completed, 1 failed, 2 bad input, 130 interrupted.
+    Exit codes: 0 completed, 1 failed (or endpoint unreachable / rejecting us),
+    2 bad input, 130 interrupted (Ctrl-C/SIGTERM; resume with --resume RUN_DIR).
     """
+    from simulator.errors import InputError
     from simulator.runs import RunSpec, execute
 
-    rs = RunSpec(scenario, scenario_overrides(sessions, turns, seed, model, sets),
+    if (scenario is None) == (resume is None):
+        raise InputError("run: give a SCENARIO file, or --resume RUN_DIR (not both)")
+    rs = RunSpec(scenario or "", scenario_overrides(sessions, turns, seed, model, sets),
                  endpoint_url=endpoint, twin=twin, spec=spec, out_dir=out, label=label,
-                 price_per_hour=price_per_hour, client=client, show_progress=not quiet)
+                 price_per_hour=price_per_hour, client=client, show_progress=not quiet,
+                 stop_grace_s=stop_grace_s, resume_dir=resume, workers=workers)
     result = execute(rs, echo=click.echo)
     click.echo(str(result.run_dir))
     sys.exit({"completed": 0, "interrupted": 130}.get(result.status, 1))

@@ -60,6 +60,7 @@ class LeanEndpoint:
                                               sock_read=timeout_s)
         self._timeouts = (timeout_s, connect_timeout_s)
         self._max_connections = max_connections
+        self.stale_connection_retries = 0
         self._clock = clock
         self._session: aiohttp.ClientSession | None = None
 
@@ -83,11 +84,26 @@ class LeanEndpoint:
             self._session = None
 
     async def send(self, request: LLMRequest) -> LLMResponse:
-        """One streamed attempt; raises `EndpointError` (never retries)."""
+        """One streamed attempt; raises `EndpointError` (never retries a request the
+        server may have seen).
+
+        A pooled keep-alive connection that the server closed without saying so
+        (llama.cpp does after requests with tools) fails before any answer; such a send
+        is repeated on another connection, as HTTP clients do for stale connections
+        (RFC 9112 §9.3.1), and counted in `stale_connection_retries`."""
         body = request.to_api_kwargs()
         body["stream"] = True
         payload = json.dumps(body, separators=(",", ":")).encode()
         headers = hint_headers(request.hints) if request.hints else None
+        for _ in range(_STALE_RETRIES):
+            try:
+                return await self._attempt(payload, headers)
+            except _StaleConnection:
+                self.stale_connection_retries += 1
+        return await self._attempt(payload, headers, last=True)
+
+    async def _attempt(self, payload: bytes, headers: dict[str, str] | None,
+                       last: bool = False) -> LLMResponse:
         clock = self._clock
         state = StreamState(clock())
         started = False  # response headers received
@@ -117,10 +133,25 @@ class LeanEndpoint:
                         200 if started else None) from e
         except aiohttp.ClientConnectorError as e:
             raise _fail(state, clock, ErrorType.CONNECTION, f"cannot connect: {e}", None) from e
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as e:
+            if not started and not last:
+                raise _StaleConnection from e
+            kind = ErrorType.DISCONNECT if started else ErrorType.CONNECTION
+            raise _fail(state, clock, kind, f"{type(e).__name__}: {e}",
+                        200 if started else None) from e
         except (aiohttp.ClientError, ConnectionError) as e:
             kind = ErrorType.DISCONNECT if started else ErrorType.CONNECTION
             raise _fail(state, clock, kind, f"{type(e).__name__}: {e}",
                         200 if started else None) from e
+
+
+# Sends repeated on a fresh connection when a pooled one proves stale (bounded: each
+# failure drops one dead connection from the pool).
+_STALE_RETRIES = 8
+
+
+class _StaleConnection(Exception):
+    """The pooled connection was closed by the server before our request was answered."""
 
 
 def _fail(state: StreamState, clock: Callable[[], float], kind: ErrorType, msg: str,

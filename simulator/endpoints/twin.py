@@ -10,6 +10,7 @@ what the engine computed. Run it on `simulator.vtime.VirtualTimeLoop`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Coroutine
@@ -53,7 +54,6 @@ class InProcessTwin:
         self._waiters: dict[str, asyncio.Future[RequestResult]] = {}
         self._wake: asyncio.Event | None = None
         self._ids = itertools.count()
-        self.kv_usage_peak = 0.0
 
     def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
         return [self._drive]
@@ -71,7 +71,7 @@ class InProcessTwin:
         c = self.engine.counters
         return {"prefix_cache_queries": c.prefix_cache_queries,
                 "prefix_cache_hits": c.prefix_cache_hits, "preemptions": c.preemptions,
-                "kv_usage_peak": self.kv_usage_peak, "num_gpu_blocks": self.engine.num_blocks,
+                "kv_usage_peak": self.engine.kv_usage_peak, "num_gpu_blocks": self.engine.num_blocks,
                 "block_size": self.engine.block_size,
                 "kv_capacity_tokens": self.engine.num_blocks * self.engine.block_size,
                 "spec_drafts": c.spec_drafts, "spec_accepted_tokens": c.spec_accepted_tokens}
@@ -83,10 +83,14 @@ class InProcessTwin:
     async def send(self, request: LLMRequest) -> LLMResponse:
         loop = asyncio.get_running_loop()
         sent = loop.time()
-        kw = request.to_api_kwargs()
+        def head() -> tuple[Any, Any]:
+            kw = dataclasses.replace(request, messages=()).to_api_kwargs()
+            return kw["system"], kw.get("tools")
+
         try:
-            prompt = self.tokenizer.encode_request(system=kw["system"], tools=kw.get("tools"),
-                                                   messages=kw["messages"])
+            # prefix and messages are immutable: their token ids are cached by identity
+            prompt, prompt_arr = self.tokenizer.encode_objects(request.prefix, head,
+                                                               request.messages)
         except PromptError as exc:
             raise EndpointError(ErrorType.BAD_REQUEST, str(exc), status=400) from None
         if len(prompt) >= self.context_window:
@@ -94,7 +98,7 @@ class InProcessTwin:
                                 f"tokens > {self.context_window} maximum", status=400)
         edit, frac, natural = reply.parse_hints(request.hints)
         limit = min(request.max_tokens, self.context_window - len(prompt))
-        planned = reply.plan(prompt, request.max_tokens, limit, seed=self.seed, code_edit=edit,
+        planned = reply.plan(prompt_arr, request.max_tokens, limit, seed=self.seed, code_edit=edit,
                              repeat_fraction=frac, natural_tokens=natural)
         rid = f"req-{next(self._ids)}"
         if self.engine.is_idle():
@@ -142,7 +146,6 @@ class InProcessTwin:
                 continue
             horizon = next_timer()
             finished = engine.run_until(math.inf if horizon is None else horizon)
-            self.kv_usage_peak = max(self.kv_usage_peak, engine.kv_usage())
             delay = engine.now - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)

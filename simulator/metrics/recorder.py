@@ -4,6 +4,8 @@ Rows are appended to `turns.jsonl` and flushed to the OS on every write, so a cr
 of the process (even SIGKILL) loses nothing that was recorded. `finalize` converts the
 journal to `turns.parquet`, writes `summary.json` and sets the manifest's status.
 Until then the manifest says `running`, so a partial directory never looks complete.
+`history.jsonl` keeps what `--resume` needs to rebuild each session's conversation
+(see `session.resume`); the writer holds a lock on `turns.jsonl` while it runs.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from typing import IO, Any
 import pandas as pd
 
 from simulator.metrics.records import COLUMNS, TurnRecord
+from simulator.session.resume import lock_journal
 
 TURNS_JOURNAL = "turns.jsonl"
 METRICS_JOURNAL = "server_metrics.jsonl"
+HISTORY_JOURNAL = "history.jsonl"
 TURNS_PARQUET = "turns.parquet"
 METRICS_PARQUET = "server_metrics.parquet"
 MANIFEST = "manifest.json"
@@ -45,6 +49,26 @@ def read_journal(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def drop_torn_tail(path: Path) -> None:
+    """Cut a torn last line (a crash mid-write) so appended rows start on a fresh line."""
+    if not path.exists():
+        return
+    with path.open("rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0 or (f.seek(size - 1) is not None and f.read(1) == b"\n"):
+            return
+        pos = size
+        while pos > 0:          # scan back in 64 kB chunks for the last newline
+            step = min(65536, pos)
+            pos -= step
+            f.seek(pos)
+            i = f.read(step).rfind(b"\n")
+            if i >= 0:
+                f.truncate(pos + i + 1)
+                return
+        f.truncate(0)
+
+
 def turns_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     for col in ("input_tokens", "cache_read_tokens", "cache_creation_tokens", "prompt_tokens",
@@ -60,7 +84,12 @@ class Recorder:
         run_dir.mkdir(parents=True, exist_ok=resume)
         mode = "a" if resume else "x"
         self._turns: IO[str] = open(run_dir / TURNS_JOURNAL, mode, encoding="utf-8")
+        lock_journal(self._turns, run_dir)
+        if resume:
+            for name in (TURNS_JOURNAL, METRICS_JOURNAL, HISTORY_JOURNAL):
+                drop_torn_tail(run_dir / name)
         self._metrics: IO[str] = open(run_dir / METRICS_JOURNAL, mode, encoding="utf-8")
+        self._history: IO[str] = open(run_dir / HISTORY_JOURNAL, mode, encoding="utf-8")
         self.rows_written = 0
         self.manifest["status"] = "running"
         self.manifest.setdefault("started_at", time.time())
@@ -70,6 +99,11 @@ class Recorder:
         self._turns.write(json.dumps(record.to_row(), separators=(",", ":")) + "\n")
         self._turns.flush()
         self.rows_written += 1
+
+    def write_history(self, row: dict[str, Any]) -> None:
+        """One row of `history.jsonl` (a stored reply or a session's failure)."""
+        self._history.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self._history.flush()
 
     def write_metrics(self, row: dict[str, Any]) -> None:
         self._metrics.write(json.dumps(row, separators=(",", ":"), default=str) + "\n")
@@ -82,7 +116,7 @@ class Recorder:
     def finalize(self, status: str, summary: dict[str, Any] | None) -> None:
         """Close journals, write parquet, summary and the final manifest. Synchronous
         on purpose: it runs in `finally` blocks and must not await."""
-        for f in (self._turns, self._metrics):
+        for f in (self._metrics, self._history, self._turns):   # turns last: the lock
             if not f.closed:
                 f.close()
         rows = read_journal(self.run_dir / TURNS_JOURNAL)

@@ -15,12 +15,17 @@ long the run.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TypeVar
 
 from simulator import tokens
 from simulator.session.conversation import Message, Prefix
 
 HEAD_SEGMENTS = 3  # tools, system, first message
+MAX_HEADS = 16_384  # run-wide head chains remembered (LRU); ≥ 3 per distinct session head
+V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +52,10 @@ def common_prefix_len(a: str, b: str) -> int:
     return lo
 
 
+@lru_cache(maxsize=1 << 16)
 def _chain(prev: str, digest: str) -> str:
+    """Chain hash of a segment after `prev` (memoised: a session re-sends its whole
+    history every turn, so all but the newest links repeat)."""
     return hashlib.blake2b(f"{prev}|{digest}".encode(), digest_size=12).hexdigest()
 
 
@@ -56,6 +64,16 @@ def _segments(prefix: Prefix, messages: tuple[Message, ...], tools_text: str) ->
             _Seg(prefix.system_digest, prefix.system_tokens_est, text=prefix.system)]
     segs.extend(_Seg(m.digest, m.tokens_est, message=m) for m in messages)
     return segs
+
+
+def _remember(lru: OrderedDict[str, V], key: str, value: V, limit: int) -> None:
+    """`setdefault` on a bounded LRU: keeps the first value, refreshes its recency."""
+    if key in lru:
+        lru.move_to_end(key)
+        return
+    lru[key] = value
+    if len(lru) > limit:
+        lru.popitem(last=False)
 
 
 @dataclass
@@ -67,9 +85,11 @@ class _SessionState:
 class PrefixTracker:
     """Computes `reusable_prefix_tokens` for each request as it is sent."""
 
-    def __init__(self) -> None:
-        self._heads: dict[str, int] = {}      # head chain → tokens up to and including it
-        self._head_segs: dict[str, _Seg] = {}  # chain before → a segment seen after it
+    def __init__(self, max_heads: int = MAX_HEADS) -> None:
+        # LRUs: with a per-request cache-buster every request brings new heads
+        self._max_heads = max_heads
+        self._heads: OrderedDict[str, int] = OrderedDict()      # head chain → seen
+        self._head_segs: OrderedDict[str, _Seg] = OrderedDict()  # chain before → next seg
         self._sessions: dict[str, _SessionState] = {}
 
     def observe(self, session_id: str, prefix: Prefix, messages: tuple[Message, ...],
@@ -92,8 +112,8 @@ class PrefixTracker:
             chain = nxt
         for i in range(min(HEAD_SEGMENTS, len(segs))):
             parent = chains[i - 1] if i else ""
-            self._heads.setdefault(chains[i], 0)
-            self._head_segs.setdefault(parent, segs[i])
+            _remember(self._heads, chains[i], 0, self._max_heads)
+            _remember(self._head_segs, parent, segs[i], self._max_heads)
         self._sessions[session_id] = _SessionState(chains, segs)
         return reused
 

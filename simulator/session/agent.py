@@ -37,6 +37,7 @@ from simulator.session.conversation import (
     ToolUseBlock,
 )
 from simulator.session.limiter import Limiter
+from simulator.session.resume import ReplayKey, StoredReply, reply_row
 
 # Errors after which no retry can help and the whole run should stop.
 FATAL_ERRORS = frozenset({ErrorType.AUTH, ErrorType.NOT_FOUND})
@@ -44,6 +45,10 @@ FATAL_ERRORS = frozenset({ErrorType.AUTH, ErrorType.NOT_FOUND})
 
 class SessionFailed(Exception):
     """The session exhausted its retries (or hit a non-retryable error)."""
+
+
+class SessionStopped(Exception):
+    """The run is stopping (signal or deadline) while this session waited to retry."""
 
 
 class FatalEndpointError(Exception):
@@ -66,7 +71,9 @@ class RunContext:
     stop: asyncio.Event
     t0: float
     progress: Any = None           # callable(turn_done: bool, output_tokens: int) or None
-    start_turns: dict[str, int] = field(default_factory=dict)   # resume: first turn per session
+    # Resume: stored replies per session (replayed, not re-sent) and attempts already made.
+    replay: dict[str, dict[ReplayKey, StoredReply]] = field(default_factory=dict)
+    prior_attempts: dict[tuple[str, int, str], int] = field(default_factory=dict)
 
 
 @dataclass
@@ -87,15 +94,23 @@ class Agent:
         self.conv = Conversation()
         self.pending: _Pending | None = None
         self.last_read = ""
+        self.replay = dict(ctx.replay.get(self.session_id, {}))
 
     # ------------------------------------------------------------------ turn loop
     async def run(self) -> None:
+        try:
+            await self._turns()
+        except SessionStopped:
+            return
+
+    async def _turns(self) -> None:
         for turn in range(self.s.turns):
+            replaying = (turn, "turn") in self.replay
             if self.ctx.stop.is_set():
                 return
             rng = random.Random(f"{self.s.seed}:{self.session_id}:{turn}")
             user_msg, wait_s = self._next_user_message(turn, rng)
-            if wait_s > 0 and await self._idle(wait_s):
+            if wait_s > 0 and not replaying and await self._idle(wait_s):
                 return
             template = self._draw_template(rng)
             self.conv = self.conv.append(user_msg)
@@ -103,7 +118,7 @@ class Agent:
             resp = await self._request(turn, template, event, wait_s, self.conv.messages,
                                        "turn", self._max_tokens(template, rng), rng)
             self._append_reply(resp, template, turn, rng)
-            if self.ctx.progress is not None:
+            if self.ctx.progress is not None and not replaying:
                 self.ctx.progress(resp.usage.output_tokens or resp.output_tokens_est)
 
     async def _idle(self, seconds: float) -> bool:
@@ -171,8 +186,12 @@ class Agent:
                        event: comp.CompactionEvent | None, think_s: float,
                        messages: tuple[Message, ...], kind: str, max_tokens: int,
                        rng: random.Random) -> LLMResponse:
+        stored = self.replay.pop((turn, kind), None)
+        if stored is not None:
+            return self._replayed(stored, kind, messages)
         retry = self.s.retry
-        attempt = 0
+        attempt = self.ctx.prior_attempts.get((self.session_id, turn, kind), 0)
+        forced = 0
         while True:
             attempt += 1
             req = self._build(messages, max_tokens, template)
@@ -195,6 +214,11 @@ class Agent:
                         ErrorType.CANCELLED, "cancelled while in flight (stop or deadline)"))
                     raise
                 else:
+                    # History first: a crash between the two rows then replays this reply
+                    # on resume instead of sending the turn twice.
+                    self.ctx.recorder.write_history(reply_row(
+                        self.session_id, turn, kind, forced, resp,
+                        self.s.history == "live" or kind == "summary"))
                     self._record_success(base, started_wall, sent, resp)
                     if resp.content:
                         self.ctx.tracker.extend(self.session_id, Message("assistant", resp.content))
@@ -210,6 +234,7 @@ class Agent:
                                             self.s.compaction.kind)
                 self.conv, event = out.conversation, out.event
                 messages = self.conv.messages
+                forced += 1
                 continue
             if not err.error_type.retryable or attempt >= retry.max_attempts:
                 raise SessionFailed(f"{self.session_id} turn {turn}: {err.error_type.value} "
@@ -219,7 +244,25 @@ class Agent:
             if err.retry_after_s is not None:
                 delay = max(delay, err.retry_after_s)
             if await self._idle(delay):
-                raise SessionFailed(f"{self.session_id}: stopped while backing off")
+                raise SessionStopped(f"{self.session_id}: stopped while backing off")
+
+    def _replayed(self, stored: StoredReply, kind: str,
+                  messages: tuple[Message, ...]) -> LLMResponse:
+        """Resume: rebuild the state a stored reply left (forced compactions included)
+        and feed the prefix tracker as the original request did, without sending."""
+        if kind == "turn":
+            target = int(self.s.context_window_tokens * 0.5)
+            for _ in range(stored.forced_compactions):
+                out = comp.force_compaction(self.conv, self.prefix.tokens_est, target,
+                                            self.s.compaction.kind)
+                self.conv = out.conversation
+            messages = self.conv.messages
+        req = self._build(messages, 1, None)
+        self.ctx.tracker.observe(self.session_id, req.prefix, req.messages, self.ctx.tools_text)
+        resp = stored.response()
+        if resp.content:
+            self.ctx.tracker.extend(self.session_id, Message("assistant", resp.content))
+        return resp
 
     def _row(self, b: dict[str, Any], started_wall: float, sent: float, **kw: Any) -> TurnRecord:
         ev: comp.CompactionEvent | None = b["event"]

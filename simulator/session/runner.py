@@ -25,6 +25,7 @@ from simulator.scenario.model import Scenario
 from simulator.session.agent import Agent, FatalEndpointError, RunContext, SessionFailed
 from simulator.session.limiter import Limiter
 from simulator.session.prefix import build_base_prefix, tools_json, with_nonce
+from simulator.session.resume import ResumeState
 
 STOP_GRACE_S = 10.0
 
@@ -58,7 +59,8 @@ class Runner:
                  *, progress: Callable[[int], None] | None = None,
                  background: list[Callable[[], Coroutine[Any, Any, Any]]] | None = None,
                  session_range: range | None = None,
-                 on_finish: list[Callable[[], None]] | None = None) -> None:
+                 on_finish: list[Callable[[], None]] | None = None,
+                 stop_grace_s: float = STOP_GRACE_S, resume: ResumeState | None = None) -> None:
         self.s = scenario
         self.endpoint = endpoint
         self.recorder = recorder
@@ -67,7 +69,9 @@ class Runner:
         self.background = background or []
         self.sessions = session_range or range(scenario.sessions)
         self.on_finish = on_finish or []
-        self.outcome = RunOutcome("completed")
+        self.stop_grace_s = stop_grace_s
+        self.resume = resume or ResumeState()
+        self.outcome = RunOutcome("completed", failed_sessions=list(self.resume.failed_sessions))
         self._stop = asyncio.Event()
         self._signalled = 0
 
@@ -78,10 +82,11 @@ class Runner:
         installed = self._install_signals(loop, main)
         clock = LoopClock()
         base = build_base_prefix(self.s)
-        t0 = clock.monotonic()
+        t0 = clock.monotonic() - self.resume.mono_offset_s   # a resumed timeline continues
         ctx = RunContext(self.run_id, self.s, self.endpoint, self.recorder, PrefixTracker(),
                          clock, Limiter(self.s.limits.max_in_flight, self.s.limits.requests_per_s),
-                         base, tools_json(base), self._stop, t0, self.progress)
+                         base, tools_json(base), self._stop, t0, self.progress,
+                         replay=self.resume.replay, prior_attempts=self.resume.prior_attempts)
         try:
             await self._run_all(ctx)
         except asyncio.CancelledError:
@@ -124,9 +129,14 @@ class Runner:
                         t.cancel()
         except* (FatalEndpointError, _TooManyFailures) as eg:
             self.outcome.status = "failed"
-            self.outcome.reason = str(eg.exceptions[0])
+            self.outcome.reason = str(_first_leaf(eg))
 
     async def _session(self, ctx: RunContext, index: int, offset: float) -> None:
+        sid = f"s{index:04d}"
+        if sid in self.resume.done_sessions or sid in self.resume.failed_sessions:
+            return
+        if sid in self.resume.replay:
+            offset = 0.0    # a resumed session had arrived already
         if offset > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), timeout=offset)
@@ -135,11 +145,16 @@ class Runner:
         prefix = ctx.base_prefix
         if self.s.cache_bust == "per_session":
             prefix = with_nonce(prefix, f"{self.s.seed:x}{index:06x}")
-        agent = Agent(ctx, index, prefix)
+        if self.s.replay is not None:   # a recorded session script (importers)
+            from simulator.session.replay_agent import ReplayAgent
+            agent: Agent = ReplayAgent(ctx, index, prefix)
+        else:
+            agent = Agent(ctx, index, prefix)
         try:
             await agent.run()
         except SessionFailed as exc:
             self.outcome.failed_sessions.append(agent.session_id)
+            self.recorder.write_history({"session": agent.session_id, "failed": str(exc)})
             limit = self.s.limits.max_failed_sessions_frac * len(self.sessions)
             if len(self.outcome.failed_sessions) > limit:
                 raise _TooManyFailures(
@@ -156,7 +171,7 @@ class Runner:
             self._signalled += 1
             self._stop.set()
             if self._signalled == 1:
-                loop.call_later(STOP_GRACE_S, main.cancel)
+                loop.call_later(self.stop_grace_s, main.cancel)
             else:
                 main.cancel()
 
@@ -167,6 +182,13 @@ class Runner:
             except (NotImplementedError, RuntimeError, ValueError):
                 pass  # not the main thread (e.g. a worker thread in tests)
         return installed
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    """The first real exception inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 class _TooManyFailures(RunError):

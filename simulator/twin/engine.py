@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
-from simulator.twin.kv_cache import BlockPool, extend_hash_chain
+from simulator.twin.block_manager import BlockManager
+from simulator.twin.decode_burst import DecodeTerms, burst_len, decode_terms, run_burst
+from simulator.twin.kv_cache import BlockPool
+from simulator.twin.seq import Seq
 from simulator.twin.spec_decode import NgramIndex, NgramSpec, accepted_length
 from simulator.twin.types import (
     EngineCounters,
@@ -35,31 +37,12 @@ from simulator.twin.types import (
 DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_BLOCK_SIZE = 16
-RECENT_CHAINS = 8
+RECENT_CHAINS = 64        # ≈ 0.3 MB each at 35k-token prompts (token list + chain)
+SPARE_INDEXES = 8         # n-gram indexes of finished requests kept for adoption
 
 
 class RequestTooLong(ValueError):
     """A request whose prompt + planned output can never fit the KV pool."""
-
-
-@dataclass(slots=True, eq=False)
-class _Seq:
-    """Live state of one request inside the engine (dropped when it finishes)."""
-
-    rid: str
-    tokens: list[int]          # prompt + planned output; tokens[:num_tokens] are known
-    prompt_len: int
-    total: int                 # len(tokens)
-    result: RequestResult
-    num_tokens: int            # known tokens: prompt + emitted
-    num_computed: int = 0      # tokens whose KV is computed
-    blocks: list[int] = field(default_factory=list)
-    n_cached: int = 0          # leading blocks already registered in the prefix cache
-    hashes: list[int] = field(default_factory=list)   # chain over known full blocks
-    admitted: bool = False
-    index: NgramIndex | None = None
-    d_start: int = 0           # this step's draft: tokens[d_start:d_start+d_count]
-    d_count: int = 0
 
 
 def _setting(explicit: int | None, perf: Any, name: str, default: int) -> int:
@@ -69,7 +52,7 @@ def _setting(explicit: int | None, perf: Any, name: str, default: int) -> int:
     return int(value) if value is not None else default
 
 
-class TwinEngine:
+class TwinEngine(BlockManager):
     """Simulated vLLM V1 engine implementing `simulator.twin.types.Engine`."""
 
     def __init__(self, perf_model: PerfModel, *, max_num_seqs: int | None = None,
@@ -92,10 +75,10 @@ class TwinEngine:
         self._step_time = perf_model.step_time
         self.now = 0.0
         self.counters = EngineCounters()
-        self._pending: list[tuple[float, int, _Seq]] = []     # heap of future arrivals
+        self._pending: list[tuple[float, int, Seq]] = []     # heap of future arrivals
         self._seqno = 0
-        self._waiting: deque[_Seq] = deque()
-        self._running: list[_Seq] = []
+        self._waiting: deque[Seq] = deque()
+        self._running: list[Seq] = []
         self._results: dict[str, RequestResult] = {}
         # the last admission pass stopped for want of blocks or seats, and nothing has
         # freed any since: pure decode steps can then be batched (see `_burst`)
@@ -103,7 +86,9 @@ class TwinEngine:
         # token lists and hash chains of recently admitted requests: a follow-up turn
         # that extends one of them reuses its hashes instead of rehashing the prompt
         self._recent: deque[tuple[list[int], list[int]]] = deque(maxlen=RECENT_CHAINS)
-        self._spare_indexes: deque[NgramIndex] = deque(maxlen=RECENT_CHAINS)
+        self._spare_indexes: deque[NgramIndex] = deque(maxlen=SPARE_INDEXES)
+        self._terms: dict[int, DecodeTerms | None] = {}   # batch size → inline step terms
+        self._peak_used = 0                                # most blocks in use after a step
 
     # -- Engine protocol: introspection ------------------------------------------------
     @property
@@ -116,6 +101,12 @@ class TwinEngine:
 
     def kv_usage(self) -> float:
         return self.pool.usage()
+
+    @property
+    def kv_usage_peak(self) -> float:
+        """Highest KV usage (blocks in use / total, 0..1) seen at the end of any step's
+        scheduling, i.e. with that step's blocks allocated."""
+        return self._peak_used / self.pool.num_blocks
 
     def num_running(self) -> int:
         return len(self._running)
@@ -149,7 +140,7 @@ class TwinEngine:
                                  f"cache of {capacity} tokens")
         res = RequestResult(request_id=rid, prompt_len=prompt_len)
         self._results[rid] = res
-        seq = _Seq(rid, tokens, prompt_len, len(tokens), res, prompt_len)
+        seq = Seq(rid, tokens, prompt_len, len(tokens), res, prompt_len)
         arrival = max(request.arrival, self.now)
         if arrival <= self.now:
             self._waiting.append(seq)
@@ -181,7 +172,7 @@ class TwinEngine:
                 self.now = t
                 break
             if self.spec is None and (self._admit_blocked or not self._waiting):
-                k = self._burst_len()
+                k = burst_len(self._running, self.max_num_batched_tokens)
                 if k > 0 and self._burst(k, t):
                     continue
             finished = self._run_step(None, None)
@@ -189,64 +180,27 @@ class TwinEngine:
                 return finished
         return []
 
-    def _burst_len(self) -> int:
-        """Steps that can run as pure decode with nothing changing but positions and
-        block tables: no request finishing, no admission possible (0 if none)."""
-        running = self._running
-        if not running or len(running) > self.max_num_batched_tokens:
-            return 0
-        k = 1 << 62
-        for s in running:
-            if s.num_tokens - s.num_computed != 1:
-                return 0
-            k = min(k, s.total - s.num_tokens - 1)
-        return k
-
     def _burst(self, k: int, t: float) -> int:
-        """Up to k pure decode steps in a tight loop (the virtual-time fast path); stops
-        at t, at the next arrival, or when a block is needed and none is free. Timings
-        are those of k general steps; full blocks are registered at the end. Returns
-        the steps run."""
+        """Up to k pure decode steps (see `decode_burst`), stopping at t or the next
+        arrival; full blocks are registered at the end. Returns the steps run."""
         running = self._running
         r = len(running)
-        kv = sum(s.num_computed for s in running) + r
-        appends = [s.result.token_times.append for s in running]
-        step_time, now, bs = self._step_time, self.now, self.pool.block_size
+        if r in self._terms:
+            terms = self._terms[r]
+        else:
+            terms = self._terms[r] = decode_terms(self.perf_model, r)
         stop = min(t, self._pending[0][0]) if self._pending else t
-        room = [len(s.blocks) * bs - s.num_computed for s in running]  # steps w/o alloc
-        next_alloc = min(room)
-        done = 0
-        while done < k and now < stop:
-            if done == next_alloc and not self._burst_alloc(room, done):
-                break
-            now += step_time(StepShape(r, r, kv, 0, 0.0))
-            for app in appends:
-                app(now)
-            kv += r
-            done += 1
-            if done > next_alloc:
-                next_alloc = min(room)
-        self.now = now
+        done, self.now = run_burst(running, self.pool, k, self.now, stop, self._step_time,
+                                   terms)
         for s in running:
             s.num_computed += done
             s.num_tokens += done
             self._cache_full(s, s.num_tokens)
         self.counters.generation_tokens += r * done
+        used = self.pool.num_used
+        if used > self._peak_used:
+            self._peak_used = used
         return done
-
-    def _burst_alloc(self, room: list[int], done: int) -> bool:
-        """Give a block to every sequence whose table is full after `done` burst steps;
-        False (nothing allocated for the rest) when the pool runs dry."""
-        pool, bs = self.pool, self.pool.block_size
-        for j, s in enumerate(self._running):
-            if room[j] == done:
-                if pool.num_free == 0:
-                    return False
-                b = pool.allocate_one()
-                assert b is not None
-                s.blocks.append(b)
-                room[j] += bs
-        return True
 
     # -- internals ---------------------------------------------------------------------
     def _take_arrivals(self) -> None:
@@ -260,6 +214,9 @@ class TwinEngine:
         sched, nums = self._schedule(admitted)
         if not sched:
             raise RuntimeError("engine invariant: nothing schedulable although work queued")
+        used = self.pool.num_used
+        if used > self._peak_used:
+            self._peak_used = used
         kv = pre = 0
         pairs = 0.0
         for s, n in zip(sched, nums, strict=True):
@@ -273,7 +230,7 @@ class TwinEngine:
         self.now = end
         return self._apply(sched, nums, end, emitted)
 
-    def _apply(self, sched: list[_Seq], nums: list[int], end: float,
+    def _apply(self, sched: list[Seq], nums: list[int], end: float,
                emitted: list[tuple[str, int]] | None) -> list[str]:
         """Advance every scheduled sequence by its step's work; emit and finish."""
         finished: list[str] = []
@@ -307,7 +264,7 @@ class TwinEngine:
                 finished.append(s.rid)
         return finished
 
-    def _count_spec(self, s: _Seq, acc: int) -> None:
+    def _count_spec(self, s: Seq, acc: int) -> None:
         ctr, res = self.counters, s.result
         ctr.spec_drafts += 1
         ctr.spec_draft_tokens += s.d_count
@@ -317,7 +274,7 @@ class TwinEngine:
         res.spec_accepted_tokens += acc
         s.d_count = 0
 
-    def _finish(self, s: _Seq, end: float) -> None:
+    def _finish(self, s: Seq, end: float) -> None:
         self.pool.free(s.blocks[::-1])
         s.blocks = []
         if s.index is not None:
@@ -328,10 +285,10 @@ class TwinEngine:
         self._running.remove(s)
         self.counters.requests_finished += 1
 
-    def _schedule(self, admitted: list[str] | None) -> tuple[list[_Seq], list[int]]:
+    def _schedule(self, admitted: list[str] | None) -> tuple[list[Seq], list[int]]:
         """vLLM V1 `schedule()`: running first, then waiting (unless we preempted)."""
         budget = self.max_num_batched_tokens
-        sched: list[_Seq] = []
+        sched: list[Seq] = []
         nums: list[int] = []
         running = self._running
         preempted = False
@@ -357,7 +314,7 @@ class TwinEngine:
             budget = self._admit(budget, sched, nums, admitted)
         return sched, nums
 
-    def _draft(self, s: _Seq, room: int) -> int:
+    def _draft(self, s: Seq, room: int) -> int:
         """Propose this step's draft for a decoding sequence; returns its length."""
         if s.index is None:
             s.index = self._take_index(s)
@@ -366,7 +323,7 @@ class TwinEngine:
         s.d_start, s.d_count = start, count
         return count
 
-    def _take_index(self, s: _Seq) -> NgramIndex:
+    def _take_index(self, s: Seq) -> NgramIndex:
         """A finished request's index that `s` extends (cheap), else a new one."""
         for j, idx in enumerate(self._spare_indexes):
             if idx.adopt(s.tokens, s.num_tokens):
@@ -374,109 +331,3 @@ class TwinEngine:
                 return idx
         assert self.spec is not None
         return NgramIndex(self.spec, s.tokens, s.num_tokens)
-
-    def _grow(self, s: _Seq, upto: int) -> bool:
-        """Give `s` blocks for `upto` tokens; False when the pool is short."""
-        bs = self.pool.block_size
-        need = -(-upto // bs) - len(s.blocks)
-        if need <= 0:
-            return True
-        if need == 1:
-            b = self.pool.allocate_one()
-            if b is None:
-                return False
-            s.blocks.append(b)
-            return True
-        got = self.pool.allocate(need)
-        if got is None:
-            return False
-        s.blocks.extend(got)
-        return True
-
-    def _preempt_for(self, s: _Seq, upto: int) -> bool:
-        """Preempt the most recently admitted running requests until `s` fits.
-        Returns False when `s` itself had to go."""
-        running = self._running
-        while True:
-            victim = running.pop()
-            self._preempt(victim)
-            if victim is s:
-                return False
-            if self._grow(s, upto):
-                return True
-
-    def _preempt(self, v: _Seq) -> None:
-        self.pool.free(v.blocks[::-1])
-        v.blocks = []
-        v.n_cached = 0
-        v.num_computed = 0
-        v.d_count = 0
-        v.result.num_preemptions += 1
-        self.counters.preemptions += 1
-        self._waiting.appendleft(v)
-
-    def _cache_full(self, s: _Seq, upto: int) -> None:
-        """Register the full blocks of tokens[:upto] (upto ≤ known) in the prefix cache."""
-        bs = self.pool.block_size
-        n_full = upto // bs
-        if n_full <= s.n_cached:
-            return
-        hashes = extend_hash_chain(s.tokens, n_full * bs, bs, s.hashes)
-        pool, blocks = self.pool, s.blocks
-        for j in range(s.n_cached, n_full):
-            pool.cache_block(blocks[j], hashes[j])
-        s.n_cached = n_full
-
-    def _seed_hashes(self, s: _Seq) -> None:
-        """Copy the hash chain of a recent request whose known blocks `s` starts with."""
-        bs = self.pool.block_size
-        limit = s.num_tokens // bs
-        for toks, hashes in self._recent:
-            m = min(len(hashes), limit)
-            if m and s.tokens[:m * bs] == toks[:m * bs]:
-                s.hashes = hashes[:m]
-                return
-
-    def _admit(self, budget: int, sched: list[_Seq], nums: list[int],
-               admitted: list[str] | None) -> int:
-        """Admit waiting requests FCFS while budget, seats and blocks allow."""
-        pool, bs = self.pool, self.pool.block_size
-        waiting, running = self._waiting, self._running
-        while waiting and budget > 0 and len(running) < self.max_num_seqs:
-            s = waiting[0]
-            known = s.num_tokens
-            if not s.hashes:
-                self._seed_hashes(s)
-            extend_hash_chain(s.tokens, known, bs, s.hashes)
-            hit_blocks = pool.lookup(s.hashes, (known - 1) // bs)
-            hit = len(hit_blocks) * bs
-            n = min(known - hit, budget)
-            need = -(-(hit + n) // bs) - len(hit_blocks)
-            if need > pool.num_free - pool.num_evictable(hit_blocks):
-                self._admit_blocked = True       # stays so until blocks are freed
-                break
-            pool.touch(hit_blocks)
-            new = pool.allocate(need)
-            assert new is not None
-            waiting.popleft()
-            s.blocks = hit_blocks + new
-            s.n_cached = len(hit_blocks)
-            s.num_computed = hit
-            pool.record_query(known, hit)
-            self.counters.prefix_cache_queries += known
-            self.counters.prefix_cache_hits += hit
-            if not s.admitted:
-                s.admitted = True
-                self._recent.appendleft((s.tokens, s.hashes))
-                s.result.cached_tokens = hit
-                s.result.first_scheduled = self.now
-                if admitted is not None:
-                    admitted.append(s.rid)
-            running.append(s)
-            self._cache_full(s, hit + n)
-            sched.append(s)
-            nums.append(n)
-            budget -= n
-        if waiting and len(running) >= self.max_num_seqs:
-            self._admit_blocked = True           # stays so until a seat frees up
-        return budget

@@ -108,8 +108,7 @@ class BlockPool:
 
     def num_evictable(self, block_ids: Sequence[int]) -> int:
         """How many of `block_ids` sit in the free queue (touching them uses them up)."""
-        ref = self._ref
-        return sum(1 for b in block_ids if ref[b] == 0)
+        return list(map(self._ref.__getitem__, block_ids)).count(0)   # C-speed loop
 
     # -- mutations -------------------------------------------------------------------
     def touch(self, block_ids: Sequence[int]) -> None:

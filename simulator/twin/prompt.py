@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from functools import partial
+from typing import Any, Protocol
 
 from simulator import tokens
 
@@ -27,6 +29,12 @@ _GEN_PROMPT = "<|im_start|>assistant\n"
 
 class PromptError(ValueError):
     """The request body does not describe a valid prompt (→ HTTP 400)."""
+
+
+class ApiMessage(Protocol):
+    """An immutable message object that renders itself as an API message dict."""
+
+    def to_api(self) -> dict[str, Any]: ...
 
 
 def _dumps(value: Any) -> str:
@@ -122,6 +130,9 @@ class PromptTokenizer:
         self._max = max_segments
         self._encode = encode or tokens.encoding().encode_ordinary
         self._cache: OrderedDict[bytes, tuple[int, ...]] = OrderedDict()
+        # id(object) → (object, its ids, their uint32 bytes); the object is held so
+        # that its id cannot be reused while the entry lives
+        self._objects: OrderedDict[int, tuple[object, tuple[int, ...], bytes]] = OrderedDict()
         self.encode_calls = 0
 
     def _segment(self, text: str) -> tuple[int, ...]:
@@ -152,6 +163,52 @@ class PromptTokenizer:
             out.extend(self._segment(render_message(message, f"messages.{i}")))
         out.extend(self._segment(_GEN_PROMPT))
         return out
+
+    def _object(self, obj: object, render: Callable[[], tuple[int, ...]]
+                ) -> tuple[tuple[int, ...], bytes]:
+        """Ids (and their uint32 bytes) of an immutable object's segment(s), looked up
+        by identity; `render` computes them on a miss."""
+        key = id(obj)
+        hit = self._objects.get(key)
+        if hit is not None and hit[0] is obj:
+            self._objects.move_to_end(key)
+            return hit[1], hit[2]
+        ids = render()
+        raw = array("I", ids).tobytes()
+        self._objects[key] = (obj, ids, raw)
+        if len(self._objects) > self._max:
+            self._objects.popitem(last=False)
+        return ids, raw
+
+    def _message(self, m: ApiMessage, i: int) -> tuple[int, ...]:
+        return self._segment(render_message(m.to_api(), f"messages.{i}"))
+
+    def encode_objects(self, head: object, head_api: Callable[[], tuple[Any, Any]],
+                       messages: Sequence[ApiMessage]) -> tuple[list[int], array[int]]:
+        """The ids `encode_request` gives for (system, tools) = `head_api()` and
+        `[m.to_api() for m in messages]`, as a list and as a uint32 array; segments of
+        objects seen before (the immutable `head` and messages) are found by identity,
+        so a turn renders, hashes and encodes only its new messages."""
+        if not messages:
+            raise PromptError("messages: expected a non-empty list")
+
+        def render_head() -> tuple[int, ...]:
+            system, tools = head_api()
+            return self._segment(render_tools(tools)) + self._segment(render_system(system))
+
+        ids, raw = self._object(head, render_head)
+        out = list(ids)
+        chunks = [raw]
+        for i, m in enumerate(messages):
+            ids, raw = self._object(m, partial(self._message, m, i))
+            out.extend(ids)
+            chunks.append(raw)
+        ids, raw = self._object(_GEN_PROMPT, lambda: self._segment(_GEN_PROMPT))
+        out.extend(ids)
+        chunks.append(raw)
+        arr = array("I")
+        arr.frombytes(b"".join(chunks))
+        return out, arr
 
     def encode_body(self, body: dict[str, Any]) -> list[int]:
         """Same as `encode_request`, from a decoded JSON request body."""

@@ -1,0 +1,125 @@
+"""Resume an interrupted run: what each session already did, read back from its journals.
+
+The agent draws every random choice from generators seeded by (seed, session, turn), so
+a session's history is a pure function of the scenario and the server's replies. The
+recorder's `history.jsonl` keeps each successful reply (content blocks in `live` mode,
+only token counts in `scripted` mode, whose text is regenerated) and each session's
+failure; replaying those rebuilds every session's conversation exactly where it stopped.
+`turns.jsonl` gives the attempts already made, so numbering continues without duplicates.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from simulator.endpoints.base import LLMResponse, Timing, Usage
+from simulator.errors import InputError
+from simulator.session.conversation import Block, TextBlock, ToolUseBlock
+
+ReplayKey = tuple[int, str]          # (turn_index, request_kind)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredReply:
+    """What the agent needs from a reply to rebuild history (no timings: not re-measured)."""
+
+    content: tuple[Block, ...]
+    output_tokens: int | None
+    output_tokens_est: int
+    forced_compactions: int = 0      # forced compactions (context overflow) before success
+
+    def response(self) -> LLMResponse:
+        return LLMResponse(self.content, None, Usage(output_tokens=self.output_tokens),
+                           Timing(0.0), self.output_tokens_est)
+
+
+def reply_row(session_id: str, turn: int, kind: str, forced: int, resp: LLMResponse,
+              keep_content: bool) -> dict[str, Any]:
+    """The history-journal row for one successful request."""
+    blocks: list[list[Any]] = []
+    if keep_content:
+        for b in resp.content:
+            if isinstance(b, TextBlock):
+                blocks.append(["text", b.text, b.tokens_est])
+            elif isinstance(b, ToolUseBlock):
+                blocks.append(["tool_use", b.id, b.name, b.input_json, b.tokens_est])
+    return {"session": session_id, "turn": turn, "kind": kind, "forced": forced,
+            "out": resp.usage.output_tokens, "out_est": resp.output_tokens_est,
+            "content": blocks}
+
+
+def _block(b: list[Any]) -> Block:
+    if b[0] == "text":
+        return TextBlock(str(b[1]), int(b[2]))
+    return ToolUseBlock(str(b[1]), str(b[2]), str(b[3]), int(b[4]))
+
+
+def reply_from_row(row: dict[str, Any]) -> StoredReply:
+    return StoredReply(tuple(_block(b) for b in row.get("content", [])), row.get("out"),
+                       int(row.get("out_est") or 0), int(row.get("forced") or 0))
+
+
+@dataclass
+class ResumeState:
+    """Everything a resumed run needs to know about the part(s) before it."""
+
+    replay: dict[str, dict[ReplayKey, StoredReply]] = field(default_factory=dict)
+    prior_attempts: dict[tuple[str, int, str], int] = field(default_factory=dict)
+    done_sessions: set[str] = field(default_factory=set)
+    failed_sessions: list[str] = field(default_factory=list)
+    mono_offset_s: float = 0.0       # where the earlier part's timeline ended (s)
+    rows_before: int = 0
+
+
+def resume_state(turn_rows: list[dict[str, Any]], history_rows: list[dict[str, Any]],
+                 turns: int) -> ResumeState:
+    """Pure: fold the journals into a `ResumeState` (`turns` = turns per session)."""
+    st = ResumeState(rows_before=len(turn_rows))
+    for r in turn_rows:
+        key = (str(r["session_id"]), int(r["turn_index"]), str(r["request_kind"]))
+        st.prior_attempts[key] = max(st.prior_attempts.get(key, 0), int(r["attempt"]))
+        end = float(r.get("started_mono_s") or 0.0) + float(r.get("e2e_s") or 0.0)
+        st.mono_offset_s = max(st.mono_offset_s, end)
+    for h in history_rows:
+        sid = str(h["session"])
+        if "failed" in h:
+            if sid not in st.failed_sessions:
+                st.failed_sessions.append(sid)
+            continue
+        st.replay.setdefault(sid, {})[(int(h["turn"]), str(h["kind"]))] = reply_from_row(h)
+        if h["kind"] == "turn" and int(h["turn"]) >= turns - 1:
+            st.done_sessions.add(sid)
+    return st
+
+
+def lock_journal(f: IO[str], run_dir: Path) -> None:
+    """Hold an exclusive lock on an open journal for the writer's lifetime, so a second
+    writer (a `--resume` of a run that is still going) is refused, not interleaved."""
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise InputError(f"{run_dir}: the run is still in progress (its journal is locked "
+                         "by another endurance process)") from None
+
+
+def read_manifest_for_resume(run_dir: Path) -> dict[str, Any]:
+    """The manifest of a run that may be resumed (InputError naming why not)."""
+    path = run_dir / "manifest.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing; is {run_dir} a run directory?") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: unreadable: {' '.join(str(exc).split())[:160]}") from None
+    if not isinstance(data, dict) or "scenario_resolved" not in data:
+        raise InputError(f"{path}: not an endurance run manifest")
+    if data.get("status") == "completed":
+        raise InputError(f"{run_dir}: the run already completed; nothing to resume")
+    if not (run_dir / "turns.jsonl").is_file():
+        raise InputError(f"{run_dir / 'turns.jsonl'}: missing; cannot resume without the journal")
+    return data

@@ -1,0 +1,69 @@
+"""Open an interrupted run directory for `endurance run --resume RUN_DIR`.
+
+The scenario comes back from the manifest (`scenario_resolved`, so an edited or moved
+scenario file cannot change the history being rebuilt), the endpoint from the manifest's
+`run_spec` unless the command line names another, and the journals are reopened for
+appending under the writer's lock. The manifest's `resumes` list records each resume.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from simulator.endpoints.base import Endpoint
+from simulator.errors import InputError
+from simulator.metrics.recorder import HISTORY_JOURNAL, TURNS_JOURNAL, Recorder, read_journal
+from simulator.scenario.model import Scenario
+from simulator.session.resume import ResumeState, read_manifest_for_resume, resume_state
+
+
+def _scenario(run_dir: Path, m: dict[str, Any]) -> Scenario:
+    resolved = dict(m["scenario_resolved"])
+    resolved["base_dir"] = (m.get("scenario_base_dir")
+                            or str(Path(str(m.get("scenario_file", "."))).parent))
+    try:
+        return Scenario.model_validate(resolved)
+    except ValidationError as exc:
+        first = str(exc).splitlines()[1:3]
+        raise InputError(f"{run_dir / 'manifest.json'}: scenario_resolved does not validate: "
+                         f"{' '.join(x.strip() for x in first)}") from None
+
+
+def open_resumed(spec: Any, endpoint: Endpoint | None) -> tuple[Scenario, Any, Recorder,
+                                                                ResumeState]:
+    """(scenario, the spec completed from the manifest, a recorder appending to the run,
+    what the earlier part did). `spec` is a `runs.RunSpec`."""
+    from simulator.runs import preflight
+    run_dir = Path(spec.resume_dir)
+    m = read_manifest_for_resume(run_dir)
+    if spec.overrides:
+        raise InputError("--resume: scenario overrides (--set, --turns, --sessions, --seed, "
+                         "--model) cannot change a run being resumed")
+    s = _scenario(run_dir, m)
+    rs = m.get("run_spec") or {}
+    spec = dataclasses.replace(
+        spec, scenario_path=str(m.get("scenario_file", "")),
+        endpoint_url=spec.endpoint_url or rs.get("endpoint_url"),
+        twin=spec.twin or rs.get("twin"), spec=spec.spec or rs.get("spec"),
+        client=spec.client or rs.get("client"), label=spec.label or m.get("label"),
+        stop_grace_s=spec.stop_grace_s if spec.stop_grace_s is not None
+        else rs.get("stop_grace_s"),
+        price_per_hour=spec.price_per_hour if spec.price_per_hour is not None
+        else m.get("price_per_hour"))
+    if spec.endpoint_url is not None and endpoint is None:
+        preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+    prior_status = m.get("status")
+    recorder = Recorder(run_dir, m, resume=True)
+    state = resume_state(read_journal(run_dir / TURNS_JOURNAL),
+                         read_journal(run_dir / HISTORY_JOURNAL), s.turns)
+    resumes = [*m.get("resumes", []), {
+        "at": time.time(), "from_status": prior_status, "rows_before": state.rows_before,
+        "sessions_done": len(state.done_sessions),
+        "sessions_failed": len(state.failed_sessions)}]
+    recorder.update_manifest(resumes=resumes)
+    return s, spec, recorder, state

@@ -1,0 +1,126 @@
+"""The engine's virtual-time fast path: runs of pure decode steps in a tight loop.
+
+Between two scheduling events (an arrival, a request finishing, the driver's horizon)
+a batch of decoding sequences changes only in positions and block tables, so the
+engine runs those steps here instead of through the general scheduler. Step times are
+those the performance model gives for each step; for the roofline model they are
+computed from its decode terms inline (`DecodeTerms`), bit-for-bit equal to
+`step_time` (checked when the terms are built), at ~0.2 µs per step instead of ~3 µs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from simulator.twin.kv_cache import BlockPool
+from simulator.twin.seq import Seq
+from simulator.twin.types import StepShape
+
+# kv values at which the inline decode terms are checked against `step_time`
+_CHECK_KV = (0, 1, 15, 16, 1_000, 4_095, 33_333, 250_000, 1_000_000, 7_654_321)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeTerms:
+    """Step time (s) of a pure-decode step of `num_seqs` sequences over `kv` tokens of
+    KV (before this step's): base + max(mem0 + kv_coef·(kv + n)·kv_scale + state, comp).
+    The operations are ordered exactly as `RooflinePerfModel.step_time` orders them."""
+
+    num_seqs: int
+    base: float
+    mem0: float
+    kv_coef: float
+    kv_scale: float
+    state: float
+    comp: float
+
+    def step(self, kv: int) -> float:
+        t_mem = self.mem0 + self.kv_coef * (kv + self.num_seqs) * self.kv_scale + self.state
+        return self.base + (t_mem if t_mem > self.comp else self.comp)
+
+
+def decode_terms(perf: Any, n: int) -> DecodeTerms | None:
+    """Inline decode terms of a roofline perf model for batches of n (None for any other
+    model, or when the terms do not reproduce `step_time` exactly)."""
+    from simulator.twin.perf_model import RooflinePerfModel
+    if n <= 0 or getattr(type(perf), "step_time", None) is not RooflinePerfModel.step_time:
+        return None
+    try:
+        eeff = perf._eeff[n] if n < len(perf._eeff) else perf._eeff_max
+        terms = DecodeTerms(
+            n, perf._t0 + perf._t_seq * n, perf._tw_dense + perf._tw_expert * eeff,
+            perf._t_kv_tok, 1.0 + perf._kv_half / n, perf._t_state * n,
+            perf._t_flop_tok * n + perf._t_flop_seq * n + perf._t_pair * 0.0)
+    except (AttributeError, TypeError, IndexError):
+        return None
+    step_time = perf.step_time
+    for kv in _CHECK_KV:
+        if terms.step(kv) != step_time(StepShape(n, n, kv, 0, 0.0)):
+            return None
+    return terms
+
+
+def burst_len(running: list[Seq], max_num_batched_tokens: int) -> int:
+    """Steps that can run as pure decode with nothing changing but positions and
+    block tables: no request finishing, no admission possible (0 if none)."""
+    if not running or len(running) > max_num_batched_tokens:
+        return 0
+    k = 1 << 62
+    for s in running:
+        if s.num_tokens - s.num_computed != 1:
+            return 0
+        k = min(k, s.total - s.num_tokens - 1)
+    return k
+
+
+def run_burst(running: list[Seq], pool: BlockPool, k: int, now: float, stop: float,
+              step_time: Callable[[StepShape], float], terms: DecodeTerms | None,
+              ) -> tuple[int, float]:
+    """Up to k pure decode steps of `running` from `now`; stops once now ≥ stop, or when
+    a block is needed and none is free. Appends each step's end time to every sequence's
+    token times and gives blocks as the tables fill; the caller advances positions.
+    Returns (steps run, new now in s)."""
+    r = len(running)
+    kv = sum(s.num_computed for s in running) + r
+    bs = pool.block_size
+    room = [len(s.blocks) * bs - s.num_computed for s in running]  # steps w/o alloc
+    next_alloc = min(room)
+    ends: list[float] = []
+    append = ends.append
+    done = 0
+    if terms is not None:
+        base, mem0, coef, scale = terms.base, terms.mem0, terms.kv_coef, terms.kv_scale
+        state, comp = terms.state, terms.comp
+    while done < k and now < stop:
+        if done == next_alloc and not _alloc(running, pool, room, done):
+            break
+        if terms is not None:
+            t_mem = mem0 + coef * (kv + r) * scale + state
+            now += base + (t_mem if t_mem > comp else comp)
+        else:
+            now += step_time(StepShape(r, r, kv, 0, 0.0))
+        append(now)
+        kv += r
+        done += 1
+        if done > next_alloc:
+            next_alloc = min(room)
+    if ends:
+        for s in running:
+            s.result.token_times.extend(ends)
+    return done, now
+
+
+def _alloc(running: list[Seq], pool: BlockPool, room: list[int], done: int) -> bool:
+    """Give a block to every sequence whose table is full after `done` burst steps;
+    False (nothing allocated for the rest) when the pool runs dry."""
+    bs = pool.block_size
+    for j, s in enumerate(running):
+        if room[j] == done:
+            b = pool.allocate_one()
+            if b is None:
+                return False
+            s.blocks.append(b)
+            room[j] += bs
+    return True

@@ -1,0 +1,28 @@
+"""Live state of one request inside the twin engine (dropped when it finishes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simulator.twin.spec_decode import NgramIndex
+from simulator.twin.types import RequestResult
+
+
+@dataclass(slots=True, eq=False)
+class Seq:
+    """One request's engine state; token counts are in tokens, `blocks` are block ids."""
+
+    rid: str
+    tokens: list[int]          # prompt + planned output; tokens[:num_tokens] are known
+    prompt_len: int
+    total: int                 # len(tokens)
+    result: RequestResult
+    num_tokens: int            # known tokens: prompt + emitted
+    num_computed: int = 0      # tokens whose KV is computed
+    blocks: list[int] = field(default_factory=list)
+    n_cached: int = 0          # leading blocks already registered in the prefix cache
+    hashes: list[int] = field(default_factory=list)   # chain over known full blocks
+    admitted: bool = False
+    index: NgramIndex | None = None
+    d_start: int = 0           # this step's draft: tokens[d_start:d_start+d_count]
+    d_count: int = 0

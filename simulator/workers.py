@@ -1,0 +1,287 @@
+"""`endurance run --workers N`: sessions sharded over worker processes, one result.
+
+One Python process drives a few hundred streaming sessions before its event loop, not
+the server, sets the pace. Sharding splits the scenario's sessions into N contiguous
+ranges; each shard runs the ordinary `Runner` (with `session_range`) in its own
+process against the same endpoint and records into its own journal under
+`<run>/workers/w<i>/`. The parent then merges every shard's rows into the run's one
+`turns.jsonl` → `turns.parquet`, one manifest and one summary, exactly as a
+single-process run would have written them.
+
+How shards run is behind the `Executor` protocol (`run_shards(jobs) → results`):
+`ProcessExecutor` uses spawned processes on this machine, `InlineExecutor` runs them
+one after another in-process (debugging); a Ray executor would run `run_shard` as a
+remote task per shard for fleets beyond one machine (see docs/workers.md).
+
+The in-process twin is refused: it is one simulated card shared by all sessions, and
+N processes would each simulate their own card. Serve the twin over HTTP instead
+(`endurance twin serve`) and point `--endpoint` at it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from simulator.errors import InputError
+
+if TYPE_CHECKING:
+    from simulator.metrics.recorder import Recorder
+    from simulator.runs import RunResult, RunSpec
+    from simulator.scenario.model import Scenario
+    from simulator.session.runner import RunOutcome
+
+WORKERS_DIR = "workers"
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """What one worker runs: sessions [start, stop) of the spec's scenario (picklable)."""
+
+    index: int
+    start: int
+    stop: int
+    spec: RunSpec
+    run_id: str
+    shard_dir: Path
+    scrape_metrics: bool           # only one shard scrapes the server's /metrics
+    limit_overrides: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """How one shard ended; `t0_mono` is the monotonic time its runner started (s)."""
+
+    index: int
+    status: str
+    reason: str = ""
+    failed_sessions: tuple[str, ...] = ()
+    deadline_reached: bool = False
+    wall_window_s: float = 0.0
+    t0_mono: float = 0.0
+
+
+class Executor(Protocol):
+    """Runs shard jobs somewhere and returns their results in job order."""
+
+    def run_shards(self, jobs: Sequence[ShardJob]) -> list[ShardResult]: ...
+
+
+class ProcessExecutor:
+    """One spawned process per shard on this machine."""
+
+    def run_shards(self, jobs: Sequence[ShardJob]) -> list[ShardResult]:
+        ctx = get_context("spawn")
+        with ProcessPoolExecutor(max_workers=len(jobs), mp_context=ctx) as pool:
+            futures = [pool.submit(run_shard, job) for job in jobs]
+            out: list[ShardResult] = []
+            for job, fut in zip(jobs, futures, strict=True):
+                try:
+                    out.append(fut.result())
+                except Exception as exc:  # a worker that died takes no row with it
+                    out.append(ShardResult(job.index, "failed",
+                                           f"worker {job.index} crashed: {exc!r}"))
+            return out
+
+
+class InlineExecutor:
+    """Shards one after another in this process (debugging; no parallelism)."""
+
+    def run_shards(self, jobs: Sequence[ShardJob]) -> list[ShardResult]:
+        return [run_shard(job) for job in jobs]
+
+
+def split_sessions(sessions: int, workers: int) -> list[range]:
+    """Contiguous, near-equal session ranges, one per worker (no empty ones)."""
+    n = max(1, min(workers, sessions))
+    bounds = [round(i * sessions / n) for i in range(n + 1)]
+    return [range(bounds[i], bounds[i + 1]) for i in range(n)]
+
+
+def shard_limits(s: Scenario, workers: int) -> tuple[str, ...]:
+    """Overrides that split the scenario's run-wide request limits over the workers."""
+    out: list[str] = []
+    if s.limits.max_in_flight is not None:
+        out.append(f"limits.max_in_flight={max(1, math.ceil(s.limits.max_in_flight / workers))}")
+    if s.limits.requests_per_s is not None:
+        out.append(f"limits.requests_per_s={s.limits.requests_per_s / workers!r}")
+    return tuple(out)
+
+
+def check_shardable(spec: RunSpec, workers: int) -> None:
+    if workers < 1:
+        raise InputError(f"--workers must be >= 1, got {workers}")
+    if spec.endpoint_url is None:
+        raise InputError(
+            "--workers needs --endpoint: the in-process twin is one simulated card shared "
+            "by all sessions, and N processes would each simulate their own card; serve the "
+            "twin over HTTP (`endurance twin serve`) and pass its URL as --endpoint")
+    if getattr(spec, "resume_dir", None) is not None:
+        raise InputError("--workers cannot be combined with --resume")
+
+
+# -------------------------------------------------------------------- worker side --
+def run_shard(job: ShardJob) -> ShardResult:
+    """Run one shard in this process; its rows go to `job.shard_dir` (never raises for
+    a failed run: the result says how it ended)."""
+    from simulator.metrics.recorder import Recorder
+    from simulator.runs import make_endpoint, resolve
+    from simulator.session.runner import RunOutcome
+
+    spec = dataclasses.replace(job.spec, overrides=[*job.spec.overrides, *job.limit_overrides])
+    s, _ = resolve(spec)
+    endpoint = make_endpoint(s, spec)
+    recorder = Recorder(job.shard_dir, {"run_id": job.run_id, "worker": job.index,
+                                        "sessions": [job.start, job.stop]})
+    outcome = RunOutcome("failed", reason="worker did not start")
+    t0 = time.monotonic()
+    try:
+        t0, outcome = _drive(s, spec, job, endpoint, recorder)
+    except KeyboardInterrupt:
+        outcome = RunOutcome("interrupted", reason="interrupted")
+    finally:
+        recorder.finalize(outcome.status, None)
+    return ShardResult(job.index, outcome.status, outcome.reason,
+                       tuple(outcome.failed_sessions), outcome.deadline_reached,
+                       outcome.wall_window_s, t0)
+
+
+def _drive(s: Scenario, spec: RunSpec, job: ShardJob, endpoint: Any,
+           recorder: Recorder) -> tuple[float, RunOutcome]:
+    from simulator.session.runner import Runner
+    background: list[Callable[[], Coroutine[Any, Any, Any]]] = []
+    bg_factory = getattr(endpoint, "background", None)
+    if callable(bg_factory):
+        background.extend(bg_factory())
+    on_finish: list[Callable[[], None]] = []
+    if job.scrape_metrics and spec.endpoint_url is not None:
+        from simulator.metrics.prometheus import MetricsScraper
+        base = spec.endpoint_url.rstrip("/").removesuffix("/v1")
+
+        def sink(rows: list[dict[str, Any]]) -> None:
+            for row in rows:
+                recorder.write_metrics(row)
+
+        scraper = MetricsScraper(base + "/metrics", 5.0, sink)
+        background.append(scraper.run)
+        on_finish.append(scraper.stop)
+    kw: dict[str, Any] = {}
+    if getattr(spec, "stop_grace_s", None) is not None:
+        kw["stop_grace_s"] = spec.stop_grace_s
+    runner = Runner(s, endpoint, recorder, job.run_id, background=background,
+                    session_range=range(job.start, job.stop), on_finish=on_finish, **kw)
+
+    async def main() -> tuple[float, RunOutcome]:
+        t0 = time.monotonic()
+        try:
+            return t0, await runner.run()
+        finally:
+            await endpoint.aclose()
+
+    try:
+        import uvloop
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as r:
+            return r.run(main())
+    except ImportError:
+        return asyncio.run(main())
+
+
+# -------------------------------------------------------------------- parent side --
+def execute_sharded(spec: RunSpec, workers: int, *, echo: Callable[[str], None] = print,
+                    executor: Executor | None = None) -> RunResult:
+    """Run `spec` over `workers` shards and merge them into one results directory."""
+    from simulator import runs
+    from simulator.analysis.summary import format_summary
+    from simulator.metrics.recorder import Recorder
+    from simulator.session.runner import RunOutcome
+
+    check_shardable(spec, workers)
+    s, resolved = runs.resolve(spec)
+    endpoint = runs.make_endpoint(s, spec)
+    assert spec.endpoint_url is not None
+    preflight = getattr(runs, "preflight", None)
+    if callable(preflight):
+        preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+    run_id = runs.new_run_id(s.name)
+    run_dir = spec.out_dir / run_id
+    ranges = split_sessions(s.sessions, workers)
+    manifest = runs.build_manifest(s, resolved, spec, endpoint, run_id)
+    manifest["workers"] = len(ranges)
+    recorder = Recorder(run_dir, manifest)
+    limits = shard_limits(s, len(ranges))
+    jobs = [ShardJob(i, r.start, r.stop, spec, run_id, run_dir / WORKERS_DIR / f"w{i}",
+                     i == 0, limits) for i, r in enumerate(ranges)]
+    outcome = RunOutcome("failed", reason="workers did not start")
+    t0 = time.monotonic()
+    try:
+        with _sigint_ignored():        # workers get Ctrl-C themselves and stop cleanly
+            results = (executor or ProcessExecutor()).run_shards(jobs)
+        merge_shards(recorder, jobs, results, t0)
+        outcome = merge_outcomes(results)
+    finally:
+        summary = runs._finish(recorder, endpoint, outcome)
+    echo(format_summary(summary))
+    if outcome.reason:
+        echo(f"status: {outcome.status} ({outcome.reason})")
+    return runs.RunResult(run_dir, outcome.status, summary, outcome, recorder.manifest)
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def merge_shards(recorder: Recorder, jobs: Sequence[ShardJob],
+                 results: Sequence[ShardResult], t0: float) -> None:
+    """Copy every shard's journals into the run's, in shard order; `started_mono_s` is
+    moved onto the parent's timeline (all workers share the machine's monotonic clock)."""
+    from simulator.metrics.recorder import METRICS_JOURNAL, TURNS_JOURNAL, read_journal
+    from simulator.metrics.records import TurnRecord
+    for job, res in zip(jobs, results, strict=True):
+        shift = (res.t0_mono - t0) if res.t0_mono else 0.0
+        for row in read_journal(job.shard_dir / TURNS_JOURNAL):
+            row["started_mono_s"] = row["started_mono_s"] + shift
+            recorder.write(TurnRecord(**row))
+        for row in read_journal(job.shard_dir / METRICS_JOURNAL):
+            recorder.write_metrics(row)
+        write_history = getattr(recorder, "write_history", None)
+        history = getattr(_recorder_module(), "HISTORY_JOURNAL", None)
+        if callable(write_history) and history:
+            for row in read_journal(job.shard_dir / history):
+                write_history(row)
+
+
+def _recorder_module() -> Any:
+    import simulator.metrics.recorder as mod
+    return mod
+
+
+def merge_outcomes(results: Sequence[ShardResult]) -> RunOutcome:
+    """One outcome: failed if any shard failed, else interrupted if any was, else
+    completed; reasons name their worker."""
+    from simulator.session.runner import RunOutcome
+    statuses = {r.status for r in results}
+    status = next((st for st in ("failed", "interrupted") if st in statuses), "completed")
+    reasons = [f"worker {r.index}: {r.reason}" for r in results if r.reason]
+    return RunOutcome(status=status, reason="; ".join(reasons),
+                      failed_sessions=[sid for r in results for sid in r.failed_sessions],
+                      deadline_reached=any(r.deadline_reached for r in results),
+                      wall_window_s=max((r.wall_window_s for r in results), default=0.0))

@@ -1,0 +1,204 @@
+"""The endurance scenario, shortened, against real engines (vLLM on the CPU, llama.cpp's
+llama-server) under `block` and `prune` compaction.
+
+What must hold on a real server, whatever its tokenizer:
+- server-reported cache reads collapse at every turn once `prune` has started, and only
+  at the compaction turns under `block`;
+- the client-side reusable prefix is never below what the server reports reused, beyond
+  one block (compared as *shares*: the client counts cl100k estimates, the server its own
+  tokenizer's tokens);
+- /metrics prefix-cache hits over the run match Σ `cache_read_input_tokens` within one
+  block per request;
+- no request is lost (rows == requests the server counted);
+- the summary and `endurance report` render.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
+
+from simulator.analysis.summary import format_summary
+from simulator.cli import main
+from simulator.engines.server import EngineServer
+from simulator.runs import RunResult
+from tests.conftest import run_scenario, turns_of
+
+pytestmark = pytest.mark.real_engine
+
+SCENARIO = Path(__file__).parent / "fixtures" / "real-engine-endurance.yaml"
+SESSIONS, TURNS = 2, 36
+COLLAPSE = 0.5      # mean cache-read share of the turns where the prefix broke
+# One seed per policy: the system prompt and tools derive from the seed, and the servers
+# live for the whole test session, so a second run with the same seed would find its
+# prefix already cached at turn 0 (the client, starting afresh, cannot know that).
+SEEDS = {"block": 7, "prune": 11}
+
+
+def overrides(kind: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """The --set overrides of one run (the twin-vs-real test uses the same ones)."""
+    return [f"compaction.kind={kind}", f"seed={SEEDS[kind]}", *extra]
+
+
+@dataclass(frozen=True)
+class EngineRun:
+    """One run of the shortened scenario on a real engine, with raw /metrics around it."""
+
+    result: RunResult
+    turns: pd.DataFrame
+    server: pd.DataFrame            # server_metrics.parquet (scraper windows)
+    before: dict[str, float]        # raw /metrics samples (name → Σ over label sets)
+    after: dict[str, float]
+    wall_s: float
+
+    def delta(self, name: str) -> float:
+        return self.after[name] - self.before[name]
+
+    def window_sum(self, metric: str) -> float:
+        d = self.server[(self.server.kind == "delta") & (self.server.metric == metric)]
+        return float(d.value.sum())
+
+
+_RUNS: dict[tuple[str, str, tuple[str, ...]], EngineRun] = {}
+
+
+def raw_metrics(url: str) -> dict[str, float]:
+    """Every sample of a /metrics page, summed over label sets (counters as totals)."""
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[s.name] = out.get(s.name, 0.0) + float(s.value)
+    return out
+
+
+def engine_run(server: EngineServer, kind: str, out: Path,
+               extra: tuple[str, ...] = ()) -> EngineRun:
+    """Run the shortened scenario once per (server, policy, overrides) per test session:
+    the twin-vs-real test reuses the runs of this module when the overrides match."""
+    key = (server.base_url, kind, extra)
+    if key not in _RUNS:
+        before = raw_metrics(server.metrics_url)
+        t0 = time.monotonic()
+        res = run_scenario(SCENARIO, out, [*overrides(kind, extra), f"model={server.model}"],
+                           endpoint_url=server.base_url, client="lean")
+        wall = time.monotonic() - t0
+        after = raw_metrics(server.metrics_url)
+        metrics = res.run_dir / "server_metrics.parquet"
+        _RUNS[key] = EngineRun(res, turns_of(res), pd.read_parquet(metrics)
+                               if metrics.exists() else pd.DataFrame(), before, after, wall)
+        print(f"\n[{server.engine}/{kind}] {len(_RUNS[key].turns)} requests in {wall:.1f} s")
+    return _RUNS[key]
+
+
+def _turn_rows(run: EngineRun) -> pd.DataFrame:
+    t = run.turns
+    return t[(t.request_kind == "turn") & t.ok].sort_values(["session_id", "turn_index"])
+
+
+def _check_complete(run: EngineRun) -> None:
+    assert run.result.status == "completed", run.result.outcome.reason
+    t = run.turns
+    assert len(t) == SESSIONS * TURNS, "a retried or summary request would add rows"
+    assert t.ok.all() and (t.attempt == 1).all()
+    assert t.session_id.nunique() == SESSIONS
+    assert t.cache_read_tokens.notna().all() and t.prompt_tokens.notna().all()
+    assert (t.prompt_tokens > 0).all() and (t.output_tokens > 0).all()
+
+
+def _check_collapse(run: EngineRun, kind: str, block: int) -> None:
+    """Cache reads collapse exactly where the client's compaction broke the prefix.
+
+    With scripted history each request extends the previous one, so a turn *keeps* the
+    cache when the server reads the whole previous prompt (less one block of rounding,
+    one of re-tokenisation at the join, and a few tokens for a per-token cache); any
+    other turn is *broken*. What survives a break is the pinned head (system, tools, the
+    session's first prompt): the same amount at every break of a session."""
+    slack = 2 * block + 4
+    for sid, s in _turn_rows(run).groupby("session_id"):
+        s = s.set_index("turn_index")
+        prev = s.prompt_tokens.shift(1)
+        broken = (s.cache_read_tokens < prev - slack) & (s.index.to_series() > 0)
+        fired = s.compaction.eq(kind)
+        assert fired.sum() >= (2 if kind == "block" else TURNS // 3), (sid, fired.sum())
+        if kind == "block":
+            assert set(s.index[broken]) == set(s.index[fired]), sid
+        else:
+            started = s.index[fired].min()
+            assert broken.loc[started:].all(), sid
+            assert not broken.loc[:started - 1].any(), sid
+        reads = s.cache_read_tokens[broken]
+        assert reads.max() - reads.min() <= slack, (sid, sorted(set(reads)))
+        assert (reads / s.prompt_tokens[broken]).mean() < COLLAPSE, sid
+
+
+def _check_client_bound(run: EngineRun, block: int) -> None:
+    """Client reusable share ≥ server cache-read share − one block of the prompt.
+
+    Counts are in different tokenizers (cl100k estimates vs the engine's own BPE), so
+    shares are compared; the server may legitimately round its hit down to a block (so
+    its share is lower — never a failure), and one block of slack absorbs the chat
+    template's own framing tokens at the start of the prompt."""
+    t = _turn_rows(run)
+    client = t.reusable_prefix_tokens / t.context_tokens_est
+    server = t.cache_read_tokens / t.prompt_tokens
+    slack = block / t.prompt_tokens
+    bad = t[client < server - slack]
+    assert bad.empty, bad[["session_id", "turn_index", "reusable_prefix_tokens",
+                           "context_tokens_est", "cache_read_tokens", "prompt_tokens"]]
+
+
+def _check_summary_and_report(run: EngineRun) -> None:
+    text = format_summary(run.result.summary)
+    assert "compaction" in text.lower() and str(SESSIONS * TURNS) in text
+    res = CliRunner().invoke(main, ["report", str(run.result.run_dir)])
+    assert res.exit_code == 0, res.output
+    assert (run.result.run_dir / "report.html").stat().st_size > 0
+
+
+@pytest.mark.parametrize("kind", ["block", "prune"])
+def test_vllm_endurance(vllm_server: EngineServer, kind: str,
+                        tmp_path_factory: pytest.TempPathFactory) -> None:
+    run = engine_run(vllm_server, kind, tmp_path_factory.mktemp(f"vllm-{kind}"))
+    _check_complete(run)
+    _check_collapse(run, kind, vllm_server.block_size)
+    _check_client_bound(run, vllm_server.block_size)
+    t = run.turns
+    # every request the client recorded, the server counted as a success, and nothing else
+    assert run.delta("vllm:request_success_total") == len(t)
+    assert run.delta("vllm:prompt_tokens_total") == t.prompt_tokens.sum()
+    # the scraper's windows cover the whole run and agree with the raw before/after
+    assert run.window_sum("prompt_tokens") == run.delta("vllm:prompt_tokens_total")
+    hits = run.window_sum("prefix_cache_hits")
+    assert hits == run.delta("vllm:prefix_cache_hits_total")
+    assert abs(hits - t.cache_read_tokens.sum()) <= vllm_server.block_size * len(t)
+    _check_summary_and_report(run)
+
+
+@pytest.mark.parametrize("kind", ["block", "prune"])
+def test_llamacpp_endurance(llamacpp_server: EngineServer, kind: str,
+                            tmp_path_factory: pytest.TempPathFactory) -> None:
+    run = engine_run(llamacpp_server, kind, tmp_path_factory.mktemp(f"llamacpp-{kind}"))
+    _check_complete(run)
+    _check_collapse(run, kind, llamacpp_server.block_size)
+    _check_client_bound(run, llamacpp_server.block_size)
+    t = run.turns
+    # llama.cpp has no request counter: every prompt token the client was billed for
+    # was processed (uncached) or reused (cached), and every output token was predicted
+    assert "llamacpp:requests_total" not in run.after
+    processed = run.delta("llamacpp:prompt_tokens_total")
+    cached = run.delta("llamacpp:prompt_tokens_cached_total")
+    assert processed + cached == t.prompt_tokens.sum()
+    assert run.delta("llamacpp:tokens_predicted_total") == t.output_tokens.sum()
+    hits = run.window_sum("prefix_cache_hits")
+    assert hits == cached
+    assert abs(hits - t.cache_read_tokens.sum()) <= llamacpp_server.block_size * len(t)
+    _check_summary_and_report(run)

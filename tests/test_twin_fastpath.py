@@ -1,0 +1,130 @@
+"""The twin's speed work keeps results exact: inline decode terms equal `step_time`, the
+burst path equals the general step loop, the engine tracks its own KV peak, and the
+identity-cached prompt encoding equals the plain one."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from simulator.session.conversation import Message, Prefix, TextBlock, ToolResultBlock, ToolUseBlock
+from simulator.twin.decode_burst import decode_terms
+from simulator.twin.engine import TwinEngine
+from simulator.twin.perf_model import build_perf_model
+from simulator.twin.prompt import PromptTokenizer
+from simulator.twin.types import EngineRequest, StepShape
+
+
+def _toks(n: int, seed: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randrange(50_000) for _ in range(n)]
+
+
+@pytest.mark.parametrize("profile", [("a40", "qwen3-coder-30b-a3b-awq"), ("h100", "llama-3.1-8b")])
+def test_decode_terms_equal_step_time_bit_for_bit(profile: tuple[str, str]) -> None:
+    perf = build_perf_model(*profile)
+    rng = random.Random(3)
+    for n in (1, 2, 7, 32, 128, 256):
+        terms = decode_terms(perf, n)
+        assert terms is not None, f"inline terms rejected for {profile} n={n}"
+        for kv in [rng.randrange(0, 2_000_000) for _ in range(200)]:
+            assert terms.step(kv) == perf.step_time(StepShape(n, n, kv, 0, 0.0))
+
+
+def test_decode_terms_refuse_other_models() -> None:
+    class Other:
+        def step_time(self, shape: StepShape) -> float:
+            return 0.01
+
+    assert decode_terms(Other(), 4) is None
+
+
+class _NoTerms:
+    """A roofline model seen through a wrapper: the engine must use `step_time`."""
+
+    def __init__(self, perf: object) -> None:
+        self._perf = perf
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._perf, name)
+
+
+def _drain(eng: TwinEngine, reqs: list[EngineRequest]) -> dict[str, list[float]]:
+    for r in reqs:
+        eng.submit(r)
+    for _ in range(100_000):
+        if eng.is_idle():
+            break
+        eng.run_until(float("inf"))
+    return {r.request_id: eng.pop_result(r.request_id).token_times for r in reqs}
+
+
+def test_inline_burst_equals_step_time_burst() -> None:
+    perf = build_perf_model("a40", "qwen3-coder-30b-a3b-awq")
+
+    def reqs() -> list[EngineRequest]:
+        return [EngineRequest(f"r{i}", _toks(3000 + 500 * i, i), _toks(300 + 40 * i, 50 + i),
+                              0.05 * i) for i in range(6)]
+
+    fast = _drain(TwinEngine(perf), reqs())
+    slow_engine = TwinEngine(_NoTerms(perf))   # type: ignore[arg-type]
+    slow = _drain(slow_engine, reqs())
+    assert slow_engine._terms and all(t is None for t in slow_engine._terms.values())
+    assert fast == slow
+
+
+def test_engine_tracks_kv_usage_peak() -> None:
+    perf = build_perf_model("h100", "llama-3.1-8b")
+    eng = TwinEngine(perf, num_blocks=400, block_size=16)
+    assert eng.kv_usage_peak == 0.0
+    _drain(eng, [EngineRequest("a", _toks(2000, 1), _toks(400, 2), 0.0),
+                 EngineRequest("b", _toks(1500, 3), _toks(300, 4), 0.0)])
+    # the peak is b's last step (token 300): b holds ⌈1800/16⌉ = 113 blocks and a, with
+    # 300 of its tokens out, ⌈2300/16⌉ = 144; sampling after the pool drained says 0
+    assert eng.kv_usage() == 0.0
+    assert eng.kv_usage_peak == (113 + 144) / 400
+
+
+def _conversation(n: int) -> tuple[Message, ...]:
+    msgs: list[Message] = [Message("user", (TextBlock("please fix the failing test"),))]
+    for i in range(n):
+        msgs.append(Message("assistant", (TextBlock(f"Reading file {i}.\n    x = {i}"),
+                                          ToolUseBlock(f"toolu_{i}", "Read",
+                                                       f'{{"path": "src/m{i}.py"}}'))))
+        msgs.append(Message("user", (ToolResultBlock(f"toolu_{i}", f"def f{i}():\n    return {i}\n",
+                                                     i % 3 == 0, "Read"),)))
+    return tuple(msgs)
+
+
+def test_identity_cached_encoding_equals_plain_encoding() -> None:
+    prefix = Prefix("You are a coding agent.", ({"name": "Read", "description": "read",
+                                                 "input_schema": {"type": "object"}},), 6, 20)
+    plain, cached = PromptTokenizer(), PromptTokenizer()
+    conv = _conversation(6)
+    for upto in range(1, len(conv) + 1):
+        msgs = conv[:upto]
+
+        def head() -> tuple[object, object]:
+            return ([{"type": "text", "text": prefix.system,
+                      "cache_control": {"type": "ephemeral"}}], list(prefix.tools))
+
+        system, tools = head()
+        want = plain.encode_request(system=system, tools=tools,
+                                    messages=[m.to_api() for m in msgs])
+        ids, arr = cached.encode_objects(prefix, head, msgs)
+        assert ids == want and list(arr) == want
+    # every message was encoded once, however often the conversation was re-sent
+    assert cached.encode_calls == len(conv) + 3
+
+
+def test_prefix_tracker_heads_stay_bounded() -> None:
+    from simulator.metrics.reuse import PrefixTracker
+    tracker = PrefixTracker(max_heads=6)
+    conv = _conversation(1)
+    for i in range(50):     # a per-request cache-buster: every request a new head
+        prefix = Prefix(f"nonce {i}; you are a coding agent.", (), 9, 0)
+        tracker.observe(f"s{i}", prefix, conv[:1], "")
+        assert tracker.observe(f"s{i}", prefix, conv, "") >= prefix.tokens_est
+        tracker.forget(f"s{i}")
+    assert len(tracker._heads) <= 6 and len(tracker._head_segs) <= 6

@@ -1,0 +1,129 @@
+"""`endurance run --workers N`: sharding, refusal of the in-process twin, one merged run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from simulator.errors import InputError
+from simulator.runs import RunSpec, execute
+from simulator.scenario.load import load_scenario
+from simulator.twin.server import serving, twin_app
+from simulator.workers import (
+    ShardResult,
+    merge_outcomes,
+    shard_limits,
+    split_sessions,
+)
+
+
+def _scenario(path: Path, **over: Any) -> Path:
+    data: dict[str, Any] = {
+        "name": "shards", "sessions": 5, "turns": 3, "seed": 5,
+        "system": {"tokens": 120}, "tools": {"count": 2, "tokens": 150},
+        "first_prompt_tokens": 30, "user_prompt_tokens": 12, "think_time_s": 0.0,
+        "turn_templates": [
+            {"name": "read", "weight": 2, "output_tokens": 10,
+             "tool": {"kind": "read", "result_tokens": 40, "latency_s": 0.0}},
+            {"name": "answer", "weight": 1, "output_tokens": 8},
+        ],
+        "endpoint": {"timeout_s": 20.0, "connect_timeout_s": 5.0},
+    }
+    data.update(over)
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+class _Twin:
+    """The HTTP twin on 127.0.0.1 in a thread of its own (the run blocks this one)."""
+
+    def __init__(self) -> None:
+        self.url = ""
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True)
+
+    async def _serve(self) -> None:
+        app, _ = twin_app("h100", "llama-3.1-8b", time_scale=1000.0)
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        async with serving(app) as url:
+            self.url = url
+            self._ready.set()
+            await self._stop.wait()
+
+    def __enter__(self) -> _Twin:
+        self._thread.start()
+        assert self._ready.wait(30), "twin did not start"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+
+@pytest.mark.parametrize(("sessions", "workers"), [(5, 2), (3, 8), (1, 1), (128, 3)])
+def test_split_covers_every_session_once(sessions: int, workers: int) -> None:
+    ranges = split_sessions(sessions, workers)
+    assert len(ranges) == min(sessions, workers)
+    assert [i for r in ranges for i in r] == list(range(sessions))
+    assert max(map(len, ranges)) - min(map(len, ranges)) <= 1
+
+
+def test_limits_are_split_over_workers(tmp_path: Path) -> None:
+    path = _scenario(tmp_path / "s.yaml", limits={"max_in_flight": 5, "requests_per_s": 3.0})
+    s, _ = load_scenario(str(path), [])
+    assert shard_limits(s, 2) == ("limits.max_in_flight=3", "limits.requests_per_s=1.5")
+    s, _ = load_scenario(str(_scenario(tmp_path / "t.yaml")), [])
+    assert shard_limits(s, 2) == ()
+
+
+def test_outcomes_merge_worst_first() -> None:
+    ok = ShardResult(0, "completed", wall_window_s=2.0)
+    stopped = ShardResult(1, "interrupted", "stopped by signal", ("s0003",), True, 3.0)
+    out = merge_outcomes([ok, stopped])
+    assert (out.status, out.reason, out.failed_sessions, out.deadline_reached,
+            out.wall_window_s) == ("interrupted", "worker 1: stopped by signal", ["s0003"],
+                                   True, 3.0)
+    assert merge_outcomes([ok, ShardResult(2, "failed", "boom"), stopped]).status == "failed"
+    assert merge_outcomes([ok]).status == "completed"
+
+
+def test_in_process_twin_is_refused(tmp_path: Path) -> None:
+    spec = RunSpec(str(_scenario(tmp_path / "s.yaml")), out_dir=tmp_path / "out", workers=2,
+                   show_progress=False)
+    with pytest.raises(InputError, match="in-process twin is one simulated card"):
+        execute(spec, echo=lambda _line: None)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_two_workers_write_one_run(tmp_path: Path) -> None:
+    path = _scenario(tmp_path / "s.yaml")
+    with _Twin() as twin:
+        spec = RunSpec(str(path), endpoint_url=twin.url, out_dir=tmp_path / "out",
+                       workers=2, show_progress=False)
+        res = execute(spec, echo=lambda _line: None)
+    assert res.status == "completed", res.outcome.reason
+    run_dirs = list((tmp_path / "out").iterdir())
+    assert run_dirs == [res.run_dir]
+    df = pd.read_parquet(res.run_dir / "turns.parquet")
+    keys = list(zip(df.session_id, df.turn_index, df.request_kind, df.attempt, strict=True))
+    assert len(keys) == len(set(keys)) == 5 * 3
+    assert sorted(set(df.session_id)) == [f"s{i:04d}" for i in range(5)]
+    assert df.ok.all() and (df.output_tokens > 0).all()
+    for shard in ("w0", "w1"):
+        assert (res.run_dir / "workers" / shard / "turns.jsonl").exists()
+    summary = json.loads((res.run_dir / "summary.json").read_text())
+    manifest = json.loads((res.run_dir / "manifest.json").read_text())
+    assert summary["status"] == "completed" and manifest["workers"] == 2
+    assert manifest["status"] == "completed" and manifest["rows"] == 15
+    assert df.started_mono_s.min() >= 0.0
