@@ -100,21 +100,31 @@ def engine_run(server: EngineServer, kind: str, out: Path,
 
 
 def _turn_rows(run: EngineRun) -> pd.DataFrame:
+    """Successful turns whose usage the server reported (see `_check_complete`)."""
     t = run.turns
-    return t[(t.request_kind == "turn") & t.ok].sort_values(["session_id", "turn_index"])
+    t = t[(t.request_kind == "turn") & t.ok & t.prompt_tokens.notna()]
+    return t.sort_values(["session_id", "turn_index"])
 
 
-def _check_complete(run: EngineRun) -> None:
+def _check_complete(run: EngineRun, *, max_missing_usage: float = 0.0) -> int:
+    """Every request is one successful first-attempt row. Returns how many rows lack
+    server usage: llama.cpp omits `message_start` (and with it the prompt usage) when
+    the first generated token is an incomplete UTF-8 sequence — random weights make
+    that happen now and then; the client records such usage as unknown, never zero."""
     assert run.result.status == "completed", run.result.outcome.reason
     t = run.turns
     assert len(t) == SESSIONS * TURNS, "a retried or summary request would add rows"
     assert t.ok.all() and (t.attempt == 1).all()
     assert t.session_id.nunique() == SESSIONS
-    assert t.cache_read_tokens.notna().all() and t.prompt_tokens.notna().all()
-    assert (t.prompt_tokens > 0).all() and (t.output_tokens > 0).all()
+    missing = int(t.prompt_tokens.isna().sum())
+    assert missing <= max_missing_usage * len(t), missing
+    assert (t.cache_read_tokens.isna() == t.prompt_tokens.isna()).all()
+    known = t[t.prompt_tokens.notna()]
+    assert (known.prompt_tokens > 0).all() and (t.output_tokens > 0).all()
+    return missing
 
 
-def _check_collapse(run: EngineRun, kind: str, block: int) -> None:
+def _check_collapse(run: EngineRun, kind: str, block: int, *, per_slot: bool = False) -> None:
     """Cache reads collapse exactly where the client's compaction broke the prefix.
 
     With scripted history each request extends the previous one, so a turn *keeps* the
@@ -125,18 +135,26 @@ def _check_collapse(run: EngineRun, kind: str, block: int) -> None:
     slack = 2 * block + 4
     for sid, s in _turn_rows(run).groupby("session_id"):
         s = s.set_index("turn_index")
+        # Judge a turn only against the turn just before it (usage may be missing).
+        idx = s.index.to_series()
+        judged = idx.diff().eq(1)
         prev = s.prompt_tokens.shift(1)
-        broken = (s.cache_read_tokens < prev - slack) & (s.index.to_series() > 0)
-        fired = s.compaction.eq(kind)
+        broken = (s.cache_read_tokens < prev - slack) & judged
+        fired = s.compaction.eq(kind) & judged
         assert fired.sum() >= (2 if kind == "block" else TURNS // 3), (sid, fired.sum())
         if kind == "block":
             assert set(s.index[broken]) == set(s.index[fired]), sid
         else:
             started = s.index[fired].min()
-            assert broken.loc[started:].all(), sid
+            assert broken.loc[started:][judged.loc[started:]].all(), sid
             assert not broken.loc[:started - 1].any(), sid
         reads = s.cache_read_tokens[broken]
-        assert reads.max() - reads.min() <= slack, (sid, sorted(set(reads)))
+        if per_slot:
+            # llama.cpp keeps a cache per slot and picks a slot by prompt similarity: a
+            # break reads at most the pinned head, sometimes nothing (another slot).
+            assert reads.max() - reads[reads > 0].min() <= slack, (sid, sorted(set(reads)))
+        else:
+            assert reads.max() - reads.min() <= slack, (sid, sorted(set(reads)))
         assert (reads / s.prompt_tokens[broken]).mean() < COLLAPSE, sid
 
 
@@ -187,8 +205,8 @@ def test_vllm_endurance(vllm_server: EngineServer, kind: str,
 def test_llamacpp_endurance(llamacpp_server: EngineServer, kind: str,
                             tmp_path_factory: pytest.TempPathFactory) -> None:
     run = engine_run(llamacpp_server, kind, tmp_path_factory.mktemp(f"llamacpp-{kind}"))
-    _check_complete(run)
-    _check_collapse(run, kind, llamacpp_server.block_size)
+    missing = _check_complete(run, max_missing_usage=0.15)
+    _check_collapse(run, kind, llamacpp_server.block_size, per_slot=True)
     _check_client_bound(run, llamacpp_server.block_size)
     t = run.turns
     # llama.cpp has no request counter: every prompt token the client was billed for
@@ -196,9 +214,13 @@ def test_llamacpp_endurance(llamacpp_server: EngineServer, kind: str,
     assert "llamacpp:requests_total" not in run.after
     processed = run.delta("llamacpp:prompt_tokens_total")
     cached = run.delta("llamacpp:prompt_tokens_cached_total")
-    assert processed + cached == t.prompt_tokens.sum()
     assert run.delta("llamacpp:tokens_predicted_total") == t.output_tokens.sum()
     hits = run.window_sum("prefix_cache_hits")
     assert hits == cached
-    assert abs(hits - t.cache_read_tokens.sum()) <= llamacpp_server.block_size * len(t)
+    if missing == 0:
+        assert processed + cached == t.prompt_tokens.sum()
+        assert abs(hits - t.cache_read_tokens.sum()) <= llamacpp_server.block_size * len(t)
+    else:  # the counters also hold the prompts whose usage the stream left out
+        assert processed + cached > t.prompt_tokens.sum()
+        assert cached >= t.cache_read_tokens.sum()
     _check_summary_and_report(run)
