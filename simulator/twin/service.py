@@ -58,6 +58,10 @@ class RequestStream:
             "abandoned": self.abandoned,
             "num_preemptions": self.num_preemptions,
             "emit_times_s": [round(t - t0, 6) for t in self.emit_times],
+            # the same on the machine-wide monotonic clock (time.monotonic), so a client
+            # on this host can compare its own receipt times with the server's writes
+            "received_mono_s": t0,
+            "first_emit_mono_s": self.emit_times[0] if self.emit_times else None,
             "emit_counts": list(self.emit_counts),
             "engine_token_times_s": [round(t - self.engine_arrival, 6)
                                      for t in self.engine_token_times],
