@@ -33,6 +33,7 @@ from simulator.session.resume import ResumeState
 from simulator.session.runner import STOP_GRACE_S, Runner, RunOutcome
 
 DEFAULT_TWIN = "a40/qwen3-coder-30b-a3b-awq"
+SCRAPE_INTERVAL_S = 5.0  # how often a real server's /metrics is read during a run
 
 
 @dataclass
@@ -225,25 +226,34 @@ def _signals_deferred() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _run_loop(s: Scenario, spec: RunSpec, endpoint: Endpoint, recorder: Recorder,
-              run_id: str, state: ResumeState | None = None) -> RunOutcome:
-    background: list[Callable[[], Coroutine[Any, Any, Any]]] = []
+Background = list[Callable[[], Coroutine[Any, Any, Any]]]
+
+
+def run_background(endpoint: Endpoint, recorder: Recorder,
+                   scrape_url: str | None) -> tuple[Background, list[Callable[[], None]]]:
+    """The run's background tasks and their stop hooks: the endpoint's own (the twin's
+    engine driver) and, against a real server, a /metrics scraper into the recorder."""
+    background: Background = []
     bg_factory = getattr(endpoint, "background", None)
     if callable(bg_factory):
         background.extend(bg_factory())
     on_finish: list[Callable[[], None]] = []
-    if spec.endpoint_url is not None:
-        from simulator.metrics.prometheus import MetricsScraper
-        base = spec.endpoint_url.rstrip("/")
-        if base.endswith("/v1"):
-            base = base[:-3]
+    if scrape_url is not None:
+        from simulator.metrics.prometheus import MetricsScraper, metrics_url_for
+
         def sink(rows: list[dict[str, Any]]) -> None:
             for row in rows:
                 recorder.write_metrics(row)
 
-        scraper = MetricsScraper(base + "/metrics", 5.0, sink)
+        scraper = MetricsScraper(metrics_url_for(scrape_url), SCRAPE_INTERVAL_S, sink)
         background.append(scraper.run)
         on_finish.append(scraper.stop)
+    return background, on_finish
+
+
+def _run_loop(s: Scenario, spec: RunSpec, endpoint: Endpoint, recorder: Recorder,
+              run_id: str, state: ResumeState | None = None) -> RunOutcome:
+    background, on_finish = run_background(endpoint, recorder, spec.endpoint_url)
     total = s.sessions * s.turns
     with _progress(total, spec.show_progress and sys.stderr.isatty()) as advance:
         grace = STOP_GRACE_S if spec.stop_grace_s is None else spec.stop_grace_s

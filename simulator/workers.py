@@ -27,7 +27,7 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -159,23 +159,10 @@ def run_shard(job: ShardJob) -> ShardResult:
 
 def _drive(s: Scenario, spec: RunSpec, job: ShardJob, endpoint: Any,
            recorder: Recorder) -> tuple[float, RunOutcome]:
+    from simulator.runs import run_background
     from simulator.session.runner import Runner
-    background: list[Callable[[], Coroutine[Any, Any, Any]]] = []
-    bg_factory = getattr(endpoint, "background", None)
-    if callable(bg_factory):
-        background.extend(bg_factory())
-    on_finish: list[Callable[[], None]] = []
-    if job.scrape_metrics and spec.endpoint_url is not None:
-        from simulator.metrics.prometheus import MetricsScraper
-        base = spec.endpoint_url.rstrip("/").removesuffix("/v1")
-
-        def sink(rows: list[dict[str, Any]]) -> None:
-            for row in rows:
-                recorder.write_metrics(row)
-
-        scraper = MetricsScraper(base + "/metrics", 5.0, sink)
-        background.append(scraper.run)
-        on_finish.append(scraper.stop)
+    background, on_finish = run_background(
+        endpoint, recorder, spec.endpoint_url if job.scrape_metrics else None)
     kw: dict[str, Any] = {}
     if getattr(spec, "stop_grace_s", None) is not None:
         kw["stop_grace_s"] = spec.stop_grace_s

@@ -11,7 +11,6 @@ failure; replaying those rebuilds every session's conversation exactly where it 
 from __future__ import annotations
 
 import fcntl
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -109,14 +108,10 @@ def lock_journal(f: IO[str], run_dir: Path) -> None:
 
 def read_manifest_for_resume(run_dir: Path) -> dict[str, Any]:
     """The manifest of a run that may be resumed (InputError naming why not)."""
+    from simulator.analysis.load import load_manifest
     path = run_dir / "manifest.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: missing; is {run_dir} a run directory?") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: unreadable: {' '.join(str(exc).split())[:160]}") from None
-    if not isinstance(data, dict) or "scenario_resolved" not in data:
+    data = load_manifest(run_dir)
+    if "scenario_resolved" not in data:
         raise InputError(f"{path}: not an endurance run manifest")
     if data.get("status") == "completed":
         raise InputError(f"{run_dir}: the run already completed; nothing to resume")
