@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +13,13 @@ import yaml
 from simulator.errors import InputError
 from simulator.runs import RunSpec, execute
 from simulator.scenario.load import load_scenario
-from simulator.twin.server import serving, twin_app
 from simulator.workers import (
     ShardResult,
     merge_outcomes,
     shard_limits,
     split_sessions,
 )
+from tests.reliability_twin import TwinThread
 
 
 def _scenario(path: Path, **over: Any) -> Path:
@@ -39,35 +37,6 @@ def _scenario(path: Path, **over: Any) -> Path:
     data.update(over)
     path.write_text(yaml.safe_dump(data))
     return path
-
-
-class _Twin:
-    """The HTTP twin on 127.0.0.1 in a thread of its own (the run blocks this one)."""
-
-    def __init__(self) -> None:
-        self.url = ""
-        self._ready = threading.Event()
-        self._stop: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True)
-
-    async def _serve(self) -> None:
-        app, _ = twin_app("h100", "llama-3.1-8b", time_scale=1000.0)
-        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
-        async with serving(app) as url:
-            self.url = url
-            self._ready.set()
-            await self._stop.wait()
-
-    def __enter__(self) -> _Twin:
-        self._thread.start()
-        assert self._ready.wait(30), "twin did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
 
 
 @pytest.mark.parametrize(("sessions", "workers"), [(5, 2), (3, 8), (1, 1), (128, 3)])
@@ -108,7 +77,7 @@ def test_in_process_twin_is_refused(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_two_workers_write_one_run(tmp_path: Path) -> None:
     path = _scenario(tmp_path / "s.yaml")
-    with _Twin() as twin:
+    with TwinThread(time_scale=1000.0) as twin:
         spec = RunSpec(str(path), endpoint_url=twin.url, out_dir=tmp_path / "out",
                        workers=2, show_progress=False)
         res = execute(spec, echo=lambda _line: None)
