@@ -20,7 +20,6 @@ import asyncio
 import importlib.util
 import json
 import os
-import platform
 import resource
 import shutil
 import statistics
@@ -123,17 +122,7 @@ def worker_main(a: argparse.Namespace) -> None:
 
 
 # ----------------------------------------------------------------------- driver side --
-def machine() -> str:
-    model = "unknown cpu"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (f"{platform.node()} | {platform.platform()} | {model} | {os.cpu_count()} cpus | "
-            f"Python {platform.python_version()}")
+from simulator.machine import machine  # noqa: E402  (after the sys.path insert)
 
 
 def peers() -> dict[str, str]:

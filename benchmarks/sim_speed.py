@@ -19,7 +19,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -34,20 +33,7 @@ FULL_TURNS = 553
 TARGET_WALL_S = 10.0
 
 
-def machine() -> str:
-    model = "unknown cpu"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    load = "n/a"
-    if hasattr(os, "getloadavg"):
-        load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    return (f"{platform.node()} | {platform.platform()} | {model} | {os.cpu_count()} cpus | "
-            f"Python {platform.python_version()} | load average {load}")
+from simulator.machine import machine  # noqa: E402  (after the sys.path insert)
 
 
 def turns_for(sessions: int, budget: int) -> int:
