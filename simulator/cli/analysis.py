@@ -1,8 +1,7 @@
 """CLI commands over finished runs: `report` and `compare`.
 
-`sweep` and `size` need the runner and are registered by the run module; they call
-`simulator.analysis.sizing.sweep` / `size` with a `run_point(n) -> summary` callable
-and print `format_sweep_table` / `format_sizing`.
+`sweep` and `size` live in `simulator.cli.sweep`. The analysis modules (pandas,
+matplotlib) are imported inside the commands, so that every other command starts fast.
 """
 
 from __future__ import annotations
@@ -12,8 +11,6 @@ from pathlib import Path
 
 import click
 
-from simulator.analysis.compare import compare_runs, format_comparison, load_runs, write_overlay
-from simulator.analysis.render import render_report
 from simulator.cli._app import main
 from simulator.errors import InputError
 
@@ -24,6 +21,7 @@ _RUN_DIR = click.Path(path_type=Path, file_okay=False)
 @click.argument("run_dir", type=_RUN_DIR)
 def report(run_dir: Path) -> None:
     """Write RUN_DIR/report.html (self-contained), report.md and the PNG plots."""
+    from simulator.analysis.render import render_report
     paths = render_report(run_dir)
     for p in paths.images:
         click.echo(str(p))
@@ -44,6 +42,7 @@ def compare(run_dirs: tuple[Path, ...], as_json: bool, out: Path | None, resampl
     """Compare runs side by side (% vs the first); paired per-turn CI for same-seed runs."""
     if len(run_dirs) < 2:
         raise InputError("compare: give at least two run directories")
+    from simulator.analysis.compare import compare_runs, format_comparison, load_runs, write_overlay
     runs = load_runs(list(run_dirs))
     result = compare_runs(runs, resamples=resamples, seed=seed)
     result["overlay_png"] = str(write_overlay(runs, out))

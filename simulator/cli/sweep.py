@@ -15,14 +15,6 @@ from typing import Any
 
 import click
 
-from simulator.analysis.render import write_sweep_plot
-from simulator.analysis.sizing import (
-    format_sizing,
-    format_sweep_table,
-    parse_slo,
-    size,
-    sweep,
-)
 from simulator.cli._app import main
 from simulator.cli.run import common_run_options, scenario_overrides
 from simulator.errors import InputError, RunError
@@ -85,6 +77,8 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
                   price_per_hour: float | None, client: str | None, out: Path,
                   sessions_list: str, as_json: bool) -> None:
     """Run SCENARIO at each session count; one row per count, plus a plot."""
+    from simulator.analysis.render import write_sweep_plot
+    from simulator.analysis.sizing import format_sweep_table, sweep
     counts = _counts(sessions_list)
     folder = out / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     point = _PointRunner(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
@@ -115,6 +109,7 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                  price_per_hour: float | None, client: str | None, out: Path,
                  slos: tuple[str, ...], max_sessions: int, as_json: bool) -> None:
     """Largest session count that meets every SLO (geometric probe, bisection, repeat)."""
+    from simulator.analysis.sizing import format_sizing, parse_slo, size
     parsed = [parse_slo(s) for s in slos]
     folder = out / f"size-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     point = _PointRunner(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
