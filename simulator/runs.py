@@ -26,7 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 from simulator import __version__
 from simulator.endpoints.base import Endpoint
 from simulator.errors import InputError, RunError
-from simulator.metrics.recorder import Recorder, read_journal, turns_frame
+from simulator.metrics.recorder import Recorder
 from simulator.scenario.load import load_scenario, scenario_hash
 from simulator.scenario.model import Scenario
 from simulator.session.resume import ResumeState
@@ -311,13 +311,8 @@ class _progress:
 
 def _finish(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
     """Summarise from the journal and finalize the directory (never raises past it)."""
-    import pandas as pd
-
     from simulator.analysis.summary import summarize
-    from simulator.metrics.recorder import METRICS_JOURNAL, TURNS_JOURNAL
-    turns = turns_frame(read_journal(recorder.run_dir / TURNS_JOURNAL))
-    mrows = read_journal(recorder.run_dir / METRICS_JOURNAL)
-    server = pd.DataFrame(mrows) if mrows else None
+    turns, server = recorder.frames()
     summary = summarize(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
                         simulated=endpoint.simulated, server_metrics=server)
     stats = getattr(endpoint, "stats", None)
@@ -338,5 +333,5 @@ def _finish(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict
         summary["twin"] = {k: v for k, v in endpoint.describe().items() if k != "profile"}
     recorder.manifest.update(status_reason=outcome.reason,
                              failed_sessions=list(outcome.failed_sessions))
-    recorder.finalize(outcome.status, summary)
+    recorder.finalize(outcome.status, summary, (turns, server))
     return summary

@@ -113,18 +113,25 @@ class Recorder:
         self.manifest.update(fields)
         _write_json_atomic(self.run_dir / MANIFEST, self.manifest)
 
-    def finalize(self, status: str, summary: dict[str, Any] | None) -> None:
+    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+        """(turns, server metrics or None) as journaled so far (every row is flushed)."""
+        mrows = read_journal(self.run_dir / METRICS_JOURNAL)
+        return (turns_frame(read_journal(self.run_dir / TURNS_JOURNAL)),
+                pd.DataFrame(mrows) if mrows else None)
+
+    def finalize(self, status: str, summary: dict[str, Any] | None,
+                 frames: tuple[pd.DataFrame, pd.DataFrame | None] | None = None) -> None:
         """Close journals, write parquet, summary and the final manifest. Synchronous
-        on purpose: it runs in `finally` blocks and must not await."""
+        on purpose: it runs in `finally` blocks and must not await. `frames` are the
+        journals already read by the caller (`frames()`), so they are parsed once."""
         for f in (self._metrics, self._history, self._turns):   # turns last: the lock
             if not f.closed:
                 f.close()
-        rows = read_journal(self.run_dir / TURNS_JOURNAL)
-        turns_frame(rows).to_parquet(self.run_dir / TURNS_PARQUET, index=False)
-        mrows = read_journal(self.run_dir / METRICS_JOURNAL)
-        if mrows:
-            pd.DataFrame(mrows).to_parquet(self.run_dir / METRICS_PARQUET, index=False)
+        turns, server = frames if frames is not None else self.frames()
+        turns.to_parquet(self.run_dir / TURNS_PARQUET, index=False)
+        if server is not None:
+            server.to_parquet(self.run_dir / METRICS_PARQUET, index=False)
         if summary is not None:
             _write_json_atomic(self.run_dir / SUMMARY, summary)
-        self.manifest.update(status=status, ended_at=time.time(), rows=len(rows))
+        self.manifest.update(status=status, ended_at=time.time(), rows=len(turns))
         _write_json_atomic(self.run_dir / MANIFEST, self.manifest)
