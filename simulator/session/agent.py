@@ -19,6 +19,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator import tokens
 from simulator.clock import Clock
 from simulator.endpoints.base import Endpoint, EndpointError, ErrorType, LLMRequest, LLMResponse
 from simulator.metrics.recorder import Recorder
@@ -37,6 +38,7 @@ from simulator.session.conversation import (
     ToolUseBlock,
 )
 from simulator.session.limiter import Limiter
+from simulator.session.prefix import with_nonce
 from simulator.session.resume import ReplayKey, StoredReply, reply_row
 
 # Errors after which no retry can help and the whole run should stop.
@@ -175,7 +177,6 @@ class Agent:
             hints["repeat-fraction"] = f"{template.repeat_fraction:.2f}"
         prefix = self.prefix
         if self.s.cache_bust == "per_request":
-            from simulator.session.prefix import with_nonce
             prefix = with_nonce(self.ctx.base_prefix, f"{self.session_id}-{len(messages)}-"
                                 f"{self.ctx.clock.monotonic():.6f}")
         wire_max = max_tokens if self.s.output_control == "max_tokens" else self.s.max_tokens
@@ -333,7 +334,6 @@ class Agent:
 
     def _scripted_text(self, template: TurnTemplate, n: int, rng: random.Random) -> str:
         if template.code_edit and self.last_read:
-            from simulator import tokens
             ids = tokens.encode(self.last_read)
             k = min(len(ids), int(n * template.repeat_fraction))
             start = rng.randint(0, max(0, len(ids) - k))
