@@ -46,7 +46,7 @@ class RunSpec:
     out_dir: Path = Path("results")
     label: str | None = None
     price_per_hour: float | None = None
-    client: str | None = None             # sdk | lean (HTTP endpoints)
+    client: str | None = None             # lean | aiohttp | sdk (HTTP endpoints)
     show_progress: bool = True
     stop_grace_s: float | None = None     # Ctrl-C: seconds in-flight requests may finish
     resume_dir: Path | None = None        # continue this interrupted run (see `resume`)
@@ -97,6 +97,10 @@ def make_endpoint(s: Scenario, spec: RunSpec) -> Endpoint:
         from simulator.endpoints.lean import LeanEndpoint
         return LeanEndpoint(url, key, timeout_s=s.endpoint.timeout_s,
                             connect_timeout_s=s.endpoint.connect_timeout_s)
+    if client == "aiohttp":
+        from simulator.endpoints.aiohttp_client import AiohttpEndpoint
+        return AiohttpEndpoint(url, key, timeout_s=s.endpoint.timeout_s,
+                               connect_timeout_s=s.endpoint.connect_timeout_s)
     from simulator.endpoints.messages_api import AnthropicSDKEndpoint
     return AnthropicSDKEndpoint(url, key or "none", timeout_s=s.endpoint.timeout_s,
                                 connect_timeout_s=s.endpoint.connect_timeout_s)

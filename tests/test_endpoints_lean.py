@@ -1,4 +1,4 @@
-"""Both HTTP paths (lean aiohttp and the official SDK) against one in-test Anthropic SSE
+"""Every HTTP path (lean, aiohttp and the official SDK) against one in-test Anthropic SSE
 server on 127.0.0.1 that can also misbehave. The fault is chosen per request by the
 `x-endurance-fault` header, i.e. by `LLMRequest.hints` (which this also tests)."""
 
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from simulator.endpoints.aiohttp_client import AiohttpEndpoint
 from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest, LLMResponse
 from simulator.endpoints.lean import LeanEndpoint
 from simulator.endpoints.messages_api import AnthropicSDKEndpoint
@@ -138,6 +139,7 @@ async def server() -> AsyncIterator[tuple[str, FaultServer]]:
 EndpointFactory = Callable[..., Any]
 FACTORIES: dict[str, EndpointFactory] = {
     "lean": lambda url, **kw: LeanEndpoint(url, "sk-test", **kw),
+    "aiohttp": lambda url, **kw: AiohttpEndpoint(url, "sk-test", **kw),
     "sdk": lambda url, **kw: AnthropicSDKEndpoint(url, "sk-test", **kw),
     "sdk-aiohttp": lambda url, **kw: AnthropicSDKEndpoint(url, "sk-test", backend="aiohttp",
                                                           **kw),
@@ -195,7 +197,7 @@ async def test_paths_produce_identical_records(server: tuple[str, FaultServer]) 
         return (r.content, r.usage, r.stop_reason, r.output_tokens_est, r.timing.n_deltas,
                 r.status)
 
-    assert key(got["lean"]) == key(got["sdk"]) == key(got["sdk-aiohttp"])
+    assert key(got["lean"]) == key(got["aiohttp"]) == key(got["sdk"]) == key(got["sdk-aiohttp"])
 
 
 FAULT_CASES = [

@@ -41,8 +41,9 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
         click.option("--seed", type=int, help="Random seed."),
         click.option("--price-per-hour", type=float, help="$/hour of the serving card "
                      "(default: the twin hardware's rental price)."),
-        click.option("--client", type=click.Choice(["sdk", "lean"]),
-                     help="HTTP client path (official SDK or the lean aiohttp reader)."),
+        click.option("--client", type=click.Choice(["lean", "aiohttp", "sdk"]),
+                     help="HTTP client path: lean (hand-written HTTP/1.1, the default), "
+                     "aiohttp, or the official anthropic SDK."),
         click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
                      default=Path("results"), show_default=True, help="Results directory."),
     ]

@@ -1,13 +1,15 @@
-"""Lean Messages-API endpoint: aiohttp + a minimal SSE parser.
+"""Lean Messages-API endpoint: a hand-written HTTP/1.1 transport + the minimal SSE parser.
 
-Same contract and same records as the SDK path (`messages_api.py`), at a fraction of the
-client CPU per token: one `ClientSession` (keep-alive connections, pool sized for the
-concurrency), raw body chunks split on blank lines, and only the rare events' JSON
-decoded on arrival (see `simulator.endpoints.sse`). Each chunk's content deltas get one
-timestamp (`time.monotonic`, the clock `asyncio`'s default loop uses).
+Same contract and same records as the SDK path (`messages_api.py`) and the aiohttp path
+(`aiohttp_client.py`), at the least client CPU per token we know how to spend: the event
+loop hands each socket read to `http1._Conn.data_received`, which de-chunks it and
+feeds `SSEParser` / `StreamState` right there with one clock reading, so a streamed
+token costs one loop callback and no coroutine wake-up (`benchmarks/client_ceiling.py`
+measures it side by side with the other paths). Timestamps are therefore taken at the
+earliest point user space sees the bytes.
 
-Timeouts: `connect_timeout_s` for the TCP connect, `timeout_s` for the longest silence
-between two reads (a stalled server), not for the whole reply.
+Timeouts: `connect_timeout_s` for the TCP (and TLS) connect, `timeout_s` for the longest
+silence between two reads (a stalled server), not for the whole reply.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import aiohttp
-
+from simulator import __version__
+from simulator.endpoints import http1
 from simulator.endpoints.base import (
     EndpointError,
     ErrorType,
@@ -37,10 +39,13 @@ from simulator.endpoints.sse import (
 )
 
 _ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error page we read to classify it
+# Sends repeated on a fresh connection when a pooled one proves stale (bounded: each
+# failure drops one dead connection from the pool).
+_STALE_RETRIES = 8
 
 
 class LeanEndpoint:
-    """`Endpoint` over aiohttp; one instance serves all sessions of a run."""
+    """`Endpoint` over `http1.HTTP1Pool`; one instance serves all sessions of a run."""
 
     name = "lean"
     simulated = False
@@ -48,40 +53,38 @@ class LeanEndpoint:
     def __init__(self, base_url: str, api_key: str = "", *, timeout_s: float = 600.0,
                  connect_timeout_s: float = 10.0, max_connections: int = 1024,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self._url = base_url.rstrip("/") + "/v1/messages"
         self._base_url = base_url
         self._headers = {"content-type": "application/json",
                          "anthropic-version": ANTHROPIC_VERSION,
-                         "accept": "text/event-stream"}
+                         "accept": "text/event-stream",
+                         "user-agent": f"endurance/{__version__}"}
         if api_key:
             self._headers["x-api-key"] = api_key  # Anthropic's header
             self._headers["authorization"] = f"Bearer {api_key}"  # vLLM's --api-key check
-        self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s,
-                                              sock_read=timeout_s)
         self._timeouts = (timeout_s, connect_timeout_s)
         self._max_connections = max_connections
-        self.stale_connection_retries = 0
         self._clock = clock
-        self._session: aiohttp.ClientSession | None = None
+        self._pool: http1.HTTP1Pool | None = None
+        http1.check_url(base_url)  # fail now, not at the first send
+        self.stale_connection_retries = 0
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            conn = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0,
-                                        ttl_dns_cache=None, enable_cleanup_closed=False)
-            self._session = aiohttp.ClientSession(
-                connector=conn, timeout=self._timeout, headers=self._headers,
-                auto_decompress=True, skip_auto_headers=("User-Agent",))
-        return self._session
+    def _get_pool(self) -> http1.HTTP1Pool:
+        if self._pool is None:  # created lazily: it needs the running loop
+            self._pool = http1.HTTP1Pool(
+                self._base_url, max_connections=self._max_connections,
+                connect_timeout_s=self._timeouts[1], read_timeout_s=self._timeouts[0],
+                clock=self._clock)
+        return self._pool
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.name, "base_url": self._base_url, "timeout_s": self._timeouts[0],
                 "connect_timeout_s": self._timeouts[1],
-                "max_connections": self._max_connections, "aiohttp": aiohttp.__version__}
+                "max_connections": self._max_connections, "transport": "http1 (asyncio)"}
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._pool is not None:
+            await self._pool.aclose()
+            self._pool = None
 
     async def send(self, request: LLMRequest) -> LLMResponse:
         """One streamed attempt; raises `EndpointError` (never retries a request the
@@ -89,68 +92,71 @@ class LeanEndpoint:
 
         A pooled keep-alive connection that the server closed without saying so
         (llama.cpp does after requests with tools) fails before any answer; such a send
-        is repeated on another connection, as HTTP clients do for stale connections
+        is repeated on a fresh connection, as HTTP clients do for stale connections
         (RFC 9112 §9.3.1), and counted in `stale_connection_retries`."""
         body = request.to_api_kwargs()
         body["stream"] = True
         payload = json.dumps(body, separators=(",", ":")).encode()
-        headers = hint_headers(request.hints) if request.hints else None
+        headers = self._headers
+        if request.hints:
+            headers = {**headers, **hint_headers(request.hints)}
+        pool = self._get_pool()
+        raw = pool.request_bytes("/v1/messages", headers, payload)
+        fresh = False
         for _ in range(_STALE_RETRIES):
             try:
-                return await self._attempt(payload, headers)
-            except _StaleConnection:
+                return await self._attempt(pool, raw, fresh)
+            except _Stale:
                 self.stale_connection_retries += 1
-        return await self._attempt(payload, headers, last=True)
+                fresh = True
+        return await self._attempt(pool, raw, True)
 
-    async def _attempt(self, payload: bytes, headers: dict[str, str] | None,
-                       last: bool = False) -> LLMResponse:
+    async def _attempt(self, pool: http1.HTTP1Pool, raw: bytes, fresh: bool) -> LLMResponse:
         clock = self._clock
         state = StreamState(clock())
-        started = False  # response headers received
+        status: int | None = None  # response head received
         try:
-            async with self._client().post(self._url, data=payload, headers=headers) as resp:
-                started = True
-                if resp.status != 200:
-                    raise await _status_error(resp)
+            async with await pool.exchange(raw, fresh=fresh) as ex:
+                head = await ex.head()
+                status = head.status
+                if status != 200:
+                    raise await _status_error(ex, head)
                 parser = SSEParser()
                 feed = parser.feed
                 blocks_in = state.feed_blocks
-                async for chunk in resp.content.iter_any():
+
+                def sink(chunk: bytes, now: float) -> None:
                     blocks = feed(chunk)
                     if blocks:
-                        blocks_in(blocks, clock())
+                        blocks_in(blocks, now)
+
+                ex.set_sink(sink)
+                await ex.body_done()
                 tail = parser.pending.strip()
                 if tail and not state.stopped:
                     blocks_in([tail], clock())
-                return state.response(clock(), request_id(resp.headers.get))
+                return state.response(clock(), request_id(head.get))
         except EndpointError as e:
             e.timing = state.timing(clock())
             raise
         except StreamFault as e:
             raise _fail(state, clock, e.error_type, str(e), 200) from e
-        except (TimeoutError, aiohttp.ServerTimeoutError) as e:
-            raise _fail(state, clock, ErrorType.TIMEOUT, f"timed out: {e!r}",
-                        200 if started else None) from e
-        except aiohttp.ClientConnectorError as e:
-            raise _fail(state, clock, ErrorType.CONNECTION, f"cannot connect: {e}", None) from e
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as e:
-            if not started and not last:
-                raise _StaleConnection from e
-            kind = ErrorType.DISCONNECT if started else ErrorType.CONNECTION
-            raise _fail(state, clock, kind, f"{type(e).__name__}: {e}",
-                        200 if started else None) from e
-        except (aiohttp.ClientError, ConnectionError) as e:
-            kind = ErrorType.DISCONNECT if started else ErrorType.CONNECTION
-            raise _fail(state, clock, kind, f"{type(e).__name__}: {e}",
-                        200 if started else None) from e
+        except http1.StaleConnection as e:
+            raise _Stale from e
+        except http1.ConnectTimeout as e:
+            raise _fail(state, clock, ErrorType.TIMEOUT, str(e), None) from e
+        except http1.ConnectFailed as e:
+            raise _fail(state, clock, ErrorType.CONNECTION, str(e), None) from e
+        except http1.ReadTimeout as e:
+            raise _fail(state, clock, ErrorType.TIMEOUT, f"timed out: {e}", status) from e
+        except http1.ProtocolViolation as e:
+            raise _fail(state, clock, ErrorType.MALFORMED, str(e), status) from e
+        except (http1.HTTPError, ConnectionError) as e:
+            kind = ErrorType.DISCONNECT if status is not None else ErrorType.CONNECTION
+            raise _fail(state, clock, kind, f"{type(e).__name__}: {e}", status) from e
 
 
-# Sends repeated on a fresh connection when a pooled one proves stale (bounded: each
-# failure drops one dead connection from the pool).
-_STALE_RETRIES = 8
-
-
-class _StaleConnection(Exception):
+class _Stale(Exception):
     """The pooled connection was closed by the server before our request was answered."""
 
 
@@ -160,14 +166,14 @@ def _fail(state: StreamState, clock: Callable[[], float], kind: ErrorType, msg: 
                          partial_output_tokens=state.partial_output_tokens())
 
 
-async def _status_error(resp: aiohttp.ClientResponse) -> EndpointError:
+async def _status_error(ex: http1.Exchange, head: http1.ResponseHead) -> EndpointError:
     """Classify a non-200 reply from its status and (bounded) body text."""
     try:
-        raw = await resp.content.read(_ERROR_BODY_LIMIT)
-    except (aiohttp.ClientError, TimeoutError):
+        raw = await ex.read_body(_ERROR_BODY_LIMIT)
+    except http1.HTTPError:
         raw = b""
     text = raw.decode("utf-8", "replace")
-    kind = classify_status(resp.status, text)
-    retry = parse_retry_after(resp.headers.get, time.time())
-    return EndpointError(kind, f"HTTP {resp.status}: {text[:200]}", status=resp.status,
+    kind = classify_status(head.status, text)
+    retry = parse_retry_after(head.get, time.time())
+    return EndpointError(kind, f"HTTP {head.status}: {text[:200]}", status=head.status,
                          retry_after_s=retry)

@@ -274,9 +274,10 @@ class EndpointSpec(_Frozen):
     api_key_env: str = "ANTHROPIC_API_KEY"
     timeout_s: float = Field(default=600.0, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
-    # The lean aiohttp reader is the default: it ingests 15-25x more tokens per CPU
-    # second than the SDK path (benchmarks/client_ceiling.py); both record the same fields.
-    client: Literal["sdk", "lean"] = "lean"
+    # The lean client (hand-written HTTP/1.1 on asyncio.Protocol) is the default: it
+    # spends the least client CPU per streamed token of the three paths
+    # (benchmarks/client_ceiling.py); all three record the same fields.
+    client: Literal["lean", "aiohttp", "sdk"] = "lean"
 
 
 class TwinSpec(_Frozen):

@@ -1,0 +1,508 @@
+"""A minimal keep-alive HTTP/1.1 client on `asyncio.Protocol`, for streamed POSTs.
+
+Why not aiohttp: with a paced server (one token per TCP segment) a client's cost is the
+work per socket read. aiohttp turns each read into a `StreamReader` append, a future
+wake-up and a coroutine step before our parser sees the bytes; here the event loop hands
+the bytes straight to `data_received`, which de-chunks them and passes them, with one
+clock reading, to the caller's sink. The awaiting coroutine wakes only twice per
+request: when the response head arrives and when the body ends.
+
+Scope, deliberately small: one origin per pool; `POST` with a `Content-Length` body;
+responses framed by `Transfer-Encoding: chunked`, `Content-Length`, or connection close;
+gzip/deflate bodies decoded (we never ask for them); TLS through `ssl`; no proxies, no
+redirects, no HTTP/2. Failures surface as `HTTPError` subclasses that say whether the
+server may have seen the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+_T = TypeVar("_T")
+Sink = Callable[[bytes, float], None]  # (decoded body bytes, clock reading at receipt)
+
+_MAX_HEAD = 64 * 1024  # a response head larger than this is not HTTP we want
+
+
+class HTTPError(Exception):
+    """Transport-level failure. `responded`: response bytes had arrived."""
+
+    def __init__(self, message: str, *, responded: bool = False) -> None:
+        super().__init__(message)
+        self.responded = responded
+
+
+class ConnectFailed(HTTPError):
+    """Could not open a connection (refused, DNS, TLS, connect timeout)."""
+
+
+class ConnectTimeout(ConnectFailed):
+    """The connect (or TLS handshake) took longer than the connect timeout."""
+
+
+class StaleConnection(HTTPError):
+    """A pooled keep-alive connection was closed by the server before it answered: the
+    request may be re-sent on a fresh connection (RFC 9112 §9.3.1)."""
+
+
+class Disconnected(HTTPError):
+    """The connection closed (or reset) before the response was complete."""
+
+
+class ReadTimeout(HTTPError):
+    """No bytes for longer than the read timeout."""
+
+
+class ProtocolViolation(HTTPError):
+    """The server's bytes are not a well-formed HTTP/1.1 response."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseHead:
+    status: int
+    reason: str
+    headers: dict[str, str]  # lower-case names; repeated headers joined with ", "
+
+    def get(self, name: str) -> str | None:
+        return self.headers.get(name)
+
+
+def check_url(url: str) -> Any:
+    """`urlsplit(url)`, or `ValueError` unless it is an http(s) URL with a host."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    return parts
+
+
+def _chunk_size(line: bytes) -> int:
+    """Size of a chunk-size line with extensions (``1a;name=value``)."""
+    try:
+        return int(line.split(b";", 1)[0].strip(), 16)
+    except ValueError as e:
+        raise ProtocolViolation(f"bad chunk size {line[:20]!r}", responded=True) from e
+
+
+def _parse_head(raw: bytes) -> ResponseHead:
+    lines = raw.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise ProtocolViolation(f"bad status line {lines[0][:80]!r}", responded=True)
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key, value = name.strip().lower(), value.strip()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    if parts[0] == "HTTP/1.0" and "keep-alive" not in headers.get("connection", "").lower():
+        headers.setdefault("connection", "close")
+    return ResponseHead(int(parts[1]), parts[2] if len(parts) > 2 else "", headers)
+
+
+class _Conn(asyncio.Protocol):
+    """One connection; at most one request in flight. Body framing is a small state
+    machine run inside `data_received`."""
+
+    def __init__(self, pool: HTTP1Pool) -> None:
+        self._pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.uses = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self._head_buf = b""
+        self._head: ResponseHead | None = None
+        self._head_fut: asyncio.Future[ResponseHead] | None = None
+        self._done_fut: asyncio.Future[None] | None = None
+        self._sink: Sink | None = None
+        self._early: list[tuple[bytes, float]] = []  # body bytes before a sink was set
+        self._mode = ""            # "chunked" | "length" | "close"
+        self._remaining = 0        # length mode: body bytes left; chunked: in this chunk
+        self._chunk_state = 0      # 0 size line, 1 data, 2 CRLF after data, 3 trailers
+        self._buf = b""            # chunked: partial size line / trailer bytes
+        self._inflate: Any = None
+        self.last_rx = 0.0
+        self.error: HTTPError | None = None
+
+    # -- asyncio.Protocol ----------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._pool.forget(self)
+        if self._done_fut is None or self._done_fut.done():
+            return  # idle
+        if self._head is None and not self._head_buf:
+            kind = StaleConnection if self.uses > 1 else Disconnected
+            self.fail(kind(f"connection closed before the response ({exc or 'EOF'})"))
+        elif self._head is not None and self._mode == "close":
+            self._finish()
+        else:
+            self.fail(Disconnected(f"connection closed mid-response ({exc or 'EOF'})",
+                                    responded=True))
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too; connection_lost does the bookkeeping
+
+    def data_received(self, data: bytes) -> None:
+        now = self._pool.clock()
+        self.last_rx = now
+        if self._done_fut is None or self._done_fut.done():
+            if data.strip():  # bytes nobody asked for: this connection is unusable
+                self.closed = True
+                if self.transport is not None:
+                    self.transport.abort()
+            return
+        try:
+            if self._head is None:
+                self._head_buf += data
+                end = self._head_buf.find(b"\r\n\r\n")
+                if end < 0:
+                    if len(self._head_buf) > _MAX_HEAD:
+                        raise ProtocolViolation("response head too large", responded=True)
+                    return
+                head = _parse_head(self._head_buf[:end])
+                if 100 <= head.status < 200:  # interim response: skip it
+                    self._head_buf = self._head_buf[end + 4:]
+                    if self._head_buf:
+                        self.data_received(b"")
+                    return
+                data, self._head_buf = self._head_buf[end + 4:], b""
+                self._start_body(head)
+                if self._head_fut is not None and not self._head_fut.done():
+                    self._head_fut.set_result(head)
+                if self._done_fut is None or self._done_fut.done():
+                    return
+            if data:
+                self._body(data, now)
+        except HTTPError as e:
+            self.fail(e)
+        except Exception as e:  # the sink's own error (e.g. StreamFault): the caller's
+            self.fail(e)
+
+    # -- body framing ----------------------------------------------------------------------
+    def _start_body(self, head: ResponseHead) -> None:
+        self._head = head
+        h = head.headers
+        if "chunked" in h.get("transfer-encoding", "").lower():
+            self._mode = "chunked"
+        elif "content-length" in h:
+            try:
+                self._remaining = int(h["content-length"])
+            except ValueError as e:
+                raise ProtocolViolation("bad content-length", responded=True) from e
+            self._mode = "length"
+        elif head.status in (204, 304):
+            self._mode, self._remaining = "length", 0
+        else:
+            self._mode = "close"
+        enc = h.get("content-encoding", "").lower()
+        if enc in ("gzip", "x-gzip", "deflate"):
+            self._inflate = zlib.decompressobj(47 if "gzip" in enc else 15)
+        elif enc not in ("", "identity"):
+            raise ProtocolViolation(f"unsupported content-encoding {enc!r}", responded=True)
+        if self._mode == "length" and self._remaining == 0:
+            self._finish()
+
+    def _emit(self, payload: bytes, now: float) -> None:
+        if self._inflate is not None:
+            payload = self._inflate.decompress(payload)
+            if not payload:
+                return
+        if self._sink is not None:
+            self._sink(payload, now)
+        else:
+            self._early.append((payload, now))
+
+    def _body(self, data: bytes, now: float) -> None:
+        mode = self._mode
+        if mode == "length":
+            n = self._remaining
+            if len(data) >= n:
+                self._emit(data[:n], now)
+                self._remaining = 0
+                self._finish(extra=len(data) > n)
+            else:
+                self._remaining = n - len(data)
+                self._emit(data, now)
+            return
+        if mode == "close":
+            self._emit(data, now)
+            return
+        # chunked: index arithmetic over `data` (no copying of the remainder); a whole
+        # chunk and its CRLF inside this read is consumed in one step
+        out: list[bytes] = []
+        if self._buf:  # a partial line (size, CRLF or trailer) from the previous read
+            data, self._buf = self._buf + data, b""
+        pos, size = 0, len(data)
+        find = data.find
+        while pos < size:
+            st = self._chunk_state
+            if st == 1:  # inside chunk data
+                take = min(self._remaining, size - pos)
+                out.append(data[pos:pos + take])
+                pos += take
+                self._remaining -= take
+                if self._remaining == 0:
+                    self._chunk_state = 2
+                continue
+            eol = find(b"\r\n", pos)
+            if eol < 0:
+                if size - pos > 4096:
+                    raise ProtocolViolation("chunk size line too long", responded=True)
+                self._buf = data[pos:]
+                break
+            line = data[pos:eol]
+            pos = eol + 2
+            if st == 0:
+                try:
+                    n = int(line, 16)
+                except ValueError:
+                    n = _chunk_size(line)
+                if n == 0:
+                    self._chunk_state = 3
+                    continue
+                end = pos + n
+                if end + 2 <= size and data[end:end + 2] == b"\r\n":
+                    out.append(data[pos:end])
+                    pos = end + 2
+                    continue
+                self._remaining, self._chunk_state = n, 1
+            elif st == 2:
+                if line:
+                    raise ProtocolViolation("chunk data not followed by CRLF", responded=True)
+                self._chunk_state = 0
+            elif not line:  # st == 3: blank line ends the trailers, and the body
+                if out:
+                    self._emit(b"".join(out), now)
+                    out = []
+                self._finish(extra=pos < size)
+                return
+        if out:
+            self._emit(out[0] if len(out) == 1 else b"".join(out), now)
+
+    def _finish(self, extra: bool = False) -> None:
+        fut = self._done_fut
+        if self._inflate is not None:
+            tail = self._inflate.flush()
+            self._inflate = None
+            if tail:
+                self._emit(tail, self.last_rx)
+        head = self._head
+        reusable = (not extra and self._mode != "close" and head is not None
+                    and "close" not in head.headers.get("connection", "").lower())
+        if not reusable:
+            self.closed = True
+            if self.transport is not None:
+                self.transport.close()
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def fail(self, exc: BaseException) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+        for fut in (self._head_fut, self._done_fut):
+            if fut is not None and not fut.done():
+                fut.set_exception(exc)
+                # the caller may never await the other future: don't warn about it
+                fut.exception()
+
+    # -- caller side -----------------------------------------------------------------------
+    def begin(self, request: bytes) -> tuple[asyncio.Future[ResponseHead], asyncio.Future[None]]:
+        loop = asyncio.get_running_loop()
+        self._reset()
+        self.uses += 1
+        self._head_fut, self._done_fut = loop.create_future(), loop.create_future()
+        self.last_rx = self._pool.clock()
+        assert self.transport is not None
+        self.transport.write(request)
+        return self._head_fut, self._done_fut
+
+    @property
+    def responded(self) -> bool:
+        return self._head is not None
+
+    def set_sink(self, sink: Sink) -> None:
+        self._sink = sink
+        early, self._early = self._early, []
+        for payload, now in early:
+            sink(payload, now)
+
+    def abort(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class Exchange:
+    """One request/response on a pooled connection: await `head()`, optionally
+    `set_sink`, then await `body_done()`; always `release()` (an async context manager
+    does it)."""
+
+    def __init__(self, pool: HTTP1Pool, conn: _Conn, request: bytes) -> None:
+        self._pool, self._conn = pool, conn
+        self._head_fut, self._done_fut = conn.begin(request)
+        self._released = False
+
+    async def head(self) -> ResponseHead:
+        return await self._pool.watch(self._conn, self._head_fut)
+
+    def set_sink(self, sink: Sink) -> None:
+        self._conn.set_sink(sink)
+
+    async def body_done(self) -> None:
+        await self._pool.watch(self._conn, self._done_fut)
+
+    async def read_body(self, limit: int) -> bytes:
+        """The body (up to `limit` bytes; the connection is dropped if there is more)."""
+        parts: list[bytes] = []
+        got = 0
+
+        def sink(b: bytes, _: float) -> None:
+            nonlocal got
+            parts.append(b)
+            got += len(b)
+            if got > limit:
+                raise _BodyTooLong
+
+        self.set_sink(sink)
+        with contextlib.suppress(_BodyTooLong):
+            await self.body_done()
+        return b"".join(parts)[:limit]
+
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        done = self._done_fut.done() and not self._done_fut.cancelled() \
+            and self._done_fut.exception() is None
+        if not done:
+            self._conn.abort()  # abandoned mid-response: the connection is unusable
+        self._pool.release(self._conn)
+
+    async def __aenter__(self) -> Exchange:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+
+class _BodyTooLong(Exception):
+    pass
+
+
+class HTTP1Pool:
+    """Keep-alive connections to one origin, at most `max_connections` at a time."""
+
+    def __init__(self, base_url: str, *, max_connections: int = 1024,
+                 connect_timeout_s: float = 10.0, read_timeout_s: float = 600.0,
+                 clock: Callable[[], float], ssl_context: ssl.SSLContext | None = None) -> None:
+        parts = check_url(base_url)
+        self.host = parts.hostname
+        self.tls = parts.scheme == "https"
+        self.port = parts.port or (443 if self.tls else 80)
+        default = 443 if self.tls else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.host_header = host if self.port == default else f"{host}:{self.port}"
+        self.base_path = parts.path.rstrip("/")
+        self.clock = clock
+        self._ssl = (ssl_context or ssl.create_default_context()) if self.tls else None
+        self._connect_timeout = connect_timeout_s
+        self._read_timeout = read_timeout_s
+        self._idle: list[_Conn] = []
+        self._slots = asyncio.Semaphore(max_connections)
+        self._open: set[_Conn] = set()
+        self.connections_opened = 0
+
+    def request_bytes(self, path: str, headers: dict[str, str], body: bytes) -> bytes:
+        lines = [f"POST {self.base_path}{path} HTTP/1.1", f"host: {self.host_header}",
+                 f"content-length: {len(body)}"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+    async def exchange(self, request: bytes, *, fresh: bool = False) -> Exchange:
+        """Send `request` on an idle connection (a new one if `fresh` or none is idle)."""
+        await self._slots.acquire()
+        try:
+            conn = None
+            while self._idle and not fresh:
+                c = self._idle.pop()
+                if not c.closed and c.transport is not None and not c.transport.is_closing():
+                    conn = c
+                    break
+            if conn is None:
+                conn = await self._connect()
+            return Exchange(self, conn, request)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    async def _connect(self) -> _Conn:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                _, proto = await loop.create_connection(
+                    lambda: _Conn(self), self.host, self.port, ssl=self._ssl,
+                    server_hostname=self.host if self._ssl else None)
+        except TimeoutError as e:
+            raise ConnectTimeout(f"connect to {self.host}:{self.port} timed out after "
+                                f"{self._connect_timeout:g} s") from e
+        except (OSError, ssl.SSLError) as e:
+            raise ConnectFailed(f"cannot connect to {self.host}:{self.port}: {e}") from e
+        self.connections_opened += 1
+        self._open.add(proto)
+        return proto
+
+    async def watch(self, conn: _Conn, fut: asyncio.Future[_T]) -> _T:
+        """Await `fut`, failing with `ReadTimeout` after `read_timeout_s` without bytes.
+        One timer per wait, re-armed from the last receipt (no per-read timer work)."""
+        if fut.done():
+            return fut.result()
+        loop = asyncio.get_running_loop()
+        limit = self._read_timeout
+        clock = self.clock
+        handle: list[asyncio.TimerHandle] = []
+
+        def check() -> None:
+            if fut.done():
+                return
+            idle = clock() - conn.last_rx
+            if idle >= limit:
+                conn.fail(ReadTimeout(f"no data for {limit:g} s", responded=conn.responded))
+            else:
+                handle[0] = loop.call_later(limit - idle, check)
+
+        handle.append(loop.call_later(limit, check))
+        try:
+            return await fut
+        finally:
+            handle[0].cancel()
+
+    def release(self, conn: _Conn) -> None:
+        self._slots.release()
+        if not conn.closed:
+            self._idle.append(conn)
+        else:
+            self._open.discard(conn)
+
+    def forget(self, conn: _Conn) -> None:
+        self._open.discard(conn)
+
+    async def aclose(self) -> None:
+        for conn in list(self._open):
+            if conn.transport is not None:
+                conn.transport.close()
+        self._idle.clear()
+        self._open.clear()
+        await asyncio.sleep(0)
