@@ -172,6 +172,10 @@ async def test_side_endpoints(url: str) -> None:
     assert len(dbg["emit_times_s"]) == len(dbg["emit_counts"])
     assert dbg["emit_times_s"] == sorted(dbg["emit_times_s"])
     assert len(dbg["engine_token_times_s"]) == 8
+    # every emission's bytes were written, no earlier than the step that produced them
+    assert len(dbg["write_times_s"]) == len(dbg["emit_times_s"])
+    assert all(w >= e for w, e in zip(dbg["write_times_s"], dbg["emit_times_s"], strict=True))
+    assert dbg["first_write_mono_s"] >= dbg["first_emit_mono_s"] > dbg["received_mono_s"]
 
 
 async def test_edit_hint_copies_prompt_spans(url: str) -> None:

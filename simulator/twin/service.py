@@ -39,6 +39,9 @@ class RequestStream:
     num_preemptions: int = 0
     emit_times: list[float] = field(default_factory=list)   # monotonic, one per step
     emit_counts: list[int] = field(default_factory=list)    # tokens per step
+    # when each emission's bytes were handed to the socket (HTTP server; monotonic):
+    # the reference a client's receipt times are compared with
+    write_times: list[float] = field(default_factory=list)
     engine_token_times: list[float] = field(default_factory=list)  # engine clock
     engine_arrival: float = 0.0
     finished_at: float | None = None
@@ -62,6 +65,8 @@ class RequestStream:
             # on this host can compare its own receipt times with the server's writes
             "received_mono_s": t0,
             "first_emit_mono_s": self.emit_times[0] if self.emit_times else None,
+            "write_times_s": [round(t - t0, 6) for t in self.write_times],
+            "first_write_mono_s": self.write_times[0] if self.write_times else None,
             "emit_counts": list(self.emit_counts),
             "engine_token_times_s": [round(t - self.engine_arrival, 6)
                                      for t in self.engine_token_times],
@@ -93,11 +98,11 @@ class TwinService:
         self.engine = engine
         self.time_scale = time_scale
         self.instant = instant
-        self._clock = clock
+        self.clock = clock
         self._max_lag = max_lag_s
         self._on_finish = on_finish
         self._streams: dict[str, RequestStream] = {}
-        self._ring: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._ring: OrderedDict[str, RequestStream] = OrderedDict()  # recently finished
         self._ring_size = ring_size
         self._wake = asyncio.Event()
         self._ids = itertools.count(1)
@@ -109,7 +114,7 @@ class TwinService:
                request_id: str | None = None) -> RequestStream:
         """Queue a request in the engine now; the driver task will play it out."""
         rid = request_id or f"msg_twin_{next(self._ids):08d}"
-        now = self._clock()
+        now = self.clock()
         if self.engine.is_idle():
             self._realign(now)
         stream = RequestStream(rid, len(prompt_tokens), tuple(plan), received=now,
@@ -132,7 +137,8 @@ class TwinService:
         stream = self._streams.get(request_id)
         if stream is not None:
             return stream.record()
-        return self._ring.get(request_id)
+        done = self._ring.get(request_id)
+        return None if done is None else done.record()
 
     def snapshot(self) -> ServiceSnapshot:
         e = self.engine
@@ -169,7 +175,7 @@ class TwinService:
         if self.instant:
             await asyncio.sleep(0)
             return
-        now = self._clock()
+        now = self.clock()
         delay = self._anchor_wall + (engine_end - self._anchor_engine) / self.time_scale - now
         if delay > 0:
             await asyncio.sleep(delay)
@@ -180,7 +186,7 @@ class TwinService:
 
     def _deliver(self, outcome: StepOutcome) -> None:
         """Hand the step's emitted tokens and finished requests to their streams."""
-        now = self._clock()
+        now = self.clock()
         streams = self._streams
         for rid in outcome.admitted:
             s = streams.get(rid)
@@ -207,7 +213,7 @@ class TwinService:
         s.engine_token_times = list(result.token_times)
         s.finished, s.finished_at = True, now
         s.changed.set()
-        self._ring[rid] = s.record()
+        self._ring[rid] = s  # recorded when asked: the writer may still be writing
         if len(self._ring) > self._ring_size:
             self._ring.popitem(last=False)
         if self._on_finish is not None and not s.abandoned:

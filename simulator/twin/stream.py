@@ -34,6 +34,7 @@ class ReplyWriter:
         self._pieces = wire.token_pieces(stream.plan)
         self._sent = 0                       # tokens written
         self._chunks = 0                     # emission steps written
+        self._unstamped = 0                  # emissions taken, write time not stamped
         self._resp: web.StreamResponse | None = None
         self._headers = {"x-endurance-request-id": stream.request_id,
                          "request-id": stream.request_id}
@@ -60,6 +61,7 @@ class ReplyWriter:
         counts = self._s.emit_counts
         new = counts[self._chunks:]
         self._chunks = len(counts)
+        self._unstamped += len(new)
         if self._svc.instant and new:
             new = [sum(new)]
         out = []
@@ -68,6 +70,15 @@ class ReplyWriter:
             self._sent += n
             out.append(wire.text_delta(text))
         return b"".join(out)
+
+    async def _write(self, data: bytes) -> None:
+        """Write to the client, first stamping the write time of the emissions `data`
+        carries (`RequestStream.write_times`, what clients' receipt times are held to)."""
+        assert self._resp is not None
+        if self._unstamped:
+            self._s.write_times.extend([self._svc.clock()] * self._unstamped)
+            self._unstamped = 0
+        await self._resp.write(data)
 
     def _usage(self) -> wire.ReplyUsage:
         s = self._s
@@ -110,27 +121,27 @@ class ReplyWriter:
                 fired = True
                 if fault.kind is not FaultKind.STALL:
                     return await self._strike(fault.kind, data)
-                await self._resp.write(data)
+                await self._write(data)
                 if not await self._stall(fault.duration_s):
                     return await self._cut()
                 continue
             if done:
-                await self._resp.write(data + wire.message_end(self._stop,
+                await self._write(data + wire.message_end(self._stop,
                                                                self._usage()))
                 await self._resp.write_eof()
                 return self._resp
-            await self._resp.write(data)
+            await self._write(data)
 
     async def _strike(self, kind: FaultKind, data: bytes) -> web.StreamResponse:
         """A mid-stream fault other than a stall; ends the reply."""
         assert self._resp is not None
         if kind is FaultKind.DISCONNECT:
-            await self._resp.write(data)
+            await self._write(data)
             self._svc.abandon(self._s)
             self._drop()
             return self._resp
         tail = wire.error_event() if kind is FaultKind.ERROR_EVENT else wire.MALFORMED_EVENT
-        await self._resp.write(data + tail)
+        await self._write(data + tail)
         await self._resp.write_eof()
         self._svc.abandon(self._s)
         return self._resp
