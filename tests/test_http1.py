@@ -251,3 +251,35 @@ async def test_lean_endpoint_resends_on_a_stale_connection(raw: tuple[RawServer,
         await ep.aclose()
     assert [r.content for r in replies] == [(TextBlock("ok"),)] * 2
     assert ep.stale_connection_retries == 1 and rs.requests == 3
+
+
+async def test_tls() -> None:
+    """HTTPS: the pool verifies the server's certificate (here from a throwaway CA)."""
+    import ssl
+
+    import trustme
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    rs = RawServer(script=lambda n: [OK_CHUNKED, _chunked(b"secure %d" % n)])
+    srv = await asyncio.start_server(rs.handle, "127.0.0.1", 0, ssl=server_ctx)
+    port = srv.sockets[0].getsockname()[1]
+    try:
+        pool = http1.HTTP1Pool(f"https://127.0.0.1:{port}", clock=time.monotonic,
+                               ssl_context=client_ctx)
+        for i in (1, 2):
+            async with await pool.exchange(pool.request_bytes("/", {}, b"")) as ex:
+                assert (await ex.head()).status == 200
+                assert await ex.read_body(100) == b"secure %d" % i
+        assert pool.connections_opened == 1
+        await pool.aclose()
+        untrusting = http1.HTTP1Pool(f"https://127.0.0.1:{port}", clock=time.monotonic)
+        with pytest.raises(http1.ConnectFailed):
+            await untrusting.exchange(untrusting.request_bytes("/", {}, b""))
+    finally:
+        for w in rs.writers:
+            w.close()
+        srv.close()
+        await srv.wait_closed()
