@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from simulator.check import DEFAULT_TIMEOUT_S
 from simulator.check.client import CheckClient
 from simulator.check.prefix import check_metrics, check_prefix_reuse
 from simulator.check.probes import CAP, check_non_streaming, check_streaming
@@ -26,7 +27,6 @@ from simulator.check.roundtrip import (
 )
 from simulator.errors import InputError
 
-DEFAULT_TIMEOUT_S = 120.0
 SYSTEM = ("You are a coding agent working in a Python repository. Answer briefly. "
           "Use the tools when you need to read files. ") * 12
 

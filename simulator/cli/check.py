@@ -11,8 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from simulator.check import CheckReport, Status, run_check
-from simulator.check.runner import DEFAULT_TIMEOUT_S, validate_base_url
+from simulator.check import DEFAULT_TIMEOUT_S, CheckReport, Status
 from simulator.cli._app import main
 
 _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
@@ -45,6 +44,7 @@ def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | No
               timeout_s: float, as_json: bool) -> None:
     """Check that URL speaks the Anthropic Messages API the way coding agents need:
     streaming grammar, usage and cache fields, tools, count_tokens, errors, /metrics."""
+    from simulator.check import run_check, validate_base_url  # aiohttp: only when checking
     validate_base_url(url)
     report = run_check(url, api_key=api_key, model=model, timeout_s=timeout_s)
     if as_json:

@@ -12,7 +12,6 @@ import click
 
 from simulator.errors import InputError
 from simulator.twin.faults import parse_faults
-from simulator.twin.server import serve_forever, twin_app
 
 
 @click.command("serve")
@@ -42,6 +41,7 @@ def serve_command(hardware: str, model: str, host: str, port: int, time_scale: f
         raise InputError(f"--time-scale {time_scale}: must be > 0")
     if cutoff_s is not None and cutoff_s <= 0:
         raise InputError(f"--cutoff-s {cutoff_s}: must be > 0")
+    from simulator.twin.server import serve_forever, twin_app  # aiohttp: only when serving
     app, described = twin_app(hardware, model, spec=spec, seed=seed, time_scale=time_scale,
                               instant=instant, faults=parse_faults(faults), cutoff_s=cutoff_s,
                               context_window=max_model_len)

@@ -14,12 +14,13 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import IO, Any
-
-import pandas as pd
+from typing import IO, TYPE_CHECKING, Any
 
 from simulator.metrics.records import COLUMNS, TurnRecord
 from simulator.session.resume import lock_journal
+
+if TYPE_CHECKING:  # pandas is imported when a run finishes: start-up stays short
+    import pandas as pd
 
 TURNS_JOURNAL = "turns.jsonl"
 METRICS_JOURNAL = "server_metrics.jsonl"
@@ -70,6 +71,7 @@ def drop_torn_tail(path: Path) -> None:
 
 
 def turns_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     for col in ("input_tokens", "cache_read_tokens", "cache_creation_tokens", "prompt_tokens",
                 "output_tokens", "output_tokens_est", "http_status"):
@@ -115,6 +117,7 @@ class Recorder:
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame | None]:
         """(turns, server metrics or None) as journaled so far (every row is flushed)."""
+        import pandas as pd
         mrows = read_journal(self.run_dir / METRICS_JOURNAL)
         return (turns_frame(read_journal(self.run_dir / TURNS_JOURNAL)),
                 pd.DataFrame(mrows) if mrows else None)

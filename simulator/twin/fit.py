@@ -13,9 +13,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -28,6 +27,9 @@ from simulator.twin.profiles import (
     load_hardware,
     load_model,
 )
+
+if TYPE_CHECKING:  # numpy is imported by the fitting code only: CLI start-up stays short
+    import numpy as np
 
 DEFAULT_FREE = ("t0_s", "kv_half_seqs", "routing_skew", "eta_c", "eta_attn", "reserve_bytes")
 # Bounds of each term (the fit works on their logarithms, so lower bounds are > 0).
@@ -125,6 +127,7 @@ class FitResult:
 def _solve_lm(resid: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.ndarray,
               hi: np.ndarray, max_iter: int = 200) -> tuple[np.ndarray, int]:
     """Levenberg–Marquardt with a forward-difference Jacobian and box clipping."""
+    import numpy as np
     x, lam, it = np.clip(x0, lo, hi), 1e-2, 0
     r = resid(x)
     for it in range(1, max_iter + 1):   # noqa: B007  (iteration count is returned)
@@ -163,6 +166,7 @@ def fit_terms(points: Sequence[Observation], hardware: str, model: str, *,
     hw, mp = load_hardware(hardware), load_model(model)
     settings = load_engine_settings(hw, engine)
     base, _ = efficiency_for(hw)
+    import numpy as np
     weights = np.array([math.sqrt(p.weight) for p in points])
     lo = np.log([BOUNDS[f][0] for f in free])
     hi = np.log([BOUNDS[f][1] for f in free])
