@@ -70,13 +70,18 @@ def test_serialisation_is_deterministic_and_ordered() -> None:
     assert '"arguments":{"cmd":"ls 0"}' in text and "<tool_response>" in text
 
 
-def test_lru_bound() -> None:
-    tok = PromptTokenizer(max_segments=3)
+def test_lru_is_bounded_by_tokens() -> None:
+    one = len(tokens.encode(render_message({"role": "user", "content": "m0"})))
+    gen = len(tokens.encode("<|im_start|>assistant\n"))
+    tok = PromptTokenizer(max_tokens=3 * one + gen)
     for i in range(10):
         tok.encode_request(messages=[{"role": "user", "content": f"m{i}"}])
+    assert tok._cache.held <= 3 * one + gen
     calls = tok.encode_calls
+    tok.encode_request(messages=[{"role": "user", "content": "m9"}])
+    assert tok.encode_calls == calls        # recent: still cached
     tok.encode_request(messages=[{"role": "user", "content": "m0"}])
-    assert tok.encode_calls == calls + 1   # m0 was evicted
+    assert tok.encode_calls == calls + 1    # m0 was evicted
 
 
 @pytest.mark.parametrize("messages", [

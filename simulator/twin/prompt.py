@@ -3,7 +3,7 @@
 A deterministic, chat-template-like serialisation: tool definitions first, then the
 system prompt, then each message framed by role markers, then the generation prompt.
 Each of those *segments* is tokenised on its own (cl100k, `simulator.tokens`) and the
-ids are cached in an LRU keyed by a hash of the segment's canonical text, so an
+ids are cached in a token-bounded LRU keyed by a hash of the segment's canonical text, so an
 ever-growing conversation re-tokenises only its new messages. Because segments are
 tokenised independently, a request that extends an earlier one shares its token prefix
 exactly — what a real chat template gives vLLM's prefix cache.
@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from simulator import tokens
 
 _GEN_PROMPT = "<|im_start|>assistant\n"
+_EMPTY: array[int] = array("I")
 
 
 class PromptError(ValueError):
@@ -118,37 +119,67 @@ def render_tools(tools: Any) -> str:
     return f"<|im_start|>tools\n<tools>\n{lines}\n</tools><|im_end|>\n"
 
 
-class PromptTokenizer:
-    """Segment-wise tokeniser with an LRU of token ids per segment.
+class _TokenLRU:
+    """LRU of token-id arrays bounded by the number of tokens held, not of entries: a
+    few long sessions and many short ones cost the same (4 bytes per token)."""
 
-    `encode_calls` counts calls into the underlying encoder (cache misses), so tests
-    and benchmarks can check that a grown conversation only encodes its new messages.
+    __slots__ = ("_d", "_max", "held")
+
+    def __init__(self, max_tokens: int) -> None:
+        self._d: OrderedDict[Any, tuple[object, array[int]]] = OrderedDict()
+        self._max = max_tokens
+        self.held = 0
+
+    def get(self, key: Any, owner: object = None) -> array[int] | None:
+        hit = self._d.get(key)
+        if hit is None or hit[0] is not owner:
+            return None
+        self._d.move_to_end(key)
+        return hit[1]
+
+    def put(self, key: Any, ids: array[int], owner: object = None) -> None:
+        old = self._d.pop(key, None)
+        if old is not None:
+            self.held -= len(old[1])
+        self._d[key] = (owner, ids)
+        self.held += len(ids)
+        while self.held > self._max and len(self._d) > 1:
+            _, (_, gone) = self._d.popitem(last=False)
+            self.held -= len(gone)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+class PromptTokenizer:
+    """Segment-wise tokeniser with token-bounded LRUs of ids (uint32 arrays).
+
+    Two caches: segment text (by a hash of it) → ids, and immutable objects (by
+    identity, for the in-process twin) → ids. Each holds at most `max_tokens` tokens
+    (4 bytes each): the default, 16M, keeps the live histories of a few hundred long
+    sessions without re-tokenising any. `encode_calls` counts calls into the underlying
+    encoder (cache misses), so tests and benchmarks can check that a grown conversation
+    only encodes its new messages.
     """
 
-    def __init__(self, max_segments: int = 8192,
+    def __init__(self, max_tokens: int = 16_000_000,
                  encode: Callable[[str], Sequence[int]] | None = None) -> None:
-        self._max = max_segments
         self._encode = encode or tokens.encoding().encode_ordinary
-        self._cache: OrderedDict[bytes, tuple[int, ...]] = OrderedDict()
-        # id(object) → (object, its ids, their uint32 bytes); the object is held so
-        # that its id cannot be reused while the entry lives
-        self._objects: OrderedDict[int, tuple[object, tuple[int, ...], bytes]] = OrderedDict()
+        self._cache = _TokenLRU(max_tokens)
+        self._objects = _TokenLRU(max_tokens)
         self.encode_calls = 0
 
-    def _segment(self, text: str) -> tuple[int, ...]:
+    def _segment(self, text: str) -> array[int]:
         """Token ids of one segment's text, from the cache when seen before."""
         if not text:
-            return ()
+            return _EMPTY
         key = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
         ids = self._cache.get(key)
         if ids is not None:
-            self._cache.move_to_end(key)
             return ids
         self.encode_calls += 1
-        ids = tuple(self._encode(text))
-        self._cache[key] = ids
-        if len(self._cache) > self._max:
-            self._cache.popitem(last=False)
+        ids = array("I", self._encode(text))
+        self._cache.put(key, ids)
         return ids
 
     def encode_request(self, *, system: Any = None, tools: Any = None,
@@ -156,31 +187,26 @@ class PromptTokenizer:
         """Prompt token ids of a Messages request (raises PromptError when malformed)."""
         if not isinstance(messages, list) or not messages:
             raise PromptError("messages: expected a non-empty list")
-        out: list[int] = []
+        out = array("I")
         out.extend(self._segment(render_tools(tools)))
         out.extend(self._segment(render_system(system)))
         for i, message in enumerate(messages):
             out.extend(self._segment(render_message(message, f"messages.{i}")))
         out.extend(self._segment(_GEN_PROMPT))
-        return out
+        return out.tolist()
 
-    def _object(self, obj: object, render: Callable[[], tuple[int, ...]]
-                ) -> tuple[tuple[int, ...], bytes]:
-        """Ids (and their uint32 bytes) of an immutable object's segment(s), looked up
-        by identity; `render` computes them on a miss."""
+    def _object(self, obj: object, render: Callable[[], array[int]]) -> array[int]:
+        """Ids of an immutable object's segment(s), looked up by identity (the entry
+        holds the object, so its id cannot be reused while the entry lives); `render`
+        computes them on a miss."""
         key = id(obj)
-        hit = self._objects.get(key)
-        if hit is not None and hit[0] is obj:
-            self._objects.move_to_end(key)
-            return hit[1], hit[2]
-        ids = render()
-        raw = array("I", ids).tobytes()
-        self._objects[key] = (obj, ids, raw)
-        if len(self._objects) > self._max:
-            self._objects.popitem(last=False)
-        return ids, raw
+        ids = self._objects.get(key, obj)
+        if ids is None:
+            ids = render()
+            self._objects.put(key, ids, obj)
+        return ids
 
-    def _message(self, m: ApiMessage, i: int) -> tuple[int, ...]:
+    def _message(self, m: ApiMessage, i: int) -> array[int]:
         return self._segment(render_message(m.to_api(), f"messages.{i}"))
 
     def encode_objects(self, head: object, head_api: Callable[[], tuple[Any, Any]],
@@ -192,23 +218,16 @@ class PromptTokenizer:
         if not messages:
             raise PromptError("messages: expected a non-empty list")
 
-        def render_head() -> tuple[int, ...]:
+        def render_head() -> array[int]:
             system, tools = head_api()
             return self._segment(render_tools(tools)) + self._segment(render_system(system))
 
-        ids, raw = self._object(head, render_head)
-        out = list(ids)
-        chunks = [raw]
-        for i, m in enumerate(messages):
-            ids, raw = self._object(m, partial(self._message, m, i))
-            out.extend(ids)
-            chunks.append(raw)
-        ids, raw = self._object(_GEN_PROMPT, lambda: self._segment(_GEN_PROMPT))
-        out.extend(ids)
-        chunks.append(raw)
         arr = array("I")
-        arr.frombytes(b"".join(chunks))
-        return out, arr
+        arr.extend(self._object(head, render_head))
+        for i, m in enumerate(messages):
+            arr.extend(self._object(m, partial(self._message, m, i)))
+        arr.extend(self._object(_GEN_PROMPT, lambda: self._segment(_GEN_PROMPT)))
+        return arr.tolist(), arr
 
     def encode_body(self, body: dict[str, Any]) -> list[int]:
         """Same as `encode_request`, from a decoded JSON request body."""
