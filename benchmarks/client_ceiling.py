@@ -6,9 +6,13 @@ to that point alone. Regimes: ``bulk`` (zero-latency server, whole reply in one 
 and ``paced`` (each stream at ``--rate`` tokens/s, one token per write).
 
 Paths: ``sdk`` (our SDK endpoint, httpx2), ``sdk-aiohttp`` (same, SDK's aiohttp
-backend), ``lean`` (our aiohttp endpoint, per-token timestamps), ``plain`` (aiohttp
-reader that only reads the bytes: the floor), each ``+uvloop`` where useful. AIPerf and
-GuideLLM are run only when installed (detected, never installed).
+backend), ``aiohttp`` (our aiohttp endpoint), ``lean`` (our default: hand-written
+HTTP/1.1 on asyncio.Protocol; both with per-token timestamps), ``plain`` (aiohttp reader
+that only reads the bytes, no parsing or timestamps), each ``+uvloop`` where useful. Peers
+``aiperf`` and ``guidellm`` (``peers.py``) join the default paths when their venvs exist
+(``bash benchmarks/install_peers.sh``; never installed by this script); each runs the
+peer's own CLI pinned to the client core, GuideLLM against an OpenAI-protocol twin of the
+fake server since it cannot speak the Messages API.
 
     python benchmarks/client_ceiling.py --quick
 """
@@ -17,11 +21,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -33,7 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 HERE = Path(__file__).resolve().parent
 
-PATHS = ["sdk", "sdk-aiohttp", "lean", "lean+uvloop", "plain", "plain+uvloop"]
+PATHS = ["sdk", "sdk-aiohttp", "aiohttp", "aiohttp+uvloop", "lean", "lean+uvloop", "plain",
+         "plain+uvloop"]
 
 
 # ----------------------------------------------------------------------- worker side --
@@ -43,6 +46,10 @@ def _make_endpoint(path: str, url: str, sessions: int) -> Any:
         return AnthropicSDKEndpoint(url, "bench", timeout_s=120, connect_timeout_s=10,
                                     backend="aiohttp" if path == "sdk-aiohttp" else "httpx",
                                     max_connections=sessions)
+    if path.startswith("aiohttp"):
+        from simulator.endpoints.aiohttp_client import AiohttpEndpoint
+        return AiohttpEndpoint(url, "bench", timeout_s=120, connect_timeout_s=10,
+                               max_connections=sessions)
     from simulator.endpoints.lean import LeanEndpoint
     return LeanEndpoint(url, "bench", timeout_s=120, connect_timeout_s=10,
                         max_connections=sessions)
@@ -122,16 +129,20 @@ def worker_main(a: argparse.Namespace) -> None:
 
 
 # ----------------------------------------------------------------------- driver side --
+import peers as peer_runner  # noqa: E402  (benchmarks/, beside this file)
+
 from simulator.machine import machine  # noqa: E402  (after the sys.path insert)
+
+PEER_PATHS = list(peer_runner.PROTOCOL)
 
 
 def peers() -> dict[str, str]:
-    """AIPerf / GuideLLM: detected only (never installed by this script)."""
-    found = {}
-    for name, mod in (("aiperf", "aiperf"), ("guidellm", "guidellm")):
-        ok = shutil.which(name) or importlib.util.find_spec(mod) is not None
-        found[name] = "installed (runner not wired: see README)" if ok else "not installed"
-    return found
+    """AIPerf / GuideLLM: detected from their venvs (never installed by this script)."""
+    found = peer_runner.installed()
+    return {name: (f"{peer_runner.version(name)} at {found[name].parent.parent} "
+                   f"({peer_runner.WIRE[name]})" if name in found else
+                   f"not installed (bash benchmarks/install_peers.sh → "
+                   f"{peer_runner.PEERS_DIR / name})") for name in PEER_PATHS}
 
 
 def _proc_cpu_s(pid: int) -> float:
@@ -139,9 +150,11 @@ def _proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_server(mode: str, tokens: int, rate: float, cpu: int) -> tuple[subprocess.Popen[str], str]:
+def start_server(mode: str, tokens: int, rate: float, cpu: int,
+                 protocol: str = "anthropic") -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen([sys.executable, str(HERE / "fake_server.py"), "--mode", mode,
-                             "--tokens", str(tokens), "--rate", str(rate), "--cpu", str(cpu)],
+                             "--tokens", str(tokens), "--rate", str(rate), "--cpu", str(cpu),
+                             "--protocol", protocol],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline().split()
@@ -149,6 +162,21 @@ def start_server(mode: str, tokens: int, rate: float, cpu: int) -> tuple[subproc
         proc.kill()
         raise SystemExit("fake server did not start")
     return proc, f"http://127.0.0.1:{line[1]}"
+
+
+def run_peer_point(path: str, url: str, sessions: int, per_session: int, tokens: int,
+                   cpu: int, runner_cpu: int, server_pid: int) -> dict[str, Any]:
+    """A peer CLI via `peers.py` in its own process (child subreaper, /proc sampler)."""
+    res = subprocess.run([sys.executable, str(HERE / "peers.py"), "--peer", path, "--url", url,
+                          "--sessions", str(sessions), "--requests", str(sessions * per_session),
+                          "--tokens", str(tokens), "--cpu", str(cpu),
+                          "--runner-cpu", str(runner_cpu), "--server-pid", str(server_pid)],
+                         capture_output=True, text=True, timeout=1800, check=False)
+    lines = res.stdout.strip().splitlines()
+    if not lines:
+        return {"error": res.stderr.strip().splitlines()[-1] if res.stderr else "failed"}
+    out: dict[str, Any] = json.loads(lines[-1])
+    return out
 
 
 def run_point(path: str, url: str, sessions: int, per_session: int, tokens: int,
@@ -175,12 +203,15 @@ def _fmt(path: str, n: int, r: dict[str, Any], extra: str) -> str:
     return (f"{path:<13} {n:>6} {tok_s:>11,.0f} {r['requests'] / r['elapsed_s']:>9,.1f} "
             f"{us_tok:>9.2f} {1e6 / us_tok:>10,.0f} {r['peak_rss_mb']:>7.0f} "
             f"{r['server_cpu_share']:>6.0%}"
-            f"{extra}{flag}")
+            f"{extra}{flag}" + (f"  [{r['protocol']}]" if "protocol" in r else ""))
 
 
 def run_regime(a: argparse.Namespace, mode: str, counts: list[int]) -> dict[str, Any]:
     tokens = a.tokens if mode == "bulk" else a.paced_tokens
     proc, url = start_server(mode, tokens, a.rate, a.server_cpu)
+    servers = {"anthropic": (proc, url)}
+    if any(peer_runner.PROTOCOL.get(p) == "openai" for p in a.paths):
+        servers["openai"] = start_server(mode, tokens, a.rate, a.server_cpu, "openai")
     results: dict[str, Any] = {}
     try:
         title = (f"bulk: {tokens}-token replies, zero latency" if mode == "bulk" else
@@ -198,7 +229,12 @@ def run_regime(a: argparse.Namespace, mode: str, counts: list[int]) -> dict[str,
                     stagger = 0.0
                 else:
                     per, stagger = a.paced_requests, 1.0 / a.rate
-                r = run_point(path, url, n, per, tokens, stagger, a.client_cpu, proc.pid)
+                if path in PEER_PATHS:
+                    sp, surl = servers[peer_runner.PROTOCOL[path]]
+                    r = run_peer_point(path, surl, n, per, tokens, a.client_cpu, a.server_cpu,
+                                       sp.pid)
+                else:
+                    r = run_point(path, url, n, per, tokens, stagger, a.client_cpu, proc.pid)
                 extra = ""
                 if mode == "paced" and "error" not in r:
                     extra = f"  {r['p50_request_s'] / (tokens / a.rate):>15.2f}"
@@ -206,8 +242,9 @@ def run_regime(a: argparse.Namespace, mode: str, counts: list[int]) -> dict[str,
                 results[f"{path}@{n}"] = r
             _print_ratios(results, n)
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        for sp, _ in servers.values():
+            sp.terminate()
+            sp.wait(timeout=10)
     return results
 
 
@@ -219,13 +256,18 @@ def _print_ratios(results: dict[str, Any], n: int) -> None:
     parts = [f"{p} {v / base:.1f}×" for p in PATHS if (v := rate(p)) and base and p != "sdk"]
     if parts:
         print(f"{'':<13} {n:>6}  vs sdk: " + ", ".join(parts))
+    lean = rate("lean")
+    vs = [f"{lean / v:.1f}× {p}" for p in PEER_PATHS if (v := rate(p)) and lean]
+    if vs:
+        print(f"{'':<13} {n:>6}  lean " + ", ".join(vs))
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="few points, short runs")
     ap.add_argument("--regimes", nargs="+", default=["bulk", "paced"])
-    ap.add_argument("--paths", nargs="+", default=PATHS)
+    ap.add_argument("--paths", nargs="+", default=PATHS + list(peer_runner.installed()),
+                    choices=PATHS + PEER_PATHS)
     ap.add_argument("--sessions", type=int, nargs="+", default=None)
     ap.add_argument("--tokens", type=int, default=512, help="bulk reply length")
     ap.add_argument("--paced-tokens", type=int, default=None, help="paced reply length")

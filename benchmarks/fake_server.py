@@ -8,6 +8,11 @@ is not what limits a client benchmark. Two modes:
   One 1 ms ticker drives all streams: a stream lives in one slot of a ring of
   ``round(1000 / rate)`` slots and gets one token each time its slot comes round.
 
+Two wire protocols, same number of content deltas per reply: ``--protocol anthropic``
+(default: Messages API events) and ``--protocol openai`` (Chat Completions chunks, a
+final usage chunk, ``data: [DONE]``), for peer load generators that cannot speak the
+Messages API. The request path and body are ignored either way.
+
 Run as its own process, optionally pinned: ``python benchmarks/fake_server.py --mode
 paced --rate 50 --tokens 128 --cpu 1``; it prints ``READY <port>`` when listening.
 """
@@ -52,12 +57,35 @@ def build_reply(n_tokens: int) -> tuple[bytes, list[bytes], bytes]:
     return head, toks, tail
 
 
+def _data(body: dict[str, Any]) -> bytes:
+    return _chunk(b"data: %s\n\n" % json.dumps(body, separators=(",", ":")).encode())
+
+
+def build_openai_reply(n_tokens: int) -> tuple[bytes, list[bytes], bytes]:
+    """The same reply as Chat Completions SSE: role chunk, one chunk per token, finish
+    chunk, usage chunk, ``[DONE]``."""
+    base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
+            "model": "fake"}
+
+    def choice(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return base | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    head = _HEAD + _data(choice({"role": "assistant", "content": ""}))
+    toks = [_data(choice({"content": _WORDS[i % len(_WORDS)]})) for i in range(n_tokens)]
+    tail = _data(choice({}, "length"))
+    tail += _data(base | {"choices": [], "usage": {
+        "prompt_tokens": 10, "completion_tokens": n_tokens, "total_tokens": 10 + n_tokens}})
+    tail += _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+    return head, toks, tail
+
+
 class Server:
     """Shared reply bytes and the paced ticker ring."""
 
-    def __init__(self, mode: str, n_tokens: int, rate: float) -> None:
+    def __init__(self, mode: str, n_tokens: int, rate: float,
+                 protocol: str = "anthropic") -> None:
         self.mode = mode
-        self.head, self.toks, self.tail = build_reply(n_tokens)
+        build = build_openai_reply if protocol == "openai" else build_reply
+        self.head, self.toks, self.tail = build(n_tokens)
         self.whole = self.head + b"".join(self.toks) + self.tail
         self.ring: list[list[list[Any]]] = [[] for _ in range(max(1, round(1000 / rate)))]
         self.tick = 0
@@ -129,8 +157,9 @@ class Conn(asyncio.Protocol):
             self.server.respond(self.transport)
 
 
-async def serve(mode: str, n_tokens: int, rate: float, port: int) -> None:
-    server = Server(mode, n_tokens, rate)
+async def serve(mode: str, n_tokens: int, rate: float, port: int,
+                protocol: str = "anthropic") -> None:
+    server = Server(mode, n_tokens, rate, protocol)
     loop = asyncio.get_running_loop()
     srv = await loop.create_server(lambda: Conn(server), "127.0.0.1", port, backlog=4096)
     sock_port = srv.sockets[0].getsockname()[1]
@@ -147,6 +176,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mode", choices=["bulk", "paced"], default="bulk")
     ap.add_argument("--tokens", type=int, default=512, help="content deltas per reply")
     ap.add_argument("--rate", type=float, default=50.0, help="paced: tokens/s per stream")
+    ap.add_argument("--protocol", choices=["anthropic", "openai"], default="anthropic",
+                    help="SSE wire format (openai: Chat Completions chunks)")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--cpu", type=int, default=None, help="pin to this core")
     ap.add_argument("--no-uvloop", action="store_true")
@@ -161,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
         except ImportError:
             pass
     try:
-        runner(serve(a.mode, a.tokens, a.rate, a.port))
+        runner(serve(a.mode, a.tokens, a.rate, a.port, a.protocol))
     except KeyboardInterrupt:
         sys.exit(0)
 
