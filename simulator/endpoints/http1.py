@@ -113,6 +113,7 @@ class _Conn(asyncio.Protocol):
 
     def __init__(self, pool: HTTP1Pool) -> None:
         self._pool = pool
+        self._clock = pool.clock
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.uses = 0
@@ -131,7 +132,7 @@ class _Conn(asyncio.Protocol):
         self._buf = b""            # chunked: partial size line / trailer bytes
         self._inflate: Any = None
         self.last_rx = 0.0
-        self.error: HTTPError | None = None
+        self._active = False       # a request is in flight and its body is not complete
 
     # -- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -155,9 +156,15 @@ class _Conn(asyncio.Protocol):
         return None  # close our side too; connection_lost does the bookkeeping
 
     def data_received(self, data: bytes) -> None:
-        now = self._pool.clock()
+        now = self._clock()
         self.last_rx = now
-        if self._done_fut is None or self._done_fut.done():
+        if self._head is not None and self._active:  # the hot path: body bytes
+            try:
+                self._body(data, now)
+            except Exception as e:  # framing errors, and the sink's own (StreamFault)
+                self.fail(e)
+            return
+        if not self._active:
             if data.strip():  # bytes nobody asked for: this connection is unusable
                 self.closed = True
                 if self.transport is not None:
@@ -181,13 +188,11 @@ class _Conn(asyncio.Protocol):
                 self._start_body(head)
                 if self._head_fut is not None and not self._head_fut.done():
                     self._head_fut.set_result(head)
-                if self._done_fut is None or self._done_fut.done():
+                if not self._active:
                     return
             if data:
                 self._body(data, now)
-        except HTTPError as e:
-            self.fail(e)
-        except Exception as e:  # the sink's own error (e.g. StreamFault): the caller's
+        except Exception as e:  # framing errors, and the sink's own (StreamFault)
             self.fail(e)
 
     # -- body framing ----------------------------------------------------------------------
@@ -289,9 +294,14 @@ class _Conn(asyncio.Protocol):
                 self._finish(extra=pos < size)
                 return
         if out:
-            self._emit(out[0] if len(out) == 1 else b"".join(out), now)
+            payload = out[0] if len(out) == 1 else b"".join(out)
+            if self._sink is not None and self._inflate is None:
+                self._sink(payload, now)
+            else:
+                self._emit(payload, now)
 
     def _finish(self, extra: bool = False) -> None:
+        self._active = False
         fut = self._done_fut
         if self._inflate is not None:
             tail = self._inflate.flush()
@@ -309,6 +319,7 @@ class _Conn(asyncio.Protocol):
             fut.set_result(None)
 
     def fail(self, exc: BaseException) -> None:
+        self._active = False
         self.closed = True
         if self.transport is not None:
             self.transport.abort()
@@ -324,6 +335,7 @@ class _Conn(asyncio.Protocol):
         self._reset()
         self.uses += 1
         self._head_fut, self._done_fut = loop.create_future(), loop.create_future()
+        self._active = True
         self.last_rx = self._pool.clock()
         assert self.transport is not None
         self.transport.write(request)
