@@ -5,7 +5,8 @@ fresh client process pinned to another, so CPU time (`getrusage`) and peak RSS b
 to that point alone. Regimes: ``bulk`` (zero-latency server, whole reply in one write)
 and ``paced`` (each stream at ``--rate`` tokens/s, one token per write).
 
-Paths: ``sdk`` (our SDK endpoint, httpx2), ``sdk-aiohttp`` (same, SDK's aiohttp
+Paths: ``sdk-bare`` (the official SDK alone, iterating raw events), ``sdk`` (our SDK
+endpoint, httpx2), ``sdk-aiohttp`` (same, SDK's aiohttp
 backend), ``aiohttp`` (our aiohttp endpoint), ``lean`` (our default: hand-written
 HTTP/1.1 on asyncio.Protocol; both with per-token timestamps), ``plain`` (aiohttp reader
 that only reads the bytes, no parsing or timestamps), each ``+uvloop`` where useful. Peers
@@ -35,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 HERE = Path(__file__).resolve().parent
 
-PATHS = ["sdk", "sdk-aiohttp", "aiohttp", "aiohttp+uvloop", "lean", "lean+uvloop", "plain",
+PATHS = ["sdk-bare", "sdk", "sdk-aiohttp", "aiohttp", "aiohttp+uvloop", "lean", "lean+uvloop", "plain",
          "plain+uvloop"]
 
 
@@ -86,9 +87,35 @@ class PlainReader:
         await self._session.close()
 
 
+class BareSDKReader:
+    """The official SDK alone: `messages.create(stream=True)` iterating raw events, no
+    bookkeeping (what our SDK path must at least match)."""
+
+    def __init__(self, url: str, sessions: int) -> None:
+        import anthropic
+        import httpx2
+        limits = httpx2.Limits(max_connections=sessions, max_keepalive_connections=sessions)
+        self._client = anthropic.AsyncAnthropic(
+            base_url=url, api_key="bench", max_retries=0,
+            http_client=anthropic.DefaultAsyncHttpxClient(limits=limits, timeout=120))
+        self._kw = _request().to_api_kwargs()
+
+    async def send(self, _: Any) -> int:
+        n = 0
+        stream = await self._client.messages.create(**self._kw, stream=True)
+        async for event in stream:
+            if event.type == "content_block_delta":
+                n += 1
+        return n
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
 async def _worker(path: str, url: str, sessions: int, per_session: int, n_tokens: int,
                   stagger_s: float) -> dict[str, Any]:
     ep: Any = (PlainReader(url, sessions, n_tokens) if path.startswith("plain")
+               else BareSDKReader(url, sessions) if path == "sdk-bare"
                else _make_endpoint(path, url, sessions))
     req = _request()
     await ep.send(req)  # warm-up: imports, tokenizer, first connection

@@ -149,12 +149,12 @@ def _check_collapse(run: EngineRun, kind: str, block: int, *, per_slot: bool = F
             assert broken.loc[started:][judged.loc[started:]].all(), sid
             assert not broken.loc[:started - 1].any(), sid
         reads = s.cache_read_tokens[broken]
-        if per_slot:
-            # llama.cpp keeps a cache per slot and picks a slot by prompt similarity: a
-            # break reads at most the pinned head, sometimes nothing (another slot).
-            assert reads.max() - reads[reads > 0].min() <= slack, (sid, sorted(set(reads)))
-        else:
+        if not per_slot:  # one shared cache: every break reads exactly the pinned head
             assert reads.max() - reads.min() <= slack, (sid, sorted(set(reads)))
+        # llama.cpp keeps a cache per slot and picks an idle slot by prompt similarity,
+        # so a break reads the pinned head, part of it (another session's slot shares
+        # the system prompt and tools) or nothing, depending on which slots were free;
+        # `_check_client_bound` still caps every read at what the client could reuse.
         assert (reads / s.prompt_tokens[broken]).mean() < COLLAPSE, sid
 
 
