@@ -283,3 +283,19 @@ async def test_tls() -> None:
             w.close()
         srv.close()
         await srv.wait_closed()
+
+
+async def test_read_body_stops_at_its_limit(raw: tuple[RawServer, str]) -> None:
+    """A long (error) body is cut at the limit, even when it arrives with the head (the
+    limit is hit inside `set_sink`); the pool stays usable afterwards."""
+    rs, url = raw
+    body = b"e" * 5000
+    rs.script = lambda n: [b"HTTP/1.1 500 Oops\r\nContent-Length: %d\r\n\r\n" % len(body) + body]
+    pool = http1.HTTP1Pool(url, clock=time.monotonic)
+    async with await pool.exchange(pool.request_bytes("/", {}, b"")) as ex:
+        assert (await ex.head()).status == 500
+        assert await ex.read_body(100) == b"e" * 100
+    async with await pool.exchange(pool.request_bytes("/", {}, b"")) as ex:
+        await ex.head()
+        assert await ex.read_body(10_000) == body
+    await pool.aclose()

@@ -337,8 +337,11 @@ class _Conn(asyncio.Protocol):
         self._head_fut, self._done_fut = loop.create_future(), loop.create_future()
         self._active = True
         self.last_rx = self._pool.clock()
-        assert self.transport is not None
-        self.transport.write(request)
+        if self.closed or self.transport is None or self.transport.is_closing():
+            kind = StaleConnection if self.uses > 1 else Disconnected
+            self.fail(kind("connection closed before the request was sent"))
+        else:
+            self.transport.write(request)
         return self._head_fut, self._done_fut
 
     @property
@@ -388,8 +391,8 @@ class Exchange:
             if got > limit:
                 raise _BodyTooLong
 
-        self.set_sink(sink)
         with contextlib.suppress(_BodyTooLong):
+            self.set_sink(sink)  # may raise at once: the body can arrive with the head
             await self.body_done()
         return b"".join(parts)[:limit]
 
