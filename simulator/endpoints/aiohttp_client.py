@@ -26,7 +26,6 @@ from simulator.endpoints.base import (
     ErrorType,
     LLMRequest,
     LLMResponse,
-    classify_status,
 )
 from simulator.endpoints.sse import (
     ANTHROPIC_VERSION,
@@ -34,8 +33,8 @@ from simulator.endpoints.sse import (
     StreamFault,
     StreamState,
     hint_headers,
-    parse_retry_after,
     request_id,
+    status_error,
 )
 
 _ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error page we read to classify it
@@ -129,22 +128,23 @@ class AiohttpEndpoint:
             e.timing = state.timing(clock())
             raise
         except StreamFault as e:
-            raise _fail(state, clock, e.error_type, str(e), 200) from e
+            raise state.failure(e.error_type, str(e), 200, clock()) from e
         except (TimeoutError, aiohttp.ServerTimeoutError) as e:
-            raise _fail(state, clock, ErrorType.TIMEOUT, f"timed out: {e!r}",
-                        200 if started else None) from e
+            raise state.failure(ErrorType.TIMEOUT, f"timed out: {e!r}",
+                                200 if started else None, clock()) from e
         except aiohttp.ClientConnectorError as e:
-            raise _fail(state, clock, ErrorType.CONNECTION, f"cannot connect: {e}", None) from e
+            raise state.failure(ErrorType.CONNECTION, f"cannot connect: {e}", None,
+                                clock()) from e
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as e:
             if not started and not last:
                 raise _StaleConnection from e
             kind = ErrorType.DISCONNECT if started else ErrorType.CONNECTION
-            raise _fail(state, clock, kind, f"{type(e).__name__}: {e}",
-                        200 if started else None) from e
+            raise state.failure(kind, f"{type(e).__name__}: {e}", 200 if started else None,
+                                clock()) from e
         except (aiohttp.ClientError, ConnectionError) as e:
             kind = ErrorType.DISCONNECT if started else ErrorType.CONNECTION
-            raise _fail(state, clock, kind, f"{type(e).__name__}: {e}",
-                        200 if started else None) from e
+            raise state.failure(kind, f"{type(e).__name__}: {e}", 200 if started else None,
+                                clock()) from e
 
 
 # Sends repeated on a fresh connection when a pooled one proves stale (bounded: each
@@ -156,20 +156,10 @@ class _StaleConnection(Exception):
     """The pooled connection was closed by the server before our request was answered."""
 
 
-def _fail(state: StreamState, clock: Callable[[], float], kind: ErrorType, msg: str,
-          status: int | None) -> EndpointError:
-    return EndpointError(kind, msg, status=status, timing=state.timing(clock()),
-                         partial_output_tokens=state.partial_output_tokens())
-
-
 async def _status_error(resp: aiohttp.ClientResponse) -> EndpointError:
     """Classify a non-200 reply from its status and (bounded) body text."""
     try:
         raw = await resp.content.read(_ERROR_BODY_LIMIT)
     except (aiohttp.ClientError, TimeoutError):
         raw = b""
-    text = raw.decode("utf-8", "replace")
-    kind = classify_status(resp.status, text)
-    retry = parse_retry_after(resp.headers.get, time.time())
-    return EndpointError(kind, f"HTTP {resp.status}: {text[:200]}", status=resp.status,
-                         retry_after_s=retry)
+    return status_error(resp.status, raw, resp.headers.get)

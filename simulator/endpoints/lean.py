@@ -26,7 +26,6 @@ from simulator.endpoints.base import (
     ErrorType,
     LLMRequest,
     LLMResponse,
-    classify_status,
 )
 from simulator.endpoints.sse import (
     ANTHROPIC_VERSION,
@@ -34,8 +33,8 @@ from simulator.endpoints.sse import (
     StreamFault,
     StreamState,
     hint_headers,
-    parse_retry_after,
     request_id,
+    status_error,
 )
 
 _ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error page we read to classify it
@@ -140,30 +139,24 @@ class LeanEndpoint:
             e.timing = state.timing(clock())
             raise
         except StreamFault as e:
-            raise _fail(state, clock, e.error_type, str(e), 200) from e
+            raise state.failure(e.error_type, str(e), 200, clock()) from e
         except http1.StaleConnection as e:
             raise _Stale from e
         except http1.ConnectTimeout as e:
-            raise _fail(state, clock, ErrorType.TIMEOUT, str(e), None) from e
+            raise state.failure(ErrorType.TIMEOUT, str(e), None, clock()) from e
         except http1.ConnectFailed as e:
-            raise _fail(state, clock, ErrorType.CONNECTION, str(e), None) from e
+            raise state.failure(ErrorType.CONNECTION, str(e), None, clock()) from e
         except http1.ReadTimeout as e:
-            raise _fail(state, clock, ErrorType.TIMEOUT, f"timed out: {e}", status) from e
+            raise state.failure(ErrorType.TIMEOUT, f"timed out: {e}", status, clock()) from e
         except http1.ProtocolViolation as e:
-            raise _fail(state, clock, ErrorType.MALFORMED, str(e), status) from e
+            raise state.failure(ErrorType.MALFORMED, str(e), status, clock()) from e
         except (http1.HTTPError, ConnectionError) as e:
             kind = ErrorType.DISCONNECT if status is not None else ErrorType.CONNECTION
-            raise _fail(state, clock, kind, f"{type(e).__name__}: {e}", status) from e
+            raise state.failure(kind, f"{type(e).__name__}: {e}", status, clock()) from e
 
 
 class _Stale(Exception):
     """The pooled connection was closed by the server before our request was answered."""
-
-
-def _fail(state: StreamState, clock: Callable[[], float], kind: ErrorType, msg: str,
-          status: int | None) -> EndpointError:
-    return EndpointError(kind, msg, status=status, timing=state.timing(clock()),
-                         partial_output_tokens=state.partial_output_tokens())
 
 
 async def _status_error(ex: http1.Exchange, head: http1.ResponseHead) -> EndpointError:
@@ -172,8 +165,4 @@ async def _status_error(ex: http1.Exchange, head: http1.ResponseHead) -> Endpoin
         raw = await ex.read_body(_ERROR_BODY_LIMIT)
     except http1.HTTPError:
         raw = b""
-    text = raw.decode("utf-8", "replace")
-    kind = classify_status(head.status, text)
-    retry = parse_retry_after(head.get, time.time())
-    return EndpointError(kind, f"HTTP {head.status}: {text[:200]}", status=head.status,
-                         retry_after_s=retry)
+    return status_error(head.status, raw, head.get)

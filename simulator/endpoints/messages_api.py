@@ -26,14 +26,13 @@ from simulator.endpoints.base import (
     ErrorType,
     LLMRequest,
     LLMResponse,
-    classify_status,
 )
 from simulator.endpoints.sse import (
     StreamFault,
     StreamState,
     hint_headers,
-    parse_retry_after,
     request_id,
+    status_error,
     stream_error_type,
 )
 
@@ -86,23 +85,23 @@ class AnthropicSDKEndpoint:
                 _on_sdk_event(state, ev, clock)
             return state.response(clock(), request_id(stream.response.headers.get))
         except StreamFault as e:
-            raise _fail(state, clock, e.error_type, str(e), 200) from e
+            raise state.failure(e.error_type, str(e), 200, clock()) from e
         except anthropic.APIStatusError as e:
             raise _status_error(state, clock, e) from e
         except anthropic.APITimeoutError as e:
-            raise _fail(state, clock, ErrorType.TIMEOUT, "timed out before the reply",
-                        None) from e
+            raise state.failure(ErrorType.TIMEOUT, "timed out before the reply", None,
+                                clock()) from e
         except anthropic.APIConnectionError as e:
-            raise _fail(state, clock, ErrorType.CONNECTION,
-                        f"cannot connect: {e.__cause__!r}", None) from e
+            raise state.failure(ErrorType.CONNECTION, f"cannot connect: {e.__cause__!r}",
+                                None, clock()) from e
         except httpx2.TimeoutException as e:
-            raise _fail(state, clock, ErrorType.TIMEOUT, f"timed out: {e!r}", 200) from e
+            raise state.failure(ErrorType.TIMEOUT, f"timed out: {e!r}", 200, clock()) from e
         except httpx2.TransportError as e:
             kind = ErrorType.DISCONNECT if started else ErrorType.CONNECTION
-            raise _fail(state, clock, kind, f"{type(e).__name__}: {e}", 200) from e
+            raise state.failure(kind, f"{type(e).__name__}: {e}", 200, clock()) from e
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise _fail(state, clock, ErrorType.MALFORMED, "unparseable JSON in the stream",
-                        200) from e
+            raise state.failure(ErrorType.MALFORMED, "unparseable JSON in the stream", 200,
+                                clock()) from e
 
 
 def _create_params() -> frozenset[str]:
@@ -142,23 +141,15 @@ def _on_sdk_event(state: StreamState, ev: Any, clock: Callable[[], float]) -> No
         state.on_event(t, {})
 
 
-def _fail(state: StreamState, clock: Callable[[], float], kind: ErrorType, msg: str,
-          status: int | None) -> EndpointError:
-    return EndpointError(kind, msg, status=status, timing=state.timing(clock()),
-                         partial_output_tokens=state.partial_output_tokens())
-
-
 def _status_error(state: StreamState, clock: Callable[[], float],
                   e: anthropic.APIStatusError) -> EndpointError:
     """HTTP error status, or (status 200) an `error` event inside the stream."""
     status = e.status_code
     if status == 200:
-        return _fail(state, clock, stream_error_type(e.body),
-                     f"error event after HTTP 200: {e.message}", 200)
+        return state.failure(stream_error_type(e.body),
+                             f"error event after HTTP 200: {e.message}", 200, clock())
     try:
         text = e.response.text
     except httpx2.ResponseNotRead:
         text = json.dumps(e.body) if e.body is not None else ""
-    retry = parse_retry_after(e.response.headers.get, time.time())
-    return EndpointError(classify_status(status, text), f"HTTP {status}: {text[:200]}",
-                         status=status, retry_after_s=retry, timing=state.timing(clock()))
+    return status_error(status, text, e.response.headers.get, state.timing(clock()))

@@ -14,6 +14,7 @@ Times are whatever monotonic clock the caller passes in (seconds).
 from __future__ import annotations
 
 import json
+import time
 from array import array
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -21,7 +22,14 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from simulator import tokens
-from simulator.endpoints.base import ErrorType, LLMResponse, Timing, Usage
+from simulator.endpoints.base import (
+    EndpointError,
+    ErrorType,
+    LLMResponse,
+    Timing,
+    Usage,
+    classify_status,
+)
 from simulator.session.conversation import Block, TextBlock, ToolUseBlock
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -284,6 +292,12 @@ class StreamState:
     def timing(self, done: float | None) -> Timing:
         return Timing(self.sent, self.first, self.last, done, self.n_deltas)
 
+    def failure(self, kind: ErrorType, message: str, status: int | None,
+                now: float) -> EndpointError:
+        """The attempt's `EndpointError`, with the timings and tokens received so far."""
+        return EndpointError(kind, message, status=status, timing=self.timing(now),
+                             partial_output_tokens=self.partial_output_tokens())
+
     def response(self, done: float, request_id: str | None = None) -> LLMResponse:
         """The finished reply; `extra` holds `token_times` (one monotonic time per delta)
         and the server's `request_id` header. Raises `StreamFault` (DISCONNECT) if the
@@ -308,6 +322,16 @@ _HANDLED = frozenset({"message_start", "content_block_start", "message_delta",
 def hint_headers(hints: Mapping[str, str]) -> dict[str, str]:
     """`{"turn_kind": "edit"}` → `{"x-endurance-turn-kind": "edit"}`."""
     return {f"x-endurance-{k.replace('_', '-').lower()}": str(v) for k, v in hints.items()}
+
+
+def status_error(status: int, body: bytes | str, get: Callable[[str], str | None],
+                 timing: Timing | None = None) -> EndpointError:
+    """A non-200 reply, classified from its status and (bounded) body text, with the
+    server's retry-after hint."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    return EndpointError(classify_status(status, text), f"HTTP {status}: {text[:200]}",
+                         status=status, retry_after_s=parse_retry_after(get, time.time()),
+                         timing=timing)
 
 
 def parse_retry_after(get: Callable[[str], str | None], now_epoch: float) -> float | None:
