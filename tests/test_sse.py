@@ -49,9 +49,10 @@ STREAM = b"".join([
 
 
 def _run(chunks: list[bytes]) -> StreamState:
-    parser, state = SSEParser(), StreamState(0.0)
+    state = StreamState(0.0)
     for i, c in enumerate(chunks):
-        state.feed_blocks(parser.feed(c), float(i + 1))
+        state.feed_bytes(c, float(i + 1))
+    state.end_of_body(float(len(chunks) + 1))
     return state
 
 
@@ -78,6 +79,15 @@ def test_any_chunking_and_crlf_gives_the_same_reply(cuts: list[int], crlf: bool)
     state = _run([data[a:b] for a, b in itertools.pairwise(bounds)])
     _check(state)
     assert state.times.tolist() == sorted(state.times.tolist())
+
+
+def test_a_final_event_without_its_blank_line_counts_at_end_of_body() -> None:
+    cut = STREAM[:-2]  # message_stop's closing blank line never came
+    state = StreamState(0.0)
+    state.feed_bytes(cut, 1.0)
+    assert not state.stopped
+    state.end_of_body(2.0)
+    _check(state)
 
 
 def test_data_only_framing_is_understood() -> None:

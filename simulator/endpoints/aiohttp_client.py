@@ -14,7 +14,6 @@ between two reads (a stalled server), not for the whole reply.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,13 +27,13 @@ from simulator.endpoints.base import (
     LLMResponse,
 )
 from simulator.endpoints.sse import (
-    ANTHROPIC_VERSION,
-    SSEParser,
     StreamFault,
     StreamState,
     hint_headers,
+    request_headers,
     request_id,
     status_error,
+    stream_body,
 )
 
 _ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error page we read to classify it
@@ -51,12 +50,7 @@ class AiohttpEndpoint:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._url = base_url.rstrip("/") + "/v1/messages"
         self._base_url = base_url
-        self._headers = {"content-type": "application/json",
-                         "anthropic-version": ANTHROPIC_VERSION,
-                         "accept": "text/event-stream"}
-        if api_key:
-            self._headers["x-api-key"] = api_key  # Anthropic's header
-            self._headers["authorization"] = f"Bearer {api_key}"  # vLLM's --api-key check
+        self._headers = request_headers(api_key)
         self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s,
                                               sock_read=timeout_s)
         self._timeouts = (timeout_s, connect_timeout_s)
@@ -92,9 +86,7 @@ class AiohttpEndpoint:
         (llama.cpp does after requests with tools) fails before any answer; such a send
         is repeated on another connection, as HTTP clients do for stale connections
         (RFC 9112 §9.3.1), and counted in `stale_connection_retries`."""
-        body = request.to_api_kwargs()
-        body["stream"] = True
-        payload = json.dumps(body, separators=(",", ":")).encode()
+        payload = stream_body(request)
         headers = hint_headers(request.hints) if request.hints else None
         for _ in range(_STALE_RETRIES):
             try:
@@ -113,16 +105,10 @@ class AiohttpEndpoint:
                 started = True
                 if resp.status != 200:
                     raise await _status_error(resp)
-                parser = SSEParser()
-                feed = parser.feed
-                blocks_in = state.feed_blocks
+                feed = state.feed_bytes
                 async for chunk in resp.content.iter_any():
-                    blocks = feed(chunk)
-                    if blocks:
-                        blocks_in(blocks, clock())
-                tail = parser.pending.strip()
-                if tail and not state.stopped:
-                    blocks_in([tail], clock())
+                    feed(chunk, clock())
+                state.end_of_body(clock())
                 return state.response(clock(), request_id(resp.headers.get))
         except EndpointError as e:
             e.timing = state.timing(clock())

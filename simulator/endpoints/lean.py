@@ -14,7 +14,6 @@ silence between two reads (a stalled server), not for the whole reply.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,13 +27,13 @@ from simulator.endpoints.base import (
     LLMResponse,
 )
 from simulator.endpoints.sse import (
-    ANTHROPIC_VERSION,
-    SSEParser,
     StreamFault,
     StreamState,
     hint_headers,
+    request_headers,
     request_id,
     status_error,
+    stream_body,
 )
 
 _ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error page we read to classify it
@@ -53,13 +52,7 @@ class LeanEndpoint:
                  connect_timeout_s: float = 10.0, max_connections: int = 1024,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._base_url = base_url
-        self._headers = {"content-type": "application/json",
-                         "anthropic-version": ANTHROPIC_VERSION,
-                         "accept": "text/event-stream",
-                         "user-agent": f"endurance/{__version__}"}
-        if api_key:
-            self._headers["x-api-key"] = api_key  # Anthropic's header
-            self._headers["authorization"] = f"Bearer {api_key}"  # vLLM's --api-key check
+        self._headers = {**request_headers(api_key), "user-agent": f"endurance/{__version__}"}
         self._timeouts = (timeout_s, connect_timeout_s)
         self._max_connections = max_connections
         self._clock = clock
@@ -93,14 +86,11 @@ class LeanEndpoint:
         (llama.cpp does after requests with tools) fails before any answer; such a send
         is repeated on a fresh connection, as HTTP clients do for stale connections
         (RFC 9112 §9.3.1), and counted in `stale_connection_retries`."""
-        body = request.to_api_kwargs()
-        body["stream"] = True
-        payload = json.dumps(body, separators=(",", ":")).encode()
         headers = self._headers
         if request.hints:
             headers = {**headers, **hint_headers(request.hints)}
         pool = self._get_pool()
-        raw = pool.request_bytes("/v1/messages", headers, payload)
+        raw = pool.request_bytes("/v1/messages", headers, stream_body(request))
         fresh = False
         for _ in range(_STALE_RETRIES):
             try:
@@ -120,20 +110,9 @@ class LeanEndpoint:
                 status = head.status
                 if status != 200:
                     raise await _status_error(ex, head)
-                parser = SSEParser()
-                feed = parser.feed
-                blocks_in = state.feed_blocks
-
-                def sink(chunk: bytes, now: float) -> None:
-                    blocks = feed(chunk)
-                    if blocks:
-                        blocks_in(blocks, now)
-
-                ex.set_sink(sink)
+                ex.set_sink(state.feed_bytes)
                 await ex.body_done()
-                tail = parser.pending.strip()
-                if tail and not state.stopped:
-                    blocks_in([tail], clock())
+                state.end_of_body(clock())
                 return state.response(clock(), request_id(head.get))
         except EndpointError as e:
             e.timing = state.timing(clock())

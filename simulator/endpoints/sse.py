@@ -25,6 +25,7 @@ from simulator import tokens
 from simulator.endpoints.base import (
     EndpointError,
     ErrorType,
+    LLMRequest,
     LLMResponse,
     Timing,
     Usage,
@@ -138,8 +139,8 @@ class StreamState:
     decoded with one `json.loads` at the end. SDK path: decoded strings via `add_delta`.
     """
 
-    __slots__ = ("_blocks", "_esc", "_fast", "_txt", "first", "last", "n_deltas", "sent",
-                 "stop_reason", "stopped", "times", "usage")
+    __slots__ = ("_blocks", "_esc", "_fast", "_parser", "_txt", "first", "last", "n_deltas",
+                 "sent", "stop_reason", "stopped", "times", "usage")
 
     def __init__(self, sent: float) -> None:
         self.sent = sent
@@ -154,8 +155,25 @@ class StreamState:
         self._esc: dict[int, list[bytes]] = {}   # escaped payload pieces (lean path)
         self._txt: dict[int, list[str]] = {}     # decoded payload pieces (SDK path)
         self._fast = (*_fast_prefixes(0, "text"), self._esc.setdefault(0, []))
+        self._parser: SSEParser | None = None
 
-    # -- lean path: raw event blocks -------------------------------------------------
+    # -- raw byte paths (lean, aiohttp) ----------------------------------------------
+    def feed_bytes(self, chunk: bytes, now: float) -> None:
+        """Body bytes that arrived at `now`: split into events, handled at once."""
+        parser = self._parser
+        if parser is None:
+            parser = self._parser = SSEParser()
+        blocks = parser.feed(chunk)
+        if blocks:
+            self.feed_blocks(blocks, now)
+
+    def end_of_body(self, now: float) -> None:
+        """The body ended: a final event without its blank line still counts."""
+        tail = self._parser.pending.strip() if self._parser is not None else b""
+        if tail and not self.stopped:
+            self.feed_blocks([tail], now)
+
+    # -- raw event blocks ------------------------------------------------------------
     def feed_blocks(self, blocks: Iterable[bytes], now: float) -> None:
         """Handle complete SSE blocks that arrived together at `now`."""
         compact, spaced, parts = self._fast
@@ -317,6 +335,23 @@ def request_id(get: Callable[[str], str | None]) -> str | None:
 
 _HANDLED = frozenset({"message_start", "content_block_start", "message_delta",
                       "message_stop", "error"})
+
+
+def request_headers(api_key: str) -> dict[str, str]:
+    """Headers of every streamed Messages request from the raw clients (lean, aiohttp)."""
+    headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION,
+               "accept": "text/event-stream"}
+    if api_key:
+        headers["x-api-key"] = api_key  # Anthropic's header
+        headers["authorization"] = f"Bearer {api_key}"  # vLLM's --api-key check
+    return headers
+
+
+def stream_body(request: LLMRequest) -> bytes:
+    """The compact JSON body of a streamed Messages request."""
+    body = request.to_api_kwargs()
+    body["stream"] = True
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def hint_headers(hints: Mapping[str, str]) -> dict[str, str]:
