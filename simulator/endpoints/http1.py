@@ -294,11 +294,7 @@ class _Conn(asyncio.Protocol):
                 self._finish(extra=pos < size)
                 return
         if out:
-            payload = out[0] if len(out) == 1 else b"".join(out)
-            if self._sink is not None and self._inflate is None:
-                self._sink(payload, now)
-            else:
-                self._emit(payload, now)
+            self._emit(out[0] if len(out) == 1 else b"".join(out), now)
 
     def _finish(self, extra: bool = False) -> None:
         self._active = False
