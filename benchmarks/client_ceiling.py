@@ -172,11 +172,6 @@ def peers() -> dict[str, str]:
                    f"{peer_runner.PEERS_DIR / name})") for name in PEER_PATHS}
 
 
-def _proc_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def start_server(mode: str, tokens: int, rate: float, cpu: int,
                  protocol: str = "anthropic") -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen([sys.executable, str(HERE / "fake_server.py"), "--mode", mode,
@@ -208,7 +203,7 @@ def run_peer_point(path: str, url: str, sessions: int, per_session: int, tokens:
 
 def run_point(path: str, url: str, sessions: int, per_session: int, tokens: int,
               stagger: float, cpu: int, server_pid: int) -> dict[str, Any]:
-    s0, t0 = _proc_cpu_s(server_pid), time.monotonic()
+    s0, t0 = peer_runner.proc_cpu_s(server_pid), time.monotonic()
     res = subprocess.run([sys.executable, __file__, "--worker", "--path", path, "--url", url,
                           "--sessions", str(sessions), "--per-session", str(per_session),
                           "--tokens", str(tokens), "--stagger", str(stagger),
@@ -217,7 +212,7 @@ def run_point(path: str, url: str, sessions: int, per_session: int, tokens: int,
     if res.returncode != 0:
         return {"error": res.stderr.strip().splitlines()[-1] if res.stderr else "failed"}
     out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
-    out["server_cpu_share"] = (_proc_cpu_s(server_pid) - s0) / (time.monotonic() - t0)
+    out["server_cpu_share"] = (peer_runner.proc_cpu_s(server_pid) - s0) / (time.monotonic() - t0)
     return out
 
 

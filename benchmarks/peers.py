@@ -102,6 +102,14 @@ def _stat(pid: int) -> tuple[float, float, int] | None:
             int(f[21]) * _PAGE)
 
 
+def proc_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) one live process has used itself."""
+    st = _stat(pid)
+    if st is None:
+        raise ProcessLookupError(pid)
+    return st[0]
+
+
 class TreeSampler(threading.Thread):
     """Samples (wall time, tree cpu s, tree rss bytes, server cpu s) every SAMPLE_S.
 
