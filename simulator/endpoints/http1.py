@@ -144,8 +144,7 @@ class _Conn(asyncio.Protocol):
         if self._done_fut is None or self._done_fut.done():
             return  # idle
         if self._head is None and not self._head_buf:
-            kind = StaleConnection if self.uses > 1 else Disconnected
-            self.fail(kind(f"connection closed before the response ({exc or 'EOF'})"))
+            self._fail_unanswered(f"connection closed before the response ({exc or 'EOF'})")
         elif self._head is not None and self._mode == "close":
             self._finish()
         else:
@@ -314,6 +313,11 @@ class _Conn(asyncio.Protocol):
         if fut is not None and not fut.done():
             fut.set_result(None)
 
+    def _fail_unanswered(self, message: str) -> None:
+        """The connection closed with no answer: safe to re-send (stale) only if it was
+        a reused keep-alive connection; on a first use the server really hung up."""
+        self.fail((StaleConnection if self.uses > 1 else Disconnected)(message))
+
     def fail(self, exc: BaseException) -> None:
         self._active = False
         self.closed = True
@@ -334,8 +338,7 @@ class _Conn(asyncio.Protocol):
         self._active = True
         self.last_rx = self._pool.clock()
         if self.closed or self.transport is None or self.transport.is_closing():
-            kind = StaleConnection if self.uses > 1 else Disconnected
-            self.fail(kind("connection closed before the request was sent"))
+            self._fail_unanswered("connection closed before the request was sent")
         else:
             self.transport.write(request)
         return self._head_fut, self._done_fut
