@@ -40,6 +40,8 @@ class Faults:
     no_count_tokens: bool = False        # /v1/messages/count_tokens is 404
     unknown_event: bool = False          # an unknown event in the stream (must be ignored)
     openai_error_body: bool = False      # {"error": {...}} without "type": "error" (vLLM)
+    sampled_loses_start: bool = False    # no message_start unless temperature is 0 (like
+                                         # llama.cpp when a sampled first token is held back)
 
 
 def _words(content: Any, drop_tool_result: bool) -> list[str]:
@@ -102,7 +104,8 @@ class FakeAnthropic:
                "stop_reason": "max_tokens", "stop_sequence": None, "usage": usage}
         if not body.get("stream"):
             return web.json_response(msg)
-        return await self.stream(request, msg)
+        drop_start = self.f.sampled_loses_start and body.get("temperature", 1.0) != 0
+        return await self.stream(request, msg, drop_start=drop_start)
 
     def events(self, msg: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         usage = msg["usage"]
@@ -127,10 +130,11 @@ class FakeAnthropic:
                     "stop_reason": "max_tokens", "stop_sequence": None}, "usage": usage}),
                 ("message_stop", {"type": "message_stop"})]
 
-    async def stream(self, request: web.Request, msg: dict[str, Any]) -> web.StreamResponse:
+    async def stream(self, request: web.Request, msg: dict[str, Any], *,
+                     drop_start: bool) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await resp.prepare(request)
-        for name, data in self.events(msg):
+        for name, data in self.events(msg)[1 if drop_start else 0:]:
             head = "" if self.f.no_event_lines else f"event: {name}\n"
             await resp.write(f"{head}data: {json.dumps(data)}\n\n".encode())
         await resp.write_eof()
@@ -139,7 +143,12 @@ class FakeAnthropic:
     async def count_tokens(self, request: web.Request) -> web.Response:
         if self.f.no_count_tokens:
             raise web.HTTPNotFound()
-        return web.json_response({"input_tokens": len(self.prompt(await request.json()))})
+        body = await request.json()
+        extra = sorted(set(body) - {"model", "system", "messages", "tools", "tool_choice"})
+        if extra:  # Anthropic refuses sampling parameters here
+            err = {"type": "invalid_request_error", "message": f"{extra}: extra inputs"}
+            return web.json_response({"type": "error", "error": err}, status=400)
+        return web.json_response({"input_tokens": len(self.prompt(body))})
 
     async def metrics(self, _: web.Request) -> web.Response:
         if self.f.no_metrics:
@@ -267,6 +276,25 @@ def test_sse_parser_handles_crlf_comments_and_multiline_data() -> None:
     assert ev.event == "ping" and ev.json() == {"type": "ping"}
     assert tail == b"data: x"
     assert any("unterminated" in e for e in check_stream([ev], tail).errors)
+
+
+async def test_check_samples_greedily() -> None:
+    """Verdicts must not depend on a sampled token: the check asks for temperature 0."""
+    report = await _check(Faults(sampled_loses_start=True))
+    assert report.ok and report.by_name("streaming").status is Status.PASS
+
+
+def test_stream_without_message_start_is_one_error() -> None:
+    fake = FakeAnthropic(Faults())
+    events = fake.events({"id": "m", "type": "message", "role": "assistant", "model": "x",
+                          "content": [], "usage": {"input_tokens": 3, "output_tokens": 2,
+                                                   "cache_read_input_tokens": 0}})
+    raw = "".join(f"event: {n}\ndata: {json.dumps(d)}\n\n" for n, d in events[1:]).encode()
+    summary = check_stream(*parse_sse(raw))
+    assert len(summary.errors) == 1, summary.errors
+    assert summary.errors[0].startswith("no message_start: the stream began with "
+                                        "content_block_start")
+    assert summary.text == "ok ok " and summary.stop_reason == "max_tokens"
 
 
 def test_stream_without_message_stop_fails() -> None:

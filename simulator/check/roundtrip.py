@@ -74,7 +74,7 @@ async def check_count_tokens(c: CheckClient, base: dict[str, Any],
     """`POST /v1/messages/count_tokens` → {"input_tokens": n}; compare with the usage
     the same request reported (`prompt_tokens_seen`)."""
     name = "count_tokens"
-    body = {k: v for k, v in base.items() if k not in ("max_tokens", "stream")}
+    body = {k: v for k, v in base.items() if k not in ("max_tokens", "stream", "temperature")}
     reply = await c.post("/v1/messages/count_tokens", body)
     if reply.status in (404, 405, 501):
         return warned(name, f"not implemented (HTTP {reply.status}): clients must estimate")

@@ -74,7 +74,10 @@ async def _one(make: Callable[[], Awaitable[CheckResult]]) -> list[CheckResult]:
 async def _all_checks(c: CheckClient, model: str | None) -> tuple[str, list[CheckResult]]:
     """(the model used, every result in order)."""
     used_model, models = await _discover_model(c, model)
-    base: dict[str, Any] = {"model": used_model, "max_tokens": CAP, "system": SYSTEM,
+    # Greedy sampling: the same server gives the same verdicts run after run (a sampled
+    # first token can change the stream, e.g. llama.cpp's lost message_start).
+    base: dict[str, Any] = {"model": used_model, "max_tokens": CAP, "temperature": 0,
+                            "system": SYSTEM,
                             "messages": [{"role": "user", "content": "List the files."}]}
     results = [models]
     results += await _guard("messages", check_non_streaming(c, base))

@@ -92,8 +92,19 @@ class _Grammar:
         if name not in KNOWN_EVENTS:
             self.s.ignored.append(name)
             return
+        if self.state == "start" and name not in ("message_start", "ping", "error"):
+            self._missing_start(name)
         if name != "ping" and isinstance(data, dict):
             getattr(self, "_on_" + name)(data)
+
+    def _missing_start(self, name: str) -> None:
+        """One error for a stream that skips `message_start`, then carry on as if it had
+        come, so the rest of the stream is judged on its own (no cascade of errors)."""
+        self.s.errors.append(
+            f"no message_start: the stream began with {name} (llama.cpp sends "
+            "message_start with the first token it emits, so a first token it holds back, "
+            "an incomplete UTF-8 sequence, loses it)")
+        self.state = "message"
 
     def _expect(self, name: str, *states: str) -> bool:
         if self.state in states:
