@@ -3,9 +3,13 @@
 Runs `scenarios/claude-code-endurance.yaml` on the in-process twin (virtual time) for
 1 and 32 sessions × 553 turns (and 256 with --full), each in a fresh subprocess that
 samples its own VmRSS every 0.2 s, and prints peak RSS plus the RSS at 25/50/75/100% of
-the run's wall time (flat ⇒ no per-turn growth). Usage:
+the run's wall time (flat ⇒ no per-turn growth). `--journal ROWS` instead measures the
+end of a run alone, side by side: turning a ROWS-row `turns.jsonl` into the turns
+DataFrame the old way (a dict per row) and the current way (Arrow's JSON reader), each
+in a fresh interpreter. Usage:
 
     python benchmarks/memory.py [--full] [--turns 553] [--sessions 1,32]
+    python benchmarks/memory.py --journal 141568
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from simulator.machine import machine  # noqa: E402  (after the sys.path insert)
 
 CHILD = r"""
 import json, sys, threading, time
@@ -65,12 +71,63 @@ def measure(sessions: int, turns: int) -> dict[str, object]:
     return result
 
 
+JOURNAL_CHILD = r"""
+import json, resource, sys, time
+from pathlib import Path
+import pandas, pyarrow.json
+from simulator.metrics.recorder import read_journal, turns_frame, turns_frame_from_journal
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+path, how = Path(sys.argv[1]), sys.argv[2]
+t0 = time.perf_counter()
+df = turns_frame(read_journal(path)) if how == "dicts" else turns_frame_from_journal(path)
+wall = time.perf_counter() - t0
+print(json.dumps({"rows": len(df), "wall_s": wall, "frame_mib":
+                  float(df.memory_usage(deep=True).sum()) / 2**20, "above_imports_mib":
+                  resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base}))
+"""
+
+
+def journal(rows: int) -> None:
+    """A real twin journal (8 sessions × 200 turns) repeated to `rows` rows, converted
+    both ways; prints peak RSS above the imports and seconds for each."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        subprocess.run([sys.executable, "-m", "simulator", "run",
+                        str(ROOT / "scenarios" / "claude-code-endurance.yaml"), "--sessions",
+                        "8", "--turns", "200", "--quiet", "--out", str(out / "runs")],
+                       cwd=ROOT, capture_output=True, check=True)
+        src = next((out / "runs").glob("*/turns.jsonl")).read_bytes()
+        lines = src.splitlines(keepends=True)
+        big = out / "turns.jsonl"
+        with big.open("wb") as f:
+            for i in range(rows):
+                f.write(lines[i % len(lines)])
+        print(f"{rows} rows, {big.stat().st_size / 2**20:.0f} MiB of journal")
+        got = {}
+        for how in ("dicts", "arrow"):
+            proc = subprocess.run([sys.executable, "-c", JOURNAL_CHILD, str(big), how],
+                                  cwd=ROOT, capture_output=True, text=True, check=True)
+            got[how] = json.loads(proc.stdout.strip().splitlines()[-1])
+            r = got[how]
+            print(f"{how:>6}: {r['wall_s']:6.2f} s, peak {r['above_imports_mib']:6.0f} MiB above "
+                  f"the imports (the frame itself: {r['frame_mib']:.0f} MiB)")
+        d, a = got["dicts"], got["arrow"]
+        print(f"arrow / dicts: {a['above_imports_mib'] / d['above_imports_mib']:.2f}× the memory, "
+              f"{a['wall_s'] / d['wall_s']:.2f}× the time")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="also 256 sessions")
     ap.add_argument("--turns", type=int, default=553)
     ap.add_argument("--sessions", default="1,32", help="comma-separated session counts")
+    ap.add_argument("--journal", type=int, metavar="ROWS",
+                    help="only measure converting a ROWS-row journal, old way vs new")
     args = ap.parse_args()
+    print(f"machine: {machine()}")
+    if args.journal:
+        journal(args.journal)
+        return
     counts = [int(x) for x in args.sessions.split(",")] + ([256] if args.full else [])
     print(f"{'sessions':>8} {'turns':>6} {'requests':>9} {'wall s':>8} {'peak MiB':>9} "
           "  RSS MiB at 25/50/75/100% of the run")

@@ -240,19 +240,19 @@ def merge_shards(recorder: Recorder, jobs: Sequence[ShardJob],
                  results: Sequence[ShardResult], t0: float) -> None:
     """Copy every shard's journals into the run's, in shard order; `started_mono_s` is
     moved onto the parent's timeline (all workers share the machine's monotonic clock)."""
-    from simulator.metrics.recorder import METRICS_JOURNAL, TURNS_JOURNAL, read_journal
+    from simulator.metrics.recorder import METRICS_JOURNAL, TURNS_JOURNAL, iter_journal
     from simulator.metrics.records import TurnRecord
     for job, res in zip(jobs, results, strict=True):
         shift = (res.t0_mono - t0) if res.t0_mono else 0.0
-        for row in read_journal(job.shard_dir / TURNS_JOURNAL):
+        for row in iter_journal(job.shard_dir / TURNS_JOURNAL):
             row["started_mono_s"] = row["started_mono_s"] + shift
             recorder.write(TurnRecord(**row))
-        for row in read_journal(job.shard_dir / METRICS_JOURNAL):
+        for row in iter_journal(job.shard_dir / METRICS_JOURNAL):
             recorder.write_metrics(row)
         write_history = getattr(recorder, "write_history", None)
         history = getattr(_recorder_module(), "HISTORY_JOURNAL", None)
         if callable(write_history) and history:
-            for row in read_journal(job.shard_dir / history):
+            for row in iter_journal(job.shard_dir / history):
                 write_history(row)
 
 
