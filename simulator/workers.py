@@ -11,7 +11,7 @@ single-process run would have written them.
 How shards run is behind the `Executor` protocol (`run_shards(jobs) → results`):
 `ProcessExecutor` uses spawned processes on this machine, `InlineExecutor` runs them
 one after another in-process (debugging); a Ray executor would run `run_shard` as a
-remote task per shard for fleets beyond one machine (see docs/workers.md).
+remote task per shard for fleets beyond one machine (see the README's roadmap).
 
 The in-process twin is refused: it is one simulated card shared by all sessions, and
 N processes would each simulate their own card. Serve the twin over HTTP instead
@@ -24,11 +24,11 @@ import asyncio
 import contextlib
 import dataclasses
 import math
+import os
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -79,20 +79,82 @@ class Executor(Protocol):
 
 
 class ProcessExecutor:
-    """One spawned process per shard on this machine."""
+    """One spawned process per shard on this machine.
+
+    SIGTERM sent to the parent (a `kill`, a job scheduler's stop) is forwarded to every
+    live worker, whose runner then stops as a single-process run would (a second
+    SIGTERM cancels in-flight requests at once). Ctrl-C needs no forwarding: the
+    terminal sends SIGINT to the whole foreground process group, workers included."""
+
+    def __init__(self) -> None:
+        self._procs: list[Any] = []
+        self._stopping = False
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        """Send `sig` to every worker still running."""
+        self._stopping = True
+        for proc in self._procs:
+            if proc.is_alive() and proc.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, sig)
 
     def run_shards(self, jobs: Sequence[ShardJob]) -> list[ShardResult]:
         ctx = get_context("spawn")
-        with ProcessPoolExecutor(max_workers=len(jobs), mp_context=ctx) as pool:
-            futures = [pool.submit(run_shard, job) for job in jobs]
-            out: list[ShardResult] = []
-            for job, fut in zip(jobs, futures, strict=True):
-                try:
-                    out.append(fut.result())
-                except Exception as exc:  # a worker that died takes no row with it
-                    out.append(ShardResult(job.index, "failed",
-                                           f"worker {job.index} crashed: {exc!r}"))
-            return out
+        results = ctx.SimpleQueue()
+        with _forwarding_sigterm(self.stop):
+            self._procs = [ctx.Process(target=_shard_main, args=(job, results),
+                                       name=f"endurance-worker-{job.index}", daemon=False)
+                           for job in jobs]
+            for proc in self._procs:
+                proc.start()
+            got: dict[int, ShardResult] = {}
+            while len(got) < len(jobs):
+                if not results.empty():
+                    res: ShardResult = results.get()
+                    got[res.index] = res
+                elif all(not p.is_alive() for p in self._procs):
+                    if results.empty():
+                        break
+                else:
+                    _wait_any(self._procs, 0.05)
+            for proc in self._procs:
+                proc.join()
+        return [got.get(job.index) or self._lost(job, proc)
+                for job, proc in zip(jobs, self._procs, strict=True)]
+
+    def _lost(self, job: ShardJob, proc: Any) -> ShardResult:
+        """A worker that exited without reporting (killed, crashed in start-up)."""
+        code = proc.exitcode
+        how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 \
+            else f"exit code {code}"
+        if self._stopping:
+            return ShardResult(job.index, "interrupted", f"worker {job.index} stopped ({how})")
+        return ShardResult(job.index, "failed", f"worker {job.index} crashed ({how})")
+
+
+def _shard_main(job: ShardJob, results: Any) -> None:
+    """A worker process: run the shard and report its result to the parent."""
+    results.put(run_shard(job))
+
+
+def _wait_any(procs: Sequence[Any], timeout_s: float) -> None:
+    """Sleep until a worker exits or `timeout_s` passes."""
+    from multiprocessing.connection import wait
+    wait([p.sentinel for p in procs if p.is_alive()], timeout_s)
+
+
+@contextlib.contextmanager
+def _forwarding_sigterm(forward: Callable[[], None]) -> Iterator[None]:
+    """While the workers run, SIGTERM to this process calls `forward` (main thread only:
+    elsewhere signals cannot be handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, lambda _sig, _frame: forward())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 class InlineExecutor:
@@ -143,7 +205,8 @@ def run_shard(job: ShardJob) -> ShardResult:
     s, _ = resolve(spec)
     endpoint = make_endpoint(s, spec)
     recorder = Recorder(job.shard_dir, {"run_id": job.run_id, "worker": job.index,
-                                        "sessions": [job.start, job.stop]})
+                                        "sessions": [job.start, job.stop],
+                                        "pid": os.getpid()})
     outcome = RunOutcome("failed", reason="worker did not start")
     t0 = time.monotonic()
     try:
@@ -214,10 +277,12 @@ def execute_sharded(spec: RunSpec, workers: int, *, echo: Callable[[str], None] 
     try:
         with _sigint_ignored():        # workers get Ctrl-C themselves and stop cleanly
             results = (executor or ProcessExecutor()).run_shards(jobs)
-        merge_shards(recorder, jobs, results, t0)
+        with runs._signals_deferred():  # a late signal must not tear the merge
+            merge_shards(recorder, jobs, results, t0)
         outcome = merge_outcomes(results)
     finally:
-        summary = runs._finish(recorder, endpoint, outcome)
+        with runs._signals_deferred():
+            summary = runs._finish(recorder, endpoint, outcome)
     echo(format_summary(summary))
     if outcome.reason:
         echo(f"status: {outcome.status} ({outcome.reason})")

@@ -4,6 +4,7 @@ never looks complete; SIGTERM/SIGINT stop within the configured grace and exit 1
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from pathlib import Path
@@ -92,3 +93,36 @@ def test_resume_refuses_a_run_that_is_still_going(tmp_path: Path) -> None:
         proc.communicate(timeout=30)
     assert r.exit_code == 2 and "still in progress" in r.output, r.output
     assert proc.returncode == 130
+
+
+def test_sigterm_to_the_workers_parent_stops_every_worker(tmp_path: Path) -> None:
+    """`--workers 2`: SIGTERM to the parent alone (as `kill` or a scheduler sends it)
+    reaches both workers; the run stops within the grace, merges and exits 130."""
+    path = write_yaml(tmp_path / "s.yaml", soak_scenario(
+        sessions=4, turns=40, endpoint={"timeout_s": 120.0}))
+    with TwinThread(faults="stall:1.0:60") as twin:   # every reply stalls mid-stream
+        proc = endurance("run", str(path), "--endpoint", twin.url, "--out", str(tmp_path),
+                         "--quiet", "--stop-grace-s", "0.5", "--workers", "2")
+        deadline = time.monotonic() + 60
+        while twin.messages < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert twin.messages == 4
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        stopped_in = time.monotonic() - t0
+    assert proc.returncode == 130, err[-2000:]
+    assert stopped_in < 15
+    run_dir = Path(out.strip().splitlines()[-1])
+    df = pd.read_parquet(run_dir / "turns.parquet")
+    assert len(df) == 4 and set(df.error_type) == {"cancelled"}
+    assert sorted(df.session_id) == [f"s{i:04d}" for i in range(4)]
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
+    for shard in ("w0", "w1"):
+        manifest = json.loads((run_dir / "workers" / shard / "manifest.json").read_text())
+        assert manifest["status"] == "interrupted"
+        try:
+            os.kill(manifest["pid"], 0)
+        except ProcessLookupError:
+            continue
+        raise AssertionError(f"worker {shard} (pid {manifest['pid']}) is still running")
