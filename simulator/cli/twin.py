@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import yaml
@@ -11,7 +12,10 @@ from rich.table import Table
 
 from simulator.cli._app import main
 from simulator.errors import InputError
-from simulator.twin.fit import DEFAULT_FREE, FitResult, fit_terms, load_points
+from simulator.twin.profiles import DEFAULT_FREE
+
+if TYPE_CHECKING:  # the fitting code (numpy) is imported by `twin fit` only
+    from simulator.twin.fit import FitResult
 
 
 @main.group(name="twin")
@@ -57,6 +61,7 @@ def _points_table(result: FitResult) -> Table:
 def fit_command(points_file: Path, hardware: str | None, model: str | None,
                 free: str | None) -> None:
     """Fit the performance model's efficiency terms to measured POINTS_FILE (YAML/CSV)."""
+    from simulator.twin.fit import fit_terms, load_points
     pf = load_points(points_file)
     hw, mp = hardware or pf.hardware, model or pf.model
     if not hw or not mp:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from simulator.errors import InputError
 from simulator.twin.perf_model import RooflinePerfModel, decode_tok_s, prefill_seconds
 from simulator.twin.profiles import (
+    DEFAULT_FREE,
     Efficiency,
     efficiency_for,
     load_engine_settings,
@@ -31,7 +32,6 @@ from simulator.twin.profiles import (
 if TYPE_CHECKING:  # numpy is imported by the fitting code only: CLI start-up stays short
     import numpy as np
 
-DEFAULT_FREE = ("t0_s", "kv_half_seqs", "routing_skew", "eta_c", "eta_attn", "reserve_bytes")
 # Bounds of each term (the fit works on their logarithms, so lower bounds are > 0).
 BOUNDS: dict[str, tuple[float, float]] = {
     "t0_s": (1e-6, 0.05), "t_seq_s": (1e-8, 0.01), "eta_w": (0.05, 1.0),

@@ -44,6 +44,10 @@ class Efficiency(_Strict):
     source: str
 
 
+# The `Efficiency` terms `endurance twin fit` frees by default; the rest keep their values.
+DEFAULT_FREE = ("t0_s", "kv_half_seqs", "routing_skew", "eta_c", "eta_attn", "reserve_bytes")
+
+
 class EngineSettings(_Strict):
     """vLLM engine settings the twin models (CLI flags of `vllm serve`)."""
 
