@@ -108,6 +108,20 @@ async def test_chunked_body_survives_any_split(raw: tuple[RawServer, str],
     await pool.aclose()
 
 
+async def test_one_chunk_per_read(raw: tuple[RawServer, str]) -> None:
+    """The paced case: every write is exactly one chunk (one with an extension, which
+    the general parser reads), then the last chunk with a trailer."""
+    rs, url = raw
+    chunks = [b"%x\r\n%s\r\n" % (len(p), p) for p in BODY]
+    chunks.insert(1, b"4;ext=1\r\nwxyz\r\n")
+    rs.script = lambda n: [OK_CHUNKED, *chunks, b"0\r\nx-t: 1\r\n\r\n"]
+    head, body, times, pool = await _post(url)
+    assert head.status == 200
+    assert body == BODY[0] + b"wxyz" + b"".join(BODY[1:])
+    assert times == sorted(times)
+    await pool.aclose()
+
+
 @pytest.mark.parametrize("framing", ["length", "close", "gzip", "interim", "http10"])
 async def test_other_framings(raw: tuple[RawServer, str], framing: str) -> None:
     rs, url = raw

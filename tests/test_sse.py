@@ -71,10 +71,25 @@ def test_whole_stream_in_one_chunk_shares_one_timestamp() -> None:
     assert state.first == state.last == 1.0
 
 
+# where each event ends: cuts there give reads that are exactly one event (the paced
+# case, which `feed_bytes` takes without the general parser)
+EVENT_ENDS = [i + 2 for i in range(len(STREAM)) if STREAM[i:i + 2] == b"\n\n"][:-1]
+
+
+def test_one_event_per_read() -> None:
+    bounds = [0, *EVENT_ENDS, len(STREAM)]
+    state = _run([STREAM[a:b] for a, b in itertools.pairwise(bounds)])
+    _check(state)
+    assert len(set(state.times.tolist())) == 4   # every delta has its own read time
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(1, len(STREAM) - 1), max_size=12), st.booleans())
+@given(st.lists(st.one_of(st.integers(1, len(STREAM) - 1), st.sampled_from(EVENT_ENDS)),
+                max_size=12), st.booleans())
 def test_any_chunking_and_crlf_gives_the_same_reply(cuts: list[int], crlf: bool) -> None:
     data = STREAM.replace(b"\n", b"\r\n") if crlf else STREAM
+    if crlf:  # the same cut points, moved to where they fall in the CRLF text
+        cuts = [c + STREAM[:c].count(b"\n") for c in cuts]
     bounds = [0, *sorted(c % len(data) for c in cuts), len(data)]
     state = _run([data[a:b] for a, b in itertools.pairwise(bounds)])
     _check(state)

@@ -245,6 +245,18 @@ class _Conn(asyncio.Protocol):
             return
         # chunked: index arithmetic over `data` (no copying of the remainder); a whole
         # chunk and its CRLF inside this read is consumed in one step
+        if not self._buf and self._chunk_state == 0 and self._sink is not None \
+                and self._inflate is None:
+            # the paced case: the read is exactly one whole chunk
+            eol = data.find(b"\r\n", 0, 18)
+            if eol > 0 and data.endswith(b"\r\n"):
+                try:
+                    n = int(data[:eol], 16)
+                except ValueError:
+                    n = 0
+                if n and eol + 4 + n == len(data):
+                    self._sink(data[eol + 2:-2], now)
+                    return
         out: list[bytes] = []
         if self._buf:  # a partial line (size, CRLF or trailer) from the previous read
             data, self._buf = self._buf + data, b""
