@@ -108,7 +108,10 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                  model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
                  price_per_hour: float | None, client: str | None, out: Path,
                  slos: tuple[str, ...], max_sessions: int, as_json: bool) -> None:
-    """Largest session count that meets every SLO (geometric probe, bisection, repeat)."""
+    """Largest session count that meets every SLO (geometric probe, bisection, repeat).
+
+    Exit code 0 when some count meets every SLO, 1 when not even one session does
+    (the JSON and size.json are written either way)."""
     from simulator.analysis.sizing import format_sizing, parse_slo, size
     parsed = [parse_slo(s) for s in slos]
     folder = out / f"size-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
