@@ -54,21 +54,30 @@ def test_sigkill_leaves_an_intact_journal_that_never_looks_complete(tmp_path: Pa
             "from_status"] == "running"
 
 
-def test_sigterm_cancels_stalled_requests_after_the_grace(tmp_path: Path) -> None:
+def _sigterm_stalled_run(tmp_path: Path, sessions: int, *args: str,
+                         start_within_s: float = 30) -> tuple[str, float]:
+    """Run `sessions` sessions whose replies all stall mid-stream, SIGTERM the process
+    once every session has a request in flight; (stdout, seconds it took to stop).
+    Asserts exit code 130."""
     path = write_yaml(tmp_path / "s.yaml", soak_scenario(
-        sessions=3, turns=40, endpoint={"timeout_s": 120.0}))
+        sessions=sessions, turns=40, endpoint={"timeout_s": 120.0}))
     with TwinThread(faults="stall:1.0:60") as twin:   # every reply stalls mid-stream
         proc = endurance("run", str(path), "--endpoint", twin.url, "--out", str(tmp_path),
-                         "--quiet", "--stop-grace-s", "0.5")
-        deadline = time.monotonic() + 30
-        while twin.messages < 3 and time.monotonic() < deadline:
+                         "--quiet", "--stop-grace-s", "0.5", *args)
+        deadline = time.monotonic() + start_within_s
+        while twin.messages < sessions and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert twin.messages == 3
+        assert twin.messages == sessions
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=60)
         stopped_in = time.monotonic() - t0
     assert proc.returncode == 130, err[-2000:]
+    return out, stopped_in
+
+
+def test_sigterm_cancels_stalled_requests_after_the_grace(tmp_path: Path) -> None:
+    out, stopped_in = _sigterm_stalled_run(tmp_path, 3)
     assert stopped_in < 10
     run_dir = Path(out.strip().splitlines()[-1])
     df = pd.read_parquet(run_dir / "turns.parquet")
@@ -98,20 +107,7 @@ def test_resume_refuses_a_run_that_is_still_going(tmp_path: Path) -> None:
 def test_sigterm_to_the_workers_parent_stops_every_worker(tmp_path: Path) -> None:
     """`--workers 2`: SIGTERM to the parent alone (as `kill` or a scheduler sends it)
     reaches both workers; the run stops within the grace, merges and exits 130."""
-    path = write_yaml(tmp_path / "s.yaml", soak_scenario(
-        sessions=4, turns=40, endpoint={"timeout_s": 120.0}))
-    with TwinThread(faults="stall:1.0:60") as twin:   # every reply stalls mid-stream
-        proc = endurance("run", str(path), "--endpoint", twin.url, "--out", str(tmp_path),
-                         "--quiet", "--stop-grace-s", "0.5", "--workers", "2")
-        deadline = time.monotonic() + 60
-        while twin.messages < 4 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert twin.messages == 4
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-        stopped_in = time.monotonic() - t0
-    assert proc.returncode == 130, err[-2000:]
+    out, stopped_in = _sigterm_stalled_run(tmp_path, 4, "--workers", "2", start_within_s=60)
     assert stopped_in < 15
     run_dir = Path(out.strip().splitlines()[-1])
     df = pd.read_parquet(run_dir / "turns.parquet")
