@@ -133,8 +133,15 @@ class ProcessExecutor:
 
 
 def _shard_main(job: ShardJob, results: Any) -> None:
-    """A worker process: run the shard and report its result to the parent."""
-    results.put(run_shard(job))
+    """A worker process: run the shard and report its result (or its crash) to the
+    parent."""
+    try:
+        result = run_shard(job)
+    except Exception as exc:  # reported as the shard's failure; the traceback to stderr
+        import traceback
+        traceback.print_exc()
+        result = ShardResult(job.index, "failed", f"worker {job.index} crashed: {exc!r}")
+    results.put(result)
 
 
 def _wait_any(procs: Sequence[Any], timeout_s: float) -> None:

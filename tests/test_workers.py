@@ -14,6 +14,8 @@ from simulator.errors import InputError
 from simulator.runs import RunSpec, execute
 from simulator.scenario.load import load_scenario
 from simulator.workers import (
+    ProcessExecutor,
+    ShardJob,
     ShardResult,
     merge_outcomes,
     shard_limits,
@@ -37,6 +39,16 @@ def _scenario(path: Path, **over: Any) -> Path:
     data.update(over)
     path.write_text(yaml.safe_dump(data))
     return path
+
+
+def test_a_worker_that_raises_reports_why(tmp_path: Path) -> None:
+    """An exception inside a worker process comes back as that shard's failure."""
+    spec = RunSpec(str(tmp_path / "missing.yaml"), endpoint_url="http://127.0.0.1:9",
+                   out_dir=tmp_path, show_progress=False)
+    job = ShardJob(0, 0, 1, spec, "r", tmp_path / "w0", False)
+    (res,) = ProcessExecutor().run_shards([job])
+    assert res.status == "failed" and res.index == 0
+    assert "worker 0 crashed" in res.reason and "missing.yaml" in res.reason
 
 
 @pytest.mark.parametrize(("sessions", "workers"), [(5, 2), (3, 8), (1, 1), (128, 3)])
