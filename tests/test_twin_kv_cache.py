@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from array import array
+
 from simulator.twin.kv_cache import BlockPool, extend_hash_chain
 
 BS = 4
 
 
 def _chain(tokens: list[int]) -> list[int]:
-    return extend_hash_chain(tokens, len(tokens), BS, [])
+    return extend_hash_chain(array("I", tokens), len(tokens), BS, [])
 
 
 def _cache_all(pool: BlockPool, blocks: list[int], hashes: list[int]) -> None:
@@ -20,7 +22,7 @@ def test_chain_covers_full_blocks_only_and_extends_incrementally() -> None:
     toks = list(range(11))
     h = _chain(toks)
     assert len(h) == 2                               # 11 tokens → 2 full blocks of 4
-    grown = extend_hash_chain([*toks, 11], 12, BS, list(h))
+    grown = extend_hash_chain(array("I", [*toks, 11]), 12, BS, list(h))
     assert grown[:2] == h and len(grown) == 3
 
 
@@ -91,7 +93,7 @@ def test_touch_pulls_cached_free_blocks_out_of_the_queue() -> None:
 def test_hash_chain_extends_in_place_and_equals_one_pass() -> None:
     """A long prompt hashed in pieces (as turns extend it) gives the one-pass chain;
     only the new blocks are hashed (speed is benchmarks/sim_speed.py's, not a test's)."""
-    toks = list(range(35_000))
+    toks = array("I", range(35_000))
     whole = extend_hash_chain(toks, len(toks), 16, [])
     assert len(whole) == 35_000 // 16
     chain: list[int] = []
@@ -99,6 +101,6 @@ def test_hash_chain_extends_in_place_and_equals_one_pass() -> None:
         same = extend_hash_chain(toks, upto, 16, chain)
         assert same is chain and chain == whole[:upto // 16]
     # a change in block 1 changes every hash from block 1 on, and nothing before it
-    changed = extend_hash_chain([*toks[:16], -1, *toks[17:]], 35_000, 16, [])
+    changed = extend_hash_chain(toks[:16] + array("I", [99_999]) + toks[17:], 35_000, 16, [])
     assert changed[0] == whole[0]
     assert all(a != b for a, b in zip(changed[1:], whole[1:], strict=True))

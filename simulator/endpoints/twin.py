@@ -89,8 +89,7 @@ class InProcessTwin:
 
         try:
             # prefix and messages are immutable: their token ids are cached by identity
-            prompt, prompt_arr = self.tokenizer.encode_objects(request.prefix, head,
-                                                               request.messages)
+            prompt = self.tokenizer.encode_objects(request.prefix, head, request.messages)
         except PromptError as exc:
             raise EndpointError(ErrorType.BAD_REQUEST, str(exc), status=400) from None
         if len(prompt) >= self.context_window:
@@ -98,7 +97,7 @@ class InProcessTwin:
                                 f"tokens > {self.context_window} maximum", status=400)
         edit, frac, natural = reply.parse_hints(request.hints)
         limit = min(request.max_tokens, self.context_window - len(prompt))
-        planned = reply.plan(prompt_arr, request.max_tokens, limit, seed=self.seed, code_edit=edit,
+        planned = reply.plan(prompt, request.max_tokens, limit, seed=self.seed, code_edit=edit,
                              repeat_fraction=frac, natural_tokens=natural)
         rid = f"req-{next(self._ids)}"
         if self.engine.is_idle():

@@ -7,6 +7,7 @@ state declared below.
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 
 from simulator.twin.kv_cache import BlockPool, extend_hash_chain
@@ -24,7 +25,7 @@ class BlockManager:
     _waiting: deque[Seq]
     _running: list[Seq]
     _admit_blocked: bool
-    _recent: deque[tuple[list[int], list[int]]]
+    _recent: deque[tuple[array[int], list[int]]]
 
     def _grow(self, s: Seq, upto: int) -> bool:
         """Give `s` blocks for `upto` tokens; False when the pool is short."""

@@ -183,8 +183,9 @@ class PromptTokenizer:
         return ids
 
     def encode_request(self, *, system: Any = None, tools: Any = None,
-                       messages: Any) -> list[int]:
-        """Prompt token ids of a Messages request (raises PromptError when malformed)."""
+                       messages: Any) -> array[int]:
+        """Prompt token ids of a Messages request as a uint32 array (raises PromptError
+        when malformed)."""
         if not isinstance(messages, list) or not messages:
             raise PromptError("messages: expected a non-empty list")
         out = array("I")
@@ -193,7 +194,7 @@ class PromptTokenizer:
         for i, message in enumerate(messages):
             out.extend(self._segment(render_message(message, f"messages.{i}")))
         out.extend(self._segment(_GEN_PROMPT))
-        return out.tolist()
+        return out
 
     def _object(self, obj: object, render: Callable[[], array[int]]) -> array[int]:
         """Ids of an immutable object's segment(s), looked up by identity (the entry
@@ -210,9 +211,9 @@ class PromptTokenizer:
         return self._segment(render_message(m.to_api(), f"messages.{i}"))
 
     def encode_objects(self, head: object, head_api: Callable[[], tuple[Any, Any]],
-                       messages: Sequence[ApiMessage]) -> tuple[list[int], array[int]]:
+                       messages: Sequence[ApiMessage]) -> array[int]:
         """The ids `encode_request` gives for (system, tools) = `head_api()` and
-        `[m.to_api() for m in messages]`, as a list and as a uint32 array; segments of
+        `[m.to_api() for m in messages]`, as a uint32 array; segments of
         objects seen before (the immutable `head` and messages) are found by identity,
         so a turn renders, hashes and encodes only its new messages."""
         if not messages:
@@ -227,9 +228,9 @@ class PromptTokenizer:
         for i, m in enumerate(messages):
             arr.extend(self._object(m, partial(self._message, m, i)))
         arr.extend(self._object(_GEN_PROMPT, lambda: self._segment(_GEN_PROMPT)))
-        return arr.tolist(), arr
+        return arr
 
-    def encode_body(self, body: dict[str, Any]) -> list[int]:
+    def encode_body(self, body: dict[str, Any]) -> array[int]:
         """Same as `encode_request`, from a decoded JSON request body."""
         return self.encode_request(system=body.get("system"), tools=body.get("tools"),
                                    messages=body.get("messages"))

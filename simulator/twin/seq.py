@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 from simulator.twin.spec_decode import NgramIndex
@@ -13,7 +14,7 @@ class Seq:
     """One request's engine state; token counts are in tokens, `blocks` are block ids."""
 
     rid: str
-    tokens: list[int]          # prompt + planned output; tokens[:num_tokens] are known
+    tokens: array[int]         # prompt + planned output; tokens[:num_tokens] are known
     prompt_len: int
     total: int                 # len(tokens)
     result: RequestResult

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from array import array
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -119,7 +120,7 @@ async def handle_messages(request: web.Request) -> web.StreamResponse:
     return await _reply(request, st, body, prompt, max_tokens, decision, deadline)
 
 
-async def _reply(request: web.Request, st: _State, body: dict[str, Any], prompt: list[int],
+async def _reply(request: web.Request, st: _State, body: dict[str, Any], prompt: array[int],
                  max_tokens: int, decision: FaultDecision,
                  deadline: float | None) -> web.StreamResponse:
     """Plan the reply, submit it to the engine and write it (SSE or JSON)."""
