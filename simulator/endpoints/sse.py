@@ -163,7 +163,7 @@ class StreamState:
         parser = self._parser
         if parser is None:
             parser = self._parser = SSEParser()
-        elif not parser._buf and chunk.endswith(b'"}}\n\n'):
+        elif not parser.pending and chunk.endswith(b'"}}\n\n'):
             # A paced server sends one standard delta event per read: take its payload
             # directly when nothing is buffered and the chunk is exactly that event (no
             # newline between the prefix and the end: a JSON string holds none, raw).
@@ -172,11 +172,7 @@ class StreamState:
                 len(spaced) if chunk.startswith(spaced) else 0)
             if lp and chunk.find(b"\n", lp) == len(chunk) - 2:
                 parts.append(chunk[lp:-5])
-                if self.first is None:
-                    self.first = now
-                self.last = now
-                self.n_deltas += 1
-                self.times.append(now)
+                self.mark(now)
                 return
         blocks = parser.feed(chunk)
         if blocks:
