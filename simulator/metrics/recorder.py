@@ -74,8 +74,8 @@ def _complete_length(path: Path) -> int:
 
 def drop_torn_tail(path: Path) -> None:
     """Cut a torn last line (a crash mid-write) so appended rows start on a fresh line."""
-    if path.exists() and _complete_length(path) != path.stat().st_size:
-        os.truncate(path, _complete_length(path))
+    if path.exists() and (end := _complete_length(path)) != path.stat().st_size:
+        os.truncate(path, end)
 
 
 NULLABLE_INT_COLUMNS = ("input_tokens", "cache_read_tokens", "cache_creation_tokens",
@@ -110,7 +110,7 @@ def turns_frame_from_journal(path: Path) -> pd.DataFrame:
                                  parse_options=pj.ParseOptions(
                                      explicit_schema=turns_arrow_schema(),
                                      unexpected_field_behavior="ignore"))
-    except pa.ArrowInvalid:  # e.g. NaN, which Python's json writes and Arrow refuses
+    except pa.ArrowInvalid:  # a value the schema cannot hold, e.g. 64.0 in an int column
         return turns_frame(read_journal(path))
     import pandas as pd
     df: pd.DataFrame = table.to_pandas()

@@ -84,7 +84,7 @@ class TwinEngine(BlockManager):
         # the last admission pass stopped for want of blocks or seats, and nothing has
         # freed any since: pure decode steps can then be batched (see `_burst`)
         self._admit_blocked = False
-        # token lists and hash chains of recently admitted requests: a follow-up turn
+        # token arrays and hash chains of recently admitted requests: a follow-up turn
         # that extends one of them reuses its hashes instead of rehashing the prompt
         self._recent: deque[tuple[array[int], list[int]]] = deque(maxlen=RECENT_CHAINS)
         self._spare_indexes: deque[NgramIndex] = deque(maxlen=SPARE_INDEXES)
