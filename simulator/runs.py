@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,7 +207,7 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
     except KeyboardInterrupt:
         outcome = RunOutcome("interrupted", reason="interrupted")
     finally:
-        with _signals_deferred():     # a second Ctrl-C must not tear the finalize
+        with signals_deferred():      # a second Ctrl-C must not tear the finalize
             summary = _finish(recorder, endpoint, outcome)
     from simulator.analysis.summary import format_summary
     echo(format_summary(summary))
@@ -217,17 +217,23 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
 
 
 @contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Ignore SIGINT/SIGTERM while the results are written (main thread only)."""
+def signals_handled(handlers: Mapping[int, Any]) -> Iterator[None]:
+    """Install `handlers` (signal → handler or SIG_IGN) for the block, then restore the
+    old ones; a no-op off the main thread, where Python cannot handle signals."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    old = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()}
     try:
         yield
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
+
+
+def signals_deferred() -> contextlib.AbstractContextManager[None]:
+    """Ignore SIGINT/SIGTERM while the results are written."""
+    return signals_handled({signal.SIGINT: signal.SIG_IGN, signal.SIGTERM: signal.SIG_IGN})
 
 
 Background = list[Callable[[], Coroutine[Any, Any, Any]]]

@@ -26,9 +26,8 @@ import dataclasses
 import math
 import os
 import signal
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -99,9 +98,10 @@ class ProcessExecutor:
                     os.kill(proc.pid, sig)
 
     def run_shards(self, jobs: Sequence[ShardJob]) -> list[ShardResult]:
+        from simulator.runs import signals_handled
         ctx = get_context("spawn")
         results = ctx.SimpleQueue()
-        with _forwarding_sigterm(self.stop):
+        with signals_handled({signal.SIGTERM: lambda _sig, _frame: self.stop()}):
             self._procs = [ctx.Process(target=_shard_main, args=(job, results),
                                        name=f"endurance-worker-{job.index}", daemon=False)
                            for job in jobs]
@@ -148,20 +148,6 @@ def _wait_any(procs: Sequence[Any], timeout_s: float) -> None:
     """Sleep until a worker exits or `timeout_s` passes."""
     from multiprocessing.connection import wait
     wait([p.sentinel for p in procs if p.is_alive()], timeout_s)
-
-
-@contextlib.contextmanager
-def _forwarding_sigterm(forward: Callable[[], None]) -> Iterator[None]:
-    """While the workers run, SIGTERM to this process calls `forward` (main thread only:
-    elsewhere signals cannot be handled)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGTERM, lambda _sig, _frame: forward())
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 class InlineExecutor:
@@ -282,30 +268,19 @@ def execute_sharded(spec: RunSpec, workers: int, *, echo: Callable[[str], None] 
     outcome = RunOutcome("failed", reason="workers did not start")
     t0 = time.monotonic()
     try:
-        with _sigint_ignored():        # workers get Ctrl-C themselves and stop cleanly
+        # workers get Ctrl-C themselves (same process group) and stop cleanly
+        with runs.signals_handled({signal.SIGINT: signal.SIG_IGN}):
             results = (executor or ProcessExecutor()).run_shards(jobs)
-        with runs._signals_deferred():  # a late signal must not tear the merge
+        with runs.signals_deferred():  # a late signal must not tear the merge
             merge_shards(recorder, jobs, results, t0)
         outcome = merge_outcomes(results)
     finally:
-        with runs._signals_deferred():
+        with runs.signals_deferred():
             summary = runs._finish(recorder, endpoint, outcome)
     echo(format_summary(summary))
     if outcome.reason:
         echo(f"status: {outcome.status} ({outcome.reason})")
     return runs.RunResult(run_dir, outcome.status, summary, outcome, recorder.manifest)
-
-
-@contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
 
 
 def merge_shards(recorder: Recorder, jobs: Sequence[ShardJob],
