@@ -14,10 +14,17 @@ import yaml
 
 from simulator import tokens
 from simulator.errors import InputError
-from simulator.importers.build import Encoder, call_data, fit_scale, link_subagents
-from simulator.importers.claude_code import Transcript, parse_transcripts
+from simulator.importers.build import (
+    Encoder,
+    Fit,
+    call_data,
+    fit_scale,
+    link_subagents,
+    planned_errors,
+)
+from simulator.importers.claude_code import Transcript, parse_transcripts, prompt_tokens
 from simulator.scenario import content
-from simulator.scenario.model import Scenario, SystemSpec, ToolsSpec
+from simulator.scenario.model import Scenario
 
 VERBATIM_WARNING = ("WARNING: this scenario contains VERBATIM transcript content "
                     "(imported with --keep-content): source code, paths and secrets may be in it.")
@@ -29,30 +36,74 @@ class ImportResult:
     summary: dict[str, Any]          # what was read, for the CLI to print
 
 
-def _prefix(system_file: Path | None, tools_file: Path | None,
-            out_dir: Path) -> tuple[dict[str, Any], dict[str, Any], int]:
-    """System and tools sections (files or defaults) and their size in tokens."""
-    sys_default = SystemSpec(tokens=3000) if system_file is None else None
-    tools_default = ToolsSpec(tokens=16000)
-    if system_file is not None:
-        text = system_file.read_text(encoding="utf-8")
-        system: dict[str, Any] = {"file": os.path.relpath(system_file.resolve(), out_dir.resolve())}
-        s_tok = tokens.count(text)
-    else:
-        assert sys_default is not None
-        s_tok = sys_default.tokens or 0
-        system = {"tokens": s_tok}
-    if tools_file is not None:
-        from simulator.session.prefix import _load_tools_file
-        t_tok = content.tools_tokens(_load_tools_file(tools_file))
-        tools: dict[str, Any] = {"file": os.path.relpath(tools_file.resolve(), out_dir.resolve())}
-    else:
-        t_tok = tools_default.tokens or 0
-        tools = {"tokens": t_tok, "count": tools_default.count}
-    return system, tools, s_tok + t_tok
+SYSTEM_DEFAULT_TOKENS = 3000     # Claude Code's own system prompt, ~3k tokens
+FALLBACK_PREFIX_TOKENS = 19000   # used only when no call has usage to size it from
+PREFIX_SAME_SHARE = 0.02         # a session prefix within 2% of the main one shares it
 
 
-def _sessions(t: Transcript, enc: Encoder) -> list[dict[str, Any]]:
+def _read_system(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read system file ({exc.strerror})") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: --system-file: expected UTF-8 text, byte {exc.start} "
+                         f"is not (0x{raw[exc.start]:02x})") from None
+
+
+def _tools_tokens(path: Path) -> int:
+    from simulator.errors import ScenarioError
+    from simulator.session.prefix import _load_tools_file
+    try:
+        return content.tools_tokens(_load_tools_file(path))
+    except ScenarioError as exc:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else "unreadable"
+        raise InputError(f"{path}: --tools-file: expected a JSON/YAML list of tool "
+                         f"definitions, each with a 'name' ({why[:120]})") from None
+
+
+def _main_prefix(t: Transcript, prefixes: list[int | None]) -> int:
+    """The main sessions' system+tools size (median of their first calls' figures)."""
+    main = sorted(p for s, p in zip(t.sessions, prefixes, strict=True)
+                  if p is not None and not s.sidechain)
+    main = main or sorted(p for p in prefixes if p is not None)
+    return main[len(main) // 2] if main else FALLBACK_PREFIX_TOKENS
+
+
+def _prefix(t: Transcript, system_file: Path | None, tools_file: Path | None,
+            out_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Fit, int]:
+    """System and tools sections, and the fit. Without files both are sized from the
+    recorded first calls (cache creation + cache read + input, minus the first
+    message): system ~3k tokens as Claude Code's, tools the rest."""
+    s_tok = tokens.count(_read_system(system_file)) if system_file is not None else None
+    t_tok = _tools_tokens(tools_file) if tools_file is not None else None
+    fixed = s_tok is not None and t_tok is not None
+    fit = fit_scale(t.sessions, (s_tok or 0) + (t_tok or 0), main_prefix_fixed=fixed)
+    total = _main_prefix(t, fit.prefixes) if not fixed else (s_tok or 0) + (t_tok or 0)
+    if s_tok is None:
+        s_tok = max(0, total - t_tok) if t_tok is not None else min(SYSTEM_DEFAULT_TOKENS,
+                                                                     total // 4)
+    if t_tok is None:
+        t_tok = max(0, total - s_tok)
+    system: dict[str, Any] = ({"tokens": s_tok} if system_file is None else
+                              {"file": os.path.relpath(system_file.resolve(), out_dir.resolve())})
+    tools: dict[str, Any] = (
+        {"tokens": t_tok, "count": max(1, min(16, t_tok // 800))} if tools_file is None
+        else {"file": os.path.relpath(tools_file.resolve(), out_dir.resolve())})
+    main_total = s_tok + t_tok
+    final: list[int | None] = []
+    for s, p in zip(t.sessions, fit.prefixes, strict=True):
+        same = p is None or (fixed and not s.sidechain) \
+            or abs(p - main_total) <= max(50, PREFIX_SAME_SHARE * main_total)
+        final.append(None if same else p)
+    fit.errors = planned_errors(fit, [main_total if p is None else p for p in final])
+    fit.prefixes = final
+    return system, tools, fit, main_total
+
+
+def _sessions(t: Transcript, enc: Encoder, prefixes: list[int | None]) -> list[dict[str, Any]]:
     links = link_subagents(t)
     out: list[dict[str, Any]] = []
     for si, s in enumerate(t.sessions):
@@ -62,6 +113,8 @@ def _sessions(t: Transcript, enc: Encoder) -> list[dict[str, Any]]:
             p, pc = links[si]
             d.update(parent=p, parent_call=pc,
                      start_offset_s=round(max(0.0, s.first_ts - t.sessions[p].first_ts), 3))
+        if prefixes[si] is not None:
+            d["prefix_tokens"] = prefixes[si]
         out.append(d)
     for si, (p, pc) in links.items():
         call = out[p]["calls"][pc]
@@ -69,25 +122,57 @@ def _sessions(t: Transcript, enc: Encoder) -> list[dict[str, Any]]:
     return out
 
 
-def _summary(t: Transcript, fit: Any, prefix_tokens: int) -> dict[str, Any]:
+def pairing(t: Transcript) -> tuple[int, int, int]:
+    """(tool calls, calls answered by a result in the next request, calls left
+    unanswered although a next request followed — a real server refuses that)."""
+    uses = paired = unanswered = 0
+    for s in t.sessions:
+        for i, c in enumerate(s.calls):
+            ids = {b.id for b in c.assistant if b.kind == "tool_use"}
+            uses += len(ids)
+            if i + 1 < len(s.calls):
+                got = {b.id for b in s.calls[i + 1].user if b.kind == "tool_result"}
+                paired += len(ids & got)
+                unanswered += len(ids - got)
+    return uses, paired, unanswered
+
+
+def _summary(t: Transcript, fit: Fit, prefix_tokens: int) -> dict[str, Any]:
     calls = [c for s in t.sessions for c in s.calls]
-    prompts = [c.usage["input_tokens"] + c.usage["cache_read_input_tokens"]
-               + c.usage["cache_creation_input_tokens"] for c in calls if c.usage]
+    prompts = [prompt_tokens(c.usage) for c in calls if c.usage]
     starts = [s.first_ts for s in t.sessions]
     ends = [c.end_ts for c in calls]
+    uses, paired, unanswered = pairing(t)
+    errs = sorted(abs(e) for e in fit.errors)
     return {
         "files": t.files, "records": t.records, "sessions": sum(not s.sidechain for s in t.sessions),
         "subagents": sum(s.sidechain for s in t.sessions), "calls": len(calls),
+        "calls_found": t.found_calls,
         "calls_without_usage": len(calls) - len(prompts),
         "prompt_tokens_total": sum(prompts), "prompt_tokens_max": max(prompts, default=0),
         "output_tokens_total": sum(c.usage["output_tokens"] for c in calls if c.usage),
         "compactions": sum(c.compaction is not None for c in calls),
+        "compactions_found": t.compactions_found,
+        "tool_calls": uses, "tool_results_paired": paired, "tool_calls_unanswered": unanswered,
+        "dropped": dict(sorted(t.dropped.items())),
+        "context_error_median": round(errs[len(errs) // 2], 4) if errs else None,
+        "context_error_max": round(errs[-1], 4) if errs else None,
+        "context_error_bias": round(sum(fit.errors) / len(errs), 4) if errs else None,
+        "context_error_points": len(errs),
         "time_span_s": round(max(ends, default=0.0) - min(starts, default=0.0), 1),
         "skipped": dict(sorted(t.skipped.items())), "malformed_at": list(t.malformed),
         "token_scale": round(fit.scale, 4), "thinking_in_context": fit.thinking_in_context,
         "fit_rms_share": round(fit.residual_share, 4), "prefix_tokens": prefix_tokens,
+        "subagent_prefix_tokens": sorted({p for p in fit.prefixes if p is not None}),
         "fitted_prefix_tokens": None if fit.free_prefix_tokens is None
         else round(fit.free_prefix_tokens)}
+
+
+def lost(summary: dict[str, Any]) -> int:
+    """What `--strict` refuses: conversation records dropped, responses found but not
+    imported, tool calls left unanswered."""
+    n: int = sum(summary["dropped"].values()) + max(0, summary["calls_found"] - summary["calls"])
+    return n + int(summary["tool_calls_unanswered"])
 
 
 def import_claude_code(paths: list[Path], *, out_path: Path, keep_content: bool = False,
@@ -95,10 +180,9 @@ def import_claude_code(paths: list[Path], *, out_path: Path, keep_content: bool 
                        seed: int = 0, strict: bool = False, name: str | None = None) -> ImportResult:
     """Read Claude Code transcripts and build a validated replay scenario."""
     t = parse_transcripts(paths, strict=strict)
-    system, tools, prefix_tokens = _prefix(system_file, tools_file, out_path.parent)
-    fit = fit_scale(t.sessions, prefix_tokens)
+    system, tools, fit, prefix_tokens = _prefix(t, system_file, tools_file, out_path.parent)
     enc = Encoder(fit.scale, keep_content)
-    sessions = _sessions(t, enc)
+    sessions = _sessions(t, enc, fit.prefixes)
     replay: dict[str, Any] = {
         "token_scale": round(fit.scale, 6), "thinking_in_context": fit.thinking_in_context,
         "contains_verbatim_content": keep_content, "sessions": sessions}
@@ -114,6 +198,9 @@ def import_claude_code(paths: list[Path], *, out_path: Path, keep_content: bool 
         "contains_verbatim_content": keep_content, "seed": seed,
         "sessions": len(sessions), "turns": max(len(s["calls"]) for s in sessions),
         "system": system, "tools": tools, "compaction": {"kind": "none"},
+        # A replay is only faithful when every recorded session ran: one failed session
+        # fails the run (exit 1) instead of a quiet partial replay.
+        "limits": {"max_failed_sessions_frac": 0.0},
         "turn_templates": [], "replay": replay}
     try:
         Scenario.model_validate({**data, "base_dir": str(out_path.parent)})

@@ -24,29 +24,33 @@ KIND_LETTERS = {"code": "c", "prose": "p", "grep": "g", "bash": "b"}
 _LETTER_KINDS = {v: k for k, v in KIND_LETTERS.items()}
 
 
-def split_numbered(text: str) -> tuple[int | None, list[str]]:
-    """(first line number, line bodies) for Read-style numbered output, else (None, lines)."""
+def split_numbered(text: str) -> tuple[int | None, list[str], int | None]:
+    """(first line number, lines, how many leading lines were numbered) for Read-style
+    output — numbers stripped from the numbered head, an un-numbered tail (Claude Code
+    appends a <system-reminder>, or a blank line) kept as is; (None, lines, None) when
+    the text does not start with numbered lines. The count is None when all are."""
     lines = text.split("\n")
-    if len(lines) < 2:
-        return None, lines
     bodies: list[str] = []
     first: int | None = None
     for i, line in enumerate(lines):
         m = _NUMBERED.match(line)
-        if m is None:
-            return None, lines
-        n = int(m.group(1))
-        if first is None:
+        n = int(m.group(1)) if m is not None else None
+        if first is None and n is not None:
             first = n
-        elif n != first + i:
-            return None, lines
+        if m is None or first is None or n != first + i:
+            break
         bodies.append(m.group(2))
-    return first, bodies
+    numbered = len(bodies)
+    if numbered == 0 or (numbered == 1 and "→" not in lines[0]):   # "1<tab>x": not Read
+        return None, lines, None
+    return first, bodies + lines[numbered:], None if numbered == len(lines) else numbered
 
 
-def number_lines(first: int, bodies: list[str]) -> str:
-    """Claude Code's Read format: right-aligned line number, an arrow, the line."""
-    return "\n".join(f"{first + i:>6}→{b}" for i, b in enumerate(bodies))
+def number_lines(first: int, bodies: list[str], count: int | None = None) -> str:
+    """Claude Code's Read format: right-aligned line number, an arrow, the line (the
+    first `count` lines only when given; the rest as they are)."""
+    k = len(bodies) if count is None else count
+    return "\n".join([f"{first + i:>6}→{b}" for i, b in enumerate(bodies[:k])] + bodies[k:])
 
 
 class Anonymizer:
@@ -68,10 +72,11 @@ class Anonymizer:
             self.span_kinds.append(KIND_LETTERS.get(kind, "p"))
         return sid
 
-    def spans(self, text: str, kind: str) -> tuple[str, int | None]:
-        """(span ranges, first line number when the text is numbered Read output)."""
-        first, lines = split_numbered(text)
-        return format_spans([self._span(line, kind) for line in lines]), first
+    def spans(self, text: str, kind: str) -> tuple[str, int | None, int | None]:
+        """(span ranges, first line number when the text is numbered Read output, how
+        many lines are numbered when not all)."""
+        first, lines, count = split_numbered(text)
+        return format_spans([self._span(line, kind) for line in lines]), first, count
 
 
 def synth_line(kind: str, n_tokens: int, rng: random.Random) -> str:
@@ -99,8 +104,9 @@ class SpanTexts:
             self._cache[key] = text
         return text
 
-    def text(self, ranges: str, numbered_from: int | None = None, copy: int = 0) -> str:
+    def text(self, ranges: str, numbered_from: int | None = None, copy: int = 0,
+             numbered_lines: int | None = None) -> str:
         bodies = [self.line(sid, copy) for sid in parse_spans(ranges)]
         if numbered_from is not None:
-            return number_lines(numbered_from, bodies)
+            return number_lines(numbered_from, bodies, numbered_lines)
         return "\n".join(bodies)

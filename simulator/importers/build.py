@@ -47,63 +47,115 @@ def _block_count(b: RawBlock, cache: dict[int, int]) -> int:
 
 
 @dataclass
+class _Point:
+    p: float
+    c: float
+    f: float
+    session: int = 0
+
+
+@dataclass
 class Fit:
     scale: float
     thinking_in_context: bool
     residual_share: float            # RMS of (replay − recorded) / recorded at this fit
     points: int
     free_prefix_tokens: float | None = None   # S from a free (S, r) regression, for info
-
-
-@dataclass
-class _Point:
-    p: float
-    c: float
-    f: float
+    prefixes: list[int | None] = field(default_factory=list)  # per session: system+tools
+    errors: list[float] = field(default_factory=list)  # per call: (planned − recorded) / recorded
+    points_: list[_Point] = field(default_factory=list, repr=False)
 
 
 def _points(sessions: list[RawSession], thinking: bool, cache: dict[int, int]) -> list[_Point]:
+    """Each call with usage: recorded prompt P, history size C (cl100k) and framing F,
+    with the history built as the replay builds it (roles merged so they alternate)."""
     pts: list[_Point] = []
-    for s in sessions:
-        hist: list[list[RawBlock]] = []
+    for si, s in enumerate(sessions):
+        hist: list[tuple[str, list[RawBlock]]] = []
         for call in s.calls:
-            user = call.user
+            user = [b for b in call.user if not b.summary]
             if call.compaction is not None:
-                hist, user = [], user[call.compaction[2]:]
-            if user:
-                hist.append(user)
+                hist, user = [], call.user[call.compaction[2]:]
+            _add(hist, "user", user)
             if call.usage is not None:
-                blocks = [b for m in hist for b in m]
+                blocks = [b for _, m in hist for b in m]
                 c = sum(_block_count(b, cache) for b in blocks)
                 f = MESSAGE_OVERHEAD_TOKENS * len(hist) + sum(
                     BLOCK_OVERHEAD_TOKENS + _EXTRA.get(b.kind, 0) for b in blocks)
                 p = call.usage["input_tokens"] + call.usage["cache_read_input_tokens"] \
                     + call.usage["cache_creation_input_tokens"]
                 if p > 0:
-                    pts.append(_Point(p, c, f))
-            reply = [b for b in call.assistant if thinking or b.kind != "thinking"]
-            if reply:
-                hist.append(reply)
+                    pts.append(_Point(p, c, f, si))
+            _add(hist, "assistant", [b for b in call.assistant if thinking or b.kind != "thinking"])
     return pts
 
 
-def fit_scale(sessions: list[RawSession], prefix_tokens: int) -> Fit:
-    """The token scale (and thinking choice) that best reproduces recorded prompts."""
+def _add(hist: list[tuple[str, list[RawBlock]]], role: str, blocks: list[RawBlock]) -> None:
+    if not blocks:
+        return
+    if hist and hist[-1][0] == role:
+        hist[-1] = (role, hist[-1][1] + blocks)
+    else:
+        hist.append((role, blocks))
+
+
+def _anchors(pts: list[_Point]) -> dict[int, _Point]:
+    first: dict[int, _Point] = {}
+    for q in pts:
+        first.setdefault(q.session, q)
+    return first
+
+
+def _session_prefixes(pts: list[_Point], r: float, n: int) -> list[int | None]:
+    """Each session's system+tools size: its first recorded call minus its history."""
+    a = _anchors(pts)
+    return [max(0, round(a[i].p - a[i].f - r * a[i].c)) if i in a else None for i in range(n)]
+
+
+def fit_scale(sessions: list[RawSession], prefix_tokens: int | None = None,
+              main_prefix_fixed: bool = False) -> Fit:
+    """The token scale, per-session prefixes (and thinking choice) that best reproduce
+    the recorded prompts.
+
+    The scale comes from growth since each session's first call (so it does not depend
+    on the unknown prefix); each session's prefix is then its first call's recorded
+    size (cache creation + cache read + input) minus the replayed history. With
+    `main_prefix_fixed` (system/tools files given) main sessions use `prefix_tokens`.
+    """
     cache: dict[int, int] = {}
     best: Fit | None = None
     for thinking in (False, True):
         pts = _points(sessions, thinking, cache)
-        den = sum(q.c * q.c for q in pts)
-        r = sum((q.p - prefix_tokens - q.f) * q.c for q in pts) / den if den else 1.0
-        r = min(4.0, max(0.25, r))
-        err = [((prefix_tokens + q.f + r * q.c) - q.p) / q.p for q in pts]
-        rms = (sum(e * e for e in err) / len(err)) ** 0.5 if err else 0.0
-        if best is None or rms < best.residual_share - 1e-9:
-            best = Fit(r, thinking, rms, len(pts), _free_prefix(pts))
+        a = _anchors(pts)
+        xs = [(q.c - a[q.session].c, (q.p - q.f) - (a[q.session].p - a[q.session].f)) for q in pts]
+        den = sum(x * x for x, _ in xs)
+        r = sum(x * y for x, y in xs) / den if den else 1.0
+        if len(pts) < MIN_FIT_POINTS or not 0.25 < r < 4.0:   # too little to fit
+            r = 1.0
+        fit = _evaluate(sessions, pts, r, thinking, prefix_tokens, main_prefix_fixed)
+        if best is None or fit.residual_share < best.residual_share - 1e-9:
+            best = fit
     assert best is not None
-    if best.points < MIN_FIT_POINTS or best.scale in (0.25, 4.0):   # too little to fit
-        return Fit(1.0, False, best.residual_share, best.points, best.free_prefix_tokens)
     return best
+
+
+def _evaluate(sessions: list[RawSession], pts: list[_Point], r: float, thinking: bool,
+              prefix_tokens: int | None, fixed: bool) -> Fit:
+    pre = _session_prefixes(pts, r, len(sessions))
+    if fixed and prefix_tokens is not None:
+        pre = [prefix_tokens if not s.sidechain else p for s, p in zip(sessions, pre, strict=True)]
+    err = []
+    for q in pts:
+        s_j = pre[q.session]
+        err.append(((s_j or 0) + q.f + r * q.c - q.p) / q.p)
+    rms = (sum(e * e for e in err) / len(err)) ** 0.5 if err else 0.0
+    return Fit(r, thinking, rms, len(pts), _free_prefix(pts), pre, err, pts)
+
+
+def planned_errors(fit: Fit, prefixes: list[int]) -> list[float]:
+    """Per call with usage: (planned context − recorded) / recorded, where planned is
+    the session's prefix + framing + scale × history as the replay will send it."""
+    return [(prefixes[q.session] + q.f + fit.scale * q.c - q.p) / q.p for q in fit.points_]
 
 
 def _free_prefix(pts: list[_Point]) -> float | None:
@@ -141,18 +193,23 @@ class Encoder:
             if idx == len(self.texts):
                 self.texts.append(text)
             return {"text": idx, "tokens": tokens.count(text)}
-        ranges, first = self.anon.spans(text, kind)
+        ranges, first, count = self.anon.spans(text, kind)
         out: dict[str, Any] = {"spans": ranges,
                                "tokens": round(tokens.count(text) * self.scale) if text else 0}
         if first is not None:
             out["numbered_from"] = first
+            if count is not None:
+                out["numbered_lines"] = count
         return out
 
     def tool_id(self, orig: str | None) -> str:
         return self._tool_ids.setdefault(orig or "", f"toolu_{len(self._tool_ids):05d}")
 
     def tool_name(self, name: str | None) -> str | None:
-        if name is None or name in BUILTIN_TOOLS or self.keep_content:
+        """Claude Code's own tools keep their names (whatever the version adds: TaskCreate,
+        ToolSearch …); only MCP tools (`mcp__server__tool`), which name the user's
+        servers, are renamed."""
+        if name is None or not name.startswith("mcp__") or self.keep_content:
             return name
         return self._tool_names.setdefault(name, f"mcp__tool_{len(self._tool_names)}")
 

@@ -1,11 +1,17 @@
 """Claude Code session transcripts (JSONL) → recorded calls, with the original text.
 
 Format: `../shared/reference/agent-sessions.md`. One JSON record per line; the
-conversation is a uuid tree and the active chain is the path from the last leaf back
-to the root, crossing compact boundaries through `logicalParentUuid`. One API
-response is written as several assistant lines sharing `message.id`: they are merged
-into one call keeping the largest usage. Progress, snapshots, metadata, unknown record
-types and records off the active chain are skipped and counted by type.
+conversation is a uuid tree. The active chain is the path from the last leaf back to
+the root, crossing compact boundaries through `logicalParentUuid`; parallel tool calls
+make the tree branch, so the records kept are the active chain *plus* every line that
+shares `message.id` with a response on it and every tool_result answering one of its
+tool_use blocks — replayed in file order, which is the order Claude Code sent them.
+One API response is written as several assistant lines sharing `message.id`: they are
+merged into one call keeping the largest usage. Older versions wrote a compaction as a
+new root segment whose first user message is the summary: it continues the previous
+segment as a compaction, not a new session. Progress, snapshots, metadata and unknown
+record types are skipped and counted by type; conversation records still left out
+(abandoned branches, orphan tool results) are counted as *dropped*.
 
 Malformed lines (not JSON, not an object) are skipped and counted, with the first
 locations kept for the summary — Claude Code can leave a torn last line when killed —
@@ -15,9 +21,10 @@ unless `strict`, where the first one is an `InputError` naming file and line.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +33,9 @@ from simulator.errors import InputError
 from simulator.scenario import content
 
 _CHAIN_TYPES = ("user", "assistant", "system")
+_KNOWN_TYPES = (*_CHAIN_TYPES, "summary", "progress", "file-history-snapshot", "attachment",
+                "queue-operation")
+_OLD_SUMMARY = "This session is being continued from a previous conversation"
 _TOOL_KINDS = {"Read": "read", "Bash": "bash", "Grep": "grep", "Glob": "grep"}
 SPAWN_TOOLS = ("Task", "Agent")
 
@@ -71,25 +81,48 @@ class Transcript:
     records: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     malformed: list[str] = field(default_factory=list)
+    dropped: Counter[str] = field(default_factory=Counter)   # conversation records left out
+    found_calls: int = 0        # distinct message ids of real (non-synthetic) responses
+    compactions_found: int = 0  # boundaries + summary-led segments seen
+
+
+LINE = "__line__"     # private keys added to each record: its file and line number
+FILE = "__file__"
+
+
+def where(rec: dict[str, Any]) -> str:
+    return f"{rec.get(FILE, '?')}:{rec.get(LINE, '?')}"
 
 
 def _ts(rec: dict[str, Any]) -> float | None:
+    """The record's time (s since the epoch); None when it has none; an unreadable one
+    is bad input."""
     raw = rec.get("timestamp")
-    if not isinstance(raw, str):
+    if raw is None:
         return None
-    try:
-        return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    if isinstance(raw, str):
+        try:
+            t = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            if t.tzinfo is None:
+                t = t.replace(tzinfo=UTC)
+            return t.timestamp()
+    raise InputError(f"{where(rec)}: timestamp: expected an ISO 8601 time such as "
+                     f"2025-06-02T09:00:00.000Z, got {str(raw)[:40]!r}")
 
 
 def read_records(path: Path, out: Transcript, strict: bool) -> list[dict[str, Any]]:
     """The JSON object records of one file; malformed lines counted (or raised)."""
     recs: list[dict[str, Any]] = []
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    try:   # utf-8-sig: a leading byte-order mark is not part of record 1
+        lines = path.read_text(encoding="utf-8-sig", errors="replace").splitlines()
     except OSError as exc:
         raise InputError(f"{path}: cannot read transcript ({exc.strerror})") from None
+    if not any(line.strip() for line in lines):
+        raise InputError(f"{path}: empty file: expected a Claude Code transcript "
+                         "(JSON lines, one record per line)")
     for no, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -106,7 +139,11 @@ def read_records(path: Path, out: Transcript, strict: bool) -> list[dict[str, An
             if len(out.malformed) < 5:
                 out.malformed.append(f"{path.name}:{no}")
             continue
+        rec[FILE], rec[LINE] = path.name, no
         recs.append(rec)
+    if recs and not any(r.get("type") in _KNOWN_TYPES for r in recs):
+        raise InputError(f"{path}:{recs[0][LINE]}: not a Claude Code transcript: expected "
+                         "records with a 'type' of user, assistant, system, summary or progress")
     out.records += len(recs)
     return recs
 
@@ -200,16 +237,58 @@ def _assistant_blocks(msg: dict[str, Any], tool_names: dict[str, str]) -> list[R
     return out
 
 
-def _usage(u: Any) -> dict[str, int] | None:
-    if not isinstance(u, dict):
+_USAGE_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
+               "output_tokens")
+
+
+def _usage(u: Any, rec: dict[str, Any]) -> dict[str, int] | None:
+    """The four token counts; absent ones are 0; anything but a non-negative integer is
+    bad input (one line naming file and line)."""
+    if u is None:
         return None
-    keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
-            "output_tokens")
-    return {k: int(u.get(k) or 0) for k in keys}
+    if not isinstance(u, dict):
+        raise InputError(f"{where(rec)}: message.usage: expected an object of token counts, "
+                         f"got {type(u).__name__}")
+    out: dict[str, int] = {}
+    for k in _USAGE_KEYS:
+        v = u.get(k)
+        if v is None:
+            out[k] = 0
+            continue
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) \
+            and v >= 0 and v == int(v)
+        if not ok:
+            raise InputError(f"{where(rec)}: message.usage.{k}: expected a non-negative "
+                             f"integer, got {json.dumps(v)[:40]}")
+        out[k] = int(v)
+    return out
+
+
+def prompt_tokens(u: dict[str, int]) -> int:
+    """Recorded prompt size: input + cache read + cache creation."""
+    return u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
+
+
+def _mid(rec: dict[str, Any]) -> str:
+    msg = rec.get("message")
+    mid = msg.get("id") if isinstance(msg, dict) else None
+    return str(mid or rec.get("requestId") or rec.get("uuid"))
+
+
+def _synthetic(rec: dict[str, Any]) -> bool:
+    msg = rec.get("message")
+    return not isinstance(msg, dict) or msg.get("model") == "<synthetic>"
+
+
+def _blocks(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    msg = rec.get("message")
+    c = msg.get("content") if isinstance(msg, dict) else None
+    return [b for b in c if isinstance(b, dict)] if isinstance(c, list) else []
 
 
 class _Builder:
-    """Walks one chain and groups it into calls."""
+    """Walks the kept records of one session (one or more segments) and groups them
+    into calls."""
 
     def __init__(self, out: Transcript) -> None:
         self.out = out
@@ -220,48 +299,86 @@ class _Builder:
         self.boundary: tuple[str, int] | None = None
         self.boundary_pre: int | None = None
         self.tool_names: dict[str, str] = {}
+        self.tool_order: dict[str, int] = {}
         self.last_end: float | None = None
+        self.first_ts: float | None = None
 
     def feed(self, rec: dict[str, Any]) -> None:
         kind = rec.get("type")
+        ts = _ts(rec)
+        if ts is not None and kind in _CHAIN_TYPES and self.first_ts is None:
+            self.first_ts = ts
         if kind == "user":
             self.pending.extend(_user_blocks(rec, self.tool_names))
-            self.pending_ts = _ts(rec) or self.pending_ts
+            self.pending_ts = ts or self.pending_ts
         elif kind == "assistant":
-            self._assistant(rec)
+            self._assistant(rec, ts)
         elif kind == "system" and rec.get("subtype") == "compact_boundary":
-            meta = rec.get("compactMetadata") or {}
-            pre = meta.get("preTokens") if isinstance(meta, dict) else None
-            self.boundary = (str(meta.get("trigger", "auto")) if isinstance(meta, dict)
-                             else "auto", len(self.pending))
-            self.boundary_pre = int(pre) if isinstance(pre, int | float) else None
+            meta = rec.get("compactMetadata")
+            meta = meta if isinstance(meta, dict) else {}
+            pre = meta.get("preTokens")
+            self.mark_compaction(str(meta.get("trigger", "auto")),
+                                 int(pre) if isinstance(pre, int | float)
+                                 and not isinstance(pre, bool) and math.isfinite(pre) else None)
         else:
             self.out.skipped[f"{kind} ({rec.get('subtype', '-')})"] += 1
 
-    def _assistant(self, rec: dict[str, Any]) -> None:
-        msg = rec.get("message") or {}
-        if not isinstance(msg, dict) or msg.get("model") == "<synthetic>":
+    def mark_compaction(self, trigger: str, pre: int | None) -> None:
+        """History is replaced from here on (blocks pending now were compacted away)."""
+        self.out.compactions_found += 1
+        if pre is None and self.calls and self.calls[-1].usage is not None:
+            pre = prompt_tokens(self.calls[-1].usage)
+        self.boundary, self.boundary_pre = (trigger, len(self.pending)), pre
+
+    def _assistant(self, rec: dict[str, Any], ts: float | None) -> None:
+        if _synthetic(rec):
             self.out.skipped["assistant (synthetic)"] += 1
             return
-        mid = str(msg.get("id") or rec.get("requestId") or rec.get("uuid"))
-        ts = _ts(rec) or self.last_end or 0.0
+        msg = rec["message"]
+        mid = _mid(rec)
+        ts = ts or self.last_end or 0.0
         call = self.by_id.get(mid)
         if call is None:   # (tool results interleaved with a response's lines stay
             call = self._new_call(mid, ts)   # pending for the next call)
-        call.assistant.extend(_assistant_blocks(msg, self.tool_names))
-        u = _usage(msg.get("usage"))
+        blocks = _assistant_blocks(msg, self.tool_names)
+        for b in blocks:
+            if b.kind == "tool_use" and b.id is not None:
+                self.tool_order.setdefault(b.id, len(self.tool_order))
+        call.assistant.extend(blocks)
+        u = _usage(msg.get("usage"), rec)
         if u is not None and (call.usage is None or u["output_tokens"] >= call.usage["output_tokens"]):
             call.usage = u
         call.stop_reason = msg.get("stop_reason") or call.stop_reason
         call.end_ts = max(call.end_ts, ts)
         self.last_end = call.end_ts
 
+    def _take_pending(self) -> list[RawBlock]:
+        """The pending user blocks, tool results put in the order of their tool_use
+        blocks (parallel results are written as they finish) and orphans dropped."""
+        prev = {b.id for b in self.calls[-1].assistant if b.kind == "tool_use"} \
+            if self.calls else set()
+        blocks: list[RawBlock] = []
+        for i, b in enumerate(self.pending):
+            if b.kind == "tool_result" and b.id not in prev:
+                self.out.dropped["tool_result without its tool_use"] += 1
+                if self.boundary is not None and i < self.boundary[1]:
+                    self.boundary = (self.boundary[0], self.boundary[1] - 1)
+                continue
+            blocks.append(b)
+        slots = [i for i, b in enumerate(blocks) if b.kind == "tool_result"]
+        ordered = sorted((blocks[i] for i in slots),
+                         key=lambda b: self.tool_order.get(b.id or "", 0))
+        for i, b in zip(slots, ordered, strict=True):
+            blocks[i] = b
+        return blocks
+
     def _new_call(self, mid: str, ts: float) -> RawCall:
         start = self.pending_ts if self.pending else (self.last_end or ts)
         start = start if start is not None else ts
-        has_result = any(b.kind == "tool_result" for b in self.pending)
-        call = RawCall(mid, user=self.pending, start_ts=start, end_ts=ts,
-                       wait_kind="tool" if has_result else ("think" if self.pending else "none"))
+        user = self._take_pending()
+        has_result = any(b.kind == "tool_result" for b in user)
+        call = RawCall(mid, user=user, start_ts=start, end_ts=ts,
+                       wait_kind="tool" if has_result else ("think" if user else "none"))
         if self.last_end is not None:
             call.wait_s = max(0.0, start - self.last_end)
         if self.boundary is not None:
@@ -272,25 +389,59 @@ class _Builder:
         self.by_id[mid] = call
         return call
 
+    def session(self, name: str, sidechain: bool) -> RawSession | None:
+        if not self.calls:
+            return None
+        prompt = next((x.text for x in self.calls[0].user if x.kind == "text"), "")
+        first = self.first_ts if self.first_ts is not None else self.calls[0].start_ts
+        return RawSession(name, self.calls, first, sidechain, prompt)
 
-def _session(name: str, recs: list[dict[str, Any]], sidechain: bool,
-             out: Transcript) -> RawSession | None:
+
+def _kept(recs: list[dict[str, Any]], out: Transcript) -> list[dict[str, Any]]:
+    """The active chain plus the parallel branches that belong to it (same response,
+    or results answering its tool calls), in file order; the rest is counted."""
     chain = _chain(recs)
-    used = {id(r) for r in chain}
+    keep = {id(r) for r in chain}
+    mids = {_mid(r) for r in chain if r.get("type") == "assistant"}
     for r in recs:
-        if id(r) not in used:
-            t = r.get("type")
+        if r.get("type") == "assistant" and _mid(r) in mids:
+            keep.add(id(r))
+    uses = {str(b.get("id")) for r in recs if id(r) in keep and r.get("type") == "assistant"
+            for b in _blocks(r) if b.get("type") == "tool_use"}
+    for r in recs:
+        if id(r) in keep or r.get("type") != "user":
+            continue
+        res = [b for b in _blocks(r) if b.get("type") == "tool_result"]
+        if res and all(str(b.get("tool_use_id")) in uses for b in res):
+            keep.add(id(r))
+    for r in recs:
+        if id(r) in keep:
+            continue
+        t = r.get("type")
+        if t in ("user", "assistant") and not (t == "assistant" and _synthetic(r)):
+            out.dropped[f"{t} (off active chain)"] += 1
+        else:
             out.skipped[f"{t} (off active chain)" if t in _CHAIN_TYPES else str(t)] += 1
-    b = _Builder(out)
-    for r in chain:
-        b.feed(r)
-    if not b.calls:
-        for r in chain:
-            out.skipped[f"{r.get('type')} (no reply)"] += 1
+    return [r for r in recs if id(r) in keep]
+
+
+def _segment_start(tree: list[dict[str, Any]]) -> str | None:
+    """How a tree continues an earlier segment: 'boundary' (starts with a
+    compact_boundary), 'summary' (older format: starts with the summary), else None."""
+    first = next((r for r in tree if r.get("type") in _CHAIN_TYPES), None)
+    if first is None:
         return None
-    first = next((t for t in (_ts(r) for r in chain) if t is not None), 0.0)
-    prompt = next((x.text for x in b.calls[0].user if x.kind == "text"), "")
-    return RawSession(name, b.calls, first, sidechain, prompt)
+    if first.get("type") == "system" and first.get("subtype") == "compact_boundary":
+        return "boundary"
+    if first.get("type") == "user":
+        msg = first.get("message")
+        c = msg.get("content") if isinstance(msg, dict) else None
+        text = c if isinstance(c, str) else next(
+            (str(b.get("text", "")) for b in c if isinstance(b, dict) and b.get("type") == "text"),
+            "") if isinstance(c, list) else ""
+        if first.get("isCompactSummary") or text.startswith(_OLD_SUMMARY):
+            return "summary"
+    return None
 
 
 def transcript_files(paths: list[Path]) -> list[tuple[Path, bool]]:
@@ -306,22 +457,44 @@ def transcript_files(paths: list[Path]) -> list[tuple[Path, bool]]:
         else:
             raise InputError(f"{p}: no such transcript file or folder")
     if not out:
-        raise InputError(f"no *.jsonl transcripts under {', '.join(map(str, paths))}")
+        raise InputError(f"no *.jsonl transcripts under {', '.join(map(str, paths))}: expected "
+                         "Claude Code session files (~/.claude/projects/<project>/<session>.jsonl)")
     return out
 
 
 def parse_transcripts(paths: list[Path], *, strict: bool = False) -> Transcript:
     """Read transcripts into sessions of calls (original text kept, in memory only)."""
     out = Transcript()
-    for path, is_sub in transcript_files(paths):
+    files = transcript_files(paths)
+    for path, is_sub in files:
         out.files += 1
         recs = read_records(path, out, strict)
+        out.found_calls += len({_mid(r) for r in recs
+                                if r.get("type") == "assistant" and not _synthetic(r)})
         trees = _trees(recs) if not is_sub else [recs]
+        segs: list[tuple[str, _Builder, bool]] = []
+        main: _Builder | None = None
         for i, tree in enumerate(trees):
             side = is_sub or all(r.get("isSidechain") for r in tree if r.get("type") in _CHAIN_TYPES)
-            sess = _session(f"{path.stem}#{i}", tree, side, out)
-            if sess is not None:
+            start = _segment_start(tree)
+            b = main if not side and start is not None and main is not None else None
+            if b is None:
+                b = _Builder(out)
+                segs.append((f"{path.stem}#{i}", b, side))
+                if not side:
+                    main = b
+            elif start == "summary":    # older format: a new root led by the summary
+                b.mark_compaction("auto", None)
+            for r in _kept(tree, out):
+                b.feed(r)
+        for name, b, side in segs:
+            sess = b.session(name, side)
+            if sess is None:
+                out.skipped["segment without a reply"] += 1
+            else:
                 out.sessions.append(sess)
     if not out.sessions:
-        raise InputError(f"no assistant calls with usage found in {out.files} transcript file(s)")
+        where_ = str(files[0][0]) if len(files) == 1 else f"{len(files)} transcript files"
+        raise InputError(f"{where_}: no assistant responses found: expected Claude Code records "
+                         "with type 'assistant' and a message")
     return out

@@ -42,6 +42,7 @@ class ReplayBlock(_Frozen):
     text: int | None = None
     spans: str | None = None
     numbered_from: int | None = None  # Read output: lines carry "   N→" prefixes from N
+    numbered_lines: int | None = Field(default=None, ge=0)  # only the first N lines (else all)
     args: tuple[ReplayArg, ...] = ()
     summary: bool = False            # part of the compact summary that starts a new history
 
@@ -85,6 +86,7 @@ class ReplaySession(_Frozen):
     parent: int | None = None        # index of the parent session (sub-agents)
     parent_call: int | None = None   # the parent's call whose Task/Agent tool_use starts it
     start_offset_s: float = Field(default=0.0, ge=0)   # since the parent session began
+    prefix_tokens: int | None = Field(default=None, ge=0)  # recorded system+tools size
     calls: tuple[ReplayCall, ...] = Field(min_length=1)
 
 

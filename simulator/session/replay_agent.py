@@ -170,10 +170,11 @@ class ReplayAgent(Agent):
         return t
 
     # ------------------------------------------------------------------ history
-    def _text(self, text: int | None, spans: str | None, numbered: int | None = None) -> str:
+    def _text(self, text: int | None, spans: str | None, numbered: int | None = None,
+              numbered_lines: int | None = None) -> str:
         if text is not None:
             return self.spec.texts[text]
-        return self.co.texts.text(spans or "", numbered, self.copy)
+        return self.co.texts.text(spans or "", numbered, self.copy, numbered_lines)
 
     def _tool_id(self, raw: str | None) -> str:
         return f"{raw or 'toolu'}_{self.session_id}"
@@ -186,7 +187,7 @@ class ReplayAgent(Agent):
     def _block(self, b: ReplayBlock) -> Block | None:
         if b.kind == "tool_use":
             return ToolUseBlock(self._tool_id(b.id), b.tool or "tool", self._args(b.args))
-        body = self._text(b.text, b.spans, b.numbered_from)
+        body = self._text(b.text, b.spans, b.numbered_from, b.numbered_lines)
         if b.kind == "tool_result":
             return ToolResultBlock(self._tool_id(b.id), body, b.is_error, b.tool or "",
                                    b.tokens + 6)
