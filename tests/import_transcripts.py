@@ -38,11 +38,12 @@ class _Writer:
         self.hist: list[int] = []       # cl100k sizes of the blocks in context
         self.msgs = 0
         self.prev_prompt = 0
+        self.tag = session          # uuid prefix (unique per writer)
 
     def add(self, rec: dict[str, Any], dt: float = 1.0, chain: bool = True) -> str:
         self.t += timedelta(seconds=dt)
         self.n += 1
-        uid = f"{self.session}-u{self.n}"
+        uid = f"{self.tag}-u{self.n}"
         base = {"uuid": uid, "parentUuid": self.parent, "sessionId": self.session,
                 "timestamp": self.t.isoformat().replace("+00:00", "Z"),
                 "cwd": SECRETS[1], "version": "2.0.1", "gitBranch": "main",
@@ -66,7 +67,7 @@ class _Writer:
                  "cache_creation_input_tokens": prompt - read - 3}
         sizes = [tokens.count(b.get("text") or json.dumps(b.get("input", {}))) for b in blocks]
         out = int(TRUE_SCALE * sum(sizes)) + 5
-        mid = f"msg_{self.session}_{self.n}"
+        mid = f"msg_{self.tag}_{self.n}"
         for i, b in enumerate(blocks):   # one line per block, placeholder output first
             last = i == len(blocks) - 1
             msg = {"id": mid, "type": "message", "role": "assistant", "model": "claude-x",
@@ -82,7 +83,7 @@ class _Writer:
     def compact(self, summary: str) -> None:
         self.t += timedelta(seconds=20)
         self.n += 1
-        uid = f"{self.session}-u{self.n}"
+        uid = f"{self.tag}-u{self.n}"
         self.recs.append({"type": "system", "subtype": "compact_boundary", "uuid": uid,
                           "parentUuid": None, "logicalParentUuid": self.parent,
                           "timestamp": self.t.isoformat().replace("+00:00", "Z"),
@@ -173,4 +174,190 @@ def make_project(root: Path, calls: int = 300, seed: int = 1) -> Path:
         _tool_turn(s, rng, files, 1000 + j)
     s.call([{"type": "text", "text": "Found 3 uses of the retry handler."}], 2.0)
     s.write(proj / "sess-main" / "subagents" / "agent-a1b2c3.jsonl")
+    return proj
+
+
+# ---------------------------------------------------------------- every format
+SUB_PREFIX = 12_000   # a sub-agent's own system prompt and tool subset
+FORMATS = ("parallel", "sidechain", "subagent", "compact_boundary", "summary_segments",
+           "progress", "bom")
+
+
+class _NewWriter(_Writer):
+    """Newer Claude Code: one line per tool_use block and per tool_result, results
+    written as they finish, each the child of the tool_use line it answers — so the
+    uuid tree branches and the line with the response's final usage can sit on a side
+    branch; progress records inside the chain."""
+
+    def __init__(self, session: str, sidechain: bool, t0: datetime, prefix: int = PREFIX) -> None:
+        super().__init__(session, sidechain, t0)
+        self.prefix = prefix
+
+    def usage_for(self, blocks: list[dict[str, Any]]) -> tuple[dict[str, int], int, list[int]]:
+        prompt = self.prefix + int(TRUE_SCALE * sum(self.hist)) + 5 * self.msgs
+        read = min(self.prev_prompt, prompt) if self.prev_prompt else self.prefix
+        usage = {"input_tokens": 3, "cache_read_input_tokens": read,
+                 "cache_creation_input_tokens": prompt - read - 3}
+        sizes = [tokens.count(b.get("text") or json.dumps(b.get("input", {}))) for b in blocks]
+        self.prev_prompt = prompt
+        return usage, int(TRUE_SCALE * sum(sizes)) + 5, sizes
+
+    def call(self, blocks: list[dict[str, Any]], model_s: float) -> None:
+        usage, out, sizes = self.usage_for(blocks)
+        mid = f"msg_{self.tag}_{self.n}"
+        for i, b in enumerate(blocks):
+            last = i == len(blocks) - 1
+            msg = {"id": mid, "type": "message", "role": "assistant", "model": "claude-x",
+                   "content": [b], "stop_reason": "end_turn" if last else None,
+                   "usage": {**usage, "output_tokens": out if last else 1}}
+            self.add({"type": "assistant", "message": msg, "requestId": f"req_{mid}"},
+                     model_s / len(blocks))
+        self.hist += [s + 3 for s in sizes]
+        self.msgs += 1
+
+    def parallel(self, text: str, uses: list[dict[str, Any]], results: list[str],
+                 rng: random.Random, progress: bool = False) -> None:
+        """One response with several tool calls, answered in completion order."""
+        blocks = [{"type": "text", "text": text}] + [{"type": "tool_use", **u} for u in uses]
+        usage, out, sizes = self.usage_for(blocks)
+        mid = f"msg_{self.tag}_{self.n}"
+        use_lines: list[str] = []
+        for i, b in enumerate(blocks):
+            last = i == len(blocks) - 1
+            msg = {"id": mid, "type": "message", "role": "assistant", "model": "claude-x",
+                   "content": [b], "stop_reason": "tool_use" if last else None,
+                   "usage": {**usage, "output_tokens": out if last else 1}}
+            uid = self.add({"type": "assistant", "message": msg, "requestId": f"req_{mid}"}, 1.0)
+            if b["type"] == "tool_use":
+                use_lines.append(uid)
+        self.hist += [s + 3 for s in sizes]
+        self.msgs += 1
+        order = list(range(len(uses)))
+        rng.shuffle(order)
+        for k in order:
+            self.parent = use_lines[k]          # a result hangs off its own tool_use line
+            if progress:
+                self.add({"type": "progress", "data": {"type": "bash_progress"},
+                          "toolUseID": uses[k]["id"]}, 0.2)
+            blk = {"type": "tool_result", "tool_use_id": uses[k]["id"], "content": results[k]}
+            self.add({"type": "user", "message": {"role": "user", "content": [blk]},
+                      "toolUseResult": {"stdout": results[k][:20]}}, rng.uniform(0.2, 2.0))
+        for k in range(len(uses)):
+            self.hist.append(tokens.count(results[k]) + 6)
+        self.msgs += 1
+
+    def compact(self, summary: str, trigger: str = "auto") -> None:
+        super().compact(summary)
+        self.recs[-2]["compactMetadata"]["trigger"] = trigger
+
+    def segment(self, summary: str) -> None:
+        """Older format: a new root whose first user message is the summary."""
+        self.parent = None
+        self.hist, self.msgs, self.prev_prompt = [], 0, 0
+        self.user([{"type": "text", "text": summary}], 20.0, isCompactSummary=True)
+
+
+def _read_result(lines: list[str], tail: bool) -> str:
+    body = "\n".join(f"{n + 1:>6}→{x}" for n, x in enumerate(lines))
+    return body + ("\n\n<system-reminder>\nWhenever you read a file, consider whether it "
+                   "looks malicious.\n</system-reminder>\n" if tail else "")
+
+
+def _agent_turns(w: _NewWriter, rng: random.Random, files: dict[str, list[str]], n: int,
+                 tag: str, *, progress: bool = False, parallel: bool = True,
+                 compact_at: dict[int, str] | None = None) -> None:
+    """n calls: parallel Read/Grep/Bash/TaskCreate batches, Edits quoting earlier
+    Reads, plain tool turns, the odd user message; compactions where asked."""
+    compact_at = compact_at or {}
+    read: list[str] = []
+    for i in range(n):
+        how = compact_at.get(i)
+        if how is not None:
+            w.call([{"type": "text", "text": "Done with this part."}], 2.0)
+            summary = ("This session is being continued from a previous conversation. "
+                       + " ".join(rng.choice(_WORDS) for _ in range(800)))
+            if how == "segment":
+                w.segment(summary)
+            else:
+                w.compact(summary, how)
+            w.user([{"type": "text", "text": "Please continue."}], 1.0)
+            continue
+        paths = rng.sample(sorted(files), 3)
+        if parallel and i % 3 == 0:
+            uses = [{"id": f"toolu_{tag}_{i}_{k}", "name": "Read", "input": {"file_path": p}}
+                    for k, p in enumerate(paths)]
+            uses.append({"id": f"toolu_{tag}_{i}_t", "name": "TaskCreate",
+                         "input": {"subject": "check", "description": "verify the tests"}})
+            res = [_read_result(files[p], tail=k % 2 == 0) for k, p in enumerate(paths)]
+            res.append("Task #1 created")
+            w.parallel("Reading the files in parallel.", uses, res, rng, progress=progress)
+            read += paths
+        elif read and i % 3 == 1:
+            p = rng.choice(read)
+            a = rng.randrange(max(1, len(files[p]) - 4))
+            old = "\n".join(files[p][a:a + 3])
+            tid = f"toolu_{tag}_{i}"
+            w.call([{"type": "text", "text": f"Editing {p}."},
+                    {"type": "tool_use", "id": tid, "name": "Edit",
+                     "input": {"file_path": p, "old_string": old,
+                               "new_string": old.replace("compute", "evaluate")}}], 3.0)
+            w.user([{"type": "tool_result", "tool_use_id": tid,
+                     "content": f"The file {p} has been updated."}], 0.5)
+        elif i % 7 == 5:
+            w.call([{"type": "text", "text": "Progress so far. " * rng.randint(3, 20)}], 2.0)
+            w.user([{"type": "text", "text": f"Go on, ping {SECRETS[3]}"}], rng.uniform(5, 30))
+        else:
+            uses = [{"id": f"toolu_{tag}_{i}_{k}", "name": name, "input": inp}
+                    for k, (name, inp) in enumerate([
+                        ("Bash", {"command": f"cd {SECRETS[1]} && pytest -q"}),
+                        ("mcp__github__search", {"query": "retry handler"})])]
+            res = ["\n".join(f"tests/test_{k}.py PASSED" for k in range(rng.randint(3, 30))),
+                   "3 results"]
+            if parallel:
+                w.parallel("Running checks.", uses, res, rng, progress=progress)
+            else:
+                for u, r in zip(uses, res, strict=True):
+                    w.call([{"type": "tool_use", **u}], 2.0)
+                    w.user([{"type": "tool_result", "tool_use_id": u["id"], "content": r}], 1.0)
+
+
+def make_format(root: Path, fmt: str, calls: int = 36, seed: int = 3) -> Path:
+    """A project folder holding one transcript in the format `fmt` (see FORMATS)."""
+    rng = random.Random(f"{seed}:{fmt}")
+    t0 = datetime(2025, 9, 1, 8, 0, tzinfo=UTC)
+    files = {f"{SECRETS[1]}/src/m{k}.py": _code(rng, rng.randint(20, 90)) for k in range(12)}
+    proj = root / f"-proj-{fmt}"
+    w = _NewWriter(f"s-{fmt}", False, t0)
+    if fmt == "summary_segments":   # older versions put title summaries on top
+        w.add({"type": "summary", "summary": "Fixing tests", "leafUuid": "x"}, chain=False)
+    w.user([{"type": "text", "text": f"Fix the tests in {SECRETS[1]}"}], 0.0)
+    compact_at = {"compact_boundary": {calls // 3: "auto", 2 * calls // 3: "manual"},
+                  "summary_segments": {calls // 3: "segment", 2 * calls // 3: "segment"}}
+    if fmt in ("sidechain", "subagent"):
+        sub_prompt = f"Search {SECRETS[1]} for the retry handler"
+        tid = "toolu_task_1"
+        w.call([{"type": "tool_use", "id": tid, "name": "Task",
+                 "input": {"description": "search", "prompt": sub_prompt,
+                           "subagent_type": "general-purpose"}}], 3.0)
+        s = _NewWriter(f"s-{fmt}" if fmt == "sidechain" else "agent-a1", True, w.t,
+                       prefix=SUB_PREFIX)
+        s.tag = "side"
+        s.user([{"type": "text", "text": sub_prompt}], 0.5)
+        _agent_turns(s, rng, files, calls // 2, "sub")
+        s.call([{"type": "text", "text": "Found it in three places."}], 2.0)
+        w.user([{"type": "tool_result", "tool_use_id": tid,
+                 "content": "Found it in three places."}], 60.0)
+        if fmt == "subagent":
+            s.write(proj / f"s-{fmt}" / "subagents" / "agent-a1.jsonl")
+        else:
+            w.t = max(w.t, s.t)
+    _agent_turns(w, rng, files, calls, "main", progress=fmt == "progress",
+                 compact_at=compact_at.get(fmt))
+    w.call([{"type": "text", "text": "All done."}], 2.0)
+    path = w.write(proj / f"s-{fmt}.jsonl")
+    if fmt == "sidechain":   # old in-file sidechain: its own root in the main file
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write("\n".join(json.dumps(r) for r in s.recs) + "\n")
+    if fmt == "bom":
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     return proj

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,43 +30,100 @@ def import_group() -> None:
 @click.option("--tools-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Tool definitions file; default: 16,000 tokens of synthetic schemas.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--strict", is_flag=True, help="A malformed line is an error (default: skip, count).")
+@click.option("--strict", is_flag=True,
+              help="A malformed line is an error (exit 2), and anything dropped — records off "
+                   "the conversation, responses not imported, unanswered tool calls — fails "
+                   "the import (exit 1, nothing written). Default: skip and count.")
+@click.option("--force", is_flag=True,
+              help="Overwrite an existing output file (never one of the inputs).")
 def claude_code(paths: tuple[Path, ...], out: Path, keep_content: bool, system_file: Path | None,
-                tools_file: Path | None, seed: int, strict: bool) -> None:
+                tools_file: Path | None, seed: int, strict: bool, force: bool) -> None:
     """Import Claude Code transcripts: files or project folders
     (~/.claude/projects/<project>/, with <session>/subagents/agent-*.jsonl)."""
-    from simulator.importers import import_claude_code, scenario_yaml
-    from simulator.scenario.load import load_scenario
+    from simulator.importers import import_claude_code, lost, scenario_yaml
+    from simulator.importers.claude_code import transcript_files
+    check_output(out, [f for f, _ in transcript_files(list(paths))]
+                 + [p for p in (system_file, tools_file) if p is not None], force)
     res = import_claude_code(list(paths), out_path=out, keep_content=keep_content,
                              system_file=system_file, tools_file=tools_file, seed=seed,
                              strict=strict)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(scenario_yaml(res.data), encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{out}: cannot write scenario ({exc.strerror})") from None
-    load_scenario(out)   # validate what was written, as `run` will read it
+    if strict and lost(res.summary):
+        click.echo(format_import_summary(res.summary, None, keep_content))
+        click.echo(f"error: --strict: {lost(res.summary)} record(s)/call(s) dropped or unpaired; "
+                   f"nothing written to {out}", err=True)
+        sys.exit(1)
+    write_atomically(out, scenario_yaml(res.data))
     click.echo(format_import_summary(res.summary, out, keep_content))
 
 
-def format_import_summary(s: dict[str, Any], out: Path, keep_content: bool) -> str:
+def check_output(out: Path, inputs: list[Path], force: bool) -> None:
+    """Never destroy input: the output may not be an input, nor any existing file
+    unless `force`, nor a folder."""
+    target = out.resolve()
+    for p in inputs:
+        if p.resolve() == target:
+            raise InputError(f"{out}: the output is one of the inputs; choose another -o path")
+    if out.is_dir():
+        raise InputError(f"{out}: is a folder; -o expects a scenario file path (.yaml)")
+    if out.exists() and not force:
+        raise InputError(f"{out}: already exists; choose another -o path or pass --force")
+
+
+def write_atomically(out: Path, text: str) -> None:
+    """Write beside the target, validate what was written, then rename over it: a
+    crash or a bad scenario never leaves a half-written or invalid file at `out`."""
+    from simulator.scenario.load import load_scenario
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    except OSError as exc:
+        raise InputError(f"{out}: cannot write scenario ({exc.strerror})") from None
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        load_scenario(tmp)   # validate what was written, as `run` will read it
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise InputError(f"{out}: cannot write scenario ({exc.strerror})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1%}"
+
+
+def format_import_summary(s: dict[str, Any], out: Path | None, keep_content: bool) -> str:
     lines = [
         f"read {s['files']} file(s), {s['records']} records: {s['sessions']} session(s), "
         f"{s['subagents']} sub-agent(s), {s['calls']} calls "
         f"({s['calls_without_usage']} without usage), {s['compactions']} compaction(s)",
+        f"calls imported {s['calls']} of {s['calls_found']} found; tool calls {s['tool_calls']}, "
+        f"results paired {s['tool_results_paired']}"
+        + (f", UNANSWERED {s['tool_calls_unanswered']}" if s["tool_calls_unanswered"] else "")
+        + f"; compactions found {s['compactions_found']}, replayed {s['compactions']}",
+        f"context per call vs recorded (input + cache read + cache creation), "
+        f"{s['context_error_points']} calls: error median {_pct(s['context_error_median'])}, "
+        f"max {_pct(s['context_error_max'])}, bias {_pct(s['context_error_bias'])}",
         f"tokens: prompt {s['prompt_tokens_total']:,} total (max {s['prompt_tokens_max']:,}), "
         f"output {s['output_tokens_total']:,}; time span {s['time_span_s']:,.0f} s",
         f"fit: token scale {s['token_scale']} (replay tokens per cl100k token), thinking "
         f"{'kept' if s['thinking_in_context'] else 'dropped'} in context, rms error "
-        f"{s['fit_rms_share']:.1%}; prefix {s['prefix_tokens']:,} tokens"
-        + (f" (recorded prompts suggest ~{s['fitted_prefix_tokens']:,}; "
-           "see --system-file/--tools-file)" if s["fitted_prefix_tokens"] is not None else ""),
+        f"{s['fit_rms_share']:.1%}; prefix (system + tools) {s['prefix_tokens']:,} tokens"
+        + (f"; sub-agent prefixes {', '.join(f'{p:,}' for p in s['subagent_prefix_tokens'])}"
+           if s["subagent_prefix_tokens"] else ""),
     ]
+    if s["dropped"]:
+        lines.append("DROPPED: " + ", ".join(f"{k} {v}" for k, v in s["dropped"].items()))
     if s["skipped"]:
         lines.append("skipped: " + ", ".join(f"{k} {v}" for k, v in s["skipped"].items()))
     if s["malformed_at"]:
         lines.append("malformed lines at: " + ", ".join(s["malformed_at"]))
-    lines.append(f"wrote {out} (validated)")
+    if out is not None:
+        lines.append(f"wrote {out} (validated)")
     if keep_content:
         lines.append("WARNING: the scenario contains VERBATIM transcript content "
                      "(source, paths, secrets). Do not share it.")

@@ -321,7 +321,8 @@ class _Builder:
                                  int(pre) if isinstance(pre, int | float)
                                  and not isinstance(pre, bool) and math.isfinite(pre) else None)
         else:
-            self.out.skipped[f"{kind} ({rec.get('subtype', '-')})"] += 1
+            self.out.skipped[f"{kind} ({rec.get('subtype', '-')})" if kind == "system"
+                             else str(kind)] += 1
 
     def mark_compaction(self, trigger: str, pre: int | None) -> None:
         """History is replaced from here on (blocks pending now were compacted away)."""
@@ -489,9 +490,7 @@ def parse_transcripts(paths: list[Path], *, strict: bool = False) -> Transcript:
                 b.feed(r)
         for name, b, side in segs:
             sess = b.session(name, side)
-            if sess is None:
-                out.skipped["segment without a reply"] += 1
-            else:
+            if sess is not None:
                 out.sessions.append(sess)
     if not out.sessions:
         where_ = str(files[0][0]) if len(files) == 1 else f"{len(files)} transcript files"

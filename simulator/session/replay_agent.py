@@ -19,12 +19,13 @@ import random
 import weakref
 from dataclasses import dataclass, field
 
+from simulator import tokens
 from simulator.importers.anonymize import SpanTexts
 from simulator.scenario import content
 from simulator.scenario.model import TurnTemplate
 from simulator.scenario.replay import ReplayArg, ReplayBlock, ReplayCall, ReplaySpec
 from simulator.session import compaction as comp
-from simulator.session.agent import Agent, RunContext
+from simulator.session.agent import Agent, RunContext, SessionFailed
 from simulator.session.conversation import (
     Block,
     Conversation,
@@ -34,6 +35,7 @@ from simulator.session.conversation import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from simulator.session.prefix import with_nonce
 
 _EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 
@@ -63,6 +65,18 @@ def _coordinator(ctx: RunContext, spec: ReplaySpec) -> _Coordinator:
     return co
 
 
+def session_prefix(base: Prefix, size: int, seed: str) -> Prefix:
+    """A prefix of about `size` tokens for a session recorded with its own (a
+    sub-agent's system prompt and tool subset): the run's tools while they fit in 80%,
+    else the leading ones that do, and a synthetic system prompt for the rest."""
+    tools = list(base.tools)
+    while tools and content.tools_tokens(tuple(tools)) > 0.8 * size:
+        tools.pop()
+    t_tok = content.tools_tokens(tuple(tools))
+    system = content.synth_text("prose", max(0, size - t_tok), random.Random(seed))
+    return Prefix(system, tuple(tools), tokens.count(system), t_tok)
+
+
 class ReplayAgent(Agent):
     def __init__(self, ctx: RunContext, index: int, prefix: Prefix) -> None:
         super().__init__(ctx, index, prefix)
@@ -71,6 +85,11 @@ class ReplayAgent(Agent):
         n = len(self.spec.sessions)
         self.index, self.rec, self.copy = index, index % n, index // n
         self.script = self.spec.sessions[self.rec]
+        if self.script.prefix_tokens is not None:
+            self.prefix = session_prefix(ctx.base_prefix, self.script.prefix_tokens,
+                                         f"{self.s.seed}:prefix:{self.rec}")
+            if self.s.cache_bust == "per_session":
+                self.prefix = with_nonce(self.prefix, f"{self.s.seed:x}{index:06x}")
         self.co = _coordinator(ctx, self.spec)
         self.awaiting: dict[str, list[int]] = {}     # Task tool_use id → sub-agent indexes
         self._templates: dict[tuple[str, bool], TurnTemplate] = {}
@@ -123,6 +142,9 @@ class ReplayAgent(Agent):
 
     async def _turn(self, k: int, call: ReplayCall) -> None:
         event = await self._apply_compaction(k, call)
+        if not self.conv.messages:   # a server answers 400; say why instead
+            raise SessionFailed(f"{self.session_id} turn {k}: recorded call {k} of session "
+                                f"{self.script.id} has no message to send")
         max_tokens = max(1, call.usage.output_tokens if call.usage else 1)
         template = self._template(call, max_tokens)
         wait = call.wait_s if self.spec.timing == "recorded" else 0.0
