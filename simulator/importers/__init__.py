@@ -59,9 +59,10 @@ def _tools_tokens(path: Path) -> int:
     try:
         return content.tools_tokens(_load_tools_file(path))
     except ScenarioError as exc:
-        why = str(exc).strip().splitlines()[0] if str(exc).strip() else "unreadable"
+        why = str(exc).replace(f"{path}: ", "").strip().splitlines()
+        why = why or ["unreadable"]
         raise InputError(f"{path}: --tools-file: expected a JSON/YAML list of tool "
-                         f"definitions, each with a 'name' ({why[:120]})") from None
+                         f"definitions, each with a 'name' ({why[0][:120]})") from None
 
 
 def _main_prefix(t: Transcript, prefixes: list[int | None]) -> int:

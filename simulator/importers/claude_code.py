@@ -139,7 +139,7 @@ def read_records(path: Path, out: Transcript, strict: bool) -> list[dict[str, An
             if len(out.malformed) < 5:
                 out.malformed.append(f"{path.name}:{no}")
             continue
-        rec[FILE], rec[LINE] = path.name, no
+        rec[FILE], rec[LINE] = str(path), no
         recs.append(rec)
     if recs and not any(r.get("type") in _KNOWN_TYPES for r in recs):
         raise InputError(f"{path}:{recs[0][LINE]}: not a Claude Code transcript: expected "
