@@ -157,3 +157,13 @@ def test_replay_with_failed_requests_is_not_a_success(tmp_path: Path) -> None:
     res = execute(RunSpec(str(out), ["replay.timing=none"], out_dir=tmp_path / "runs",
                           show_progress=False), echo=lambda _: None)
     assert res.status == "failed" and "no message to send" in (res.outcome.reason or "")
+
+
+def test_file_that_starts_with_a_summary_keeps_it_as_context(tmp_path: Path) -> None:
+    recs = _recs(3)
+    recs[0]["isCompactSummary"] = True    # a session resumed from a compacted one
+    data = import_claude_code([_write(tmp_path / "s.jsonl", recs)],
+                              out_path=tmp_path / "o.yaml").data
+    first = data["replay"]["sessions"][0]["calls"][0]
+    assert first["user"] and not any(b.get("summary") for b in first["user"])
+    assert "compaction" not in first

@@ -393,6 +393,11 @@ class _Builder:
     def session(self, name: str, sidechain: bool) -> RawSession | None:
         if not self.calls:
             return None
+        for c in self.calls:   # a file that starts with a summary (a resumed session):
+            if c.compaction is not None:   # it is the first context, not a compaction
+                break
+            for b in c.user:
+                b.summary = False
         prompt = next((x.text for x in self.calls[0].user if x.kind == "text"), "")
         first = self.first_ts if self.first_ts is not None else self.calls[0].start_ts
         return RawSession(name, self.calls, first, sidechain, prompt)
