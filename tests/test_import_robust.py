@@ -128,6 +128,8 @@ def test_bad_system_and_tools_files(tmp_path: Path) -> None:
     tools.write_text("tools: [unclosed\n  - name: x\n")
     _one_line_error(_cli(str(src), "-o", str(tmp_path / "o.yaml"), "--tools-file", str(tools)),
                     "tools.yaml", "--tools-file", "expected")
+    _one_line_error(_cli(str(src), "-o", str(tmp_path / "o.yaml"), "--tools-file",
+                         str(tmp_path / "missing.json")), "missing.json", "existing file")
     tools.write_text("- description: no name\n")
     _one_line_error(_cli(str(src), "-o", str(tmp_path / "o.yaml"), "--tools-file", str(tools)),
                     "tools.yaml", "'name'")

@@ -25,9 +25,9 @@ def import_group() -> None:
               help="Scenario file to write (YAML).")
 @click.option("--keep-content", is_flag=True,
               help="Store the VERBATIM text (source, paths, secrets) instead of synthetic text.")
-@click.option("--system-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--system-file", type=click.Path(path_type=Path),
               help="System prompt file (the transcript lacks it); default: 3,000 synthetic tokens.")
-@click.option("--tools-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--tools-file", type=click.Path(path_type=Path),
               help="Tool definitions file; default: 16,000 tokens of synthetic schemas.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--strict", is_flag=True,
@@ -42,6 +42,9 @@ def claude_code(paths: tuple[Path, ...], out: Path, keep_content: bool, system_f
     (~/.claude/projects/<project>/, with <session>/subagents/agent-*.jsonl)."""
     from simulator.importers import import_claude_code, lost, scenario_yaml
     from simulator.importers.claude_code import transcript_files
+    for opt, f in (("--system-file", system_file), ("--tools-file", tools_file)):
+        if f is not None and not f.is_file():
+            raise InputError(f"{f}: {opt}: expected an existing file")
     check_output(out, [f for f, _ in transcript_files(list(paths))]
                  + [p for p in (system_file, tools_file) if p is not None], force)
     res = import_claude_code(list(paths), out_path=out, keep_content=keep_content,

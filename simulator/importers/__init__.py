@@ -99,7 +99,8 @@ def _prefix(t: Transcript, system_file: Path | None, tools_file: Path | None,
         same = p is None or (fixed and not s.sidechain) \
             or abs(p - main_total) <= max(50, PREFIX_SAME_SHARE * main_total)
         final.append(None if same else p)
-    fit.errors = planned_errors(fit, [main_total if p is None else p for p in final])
+    fit.errors = planned_errors(fit, [main_total if p is None else p for p in final],
+                                [not (fixed and not s.sidechain) for s in t.sessions])
     fit.prefixes = final
     return system, tools, fit, main_total
 

@@ -152,10 +152,14 @@ def _evaluate(sessions: list[RawSession], pts: list[_Point], r: float, thinking:
     return Fit(r, thinking, rms, len(pts), _free_prefix(pts), pre, err, pts)
 
 
-def planned_errors(fit: Fit, prefixes: list[int]) -> list[float]:
+def planned_errors(fit: Fit, prefixes: list[int], sized_from: list[bool]) -> list[float]:
     """Per call with usage: (planned context − recorded) / recorded, where planned is
-    the session's prefix + framing + scale × history as the replay will send it."""
-    return [(prefixes[q.session] + q.f + fit.scale * q.c - q.p) / q.p for q in fit.points_]
+    the session's prefix + framing + scale × history as the replay will send it. A
+    session's first call is left out when its prefix was sized from it (exact by
+    construction, it would flatter the figure)."""
+    first = {id(q) for q in _anchors(fit.points_).values()}
+    return [(prefixes[q.session] + q.f + fit.scale * q.c - q.p) / q.p for q in fit.points_
+            if not (id(q) in first and sized_from[q.session])]
 
 
 def _free_prefix(pts: list[_Point]) -> float | None:
