@@ -321,10 +321,12 @@ class _progress:
 
 def _finish(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
     """Summarise from the journal and finalize the directory (never raises past it)."""
+    from simulator.analysis.steady import config_from_manifest
     from simulator.analysis.summary import summarize
     turns, server = recorder.frames()
     summary = summarize(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
-                        simulated=endpoint.simulated, server_metrics=server)
+                        simulated=endpoint.simulated, server_metrics=server,
+                        steady=config_from_manifest(recorder.manifest, outcome.deadline_reached))
     stats = getattr(endpoint, "stats", None)
     if callable(stats):
         engine = stats()

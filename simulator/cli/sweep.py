@@ -31,7 +31,8 @@ def _counts(text: str) -> list[int]:
 
 
 class _PointRunner:
-    """run_point(n) for the sizing library: one full run per session count."""
+    """run_point(n) for the sizing library: one full run per session count, through the
+    picklable `simulator.points.run_point` (a parallel executor can map that instead)."""
 
     def __init__(self, scenario: str, base: list[str], out: Path, opts: dict[str, Any],
                  verbose: bool) -> None:
@@ -39,21 +40,33 @@ class _PointRunner:
         self.verbose = verbose
         self.run_dirs: dict[int, list[str]] = {}
 
+    def spec(self, n: int, seed_offset: int = 0) -> Any:
+        from simulator.points import PointSpec
+        return PointSpec(self.scenario, tuple(self.base), n, str(self.out), seed_offset,
+                         **self.opts)
+
     def __call__(self, n: int) -> dict[str, Any]:
-        from simulator.runs import RunSpec, execute
-        spec = RunSpec(self.scenario, [*self.base, f"sessions={n}"], out_dir=self.out,
-                       label=f"{n} sessions", show_progress=False, **self.opts)
+        return self.seeded(n, 0)
+
+    def seeded(self, n: int, seed_offset: int) -> dict[str, Any]:
+        """The point at n sessions with the scenario's seed + seed_offset (repeats)."""
+        from simulator.points import run_point
         t = time.monotonic()
-        res = execute(spec, echo=lambda s: None)
+        res = run_point(self.spec(n, seed_offset))
         if res.status == "failed":
-            raise InputError(f"the run at {n} sessions failed: {res.outcome.reason} ({res.run_dir})") \
-                if "auth" in res.outcome.reason or "not_found" in res.outcome.reason else \
-                _RunFailed(f"the run at {n} sessions failed: {res.outcome.reason} ({res.run_dir})")
-        self.run_dirs.setdefault(n, []).append(str(res.run_dir))
+            raise InputError(f"the run at {n} sessions failed: {res.reason} ({res.run_dir})") \
+                if "auth" in res.reason or "not_found" in res.reason else \
+                _RunFailed(f"the run at {n} sessions failed: {res.reason} ({res.run_dir})")
+        self.run_dirs.setdefault(n, []).append(res.run_dir)
         if self.verbose:
-            click.echo(f"  {n:>4} sessions: {res.summary.get('aggregate_tok_s') or 0:,.1f} tok/s "
-                       f"aggregate, run in {time.monotonic() - t:.1f} s → {res.run_dir}", err=True)
-        return res.summary
+            f = res.figures
+            steady = "" if f.get("steady_state", True) else \
+                f" NOT STEADY ({f.get('steady_state_reason')})"
+            click.echo(f"  {n:>4} sessions: achieved {f.get('achieved_sessions') or 0:,.1f}, "
+                       f"{f.get('aggregate_tok_s') or 0:,.1f} tok/s window aggregate "
+                       f"({f.get('run_aggregate_tok_s') or 0:,.1f} whole run){steady}, "
+                       f"run in {time.monotonic() - t:.1f} s → {res.run_dir}", err=True)
+        return res.figures
 
 
 class _RunFailed(RunError):
