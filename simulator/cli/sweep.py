@@ -117,11 +117,17 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
               help='An SLO such as "per_session_tok_s>=50" or "ttft_p95_s<=5" (repeatable).')
 @click.option("--max-sessions", type=int, default=64, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print only JSON.")
+@click.option("--repeats", type=int, default=1, show_default=True,
+              help="Searches repeated with seeds +1 … +R from the answer: the answer's range.")
+@click.option("--team", "team", type=click.IntRange(min=1), default=None, metavar="M",
+              help="Sessions a team runs at once: print how many cards (replicas) it needs.")
 def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: str | None,
                  model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
                  price_per_hour: float | None, client: str | None, out: Path,
-                 slos: tuple[str, ...], max_sessions: int, as_json: bool) -> None:
-    """Largest session count that meets every SLO (geometric probe, bisection, repeat).
+                 slos: tuple[str, ...], max_sessions: int, as_json: bool,
+                 repeats: int = 1, team: int | None = None) -> None:
+    """Largest session count that meets every SLO at steady state (geometric probe,
+    bisection, then --repeats searches with other seeds giving a range).
 
     Exit code 0 when some count meets every SLO, 1 when not even one session does
     (the JSON and size.json are written either way)."""
@@ -132,7 +138,8 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                          _opts(endpoint, twin, spec, price_per_hour, client), not as_json)
     kv_cap, shared = _kv_facts(scenario, point.base, endpoint, twin)
     result = size(point, parsed, max_sessions, kv_capacity_tokens=kv_cap,
-                  shared_prefix_tokens=shared)
+                  shared_prefix_tokens=shared, repeats=repeats, run_seeded=point.seeded,
+                  team_sessions=team)
     folder.mkdir(parents=True, exist_ok=True)
     data = result.to_dict()
     data["run_dirs"] = point.run_dirs
