@@ -156,3 +156,29 @@ def test_warm_start_context_matches_a_cold_session_and_reruns_identically(
     a = pd.read_parquet(warm1["run_dir"] / "turns.parquet")[cols].reset_index(drop=True)
     b = pd.read_parquet(warm2["run_dir"] / "turns.parquet")[cols].reset_index(drop=True)
     pd.testing.assert_frame_equal(a, b)
+
+
+@pytest.mark.slow
+def test_sweep_json_flags_a_point_that_never_held_n_and_report_draws_it(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+    (tmp_path / "busy.yaml").write_text(BUSY)
+    res = CliRunner().invoke(main, [
+        "sweep", str(tmp_path / "busy.yaml"), "--sessions", "1,3", "--turns", "4", "--json",
+        "--set", "arrival.pattern=ramp", "--set", "arrival.interval_s=100",
+        "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    one, three = json.loads(res.stdout)
+    assert one["steady_state"] is True and one["achieved_sessions"] == pytest.approx(1.0)
+    assert three["steady_state"] is False and three["achieved_sessions"] < 2.7
+    assert three["steady_state_reason"].startswith("ramp longer than the sessions")
+    assert three["aggregate_tok_s"] is None and three["run_aggregate_tok_s"] > 0
+    (folder,) = (tmp_path / "out").glob("sweep-*")
+    rep = CliRunner().invoke(main, ["report", str(folder)])
+    assert rep.exit_code == 0, rep.output
+    page = (folder / "sizing_report.html").read_text()
+    assert page.count("data:image/png;base64,") == 5
+    assert "ramp longer than the sessions" in page and "Achieved vs requested" in page

@@ -25,7 +25,8 @@ SWEEP_KEYS: tuple[str, ...] = (
     "cache_shared_pct", "kv_usage_peak", "preemptions", "usd_per_mtok", "simulated",
     # steady state: requested vs achieved, the window, and the whole-run figures by name
     "achieved_sessions", "achieved_sessions_run", "achieved_in_flight", "steady_state",
-    "steady_state_reason", "window_s", "window_n_x_per_session_tok_s", "window_itl_p95_s",
+    "steady_state_reason", "window_start_s", "window_end_s", "window_s",
+    "window_n_x_per_session_tok_s", "window_itl_p95_s",
     "run_aggregate_tok_s", "run_per_session_tok_s", "run_ttft_p95_s", "run_usd_per_mtok",
     "usd_per_mtok_counts_idle",
 )
