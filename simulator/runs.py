@@ -144,6 +144,8 @@ def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoin
         "scenario_resolved": {k: v for k, v in resolved.items() if k != "base_dir"},
         "overrides": list(spec.overrides), "seed": s.seed, "sessions": s.sessions,
         "turns": s.turns, "compaction": s.compaction.kind,
+        # constant load / warm start (warm-start turns: runner.warm_start_turn(seed, i, turns))
+        "load": s.load.model_dump(),
         "endpoint": {**desc, **({"url": redact_url(spec.endpoint_url)} if spec.endpoint_url else {})},
         "simulated": endpoint.simulated, "price_per_hour": _price(spec, endpoint),
         "contains_verbatim_content": s.contains_verbatim_content,
