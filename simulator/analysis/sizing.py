@@ -357,7 +357,7 @@ def format_sizing(result: SizingResult) -> str:
     slos = " and ".join(str(s) for s in result.slos)
     sim = any(p.summary.get("simulated") for p in result.probes)
     head = (f"{result.sessions} session(s) meet {slos}"
-            + (" (confirmed by a repeat run)" if result.confirmed else "")
+            + (" (confirmed by a repeat with another seed)" if result.confirmed else "")
             + (" — SIMULATED (twin)" if sim else ""))
     if result.sessions == 0:
         head = f"no session count meets {slos}" + (" — SIMULATED (twin)" if sim else "")
