@@ -1,4 +1,4 @@
-"""`--duration`, `--warmup`, `--cooldown`, `--warm-start`: sugar for `--set load.*=…`.
+"""`--duration`, `--warmup`, `--warm-start`: sugar for `--set load.*=…` (cool-down: --set).
 
 The options do not reach the commands' signatures: each stores its override in the
 click context, and `scenario_overrides` appends them before the user's `--set`
