@@ -207,8 +207,10 @@ def steady_figures(turns: pd.DataFrame, cfg: SteadyConfig,
     out["achieved_in_flight_run"] = _finite(mean_overlap_count(r0, r1, lo, hi))
     w, why = steady_window(spans, cfg)
     if w is not None and w.length_s < float(np.median(r1 - r0)):
-        why = (f"too few turns: the window ({w.length_s:.1f} s) is shorter than a median "
-               f"request ({float(np.median(r1 - r0)):.1f} s)")
+        why = (f"the window ({w.length_s:.1f} s) is shorter than a median request "
+               f"({float(np.median(r1 - r0)):.1f} s)")
+        why = (f"duration too short: warm-up took {w.start_s:.1f} s; {why}"
+               if cfg.duration_s is not None else f"too few turns: {why}")
         w = None
     if w is None:
         out.update(achieved_sessions=out["achieved_sessions_run"],
