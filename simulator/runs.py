@@ -144,6 +144,8 @@ def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoin
         "scenario_resolved": {k: v for k, v in resolved.items() if k != "base_dir"},
         "overrides": list(spec.overrides), "seed": s.seed, "sessions": s.sessions,
         "turns": s.turns, "compaction": s.compaction.kind,
+        # constant load / warm start (warm-start turns: runner.warm_start_turn(seed, i, turns))
+        "load": s.load.model_dump(),
         "endpoint": {**desc, **({"url": redact_url(spec.endpoint_url)} if spec.endpoint_url else {})},
         "simulated": endpoint.simulated, "price_per_hour": _price(spec, endpoint),
         "contains_verbatim_content": s.contains_verbatim_content,
@@ -321,10 +323,12 @@ class _progress:
 
 def _finish(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
     """Summarise from the journal and finalize the directory (never raises past it)."""
+    from simulator.analysis.steady import config_from_manifest
     from simulator.analysis.summary import summarize
     turns, server = recorder.frames()
     summary = summarize(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
-                        simulated=endpoint.simulated, server_metrics=server)
+                        simulated=endpoint.simulated, server_metrics=server,
+                        steady=config_from_manifest(recorder.manifest, outcome.deadline_reached))
     stats = getattr(endpoint, "stats", None)
     if callable(stats):
         engine = stats()

@@ -133,3 +133,34 @@ def test_sweep_plot_is_written(tmp_path: Any) -> None:
     rows = sweep(Counter(), [1, 2, 4, 8])
     png = write_sweep_plot(rows, tmp_path / "out" / "sweep.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_size_repeats_give_a_range_and_cards_for_a_team() -> None:
+    """Each repeat searches from the answer with another seed; the knee moves per seed."""
+    knees = {0: 10, 1: 12, 2: 7}
+    calls: list[tuple[int, int]] = []
+
+    def seeded(n: int, k: int) -> dict[str, Any]:
+        calls.append((n, k))
+        return toy_server(n, knee=knees[k])
+
+    res = size(lambda n: seeded(n, 0), [parse_slo("per_session_tok_s>=50")], 64,
+               repeats=2, run_seeded=seeded, team_sessions=40)
+    assert res.answers == [10, 12, 7] and res.sessions_range == (7, 12)
+    assert res.cards() == (4, 6)                     # ceil(40/12), ceil(40/7)
+    assert len(set(calls)) == len(calls)             # no point run twice with one seed
+    text = format_sizing(res)
+    assert "range over 3 seeds: 7–12" in text and "needs 4–6 cards" in text
+    assert res.to_dict()["sessions_range"] == [7, 12]
+
+
+def test_a_probe_that_never_reached_steady_state_fails() -> None:
+    def run(n: int) -> dict[str, Any]:
+        out = toy_server(n)
+        if n > 4:
+            out |= {"steady_state": False, "steady_state_reason": "ramp longer than the sessions"}
+        return out
+
+    res = size(run, [parse_slo("per_session_tok_s>=1")], 64)
+    assert res.sessions == 4 and res.binding_kind == "not_steady"
+    assert res.binding is not None and "ramp longer" in res.binding

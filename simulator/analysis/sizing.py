@@ -18,10 +18,17 @@ from simulator.analysis.summary import NUMERIC_KEYS
 from simulator.errors import InputError
 
 RunPoint = Callable[[int], dict[str, Any]]
+RunSeeded = Callable[[int, int], dict[str, Any]]   # (sessions, seed offset) → summary
 
 SWEEP_KEYS: tuple[str, ...] = (
     "sessions", "aggregate_tok_s", "per_session_tok_s", "ttft_p50_s", "ttft_p95_s",
     "cache_shared_pct", "kv_usage_peak", "preemptions", "usd_per_mtok", "simulated",
+    # steady state: requested vs achieved, the window, and the whole-run figures by name
+    "achieved_sessions", "achieved_sessions_run", "achieved_in_flight", "steady_state",
+    "steady_state_reason", "window_start_s", "window_end_s", "window_s",
+    "window_n_x_per_session_tok_s", "window_itl_p95_s",
+    "run_aggregate_tok_s", "run_per_session_tok_s", "run_ttft_p95_s", "run_usd_per_mtok",
+    "usd_per_mtok_counts_idle",
 )
 
 THROUGHPUT_METRICS = frozenset({
@@ -103,6 +110,7 @@ class Probe:
     passed: bool
     failed: tuple[str, ...]
     summary: dict[str, Any]
+    seed_offset: int = 0        # repeats run the scenario's seed + this
 
 
 @dataclass(slots=True)
@@ -118,6 +126,21 @@ class SizingResult:
     binding_kind: str | None = None     # throughput | latency | kv_capacity | max_sessions
     kv_capacity_sessions: int | None = None
     notes: list[str] = field(default_factory=list)
+    answers: list[int] = field(default_factory=list)   # one per seed (first: the search's)
+    team_sessions: int | None = None                   # --team M: sessions to serve
+
+    @property
+    def sessions_range(self) -> tuple[int, int]:
+        """(lowest, highest) answer over the seeds tried."""
+        return (min(self.answers), max(self.answers)) if self.answers else (0, 0)
+
+    def cards(self) -> tuple[int, int] | None:
+        """Cards a team of `team_sessions` needs: (at the highest answer, at the lowest);
+        None without a team or when no count meets the SLOs."""
+        lo, hi = self.sessions_range
+        if self.team_sessions is None or lo < 1:
+            return None
+        return -(-self.team_sessions // hi), -(-self.team_sessions // lo)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -125,7 +148,11 @@ class SizingResult:
             "max_sessions": self.max_sessions, "confirmed": self.confirmed,
             "binding": self.binding, "binding_kind": self.binding_kind,
             "kv_capacity_sessions": self.kv_capacity_sessions, "notes": list(self.notes),
-            "probes": [{"sessions": p.sessions, "passed": p.passed, "failed": list(p.failed),
+            "sessions_range": list(self.sessions_range), "answers_by_seed": list(self.answers),
+            "team_sessions": self.team_sessions,
+            "cards": None if self.cards() is None else list(self.cards() or ()),
+            "probes": [{"sessions": p.sessions, "seed_offset": p.seed_offset,
+                        "passed": p.passed, "failed": list(p.failed),
                         **{k: p.summary.get(k) for k in SWEEP_KEYS if k != "sessions"}}
                        for p in self.probes],
         }
@@ -134,6 +161,8 @@ class SizingResult:
 def _evaluate(run_point: RunPoint, n: int, slos: tuple[Slo, ...]) -> Probe:
     summary = run_point(n)
     failed = tuple(str(s) for s in slos if not s.check(summary))
+    if summary.get("steady_state") is False:   # not a measurement of n sessions
+        failed = (f"not steady: {summary.get('steady_state_reason')}", *failed)
     return Probe(n, not failed, failed, summary)
 
 
@@ -149,6 +178,8 @@ def probe_counts(max_sessions: int) -> list[int]:
 def _binding(probe: Probe, slos: tuple[Slo, ...]) -> tuple[str, str]:
     """The constraint that failed at answer + 1: preemptions mean KV capacity, else
     the most violated SLO (relative to its threshold)."""
+    if probe.summary.get("steady_state") is False:
+        return str(probe.failed[0]), "not_steady"
     worst = max((s for s in slos if str(s) in probe.failed),
                 key=lambda s: s.violation(probe.summary))
     if (probe.summary.get("preemptions") or 0) > 0:
@@ -157,11 +188,17 @@ def _binding(probe: Probe, slos: tuple[Slo, ...]) -> tuple[str, str]:
 
 
 def size(run_point: RunPoint, slos: list[Slo], max_sessions: int, *,
-         kv_capacity_tokens: int | None = None, shared_prefix_tokens: int = 0) -> SizingResult:
-    """Largest n ≤ max_sessions meeting every SLO: geometric probe, bisection, confirm.
+         kv_capacity_tokens: int | None = None, shared_prefix_tokens: int = 0,
+         repeats: int = 1, run_seeded: RunSeeded | None = None,
+         team_sessions: int | None = None) -> SizingResult:
+    """Largest n ≤ max_sessions meeting every SLO: geometric probe, bisection, then
+    `repeats` searches with other seeds (`run_seeded(n, k)`: seed + k) started at the
+    answer, giving a range. A deterministic twin run repeated with the same seed would
+    only return the same figures, so repeats always change the seed.
 
     Assumes the figures get worse as sessions grow (monotone); a non-monotone server
-    still gets an answer that passed twice, and the probes are kept for inspection.
+    still gets an answer, and the probes are kept for inspection. A probe that never
+    reached steady state fails (it did not measure n sessions).
     `kv_capacity_tokens` (the twin's profile) or the server's `vllm:cache_config_info`
     (summary key `kv_capacity_tokens`) gives the KV-capacity bound in sessions.
     """
@@ -169,8 +206,10 @@ def size(run_point: RunPoint, slos: list[Slo], max_sessions: int, *,
         raise InputError(f"--max-sessions: must be ≥ 1, got {max_sessions}")
     if not slos:
         raise InputError("--slo: give at least one SLO, e.g. --slo 'per_session_tok_s>=50'")
+    if repeats < 0:
+        raise InputError(f"--repeats: must be ≥ 0, got {repeats}")
     slo_t = tuple(slos)
-    res = SizingResult(0, slo_t, max_sessions)
+    res = SizingResult(0, slo_t, max_sessions, team_sessions=team_sessions)
     seen: dict[int, Probe] = {}
 
     def probe(n: int) -> Probe:
@@ -190,9 +229,12 @@ def size(run_point: RunPoint, slos: list[Slo], max_sessions: int, *,
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if probe(mid).passed else (lo, mid)
     res.sessions = lo
-    if lo > 0:
-        again = _evaluate(run_point, lo, slo_t)
-        res.probes.append(again)
+    res.answers = [lo]
+    seeded = run_seeded or (lambda n, k: run_point(n))
+    for k in range(1, repeats + 1 if lo > 0 else 1):
+        res.answers.append(_search_from(seeded, k, lo, max_sessions, slo_t, res))
+    if lo > 0 and repeats >= 1:
+        again = next(p for p in res.probes if p.seed_offset == 1 and p.sessions == lo)
         res.confirmed = again.passed
         if not again.passed:
             res.notes.append(f"the repeat run at {lo} sessions failed {', '.join(again.failed)}:"
@@ -203,6 +245,42 @@ def size(run_point: RunPoint, slos: list[Slo], max_sessions: int, *,
     else:
         res.binding, res.binding_kind = _binding(seen[hi], slo_t)
     return res
+
+
+def _search_from(seeded: RunSeeded, k: int, guess: int, max_sessions: int,
+                 slos: tuple[Slo, ...], res: SizingResult) -> int:
+    """The largest passing n with seed offset k: gallop from `guess`, then bisect."""
+    cache: dict[int, bool] = {0: True}
+
+    def passes(n: int) -> bool:
+        if n not in cache:
+            p = _evaluate(lambda m: seeded(m, k), n, slos)
+            res.probes.append(Probe(p.sessions, p.passed, p.failed, p.summary, k))
+            cache[n] = p.passed
+        return cache[n]
+
+    step = 1
+    if passes(guess):
+        lo, hi = guess, None
+        while lo < max_sessions:
+            n = min(max_sessions, lo + step)
+            if not passes(n):
+                hi = n
+                break
+            lo, step = n, step * 2
+        if hi is None:
+            return lo
+    else:
+        hi, lo = guess, guess
+        while lo > 0:
+            lo = max(0, hi - step)
+            if passes(lo):
+                break
+            hi, step = lo, step * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if passes(mid) else (lo, mid)
+    return lo
 
 
 def _kv_bound(probes: list[Probe], capacity: int | None, shared: int) -> int | None:
@@ -232,7 +310,10 @@ def kv_capacity_sessions(kv_capacity_tokens: int, peak_context_tokens: int,
 _SWEEP_HEADERS: tuple[tuple[str, str, str], ...] = (
     # (key, header, format)
     ("sessions", "sessions", "{:d}"),
+    ("achieved_sessions", "achieved", "{:,.1f}"),
+    ("steady_state", "steady", "flag"),
     ("aggregate_tok_s", "aggregate tok/s", "{:,.1f}"),
+    ("window_n_x_per_session_tok_s", "N×per-session", "{:,.1f}"),
     ("per_session_tok_s", "per-session tok/s", "{:,.1f}"),
     ("ttft_p50_s", "TTFT p50 s", "{:.2f}"),
     ("ttft_p95_s", "TTFT p95 s", "{:.2f}"),
@@ -240,10 +321,13 @@ _SWEEP_HEADERS: tuple[tuple[str, str, str], ...] = (
     ("kv_usage_peak", "KV peak %", "{:.1%}"),
     ("preemptions", "preemptions", "{:,.0f}"),
     ("usd_per_mtok", "$/1M tok", "{:.3f}"),
+    ("run_aggregate_tok_s", "run aggregate tok/s", "{:,.1f}"),
 )
 
 
 def _fmt_cell(fmt: str, v: Any) -> str:
+    if fmt == "flag":
+        return {True: "yes", False: "NO"}.get(v, "n/a") if isinstance(v, bool) else "n/a"
     if v is None or isinstance(v, bool):
         return "n/a"
     if fmt == "{:.1%}":
@@ -259,7 +343,13 @@ def format_sweep_table(rows: list[dict[str, Any]]) -> str:
     widths = [max(len(t[i]) for t in table) for i in range(len(_SWEEP_HEADERS))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(t, widths, strict=True)) for t in table]
     title = "sweep — SIMULATED (twin)" if sim else "sweep — real endpoint"
-    return "\n".join([title, *lines])
+    notes = [f"NOT STEADY at {r['sessions']} sessions (achieved "
+             f"{_fmt_cell('{:,.1f}', r.get('achieved_sessions'))}): {r.get('steady_state_reason')}"
+             for r in rows if r.get("steady_state") is False]
+    if any(r.get("steady_state") is not None for r in rows):
+        notes.append("aggregate, per-session, TTFT and $/1M: steady-state window "
+                     "(n/a when never steady); run aggregate: whole run incl. ramp and tail")
+    return "\n".join([title, *lines, *notes])
 
 
 def format_sizing(result: SizingResult) -> str:
@@ -267,17 +357,29 @@ def format_sizing(result: SizingResult) -> str:
     slos = " and ".join(str(s) for s in result.slos)
     sim = any(p.summary.get("simulated") for p in result.probes)
     head = (f"{result.sessions} session(s) meet {slos}"
-            + (" (confirmed by a repeat run)" if result.confirmed else "")
+            + (" (confirmed by a repeat with another seed)" if result.confirmed else "")
             + (" — SIMULATED (twin)" if sim else ""))
     if result.sessions == 0:
         head = f"no session count meets {slos}" + (" — SIMULATED (twin)" if sim else "")
+    lo, hi = result.sessions_range
     lines = [head, f"binding constraint: {result.binding} [{result.binding_kind}]"]
+    if len(result.answers) > 1:
+        lines.append(f"range over {len(result.answers)} seeds: {lo}–{hi} sessions "
+                     f"(per seed: {', '.join(map(str, result.answers))}); steady-state window")
+    cards = result.cards()
+    if cards is not None:
+        lines.append(f"a team of {result.team_sessions} sessions needs "
+                     + (f"{cards[0]} card(s)" if cards[0] == cards[1]
+                        else f"{cards[0]}–{cards[1]} cards"))
     if result.kv_capacity_sessions is not None:
         lines.append(f"KV-capacity bound: {result.kv_capacity_sessions} sessions at peak context")
     for p in result.probes:
         figs = ", ".join(f"{s.metric}={_fmt_cell('{:.2f}', p.summary.get(s.metric))}"
                          for s in result.slos)
         verdict = "pass" if p.passed else "FAIL " + ", ".join(p.failed)
-        lines.append(f"  probe {p.sessions:>4} sessions: {figs}  → {verdict}")
+        seed = f" seed +{p.seed_offset}" if p.seed_offset else ""
+        ach = p.summary.get("achieved_sessions")
+        ach_s = f" (achieved {ach:.1f})" if isinstance(ach, int | float) else ""
+        lines.append(f"  probe {p.sessions:>4} sessions{seed}{ach_s}: {figs}  → {verdict}")
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)

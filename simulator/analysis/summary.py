@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simulator.analysis.steady import SteadyConfig, config_from_manifest, steady_figures
+
 # Metrics that are numbers a user may put in an SLO or compare across runs.
 NUMERIC_KEYS: tuple[str, ...] = (
     "sessions", "turns", "requests", "failed_requests", "summary_requests",
@@ -26,6 +28,11 @@ NUMERIC_KEYS: tuple[str, ...] = (
     "server_cache_read_share", "client_reusable_share", "cache_shared_pct",
     "server_prefix_cache_hit_share", "kv_usage_peak", "preemptions", "kv_capacity_tokens",
     "usd_per_mtok",
+    # steady state (simulator.analysis.steady)
+    "requested_sessions", "achieved_sessions", "achieved_sessions_run", "achieved_in_flight",
+    "achieved_in_flight_run", "window_s", "window_aggregate_tok_s", "window_per_session_tok_s",
+    "window_n_x_per_session_tok_s", "window_ttft_p50_s", "window_ttft_p95_s",
+    "window_itl_p50_s", "window_itl_p95_s", "window_usd_per_mtok",
 )
 
 
@@ -193,12 +200,15 @@ def _throughput_figures(turns: pd.DataFrame, ok: pd.DataFrame, turn_ok: pd.DataF
 
 def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: bool,
               wall_window_s: float | None = None,
-              server_metrics: pd.DataFrame | None = None) -> dict[str, Any]:
+              server_metrics: pd.DataFrame | None = None,
+              steady: SteadyConfig | None = None) -> dict[str, Any]:
     """The run's summary figures (JSON-safe dict) from its turns table.
 
     `wall_window_s` overrides the window measured from the rows (seconds).
     `server_metrics` (windowed rows from `simulator.metrics.prometheus`) adds the
     server-counter cache share, KV usage peak and preemptions; they are None otherwise.
+    `steady` (requested N and load shape) adds achieved concurrency and the
+    steady-state window's figures (`simulator.analysis.steady`).
     """
     ok = ok_rows(turns)
     turn_ok = ok_rows(turns, "turn")
@@ -222,8 +232,20 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     out["usd_per_mtok"] = (price_per_hour / (agg * 3600.0) * 1e6
                            if price_per_hour is not None and agg else None)
     out["simulated"] = bool(simulated)
+    out |= _steady_part(turns, turn_ok, steady, price_per_hour)
     return {k: (_num(v) if isinstance(v, float | np.floating) else v) for k, v in out.items()}
 
+
+
+def _steady_part(turns: pd.DataFrame, turn_ok: pd.DataFrame, steady: SteadyConfig | None,
+                 price_per_hour: float | None) -> dict[str, Any]:
+    """Steady-state figures, and what the whole-run `usd_per_mtok` counts: the ramp and
+    tail, and the card's idle time while sessions think or wait on tools."""
+    idle = bool((turn_ok["think_time_s"].fillna(0) > 0).any()) if not turn_ok.empty else False
+    out: dict[str, Any] = {"usd_per_mtok_counts_idle": idle}
+    if steady is not None:
+        out |= steady_figures(turns, steady, price_per_hour)
+    return out
 
 
 def server_figures(server_metrics: pd.DataFrame | None) -> dict[str, Any]:
@@ -293,9 +315,44 @@ def summary_table(s: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def steady_table(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows for achieved concurrency and the steady-state window (empty for summaries
+    made without a steady config)."""
+    if "requested_sessions" not in s:
+        return []
+    steady = "yes" if s.get("steady_state") else f"NO — {s.get('steady_state_reason')}"
+    rows = [
+        ("sessions requested / achieved (window)",
+         f"{s['requested_sessions']} / {_fmt(s.get('achieved_sessions'))} "
+         f"(whole run {_fmt(s.get('achieved_sessions_run'))}); steady state: {steady}"),
+        ("in-flight requests, window / whole run",
+         f"{_fmt(s.get('achieved_in_flight'))} / {_fmt(s.get('achieved_in_flight_run'))}")]
+    if s.get("window_s") is not None:
+        rows += [
+            ("steady-state window", f"{s['window_start_s']:,.1f} s → {s['window_end_s']:,.1f} s "
+             f"({s['window_s']:,.1f} s)"),
+            ("window aggregate / N × per-session tok/s",
+             f"{_fmt(s.get('window_aggregate_tok_s'))} / "
+             f"{_fmt(s.get('window_n_x_per_session_tok_s'))} "
+             f"(per session {_fmt(s.get('window_per_session_tok_s'))})"),
+            ("window TTFT p50 / p95, ITL p50 / p95",
+             f"{_fmt(s.get('window_ttft_p50_s'), ' s', 2)} / "
+             f"{_fmt(s.get('window_ttft_p95_s'), ' s', 2)}, "
+             f"{_fmt(_ms(s.get('window_itl_p50_s')), ' ms', 1)} / "
+             f"{_fmt(_ms(s.get('window_itl_p95_s')), ' ms', 1)}"),
+            ("window $ per 1M output tokens", _fmt(s.get("window_usd_per_mtok"), digits=3))]
+    if s.get("usd_per_mtok_counts_idle"):
+        rows.append(("note", "whole-run $/1M tok counts the card's idle think/tool time"))
+    return rows
+
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None else 1000.0 * v
+
+
 def format_summary(s: dict[str, Any]) -> str:
     """A compact two-column table for the terminal; SIMULATED is flagged in the title."""
-    rows = summary_table(s)
+    rows = summary_table(s) + steady_table(s)
     width = max(len(k) for k, _ in rows)
     title = ("=== endurance summary — SIMULATED (twin, not a real server) ==="
              if s["simulated"] else "=== endurance summary — real endpoint ===")
@@ -321,7 +378,9 @@ def summarize_run(manifest: dict[str, Any], turns: pd.DataFrame,
     price = manifest.get("price_per_hour")
     out = summarize(turns, price_per_hour=None if price is None else float(price),
                     simulated=bool(manifest.get("simulated", False)),
-                    server_metrics=server_metrics)
+                    server_metrics=server_metrics,
+                    steady=config_from_manifest(manifest, bool((saved or {}).get(
+                        "deadline_reached", False))))
     if saved:
         engine = saved.get("engine") if isinstance(saved.get("engine"), dict) else {}
         for key in ENGINE_KEYS:

@@ -20,7 +20,14 @@ _RUN_DIR = click.Path(path_type=Path, file_okay=False)
 @main.command()
 @click.argument("run_dir", type=_RUN_DIR)
 def report(run_dir: Path) -> None:
-    """Write RUN_DIR/report.html (self-contained), report.md and the PNG plots."""
+    """Write RUN_DIR/report.html (self-contained), report.md and the PNG plots.
+
+    On a `sweep`/`size` folder: sizing_report.html (speed, latency, KV, cost and
+    achieved concurrency against N; each point's steady-state window on a timeline)."""
+    from simulator.analysis.sizing_report import is_sizing_dir, render_sizing_report
+    if is_sizing_dir(run_dir):
+        click.echo(str(render_sizing_report(run_dir)))
+        return
     from simulator.analysis.render import render_report
     paths = render_report(run_dir)
     for p in paths.images:

@@ -23,7 +23,8 @@ def scenario_overrides(sessions: int | None, turns: int | None, seed: int | None
         out.append(f"seed={seed}")
     if model is not None:
         out.append(f"model={model}")
-    return [*out, *sets]
+    from simulator.cli.load_options import load_overrides
+    return [*out, *load_overrides(), *sets]
 
 
 def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
@@ -47,6 +48,8 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
         click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
                      default=Path("results"), show_default=True, help="Results directory."),
     ]
+    from simulator.cli.load_options import load_shape_options
+    opts += load_shape_options()
     for opt in reversed(opts):
         f = opt(f)
     return f

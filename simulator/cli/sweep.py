@@ -31,7 +31,8 @@ def _counts(text: str) -> list[int]:
 
 
 class _PointRunner:
-    """run_point(n) for the sizing library: one full run per session count."""
+    """run_point(n) for the sizing library: one full run per session count, through the
+    picklable `simulator.points.run_point` (a parallel executor can map that instead)."""
 
     def __init__(self, scenario: str, base: list[str], out: Path, opts: dict[str, Any],
                  verbose: bool) -> None:
@@ -39,21 +40,33 @@ class _PointRunner:
         self.verbose = verbose
         self.run_dirs: dict[int, list[str]] = {}
 
+    def spec(self, n: int, seed_offset: int = 0) -> Any:
+        from simulator.points import PointSpec
+        return PointSpec(self.scenario, tuple(self.base), n, str(self.out), seed_offset,
+                         **self.opts)
+
     def __call__(self, n: int) -> dict[str, Any]:
-        from simulator.runs import RunSpec, execute
-        spec = RunSpec(self.scenario, [*self.base, f"sessions={n}"], out_dir=self.out,
-                       label=f"{n} sessions", show_progress=False, **self.opts)
+        return self.seeded(n, 0)
+
+    def seeded(self, n: int, seed_offset: int) -> dict[str, Any]:
+        """The point at n sessions with the scenario's seed + seed_offset (repeats)."""
+        from simulator.points import run_point
         t = time.monotonic()
-        res = execute(spec, echo=lambda s: None)
+        res = run_point(self.spec(n, seed_offset))
         if res.status == "failed":
-            raise InputError(f"the run at {n} sessions failed: {res.outcome.reason} ({res.run_dir})") \
-                if "auth" in res.outcome.reason or "not_found" in res.outcome.reason else \
-                _RunFailed(f"the run at {n} sessions failed: {res.outcome.reason} ({res.run_dir})")
-        self.run_dirs.setdefault(n, []).append(str(res.run_dir))
+            raise InputError(f"the run at {n} sessions failed: {res.reason} ({res.run_dir})") \
+                if "auth" in res.reason or "not_found" in res.reason else \
+                _RunFailed(f"the run at {n} sessions failed: {res.reason} ({res.run_dir})")
+        self.run_dirs.setdefault(n, []).append(res.run_dir)
         if self.verbose:
-            click.echo(f"  {n:>4} sessions: {res.summary.get('aggregate_tok_s') or 0:,.1f} tok/s "
-                       f"aggregate, run in {time.monotonic() - t:.1f} s → {res.run_dir}", err=True)
-        return res.summary
+            f = res.figures
+            steady = "" if f.get("steady_state", True) else \
+                f" NOT STEADY ({f.get('steady_state_reason')})"
+            click.echo(f"  {n:>4} sessions: achieved {f.get('achieved_sessions') or 0:,.1f}, "
+                       f"{f.get('aggregate_tok_s') or 0:,.1f} tok/s window aggregate "
+                       f"({f.get('run_aggregate_tok_s') or 0:,.1f} whole run){steady}, "
+                       f"run in {time.monotonic() - t:.1f} s → {res.run_dir}", err=True)
+        return res.figures
 
 
 class _RunFailed(RunError):
@@ -104,11 +117,17 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
               help='An SLO such as "per_session_tok_s>=50" or "ttft_p95_s<=5" (repeatable).')
 @click.option("--max-sessions", type=int, default=64, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print only JSON.")
+@click.option("--repeats", type=int, default=1, show_default=True,
+              help="Searches repeated with seeds +1 … +R from the answer: the answer's range.")
+@click.option("--team", "team", type=click.IntRange(min=1), default=None, metavar="M",
+              help="Sessions a team runs at once: print how many cards (replicas) it needs.")
 def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: str | None,
                  model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
                  price_per_hour: float | None, client: str | None, out: Path,
-                 slos: tuple[str, ...], max_sessions: int, as_json: bool) -> None:
-    """Largest session count that meets every SLO (geometric probe, bisection, repeat).
+                 slos: tuple[str, ...], max_sessions: int, as_json: bool,
+                 repeats: int = 1, team: int | None = None) -> None:
+    """Largest session count that meets every SLO at steady state (geometric probe,
+    bisection, then --repeats searches with other seeds giving a range).
 
     Exit code 0 when some count meets every SLO, 1 when not even one session does
     (the JSON and size.json are written either way)."""
@@ -119,7 +138,8 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                          _opts(endpoint, twin, spec, price_per_hour, client), not as_json)
     kv_cap, shared = _kv_facts(scenario, point.base, endpoint, twin)
     result = size(point, parsed, max_sessions, kv_capacity_tokens=kv_cap,
-                  shared_prefix_tokens=shared)
+                  shared_prefix_tokens=shared, repeats=repeats, run_seeded=point.seeded,
+                  team_sessions=team)
     folder.mkdir(parents=True, exist_ok=True)
     data = result.to_dict()
     data["run_dirs"] = point.run_dirs

@@ -257,6 +257,23 @@ class Arrival(_Frozen):
     rate_per_s: float = Field(default=1.0, gt=0)   # poisson: mean session starts per second
 
 
+class LoadShape(_Frozen):
+    """Constant-load runs and warm start (issue 12), for sizing at steady state.
+
+    `duration_s`: sessions run in closed loop — one that ends is replaced at once by a
+    fresh one (new session id, new cache-bust nonce) — until this many seconds (virtual
+    on the twin, wall on a server); then no new turn starts and in-flight ones finish.
+    `warmup_s`/`cooldown_s` bound the steady-state window (s since the run started /
+    s before dispatch stops). `warm_start`: each initial session begins at a seeded
+    random turn with its history synthesised to that point (nothing sent for it).
+    """
+
+    duration_s: float | None = Field(default=None, gt=0)
+    warmup_s: float | None = Field(default=None, ge=0)
+    cooldown_s: float = Field(default=0.0, ge=0)
+    warm_start: bool = False
+
+
 class RetryPolicy(_Frozen):
     max_attempts: int = Field(default=4, ge=1, le=100)
     backoff_s: float = Field(default=1.0, ge=0)
@@ -303,6 +320,7 @@ class Scenario(_WithDists):
     seed: int = 0
     deadline_s: float | None = Field(default=None, gt=0)
     arrival: Arrival = Field(default_factory=Arrival)
+    load: LoadShape = Field(default_factory=LoadShape)
     system: SystemSpec = Field(default_factory=lambda: SystemSpec(tokens=3000))
     tools: ToolsSpec = Field(default_factory=lambda: ToolsSpec(tokens=16000))
     cache_bust: Literal["none", "per_session", "per_request"] = "none"

@@ -21,7 +21,15 @@ from typing import Any
 
 from simulator import tokens
 from simulator.clock import Clock
-from simulator.endpoints.base import Endpoint, EndpointError, ErrorType, LLMRequest, LLMResponse
+from simulator.endpoints.base import (
+    Endpoint,
+    EndpointError,
+    ErrorType,
+    LLMRequest,
+    LLMResponse,
+    Timing,
+    Usage,
+)
 from simulator.metrics.recorder import Recorder
 from simulator.metrics.records import TurnRecord, derive_rates
 from simulator.metrics.reuse import PrefixTracker
@@ -88,8 +96,10 @@ class _Pending:
 
 
 class Agent:
-    def __init__(self, ctx: RunContext, index: int, prefix: Prefix) -> None:
+    def __init__(self, ctx: RunContext, index: int, prefix: Prefix, *,
+                 start_turn: int = 0) -> None:
         self.ctx = ctx
+        self.start_turn = start_turn     # warm start: turns before it are synthesised
         self.s = ctx.scenario
         self.session_id = f"s{index:04d}"
         self.prefix = prefix
@@ -106,12 +116,16 @@ class Agent:
             return
 
     async def _turns(self) -> None:
-        for turn in range(self.s.turns):
+        for turn in range(self.start_turn):
+            self._synthesise_turn(turn)
+        for turn in range(self.start_turn, self.s.turns):
             replaying = (turn, "turn") in self.replay
             if self.ctx.stop.is_set():
                 return
             rng = random.Random(f"{self.s.seed}:{self.session_id}:{turn}")
             user_msg, wait_s = self._next_user_message(turn, rng)
+            if turn == self.start_turn > 0:
+                wait_s = 0.0        # a warm-started session sends its first request at once
             if wait_s > 0 and not replaying and await self._idle(wait_s):
                 return
             template = self._draw_template(rng)
@@ -122,6 +136,27 @@ class Agent:
             self._append_reply(resp, template, turn, rng)
             if self.ctx.progress is not None and not replaying:
                 self.ctx.progress(resp.usage.output_tokens or resp.output_tokens_est)
+
+    def _synthesise_turn(self, turn: int) -> None:
+        """Warm start: build turn `turn`'s history as the live loop would — same draws
+        from the same (seed, session, turn) generator — without sending anything; the
+        reply is the scripted text of the drawn output size (an exact token count)."""
+        rng = random.Random(f"{self.s.seed}:{self.session_id}:{turn}")
+        user_msg, _ = self._next_user_message(turn, rng)
+        template = self._draw_template(rng)
+        self.conv = self.conv.append(user_msg)
+        policy = self.s.compaction
+        out = comp.apply_policy(policy, self.conv, self.prefix.tokens_est)
+        if out.summary_needed and isinstance(policy, SummarizeCompaction):
+            text = content.synth_text("prose", policy.summary_max_tokens, rng)
+            out = comp.finish_summary(policy, self.conv, text, self.prefix.tokens_est)
+        self.conv = out.conversation
+        n = self._max_tokens(template, rng)
+        # live history appends the reply's content; scripted makes its own text of n tokens
+        blocks = (TextBlock(self._scripted_text(template, n, rng)),) \
+            if self.s.history == "live" else ()
+        reply = LLMResponse(blocks, "end_turn", Usage(output_tokens=n), Timing(sent=0.0), n)
+        self._append_reply(reply, template, turn, rng)
 
     async def _idle(self, seconds: float) -> bool:
         """Think time / tool latency; True when the run is stopping meanwhile."""

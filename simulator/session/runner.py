@@ -54,6 +54,12 @@ def arrival_offsets(s: Scenario) -> list[float]:
     return out
 
 
+def warm_start_turn(seed: int, index: int, turns: int) -> int:
+    """The turn a warm-started session begins at: uniform over 0 … turns − 1, seeded by
+    (seed, session index) so a re-run starts every session at the same turn."""
+    return random.Random(f"{seed}:warm:{index}").randrange(turns)
+
+
 class Runner:
     def __init__(self, scenario: Scenario, endpoint: Endpoint, recorder: Recorder, run_id: str,
                  *, progress: Callable[[int], None] | None = None,
@@ -118,8 +124,12 @@ class Runner:
                 bg: list[asyncio.Task[Any]] = [outer.create_task(f()) for f in self.background]
                 try:
                     async with asyncio.TaskGroup() as tg:
+                        duration = self.s.load.duration_s
                         for i in self.sessions:
-                            tg.create_task(self._session(ctx, i, offsets[i]))
+                            tg.create_task(self._session(ctx, i, offsets[i]) if duration is None
+                                           else self._slot(ctx, i, offsets[i]))
+                        if duration is not None:
+                            tg.create_task(self._stop_dispatch_at(duration))
                 finally:
                     for stop in self.on_finish:   # e.g. a metrics scraper's last scrape
                         stop()
@@ -130,6 +140,22 @@ class Runner:
         except* (FatalEndpointError, _TooManyFailures) as eg:
             self.outcome.status = "failed"
             self.outcome.reason = str(_first_leaf(eg))
+
+    async def _stop_dispatch_at(self, duration_s: float) -> None:
+        """Constant-load runs: after `duration_s` no new turn starts; in-flight requests
+        finish (the same stop a signal gives, without marking the run interrupted)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), timeout=duration_s)
+        self._stop.set()
+
+    async def _slot(self, ctx: RunContext, slot: int, offset: float) -> None:
+        """Closed-loop replacement: when the slot's session ends, a fresh one (session
+        index slot + k·N: new id, new cache-bust nonce) starts at once, until stopped."""
+        n = self.s.sessions        # the whole run's N: ids stay unique across shards
+        k = 0
+        while not self._stop.is_set():
+            await self._session(ctx, slot + k * n, offset if k == 0 else 0.0)
+            k += 1
 
     async def _session(self, ctx: RunContext, index: int, offset: float) -> None:
         sid = f"s{index:04d}"
@@ -149,7 +175,10 @@ class Runner:
             from simulator.session.replay_agent import ReplayAgent
             agent: Agent = ReplayAgent(ctx, index, prefix)
         else:
-            agent = Agent(ctx, index, prefix)
+            start = 0
+            if self.s.load.warm_start and index < self.s.sessions:  # not replacements
+                start = warm_start_turn(self.s.seed, index, self.s.turns)
+            agent = Agent(ctx, index, prefix, start_turn=start)
         try:
             await agent.run()
         except SessionFailed as exc:

@@ -1,0 +1,210 @@
+"""`endurance report SWEEP_DIR`: one self-contained HTML page for a sweep or size folder.
+
+Per-session tok/s and TTFT p95 against N (SLO lines for a `size` folder), KV usage and
+preemptions, $/1M tokens, achieved vs requested concurrency, and for each point a
+timeline of active sessions with its steady-state window shaded. Every figure is the
+steady-state window's unless named "whole run"; points that never reached steady state
+are drawn as red crosses and listed with the reason.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from simulator.analysis.plots import mode_word, new_figure
+from simulator.analysis.render import build_html, figure_png
+from simulator.analysis.steady import session_spans
+from simulator.errors import InputError
+
+
+def is_sizing_dir(path: Path) -> bool:
+    """A `sweep` or `size` output folder (not a run directory)."""
+    return (path / "sweep.json").is_file() or (path / "size.json").is_file()
+
+
+def load_points(folder: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """(one row per point, SLO texts) from sweep.json or size.json (first seed's probes)."""
+    if (folder / "sweep.json").is_file():
+        rows = json.loads((folder / "sweep.json").read_text())
+        return sorted(rows, key=lambda r: r["sessions"]), []
+    data = json.loads((folder / "size.json").read_text())
+    dirs: dict[str, list[str]] = data.get("run_dirs", {})
+    rows = []
+    for p in data.get("probes", []):
+        if p.get("seed_offset", 0):
+            continue
+        runs = dirs.get(str(p["sessions"]), [])
+        rows.append(p | {"run_dirs": runs[:1]})
+    return sorted(rows, key=lambda r: r["sessions"]), list(data.get("slos", []))
+
+
+def _xy(rows: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = np.array([r["sessions"] for r in rows], dtype=float)
+    y = np.array([r.get(key) if isinstance(r.get(key), int | float) else np.nan for r in rows],
+                 dtype=float)
+    bad = np.array([r.get("steady_state") is False for r in rows])
+    return n, y, bad
+
+
+def _slo_lines(ax: Any, slos: list[str], metric: str) -> None:
+    for s in slos:
+        for op in (">=", "<=", ">", "<"):
+            if s.startswith(metric + op):
+                ax.axhline(float(s[len(metric) + len(op):]), color="tab:red", ls=":",
+                           label=f"SLO {s}")
+                break
+
+
+def _metric_plot(rows: list[dict[str, Any]], panels: list[tuple[str, str, str | None]],
+                 title: str, slos: list[str]) -> Figure:
+    """One panel per (key, y label, whole-run key or None) against sessions."""
+    fig = new_figure(10.0, 3.6)
+    for i, (key, label, run_key) in enumerate(panels):
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        n, y, bad = _xy(rows, key)
+        ax.plot(n, y, "o-", color="tab:blue", label="steady-state window")
+        if run_key is not None:
+            _, yr, _ = _xy(rows, run_key)
+            ax.plot(n, yr, ".:", color="tab:gray", label="whole run")
+        if bad.any():
+            ax.plot(n[bad], np.zeros(int(bad.sum())), "x", color="tab:red", ms=9,
+                    label="not steady")
+        _slo_lines(ax, slos, key)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(n, [str(int(x)) for x in n])
+        ax.set(xlabel="requested sessions", ylabel=label)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title)
+    fig.subplots_adjust(wspace=0.35, top=0.85)
+    return fig
+
+
+def _achieved_plot(rows: list[dict[str, Any]]) -> Figure:
+    fig = new_figure(6.0, 4.0)
+    ax = fig.add_subplot()
+    n, ach, bad = _xy(rows, "achieved_sessions")
+    _, run, _ = _xy(rows, "achieved_sessions_run")
+    ax.plot(n, n, "-", color="black", lw=0.8, label="requested")
+    ax.plot(n, 0.9 * n, "--", color="tab:red", lw=0.8, label="90% of requested")
+    ax.plot(n, ach, "o-", color="tab:blue", label="achieved (window, or run if none)")
+    ax.plot(n, run, ".:", color="tab:gray", label="achieved, whole run")
+    if bad.any():
+        ax.plot(n[bad], ach[bad], "x", color="tab:red", ms=10, label="not steady")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xticks(n, [str(int(x)) for x in n])
+    ax.set(title="Achieved vs requested concurrency", xlabel="requested sessions",
+           ylabel="time-weighted mean active sessions")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def active_sessions_steps(turns: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(times s, active sessions from each time on): the step function of session spans."""
+    sp = session_spans(turns)
+    t = np.concatenate([sp["start_s"].to_numpy(float), sp["end_s"].to_numpy(float)])
+    d = np.concatenate([np.ones(len(sp)), -np.ones(len(sp))])
+    order = np.lexsort((d, t))        # at equal times an end before a start
+    return t[order], np.cumsum(d[order])
+
+
+def _timeline_plot(rows: list[dict[str, Any]]) -> Figure | None:
+    from simulator.analysis.load import load_run
+    panels = [(r, r["run_dirs"][0]) for r in rows if r.get("run_dirs")]
+    if not panels:
+        return None
+    fig = new_figure(10.0, 1.6 + 1.5 * len(panels))
+    for i, (r, run_dir) in enumerate(panels):
+        ax = fig.add_subplot(len(panels), 1, i + 1)
+        try:
+            _, turns, _ = load_run(run_dir)
+        except InputError:
+            ax.set_title(f"{r['sessions']} sessions: run directory missing", fontsize=8)
+            continue
+        t, active = active_sessions_steps(turns)
+        ax.step(t, active, where="post", color="tab:blue", lw=1)
+        ax.axhline(r["sessions"], color="black", lw=0.6, ls="--")
+        lo, hi = r.get("window_start_s"), r.get("window_end_s")
+        if lo is not None and hi is not None:
+            ax.axvspan(lo, hi, color="tab:green", alpha=0.2)
+        flag = "steady" if r.get("steady_state") else f"NOT steady: {r.get('steady_state_reason')}"
+        ax.set_title(f"{r['sessions']} sessions requested — {flag}", fontsize=8, loc="left")
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel("active", fontsize=8)
+        ax.tick_params(labelsize=7)
+    fig.axes[-1].set_xlabel("seconds since the run started (green: steady-state window)")
+    fig.subplots_adjust(hspace=0.7, top=1.0 - 0.3 / (1.6 + 1.5 * len(panels)))
+    return fig
+
+
+def _table_html(rows: list[dict[str, Any]]) -> str:
+    cols = [("sessions", "requested", "{:d}"), ("achieved_sessions", "achieved", "{:.1f}"),
+            ("steady_state", "steady", "{}"), ("aggregate_tok_s", "aggregate tok/s", "{:,.1f}"),
+            ("window_n_x_per_session_tok_s", "N×per-session tok/s", "{:,.1f}"),
+            ("per_session_tok_s", "per-session tok/s", "{:,.1f}"),
+            ("ttft_p95_s", "TTFT p95 s", "{:.2f}"), ("kv_usage_peak", "KV peak", "{:.1%}"),
+            ("preemptions", "preemptions", "{:,.0f}"), ("usd_per_mtok", "$/1M tok", "{:.3f}"),
+            ("run_aggregate_tok_s", "whole-run aggregate tok/s", "{:,.1f}"),
+            ("run_usd_per_mtok", "whole-run $/1M tok", "{:.3f}"),
+            ("steady_state_reason", "why not steady", "{}")]
+
+    def cell(fmt: str, v: Any) -> str:
+        if v is None:
+            return "n/a"
+        if fmt == "{:d}":
+            return str(int(v))
+        return fmt.format(v) if fmt == "{}" else fmt.format(float(v))
+
+    head = "".join(f"<th>{html.escape(h)}</th>" for _, h, _ in cols)
+    body = "\n".join("<tr>" + "".join(f"<td>{html.escape(cell(f, r.get(k)))}</td>"
+                                      for k, _, f in cols) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>\n{body}</table>"
+
+
+def render_sizing_report(folder: str | Path) -> Path:
+    """Write FOLDER/sizing_report.html; returns its path."""
+    folder = Path(folder)
+    rows, slos = load_points(folder)
+    if not rows:
+        raise InputError(f"{folder}: no points to report on")
+    sim = any(r.get("simulated") for r in rows)
+    idle = any(r.get("usd_per_mtok_counts_idle") for r in rows)
+    figs: list[tuple[str, Figure | None]] = [
+        ("Per-session tok/s and TTFT p95 vs sessions",
+         _metric_plot(rows, [("per_session_tok_s", "per-session tok/s", "run_per_session_tok_s"),
+                             ("ttft_p95_s", "TTFT p95 (s)", "run_ttft_p95_s")],
+                      f"Per-session speed and latency — {mode_word(sim)}", slos)),
+        ("KV usage and preemptions (whole run)",
+         _metric_plot(rows, [("kv_usage_peak", "KV usage peak (0–1)", None),
+                             ("preemptions", "preemptions", None)], "KV cache", slos)),
+        ("$ per 1M output tokens", _metric_plot(
+            rows, [("usd_per_mtok", "$ / 1M output tokens", "run_usd_per_mtok")],
+            "Cost (whole run counts ramp, tail" + (" and idle think/tool time)" if idle else ")"),
+            slos)),
+        ("Achieved vs requested concurrency", _achieved_plot(rows)),
+        ("Active sessions over time, steady-state window shaded", _timeline_plot(rows)),
+    ]
+    images = [(cap, figure_png(f)) for cap, f in figs if f is not None]
+    facts = [("folder", str(folder)), ("points", ", ".join(str(r["sessions"]) for r in rows)),
+             ("SLOs", ", ".join(slos) or "none (a sweep)"),
+             ("figures", "steady-state window unless named whole run; a point below 90% "
+              "of the requested sessions is not a measurement of N")]
+    if idle:
+        facts.append(("$/1M tok", "the whole-run figure counts the card's idle time while "
+                      "sessions think or wait on tools"))
+    page = build_html(f"endurance sizing report — {folder.name}", facts, [], images, sim)
+    page = page.replace("<h2>Summary</h2>\n<table>\n\n</table>",
+                        "<h2>Points</h2>\n" + _table_html(rows))
+    out = folder / "sizing_report.html"
+    out.write_text(page, encoding="utf-8")
+    return out

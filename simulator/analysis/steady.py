@@ -1,0 +1,237 @@
+"""Achieved concurrency and the steady-state window: pure functions over the turns table.
+
+A point labelled "N sessions" measures N concurrent sessions only while N sessions are
+active at once. From the rows' own timestamps (monotonic seconds since the run
+started) this module derives each session's span (first send → last token), the
+time-weighted mean of active sessions and of in-flight requests, and the steady-state
+window:
+
+* fixed-turn runs: from when every one of the N sessions has started and received
+  its first turn's reply, until the first session ends;
+* constant-load runs (`load.duration_s`, closed-loop replacement): from when the N
+  initial sessions are past their first turn (or `load.warmup_s`) until dispatch
+  stops at `duration_s` (less `load.cooldown_s`).
+
+Only per-request timing is recorded (send, first token, last token), not every token's
+arrival: each request's output tokens are apportioned to the window as its first token
+at the first-token time and the other n − 1 spread evenly over its decode interval
+(first → last token). TTFT counts requests whose first token falls in the window, ITL
+((last − first) / (n − 1) per request) those whose decode midpoint does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+STEADY_THRESHOLD = 0.9   # achieved / requested below this: not a measurement of N
+
+
+@dataclass(frozen=True, slots=True)
+class SteadyConfig:
+    """What the run asked for: N, and the constant-load shape if any (seconds)."""
+
+    requested_sessions: int
+    duration_s: float | None = None     # constant-load: dispatch stops here
+    warmup_s: float | None = None       # window start (absolute, s since run start)
+    cooldown_s: float = 0.0             # window ends this long before dispatch stops
+    deadline_reached: bool = False
+    warm_start: bool = False
+
+
+def config_from_manifest(manifest: dict[str, Any], deadline_reached: bool = False) -> SteadyConfig:
+    """The steady-state config a run's manifest records (older manifests: fixed turns)."""
+    resolved = manifest.get("scenario_resolved") or {}
+    load = resolved.get("load") or {}
+    n = manifest.get("sessions") or resolved.get("sessions") or 1
+    return SteadyConfig(int(n), _f(load.get("duration_s")), _f(load.get("warmup_s")),
+                        float(load.get("cooldown_s") or 0.0), deadline_reached,
+                        bool(load.get("warm_start", False)))
+
+
+def _f(x: Any) -> float | None:
+    return None if x is None else float(x)
+
+
+def _ends(rows: pd.DataFrame) -> pd.Series:
+    """Last-token (or failure) time of each row, s; the send time when unknown."""
+    return (rows["started_mono_s"] + rows["e2e_s"].fillna(0.0)).astype(float)
+
+
+def session_spans(turns: pd.DataFrame) -> pd.DataFrame:
+    """One row per session: start_s (first send), first_done_s (its first turn's reply
+    ended), end_s (last token of its last request); seconds since the run started."""
+    if turns.empty:
+        return pd.DataFrame(columns=["start_s", "first_done_s", "end_s"], dtype=float)
+    t = turns.assign(_end=_ends(turns))
+    g = t.groupby("session_id", sort=True)
+    first_turn = t[t["turn_index"] == g["turn_index"].transform("min")]
+    return pd.DataFrame({
+        "start_s": g["started_mono_s"].min().astype(float),
+        "first_done_s": first_turn.groupby("session_id")["_end"].max().astype(float),
+        "end_s": g["_end"].max().astype(float),
+    })
+
+
+def mean_overlap_count(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> float:
+    """Time-weighted mean over [lo, hi] of how many [start, end] intervals cover t."""
+    if hi <= lo:
+        return float("nan")
+    cover = np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0.0, None)
+    return float(cover.sum() / (hi - lo))
+
+
+def tokens_in_window(rows: pd.DataFrame, lo: float, hi: float) -> np.ndarray:
+    """Each row's output tokens apportioned to [lo, hi] (first token at its time, the
+    other n − 1 evenly over the decode interval)."""
+    n = rows["output_tokens"].fillna(0).to_numpy(dtype=float)
+    sent = rows["started_mono_s"].to_numpy(dtype=float)
+    last = sent + rows["e2e_s"].fillna(0.0).to_numpy(dtype=float)
+    first = sent + rows["ttft_s"].to_numpy(dtype=float)
+    first = np.where(np.isnan(first), last, first)
+    first_in = ((first >= lo) & (first <= hi)).astype(float)
+    span = last - first
+    over = np.clip(np.minimum(last, hi) - np.maximum(first, lo), 0.0, None)
+    rest = np.where(span > 0, over / np.where(span > 0, span, 1.0), first_in)
+    return np.where(n > 0, np.minimum(n, 1.0) * first_in + np.maximum(n - 1.0, 0.0) * rest, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    start_s: float
+    end_s: float
+
+    @property
+    def length_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+def steady_window(spans: pd.DataFrame, cfg: SteadyConfig) -> tuple[Window | None, str]:
+    """The steady-state window, or None and why there is none."""
+    n = cfg.requested_sessions
+    if len(spans) < n:
+        why = f"only {len(spans)} of {n} sessions sent a request"
+        return None, why + (" before the deadline" if cfg.deadline_reached else "")
+    initial = spans.sort_values("start_s").iloc[:n]
+    lo = float(initial["first_done_s"].max())
+    if cfg.warmup_s is not None:
+        lo = cfg.warmup_s
+    if cfg.duration_s is not None:
+        hi = cfg.duration_s - cfg.cooldown_s
+        if hi <= lo:
+            return None, (f"warm-up ({lo:.1f} s) reaches past the duration less cool-down "
+                          f"({hi:.1f} s)")
+        return Window(lo, hi), ""
+    hi = float(spans["end_s"].min())
+    if cfg.cooldown_s:
+        hi = min(hi, float(spans["end_s"].max()) - cfg.cooldown_s)
+    if hi > lo:
+        return Window(lo, hi), ""
+    last_start, first_end = float(initial["start_s"].max()), float(spans["end_s"].min())
+    if last_start >= first_end:
+        return None, (f"ramp longer than the sessions: the last session starts at "
+                      f"{last_start:.1f} s, the first ends at {first_end:.1f} s")
+    return None, ("too few turns: the first session ends before all "
+                  f"{n} are past their first turn")
+
+
+def _pct(values: np.ndarray, q: float) -> float | None:
+    v = values[~np.isnan(values)]
+    return float(np.quantile(v, q)) if v.size else None
+
+
+def window_figures(turns: pd.DataFrame, w: Window, n: int) -> dict[str, Any]:
+    """Throughput and latency inside the window (see the module docstring)."""
+    ok = turns[turns["ok"].astype(bool)]
+    tok = tokens_in_window(ok, w.start_s, w.end_s)
+    sent = ok["started_mono_s"].to_numpy(dtype=float)
+    end = _ends(ok).to_numpy(dtype=float)
+    busy = np.clip(np.minimum(end, w.end_s) - np.maximum(sent, w.start_s), 0.0, None)
+    total = float(tok.sum())
+    per_session = total / float(busy.sum()) if busy.sum() > 0 else None
+    turn = ok[ok["request_kind"] == "turn"]
+    t_sent = turn["started_mono_s"].to_numpy(dtype=float)
+    ttft = turn["ttft_s"].to_numpy(dtype=float)
+    first = t_sent + ttft
+    t_last = _ends(turn).to_numpy(dtype=float)
+    n_out = turn["output_tokens"].fillna(0).to_numpy(dtype=float)
+    in_w = (first >= w.start_s) & (first <= w.end_s)
+    mid = (first + t_last) / 2
+    itl = np.where(n_out > 1, (t_last - first) / np.maximum(n_out - 1, 1), np.nan)
+    itl = itl[(mid >= w.start_s) & (mid <= w.end_s)]
+    return {
+        "window_output_tokens": total,
+        "window_aggregate_tok_s": total / w.length_s,
+        "window_per_session_tok_s": per_session,
+        "window_n_x_per_session_tok_s": None if per_session is None else n * per_session,
+        "window_ttft_p50_s": _pct(ttft[in_w], 0.50),
+        "window_ttft_p95_s": _pct(ttft[in_w], 0.95),
+        "window_itl_p50_s": _pct(itl, 0.50),
+        "window_itl_p95_s": _pct(itl, 0.95),
+        "window_requests": int(in_w.sum()),
+    }
+
+
+WINDOW_KEYS: tuple[str, ...] = (
+    "window_output_tokens", "window_aggregate_tok_s", "window_per_session_tok_s",
+    "window_n_x_per_session_tok_s", "window_ttft_p50_s", "window_ttft_p95_s",
+    "window_itl_p50_s", "window_itl_p95_s", "window_requests")
+
+
+def steady_figures(turns: pd.DataFrame, cfg: SteadyConfig,
+                   price_per_hour: float | None = None) -> dict[str, Any]:
+    """Requested vs achieved concurrency (run and window), the window and its figures.
+
+    `achieved_sessions` is the window's mean of active sessions, or the whole run's
+    when there is no window; `steady_state` is False (with `steady_state_reason`) when
+    there is no window or it holds fewer than 90% of the requested sessions.
+    """
+    n = cfg.requested_sessions
+    out: dict[str, Any] = {"requested_sessions": n, "window_start_s": None,
+                           "window_end_s": None, "window_s": None,
+                           **dict.fromkeys(WINDOW_KEYS), "window_usd_per_mtok": None}
+    spans = session_spans(turns)
+    if spans.empty:
+        return out | {"achieved_sessions": 0.0, "achieved_sessions_run": 0.0,
+                      "achieved_in_flight": 0.0, "achieved_in_flight_run": 0.0,
+                      "steady_state": False, "steady_state_reason": "no request was sent"}
+    s0, e0 = spans["start_s"].to_numpy(float), spans["end_s"].to_numpy(float)
+    r0 = turns["started_mono_s"].to_numpy(float)
+    r1 = _ends(turns).to_numpy(float)
+    lo, hi = float(s0.min()), float(e0.max())
+    out["achieved_sessions_run"] = _finite(mean_overlap_count(s0, e0, lo, hi))
+    out["achieved_in_flight_run"] = _finite(mean_overlap_count(r0, r1, lo, hi))
+    w, why = steady_window(spans, cfg)
+    if w is not None and w.length_s < float(np.median(r1 - r0)):
+        why = (f"the window ({w.length_s:.1f} s) is shorter than a median request "
+               f"({float(np.median(r1 - r0)):.1f} s)")
+        why = (f"duration too short: warm-up took {w.start_s:.1f} s; {why}"
+               if cfg.duration_s is not None else f"too few turns: {why}")
+        w = None
+    if w is None:
+        out.update(achieved_sessions=out["achieved_sessions_run"],
+                   achieved_in_flight=out["achieved_in_flight_run"])
+    else:
+        out.update(window_start_s=w.start_s, window_end_s=w.end_s, window_s=w.length_s,
+                   achieved_sessions=_finite(mean_overlap_count(s0, e0, w.start_s, w.end_s)),
+                   achieved_in_flight=_finite(mean_overlap_count(r0, r1, w.start_s, w.end_s)))
+        out |= window_figures(turns, w, n)
+        agg = out["window_aggregate_tok_s"]
+        if price_per_hour is not None and agg:
+            out["window_usd_per_mtok"] = price_per_hour / (agg * 3600.0) * 1e6
+    achieved = out["achieved_sessions"] or 0.0
+    if w is not None and achieved < STEADY_THRESHOLD * n:
+        why = f"achieved {achieved:.1f} of {n} sessions in the window"
+    if cfg.deadline_reached and why:
+        why += " (deadline reached)"
+    out["steady_state"] = w is not None and not why
+    out["steady_state_reason"] = why or None
+    return out
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
