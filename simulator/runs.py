@@ -21,16 +21,19 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from simulator import __version__
 from simulator.endpoints.base import Endpoint
-from simulator.errors import InputError, RunError
+from simulator.endpoints.preflight import preflight, redact_url
+from simulator.errors import InputError
 from simulator.metrics.recorder import Recorder
 from simulator.scenario.load import load_scenario, scenario_hash
 from simulator.scenario.model import Scenario
 from simulator.session.resume import ResumeState
+from simulator.session.resume_run import open_resumed
 from simulator.session.runner import STOP_GRACE_S, Runner, RunOutcome
+from simulator.vtime import run_virtual
 
 DEFAULT_TWIN = "a40/qwen3-coder-30b-a3b-awq"
 SCRAPE_INTERVAL_S = 5.0  # how often a real server's /metrics is read during a run
@@ -64,15 +67,6 @@ class RunResult:
 
 def resolve(spec: RunSpec) -> tuple[Scenario, dict[str, Any]]:
     return load_scenario(spec.scenario_path, spec.overrides)
-
-
-def redact_url(url: str) -> str:
-    """The URL without user info or query (keys sometimes ride there)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def parse_twin(value: str) -> tuple[str, str]:
@@ -154,20 +148,6 @@ def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoin
     }
 
 
-def preflight(url: str, timeout_s: float) -> None:
-    """Fail fast, before any results directory exists, when nothing listens at `url`."""
-    import socket
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        with socket.create_connection((parts.hostname or "", port), timeout=timeout_s):
-            pass
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise RunError(f"endpoint {redact_url(url)}: unreachable ({reason}); "
-                       "no results directory was created") from None
-
-
 def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
             endpoint: Endpoint | None = None) -> RunResult:
     """Run a scenario and write its results directory; returns what happened.
@@ -187,7 +167,6 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
         from simulator.workers import execute_sharded
         return execute_sharded(spec, spec.workers, echo=echo)
     if spec.resume_dir is not None:
-        from simulator.session.resume_run import open_resumed
         s, spec, recorder, state = open_resumed(spec, endpoint)
         endpoint = endpoint or make_endpoint(s, spec)
         run_id, run_dir = recorder.manifest["run_id"], recorder.run_dir
@@ -277,7 +256,6 @@ def _run_loop(s: Scenario, spec: RunSpec, endpoint: Endpoint, recorder: Recorder
                 await endpoint.aclose()
 
         if endpoint.simulated:
-            from simulator.vtime import run_virtual
             return run_virtual(main())
         return _run_real(main())
 

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from simulator.analysis import notebook as nbh
+from simulator import lab as nbh
 from simulator.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ from simulator.endpoints.base import (
     Timing,
     Usage,
 )
-from simulator.session.conversation import TextBlock
+from simulator.protocol.messages import TextBlock
 from simulator.twin import reply
 from simulator.twin.engine import RequestTooLong, TwinEngine
 from simulator.twin.perf_model import build_perf_model

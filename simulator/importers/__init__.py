@@ -43,8 +43,7 @@ def _prefix(system_file: Path | None, tools_file: Path | None,
         s_tok = sys_default.tokens or 0
         system = {"tokens": s_tok}
     if tools_file is not None:
-        from simulator.session.prefix import _load_tools_file
-        t_tok = content.tools_tokens(_load_tools_file(tools_file))
+        t_tok = content.tools_tokens(content.load_tools_file(tools_file))
         tools: dict[str, Any] = {"file": os.path.relpath(tools_file.resolve(), out_dir.resolve())}
     else:
         t_tok = tools_default.tokens or 0
