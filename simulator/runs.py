@@ -299,26 +299,21 @@ class _progress:
 
 def _finish(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
     """Summarise from the journal and finalize the directory (never raises past it)."""
-    from simulator.analysis.summary import summarize
+    from simulator.analysis.run_summary import RunSummary
     turns, server = recorder.frames()
-    summary = summarize(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
-                        simulated=endpoint.simulated, server_metrics=server)
     stats = getattr(endpoint, "stats", None)
-    if callable(stats):
-        engine = stats()
-        summary["engine"] = engine
-        summary["kv_usage_peak"] = engine.get("kv_usage_peak")
-        summary["preemptions"] = engine.get("preemptions")
-        if engine.get("prefix_cache_queries"):
-            summary["server_prefix_cache_hit_share"] = (
-                engine["prefix_cache_hits"] / engine["prefix_cache_queries"])
-    summary.update(status=outcome.status, status_reason=outcome.reason,
-                   failed_sessions=outcome.failed_sessions,
-                   deadline_reached=outcome.deadline_reached,
-                   run_id=recorder.manifest["run_id"], simulated=endpoint.simulated,
-                   contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")))
+    built = RunSummary.build(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
+                             simulated=endpoint.simulated, server_metrics=server,
+                             engine_stats=stats() if callable(stats) else None)
+    built = built.with_facts(
+        status=outcome.status, status_reason=outcome.reason,
+        failed_sessions=outcome.failed_sessions, deadline_reached=outcome.deadline_reached,
+        run_id=recorder.manifest["run_id"], simulated=endpoint.simulated,
+        contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")))
     if endpoint.simulated:
-        summary["twin"] = {k: v for k, v in endpoint.describe().items() if k != "profile"}
+        built = built.with_facts(twin={k: v for k, v in endpoint.describe().items()
+                                       if k != "profile"})
+    summary = built.to_json()
     recorder.manifest.update(status_reason=outcome.reason,
                              failed_sessions=list(outcome.failed_sessions))
     recorder.finalize(outcome.status, summary, (turns, server))

@@ -14,15 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.analysis import metrics_registry as registry
 from simulator.analysis.summary import NUMERIC_KEYS
 from simulator.errors import InputError
 
 RunPoint = Callable[[int], dict[str, Any]]
 
-SWEEP_KEYS: tuple[str, ...] = (
-    "sessions", "aggregate_tok_s", "per_session_tok_s", "ttft_p50_s", "ttft_p95_s",
-    "cache_shared_pct", "kv_usage_peak", "preemptions", "usd_per_mtok", "simulated",
-)
+SWEEP_KEYS: tuple[str, ...] = (*registry.SWEEP_KEYS, "simulated")   # sweep.json / --json
 
 THROUGHPUT_METRICS = frozenset({
     "aggregate_tok_s", "per_session_tok_s", "turn_tok_s_min", "turn_tok_s_median",
@@ -229,18 +227,7 @@ def kv_capacity_sessions(kv_capacity_tokens: int, peak_context_tokens: int,
     return max(0, (kv_capacity_tokens - shared_prefix_tokens) // own)
 
 
-_SWEEP_HEADERS: tuple[tuple[str, str, str], ...] = (
-    # (key, header, format)
-    ("sessions", "sessions", "{:d}"),
-    ("aggregate_tok_s", "aggregate tok/s", "{:,.1f}"),
-    ("per_session_tok_s", "per-session tok/s", "{:,.1f}"),
-    ("ttft_p50_s", "TTFT p50 s", "{:.2f}"),
-    ("ttft_p95_s", "TTFT p95 s", "{:.2f}"),
-    ("cache_shared_pct", "cache shared %", "{:.1f}"),
-    ("kv_usage_peak", "KV peak %", "{:.1%}"),
-    ("preemptions", "preemptions", "{:,.0f}"),
-    ("usd_per_mtok", "$/1M tok", "{:.3f}"),
-)
+_SWEEP_HEADERS: tuple[registry.Metric, ...] = tuple(registry.REGISTRY[k] for k in registry.SWEEP_KEYS)
 
 
 def _fmt_cell(fmt: str, v: Any) -> str:
@@ -251,11 +238,16 @@ def _fmt_cell(fmt: str, v: Any) -> str:
     return fmt.format(int(v) if fmt == "{:d}" else float(v))
 
 
+def _sweep_cell(m: registry.Metric, v: Any) -> str:
+    """A sweep cell: the registry's format, without the % sign the header carries."""
+    return m.format(v).removesuffix("%")
+
+
 def format_sweep_table(rows: list[dict[str, Any]]) -> str:
     """Terminal table, one line per session count; SIMULATED flagged in the title."""
     sim = any(r.get("simulated") for r in rows)
-    table = [[h for _, h, _ in _SWEEP_HEADERS]]
-    table += [[_fmt_cell(f, r.get(k)) for k, _, f in _SWEEP_HEADERS] for r in rows]
+    table = [[m.sweep_header or m.key for m in _SWEEP_HEADERS]]
+    table += [[_sweep_cell(m, r.get(m.key)) for m in _SWEEP_HEADERS] for r in rows]
     widths = [max(len(t[i]) for t in table) for i in range(len(_SWEEP_HEADERS))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(t, widths, strict=True)) for t in table]
     title = "sweep — SIMULATED (twin)" if sim else "sweep — real endpoint"
