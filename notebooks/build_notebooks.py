@@ -43,7 +43,7 @@ time, a few seconds). Figures from the twin are **simulated** and labelled so.""
 import pandas as pd
 from IPython.display import Image, display
 
-from simulator.analysis import notebook as nb
+from simulator import lab as nb
 from simulator.analysis import plots
 from simulator.analysis.load import load_run, load_saved_summary, run_label
 from simulator.analysis.render import figure_png
@@ -125,7 +125,7 @@ import dataclasses
 import pandas as pd
 from IPython.display import Image, display
 
-from simulator.analysis import notebook as nb
+from simulator import lab as nb
 from simulator.analysis.compare import compare_runs, format_comparison, load_runs, write_overlay
 from simulator.analysis.render import figure_png
 """, """\
@@ -197,7 +197,7 @@ when they exist."""),
 import pandas as pd
 from IPython.display import Image, display
 
-from simulator.analysis import notebook as nb
+from simulator import lab as nb
 from simulator.analysis import plots
 from simulator.analysis.render import figure_png
 from simulator.analysis.sizing import format_sizing, format_sweep_table, parse_slo, size, sweep

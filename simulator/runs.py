@@ -21,16 +21,19 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from simulator import __version__
 from simulator.endpoints.base import Endpoint
-from simulator.errors import InputError, RunError
+from simulator.endpoints.preflight import preflight, redact_url
+from simulator.errors import InputError
 from simulator.metrics.recorder import Recorder
 from simulator.scenario.load import load_scenario, scenario_hash
 from simulator.scenario.model import Scenario
 from simulator.session.resume import ResumeState
+from simulator.session.resume_run import open_resumed
 from simulator.session.runner import STOP_GRACE_S, Runner, RunOutcome
+from simulator.vtime import run_virtual
 
 DEFAULT_TWIN = "a40/qwen3-coder-30b-a3b-awq"
 SCRAPE_INTERVAL_S = 5.0  # how often a real server's /metrics is read during a run
@@ -64,15 +67,6 @@ class RunResult:
 
 def resolve(spec: RunSpec) -> tuple[Scenario, dict[str, Any]]:
     return load_scenario(spec.scenario_path, spec.overrides)
-
-
-def redact_url(url: str) -> str:
-    """The URL without user info or query (keys sometimes ride there)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def parse_twin(value: str) -> tuple[str, str]:
@@ -156,20 +150,6 @@ def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoin
     }
 
 
-def preflight(url: str, timeout_s: float) -> None:
-    """Fail fast, before any results directory exists, when nothing listens at `url`."""
-    import socket
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        with socket.create_connection((parts.hostname or "", port), timeout=timeout_s):
-            pass
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise RunError(f"endpoint {redact_url(url)}: unreachable ({reason}); "
-                       "no results directory was created") from None
-
-
 def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
             endpoint: Endpoint | None = None) -> RunResult:
     """Run a scenario and write its results directory; returns what happened.
@@ -189,7 +169,6 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
         from simulator.workers import execute_sharded
         return execute_sharded(spec, spec.workers, echo=echo)
     if spec.resume_dir is not None:
-        from simulator.session.resume_run import open_resumed
         s, spec, recorder, state = open_resumed(spec, endpoint)
         endpoint = endpoint or make_endpoint(s, spec)
         run_id, run_dir = recorder.manifest["run_id"], recorder.run_dir
@@ -279,7 +258,6 @@ def _run_loop(s: Scenario, spec: RunSpec, endpoint: Endpoint, recorder: Recorder
                 await endpoint.aclose()
 
         if endpoint.simulated:
-            from simulator.vtime import run_virtual
             return run_virtual(main())
         return _run_real(main())
 
@@ -323,28 +301,24 @@ class _progress:
 
 def _finish(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
     """Summarise from the journal and finalize the directory (never raises past it)."""
+    from simulator.analysis.run_summary import RunSummary
     from simulator.analysis.steady import config_from_manifest
-    from simulator.analysis.summary import summarize
     turns, server = recorder.frames()
-    summary = summarize(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
-                        simulated=endpoint.simulated, server_metrics=server,
-                        steady=config_from_manifest(recorder.manifest, outcome.deadline_reached))
     stats = getattr(endpoint, "stats", None)
-    if callable(stats):
-        engine = stats()
-        summary["engine"] = engine
-        summary["kv_usage_peak"] = engine.get("kv_usage_peak")
-        summary["preemptions"] = engine.get("preemptions")
-        if engine.get("prefix_cache_queries"):
-            summary["server_prefix_cache_hit_share"] = (
-                engine["prefix_cache_hits"] / engine["prefix_cache_queries"])
-    summary.update(status=outcome.status, status_reason=outcome.reason,
-                   failed_sessions=outcome.failed_sessions,
-                   deadline_reached=outcome.deadline_reached,
-                   run_id=recorder.manifest["run_id"], simulated=endpoint.simulated,
-                   contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")))
+    built = RunSummary.build(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
+                             simulated=endpoint.simulated, server_metrics=server,
+                             engine_stats=stats() if callable(stats) else None,
+                             steady=config_from_manifest(recorder.manifest,
+                                                         outcome.deadline_reached))
+    built = built.with_facts(
+        status=outcome.status, status_reason=outcome.reason,
+        failed_sessions=outcome.failed_sessions, deadline_reached=outcome.deadline_reached,
+        run_id=recorder.manifest["run_id"], simulated=endpoint.simulated,
+        contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")))
     if endpoint.simulated:
-        summary["twin"] = {k: v for k, v in endpoint.describe().items() if k != "profile"}
+        built = built.with_facts(twin={k: v for k, v in endpoint.describe().items()
+                                       if k != "profile"})
+    summary = built.to_json()
     recorder.manifest.update(status_reason=outcome.reason,
                              failed_sessions=list(outcome.failed_sessions))
     recorder.finalize(outcome.status, summary, (turns, server))

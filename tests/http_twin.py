@@ -4,34 +4,63 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
+
+URL_RE = re.compile(rb"(http://127\.0\.0\.1:\d+)")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _copy(src: IO[bytes], dst: IO[bytes] | None) -> None:
+    """Drain the server's stderr (into the log, if any) so it never blocks on a full pipe."""
+    for line in iter(src.readline, b""):
+        if dst is not None:
+            dst.write(line)
+            dst.flush()
 
 
 @contextlib.contextmanager
 def twin_server(*args: str, time_scale: float = 200.0, log: Path | None = None,
                 ready_timeout_s: float = 60.0) -> Iterator[str]:
-    """Start the HTTP twin; yield its base URL; always stop it (SIGTERM, then SIGKILL)."""
-    port = free_port()
+    """Start the HTTP twin; yield its base URL; always stop it (SIGTERM, then SIGKILL).
+
+    The server binds port 0 itself and announces the URL it got on stderr, which is read
+    back here: no window in which another process can take a port picked in advance."""
     cmd = [sys.executable, "-m", "simulator", "twin", "serve", "--host", "127.0.0.1",
-           "--port", str(port), "--time-scale", str(time_scale), *args]
-    out = open(log, "wb") if log else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+           "--port", "0", "--time-scale", str(time_scale), *args]
+    out = open(log, "wb") if log else None
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    url = f"http://127.0.0.1:{port}"
+    assert proc.stderr is not None
+    drain: threading.Thread | None = None
     try:
+        found: list[str] = []
+
+        def first_line() -> None:
+            assert proc.stderr is not None
+            for line in iter(proc.stderr.readline, b""):
+                if out is not None:
+                    out.write(line)
+                m = URL_RE.search(line)
+                if m:
+                    found.append(m.group(1).decode())
+                    return
+
+        reader = threading.Thread(target=first_line, daemon=True)
+        reader.start()
+        reader.join(ready_timeout_s)
+        if not found:
+            raise RuntimeError(f"twin server did not announce its URL (exit code {proc.poll()})")
+        url = found[0]
+        drain = threading.Thread(target=_copy, args=(proc.stderr, out), daemon=True)
+        drain.start()
         deadline = time.monotonic() + ready_timeout_s
         while True:
             if proc.poll() is not None:
@@ -53,5 +82,8 @@ def twin_server(*args: str, time_scale: float = 200.0, log: Path | None = None,
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
-        if log:
-            out.close()  # type: ignore[union-attr]
+        if drain is not None:
+            drain.join(5)
+        proc.stderr.close()
+        if out is not None:
+            out.close()

@@ -150,19 +150,13 @@ async def test_scraper_windows_with_injected_fetch() -> None:
     assert q == [200, 300]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_missing_metrics_endpoint_is_a_note() -> None:
     app = web.Application()
     runner = web.AppRunner(app)
     await runner.setup()
-    port = _free_port()
-    site = web.TCPSite(runner, "127.0.0.1", port)
+    site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
+    port = runner.addresses[0][1]
     try:
         rows: list[dict[str, Any]] = []
         scraper = MetricsScraper(f"http://127.0.0.1:{port}/metrics", 0.01, rows.extend)
@@ -173,6 +167,8 @@ async def test_missing_metrics_endpoint_is_a_note() -> None:
 
 
 async def test_unreachable_endpoint_is_a_note() -> None:
-    scraper = MetricsScraper(f"http://127.0.0.1:{_free_port()}/metrics", 0.01, print)
-    await scraper.run()
+    with socket.socket() as held:      # bound, never listening: refused, and ours meanwhile
+        held.bind(("127.0.0.1", 0))
+        scraper = MetricsScraper(f"http://127.0.0.1:{held.getsockname()[1]}/metrics", 0.01, print)
+        await scraper.run()
     assert "scrape failed" in scraper.notes[0]

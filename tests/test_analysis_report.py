@@ -75,6 +75,7 @@ def test_cli_report_prints_paths(tmp_path: Path) -> None:
     assert res.output.strip().splitlines()[-1] == str(run_dir / "report.html")
 
 
+@pytest.mark.slow            # starts a browser
 @pytest.mark.skipif(not CHROMIUM.exists() and not os.environ.get("CI"),
                     reason="headless chromium not installed (apt-get install chromium)")
 def test_report_opens_in_headless_chromium(report: ReportPaths, tmp_path: Path) -> None:

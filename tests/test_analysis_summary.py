@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simulator.analysis.steady import config_from_manifest
 from simulator.analysis.summary import format_summary, summarize, summarize_run
 from simulator.metrics.records import COLUMNS, TurnRecord
 
@@ -46,7 +47,7 @@ def hand() -> pd.DataFrame:
 
 def test_counts_and_throughput(hand: pd.DataFrame) -> None:
     s = summarize(hand, price_per_hour=1.0, simulated=False)
-    assert (s["sessions"], s["turns"], s["requests"]) == (2, 4, 6)
+    assert (s["sessions"], s["ok_turns"], s["requests"]) == (2, 4, 6)
     assert (s["failed_requests"], s["summary_requests"]) == (1, 1)
     assert s["errors_by_type"] == {"timeout": 1}
     assert s["wall_window_s"] == pytest.approx(35.0)          # 0 → 30 + 5
@@ -106,7 +107,7 @@ def test_retry_repeating_compaction_label_counts_once() -> None:
 def test_all_failed_gives_none_not_crash() -> None:
     t = frame([rec("s0", 0, 0.0, None, None, ok=False, error_type="auth")])
     s = summarize(t, price_per_hour=0.44, simulated=False)
-    assert s["turns"] == 0 and s["aggregate_tok_s"] is None and s["usd_per_mtok"] is None
+    assert s["ok_turns"] == 0 and s["aggregate_tok_s"] is None and s["usd_per_mtok"] is None
     assert "n/a" in format_summary(s)
 
 
@@ -153,9 +154,15 @@ def test_properties(t: pd.DataFrame) -> None:
 
 def test_summarize_run_takes_engine_figures_from_saved_summary(hand: pd.DataFrame) -> None:
     manifest = {"price_per_hour": 1.0, "simulated": True}
-    saved = {"kv_usage_peak": 0.3, "preemptions": 2,
-             "engine": {"kv_capacity_tokens": 450000, "preemptions": 9}}
+    engine = {"kv_usage_peak": 0.3, "preemptions": 2, "kv_capacity_tokens": 450000,
+              "prefix_cache_queries": 10, "prefix_cache_hits": 4}
+    # the figures come from the engine's counters once, by the same function the run used
+    saved = {"kv_usage_peak": 0.9, "preemptions": 7, "engine": engine}
     s = summarize_run(manifest, hand, None, saved)
     assert (s["kv_usage_peak"], s["preemptions"], s["kv_capacity_tokens"]) == (0.3, 2, 450000)
+    assert s["server_prefix_cache_hit_share"] == pytest.approx(0.4)
+    live = summarize(hand, price_per_hour=1.0, simulated=True, engine_stats=engine,
+                     steady=config_from_manifest(manifest, False))
+    assert live == s and live["engine"] == engine
     assert s["simulated"] is True and s["usd_per_mtok"] == pytest.approx(1e6 / (16 * 3600))
     assert summarize_run(manifest, hand)["kv_usage_peak"] is None

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from simulator.analysis.load import load_saved_summary
-from simulator.analysis.notebook import kv_capacity_tokens, run_summary, shared_prefix_tokens
 from simulator.analysis.sizing import kv_capacity_sessions
 from simulator.cli import main
+from simulator.lab import kv_capacity_tokens, run_summary, shared_prefix_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
 TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")

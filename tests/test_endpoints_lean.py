@@ -236,17 +236,11 @@ async def test_faults_are_classified_alike(server: tuple[str, FaultServer], kind
         assert err.partial_output_tokens > 0
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
-
-
 @pytest.mark.parametrize("kind", list(FACTORIES))
 async def test_connection_refused(kind: str) -> None:
-    with pytest.raises(EndpointError) as info:
-        await _send(kind, f"http://127.0.0.1:{_closed_port()}", make_request(),
+    with socket.socket() as s, pytest.raises(EndpointError) as info:
+        s.bind(("127.0.0.1", 0))       # bound, never listening: refused, and ours meanwhile
+        await _send(kind, f"http://127.0.0.1:{s.getsockname()[1]}", make_request(),
                     connect_timeout_s=1.0)
     assert info.value.error_type is ErrorType.CONNECTION
     assert info.value.status is None

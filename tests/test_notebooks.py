@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from simulator.analysis import notebook as nbh
+from simulator import lab as nbh
 from simulator.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +107,7 @@ def test_ensure_run_reuses_matching_runs_only(write_scenario: Any, tmp_path: Pat
     assert len({first, other, on_h100}) == 3
     assert nbh.latest_run("small", out, compaction="prune") == other
     assert nbh.latest_run("small", out, compaction="summarize") is None
-    assert nbh.run_summary(first)["turns"] == 4
+    assert nbh.run_summary(first)["ok_turns"] == 4
 
 
 def test_twin_points_reuse_first_then_repeat_fresh(write_scenario: Any, tmp_path: Path) -> None:

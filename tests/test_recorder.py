@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -60,6 +61,7 @@ def _same(path: Path) -> pd.DataFrame:
 
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.slow
 @given(rows=st.lists(records, min_size=1, max_size=20))
 def test_arrow_reader_matches_the_row_reader(tmp_path: Path, rows: list[TurnRecord]) -> None:
     run_dir = tmp_path / f"run{abs(hash(tuple(rows)))}"

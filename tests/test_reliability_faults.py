@@ -121,12 +121,12 @@ def test_not_an_anthropic_endpoint_fails_fast_with_one_line(tmp_path: Path, stat
 
 def test_unreachable_endpoint_fails_before_any_results_dir(tmp_path: Path) -> None:
     import socket
-    with socket.socket() as s:          # a port that was free a moment ago: nothing listens
+    path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=1, turns=2))
+    with socket.socket() as s:          # bound, never listening: refused, and ours meanwhile
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=1, turns=2))
-    r = CliRunner().invoke(main, ["run", str(path), "--endpoint", f"http://127.0.0.1:{port}",
-                                  "--out", str(tmp_path / "r")])
+        r = CliRunner().invoke(main, ["run", str(path), "--endpoint", f"http://127.0.0.1:{port}",
+                                      "--out", str(tmp_path / "r")])
     assert r.exit_code == 1 and "unreachable" in r.output and f"127.0.0.1:{port}" in r.output
     assert len(r.output.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from click.testing import CliRunner
 
 from simulator.cli import main
@@ -23,6 +24,7 @@ from tests.reliability_twin import (
 )
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_an_intact_journal_that_never_looks_complete(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=3, turns=40))
     with TwinThread() as twin:
@@ -76,6 +78,7 @@ def _sigterm_stalled_run(tmp_path: Path, sessions: int, *args: str,
     return out, stopped_in
 
 
+@pytest.mark.slow
 def test_sigterm_cancels_stalled_requests_after_the_grace(tmp_path: Path) -> None:
     out, stopped_in = _sigterm_stalled_run(tmp_path, 3)
     assert stopped_in < 10
@@ -87,6 +90,7 @@ def test_sigterm_cancels_stalled_requests_after_the_grace(tmp_path: Path) -> Non
     assert "status: interrupted" in out
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_run_that_is_still_going(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=1, turns=40,
                                                          endpoint={"timeout_s": 120.0}))
@@ -104,6 +108,7 @@ def test_resume_refuses_a_run_that_is_still_going(tmp_path: Path) -> None:
     assert proc.returncode == 130
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_workers_parent_stops_every_worker(tmp_path: Path) -> None:
     """`--workers 2`: SIGTERM to the parent alone (as `kill` or a scheduler sends it)
     reaches both workers; the run stops within the grace, merges and exits 130."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from tests.conftest import SCENARIOS, run_scenario, turns_of
 from tests.http_twin import twin_server
@@ -14,6 +15,7 @@ ENDURANCE = SCENARIOS / "claude-code-endurance.yaml"
 FAST = ["think_time_s=0", *(f"turn_templates.{i}.tool.latency_s=0" for i in range(5))]
 
 
+@pytest.mark.slow
 def test_endurance_over_http_block_vs_prune(tmp_path: Path) -> None:
     """The issue-2 acceptance run, on the default (lean) client; the SDK path is held
     to identical records by the test below."""
@@ -47,6 +49,7 @@ def test_endurance_over_http_block_vs_prune(tmp_path: Path) -> None:
     assert (after.reusable_prefix_tokens < 0.3 * after.context_tokens_est).all()
 
 
+@pytest.mark.slow
 def test_lean_and_sdk_record_the_same_turns(tmp_path: Path) -> None:
     with twin_server(time_scale=2000.0) as url:
         runs = [turns_of(run_scenario(ENDURANCE, tmp_path, ["turns=8", *FAST],

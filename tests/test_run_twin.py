@@ -80,7 +80,7 @@ def test_results_directory_is_complete_and_labelled_simulated(tmp_path: Path) ->
     assert manifest["status"] == "completed" and manifest["simulated"] is True
     assert manifest["endpoint"]["hardware"] == "a40" and manifest["label"] == "smoke"
     assert manifest["scenario_hash"] and manifest["seed"] == 7
-    assert summary["simulated"] is True and summary["turns"] == 12
+    assert summary["simulated"] is True and summary["ok_turns"] == 12
     assert summary["usd_per_mtok"] > 0
 
 

@@ -47,6 +47,8 @@ class _NoTerms:
         self._perf = perf
 
     def __getattr__(self, name: str) -> object:
+        if name == "decode_terms":      # a model without the public terms method
+            raise AttributeError(name)
         return getattr(self._perf, name)
 
 

@@ -41,6 +41,7 @@ def _scenario(path: Path, **over: Any) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_worker_that_raises_reports_why(tmp_path: Path) -> None:
     """An exception inside a worker process comes back as that shard's failure."""
     spec = RunSpec(str(tmp_path / "missing.yaml"), endpoint_url="http://127.0.0.1:9",

@@ -23,17 +23,9 @@ from simulator.analysis.load import (
     run_label,
     workload_identity,
 )
+from simulator.analysis.metrics_registry import COMPARE_KEYS, NUMERIC_KEYS
 from simulator.analysis.plots import plot_overlay
-from simulator.analysis.summary import NUMERIC_KEYS, ok_rows, summarize_run
-
-# Figures shown side by side (a subset of the summary, in reading order).
-COMPARE_KEYS: tuple[str, ...] = (
-    "sessions", "turns", "failed_requests", "aggregate_tok_s", "per_session_tok_s",
-    "turn_tok_s_min", "turn_tok_s_median", "turn_tok_s_max", "first_third_tok_s",
-    "last_third_tok_s", "drift_pct", "ttft_p50_s", "ttft_p95_s", "context_tokens_max",
-    "compaction_events", "post_compaction_turn_tok_s_median", "server_cache_read_share",
-    "client_reusable_share", "cache_shared_pct", "usd_per_mtok",
-)
+from simulator.analysis.summary import ok_rows, summarize_run
 
 
 @dataclass(frozen=True, slots=True)

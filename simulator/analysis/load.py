@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from simulator.analysis import metrics_registry as registry
 from simulator.errors import InputError
 from simulator.metrics.prometheus import SERVER_METRICS_COLUMNS
 from simulator.metrics.records import COLUMNS
@@ -67,7 +68,8 @@ def load_turns(run_dir: Path) -> pd.DataFrame:
 
 
 def load_saved_summary(run_dir: str | Path) -> dict[str, Any] | None:
-    """The run's summary.json (None when absent, e.g. a run killed before finalizing)."""
+    """The run's summary.json (None when absent, e.g. a run killed before finalizing),
+    with keys older versions wrote renamed to the metric registry's (`turns` → `ok_turns`)."""
     path = Path(run_dir) / "summary.json"
     if not path.exists():
         return None
@@ -77,7 +79,7 @@ def load_saved_summary(run_dir: str | Path) -> dict[str, Any] | None:
         raise InputError(f"{path}:{exc.lineno}: corrupted JSON: {exc.msg}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: unreadable: {_one_line(exc)}") from None
-    return data if isinstance(data, dict) else None
+    return registry.upgrade(data) if isinstance(data, dict) else None
 
 
 def load_run(run_dir: str | Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame | None]:

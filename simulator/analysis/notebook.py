@@ -1,10 +1,8 @@
-"""Helpers the notebooks share: find the bundled scenarios, reuse or make twin runs.
+"""Read-only helpers the notebooks share: find the bundled scenarios and completed runs.
 
-A notebook must run top to bottom on a fresh checkout, so every result it reads comes
-from `ensure_run`: an existing completed run of the same resolved scenario on the same
-twin is reused, otherwise a new run is made on the in-process twin (virtual time, so
-seconds of wall time). Where results go follows `ENDURANCE_RESULTS` (tests point it at
-a temporary folder), else the repository's `results/`.
+Where results live follows `ENDURANCE_RESULTS` (tests point it at a temporary folder),
+else the repository's `results/`. Making runs (`ensure_run`, `TwinPoints`) needs the run
+orchestration above this layer, so it lives in `simulator.lab`, which re-exports these.
 """
 
 from __future__ import annotations
@@ -12,15 +10,15 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from simulator.analysis.load import load_manifest, load_run, load_saved_summary
 from simulator.analysis.summary import summarize_run
 from simulator.errors import InputError
+from simulator.scenario.load import load_scenario, scenario_hash
 
 RESULTS_ENV = "ENDURANCE_RESULTS"
 DEFAULT_TWIN = "a40/qwen3-coder-30b-a3b-awq"
-T = TypeVar("T")
 
 
 def repo_root(start: Path | None = None) -> Path:
@@ -58,7 +56,6 @@ def _twin_of(manifest: dict[str, Any]) -> str | None:
 def _wanted(scenario: str | Path, overrides: Sequence[str],
             twin: str | None) -> tuple[str, str]:
     """(scenario hash, twin) that a matching run's manifest must carry."""
-    from simulator.scenario.load import load_scenario, scenario_hash
     s, resolved = load_scenario(scenario, list(overrides))
     h = scenario_hash({k: v for k, v in resolved.items() if k != "base_dir"})
     return h, twin or f"{s.twin.hardware}/{s.twin.model}"
@@ -100,67 +97,7 @@ def latest_run(scenario_name: str, out_dir: str | Path | None = None, **match: A
     return hits[-1] if hits else None
 
 
-def new_run(scenario: str | Path, overrides: Sequence[str] = (), out_dir: str | Path | None = None,
-            *, twin: str | None = None, label: str | None = None) -> Path:
-    """Run the scenario on the in-process twin now; returns the run directory."""
-    from simulator.errors import RunError
-    from simulator.runs import RunSpec, execute
-    spec = RunSpec(str(scenario), list(overrides), twin=twin or None,
-                   out_dir=Path(out_dir or results_dir()), label=label, show_progress=False)
-    res = execute(spec, echo=lambda s: None)  # runs off-loop by itself under Jupyter
-    if res.status != "completed":
-        raise RunError(f"{res.run_dir}: run {res.status}: {res.outcome.reason}")
-    return res.run_dir
-
-
-def ensure_run(scenario: str | Path, overrides: Sequence[str] = (), out_dir: str | Path | None = None,
-               *, twin: str | None = None, label: str | None = None) -> Path:
-    """A completed twin run of (scenario, overrides, twin): reused when one exists under
-    out_dir (default `results_dir()`), else made now. Returns the run directory."""
-    found = find_run(scenario, overrides, out_dir, twin=twin)
-    return found if found is not None else new_run(scenario, overrides, out_dir, twin=twin,
-                                                   label=label)
-
-
 def run_summary(run_dir: str | Path) -> dict[str, Any]:
     """The summary of a run directory, recomputed from its files (as `report` does)."""
     manifest, turns, server = load_run(run_dir)
     return summarize_run(manifest, turns, server, load_saved_summary(run_dir))
-
-
-class TwinPoints:
-    """`run_point(n) -> summary` for `sizing.sweep`/`sizing.size` on the twin.
-
-    The first call at a session count reuses a matching run (`ensure_run`); a repeat
-    call (`size` confirms its answer) makes a fresh run. `run_dirs[n]` lists the runs.
-    """
-
-    def __init__(self, scenario: str | Path, overrides: Sequence[str] = (),
-                 out_dir: str | Path | None = None, *, twin: str | None = None) -> None:
-        self.scenario, self.overrides = scenario, list(overrides)
-        self.out_dir, self.twin = Path(out_dir or results_dir()), twin
-        self.run_dirs: dict[int, list[Path]] = {}
-
-    def __call__(self, n: int) -> dict[str, Any]:
-        over = [*self.overrides, f"sessions={n}"]
-        done = self.run_dirs.setdefault(n, [])
-        make = new_run if done else ensure_run
-        run_dir = make(self.scenario, over, self.out_dir, twin=self.twin, label=f"{n} sessions")
-        done.append(run_dir)
-        return run_summary(run_dir)
-
-
-def kv_capacity_tokens(twin: str) -> int:
-    """KV-cache capacity (tokens) of a twin profile "hardware/model"."""
-    from simulator.runs import parse_twin
-    from simulator.twin.perf_model import build_perf_model
-    hw, model = parse_twin(twin)
-    return int(build_perf_model(hw, model).kv_capacity_tokens())
-
-
-def shared_prefix_tokens(scenario: str | Path, overrides: Sequence[str] = ()) -> int:
-    """Tokens of the prefix every session shares (0 when the scenario busts the cache)."""
-    from simulator.scenario.load import load_scenario
-    from simulator.session.prefix import build_base_prefix
-    s, _ = load_scenario(scenario, list(overrides))
-    return int(build_base_prefix(s).tokens_est) if s.cache_bust == "none" else 0

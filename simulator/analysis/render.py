@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from simulator.analysis import plots
 from simulator.analysis.load import load_run, load_saved_summary, run_label
-from simulator.analysis.summary import ok_rows, summarize_run, summary_table
+from simulator.analysis.summary import VERBATIM_WARNING, ok_rows, summarize_run, summary_table
 from simulator.errors import InputError
 
 
@@ -74,7 +74,6 @@ def _run_facts(manifest: dict[str, Any], run_dir: Path) -> list[tuple[str, str]]
         ("status", str(manifest.get("status"))),
     ]
     if manifest.get("contains_verbatim_content"):
-        from simulator.analysis.summary import VERBATIM_WARNING
         facts.insert(0, ("WARNING", VERBATIM_WARNING))
     if manifest.get("overrides"):
         facts.append(("overrides", ", ".join(str(o) for o in manifest["overrides"])

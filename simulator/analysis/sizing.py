@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.analysis import metrics_registry as registry
 from simulator.analysis.summary import NUMERIC_KEYS
 from simulator.errors import InputError
 
@@ -307,22 +308,19 @@ def kv_capacity_sessions(kv_capacity_tokens: int, peak_context_tokens: int,
     return max(0, (kv_capacity_tokens - shared_prefix_tokens) // own)
 
 
-_SWEEP_HEADERS: tuple[tuple[str, str, str], ...] = (
-    # (key, header, format)
-    ("sessions", "sessions", "{:d}"),
-    ("achieved_sessions", "achieved", "{:,.1f}"),
-    ("steady_state", "steady", "flag"),
-    ("aggregate_tok_s", "aggregate tok/s", "{:,.1f}"),
-    ("window_n_x_per_session_tok_s", "N×per-session", "{:,.1f}"),
-    ("per_session_tok_s", "per-session tok/s", "{:,.1f}"),
-    ("ttft_p50_s", "TTFT p50 s", "{:.2f}"),
-    ("ttft_p95_s", "TTFT p95 s", "{:.2f}"),
-    ("cache_shared_pct", "cache shared %", "{:.1f}"),
-    ("kv_usage_peak", "KV peak %", "{:.1%}"),
-    ("preemptions", "preemptions", "{:,.0f}"),
-    ("usd_per_mtok", "$/1M tok", "{:.3f}"),
-    ("run_aggregate_tok_s", "run aggregate tok/s", "{:,.1f}"),
-)
+# Sweep table columns, in order: registry metrics (header and format from the registry),
+# the steady-state flag, and the whole-run aggregate (a sweep row's own field).
+_SWEEP_COLUMNS: tuple[str, ...] = (
+    "sessions", "achieved_sessions", "steady_state", "aggregate_tok_s",
+    "window_n_x_per_session_tok_s", "per_session_tok_s", "ttft_p50_s", "ttft_p95_s",
+    "cache_shared_pct", "kv_usage_peak", "preemptions", "usd_per_mtok", "run_aggregate_tok_s")
+_COLUMN_HEADERS: dict[str, str] = {"steady_state": "steady",
+                                   "run_aggregate_tok_s": "run aggregate tok/s"}
+
+
+def _header(key: str) -> str:
+    m = registry.REGISTRY.get(key)
+    return _COLUMN_HEADERS.get(key) or (m.sweep_header or m.key if m else key)
 
 
 def _fmt_cell(fmt: str, v: Any) -> str:
@@ -335,12 +333,20 @@ def _fmt_cell(fmt: str, v: Any) -> str:
     return fmt.format(int(v) if fmt == "{:d}" else float(v))
 
 
+def _sweep_cell(key: str, v: Any) -> str:
+    """A sweep cell: the registry's format, without the % sign the header carries."""
+    if key == "steady_state":
+        return {True: "yes", False: "NO"}.get(v, "n/a") if isinstance(v, bool) else "n/a"
+    m = registry.REGISTRY.get(key) or registry.REGISTRY["aggregate_tok_s"]
+    return m.format(v).removesuffix("%")
+
+
 def format_sweep_table(rows: list[dict[str, Any]]) -> str:
     """Terminal table, one line per session count; SIMULATED flagged in the title."""
     sim = any(r.get("simulated") for r in rows)
-    table = [[h for _, h, _ in _SWEEP_HEADERS]]
-    table += [[_fmt_cell(f, r.get(k)) for k, _, f in _SWEEP_HEADERS] for r in rows]
-    widths = [max(len(t[i]) for t in table) for i in range(len(_SWEEP_HEADERS))]
+    table = [[_header(k) for k in _SWEEP_COLUMNS]]
+    table += [[_sweep_cell(k, r.get(k)) for k in _SWEEP_COLUMNS] for r in rows]
+    widths = [max(len(t[i]) for t in table) for i in range(len(_SWEEP_COLUMNS))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(t, widths, strict=True)) for t in table]
     title = "sweep — SIMULATED (twin)" if sim else "sweep — real endpoint"
     notes = [f"NOT STEADY at {r['sessions']} sessions (achieved "

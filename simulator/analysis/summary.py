@@ -10,30 +10,17 @@ reusable prefix, the server-reported cache reads, and the server's counters.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from simulator.analysis import metrics_registry as registry
 from simulator.analysis.steady import SteadyConfig, config_from_manifest, steady_figures
 
-# Metrics that are numbers a user may put in an SLO or compare across runs.
-NUMERIC_KEYS: tuple[str, ...] = (
-    "sessions", "turns", "requests", "failed_requests", "summary_requests",
-    "wall_window_s", "output_tokens", "aggregate_tok_s", "per_session_tok_s",
-    "turn_tok_s_min", "turn_tok_s_median", "turn_tok_s_max", "decode_tok_s_median",
-    "first_third_tok_s", "last_third_tok_s", "drift_pct", "ttft_p50_s", "ttft_p95_s",
-    "context_tokens_first", "context_tokens_max", "context_tokens_last",
-    "compaction_events", "post_compaction_turn_tok_s_median", "other_turn_tok_s_median",
-    "server_cache_read_share", "client_reusable_share", "cache_shared_pct",
-    "server_prefix_cache_hit_share", "kv_usage_peak", "preemptions", "kv_capacity_tokens",
-    "usd_per_mtok",
-    # steady state (simulator.analysis.steady)
-    "requested_sessions", "achieved_sessions", "achieved_sessions_run", "achieved_in_flight",
-    "achieved_in_flight_run", "window_s", "window_aggregate_tok_s", "window_per_session_tok_s",
-    "window_n_x_per_session_tok_s", "window_ttft_p50_s", "window_ttft_p95_s",
-    "window_itl_p50_s", "window_itl_p95_s", "window_usd_per_mtok",
-)
+# Metrics that are numbers a user may put in an SLO or compare across runs (the registry's).
+NUMERIC_KEYS: tuple[str, ...] = registry.NUMERIC_KEYS
 
 
 VERBATIM_WARNING = ("WARNING: this run replays VERBATIM transcript content (imported with "
@@ -201,21 +188,24 @@ def _throughput_figures(turns: pd.DataFrame, ok: pd.DataFrame, turn_ok: pd.DataF
 def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: bool,
               wall_window_s: float | None = None,
               server_metrics: pd.DataFrame | None = None,
+              engine_stats: Mapping[str, Any] | None = None,
               steady: SteadyConfig | None = None) -> dict[str, Any]:
-    """The run's summary figures (JSON-safe dict) from its turns table.
+    """The run's summary figures (JSON-safe dict) from its turns table, built once.
 
     `wall_window_s` overrides the window measured from the rows (seconds).
     `server_metrics` (windowed rows from `simulator.metrics.prometheus`) adds the
-    server-counter cache share, KV usage peak and preemptions; they are None otherwise.
-    `steady` (requested N and load shape) adds achieved concurrency and the
-    steady-state window's figures (`simulator.analysis.steady`).
+    server-counter cache share, KV usage peak and preemptions; `engine_stats` (the
+    in-process twin's counters, saved as `engine`) gives them where nothing was scraped.
+    They are None otherwise. `steady` (requested N and load shape) adds achieved
+    concurrency and the steady-state window's figures (`simulator.analysis.steady`).
+    Keys and meanings: `metrics_registry`.
     """
     ok = ok_rows(turns)
     turn_ok = ok_rows(turns, "turn")
     window = wall_window_s if wall_window_s is not None else measure_wall_window_s(turns)
     out: dict[str, Any] = {
         "sessions": int(turns["session_id"].nunique()),
-        "turns": len(turn_ok),
+        "ok_turns": len(turn_ok),
         "requests": len(turns),
         "failed_requests": int((~turns["ok"].astype(bool)).sum()),
         "summary_requests": len(ok_rows(turns, "summary")),
@@ -227,6 +217,9 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     out |= _compaction_figures(turns, turn_ok)
     out |= _cache_figures(ok)
     out |= server_figures(server_metrics)
+    if engine_stats:
+        out |= {k: v for k, v in engine_figures(engine_stats).items() if out.get(k) is None}
+        out["engine"] = dict(engine_stats)
     agg = out["aggregate_tok_s"]
     out["price_per_hour"] = price_per_hour
     out["usd_per_mtok"] = (price_per_hour / (agg * 3600.0) * 1e6
@@ -268,6 +261,37 @@ def server_figures(server_metrics: pd.DataFrame | None) -> dict[str, Any]:
     }
 
 
+def engine_figures(stats: Mapping[str, Any]) -> dict[str, Any]:
+    """The server-side figures (`registry.ENGINE_KEYS`) from the twin's own counters."""
+    q, h = stats.get("prefix_cache_queries"), stats.get("prefix_cache_hits")
+    pre = stats.get("preemptions")
+    return {
+        "server_prefix_cache_hit_share": float(h) / float(q) if q and h is not None else None,
+        "kv_usage_peak": _num(stats.get("kv_usage_peak")),
+        "preemptions": None if pre is None else int(pre),
+        "kv_capacity_tokens": _num(stats.get("kv_capacity_tokens")),
+    }
+
+
+def summary_table(s: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, formatted value) pairs shared by the terminal, markdown and HTML views:
+    the registry's rows, with the request breakdown, compaction kinds and price beside."""
+    kinds = ", ".join(f"{k}×{v}" for k, v in s.get("compactions_by_kind", {}).items())
+    extra = {
+        "compaction events": f" ({kinds})" if kinds else "",
+        "$ per 1M output tokens": (f" at {s['price_per_hour']} $/h"
+                                   if s.get("price_per_hour") is not None else ""),
+    }
+    rows = [("mode", "SIMULATED (twin)" if s["simulated"] else "real endpoint")]
+    for label, value in registry.table_rows(s):
+        rows.append((label, value + extra.get(label, "")))
+        if label == "sessions / successful turns":
+            rows.append(("requests (failed, summary)",
+                         f"{s['requests']} ({s['failed_requests']} failed, "
+                         f"{s['summary_requests']} summary)"))
+    return rows
+
+
 def _fmt(v: Any, unit: str = "", digits: int = 1) -> str:
     if v is None:
         return "n/a"
@@ -276,46 +300,7 @@ def _fmt(v: Any, unit: str = "", digits: int = 1) -> str:
     return f"{v}{unit}"
 
 
-def _pct(v: float | None) -> float | None:
-    return None if v is None else 100.0 * v
-
-
-def summary_table(s: dict[str, Any]) -> list[tuple[str, str]]:
-    """(label, formatted value) pairs shared by the terminal, markdown and HTML views."""
-    kinds = ", ".join(f"{k}×{v}" for k, v in s.get("compactions_by_kind", {}).items())
-    return [
-        ("mode", "SIMULATED (twin)" if s["simulated"] else "real endpoint"),
-        ("sessions / turns", f"{s['sessions']} / {s['turns']}"),
-        ("requests (failed, summary)",
-         f"{s['requests']} ({s['failed_requests']} failed, {s['summary_requests']} summary)"),
-        ("aggregate tok/s", _fmt(s["aggregate_tok_s"])),
-        ("per-session sustained tok/s", _fmt(s["per_session_tok_s"])),
-        ("turn tok/s min / median / max", " / ".join(
-            _fmt(s[k]) for k in ("turn_tok_s_min", "turn_tok_s_median", "turn_tok_s_max"))),
-        ("first third → last third tok/s (drift)",
-         f"{_fmt(s['first_third_tok_s'])} → {_fmt(s['last_third_tok_s'])} "
-         f"({_fmt(s['drift_pct'], '%')})"),
-        ("TTFT p50 / p95", f"{_fmt(s['ttft_p50_s'], ' s', 2)} / {_fmt(s['ttft_p95_s'], ' s', 2)}"),
-        ("context tokens first / max / last", " / ".join(
-            _fmt(s[k], digits=0) for k in
-            ("context_tokens_first", "context_tokens_max", "context_tokens_last"))),
-        ("compaction events", f"{s['compaction_events']}" + (f" ({kinds})" if kinds else "")),
-        ("turn tok/s after compaction vs other (median)",
-         f"{_fmt(s['post_compaction_turn_tok_s_median'])} vs "
-         f"{_fmt(s['other_turn_tok_s_median'])}"),
-        ("cache: server-reported read share", _fmt(_pct(s["server_cache_read_share"]), "%")),
-        ("cache: client reusable prefix share", _fmt(_pct(s["client_reusable_share"]), "%")),
-        ("cache: server counters hit share",
-         _fmt(_pct(s.get("server_prefix_cache_hit_share")), "%")),
-        ("KV usage peak / preemptions",
-         f"{_fmt(_pct(s.get('kv_usage_peak')), '%')} / {_fmt(s.get('preemptions'))}"),
-        ("$ per 1M output tokens",
-         _fmt(s["usd_per_mtok"], digits=3) + (f" at {s['price_per_hour']} $/h"
-                                              if s.get("price_per_hour") is not None else "")),
-    ]
-
-
-def steady_table(s: dict[str, Any]) -> list[tuple[str, str]]:
+def steady_table(s: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Rows for achieved concurrency and the steady-state window (empty for summaries
     made without a steady config)."""
     if "requested_sessions" not in s:
@@ -363,8 +348,7 @@ def format_summary(s: dict[str, Any]) -> str:
 
 
 # Figures only the engine knows (the twin's counters are saved in summary.json by the run).
-ENGINE_KEYS: tuple[str, ...] = ("server_prefix_cache_hit_share", "kv_usage_peak",
-                                "preemptions", "kv_capacity_tokens")
+ENGINE_KEYS: tuple[str, ...] = registry.ENGINE_KEYS
 
 
 def summarize_run(manifest: dict[str, Any], turns: pd.DataFrame,
@@ -372,19 +356,15 @@ def summarize_run(manifest: dict[str, Any], turns: pd.DataFrame,
                   saved: dict[str, Any] | None = None) -> dict[str, Any]:
     """`summarize` with the price and simulated flag taken from a run's manifest.
 
-    `saved` (the run's summary.json) fills the engine-only figures that the turns and
-    server metrics cannot give (the in-process twin has no /metrics to scrape).
+    `saved` (the run's summary.json) gives the engine's counters (`engine`) that the
+    turns and server metrics cannot (the in-process twin has no /metrics to scrape);
+    they become figures by the same `engine_figures` the run used.
     """
     price = manifest.get("price_per_hour")
-    out = summarize(turns, price_per_hour=None if price is None else float(price),
-                    simulated=bool(manifest.get("simulated", False)),
-                    server_metrics=server_metrics,
-                    steady=config_from_manifest(manifest, bool((saved or {}).get(
-                        "deadline_reached", False))))
-    if saved:
-        engine = saved.get("engine") if isinstance(saved.get("engine"), dict) else {}
-        for key in ENGINE_KEYS:
-            if out.get(key) is None:
-                value = saved.get(key, engine.get(key) if engine else None)
-                out[key] = _num(value) if key != "preemptions" or value is None else int(value)
-    return out
+    engine = (saved or {}).get("engine")
+    return summarize(turns, price_per_hour=None if price is None else float(price),
+                     simulated=bool(manifest.get("simulated", False)),
+                     server_metrics=server_metrics,
+                     engine_stats=engine if isinstance(engine, dict) else None,
+                     steady=config_from_manifest(manifest, bool((saved or {}).get(
+                         "deadline_reached", False))))

@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from simulator.session.conversation import Block, Message, Prefix
+from simulator.protocol.messages import Block, Message, Prefix
 
 
 class ErrorType(enum.StrEnum):

@@ -22,8 +22,8 @@ from simulator.endpoints.base import (
     Timing,
     Usage,
 )
+from simulator.protocol.messages import TextBlock
 from simulator.scenario import content
-from simulator.session.conversation import TextBlock
 
 
 class FakeEndpoint:

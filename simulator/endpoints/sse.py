@@ -31,7 +31,7 @@ from simulator.endpoints.base import (
     Usage,
     classify_status,
 )
-from simulator.session.conversation import Block, TextBlock, ToolUseBlock
+from simulator.protocol.messages import Block, TextBlock, ToolUseBlock
 
 ANTHROPIC_VERSION = "2023-06-01"
 

@@ -25,7 +25,7 @@ from simulator.endpoints.base import (
     Timing,
     Usage,
 )
-from simulator.session.conversation import TextBlock
+from simulator.protocol.messages import TextBlock
 from simulator.twin import reply
 from simulator.twin.engine import RequestTooLong, TwinEngine
 from simulator.twin.perf_model import build_perf_model
@@ -92,13 +92,12 @@ class InProcessTwin:
             prompt = self.tokenizer.encode_objects(request.prefix, head, request.messages)
         except PromptError as exc:
             raise EndpointError(ErrorType.BAD_REQUEST, str(exc), status=400) from None
-        if len(prompt) >= self.context_window:
-            raise EndpointError(ErrorType.CONTEXT_OVERFLOW, f"prompt is too long: {len(prompt)} "
-                                f"tokens > {self.context_window} maximum", status=400)
-        edit, frac, natural = reply.parse_hints(request.hints)
-        limit = min(request.max_tokens, self.context_window - len(prompt))
-        planned = reply.plan(prompt, request.max_tokens, limit, seed=self.seed, code_edit=edit,
-                             repeat_fraction=frac, natural_tokens=natural)
+        try:
+            reply.check_window(len(prompt), self.context_window)
+        except reply.PromptTooLong as exc:
+            raise EndpointError(ErrorType.CONTEXT_OVERFLOW, str(exc), status=400) from None
+        planned = reply.plan_for(prompt, request.max_tokens, request.hints,
+                                 context_window=self.context_window, seed=self.seed)
         rid = f"req-{next(self._ids)}"
         if self.engine.is_idle():
             self.engine.run_until(sent)

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from simulator import tokens
-from simulator.errors import InputError
+from simulator.errors import InputError, ScenarioError
 from simulator.importers.build import (
     Encoder,
     Fit,
@@ -54,10 +54,8 @@ def _read_system(path: Path) -> str:
 
 
 def _tools_tokens(path: Path) -> int:
-    from simulator.errors import ScenarioError
-    from simulator.session.prefix import _load_tools_file
     try:
-        return content.tools_tokens(_load_tools_file(path))
+        return content.tools_tokens(content.load_tools_file(path))
     except ScenarioError as exc:
         why = str(exc).replace(f"{path}: ", "").strip().splitlines()
         why = why or ["unreadable"]

@@ -10,6 +10,7 @@ Until then the manifest says `running`, so a partial directory never looks compl
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -18,8 +19,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from simulator.errors import InputError
 from simulator.metrics.records import COLUMNS, TurnRecord
-from simulator.session.resume import lock_journal
 
 if TYPE_CHECKING:  # pandas is imported when a run finishes: start-up stays short
     import pandas as pd
@@ -129,6 +130,17 @@ def turns_arrow_schema() -> Any:
              "float": pa.float64(), "bool": pa.bool_()}
     return pa.schema([pa.field(f.name, arrow[str(f.type).split(" | ")[0]])
                       for f in fields(TurnRecord)])
+
+
+def lock_journal(f: IO[str], run_dir: Path) -> None:
+    """Hold an exclusive lock on an open journal for the writer's lifetime, so a second
+    writer (a `--resume` of a run that is still going) is refused, not interleaved."""
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise InputError(f"{run_dir}: the run is still in progress (its journal is locked "
+                         "by another endurance process)") from None
 
 
 class Recorder:

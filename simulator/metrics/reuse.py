@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import TypeVar
 
 from simulator import tokens
-from simulator.session.conversation import Message, Prefix
+from simulator.protocol.messages import Message, Prefix
 
 HEAD_SEGMENTS = 3  # tools, system, first message
 MAX_HEADS = 16_384  # run-wide head chains remembered (LRU); ≥ 3 per distinct session head

@@ -11,28 +11,12 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from simulator import tokens
-from simulator.errors import ScenarioError
 from simulator.scenario import content
+from simulator.scenario.content import load_tools_file
 from simulator.scenario.model import Scenario
 from simulator.session.conversation import Prefix
-
-
-def _load_tools_file(path: Path) -> tuple[dict[str, Any], ...]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ScenarioError(f"cannot read tools file: {exc}", file=str(path)) from None
-    if isinstance(data, dict) and "tools" in data:
-        data = data["tools"]
-    if not isinstance(data, list) or not all(isinstance(t, dict) and "name" in t for t in data):
-        raise ScenarioError("tools file must hold a list of tool definitions with a 'name'",
-                            file=str(path))
-    return tuple(data)
 
 
 def build_base_prefix(s: Scenario) -> Prefix:
@@ -44,7 +28,7 @@ def build_base_prefix(s: Scenario) -> Prefix:
     else:
         system = content.synth_text("prose", s.system.tokens or 0, rng)
     if s.tools.file is not None:
-        tools = _load_tools_file(base / s.tools.file)
+        tools = load_tools_file(base / s.tools.file)
     else:
         tools = content.synth_tools(s.tools.count, s.tools.tokens or 0, rng)
     return Prefix(system, tools, tokens.count(system), content.tools_tokens(tools))

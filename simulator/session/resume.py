@@ -10,11 +10,11 @@ failure; replaying those rebuilds every session's conversation exactly where it 
 
 from __future__ import annotations
 
-import fcntl
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from simulator.analysis.load import load_manifest
 from simulator.endpoints.base import LLMResponse, Timing, Usage
 from simulator.errors import InputError
 from simulator.session.conversation import Block, TextBlock, ToolUseBlock
@@ -95,20 +95,8 @@ def resume_state(turn_rows: list[dict[str, Any]], history_rows: list[dict[str, A
     return st
 
 
-def lock_journal(f: IO[str], run_dir: Path) -> None:
-    """Hold an exclusive lock on an open journal for the writer's lifetime, so a second
-    writer (a `--resume` of a run that is still going) is refused, not interleaved."""
-    try:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.close()
-        raise InputError(f"{run_dir}: the run is still in progress (its journal is locked "
-                         "by another endurance process)") from None
-
-
 def read_manifest_for_resume(run_dir: Path) -> dict[str, Any]:
     """The manifest of a run that may be resumed (InputError naming why not)."""
-    from simulator.analysis.load import load_manifest
     path = run_dir / "manifest.json"
     data = load_manifest(run_dir)
     if "scenario_resolved" not in data:

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from simulator.endpoints.base import Endpoint
+from simulator.endpoints.preflight import preflight
 from simulator.errors import InputError
 from simulator.metrics.recorder import HISTORY_JOURNAL, TURNS_JOURNAL, Recorder, read_journal
 from simulator.scenario.model import Scenario
@@ -38,7 +39,6 @@ def open_resumed(spec: Any, endpoint: Endpoint | None) -> tuple[Scenario, Any, R
                                                                 ResumeState]:
     """(scenario, the spec completed from the manifest, a recorder appending to the run,
     what the earlier part did). `spec` is a `runs.RunSpec`."""
-    from simulator.runs import preflight
     run_dir = Path(spec.resume_dir)
     m = read_manifest_for_resume(run_dir)
     if spec.overrides:

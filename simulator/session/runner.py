@@ -25,6 +25,7 @@ from simulator.scenario.model import Scenario
 from simulator.session.agent import Agent, FatalEndpointError, RunContext, SessionFailed
 from simulator.session.limiter import Limiter
 from simulator.session.prefix import build_base_prefix, tools_json, with_nonce
+from simulator.session.replay_agent import ReplayAgent
 from simulator.session.resume import ResumeState
 
 STOP_GRACE_S = 10.0
@@ -172,7 +173,6 @@ class Runner:
         if self.s.cache_bust == "per_session":
             prefix = with_nonce(prefix, f"{self.s.seed:x}{index:06x}")
         if self.s.replay is not None:   # a recorded session script (importers)
-            from simulator.session.replay_agent import ReplayAgent
             agent: Agent = ReplayAgent(ctx, index, prefix)
         else:
             start = 0

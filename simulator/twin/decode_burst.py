@@ -42,18 +42,14 @@ class DecodeTerms:
 
 
 def decode_terms(perf: Any, n: int) -> DecodeTerms | None:
-    """Inline decode terms of a roofline perf model for batches of n (None for any other
-    model, or when the terms do not reproduce `step_time` exactly)."""
-    from simulator.twin.perf_model import RooflinePerfModel
-    if n <= 0 or getattr(type(perf), "step_time", None) is not RooflinePerfModel.step_time:
+    """Inline decode terms of a perf model for batches of n: its public `decode_terms(n)`
+    (None for a model without one, or when the terms do not reproduce `step_time`
+    exactly)."""
+    make = getattr(perf, "decode_terms", None)
+    if n <= 0 or not callable(make):
         return None
-    try:
-        eeff = perf._eeff[n] if n < len(perf._eeff) else perf._eeff_max
-        terms = DecodeTerms(
-            n, perf._t0 + perf._t_seq * n, perf._tw_dense + perf._tw_expert * eeff,
-            perf._t_kv_tok, 1.0 + perf._kv_half / n, perf._t_state * n,
-            perf._t_flop_tok * n + perf._t_flop_seq * n + perf._t_pair * 0.0)
-    except (AttributeError, TypeError, IndexError):
+    terms = make(n)
+    if not isinstance(terms, DecodeTerms):
         return None
     step_time = perf.step_time
     for kv in _CHECK_KV:

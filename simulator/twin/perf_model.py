@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from simulator.errors import InputError
+from simulator.twin.decode_burst import DecodeTerms
 from simulator.twin.profiles import (
     KV_DTYPE_BYTES,
     Efficiency,
@@ -208,6 +209,18 @@ class RooflinePerfModel:
         t_comp = (self._t_flop_tok * t + self._t_flop_seq * n
                   + self._t_pair * shape.attn_token_pairs)
         return self._t0 + self._t_seq * n + (t_mem if t_mem > t_comp else t_comp)
+
+    def decode_terms(self, n: int) -> DecodeTerms | None:
+        """`step_time`'s terms for a pure-decode step of n sequences (one token each), so
+        the engine's decode fast path can compute step times inline; None for n ≤ 0 or a
+        subclass with its own `step_time`. Ordered exactly as `step_time` computes."""
+        if n <= 0 or type(self).step_time is not RooflinePerfModel.step_time:
+            return None
+        eeff = self._eeff[n] if n < len(self._eeff) else self._eeff_max
+        return DecodeTerms(
+            n, self._t0 + self._t_seq * n, self._tw_dense + self._tw_expert * eeff,
+            self._t_kv_tok, 1.0 + self._kv_half / n, self._t_state * n,
+            self._t_flop_tok * n + self._t_flop_seq * n + self._t_pair * 0.0)
 
     def describe(self) -> dict[str, Any]:
         """What a manifest records about the twin that produced a result."""

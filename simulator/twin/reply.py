@@ -1,5 +1,10 @@
 """What the twin replies to a request: shared by the in-process endpoint and the
-HTTP server so both give the same reply to the same request."""
+HTTP server so both give the same reply to the same request.
+
+Both fronts admit a request the same way: `check_window` (refuse a prompt that fills
+the context window) and then `plan_for` (hints, the window-capped limit, the planned
+reply); each maps `PromptTooLong` to its own error form (HTTP 400 / EndpointError).
+"""
 
 from __future__ import annotations
 
@@ -51,3 +56,24 @@ def plan(prompt: Sequence[int], max_tokens: int, limit: int, *, seed: int, code_
     _, ids = textgen.plan_reply(prompt, limit, seed=rseed, natural_tokens=natural,
                                 code_edit=code_edit, repeat_fraction=repeat_fraction)
     return PlannedReply(ids[:limit], "max_tokens" if natural >= limit else "end_turn")
+
+
+class PromptTooLong(ValueError):
+    """The prompt leaves no room for output in the context window."""
+
+
+def check_window(prompt_tokens: int, context_window: int) -> None:
+    """Refuse (PromptTooLong) a prompt of `prompt_tokens` that fills the window (tokens)."""
+    if prompt_tokens >= context_window:
+        raise PromptTooLong(f"prompt is too long: {prompt_tokens} tokens > "
+                            f"{context_window} maximum")
+
+
+def plan_for(prompt: Sequence[int], max_tokens: int, hints: Mapping[str, str], *,
+             context_window: int, seed: int) -> PlannedReply:
+    """The reply to an admitted request: `max_tokens` capped by the room left in the
+    context window, shaped by the request's `x-endurance-*` hints."""
+    edit, frac, natural = parse_hints(hints)
+    limit = min(max_tokens, context_window - len(prompt))
+    return plan(prompt, max_tokens, limit, seed=seed, code_edit=edit,
+                repeat_fraction=frac, natural_tokens=natural)

@@ -101,9 +101,10 @@ async def handle_messages(request: web.Request) -> web.StreamResponse:
         prompt = st.tokenizer.encode_body(body)
     except PromptError as exc:
         return _error(400, "invalid_request_error", str(exc))
-    if len(prompt) >= cfg.context_window:
-        return _error(400, "invalid_request_error",
-                      f"prompt is too long: {len(prompt)} tokens > {cfg.context_window} maximum")
+    try:
+        reply.check_window(len(prompt), cfg.context_window)
+    except reply.PromptTooLong as exc:
+        return _error(400, "invalid_request_error", str(exc))
     decision = st.faults.draw(max_tokens)
     if decision.kind is not None and decision.kind.before_stream:
         status, kind, message = ERROR_REPLIES[decision.kind]
@@ -125,10 +126,8 @@ async def _reply(request: web.Request, st: _State, body: dict[str, Any], prompt:
                  deadline: float | None) -> web.StreamResponse:
     """Plan the reply, submit it to the engine and write it (SSE or JSON)."""
     cfg = st.config
-    limit = min(max_tokens, cfg.context_window - len(prompt))
-    edit, frac, natural = reply.parse_hints(request.headers)
-    planned = reply.plan(prompt, max_tokens, limit, seed=cfg.seed, code_edit=edit,
-                         repeat_fraction=frac, natural_tokens=natural)
+    planned = reply.plan_for(prompt, max_tokens, request.headers,
+                             context_window=cfg.context_window, seed=cfg.seed)
     try:
         stream = st.service.submit(prompt, planned.token_ids)
     except RequestTooLong as exc:

@@ -1,0 +1,256 @@
+"""One place per summary metric: its key, unit, definition and how it aggregates.
+
+The terminal/HTML summary table, `summary.json` (via `RunSummary`), `compare`, `sweep`
+and the README's vocabulary table all read this registry, so a metric is added, renamed
+or redefined here once. To add one: compute it in `analysis/summary.py` (or take it
+from the engine's counters in `engine_figures`), then register it below; the test
+`tests/test_metrics_registry.py` fails while a summary key is unregistered or the
+README table is stale (`python -m simulator.analysis.metrics_registry` prints it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Source = Literal["rows", "server", "engine", "run", "steady"]
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """A number in the run summary.
+
+    `unit`: what the value is measured in ("share" is 0..1, shown as %); `aggregation`:
+    how per-request rows (or counters) become the one figure; `row`: the summary-table
+    row it is shown in (metrics sharing a row are joined with " / "); `fmt`: how a value
+    prints; `compare`/`sweep`: shown by `endurance compare` / a column of `sweep`.
+    """
+
+    key: str
+    unit: str
+    definition: str
+    aggregation: str
+    source: Source = "rows"
+    row: str | None = None
+    fmt: str = "{:,.1f}"
+    compare: bool = False
+    sweep: bool = False
+    sweep_header: str | None = None
+
+    def format(self, value: Any) -> str:
+        """The value as the summary table and sweep print it ("n/a" when unknown)."""
+        if value is None or isinstance(value, bool):
+            return "n/a"
+        if self.unit == "share":
+            return f"{100.0 * float(value):,.1f}%"
+        if self.fmt == "{:d}":
+            return f"{int(value):d}"
+        if isinstance(value, float) or "f}" in self.fmt:
+            return self.fmt.format(float(value))
+        return f"{value}"
+
+
+_TOK_S = "tok/s"
+METRICS: tuple[Metric, ...] = (
+    Metric("sessions", "count", "sessions that sent at least one request",
+           "distinct session_id over all rows", row="sessions / successful turns", fmt="{:d}",
+           compare=True, sweep=True, sweep_header="sessions"),
+    Metric("ok_turns", "count", "successful turn requests (not turns per session; "
+           "summary requests and failed attempts excluded; older summary.json files call it "
+           "`turns`)", "count of ok rows with request_kind=turn",
+           row="sessions / successful turns", fmt="{:d}", compare=True),
+    Metric("requests", "count", "request attempts, failed and retried ones included",
+           "count of rows", fmt="{:d}"),
+    Metric("failed_requests", "count", "attempts that ended in an error",
+           "count of rows with ok=false", fmt="{:d}", compare=True),
+    Metric("summary_requests", "count", "successful compaction-summary requests",
+           "count of ok rows with request_kind=summary", fmt="{:d}"),
+    Metric("wall_window_s", "s", "the whole run's window: first request sent → last token",
+           "max(started + e2e) − min(started) over all rows"),
+    Metric("output_tokens", "tokens", "output tokens of successful requests",
+           "Σ output_tokens over ok rows", fmt="{:d}"),
+    Metric("aggregate_tok_s", _TOK_S, "Σ output of all sessions / the whole run's window",
+           "output_tokens / wall_window_s", row="aggregate tok/s", compare=True, sweep=True,
+           sweep_header="aggregate tok/s"),
+    Metric("per_session_tok_s", _TOK_S, "mean over sessions of sustained tok/s "
+           "(Σ output / Σ e2e of a session, think time excluded)",
+           "mean over sessions of Σ output / Σ e2e (ok rows)",
+           row="per-session sustained tok/s", compare=True, sweep=True,
+           sweep_header="per-session tok/s"),
+    Metric("turn_tok_s_min", _TOK_S, "slowest turn: output / (sent → last token)",
+           "min over ok turn rows", row="turn tok/s min / median / max", compare=True),
+    Metric("turn_tok_s_median", _TOK_S, "median turn: output / (sent → last token)",
+           "median over ok turn rows", row="turn tok/s min / median / max", compare=True),
+    Metric("turn_tok_s_max", _TOK_S, "fastest turn: output / (sent → last token)",
+           "max over ok turn rows", row="turn tok/s min / median / max", compare=True),
+    Metric("decode_tok_s_median", _TOK_S, "median (output − 1) / (last − first token)",
+           "median over ok turn rows"),
+    Metric("first_third_tok_s", _TOK_S, "sustained tok/s of each session's first third "
+           "of turns, pooled", "Σ output / Σ e2e over those turns",
+           row="first third / last third tok/s", compare=True),
+    Metric("last_third_tok_s", _TOK_S, "sustained tok/s of each session's last third "
+           "of turns, pooled", "Σ output / Σ e2e over those turns",
+           row="first third / last third tok/s", compare=True),
+    Metric("drift_pct", "%", "change from the first third to the last third",
+           "100 × (last − first) / first", row="drift first → last third", fmt="{:+,.1f}%",
+           compare=True),
+    Metric("ttft_p50_s", "s", "median request sent → first content token",
+           "50th percentile over ok turn rows", row="TTFT p50 / p95 (s)", fmt="{:,.2f}",
+           compare=True, sweep=True, sweep_header="TTFT p50 s"),
+    Metric("ttft_p95_s", "s", "95th percentile request sent → first content token",
+           "95th percentile over ok turn rows", row="TTFT p50 / p95 (s)", fmt="{:,.2f}",
+           compare=True, sweep=True, sweep_header="TTFT p95 s"),
+    Metric("context_tokens_first", "tokens", "context at a session's first turn "
+           "(client-side estimate)", "mean over sessions of the first ok turn's estimate",
+           row="context tokens first / max / last", fmt="{:,.0f}"),
+    Metric("context_tokens_max", "tokens", "largest context sent (client-side estimate)",
+           "max over ok turn rows", row="context tokens first / max / last", fmt="{:,.0f}",
+           compare=True),
+    Metric("context_tokens_last", "tokens", "context at a session's last turn "
+           "(client-side estimate)", "mean over sessions of the last ok turn's estimate",
+           row="context tokens first / max / last", fmt="{:,.0f}"),
+    Metric("compaction_events", "count", "compactions (a retried request's label counts "
+           "once)", "distinct (session, turn, compaction) labels", row="compaction events",
+           fmt="{:d}", compare=True),
+    Metric("post_compaction_turn_tok_s_median", _TOK_S, "median turn tok/s of the turn "
+           "sent right after a compaction (the slow one)", "median over those ok turn rows",
+           row="turn tok/s after compaction / other (median)", compare=True),
+    Metric("other_turn_tok_s_median", _TOK_S, "median turn tok/s of every other turn",
+           "median over the remaining ok turn rows",
+           row="turn tok/s after compaction / other (median)"),
+    Metric("server_cache_read_share", "share", "server-reported cache reads / prompt tokens",
+           "Σ cache_read_tokens / Σ prompt_tokens over ok rows that report both",
+           row="cache: server-reported read share", compare=True),
+    Metric("client_reusable_share", "share", "client-side reusable prefix / context "
+           "(what a perfect prefix cache could reuse)",
+           "Σ reusable_prefix_tokens / Σ context_tokens_est over ok rows",
+           row="cache: client reusable prefix share", compare=True),
+    Metric("cache_shared_pct", "%", "the server-reported share where the server reports "
+           "it, else the client-side one (`cache_shared_source` says which)",
+           "100 × server_cache_read_share, else 100 × client_reusable_share",
+           compare=True, sweep=True, sweep_header="cache shared %"),
+    Metric("server_prefix_cache_hit_share", "share", "server counters: prefix-cache hits / "
+           "queries over the run (never lifetime totals)",
+           "Σ per-window deltas (scraped /metrics), or the twin's own counters",
+           source="server", row="cache: server counters hit share"),
+    Metric("kv_usage_peak", "share", "peak KV-cache usage", "max of the gauge over windows, "
+           "or the twin's own peak", source="server", row="KV usage peak / preemptions",
+           sweep=True, sweep_header="KV peak %"),
+    Metric("preemptions", "count", "sequences the server preempted (KV pressure)",
+           "Σ per-window deltas, or the twin's own count", source="server",
+           row="KV usage peak / preemptions", fmt="{:,.0f}", sweep=True,
+           sweep_header="preemptions"),
+    Metric("kv_capacity_tokens", "tokens", "KV-cache capacity the server reports",
+           "max of the gauge, or the twin profile's capacity", source="server",
+           fmt="{:,.0f}"),
+    Metric("usd_per_mtok", "$", "cost of 1M output tokens at price_per_hour",
+           "price_per_hour / (aggregate_tok_s × 3600) × 1e6", source="run",
+           row="$ per 1M output tokens", fmt="{:,.3f}", compare=True, sweep=True,
+           sweep_header="$/1M tok"),
+)
+
+_W = ("in the steady-state window (all N sessions active and past their first turn, until "
+      "the first one ends, or the configured window; `analysis/steady.py`)")
+METRICS += (
+    Metric("requested_sessions", "count", "sessions the run was asked to hold at once",
+           "from the scenario / load shape", source="steady", fmt="{:d}"),
+    Metric("achieved_sessions", "sessions", "time-weighted mean of active sessions " + _W,
+           "∫ active sessions dt / window length; below 90% of requested → not steady",
+           sweep=True, sweep_header="achieved", source="steady"),
+    Metric("achieved_sessions_run", "sessions", "time-weighted mean of active sessions over "
+           "the whole run", "∫ active sessions dt / whole-run window", source="steady"),
+    Metric("achieved_in_flight", "requests", "time-weighted mean of in-flight requests " + _W,
+           "∫ in-flight requests dt / window length", source="steady"),
+    Metric("achieved_in_flight_run", "requests", "time-weighted mean of in-flight requests "
+           "over the whole run", "∫ in-flight requests dt / whole-run window", source="steady"),
+    Metric("window_s", "s", "length of the steady-state window", "window end − window start",
+           source="steady"),
+    Metric("window_output_tokens", "tokens", "output tokens emitted " + _W,
+           "each request's output spread evenly over its decode interval, clipped to the "
+           "window", fmt="{:,.0f}", source="steady"),
+    Metric("window_aggregate_tok_s", _TOK_S, "aggregate tok/s " + _W,
+           "window_output_tokens / window_s", compare=True, source="steady"),
+    Metric("window_per_session_tok_s", _TOK_S, "per-session sustained tok/s " + _W,
+           "Σ window tokens / Σ busy time over sessions (busy-time-weighted mean)",
+           compare=True, source="steady"),
+    Metric("window_n_x_per_session_tok_s", _TOK_S, "N × per-session tok/s in the window, "
+           "as published capacity tables define aggregate", "requested N × "
+           "window_per_session_tok_s", compare=True, sweep=True, sweep_header="N×per-session",
+           source="steady"),
+    Metric("window_ttft_p50_s", "s", "median TTFT of requests sent in the window",
+           "50th percentile", fmt="{:,.2f}", source="steady"),
+    Metric("window_ttft_p95_s", "s", "95th percentile TTFT of requests sent in the window",
+           "95th percentile", fmt="{:,.2f}", compare=True, source="steady"),
+    Metric("window_itl_p50_s", "s", "median inter-token latency in the window",
+           "50th percentile of per-request (last − first token) / (output − 1)",
+           fmt="{:,.4f}", source="steady"),
+    Metric("window_itl_p95_s", "s", "95th percentile inter-token latency in the window",
+           "95th percentile of per-request mean ITL", fmt="{:,.4f}", source="steady"),
+    Metric("window_requests", "count", "turn requests sent in the window", "count",
+           fmt="{:d}", source="steady"),
+    Metric("window_usd_per_mtok", "$", "cost of 1M output tokens in the window "
+           "(no idle ramp or tail)", "price_per_hour / (window_aggregate_tok_s × 3600) × 1e6",
+           source="steady", fmt="{:,.3f}"),
+)
+
+REGISTRY: Mapping[str, Metric] = {m.key: m for m in METRICS}
+
+# Keys older summary.json files used → the registry key (read, never written).
+ALIASES: Mapping[str, str] = {"turns": "ok_turns"}
+
+# Non-numeric entries of a summary (breakdowns, provenance, run status): not metrics.
+FACT_KEYS: frozenset[str] = frozenset({
+    "errors_by_type", "compactions_by_kind", "compaction_messages_removed",
+    "compaction_tokens_removed", "cache_shared_source", "price_per_hour", "simulated",
+    "engine", "twin", "status", "status_reason", "failed_sessions", "deadline_reached",
+    "run_id", "contains_verbatim_content", "workers",
+    # steady state: flags and bounds (`analysis/steady.py`)
+    "steady_state", "steady_state_reason", "window_start_s", "window_end_s",
+    "usd_per_mtok_counts_idle"})
+
+NUMERIC_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS)
+COMPARE_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS if m.compare)
+SWEEP_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS if m.sweep)
+ENGINE_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS if m.source == "server")
+# Present only in summaries made with a steady-state config (every run since the window).
+STEADY_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS if m.source == "steady")
+
+
+def read(summary: Mapping[str, Any], key: str) -> Any:
+    """`summary[key]`, also from a summary written under an older key (None if absent)."""
+    if key in summary:
+        return summary[key]
+    old = [k for k, new in ALIASES.items() if new == key and k in summary]
+    return summary[old[0]] if old else None
+
+
+def upgrade(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of an old summary with its keys renamed to the registry's."""
+    out = dict(summary)
+    for old, new in ALIASES.items():
+        if old in out and new not in out:
+            out[new] = out.pop(old)
+    return out
+
+
+def table_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(row label, formatted values) in registry order, metrics of a row joined by " / "."""
+    rows: dict[str, list[str]] = {}
+    for m in METRICS:
+        if m.row is not None:
+            rows.setdefault(m.row, []).append(m.format(read(summary, m.key)))
+    return [(label, " / ".join(values)) for label, values in rows.items()]
+
+
+def vocabulary_markdown() -> str:
+    """The README's metric table (between its `metrics-registry` markers)."""
+    lines = ["| metric | unit | what it is | how it aggregates |", "|---|---|---|---|"]
+    for m in METRICS:
+        unit = "share (0..1)" if m.unit == "share" else m.unit
+        lines.append(f"| `{m.key}` | {unit} | {m.definition} | {m.aggregation} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(vocabulary_markdown())

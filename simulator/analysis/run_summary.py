@@ -1,0 +1,83 @@
+"""`RunSummary`: a run's figures, built once from its rows and the engine's counters.
+
+The figures are the registry's metrics (`metrics_registry`), by key; everything else a
+summary carries (breakdowns, provenance, the run's status) is a fact. `runs` builds one
+when a run ends and saves `to_json()` as summary.json; `report`, `compare` and the
+notebooks rebuild the same figures from the saved rows with `summarize_run`, and read
+old summary.json files through `from_json` (renamed keys included).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from simulator.analysis import metrics_registry as registry
+from simulator.analysis.steady import SteadyConfig
+from simulator.analysis.summary import summarize
+
+Figure = float | int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """Registry metrics by key (every one present, None when unknown) and the facts."""
+
+    figures: Mapping[str, Figure]
+    facts: Mapping[str, Any]
+
+    @classmethod
+    def build(cls, turns: pd.DataFrame, *, price_per_hour: float | None, simulated: bool,
+              server_metrics: pd.DataFrame | None = None,
+              engine_stats: Mapping[str, Any] | None = None,
+              steady: SteadyConfig | None = None) -> RunSummary:
+        """From the turns table (one row per attempt), the scraped server metrics and the
+        in-process engine's counters: the one place a run's figures are computed."""
+        return cls.from_json(summarize(turns, price_per_hour=price_per_hour,
+                                       simulated=simulated, server_metrics=server_metrics,
+                                       engine_stats=engine_stats, steady=steady))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
+        """From a summary dict or summary.json (older key names are renamed). A key the
+        registry does not know is kept as a fact (tests flag it as unregistered)."""
+        d = registry.upgrade(data)
+        steady_only = set(registry.STEADY_KEYS)
+        figures = {k: d.get(k) for k in registry.NUMERIC_KEYS
+                   if k in d or k not in steady_only}   # window figures only when computed
+        facts = {k: v for k, v in d.items() if k not in registry.REGISTRY}
+        return cls(figures, facts)
+
+    def __getitem__(self, key: str) -> Any:
+        """A figure by registry key (or an old alias), else a fact (KeyError if neither)."""
+        key = registry.ALIASES.get(key, key)
+        if key in self.figures:
+            return self.figures[key]
+        if key in registry.REGISTRY:
+            return None
+        return self.facts[key]
+
+    def with_facts(self, **facts: Any) -> RunSummary:
+        """A copy with these facts added or replaced (status, run id, …)."""
+        return dataclasses.replace(self, facts={**self.facts, **facts})
+
+    def to_json(self) -> dict[str, Any]:
+        """The flat dict saved as summary.json: figures in registry order, then facts."""
+        return {**self.figures, **self.facts}
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.facts.get("simulated", False))
+
+    @property
+    def ok_turns(self) -> int:
+        """Successful turn requests (what older summaries called `turns`)."""
+        return int(self.figures["ok_turns"] or 0)
+
+    def unregistered(self) -> list[str]:
+        """Facts that look like metrics but are not in the registry (should be none)."""
+        return sorted(k for k in self.facts if k not in registry.FACT_KEYS)

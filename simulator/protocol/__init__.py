@@ -1,0 +1,1 @@
+"""The bottom layer: Messages-API content types that every package may import."""

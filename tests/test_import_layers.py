@@ -1,0 +1,120 @@
+"""The packages of simulator/ import each other without cycles (docs/architecture.md).
+
+A package is a first-level folder (`session`, `endpoints`, …) or a top-level module
+(`runs`, `workers`, `lab`, …). Every import counts, also the ones inside functions: a
+function-level import that closes a cycle is the coupling this test exists to catch.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "simulator"
+
+# Edges allowed to close a cycle for now, each with the branch that removes it.
+KNOWN_EXCEPTIONS: set[tuple[str, str]] = {
+    # owned by the ray branch; removed at merge
+    ("runs", "workers"),
+}
+
+
+def _unit(module: str) -> str:
+    """The package a dotted module name belongs to ("simulator.session.agent" → "session")."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _imported(path: Path) -> Iterator[tuple[str, int]]:
+    """(imported simulator module, line) for every import statement in the file."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            yield target, node.lineno
+            if target == "simulator":         # `from simulator import runs`
+                for alias in node.names:
+                    if (ROOT / alias.name).is_dir() or (ROOT / f"{alias.name}.py").is_file():
+                        yield f"simulator.{alias.name}", node.lineno
+
+
+@functools.cache
+def package_graph() -> dict[str, dict[str, list[str]]]:
+    """package → imported package → ["file:line", …] (simulator's own imports only)."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        src = _unit(_module_name(path))
+        for target, line in _imported(path):
+            if not target.startswith("simulator."):
+                continue
+            dst = _unit(target)
+            if dst != src:
+                where = f"{path.relative_to(ROOT.parent)}:{line}"
+                graph.setdefault(src, {}).setdefault(dst, []).append(where)
+    return graph
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle [a, b, …, a] of the directed graph, or None when it is acyclic."""
+    state: dict[str, int] = {}         # 1 on the current path, 2 finished
+    path: list[str] = []
+
+    def visit(v: str) -> list[str] | None:
+        state[v] = 1
+        path.append(v)
+        for w in sorted(edges.get(v, ())):
+            if state.get(w) == 1:
+                return [*path[path.index(w):], w]
+            if w not in state and (found := visit(w)) is not None:
+                return found
+        path.pop()
+        state[v] = 2
+        return None
+
+    for v in sorted(edges):
+        if v not in state and (found := visit(v)) is not None:
+            return found
+    return None
+
+
+def test_find_cycle_reports_the_loop() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_packages_import_each_other_without_cycles() -> None:
+    graph = package_graph()
+    edges = {src: {dst for dst in dsts if (src, dst) not in KNOWN_EXCEPTIONS
+                   and (dst, src) not in KNOWN_EXCEPTIONS}
+             for src, dsts in graph.items()}
+    cycle = find_cycle(edges)
+    if cycle is not None:
+        hops = [f"  {a} → {b}: {', '.join(graph[a][b])}" for a, b in itertools.pairwise(cycle)]
+        raise AssertionError("import cycle between packages " + " → ".join(cycle) + "\n"
+                             + "\n".join(hops))
+
+
+def test_the_bottom_layer_imports_nothing_above_it() -> None:
+    graph = package_graph()
+    assert set(graph.get("protocol", {})) <= {"tokens"}, graph.get("protocol")
+    assert "session" not in graph.get("endpoints", {})
+    assert "session" not in graph.get("metrics", {})
+    assert "session" not in graph.get("importers", {})
+    assert not {"runs", "workers", "lab", "cli"} & set(graph.get("analysis", {}))

@@ -1,0 +1,80 @@
+"""Runner on the virtual-time loop with a scripted endpoint and an in-memory recorder:
+arrivals, session failures, the failed-sessions limit and the deadline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from simulator.endpoints.base import ErrorType
+from simulator.endpoints.fake import FakeEndpoint
+from simulator.scenario.model import Scenario
+from simulator.session.runner import Runner, RunOutcome, arrival_offsets
+from simulator.vtime import run_virtual
+from tests.conftest import small_scenario
+from tests.test_agent_unit import MemoryRecorder
+
+
+def scenario(**over: Any) -> Scenario:
+    return Scenario.model_validate(small_scenario(compaction={"kind": "none"}, **over))
+
+
+def run(s: Scenario, endpoint: FakeEndpoint) -> tuple[RunOutcome, MemoryRecorder]:
+    rec = MemoryRecorder()
+    runner = Runner(s, endpoint, rec, "r")  # type: ignore[arg-type]
+    return run_virtual(runner.run()), rec
+
+
+def test_every_session_runs_its_turns() -> None:
+    outcome, rec = run(scenario(sessions=3, turns=4), FakeEndpoint())
+    assert outcome.status == "completed" and not outcome.failed_sessions
+    per = {sid: sorted(r.turn_index for r in rec.rows if r.session_id == sid)
+           for sid in ("s0000", "s0001", "s0002")}
+    assert all(turns == [0, 1, 2, 3] for turns in per.values())
+    assert outcome.wall_window_s > 0
+
+
+def test_ramp_arrivals_start_sessions_apart() -> None:
+    s = scenario(sessions=3, turns=2, arrival={"pattern": "ramp", "interval_s": 50.0})
+    assert arrival_offsets(s) == [0.0, 50.0, 100.0]
+    _, rec = run(s, FakeEndpoint())
+    first = {r.session_id: r.started_mono_s for r in rec.rows if r.turn_index == 0}
+    assert [first[f"s000{i}"] for i in range(3)] == [pytest.approx(50.0 * i) for i in range(3)]
+
+
+def test_poisson_arrivals_are_seeded() -> None:
+    s = scenario(sessions=5, arrival={"pattern": "poisson", "rate_per_s": 0.1})
+    assert arrival_offsets(s) == arrival_offsets(s)
+    assert arrival_offsets(s) != arrival_offsets(s.model_copy(update={"seed": 4}))
+
+
+def test_a_failed_session_is_named_and_the_others_finish() -> None:
+    s = scenario(sessions=3, turns=3, retry={"max_attempts": 1},
+                 limits={"max_failed_sessions_frac": 0.5})
+    outcome, rec = run(s, FakeEndpoint(faults=[ErrorType.SERVER]))
+    assert outcome.status == "completed" and len(outcome.failed_sessions) == 1
+    assert {"session": outcome.failed_sessions[0]}.items() <= next(
+        h for h in rec.history if "failed" in h).items()
+    assert sum(r.ok for r in rec.rows) == 2 * 3
+
+
+def test_too_many_failed_sessions_fail_the_run() -> None:
+    s = scenario(sessions=2, turns=3, retry={"max_attempts": 1},
+                 limits={"max_failed_sessions_frac": 0.4})
+    outcome, _ = run(s, FakeEndpoint(faults=[ErrorType.SERVER]))
+    assert outcome.status == "failed" and outcome.failed_sessions
+
+
+def test_an_auth_error_stops_the_run() -> None:
+    outcome, rec = run(scenario(sessions=2, turns=5), FakeEndpoint(faults=[ErrorType.AUTH]))
+    assert outcome.status == "failed" and "auth" in outcome.reason
+    assert len(rec.rows) < 10
+
+
+def test_the_deadline_stops_the_run_in_virtual_time() -> None:
+    s = scenario(sessions=1, turns=1000, think_time_s=10.0, deadline_s=100.0)
+    outcome, rec = run(s, FakeEndpoint())
+    assert outcome.deadline_reached and "deadline" in outcome.reason
+    assert 0 < len(rec.rows) < 1000
+    assert outcome.wall_window_s == pytest.approx(100.0, abs=1.0)
