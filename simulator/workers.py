@@ -134,7 +134,9 @@ class ProcessExecutor:
 
 def _shard_main(job: ShardJob, results: Any) -> None:
     """A worker process: run the shard and report its result (or its crash) to the
-    parent."""
+    parent. It dies with the parent: a SIGKILLed parent must not leave it running."""
+    from simulator.session.liveness import die_with_parent
+    die_with_parent()
     try:
         result = run_shard(job)
     except Exception as exc:  # reported as the shard's failure; the traceback to stderr

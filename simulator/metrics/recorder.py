@@ -18,7 +18,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from simulator.errors import InputError
 from simulator.metrics.records import COLUMNS, TurnRecord
+from simulator.session.liveness import clear_owner, write_owner
 from simulator.session.resume import lock_journal
 
 if TYPE_CHECKING:  # pandas is imported when a run finishes: start-up stays short
@@ -44,11 +46,17 @@ def iter_journal(path: Path) -> Iterator[dict[str, Any]]:
     ignored."""
     if not path.exists():
         return
-    with path.open(encoding="utf-8") as f:
-        for line in f:
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
             if not line.endswith("\n"):
                 return
-            yield json.loads(line)
+            try:
+                row = json.loads(line)
+            except ValueError:
+                row = None
+            if not isinstance(row, dict):
+                raise InputError(f"{path}:{n}: corrupted journal line (not a JSON object)")
+            yield row
 
 
 def read_journal(path: Path) -> list[dict[str, Any]]:
@@ -139,6 +147,7 @@ class Recorder:
         mode = "a" if resume else "x"
         self._turns: IO[str] = open(run_dir / TURNS_JOURNAL, mode, encoding="utf-8")
         lock_journal(self._turns, run_dir)
+        write_owner(run_dir)
         if resume:
             for name in (TURNS_JOURNAL, METRICS_JOURNAL, HISTORY_JOURNAL):
                 drop_torn_tail(run_dir / name)
@@ -190,3 +199,4 @@ class Recorder:
             _write_json_atomic(self.run_dir / SUMMARY, summary)
         self.manifest.update(status=status, ended_at=time.time(), rows=len(turns))
         _write_json_atomic(self.run_dir / MANIFEST, self.manifest)
+        clear_owner(self.run_dir)
