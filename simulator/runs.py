@@ -21,12 +21,13 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from simulator import __version__
 from simulator.endpoints.base import Endpoint
 from simulator.errors import InputError, RunError
 from simulator.metrics.recorder import Recorder
+from simulator.redact import check_endpoint_url, read_key_file, redact_url
 from simulator.scenario.load import load_scenario, scenario_hash
 from simulator.scenario.model import Scenario
 from simulator.session.resume import ResumeState
@@ -51,6 +52,7 @@ class RunSpec:
     stop_grace_s: float | None = None     # Ctrl-C: seconds in-flight requests may finish
     resume_dir: Path | None = None        # continue this interrupted run (see `resume`)
     workers: int = 1                      # > 1: sessions sharded over processes (`workers`)
+    api_key_file: str | None = None       # the key's file (else $scenario.endpoint.api_key_env)
 
 
 @dataclass
@@ -66,15 +68,6 @@ def resolve(spec: RunSpec) -> tuple[Scenario, dict[str, Any]]:
     return load_scenario(spec.scenario_path, spec.overrides)
 
 
-def redact_url(url: str) -> str:
-    """The URL without user info or query (keys sometimes ride there)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
 def parse_twin(value: str) -> tuple[str, str]:
     if value.count("/") != 1 or not all(value.split("/")):
         raise InputError(f"--twin must look like HARDWARE/MODEL (e.g. {DEFAULT_TWIN}), got {value!r}")
@@ -88,10 +81,12 @@ def make_endpoint(s: Scenario, spec: RunSpec) -> Endpoint:
         hw, model = parse_twin(spec.twin) if spec.twin else (s.twin.hardware, s.twin.model)
         return InProcessTwin(hw, model, spec=spec.spec or s.twin.spec, seed=s.seed)
     url = spec.endpoint_url
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(f"--endpoint must be an http(s) URL, got {redact_url(url)!r}")
-    key = os.environ.get(s.endpoint.api_key_env, "")
+    try:
+        check_endpoint_url(url)
+        key_file = getattr(spec, "api_key_file", None)
+        key = read_key_file(key_file) if key_file else os.environ.get(s.endpoint.api_key_env, "")
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     client = spec.client or s.endpoint.client
     if client == "lean":
         from simulator.endpoints.lean import LeanEndpoint
@@ -157,6 +152,10 @@ def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoin
 def preflight(url: str, timeout_s: float) -> None:
     """Fail fast, before any results directory exists, when nothing listens at `url`."""
     import socket
+    try:
+        check_endpoint_url(url)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
@@ -186,29 +185,40 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
     if spec.workers != 1:
         from simulator.workers import execute_sharded
         return execute_sharded(spec, spec.workers, echo=echo)
-    if spec.resume_dir is not None:
-        from simulator.session.resume_run import open_resumed
-        s, spec, recorder, state = open_resumed(spec, endpoint)
-        endpoint = endpoint or make_endpoint(s, spec)
-        run_id, run_dir = recorder.manifest["run_id"], recorder.run_dir
-    else:
-        s, resolved = resolve(spec)
-        endpoint = endpoint or make_endpoint(s, spec)
-        if spec.endpoint_url is not None:
-            preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
-        run_id = new_run_id(s.name)
-        run_dir = spec.out_dir / run_id
-        recorder = Recorder(run_dir, build_manifest(s, resolved, spec, endpoint, run_id))
-        state = None
-    outcome = RunOutcome("failed", reason="run did not start")
-    summary: dict[str, Any] = {}
-    try:
-        outcome = _run_loop(s, spec, endpoint, recorder, run_id, state)
-    except KeyboardInterrupt:
-        outcome = RunOutcome("interrupted", reason="interrupted")
-    finally:
-        with signals_deferred():      # a second Ctrl-C must not tear the finalize
-            summary = _finish(recorder, endpoint, outcome)
+    check_spec_numbers(spec)
+    # From the moment the results directory exists, SIGTERM ends the run as Ctrl-C does
+    # (status interrupted), never as the default kill that leaves it `running`; the
+    # runner's own handlers take over while it runs.
+    with signals_handled({signal.SIGTERM: _interrupt}):
+        if spec.resume_dir is not None:
+            from simulator.session.resume_run import open_resumed
+            s, spec, recorder, state = open_resumed(spec, endpoint)
+            endpoint = endpoint or make_endpoint(s, spec)
+            run_id, run_dir = recorder.manifest["run_id"], recorder.run_dir
+        else:
+            s, resolved = resolve(spec)
+            endpoint = endpoint or make_endpoint(s, spec)
+            if spec.endpoint_url is not None:
+                preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+            run_id = new_run_id(s.name)
+            run_dir = spec.out_dir / run_id
+            recorder = open_recorder(run_dir, build_manifest(s, resolved, spec, endpoint, run_id),
+                                     spec.out_dir)
+            state = None
+        outcome = RunOutcome("failed", reason="run did not start")
+        summary: dict[str, Any] = {}
+        try:
+            outcome = _run_loop(s, spec, endpoint, recorder, run_id, state)
+        except KeyboardInterrupt:
+            outcome = RunOutcome("interrupted", reason="interrupted")
+        except Exception as exc:
+            err = _os_error(exc)
+            if err is None:
+                raise
+            outcome = RunOutcome("failed", reason=f"cannot write results: {_describe(err)}")
+        finally:
+            with signals_deferred():      # a second Ctrl-C must not tear the finalize
+                summary = finish_or_fail(recorder, endpoint, outcome)
     from simulator.analysis.summary import format_summary
     echo(format_summary(summary))
     if outcome.reason:
@@ -317,6 +327,59 @@ class _progress:
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.stop()
+
+
+def _interrupt(_sig: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def check_spec_numbers(spec: RunSpec) -> None:
+    """Command-line numbers that must be finite and in range (InputError otherwise)."""
+    import math
+    for name, value, hi in (("--price-per-hour", spec.price_per_hour, 1e6),
+                            ("--stop-grace-s", spec.stop_grace_s, 3600.0)):
+        if value is not None and not (math.isfinite(value) and 0 <= value <= hi):
+            raise InputError(f"{name} {value}: must be a finite number within [0, {hi:g}]")
+
+
+def open_recorder(run_dir: Path, manifest: dict[str, Any], out: Path) -> Recorder:
+    """A recorder for a new run directory under `out`; one InputError line when `--out`
+    cannot hold it (not a directory, not writable, under /proc, a name too long)."""
+    try:
+        return Recorder(run_dir, manifest)
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot create the results directory "
+                         f"({_describe(exc)})") from None
+
+
+def _describe(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def _os_error(exc: BaseException) -> OSError | None:
+    """The first OSError inside `exc` (possibly nested exception groups), or None."""
+    if isinstance(exc, OSError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for sub in exc.exceptions:
+            if (found := _os_error(sub)) is not None:
+                return found
+    return None
+
+
+def finish_or_fail(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
+    """`_finish`, or — when the disk is full or gone — the manifest marked failed (if it
+    can still be written) and one RunError line; the journaled rows stay as they are."""
+    try:
+        return _finish(recorder, endpoint, outcome)
+    except OSError as exc:
+        reason = f"cannot write results: {_describe(exc)}"
+        if outcome.reason and outcome.reason != reason:
+            reason = f"{outcome.reason}; {reason}"
+        with contextlib.suppress(OSError):
+            recorder.update_manifest(status="failed", status_reason=reason, ended_at=time.time())
+        raise RunError(f"{recorder.run_dir}: {reason}; status failed, journaled rows kept") \
+            from None
 
 
 def _finish(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:

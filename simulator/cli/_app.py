@@ -9,6 +9,7 @@ import click
 
 from simulator import __version__
 from simulator.errors import EnduranceError
+from simulator.redact import redact_text
 
 
 class _Group(click.Group):
@@ -18,7 +19,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except EnduranceError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {redact_text(str(exc))}", err=True)
             sys.exit(exc.exit_code)
 
 

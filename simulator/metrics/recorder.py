@@ -20,6 +20,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from simulator.errors import InputError
 from simulator.metrics.records import COLUMNS, TurnRecord
+from simulator.redact import redact
 from simulator.session.liveness import clear_owner, write_owner
 from simulator.session.resume import lock_journal
 
@@ -36,8 +37,9 @@ SUMMARY = "summary.json"
 
 
 def _write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON via a temporary file, secrets redacted (URLs, key-named fields)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(redact(data), indent=2, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 

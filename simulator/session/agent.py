@@ -27,6 +27,7 @@ from simulator.endpoints.base import Endpoint, EndpointError, ErrorType, LLMRequ
 from simulator.metrics.recorder import Recorder
 from simulator.metrics.records import TurnRecord, derive_rates
 from simulator.metrics.reuse import PrefixTracker
+from simulator.redact import redact_text
 from simulator.scenario import content
 from simulator.scenario.model import RetryPolicy, Scenario, SummarizeCompaction, TurnTemplate
 from simulator.session import compaction as comp
@@ -349,7 +350,7 @@ class Agent:
         ttft = (t.first_token - t.sent) if t is not None and t.first_token is not None else None
         self.ctx.recorder.write(self._row(
             b, wall, sent, ok=False, error_type=exc.error_type.value,
-            error_message=str(exc)[:300], http_status=exc.status, ttft_s=ttft,
+            error_message=redact_text(str(exc))[:300], http_status=exc.status, ttft_s=ttft,
             output_tokens=exc.partial_output_tokens or None, e2e_s=now - sent))
 
     # ------------------------------------------------------------------ history
