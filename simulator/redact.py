@@ -69,7 +69,8 @@ def check_endpoint_url(url: str, what: str = "--endpoint") -> None:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise ValueError(f"{what} {shown!r}: {exc}") from None
+        why = "port must be within 1-65535" if "port" in str(exc).lower() else str(exc)
+        raise ValueError(f"{what} {shown!r}: {why}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{what} {shown!r}: expected http(s)://host[:port]")
     if port == 0:

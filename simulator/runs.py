@@ -347,9 +347,10 @@ def open_recorder(run_dir: Path, manifest: dict[str, Any], out: Path) -> Recorde
     cannot hold it (not a directory, not writable, under /proc, a name too long)."""
     try:
         return Recorder(run_dir, manifest)
-    except OSError as exc:
-        raise InputError(f"--out {out}: cannot create the results directory "
-                         f"({_describe(exc)})") from None
+    except (OSError, ValueError) as exc:   # ValueError: a NUL byte in the path
+        why = _describe(exc) if isinstance(exc, OSError) else str(exc)
+        raise InputError(f"--out {str(out)[:200]!r}: cannot create the results directory "
+                         f"({why})") from None
 
 
 def _describe(exc: OSError) -> str:

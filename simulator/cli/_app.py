@@ -19,7 +19,9 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except EnduranceError as exc:
-            click.echo(f"error: {redact_text(str(exc))}", err=True)
+            # One line, whatever the message quotes (YAML problems span lines).
+            line = " ".join(redact_text(str(exc)).split())
+            click.echo(f"error: {line}", err=True)
             sys.exit(exc.exit_code)
 
 

@@ -44,7 +44,7 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
         click.option("--client", type=click.Choice(["lean", "aiohttp", "sdk"]),
                      help="HTTP client path: lean (hand-written HTTP/1.1, the default), "
                      "aiohttp, or the official anthropic SDK."),
-        click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
+        click.option("--out", "out", type=click.Path(path_type=Path),
                      default=Path("results"), show_default=True, help="Results directory."),
     ]
     for opt in reversed(opts):

@@ -287,7 +287,7 @@ class Arrival(_Frozen):
 
     pattern: Literal["all_at_once", "ramp", "poisson"] = "all_at_once"
     interval_s: float = Field(default=0.0, ge=0, le=MAX_SECONDS)   # ramp: gap between starts
-    rate_per_s: float = Field(default=1.0, gt=0, le=MAX_COUNT)  # poisson: session starts/s
+    rate_per_s: float = Field(default=1.0, ge=1e-6, le=MAX_COUNT)  # poisson: session starts/s
 
 
 class RetryPolicy(_Frozen):
