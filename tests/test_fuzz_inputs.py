@@ -303,5 +303,46 @@ def test_sigterm_right_after_the_results_dir_appears_is_an_interrupt(tmp_path: P
     _out, err = proc.communicate(timeout=60)
     assert "Traceback" not in err
     manifest = json.loads(next((tmp_path / "r").glob("*/manifest.json")).read_text())
-    assert manifest["status"] in ("interrupted", "completed")
-    assert proc.returncode in (0, 130)
+    assert manifest["status"] == "interrupted" and proc.returncode == 130
+
+
+# ------------------------------------------------------------------ a full disk
+def _fill_disk_after(monkeypatch: pytest.MonkeyPatch, rows: int, *, parquet: bool) -> None:
+    """Journal writes fail with ENOSPC after `rows` rows (and parquet too if asked)."""
+    import errno
+
+    from simulator.metrics.recorder import Recorder
+    real = Recorder.write
+    count = {"n": 0}
+
+    def write(self: Recorder, record: Any) -> None:
+        count["n"] += 1
+        if count["n"] > rows:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(self, record)
+
+    monkeypatch.setattr(Recorder, "write", write)
+    if parquet:
+        def full(*_a: Any, **_k: Any) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        monkeypatch.setattr("pandas.DataFrame.to_parquet", full)
+
+
+@pytest.mark.parametrize("parquet", [False, True], ids=["journal-full", "parquet-full-too"])
+def test_a_full_disk_fails_the_run_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               parquet: bool) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(small_scenario(sessions=3, turns=10)))
+    _fill_disk_after(monkeypatch, 7, parquet=parquet)
+    r = _invoke(["run", str(path), "--quiet", "--out", str(tmp_path / "r")])
+    assert "Traceback" not in r.output and isinstance(r.exception, SystemExit | None)
+    assert r.exit_code == 1
+    run_dir = next((tmp_path / "r").iterdir())
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    assert "No space left on device" in manifest["status_reason"]
+    assert len((run_dir / "turns.jsonl").read_text().splitlines()) == 7   # rows kept
+    if parquet:
+        assert "No space left" in _one_line(r, 1)
+    else:
+        assert len(r.stderr.strip().splitlines()) <= 2     # the status line, no flood

@@ -43,6 +43,18 @@ def _write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def prewarm_finalize() -> None:
+    """Import what `finalize` and the summary need (≈1–2 s of imports on a busy machine)
+    ahead of time: started in a thread when the run begins to stop, so a second Ctrl-C
+    does not wait for imports."""
+    import importlib
+    for name in ("pandas", "pyarrow.parquet", "simulator.analysis.summary"):
+        try:
+            importlib.import_module(name)
+        except Exception:
+            return
+
+
 def iter_journal(path: Path) -> Iterator[dict[str, Any]]:
     """Rows of a JSONL journal one at a time; a torn last line (crash mid-write) is
     ignored."""
