@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from simulator.endpoints.fake import FakeEndpoint
@@ -129,3 +130,46 @@ def test_a_corrupted_journal_refuses_resume_and_leaves_the_manifest(write_scenar
         execute(RunSpec("", out_dir=tmp_path, show_progress=False, resume_dir=part.run_dir),
                 echo=lambda s: None, endpoint=FakeEndpoint())
     assert (part.run_dir / "manifest.json").read_bytes() == before
+
+
+@pytest.mark.slow
+def test_sigkilled_workers_parent_orphans_nothing_and_resume_completes(tmp_path: Path) -> None:
+    """`--workers 2`, parent SIGKILLed: both workers stop by themselves; while one lives,
+    resume is refused; then resume merges their journals and finishes the run."""
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+    from tests.reliability_twin import TwinThread, endurance, soak_scenario, write_yaml
+    path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=4, turns=40))
+    with TwinThread() as twin:
+        proc = endurance("run", str(path), "--quiet", "--endpoint", twin.url, "--workers", "2",
+                         "--stop-grace-s", "1", "--out", str(tmp_path / "r"))
+        try:
+            end = time.monotonic() + 60
+            shards: list[Path] = []
+            while time.monotonic() < end:
+                shards = sorted((tmp_path / "r").glob("*/workers/w*/turns.jsonl"))
+                if len(shards) == 2 and all(s.read_text().count("\n") >= 5 for s in shards):
+                    break
+                time.sleep(0.05)
+            assert len(shards) == 2, proc.communicate()
+            pids = [json.loads((s.parent / OWNER_FILE).read_text())["pid"] for s in shards]
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            assert all(_gone(pid, 30) for pid in pids)        # no orphan keeps running
+        finally:
+            proc.kill()
+            proc.communicate()
+        run_dir = shards[0].parents[2]
+        r = CliRunner().invoke(main, ["run", "--resume", str(run_dir), "--quiet"])
+        assert r.exit_code == 0, r.output
+    df = turns_of_dir(run_dir)
+    ok = df[df.ok]
+    assert len(ok[ok.request_kind == "turn"]) == 4 * 40
+    assert not df.duplicated(["session_id", "turn_index", "request_kind", "attempt"]).any()
+    m = json.loads((run_dir / "manifest.json").read_text())
+    assert m["status"] == "completed" and m["resumes"][0]["worker_rows_merged"] > 0
+
+
+def turns_of_dir(run_dir: Path) -> pd.DataFrame:
+    return pd.read_parquet(run_dir / "turns.parquet")
