@@ -346,3 +346,28 @@ def test_a_full_disk_fails_the_run_in_one_line(tmp_path: Path, monkeypatch: pyte
         assert "No space left" in _one_line(r, 1)
     else:
         assert len(r.stderr.strip().splitlines()) <= 2     # the status line, no flood
+
+
+def test_an_api_key_file_is_read_and_a_command_line_key_warned_about(tmp_path: Path) -> None:
+    key = tmp_path / "key"
+    key.write_text("sk-test-123\n")
+    r = _invoke(["check", "http://127.0.0.1:9", "--api-key", "sk-cli", "--timeout", "1"])
+    assert "warning: --api-key on the command line" in r.stderr and "sk-cli" not in r.output
+    path = tmp_path / "s.yaml"
+    path.write_text(OK_YAML)
+    r = _invoke(["run", str(path), "--quiet", "--out", str(tmp_path / "r"), "--endpoint",
+                 "http://127.0.0.1:9/?api_key=sk-q", "--api-key-file", str(key)])
+    assert "unreachable" in _one_line(r, 1) and "sk-q" not in r.output
+
+
+@pytest.mark.parametrize("client", ["lean", "aiohttp", pytest.param("sdk", marks=pytest.mark.slow)])
+def test_no_key_in_the_url_reaches_any_file(tmp_path: Path, client: str) -> None:
+    from tests.reliability_twin import TwinThread
+    path = tmp_path / "s.yaml"
+    path.write_text(OK_YAML)
+    with TwinThread() as twin:
+        r = _invoke(["run", str(path), "--quiet", "--out", str(tmp_path / "r"), "--client", client,
+                     "--endpoint", twin.url + "/?api_key=SECRETQ&token=SECRETT"])
+    assert "Traceback" not in r.output and "SECRET" not in r.output
+    files = [f for f in (tmp_path / "r").rglob("*") if f.is_file()]
+    assert files and not any(b"SECRET" in f.read_bytes() for f in files)

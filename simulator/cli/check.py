@@ -54,6 +54,9 @@ def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | No
     validate_base_url(url)
     if not (0 < timeout_s <= 3600):
         raise InputError(f"--timeout {timeout_s}: must be within (0, 3600] seconds")
+    if api_key and ctx.get_parameter_source("api_key") is click.core.ParameterSource.COMMANDLINE:
+        click.echo("warning: --api-key on the command line is visible to every user (ps); "
+                   "prefer $ANTHROPIC_API_KEY or --api-key-file", err=True)
     if api_key_file:
         try:
             api_key = read_key_file(api_key_file)
