@@ -381,8 +381,9 @@ def finish_or_fail(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) 
         reason = f"cannot write results: {_describe(exc)}"
         if outcome.reason and outcome.reason != reason:
             reason = f"{outcome.reason}; {reason}"
-        with contextlib.suppress(OSError):
-            recorder.update_manifest(status="failed", status_reason=reason, ended_at=time.time())
+        from simulator.metrics.recorder import salvage_failed
+        recorder.manifest.update(status="failed", status_reason=reason)
+        salvage_failed(recorder.run_dir, reason)
         raise RunError(f"{recorder.run_dir}: {reason}; status failed, journaled rows kept") \
             from None
 

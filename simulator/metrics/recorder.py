@@ -10,6 +10,7 @@ Until then the manifest says `running`, so a partial directory never looks compl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -39,8 +40,39 @@ SUMMARY = "summary.json"
 def _write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON via a temporary file, secrets redacted (URLs, key-named fields)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(redact(data), indent=2, default=str) + "\n", encoding="utf-8")
+    try:
+        tmp.write_text(json.dumps(redact(data), indent=2, default=str) + "\n", encoding="utf-8")
+    except BaseException:
+        tmp.unlink(missing_ok=True)     # a full disk must not keep a torn copy (or its space)
+        raise
     os.replace(tmp, path)
+
+
+def salvage_failed(run_dir: Path, status_reason: str) -> None:
+    """Last resort when the disk is full: drop the derived files a failed finalize may
+    have left torn (the journal keeps every row), then mark the manifest failed — with
+    its reason if a new copy fits, else by patching `"running"` to `"failed" ` in place
+    (same length: no new blocks needed)."""
+    for name in (TURNS_PARQUET, METRICS_PARQUET, SUMMARY):
+        with contextlib.suppress(OSError):
+            (run_dir / name).unlink()
+    path = run_dir / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data.update(status="failed", status_reason=status_reason, ended_at=time.time())
+        _write_json_atomic(path, data)
+        return
+    except (OSError, ValueError):
+        pass
+    with contextlib.suppress(OSError):
+        raw = path.read_bytes()
+        at = raw.find(b'"status": "running"')
+        if at >= 0:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.pwrite(fd, b'"status": "failed" ', at)
+            finally:
+                os.close(fd)
 
 
 def prewarm_finalize() -> None:
