@@ -135,7 +135,7 @@ class ProcessExecutor:
 def _shard_main(job: ShardJob, results: Any) -> None:
     """A worker process: run the shard and report its result (or its crash) to the
     parent. It dies with the parent: a SIGKILLed parent must not leave it running."""
-    from simulator.session.liveness import die_with_parent
+    from simulator.liveness import die_with_parent
     die_with_parent()
     try:
         result = run_shard(job)

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from simulator.errors import InputError
+from simulator.liveness import clear_owner, write_owner
 from simulator.metrics.records import COLUMNS, TurnRecord
 from simulator.redact import redact
-from simulator.session.liveness import clear_owner, write_owner
 from simulator.session.resume import lock_journal
 
 if TYPE_CHECKING:  # pandas is imported when a run finishes: start-up stays short

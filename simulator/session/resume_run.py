@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from simulator.endpoints.base import Endpoint
 from simulator.errors import InputError
+from simulator.liveness import history_key, refuse_if_running, turn_key
 from simulator.metrics.recorder import (
     HISTORY_JOURNAL,
     METRICS_JOURNAL,
@@ -26,7 +27,6 @@ from simulator.metrics.recorder import (
 )
 from simulator.metrics.records import TurnRecord
 from simulator.scenario.model import Scenario
-from simulator.session.liveness import history_key, refuse_if_running, turn_key
 from simulator.session.resume import ResumeState, read_manifest_for_resume, resume_state
 
 
