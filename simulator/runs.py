@@ -190,35 +190,40 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
     # (status interrupted), never as the default kill that leaves it `running`; the
     # runner's own handlers take over while it runs.
     with signals_handled({signal.SIGTERM: _interrupt}):
-        if spec.resume_dir is not None:
-            from simulator.session.resume_run import open_resumed
-            s, spec, recorder, state = open_resumed(spec, endpoint)
-            endpoint = endpoint or make_endpoint(s, spec)
-            run_id, run_dir = recorder.manifest["run_id"], recorder.run_dir
-        else:
-            s, resolved = resolve(spec)
-            endpoint = endpoint or make_endpoint(s, spec)
-            if spec.endpoint_url is not None:
-                preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
-            run_id = new_run_id(s.name)
-            run_dir = spec.out_dir / run_id
-            recorder = open_recorder(run_dir, build_manifest(s, resolved, spec, endpoint, run_id),
-                                     spec.out_dir)
-            state = None
-        outcome = RunOutcome("failed", reason="run did not start")
-        summary: dict[str, Any] = {}
-        try:
-            outcome = _run_loop(s, spec, endpoint, recorder, run_id, state)
-        except KeyboardInterrupt:
-            outcome = RunOutcome("interrupted", reason="interrupted")
-        except Exception as exc:
-            err = _os_error(exc)
-            if err is None:
-                raise
-            outcome = RunOutcome("failed", reason=f"cannot write results: {_describe(err)}")
-        finally:
-            with signals_deferred():      # a second Ctrl-C must not tear the finalize
-                summary = finish_or_fail(recorder, endpoint, outcome)
+        return _execute_single(spec, echo, endpoint)
+
+
+def _execute_single(spec: RunSpec, echo: Callable[[str], None],
+                    endpoint: Endpoint | None) -> RunResult:
+    if spec.resume_dir is not None:
+        from simulator.session.resume_run import open_resumed
+        s, spec, recorder, state = open_resumed(spec, endpoint)
+        endpoint = endpoint or make_endpoint(s, spec)
+        run_id, run_dir = recorder.manifest["run_id"], recorder.run_dir
+    else:
+        s, resolved = resolve(spec)
+        endpoint = endpoint or make_endpoint(s, spec)
+        if spec.endpoint_url is not None:
+            preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+        run_id = new_run_id(s.name)
+        run_dir = spec.out_dir / run_id
+        recorder = open_recorder(run_dir, build_manifest(s, resolved, spec, endpoint, run_id),
+                                 spec.out_dir)
+        state = None
+    outcome = RunOutcome("failed", reason="run did not start")
+    summary: dict[str, Any] = {}
+    try:
+        outcome = _run_loop(s, spec, endpoint, recorder, run_id, state)
+    except KeyboardInterrupt:
+        outcome = RunOutcome("interrupted", reason="interrupted")
+    except Exception as exc:
+        err = _os_error(exc)
+        if err is None:
+            raise
+        outcome = RunOutcome("failed", reason=f"cannot write results: {_describe(err)}")
+    finally:
+        with signals_deferred():      # a second Ctrl-C must not tear the finalize
+            summary = finish_or_fail(recorder, endpoint, outcome)
     from simulator.analysis.summary import format_summary
     echo(format_summary(summary))
     if outcome.reason:
