@@ -112,3 +112,36 @@ def test_backoff_delay_is_pure_and_bounded() -> None:
     assert backoff_delay(p, 10_000, 0.5) == 8.0            # no overflow
     assert backoff_delay(p, 1, 0.0) == 0.75 and backoff_delay(p, 1, 1.0) == 1.25
     assert backoff_delay(p, 1, 0.5, retry_after_s=30.0) == 30.0
+
+
+@pytest.mark.slow
+def test_resume_under_the_twins_fault_injector(tmp_path: Path) -> None:
+    """The same over HTTP against the twin's own fault injector (429, 529, 500, streams
+    cut mid-way): the faults differ between the runs (drawn in arrival order), yet every
+    turn's context and reply are the same in the uninterrupted and the resumed run."""
+    from tests.reliability_twin import TwinThread, soak_scenario, write_yaml
+    path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=3, turns=40))
+    faults = "429:0.05,529:0.05,500:0.05,disconnect:0.05"
+    with TwinThread(faults=faults) as twin:
+        full = turns_of(run_scenario(path, tmp_path / "a", endpoint_url=twin.url))
+        part = run_scenario(path, tmp_path / "b", endpoint_url=twin.url)
+        cut(part.run_dir, len(full) // 2)
+        res = execute(RunSpec("", out_dir=tmp_path / "b", show_progress=False,
+                              resume_dir=part.run_dir), echo=lambda s: None)
+    assert res.status == "completed" and (~full.ok).sum() >= 5
+    merged = turns_of(res)
+    # (The compaction marker sits on a turn's first attempt, so it moves with the faults.)
+    cols = [c for c in SAME if not c.startswith("compaction")]
+    a = full[full.ok][cols].sort_values(cols[:3]).reset_index(drop=True)
+    b = merged[merged.ok][cols].sort_values(cols[:3]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
+
+    def replies(run_dir: Path) -> dict[tuple[str, int, str], object]:
+        rows = [json.loads(x) for x in (run_dir / "history.jsonl").read_text().splitlines()]
+        return {(r["session"], r["turn"], r["kind"]): r["content"] for r in rows if "turn" in r}
+
+    assert replies(tmp_path / "a" / full_dir(tmp_path / "a")) == replies(part.run_dir)
+
+
+def full_dir(out: Path) -> str:
+    return next(out.iterdir()).name
