@@ -373,3 +373,21 @@ def test_no_key_in_the_url_reaches_any_file(tmp_path: Path, client: str) -> None
     assert "Traceback" not in r.output and "SECRET" not in r.output
     files = [f for f in (tmp_path / "r").rglob("*") if f.is_file()]
     assert files and not any(b"SECRET" in f.read_bytes() for f in files)
+
+
+@pytest.mark.parametrize(("system", "tools"), [
+    (b"\xff\xfe not utf-8", b"- {name: Read}\n"),
+    (b"fine", b"- {name: Read}\n- bad: [\n"),
+    (b"fine", BOMB.encode()),
+    (b"fine", b"{tools: 5}\n"),
+    (b"fine", b"- {name: Read}\n- {name: Read, name: Write}\n"),
+], ids=["system-not-utf8", "tools-malformed", "tools-alias-bomb", "tools-not-a-list",
+        "tools-duplicate-key"])
+def test_bad_referenced_files(tmp_path: Path, system: bytes, tools: bytes) -> None:
+    (tmp_path / "sys.md").write_bytes(system)
+    (tmp_path / "tools.yaml").write_bytes(tools)
+    path = tmp_path / "s.yaml"
+    path.write_text(_doc(system={"file": "sys.md"}, tools={"file": "tools.yaml"}))
+    for cmd in (["validate"], ["run", "--out", str(tmp_path / "r")]):
+        _one_line(_invoke([*cmd, str(path)]))
+    assert not (tmp_path / "r").exists()

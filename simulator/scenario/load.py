@@ -99,6 +99,34 @@ def read_text_file(path: str | Path, what: str = "scenario file") -> str:
                             f"{exc.start})", file=str(path), line=line) from None
 
 
+def safe_yaml(text: str, file: str) -> Any:
+    """YAML → plain data with the same guards as scenarios (duplicate keys, nesting,
+    alias bombs); ScenarioError naming `file` and the line otherwise."""
+    try:
+        root = yaml.compose(text, Loader=_LOADER)
+        if root is not None:
+            _check_tree(root, file)
+        return yaml.load(text, Loader=_LOADER)
+    except RecursionError:
+        raise ScenarioError(f"nested more than {MAX_DEPTH} levels deep", file=file) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(f"malformed YAML: {problem}", file=file,
+                            line=mark.line + 1 if mark is not None else None) from None
+
+
+def load_tools_file(path: Path) -> tuple[dict[str, Any], ...]:
+    """A tools file (a YAML/JSON list of tool definitions, or `{tools: [...]}`)."""
+    data = safe_yaml(read_text_file(path, "tools file"), str(path))
+    if isinstance(data, dict) and "tools" in data:
+        data = data["tools"]
+    if not isinstance(data, list) or not all(isinstance(t, dict) and "name" in t for t in data):
+        raise ScenarioError("tools file must hold a list of tool definitions with a 'name'",
+                            file=str(path))
+    return tuple(json.loads(json.dumps(data, default=str)))
+
+
 def _line_map(text: str, file: str = "") -> dict[tuple[str, ...], int]:
     """Dotted key path → 1-based line number, from the YAML node tree (checked first
     by `_check_tree`)."""
@@ -255,3 +283,9 @@ def _check_files(s: Scenario, path: str, lines: dict[tuple[str, ...], int]) -> N
         if spec.file is not None and not (Path(s.base_dir) / spec.file).is_file():
             raise ScenarioError(f"referenced file not found: {spec.file}", file=path,
                                 line=lines.get((section, "file")), key_path=f"{section}.file")
+    # Read them now, so a file that is not UTF-8 or not a tools list is refused before
+    # any results directory exists.
+    if s.system.file is not None:
+        read_text_file(Path(s.base_dir) / s.system.file, "system file")
+    if s.tools.file is not None:
+        load_tools_file(Path(s.base_dir) / s.tools.file)

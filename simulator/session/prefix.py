@@ -13,26 +13,15 @@ import random
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from simulator import tokens
-from simulator.errors import ScenarioError
 from simulator.scenario import content
+from simulator.scenario.load import load_tools_file, read_text_file
 from simulator.scenario.model import Scenario
 from simulator.session.conversation import Prefix
 
 
 def _load_tools_file(path: Path) -> tuple[dict[str, Any], ...]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ScenarioError(f"cannot read tools file: {exc}", file=str(path)) from None
-    if isinstance(data, dict) and "tools" in data:
-        data = data["tools"]
-    if not isinstance(data, list) or not all(isinstance(t, dict) and "name" in t for t in data):
-        raise ScenarioError("tools file must hold a list of tool definitions with a 'name'",
-                            file=str(path))
-    return tuple(data)
+    return load_tools_file(path)
 
 
 def build_base_prefix(s: Scenario) -> Prefix:
@@ -40,7 +29,7 @@ def build_base_prefix(s: Scenario) -> Prefix:
     rng = random.Random(f"{s.seed}:prefix")
     base = Path(s.base_dir)
     if s.system.file is not None:
-        system = (base / s.system.file).read_text(encoding="utf-8")
+        system = read_text_file(base / s.system.file, "system file")
     else:
         system = content.synth_text("prose", s.system.tokens or 0, rng)
     if s.tools.file is not None:
