@@ -93,3 +93,12 @@ def read_key_file(path: str) -> str:
     if not key:
         raise ValueError(f"--api-key-file {path}: the first line is empty")
     return key
+
+
+def check_key(key: str, source: str) -> str:
+    """`key` unless it holds characters no HTTP header may carry (spaces, control or
+    non-ASCII characters: a pasted newline); ValueError naming `source`, never the key."""
+    if any(not 33 <= ord(c) <= 126 for c in key):
+        raise ValueError(f"the API key from {source} contains spaces, control or non-ASCII "
+                         "characters")
+    return key

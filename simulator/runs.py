@@ -27,7 +27,7 @@ from simulator import __version__
 from simulator.endpoints.base import Endpoint
 from simulator.errors import InputError, RunError
 from simulator.metrics.recorder import Recorder
-from simulator.redact import check_endpoint_url, read_key_file, redact_url
+from simulator.redact import check_endpoint_url, check_key, read_key_file, redact_url
 from simulator.scenario.load import load_scenario, scenario_hash
 from simulator.scenario.model import Scenario
 from simulator.session.resume import ResumeState
@@ -84,7 +84,8 @@ def make_endpoint(s: Scenario, spec: RunSpec) -> Endpoint:
     try:
         check_endpoint_url(url)
         key_file = getattr(spec, "api_key_file", None)
-        key = read_key_file(key_file) if key_file else os.environ.get(s.endpoint.api_key_env, "")
+        key = check_key(read_key_file(key_file), f"--api-key-file {key_file}") if key_file \
+            else check_key(os.environ.get(s.endpoint.api_key_env, ""), f"${s.endpoint.api_key_env}")
     except ValueError as exc:
         raise InputError(str(exc)) from None
     client = spec.client or s.endpoint.client

@@ -391,3 +391,14 @@ def test_bad_referenced_files(tmp_path: Path, system: bytes, tools: bytes) -> No
     for cmd in (["validate"], ["run", "--out", str(tmp_path / "r")]):
         _one_line(_invoke([*cmd, str(path)]))
     assert not (tmp_path / "r").exists()
+
+
+def test_a_key_with_a_newline_is_refused_without_showing_it(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(OK_YAML)
+    env = {"ANTHROPIC_API_KEY": "sk-abc\nInjected: 1"}
+    r = _invoke(["run", str(path), "--quiet", "--out", str(tmp_path / "r"), "--endpoint",
+                 "http://127.0.0.1:9/"], env=env)
+    assert "$ANTHROPIC_API_KEY" in _one_line(r) and "sk-abc" not in r.output
+    r = _invoke(["check", "http://127.0.0.1:9"], env=env)
+    assert "API key" in _one_line(r) and "sk-abc" not in r.output

@@ -50,18 +50,20 @@ def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | No
     streaming grammar, usage and cache fields, tools, count_tokens, errors, /metrics."""
     from simulator.check import run_check, validate_base_url  # aiohttp: only when checking
     from simulator.errors import InputError
-    from simulator.redact import read_key_file
+    from simulator.redact import check_key, read_key_file
     validate_base_url(url)
     if not (0 < timeout_s <= 3600):
         raise InputError(f"--timeout {timeout_s}: must be within (0, 3600] seconds")
     if api_key and ctx.get_parameter_source("api_key") is click.core.ParameterSource.COMMANDLINE:
         click.echo("warning: --api-key on the command line is visible to every user (ps); "
                    "prefer $ANTHROPIC_API_KEY or --api-key-file", err=True)
-    if api_key_file:
-        try:
-            api_key = read_key_file(api_key_file)
-        except ValueError as exc:
-            raise InputError(str(exc)) from None
+    try:
+        if api_key_file:
+            api_key = check_key(read_key_file(api_key_file), f"--api-key-file {api_key_file}")
+        elif api_key:
+            api_key = check_key(api_key, "--api-key / $ANTHROPIC_API_KEY")
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     report = run_check(url, api_key=api_key, model=model, timeout_s=timeout_s)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
