@@ -21,13 +21,13 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from simulator import __version__
 from simulator.endpoints.base import Endpoint
-from simulator.endpoints.preflight import preflight, redact_url
-from simulator.errors import InputError
+from simulator.endpoints.preflight import preflight
+from simulator.errors import InputError, RunError
 from simulator.metrics.recorder import Recorder
+from simulator.redact import check_endpoint_url, check_key, read_key_file, redact_url
 from simulator.scenario.load import load_scenario, scenario_hash
 from simulator.scenario.model import Scenario
 from simulator.session.resume import ResumeState
@@ -54,6 +54,7 @@ class RunSpec:
     stop_grace_s: float | None = None     # Ctrl-C: seconds in-flight requests may finish
     resume_dir: Path | None = None        # continue this interrupted run (see `resume`)
     workers: int = 1                      # > 1: sessions sharded over processes (`workers`)
+    api_key_file: str | None = None       # the key's file (else $scenario.endpoint.api_key_env)
 
 
 @dataclass
@@ -82,10 +83,13 @@ def make_endpoint(s: Scenario, spec: RunSpec) -> Endpoint:
         hw, model = parse_twin(spec.twin) if spec.twin else (s.twin.hardware, s.twin.model)
         return InProcessTwin(hw, model, spec=spec.spec or s.twin.spec, seed=s.seed)
     url = spec.endpoint_url
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(f"--endpoint must be an http(s) URL, got {redact_url(url)!r}")
-    key = os.environ.get(s.endpoint.api_key_env, "")
+    try:
+        check_endpoint_url(url)
+        key_file = getattr(spec, "api_key_file", None)
+        key = check_key(read_key_file(key_file), f"--api-key-file {key_file}") if key_file \
+            else check_key(os.environ.get(s.endpoint.api_key_env, ""), f"${s.endpoint.api_key_env}")
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     client = spec.client or s.endpoint.client
     if client == "lean":
         from simulator.endpoints.lean import LeanEndpoint
@@ -168,6 +172,16 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
     if spec.workers != 1:
         from simulator.workers import execute_sharded
         return execute_sharded(spec, spec.workers, echo=echo)
+    check_spec_numbers(spec)
+    # From the moment the results directory exists, SIGTERM ends the run as Ctrl-C does
+    # (status interrupted), never as the default kill that leaves it `running`; the
+    # runner's own handlers take over while it runs.
+    with signals_handled({signal.SIGTERM: _interrupt}):
+        return _execute_single(spec, echo, endpoint)
+
+
+def _execute_single(spec: RunSpec, echo: Callable[[str], None],
+                    endpoint: Endpoint | None) -> RunResult:
     if spec.resume_dir is not None:
         s, spec, recorder, state = open_resumed(spec, endpoint)
         endpoint = endpoint or make_endpoint(s, spec)
@@ -179,7 +193,8 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
             preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
         run_id = new_run_id(s.name)
         run_dir = spec.out_dir / run_id
-        recorder = Recorder(run_dir, build_manifest(s, resolved, spec, endpoint, run_id))
+        recorder = open_recorder(run_dir, build_manifest(s, resolved, spec, endpoint, run_id),
+                                 spec.out_dir)
         state = None
     outcome = RunOutcome("failed", reason="run did not start")
     summary: dict[str, Any] = {}
@@ -187,9 +202,14 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
         outcome = _run_loop(s, spec, endpoint, recorder, run_id, state)
     except KeyboardInterrupt:
         outcome = RunOutcome("interrupted", reason="interrupted")
+    except Exception as exc:
+        err = _os_error(exc)
+        if err is None:
+            raise
+        outcome = RunOutcome("failed", reason=f"cannot write results: {_describe(err)}")
     finally:
         with signals_deferred():      # a second Ctrl-C must not tear the finalize
-            summary = _finish(recorder, endpoint, outcome)
+            summary = finish_or_fail(recorder, endpoint, outcome)
     from simulator.analysis.summary import format_summary
     echo(format_summary(summary))
     if outcome.reason:
@@ -258,6 +278,10 @@ def _run_loop(s: Scenario, spec: RunSpec, endpoint: Endpoint, recorder: Recorder
                 await endpoint.aclose()
 
         if endpoint.simulated:
+            from simulator.metrics.recorder import prewarm_finalize
+            # Virtual time: imports meanwhile cost no measured time, and a stop (which is
+            # instant here) then finds them done.
+            threading.Thread(target=prewarm_finalize, name="prewarm", daemon=True).start()
             return run_virtual(main())
         return _run_real(main())
 
@@ -297,6 +321,61 @@ class _progress:
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.stop()
+
+
+def _interrupt(_sig: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def check_spec_numbers(spec: RunSpec) -> None:
+    """Command-line numbers that must be finite and in range (InputError otherwise)."""
+    import math
+    for name, value, hi in (("--price-per-hour", spec.price_per_hour, 1e6),
+                            ("--stop-grace-s", spec.stop_grace_s, 3600.0)):
+        if value is not None and not (math.isfinite(value) and 0 <= value <= hi):
+            raise InputError(f"{name} {value}: must be a finite number within [0, {hi:g}]")
+
+
+def open_recorder(run_dir: Path, manifest: dict[str, Any], out: Path) -> Recorder:
+    """A recorder for a new run directory under `out`; one InputError line when `--out`
+    cannot hold it (not a directory, not writable, under /proc, a name too long)."""
+    try:
+        return Recorder(run_dir, manifest)
+    except (OSError, ValueError) as exc:   # ValueError: a NUL byte in the path
+        why = _describe(exc) if isinstance(exc, OSError) else str(exc)
+        raise InputError(f"--out {str(out)[:200]!r}: cannot create the results directory "
+                         f"({why})") from None
+
+
+def _describe(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def _os_error(exc: BaseException) -> OSError | None:
+    """The first OSError inside `exc` (possibly nested exception groups), or None."""
+    if isinstance(exc, OSError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for sub in exc.exceptions:
+            if (found := _os_error(sub)) is not None:
+                return found
+    return None
+
+
+def finish_or_fail(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
+    """`_finish`, or — when the disk is full or gone — the manifest marked failed (if it
+    can still be written) and one RunError line; the journaled rows stay as they are."""
+    try:
+        return _finish(recorder, endpoint, outcome)
+    except OSError as exc:
+        reason = f"cannot write results: {_describe(exc)}"
+        if outcome.reason and outcome.reason != reason:
+            reason = f"{outcome.reason}; {reason}"
+        from simulator.metrics.recorder import salvage_failed
+        recorder.manifest.update(status="failed", status_reason=reason)
+        salvage_failed(recorder.run_dir, reason)
+        raise RunError(f"{recorder.run_dir}: {reason}; status failed, journaled rows kept") \
+            from None
 
 
 def _finish(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:

@@ -134,7 +134,9 @@ class ProcessExecutor:
 
 def _shard_main(job: ShardJob, results: Any) -> None:
     """A worker process: run the shard and report its result (or its crash) to the
-    parent."""
+    parent. It dies with the parent: a SIGKILLed parent must not leave it running."""
+    from simulator.liveness import die_with_parent
+    die_with_parent()
     try:
         result = run_shard(job)
     except Exception as exc:  # reported as the shard's failure; the traceback to stderr
@@ -246,7 +248,6 @@ def execute_sharded(spec: RunSpec, workers: int, *, echo: Callable[[str], None] 
     """Run `spec` over `workers` shards and merge them into one results directory."""
     from simulator import runs
     from simulator.analysis.summary import format_summary
-    from simulator.metrics.recorder import Recorder
     from simulator.session.runner import RunOutcome
 
     check_shardable(spec, workers)
@@ -261,7 +262,7 @@ def execute_sharded(spec: RunSpec, workers: int, *, echo: Callable[[str], None] 
     ranges = split_sessions(s.sessions, workers)
     manifest = runs.build_manifest(s, resolved, spec, endpoint, run_id)
     manifest["workers"] = len(ranges)
-    recorder = Recorder(run_dir, manifest)
+    recorder = runs.open_recorder(run_dir, manifest, spec.out_dir)
     limits = shard_limits(s, len(ranges))
     jobs = [ShardJob(i, r.start, r.stop, spec, run_id, run_dir / WORKERS_DIR / f"w{i}",
                      i == 0, limits) for i, r in enumerate(ranges)]

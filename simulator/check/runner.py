@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -33,13 +32,11 @@ SYSTEM = ("You are a coding agent working in a Python repository. Answer briefly
 
 def validate_base_url(base_url: str) -> str:
     """The base URL without a trailing slash; InputError when it is not http(s)://host."""
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(f"endpoint URL {base_url!r}: expected http(s)://host[:port]")
+    from simulator.redact import check_endpoint_url
     try:
-        _ = parts.port
+        check_endpoint_url(base_url, "endpoint URL")
     except ValueError as exc:
-        raise InputError(f"endpoint URL {base_url!r}: {exc}") from exc
+        raise InputError(str(exc)) from None
     return base_url.rstrip("/")
 
 

@@ -9,6 +9,7 @@ import click
 
 from simulator import __version__
 from simulator.errors import EnduranceError
+from simulator.redact import redact_text
 
 
 class _Group(click.Group):
@@ -18,7 +19,9 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except EnduranceError as exc:
-            click.echo(f"error: {exc}", err=True)
+            # One line, whatever the message quotes (YAML problems span lines).
+            line = " ".join(redact_text(str(exc)).split())
+            click.echo(f"error: {line}", err=True)
             sys.exit(exc.exit_code)
 
 

@@ -35,17 +35,35 @@ def report_table(report: CheckReport) -> Table:
 @main.command("check")
 @click.argument("url")
 @click.option("--model", help="Model name to send (default: the first of /v1/models).")
-@click.option("--api-key", envvar="ANTHROPIC_API_KEY", help="Sent as x-api-key and Bearer.")
+@click.option("--api-key", envvar="ANTHROPIC_API_KEY", help="Sent as x-api-key and Bearer "
+              "(default $ANTHROPIC_API_KEY; on the command line it shows in `ps`: prefer the "
+              "variable or --api-key-file).")
+@click.option("--api-key-file", type=click.Path(dir_okay=False), default=None,
+              help="Read the key from the first line of this file.")
 @click.option("--timeout", "timeout_s", type=float, default=DEFAULT_TIMEOUT_S,
               show_default=True, help="Seconds allowed per HTTP request.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | None,
-              timeout_s: float, as_json: bool) -> None:
+              api_key_file: str | None, timeout_s: float, as_json: bool) -> None:
     """Check that URL speaks the Anthropic Messages API the way coding agents need:
     streaming grammar, usage and cache fields, tools, count_tokens, errors, /metrics."""
     from simulator.check import run_check, validate_base_url  # aiohttp: only when checking
+    from simulator.errors import InputError
+    from simulator.redact import check_key, read_key_file
     validate_base_url(url)
+    if not (0 < timeout_s <= 3600):
+        raise InputError(f"--timeout {timeout_s}: must be within (0, 3600] seconds")
+    if api_key and ctx.get_parameter_source("api_key") is click.core.ParameterSource.COMMANDLINE:
+        click.echo("warning: --api-key on the command line is visible to every user (ps); "
+                   "prefer $ANTHROPIC_API_KEY or --api-key-file", err=True)
+    try:
+        if api_key_file:
+            api_key = check_key(read_key_file(api_key_file), f"--api-key-file {api_key_file}")
+        elif api_key:
+            api_key = check_key(api_key, "--api-key / $ANTHROPIC_API_KEY")
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     report = run_check(url, api_key=api_key, model=model, timeout_s=timeout_s)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))

@@ -45,7 +45,7 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
         click.option("--client", type=click.Choice(["lean", "aiohttp", "sdk"]),
                      help="HTTP client path: lean (hand-written HTTP/1.1, the default), "
                      "aiohttp, or the official anthropic SDK."),
-        click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
+        click.option("--out", "out", type=click.Path(path_type=Path),
                      default=Path("results"), show_default=True, help="Results directory."),
     ]
     from simulator.cli.load_options import load_shape_options
@@ -66,14 +66,17 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
 @click.option("--resume", "resume", type=click.Path(file_okay=False, path_type=Path),
               metavar="RUN_DIR", help="Continue an interrupted (or killed) run in RUN_DIR, "
               "appending to its results; the scenario comes from its manifest.")
-@click.option("--stop-grace-s", type=click.FloatRange(min=0), default=None,
+@click.option("--stop-grace-s", type=click.FloatRange(min=0, max=3600), default=None,
               help="On Ctrl-C/SIGTERM: seconds in-flight requests may finish before they "
-              "are cancelled (default 10).")
+              "are cancelled (default 10, at most 3600).")
+@click.option("--api-key-file", type=click.Path(dir_okay=False), default=None,
+              help="Read the endpoint's API key from the first line of this file "
+              "(default: the variable the scenario names, $ANTHROPIC_API_KEY).")
 def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str | None,
         model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
         price_per_hour: float | None, client: str | None, out: Path, sessions: int | None,
         label: str | None, quiet: bool, workers: int, resume: Path | None,
-        stop_grace_s: float | None) -> None:
+        stop_grace_s: float | None, api_key_file: str | None) -> None:
     """Run SCENARIO and write results/<run-id>/ (the last line printed is its path).
 
     Exit codes: 0 completed, 1 failed (or endpoint unreachable / rejecting us),
@@ -87,7 +90,8 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
     rs = RunSpec(scenario or "", scenario_overrides(sessions, turns, seed, model, sets),
                  endpoint_url=endpoint, twin=twin, spec=spec, out_dir=out, label=label,
                  price_per_hour=price_per_hour, client=client, show_progress=not quiet,
-                 stop_grace_s=stop_grace_s, resume_dir=resume, workers=workers)
+                 stop_grace_s=stop_grace_s, resume_dir=resume, workers=workers,
+                 api_key_file=api_key_file)
     result = execute(rs, echo=click.echo)
     click.echo(str(result.run_dir))
     sys.exit({"completed": 0, "interrupted": 130}.get(result.status, 1))

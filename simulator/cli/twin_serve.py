@@ -37,10 +37,10 @@ def serve_command(hardware: str, model: str, host: str, port: int, time_scale: f
                   max_model_len: int | None, instant: bool) -> None:
     """Serve the simulated engine over HTTP: POST /v1/messages, /v1/messages/count_tokens,
     GET /v1/models, /health, /metrics (vLLM names), /debug/requests/{id}."""
-    if time_scale <= 0:
-        raise InputError(f"--time-scale {time_scale}: must be > 0")
-    if cutoff_s is not None and cutoff_s <= 0:
-        raise InputError(f"--cutoff-s {cutoff_s}: must be > 0")
+    if not 0 < time_scale <= 1e6:
+        raise InputError(f"--time-scale {time_scale}: must be within (0, 1e6]")
+    if cutoff_s is not None and not 0 < cutoff_s <= 86_400:
+        raise InputError(f"--cutoff-s {cutoff_s}: must be within (0, 86400] seconds")
     from simulator.twin.server import serve_forever, twin_app  # aiohttp: only when serving
     app, described = twin_app(hardware, model, spec=spec, seed=seed, time_scale=time_scale,
                               instant=instant, faults=parse_faults(faults), cutoff_s=cutoff_s,
@@ -51,5 +51,9 @@ def serve_command(hardware: str, model: str, host: str, port: int, time_scale: f
                    f"[{described.get('num_blocks')} KV blocks, time scale {time_scale:g}"
                    f"{', instant' if instant else ''}]", err=True)
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_forever(app, host, port, announce))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve_forever(app, host, port, announce))
+    except OSError as exc:      # port in use, no such host or address, no permission
+        why = exc.strerror or str(exc)
+        raise InputError(f"--host {host} --port {port}: cannot listen ({why})") from None

@@ -7,22 +7,20 @@ without importing the run orchestration.
 from __future__ import annotations
 
 import socket
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-from simulator.errors import RunError
+from simulator.errors import InputError, RunError
+from simulator.redact import check_endpoint_url, redact_url
 
-
-def redact_url(url: str) -> str:
-    """The URL without user info or query (keys sometimes ride there)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+__all__ = ["preflight", "redact_url"]
 
 
 def preflight(url: str, timeout_s: float) -> None:
     """Fail fast, before any results directory exists, when nothing listens at `url`."""
+    try:
+        check_endpoint_url(url)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:

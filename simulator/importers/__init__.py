@@ -24,6 +24,7 @@ from simulator.importers.build import (
 )
 from simulator.importers.claude_code import Transcript, parse_transcripts, prompt_tokens
 from simulator.scenario import content
+from simulator.scenario.load import load_tools_file
 from simulator.scenario.model import Scenario
 
 VERBATIM_WARNING = ("WARNING: this scenario contains VERBATIM transcript content "
@@ -55,7 +56,7 @@ def _read_system(path: Path) -> str:
 
 def _tools_tokens(path: Path) -> int:
     try:
-        return content.tools_tokens(content.load_tools_file(path))
+        return content.tools_tokens(load_tools_file(path))
     except ScenarioError as exc:
         why = str(exc).replace(f"{path}: ", "").strip().splitlines()
         why = why or ["unreadable"]

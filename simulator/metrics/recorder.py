@@ -10,6 +10,7 @@ Until then the manifest says `running`, so a partial directory never looks compl
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -20,7 +21,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from simulator.errors import InputError
+from simulator.liveness import clear_owner, write_owner
 from simulator.metrics.records import COLUMNS, TurnRecord
+from simulator.redact import redact
 
 if TYPE_CHECKING:  # pandas is imported when a run finishes: start-up stays short
     import pandas as pd
@@ -35,9 +38,53 @@ SUMMARY = "summary.json"
 
 
 def _write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON via a temporary file, secrets redacted (URLs, key-named fields)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    try:
+        tmp.write_text(json.dumps(redact(data), indent=2, default=str) + "\n", encoding="utf-8")
+    except BaseException:
+        tmp.unlink(missing_ok=True)     # a full disk must not keep a torn copy (or its space)
+        raise
     os.replace(tmp, path)
+
+
+def salvage_failed(run_dir: Path, status_reason: str) -> None:
+    """Last resort when the disk is full: drop the derived files a failed finalize may
+    have left torn (the journal keeps every row), then mark the manifest failed — with
+    its reason if a new copy fits, else by patching `"running"` to `"failed" ` in place
+    (same length: no new blocks needed)."""
+    for name in (TURNS_PARQUET, METRICS_PARQUET, SUMMARY):
+        with contextlib.suppress(OSError):
+            (run_dir / name).unlink()
+    path = run_dir / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data.update(status="failed", status_reason=status_reason, ended_at=time.time())
+        _write_json_atomic(path, data)
+        return
+    except (OSError, ValueError):
+        pass
+    with contextlib.suppress(OSError):
+        raw = path.read_bytes()
+        at = raw.find(b'"status": "running"')
+        if at >= 0:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.pwrite(fd, b'"status": "failed" ', at)
+            finally:
+                os.close(fd)
+
+
+def prewarm_finalize() -> None:
+    """Import what `finalize` and the summary need (≈1–2 s of imports on a busy machine)
+    ahead of time: started in a thread when the run begins to stop, so a second Ctrl-C
+    does not wait for imports."""
+    import importlib
+    for name in ("pandas", "pyarrow.parquet", "simulator.analysis.summary"):
+        try:
+            importlib.import_module(name)
+        except Exception:
+            return
 
 
 def iter_journal(path: Path) -> Iterator[dict[str, Any]]:
@@ -45,11 +92,17 @@ def iter_journal(path: Path) -> Iterator[dict[str, Any]]:
     ignored."""
     if not path.exists():
         return
-    with path.open(encoding="utf-8") as f:
-        for line in f:
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
             if not line.endswith("\n"):
                 return
-            yield json.loads(line)
+            try:
+                row = json.loads(line)
+            except ValueError:
+                row = None
+            if not isinstance(row, dict):
+                raise InputError(f"{path}:{n}: corrupted journal line (not a JSON object)")
+            yield row
 
 
 def read_journal(path: Path) -> list[dict[str, Any]]:
@@ -151,6 +204,7 @@ class Recorder:
         mode = "a" if resume else "x"
         self._turns: IO[str] = open(run_dir / TURNS_JOURNAL, mode, encoding="utf-8")
         lock_journal(self._turns, run_dir)
+        write_owner(run_dir)
         if resume:
             for name in (TURNS_JOURNAL, METRICS_JOURNAL, HISTORY_JOURNAL):
                 drop_torn_tail(run_dir / name)
@@ -202,3 +256,4 @@ class Recorder:
             _write_json_atomic(self.run_dir / SUMMARY, summary)
         self.manifest.update(status=status, ended_at=time.time(), rows=len(turns))
         _write_json_atomic(self.run_dir / MANIFEST, self.manifest)
+        clear_owner(self.run_dir)

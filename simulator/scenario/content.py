@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from simulator import tokens
-from simulator.errors import ScenarioError
 
 _IDENTS = (
     "session", "request", "tokens", "context", "budget", "history", "message", "result",
@@ -162,17 +158,3 @@ def synth_tools(count: int, total_tokens: int, rng: random.Random) -> tuple[dict
 
 def tools_tokens(tools: tuple[dict[str, Any], ...]) -> int:
     return tokens.count(json.dumps(list(tools), separators=(",", ":"))) if tools else 0
-
-
-def load_tools_file(path: Path) -> tuple[dict[str, Any], ...]:
-    """Tool definitions from a YAML/JSON file (a list, or a mapping with `tools`)."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ScenarioError(f"cannot read tools file: {exc}", file=str(path)) from None
-    if isinstance(data, dict) and "tools" in data:
-        data = data["tools"]
-    if not isinstance(data, list) or not all(isinstance(t, dict) and "name" in t for t in data):
-        raise ScenarioError("tools file must hold a list of tool definitions with a 'name'",
-                            file=str(path))
-    return tuple(data)

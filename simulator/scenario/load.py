@@ -39,8 +39,97 @@ _COMPACTION_MODELS: dict[str, type[Any]] = {
 }
 
 
-def _line_map(text: str) -> dict[tuple[str, ...], int]:
-    """Dotted key path → 1-based line number, from the YAML node tree."""
+MAX_FILE_BYTES = 256 * 2**20     # a scenario file (imported replays can be large)
+MAX_DEPTH = 64                   # nesting of mappings and lists
+MAX_NODES = 10_000_000           # nodes after alias expansion (billion-laughs guard)
+
+
+def _check_tree(root: yaml.Node, file: str) -> None:
+    """Refuse duplicate keys, non-scalar keys, nesting deeper than MAX_DEPTH and
+    documents whose aliases expand past MAX_NODES nodes (each alias counted in full)."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node, depth: int) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if depth > MAX_DEPTH:
+            raise ScenarioError(f"nested more than {MAX_DEPTH} levels deep", file=file,
+                                line=node.start_mark.line + 1)
+        n = 1
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for k, v in node.value:
+                if not isinstance(k, yaml.ScalarNode):
+                    raise ScenarioError("a mapping key must be a plain scalar", file=file,
+                                        line=k.start_mark.line + 1)
+                if k.value in seen and k.value != "<<":
+                    raise ScenarioError(f"duplicate key {k.value!r}", file=file,
+                                        line=k.start_mark.line + 1)
+                seen.add(k.value)
+                n += size(k, depth + 1) + size(v, depth + 1)
+        elif isinstance(node, yaml.SequenceNode):
+            n += sum(size(v, depth + 1) for v in node.value)
+        if n > MAX_NODES:
+            raise ScenarioError(f"more than {MAX_NODES} nodes once aliases are expanded "
+                                "(YAML alias bomb?)", file=file, line=node.start_mark.line + 1)
+        sizes[id(node)] = n
+        return n
+
+    size(root, 0)
+
+
+def read_text_file(path: str | Path, what: str = "scenario file") -> str:
+    """A text file as UTF-8, at most MAX_FILE_BYTES; one ScenarioError otherwise."""
+    p = Path(path)
+    try:
+        if not p.is_file():
+            raise ScenarioError(f"{what} not found", file=str(path))
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise ScenarioError(f"{what} larger than {MAX_FILE_BYTES // 2**20} MiB",
+                                file=str(path))
+        data = p.read_bytes()
+    except OSError as exc:
+        raise ScenarioError(f"cannot read {what} ({exc.strerror or type(exc).__name__})",
+                            file=str(path)[:300]) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ScenarioError(f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                            f"{exc.start})", file=str(path), line=line) from None
+
+
+def safe_yaml(text: str, file: str) -> Any:
+    """YAML → plain data with the same guards as scenarios (duplicate keys, nesting,
+    alias bombs); ScenarioError naming `file` and the line otherwise."""
+    try:
+        root = yaml.compose(text, Loader=_LOADER)
+        if root is not None:
+            _check_tree(root, file)
+        return yaml.load(text, Loader=_LOADER)
+    except RecursionError:
+        raise ScenarioError(f"nested more than {MAX_DEPTH} levels deep", file=file) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(f"malformed YAML: {problem}", file=file,
+                            line=mark.line + 1 if mark is not None else None) from None
+
+
+def load_tools_file(path: Path) -> tuple[dict[str, Any], ...]:
+    """A tools file (a YAML/JSON list of tool definitions, or `{tools: [...]}`)."""
+    data = safe_yaml(read_text_file(path, "tools file"), str(path))
+    if isinstance(data, dict) and "tools" in data:
+        data = data["tools"]
+    if not isinstance(data, list) or not all(isinstance(t, dict) and "name" in t for t in data):
+        raise ScenarioError("tools file must hold a list of tool definitions with a 'name'",
+                            file=str(path))
+    return tuple(json.loads(json.dumps(data, default=str)))
+
+
+def _line_map(text: str, file: str = "") -> dict[tuple[str, ...], int]:
+    """Dotted key path → 1-based line number, from the YAML node tree (checked first
+    by `_check_tree`)."""
     lines: dict[tuple[str, ...], int] = {}
 
     def walk(node: yaml.Node, path: tuple[str, ...]) -> None:
@@ -56,6 +145,7 @@ def _line_map(text: str) -> dict[tuple[str, ...], int]:
 
     root = yaml.compose(text, Loader=_LOADER)
     if root is not None:
+        _check_tree(root, file)
         walk(root, ())
     return lines
 
@@ -69,7 +159,13 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     if not path:
         raise ScenarioError(f"override {item!r} has an empty key", file="--set")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        node = yaml.compose(raw, Loader=_LOADER) if raw.strip() else None
+        if node is not None:
+            _check_tree(node, "--set")
+        value = yaml.load(raw, Loader=_LOADER) if raw.strip() else ""
+    except RecursionError:
+        raise ScenarioError(f"override {key.strip()!r}: value nested too deeply",
+                            file="--set") from None
     except yaml.YAMLError as exc:
         raise ScenarioError(f"override {item!r}: value is not valid YAML ({exc})",
                             file="--set") from None
@@ -79,7 +175,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply `--set` items; a numeric path part indexes a list
     (`turn_templates.0.tool.latency_s=0`)."""
-    out: dict[str, Any] = json.loads(json.dumps(data))  # deep copy of plain data
+    out: dict[str, Any] = json.loads(json.dumps(data, default=str))  # deep copy of plain data
     for item in overrides:
         path, value = parse_override(item)
         node: Any = out
@@ -129,7 +225,7 @@ def _first_error(exc: ValidationError) -> tuple[str, str]:
     # Drop pydantic's union-tag segments (e.g. 'block', 'constant') from the path.
     clean = [p for p in loc if p not in _COMPACTION_MODELS and p not in
              ("constant", "uniform", "normal", "lognormal")]
-    msg = err["msg"]
+    msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
     elif err["type"] == "missing":
@@ -145,12 +241,12 @@ def scenario_hash(data: dict[str, Any]) -> str:
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple[Scenario, dict[str, Any]]:
     """Load, override and validate a scenario. Returns (scenario, resolved plain data)."""
     p = Path(path)
-    if not p.is_file():
-        raise ScenarioError("scenario file not found", file=str(path))
-    text = p.read_text(encoding="utf-8")
+    text = read_text_file(path)
     try:
+        lines = _line_map(text, str(path))     # refuses duplicate keys and alias bombs
         data = yaml.load(text, Loader=_LOADER)  # a safe loader (C or pure Python)
-        lines = _line_map(text)
+    except RecursionError:
+        raise ScenarioError(f"nested more than {MAX_DEPTH} levels deep", file=str(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -187,3 +283,9 @@ def _check_files(s: Scenario, path: str, lines: dict[tuple[str, ...], int]) -> N
         if spec.file is not None and not (Path(s.base_dir) / spec.file).is_file():
             raise ScenarioError(f"referenced file not found: {spec.file}", file=path,
                                 line=lines.get((section, "file")), key_path=f"{section}.file")
+    # Read them now, so a file that is not UTF-8 or not a tools list is refused before
+    # any results directory exists.
+    if s.system.file is not None:
+        read_text_file(Path(s.base_dir) / s.system.file, "system file")
+    if s.tools.file is not None:
+        load_tools_file(Path(s.base_dir) / s.tools.file)

@@ -15,9 +15,41 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulator.scenario.replay import ReplaySpec
 
+# Upper bounds (issue 15): numbers a scenario may hold, so that no value can make a run
+# allocate without bound or wait for ever. Token sizes, seconds and counts alike.
+MAX_SAMPLE = 10_000_000          # any draw of a distribution (tokens or seconds)
+MAX_TOKENS = 10_000_000          # one message, prompt part or reply (tokens)
+MAX_WINDOW_TOKENS = 100_000_000  # context windows and compaction thresholds (tokens)
+MAX_SECONDS = 86_400.0           # timeouts, back-off (s)
+MAX_COUNT = 1_000_000            # message counts, in-flight bounds, rates
+
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # No NaN or infinity anywhere; booleans are not numbers (YAML `yes` is not 1).
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name, f in cls.model_fields.items():
+                key = f.alias or name
+                value = data.get(key, data.get(name))
+                if isinstance(value, bool) and _is_numeric(f.annotation):
+                    raise ValueError(f"{key}: expected a number, got a boolean ({value})")
+        return data
+
+
+def _is_numeric(annotation: Any) -> bool:
+    """int, float, or an optional of them."""
+    import types
+    import typing
+    if annotation in (int, float):
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return bool(args) and all(a in (int, float) for a in args)
+    return False
 
 
 # ---------------------------------------------------------------- distributions
@@ -36,12 +68,12 @@ class _Bounded(_Frozen):
             x = max(self.min, x)
         if self.max is not None:
             x = min(self.max, x)
-        return x
+        return min(x, MAX_SAMPLE)
 
 
 class Constant(_Bounded):
     dist: Literal["constant"] = "constant"
-    value: float = Field(ge=0)
+    value: float = Field(ge=0, le=MAX_SAMPLE)
 
     def sample(self, rng: random.Random) -> float:
         return self._clip(self.value)
@@ -53,8 +85,8 @@ class Constant(_Bounded):
 
 class Uniform(_Bounded):
     dist: Literal["uniform"]
-    low: float = Field(ge=0)
-    high: float = Field(ge=0)
+    low: float = Field(ge=0, le=MAX_SAMPLE)
+    high: float = Field(ge=0, le=MAX_SAMPLE)
 
     @model_validator(mode="after")
     def _order(self) -> Uniform:
@@ -72,9 +104,10 @@ class Uniform(_Bounded):
 
 class Normal(_Bounded):
     dist: Literal["normal"]
-    mean_: float = Field(alias="mean", ge=0)
-    std: float = Field(ge=0)
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    mean_: float = Field(alias="mean", ge=0, le=MAX_SAMPLE)
+    std: float = Field(ge=0, le=MAX_SAMPLE)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True,
+                              allow_inf_nan=False)
 
     def sample(self, rng: random.Random) -> float:
         return self._clip(max(0.0, rng.gauss(self.mean_, self.std)))
@@ -89,8 +122,8 @@ class LogNormal(_Bounded):
     real tool outputs and reply lengths."""
 
     dist: Literal["lognormal"]
-    median: float = Field(gt=0)
-    sigma: float = Field(ge=0)
+    median: float = Field(gt=0, le=MAX_SAMPLE)
+    sigma: float = Field(ge=0, le=10)
 
     def sample(self, rng: random.Random) -> float:
         return self._clip(rng.lognormvariate(math.log(self.median), self.sigma))
@@ -134,7 +167,7 @@ class SystemSpec(_Frozen):
     """The system prompt: a file, or a target size of synthetic text."""
 
     file: str | None = None
-    tokens: int | None = Field(default=None, ge=0)
+    tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _one_source(self) -> SystemSpec:
@@ -149,7 +182,7 @@ class ToolsSpec(_Frozen):
 
     file: str | None = None
     count: int = Field(default=16, ge=0, le=500)
-    tokens: int | None = Field(default=None, ge=0)
+    tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _one_source(self) -> ToolsSpec:
@@ -182,7 +215,7 @@ class TurnTemplate(_WithDists):
     """
 
     name: str
-    weight: float = Field(gt=0)
+    weight: float = Field(gt=0, le=1e9)
     output_tokens: Distribution
     tool: ToolCall | None = None
     code_edit: bool = False
@@ -199,16 +232,16 @@ class PruneCompaction(_Frozen):
     non-pinned messages `drop_messages` at a time."""
 
     kind: Literal["prune"]
-    budget_tokens: int = Field(gt=0)
-    drop_messages: int = Field(default=2, ge=2)
+    budget_tokens: int = Field(gt=0, le=MAX_WINDOW_TOKENS)
+    drop_messages: int = Field(default=2, ge=2, le=MAX_COUNT)
 
 
 class BlockCompaction(_Frozen):
     """Over `high_water_tokens`, drop oldest messages down to `low_water_tokens`."""
 
     kind: Literal["block"]
-    high_water_tokens: int = Field(gt=0)
-    low_water_tokens: int = Field(gt=0)
+    high_water_tokens: int = Field(gt=0, le=MAX_WINDOW_TOKENS)
+    low_water_tokens: int = Field(gt=0, le=MAX_WINDOW_TOKENS)
 
     @model_validator(mode="after")
     def _water_marks(self) -> BlockCompaction:
@@ -223,9 +256,9 @@ class SummarizeCompaction(_Frozen):
     with its output plus the last `keep_messages` messages (Claude Code auto-compact)."""
 
     kind: Literal["summarize"]
-    threshold_tokens: int = Field(gt=0)
-    summary_max_tokens: int = Field(default=2000, gt=0)
-    keep_messages: int = Field(default=4, ge=0)
+    threshold_tokens: int = Field(gt=0, le=MAX_WINDOW_TOKENS)
+    summary_max_tokens: int = Field(default=2000, gt=0, le=MAX_TOKENS)
+    keep_messages: int = Field(default=4, ge=0, le=MAX_COUNT)
     prompt: str = ("Your task is to create a detailed summary of the conversation so far, "
                    "paying close attention to the user's explicit requests and your previous "
                    "actions. Include file names, code snippets and pending tasks.")
@@ -236,8 +269,8 @@ class ClearToolResultsCompaction(_Frozen):
     tool results with a placeholder (Anthropic clear_tool_uses / microcompact)."""
 
     kind: Literal["clear_tool_results"]
-    trigger_tokens: int = Field(gt=0)
-    keep_last: int = Field(default=3, ge=0)
+    trigger_tokens: int = Field(gt=0, le=MAX_WINDOW_TOKENS)
+    keep_last: int = Field(default=3, ge=0, le=MAX_COUNT)
     placeholder: str = "[Old tool result content cleared]"
 
 
@@ -253,8 +286,8 @@ class Arrival(_Frozen):
     """How sessions start: all at once, a staggered ramp, or Poisson arrivals."""
 
     pattern: Literal["all_at_once", "ramp", "poisson"] = "all_at_once"
-    interval_s: float = Field(default=0.0, ge=0)   # ramp: gap between session starts
-    rate_per_s: float = Field(default=1.0, gt=0)   # poisson: mean session starts per second
+    interval_s: float = Field(default=0.0, ge=0, le=MAX_SECONDS)   # ramp: gap between starts
+    rate_per_s: float = Field(default=1.0, ge=1e-6, le=MAX_COUNT)  # poisson: session starts/s
 
 
 class LoadShape(_Frozen):
@@ -276,21 +309,21 @@ class LoadShape(_Frozen):
 
 class RetryPolicy(_Frozen):
     max_attempts: int = Field(default=4, ge=1, le=100)
-    backoff_s: float = Field(default=1.0, ge=0)
-    backoff_max_s: float = Field(default=30.0, ge=0)
+    backoff_s: float = Field(default=1.0, ge=0, le=MAX_SECONDS)
+    backoff_max_s: float = Field(default=30.0, ge=0, le=MAX_SECONDS)
     jitter: float = Field(default=0.2, ge=0, le=1)
 
 
 class Limits(_Frozen):
-    max_in_flight: int | None = Field(default=None, ge=1)
-    requests_per_s: float | None = Field(default=None, gt=0)
+    max_in_flight: int | None = Field(default=None, ge=1, le=MAX_COUNT)
+    requests_per_s: float | None = Field(default=None, gt=0, le=MAX_COUNT)
     max_failed_sessions_frac: float = Field(default=0.5, ge=0, le=1)
 
 
 class EndpointSpec(_Frozen):
     api_key_env: str = "ANTHROPIC_API_KEY"
-    timeout_s: float = Field(default=600.0, gt=0)
-    connect_timeout_s: float = Field(default=10.0, gt=0)
+    timeout_s: float = Field(default=600.0, gt=0, le=MAX_SECONDS)
+    connect_timeout_s: float = Field(default=10.0, gt=0, le=MAX_SECONDS)
     # The lean client (hand-written HTTP/1.1 on asyncio.Protocol) is the default: it
     # spends the least client CPU per streamed token of the three paths
     # (benchmarks/client_ceiling.py); all three record the same fields.
@@ -307,7 +340,7 @@ class Scenario(_WithDists):
     name: str
     description: str = ""
     model: str = "default"
-    max_tokens: int = Field(default=32000, gt=0)
+    max_tokens: int = Field(default=32000, gt=0, le=MAX_TOKENS)
     temperature: float | None = Field(default=1.0, ge=0, le=2)
     history: Literal["live", "scripted"] = "live"
     # How reply lengths are steered: "max_tokens" sends each turn's drawn output size as
@@ -317,8 +350,8 @@ class Scenario(_WithDists):
     output_control: Literal["max_tokens", "hint"] = "max_tokens"
     sessions: int = Field(default=1, ge=1, le=100_000)
     turns: int = Field(default=100, ge=1, le=1_000_000)
-    seed: int = 0
-    deadline_s: float | None = Field(default=None, gt=0)
+    seed: int = Field(default=0, ge=-(2**63), le=2**63 - 1)
+    deadline_s: float | None = Field(default=None, gt=0, le=100 * 365 * MAX_SECONDS)
     arrival: Arrival = Field(default_factory=Arrival)
     load: LoadShape = Field(default_factory=LoadShape)
     system: SystemSpec = Field(default_factory=lambda: SystemSpec(tokens=3000))
@@ -329,7 +362,7 @@ class Scenario(_WithDists):
     think_time_s: Distribution = Field(default_factory=lambda: Constant(value=0.0))
     turn_templates: tuple[TurnTemplate, ...] = ()   # at least one unless `replay` is set
     compaction: Compaction = Field(default_factory=NoCompaction)
-    context_window_tokens: int = Field(default=262_144, gt=0)
+    context_window_tokens: int = Field(default=262_144, gt=0, le=MAX_WINDOW_TOKENS)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     limits: Limits = Field(default_factory=Limits)
     endpoint: EndpointSpec = Field(default_factory=EndpointSpec)

@@ -6,9 +6,11 @@ compaction policy, send the request (retrying as the scenario says, every attemp
 recorded), and append the reply to the history — the server's reply verbatim in
 `live` mode, the scripted text in `scripted` mode — plus the scripted tool call.
 
-Every random draw comes from a generator seeded by (seed, session, turn), so two runs
-of the same scenario and seed see the same turns whatever the server replies: runs
-pair up turn by turn, and an interrupted run can be resumed.
+Every random draw comes from a generator seeded by (seed, session, turn) and one
+purpose (content, tool arguments, scripted reply text, back-off jitter per attempt), so
+two runs of the same scenario and seed see the same turns whatever the server replies
+and however many retries it forced: runs pair up turn by turn, and an interrupted run
+resumes exactly.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from simulator.endpoints.base import (
 from simulator.metrics.recorder import Recorder
 from simulator.metrics.records import TurnRecord, derive_rates
 from simulator.metrics.reuse import PrefixTracker
+from simulator.redact import redact_text
 from simulator.scenario import content
-from simulator.scenario.model import Scenario, SummarizeCompaction, TurnTemplate
+from simulator.scenario.model import RetryPolicy, Scenario, SummarizeCompaction, TurnTemplate
 from simulator.session import compaction as comp
 from simulator.session.conversation import (
     Block,
@@ -51,6 +54,47 @@ from simulator.session.resume import ReplayKey, StoredReply, reply_row
 
 # Errors after which no retry can help and the whole run should stop.
 FATAL_ERRORS = frozenset({ErrorType.AUTH, ErrorType.NOT_FOUND})
+
+
+def backoff_delay(policy: RetryPolicy, attempt: int, u: float,
+                  retry_after_s: float | None = None) -> float:
+    """Pure: seconds to wait after failed attempt `attempt` (1-based) — backoff_s doubling
+    per attempt, capped at backoff_max_s, times 1 ± jitter (`u` uniform in [0, 1)), and at
+    least the server's retry-after."""
+    delay = min(policy.backoff_max_s, policy.backoff_s * 2.0 ** min(attempt - 1, 64))
+    delay *= 1 + policy.jitter * (2 * u - 1)
+    if retry_after_s is not None:
+        delay = max(delay, retry_after_s)
+    return delay
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt of one request: what its journal row says besides the outcome."""
+
+    turn: int
+    kind: str                        # turn | summary
+    number: int                      # 1-based, continuing across resumes
+    ctx_tokens: int
+    reusable: int
+    max_tokens: int
+    event: comp.CompactionEvent | None
+    template: TurnTemplate | None
+    think_s: float
+
+
+class ReplaySource:
+    """Resume: the replies an earlier part of the run already received, handed out once
+    each instead of sending the request again."""
+
+    def __init__(self, stored: dict[ReplayKey, StoredReply]) -> None:
+        self._stored = dict(stored)
+
+    def __contains__(self, key: ReplayKey) -> bool:
+        return key in self._stored
+
+    def take(self, turn: int, kind: str) -> StoredReply | None:
+        return self._stored.pop((turn, kind), None)
 
 
 class SessionFailed(Exception):
@@ -106,7 +150,13 @@ class Agent:
         self.conv = Conversation()
         self.pending: _Pending | None = None
         self.last_read = ""
-        self.replay = dict(ctx.replay.get(self.session_id, {}))
+        self.replay = ReplaySource(ctx.replay.get(self.session_id, {}))
+
+    def rng(self, turn: int, purpose: str = "") -> random.Random:
+        """The generator for one purpose of one turn: independent streams, so draws for
+        one purpose (e.g. back-off jitter) never shift another's (e.g. tool arguments)."""
+        key = f"{self.s.seed}:{self.session_id}:{turn}"
+        return random.Random(f"{key}:{purpose}" if purpose else key)
 
     # ------------------------------------------------------------------ turn loop
     async def run(self) -> None:
@@ -122,7 +172,7 @@ class Agent:
             replaying = (turn, "turn") in self.replay
             if self.ctx.stop.is_set():
                 return
-            rng = random.Random(f"{self.s.seed}:{self.session_id}:{turn}")
+            rng = self.rng(turn)
             user_msg, wait_s = self._next_user_message(turn, rng)
             if turn == self.start_turn > 0:
                 wait_s = 0.0        # a warm-started session sends its first request at once
@@ -132,8 +182,8 @@ class Agent:
             self.conv = self.conv.append(user_msg)
             event = await self._compact(turn)
             resp = await self._request(turn, template, event, wait_s, self.conv.messages,
-                                       "turn", self._max_tokens(template, rng), rng)
-            self._append_reply(resp, template, turn, rng)
+                                       "turn", self._max_tokens(template, rng))
+            self._append_reply(resp, template, turn)
             if self.ctx.progress is not None and not replaying:
                 self.ctx.progress(resp.usage.output_tokens or resp.output_tokens_est)
 
@@ -141,22 +191,23 @@ class Agent:
         """Warm start: build turn `turn`'s history as the live loop would — same draws
         from the same (seed, session, turn) generator — without sending anything; the
         reply is the scripted text of the drawn output size (an exact token count)."""
-        rng = random.Random(f"{self.s.seed}:{self.session_id}:{turn}")
+        rng = self.rng(turn)
         user_msg, _ = self._next_user_message(turn, rng)
         template = self._draw_template(rng)
         self.conv = self.conv.append(user_msg)
         policy = self.s.compaction
         out = comp.apply_policy(policy, self.conv, self.prefix.tokens_est)
         if out.summary_needed and isinstance(policy, SummarizeCompaction):
-            text = content.synth_text("prose", policy.summary_max_tokens, rng)
+            text = content.synth_text("prose", policy.summary_max_tokens,
+                                      self.rng(turn, "summary"))
             out = comp.finish_summary(policy, self.conv, text, self.prefix.tokens_est)
         self.conv = out.conversation
         n = self._max_tokens(template, rng)
         # live history appends the reply's content; scripted makes its own text of n tokens
-        blocks = (TextBlock(self._scripted_text(template, n, rng)),) \
+        blocks = (TextBlock(self._scripted_text(template, n, self.rng(turn, "reply"))),) \
             if self.s.history == "live" else ()
         reply = LLMResponse(blocks, "end_turn", Usage(output_tokens=n), Timing(sent=0.0), n)
-        self._append_reply(reply, template, turn, rng)
+        self._append_reply(reply, template, turn)
 
     async def _idle(self, seconds: float) -> bool:
         """Think time / tool latency; True when the run is stopping meanwhile."""
@@ -196,9 +247,8 @@ class Agent:
         out = comp.apply_policy(policy, self.conv, self.prefix.tokens_est)
         if out.summary_needed and isinstance(policy, SummarizeCompaction):
             msgs = comp.summary_request_messages(self.conv, policy.prompt)
-            rng = random.Random(f"{self.s.seed}:{self.session_id}:{turn}:summary")
             resp = await self._request(turn, None, None, 0.0, msgs, "summary",
-                                       policy.summary_max_tokens, rng)
+                                       policy.summary_max_tokens)
             out = comp.finish_summary(policy, self.conv, resp.text, self.prefix.tokens_est)
         self.conv = out.conversation
         return out.event
@@ -220,33 +270,38 @@ class Agent:
 
     async def _request(self, turn: int, template: TurnTemplate | None,
                        event: comp.CompactionEvent | None, think_s: float,
-                       messages: tuple[Message, ...], kind: str, max_tokens: int,
-                       rng: random.Random) -> LLMResponse:
-        stored = self.replay.pop((turn, kind), None)
+                       messages: tuple[Message, ...], kind: str,
+                       max_tokens: int) -> LLMResponse:
+        stored = self.replay.take(turn, kind)
         if stored is not None:
             return self._replayed(stored, kind, messages)
+        return await self._send(turn, template, event, think_s, messages, kind, max_tokens)
+
+    async def _send(self, turn: int, template: TurnTemplate | None,
+                    event: comp.CompactionEvent | None, think_s: float,
+                    messages: tuple[Message, ...], kind: str, max_tokens: int) -> LLMResponse:
+        """Send until success, retrying as the scenario says; every attempt is recorded."""
         retry = self.s.retry
-        attempt = self.ctx.prior_attempts.get((self.session_id, turn, kind), 0)
+        number = self.ctx.prior_attempts.get((self.session_id, turn, kind), 0)
         forced = 0
         while True:
-            attempt += 1
+            number += 1
             req = self._build(messages, max_tokens, template)
             reusable = self.ctx.tracker.observe(self.session_id, req.prefix, req.messages,
                                                 self.ctx.tools_text)
             ctx_tokens = req.prefix.tokens_est + sum(m.tokens_est for m in messages)
-            base = dict(turn=turn, kind=kind, attempt=attempt, ctx_tokens=ctx_tokens,
-                        reusable=reusable, max_tokens=max_tokens, event=event,
-                        template=template, think_s=think_s)
+            att = Attempt(turn, kind, number, ctx_tokens, reusable, max_tokens, event,
+                          template, think_s)
             async with self.ctx.limiter:
                 started_wall = self.ctx.clock.wall()
                 sent = self.ctx.clock.monotonic()
                 try:
                     resp = await self.ctx.endpoint.send(req)
                 except EndpointError as exc:
-                    self._record_failure(base, started_wall, sent, exc)
+                    self._record_failure(att, started_wall, sent, exc)
                     err: EndpointError | None = exc
                 except asyncio.CancelledError:
-                    self._record_failure(base, started_wall, sent, EndpointError(
+                    self._record_failure(att, started_wall, sent, EndpointError(
                         ErrorType.CANCELLED, "cancelled while in flight (stop or deadline)"))
                     raise
                 else:
@@ -255,7 +310,7 @@ class Agent:
                     self.ctx.recorder.write_history(reply_row(
                         self.session_id, turn, kind, forced, resp,
                         self.s.history == "live" or kind == "summary"))
-                    self._record_success(base, started_wall, sent, resp)
+                    self._record_success(att, started_wall, sent, resp)
                     if resp.content:
                         self.ctx.tracker.extend(self.session_id, Message("assistant", resp.content))
                     return resp
@@ -264,7 +319,7 @@ class Agent:
             if err.error_type in FATAL_ERRORS:
                 raise FatalEndpointError(f"{err.error_type.value}: {err}")
             if err.error_type == ErrorType.CONTEXT_OVERFLOW and kind == "turn" \
-                    and attempt < retry.max_attempts:
+                    and number < retry.max_attempts:
                 target = int(self.s.context_window_tokens * 0.5)
                 out = comp.force_compaction(self.conv, self.prefix.tokens_est, target,
                                             self.s.compaction.kind)
@@ -272,14 +327,11 @@ class Agent:
                 messages = self.conv.messages
                 forced += 1
                 continue
-            if not err.error_type.retryable or attempt >= retry.max_attempts:
+            if not err.error_type.retryable or number >= retry.max_attempts:
                 raise SessionFailed(f"{self.session_id} turn {turn}: {err.error_type.value} "
-                                    f"after {attempt} attempt(s): {err}")
-            delay = min(retry.backoff_max_s, retry.backoff_s * 2 ** (attempt - 1))
-            delay *= 1 + retry.jitter * (2 * rng.random() - 1)
-            if err.retry_after_s is not None:
-                delay = max(delay, err.retry_after_s)
-            if await self._idle(delay):
+                                    f"after {number} attempt(s): {err}")
+            u = self.rng(turn, f"{kind}:jitter:{number}").random()
+            if await self._idle(backoff_delay(retry, number, u, err.retry_after_s)):
                 raise SessionStopped(f"{self.session_id}: stopped while backing off")
 
     def _replayed(self, stored: StoredReply, kind: str,
@@ -300,20 +352,20 @@ class Agent:
             self.ctx.tracker.extend(self.session_id, Message("assistant", resp.content))
         return resp
 
-    def _row(self, b: dict[str, Any], started_wall: float, sent: float, **kw: Any) -> TurnRecord:
-        ev: comp.CompactionEvent | None = b["event"]
-        tpl: TurnTemplate | None = b["template"]
+    def _row(self, a: Attempt, started_wall: float, sent: float, **kw: Any) -> TurnRecord:
+        ev, tpl = a.event, a.template
         return TurnRecord(
-            run_id=self.ctx.run_id, session_id=self.session_id, turn_index=b["turn"],
-            request_kind=b["kind"], attempt=b["attempt"], started_at=started_wall,
-            started_mono_s=sent - self.ctx.t0, context_tokens_est=b["ctx_tokens"],
-            reusable_prefix_tokens=b["reusable"], max_tokens=b["max_tokens"],
-            turn_kind=tpl.name if tpl else "summary", think_time_s=b["think_s"],
+            run_id=self.ctx.run_id, session_id=self.session_id, turn_index=a.turn,
+            request_kind="summary" if a.kind == "summary" else "turn", attempt=a.number,
+            started_at=started_wall,
+            started_mono_s=sent - self.ctx.t0, context_tokens_est=a.ctx_tokens,
+            reusable_prefix_tokens=a.reusable, max_tokens=a.max_tokens,
+            turn_kind=tpl.name if tpl else "summary", think_time_s=a.think_s,
             compaction=ev.kind if ev else None,
             compaction_messages_removed=ev.messages_removed if ev else 0,
             compaction_tokens_removed=ev.tokens_removed if ev else 0, **kw)
 
-    def _record_success(self, b: dict[str, Any], wall: float, sent: float, r: LLMResponse) -> None:
+    def _record_success(self, b: Attempt, wall: float, sent: float, r: LLMResponse) -> None:
         t = r.timing
         n_out = r.usage.output_tokens if r.usage.output_tokens is not None else r.output_tokens_est
         ttft, decode, turn_rate, e2e = derive_rates(n_out, t.sent, t.first_token, t.last_token)
@@ -327,32 +379,31 @@ class Agent:
             output_tokens_est=r.output_tokens_est, ttft_s=ttft, decode_tok_s=decode,
             turn_tok_s=turn_rate, e2e_s=e2e, stop_reason=r.stop_reason, http_status=r.status))
 
-    def _record_failure(self, b: dict[str, Any], wall: float, sent: float,
+    def _record_failure(self, b: Attempt, wall: float, sent: float,
                         exc: EndpointError) -> None:
         t = exc.timing
         now = self.ctx.clock.monotonic()
         ttft = (t.first_token - t.sent) if t is not None and t.first_token is not None else None
         self.ctx.recorder.write(self._row(
             b, wall, sent, ok=False, error_type=exc.error_type.value,
-            error_message=str(exc)[:300], http_status=exc.status, ttft_s=ttft,
+            error_message=redact_text(str(exc))[:300], http_status=exc.status, ttft_s=ttft,
             output_tokens=exc.partial_output_tokens or None, e2e_s=now - sent))
 
     # ------------------------------------------------------------------ history
-    def _append_reply(self, resp: LLMResponse, template: TurnTemplate, turn: int,
-                      rng: random.Random) -> None:
+    def _append_reply(self, resp: LLMResponse, template: TurnTemplate, turn: int) -> None:
         if self.s.history == "live":
             blocks: list[Block] = [b for b in resp.content
                                    if isinstance(b, TextBlock | ToolUseBlock) and
                                    (not isinstance(b, TextBlock) or b.text)]
         else:
             n = resp.usage.output_tokens or resp.output_tokens_est or 1
-            blocks = [TextBlock(self._scripted_text(template, n, rng))]
+            blocks = [TextBlock(self._scripted_text(template, n, self.rng(turn, "reply")))]
         server_tools = [b for b in blocks if isinstance(b, ToolUseBlock)]
         self.pending = None
         if template.tool is not None and not server_tools:
             tid = f"toolu_{self.session_id}_{turn:05d}"
             blocks.append(ToolUseBlock(tid, _tool_name(template.tool.kind),
-                                       self._tool_input(template, rng)))
+                                       self._tool_input(template, self.rng(turn, "tool"))))
             self.pending = _Pending(template, tid)
         elif server_tools and template.tool is not None:
             # The model asked for tools itself: answer the first one with this template's

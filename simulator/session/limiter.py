@@ -1,11 +1,39 @@
-"""Run-wide admission: a request-rate cap (asyncio-throttle) and a max-in-flight bound."""
+"""Run-wide admission: a request-rate cap and a max-in-flight bound.
+
+The rate cap spaces attempts 1/rate seconds apart on the loop's clock, so any positive
+rate is kept exactly — 1.5 requests/s is 1.5, and a rate split over workers (2.5 / 2 =
+1.25 each) sums back to the whole. (asyncio-throttle counts whole requests per period,
+which truncated fractional rates.)
+"""
 
 from __future__ import annotations
 
 import asyncio
 from types import TracebackType
 
-from asyncio_throttle.throttler import Throttler
+
+class Pacer:
+    """Admits one caller every `1 / rate_per_s` seconds of loop time, first come first
+    served; an idle pacer admits the next caller at once (no burst is saved up)."""
+
+    def __init__(self, rate_per_s: float) -> None:
+        if not rate_per_s > 0:
+            raise ValueError(f"rate must be > 0 requests/s, not {rate_per_s!r}")
+        self.interval_s = 1.0 / rate_per_s
+        self._next: float | None = None
+
+    def reserve(self, now: float) -> float:
+        """Pure: the time of the next free slot at or after `now`, and take it."""
+        t = now if self._next is None or self._next < now else self._next
+        self._next = t + self.interval_s
+        return t
+
+    async def acquire(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        at = self.reserve(now)
+        if at > now:
+            await asyncio.sleep(at - now)
 
 
 class Limiter:
@@ -13,17 +41,11 @@ class Limiter:
 
     def __init__(self, max_in_flight: int | None, requests_per_s: float | None) -> None:
         self._sem = asyncio.Semaphore(max_in_flight) if max_in_flight else None
-        self._throttle = None
-        if requests_per_s:
-            # Throttler counts `rate_limit` requests per `period` seconds.
-            if requests_per_s >= 1:
-                self._throttle = Throttler(rate_limit=int(requests_per_s), period=1.0)
-            else:
-                self._throttle = Throttler(rate_limit=1, period=1.0 / requests_per_s)
+        self._pacer = Pacer(requests_per_s) if requests_per_s else None
 
     async def __aenter__(self) -> None:
-        if self._throttle is not None:
-            await self._throttle.acquire()  # type: ignore[no-untyped-call]
+        if self._pacer is not None:
+            await self._pacer.acquire()
         if self._sem is not None:
             await self._sem.acquire()
 

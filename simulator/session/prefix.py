@@ -14,7 +14,7 @@ from pathlib import Path
 
 from simulator import tokens
 from simulator.scenario import content
-from simulator.scenario.content import load_tools_file
+from simulator.scenario.load import load_tools_file, read_text_file
 from simulator.scenario.model import Scenario
 from simulator.session.conversation import Prefix
 
@@ -24,7 +24,7 @@ def build_base_prefix(s: Scenario) -> Prefix:
     rng = random.Random(f"{s.seed}:prefix")
     base = Path(s.base_dir)
     if s.system.file is not None:
-        system = (base / s.system.file).read_text(encoding="utf-8")
+        system = read_text_file(base / s.system.file, "system file")
     else:
         system = content.synth_text("prose", s.system.tokens or 0, rng)
     if s.tools.file is not None:

@@ -148,9 +148,8 @@ class ReplayAgent(Agent):
         max_tokens = max(1, call.usage.output_tokens if call.usage else 1)
         template = self._template(call, max_tokens)
         wait = call.wait_s if self.spec.timing == "recorded" else 0.0
-        rng = random.Random(f"{self.s.seed}:{self.session_id}:{k}")
         resp = await self._request(k, template, event, wait, self.conv.messages, "turn",
-                                   max_tokens, rng)
+                                   max_tokens)
         self._append_recorded(call, resp.content if self.spec.mode == "live" else None)
         uses = [b.id for b in call.assistant if b.kind == "tool_use" and b.id
                 and b.tool in ("Task", "Agent")]
@@ -174,7 +173,7 @@ class ReplayAgent(Agent):
             rng = random.Random(f"{self.s.seed}:{self.session_id}:{k}:summary")
             prompt = content.synth_text("prose", self.spec.summary_prompt_tokens, rng)
             msgs = comp.summary_request_messages(before, prompt)
-            await self._request(k, None, None, 0.0, msgs, "summary", summary_tokens, rng)
+            await self._request(k, None, None, 0.0, msgs, "summary", summary_tokens)
         self.conv = Conversation(pinned=before.pinned)
         self._append_user(list(call.user[point.at:]))
         return comp.CompactionEvent("recorded", len(before.messages), before.tokens_est

@@ -18,7 +18,15 @@ from pydantic import ValidationError
 from simulator.endpoints.base import Endpoint
 from simulator.endpoints.preflight import preflight
 from simulator.errors import InputError
-from simulator.metrics.recorder import HISTORY_JOURNAL, TURNS_JOURNAL, Recorder, read_journal
+from simulator.liveness import history_key, refuse_if_running, turn_key
+from simulator.metrics.recorder import (
+    HISTORY_JOURNAL,
+    METRICS_JOURNAL,
+    TURNS_JOURNAL,
+    Recorder,
+    read_journal,
+)
+from simulator.metrics.records import TurnRecord
 from simulator.scenario.model import Scenario
 from simulator.session.resume import ResumeState, read_manifest_for_resume, resume_state
 
@@ -41,6 +49,9 @@ def open_resumed(spec: Any, endpoint: Endpoint | None) -> tuple[Scenario, Any, R
     what the earlier part did). `spec` is a `runs.RunSpec`."""
     run_dir = Path(spec.resume_dir)
     m = read_manifest_for_resume(run_dir)
+    refuse_if_running(run_dir)
+    for path in _journals(run_dir):      # a corrupted journal refuses before anything changes
+        read_journal(path)
     if spec.overrides:
         raise InputError("--resume: scenario overrides (--set, --turns, --sessions, --seed, "
                          "--model) cannot change a run being resumed")
@@ -59,11 +70,47 @@ def open_resumed(spec: Any, endpoint: Endpoint | None) -> tuple[Scenario, Any, R
         preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
     prior_status = m.get("status")
     recorder = Recorder(run_dir, m, resume=True)
+    merged = merge_worker_journals(recorder, run_dir)
     state = resume_state(read_journal(run_dir / TURNS_JOURNAL),
                          read_journal(run_dir / HISTORY_JOURNAL), s.turns)
     resumes = [*m.get("resumes", []), {
         "at": time.time(), "from_status": prior_status, "rows_before": state.rows_before,
         "sessions_done": len(state.done_sessions),
-        "sessions_failed": len(state.failed_sessions)}]
+        "sessions_failed": len(state.failed_sessions), "worker_rows_merged": merged}]
     recorder.update_manifest(resumes=resumes)
     return s, spec, recorder, state
+
+
+def _journals(run_dir: Path) -> list[Path]:
+    names = (TURNS_JOURNAL, HISTORY_JOURNAL, METRICS_JOURNAL)
+    return [d / n for d in (run_dir, *sorted((run_dir / WORKERS_DIR).glob("w*"))) for n in names]
+
+
+WORKERS_DIR = "workers"      # as in simulator.workers (not imported: it sits above this layer)
+
+
+def merge_worker_journals(recorder: Recorder, run_dir: Path) -> int:
+    """A `--workers` run whose parent died before merging: append to the run's journals
+    the rows its workers journaled that the run's lack (keyed, so a merge cut short is
+    completed, never doubled). Returns the number of turn rows added."""
+    shards = sorted((run_dir / WORKERS_DIR).glob("w*"))
+    if not shards:
+        return 0
+    turns = {turn_key(r) for r in read_journal(run_dir / TURNS_JOURNAL)}
+    hist = {history_key(r) for r in read_journal(run_dir / HISTORY_JOURNAL)}
+    has_metrics = bool(read_journal(run_dir / METRICS_JOURNAL))
+    added = 0
+    for shard in shards:
+        for row in read_journal(shard / HISTORY_JOURNAL):
+            if history_key(row) not in hist:
+                hist.add(history_key(row))
+                recorder.write_history(row)
+        for row in read_journal(shard / TURNS_JOURNAL):
+            if turn_key(row) not in turns:
+                turns.add(turn_key(row))
+                recorder.write(TurnRecord(**row))
+                added += 1
+        if not has_metrics:
+            for row in read_journal(shard / METRICS_JOURNAL):
+                recorder.write_metrics(row)
+    return added

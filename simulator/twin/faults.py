@@ -106,8 +106,8 @@ def _parse_item(item: str) -> tuple[FaultKind, float, float | None]:
         raise InputError(f"--faults {item!r}: not a number") from None
     if not 0.0 <= prob <= 1.0:
         raise InputError(f"--faults {item!r}: probability must be within [0, 1]")
-    if seconds is not None and seconds < 0:
-        raise InputError(f"--faults {item!r}: seconds must be >= 0")
+    if seconds is not None and not 0 <= seconds <= 86_400:
+        raise InputError(f"--faults {item!r}: seconds must be within [0, 86400]")
     return kind, prob, seconds
 
 

@@ -75,14 +75,46 @@ def _error(status: int, kind: str, message: str,
     return web.json_response(wire.error_body(kind, message), status=status, headers=headers)
 
 
+MAX_BODY_BYTES = 64 * 2**20      # larger request bodies get 413 request_too_large
+OFFLOAD_BYTES = 256 * 2**10      # bodies above this are parsed off the event loop
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
 async def _parse(request: web.Request) -> dict[str, Any]:
+    """The JSON object in the body; PromptError (→ 400) for anything else, including
+    nesting too deep for the parser; large bodies parse in a thread so other clients'
+    streams keep flowing."""
     try:
-        body = await request.json(loads=json.loads)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise BodyTooLarge(f"request body larger than {MAX_BODY_BYTES} bytes") from None
+    try:
+        text = raw.decode("utf-8")
+        body = json.loads(text) if len(raw) < OFFLOAD_BYTES else \
+            await asyncio.to_thread(json.loads, text)
+    except (ValueError, UnicodeDecodeError):
         raise PromptError("request body is not valid JSON") from None
+    except RecursionError:
+        raise PromptError("request body is nested too deeply") from None
     if not isinstance(body, dict):
         raise PromptError("request body must be a JSON object")
     return body
+
+
+# What a hostile but well-formed body can make the prompt encoder raise.
+_SHAPE_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError)
+
+
+def _bad_body(exc: Exception) -> web.Response:
+    if isinstance(exc, BodyTooLarge):
+        return _error(413, "request_too_large", str(exc))
+    if isinstance(exc, PromptError):
+        return _error(400, "invalid_request_error", str(exc))
+    return _error(400, "invalid_request_error",
+                  f"request body has the wrong shape ({type(exc).__name__})")
 
 
 def _max_tokens(body: dict[str, Any]) -> int:
@@ -99,8 +131,8 @@ async def handle_messages(request: web.Request) -> web.StreamResponse:
         body = await _parse(request)
         max_tokens = _max_tokens(body)
         prompt = st.tokenizer.encode_body(body)
-    except PromptError as exc:
-        return _error(400, "invalid_request_error", str(exc))
+    except (PromptError, BodyTooLarge, *_SHAPE_ERRORS) as exc:
+        return _bad_body(exc)
     try:
         reply.check_window(len(prompt), cfg.context_window)
     except reply.PromptTooLong as exc:
@@ -143,8 +175,8 @@ async def handle_count_tokens(request: web.Request) -> web.Response:
     st = request.app[STATE_KEY]
     try:
         prompt = st.tokenizer.encode_body(await _parse(request))
-    except PromptError as exc:
-        return _error(400, "invalid_request_error", str(exc))
+    except (PromptError, BodyTooLarge, *_SHAPE_ERRORS) as exc:
+        return _bad_body(exc)
     return web.json_response({"input_tokens": len(prompt)})
 
 
@@ -184,7 +216,7 @@ def create_app(engine: Engine, config: ServerConfig,
     metrics = TwinMetrics(config.model)
     service = TwinService(engine, time_scale=config.time_scale, instant=config.instant,
                           on_finish=metrics.observe)
-    app = web.Application(client_max_size=256 * 1024 * 1024)
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
     faults = FaultInjector(config.faults, config.seed)
     info = {"hardware": config.hardware, "model": config.model, "spec": config.spec,
             "time_scale": f"{config.time_scale:g}"}

@@ -1,0 +1,144 @@
+"""Who is writing a run: owner records, parent-death signals, worker-journal recovery.
+
+Each journal writer (the run's process, and every `--workers` shard) leaves
+`owner.json` — its PID and the kernel's start time of that PID — next to its journal.
+PID and start time together name one process even after the PID is reused, so
+`--resume` can refuse a run whose writer, or any of whose workers, is still alive
+instead of writing beside it. Workers ask the kernel to SIGTERM them when their parent
+dies (Linux `PR_SET_PDEATHSIG`), and poll the parent elsewhere, so a SIGKILLed parent
+cannot leave them running orphaned. A parent killed before it merged its workers'
+journals leaves their rows under `workers/w*/`; `merge_orphan_journals` folds them into
+the run's journals before a resume reads them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from simulator.errors import InputError
+
+OWNER_FILE = "owner.json"
+PR_SET_PDEATHSIG = 1
+PARENT_POLL_S = 1.0
+
+
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat from field 3 (state) on; None without such a process or /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 2 (comm) may contain spaces and parentheses: split after the last ')'.
+    return stat[stat.rfind(")") + 2:].split()
+
+
+def start_time(pid: int) -> int | None:
+    """The kernel's start time of `pid` (clock ticks since boot; Linux), or None when
+    the process does not exist or the platform has no /proc."""
+    fields = _stat(pid)
+    try:
+        return int(fields[19]) if fields else None     # field 22 overall
+    except (IndexError, ValueError):
+        return None
+
+
+def is_alive(pid: int, started: int | None) -> bool:
+    """True when the process `pid` that started at `started` still runs."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass                            # exists, owned by someone else
+    fields = _stat(pid)
+    if fields and fields[0] in ("Z", "X"):
+        return False                    # exited, not yet reaped
+    now = start_time(pid)
+    if started is None or now is None:
+        return True                     # cannot tell a reused PID: assume alive
+    return now == started
+
+
+def write_owner(directory: Path) -> None:
+    """Record this process as the writer of the journals in `directory`."""
+    pid = os.getpid()
+    data = {"pid": pid, "start_time": start_time(pid), "ppid": os.getppid()}
+    with contextlib.suppress(OSError):
+        (directory / OWNER_FILE).write_text(json.dumps(data) + "\n", encoding="utf-8")
+
+
+def clear_owner(directory: Path) -> None:
+    """The writer is done with `directory` (its journals are closed)."""
+    with contextlib.suppress(OSError):
+        (directory / OWNER_FILE).unlink()
+
+
+def live_owner(directory: Path) -> int | None:
+    """The PID of the still-running writer recorded in `directory`, else None."""
+    try:
+        data = json.loads((directory / OWNER_FILE).read_text(encoding="utf-8"))
+        pid, started = int(data["pid"]), data.get("start_time")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if pid == os.getpid():
+        return None
+    return pid if is_alive(pid, started if isinstance(started, int) else None) else None
+
+
+def refuse_if_running(run_dir: Path, workers_dir: str = "workers") -> None:
+    """InputError when the run's process or any of its workers is still alive."""
+    pid = live_owner(run_dir)
+    if pid is not None:
+        raise InputError(f"{run_dir}: the run is still in progress (pid {pid}); "
+                         "stop it before resuming")
+    for shard in sorted((run_dir / workers_dir).glob("w*")):
+        pid = live_owner(shard)
+        if pid is not None:
+            raise InputError(f"{run_dir}: its worker {shard.name} is still running (pid {pid}); "
+                             f"stop it (kill {pid}) before resuming")
+
+
+def die_with_parent() -> None:
+    """Called at worker start-up: SIGTERM this process when its parent dies (Linux
+    prctl), plus a daemon thread that notices a changed parent PID on any platform."""
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent or parent == 1:   # the parent died before prctl took hold
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    threading.Thread(target=_watch_parent, args=(parent,), name="parent-watchdog",
+                     daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    """Watchdog: SIGTERM this process once its parent is gone (re-parented)."""
+    stop = threading.Event()
+    while not stop.wait(PARENT_POLL_S):
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+            # a second SIGTERM later cancels in-flight requests at once
+            stop.wait(10 * PARENT_POLL_S)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+
+
+def turn_key(row: dict[str, Any]) -> tuple[str, int, str, int]:
+    return (str(row.get("session_id")), int(row.get("turn_index") or 0),
+            str(row.get("request_kind")), int(row.get("attempt") or 0))
+
+
+def history_key(row: dict[str, Any]) -> tuple[str, Any, Any, bool]:
+    return (str(row.get("session")), row.get("turn"), row.get("kind"), "failed" in row)
