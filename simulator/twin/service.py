@@ -143,7 +143,8 @@ class TwinService:
     def snapshot(self) -> ServiceSnapshot:
         e = self.engine
         c = e.counters
-        copy = EngineCounters(**{k: getattr(c, k) for k in EngineCounters.__dataclass_fields__})
+        copy = EngineCounters(**{k: (list(v) if isinstance(v := getattr(c, k), list) else v)
+                                 for k in EngineCounters.__dataclass_fields__})
         return ServiceSnapshot(copy, e.num_running(), e.num_waiting(), e.kv_usage(),
                                e.block_size, e.num_blocks)
 

@@ -4,7 +4,10 @@ A reply's length is min(max_tokens, natural length); the natural length is drawn
 lognormal (median 550, σ 0.7 → mean ≈ 700 tokens) unless given. In code-edit mode a
 `repeat_fraction` of the reply reproduces runs of lines from the latest stretch of the
 prompt, as real models do when they rewrite code (this is what n-gram speculation
-feeds on); the rest is fresh lines from a seeded pool of code-like lines.
+feeds on); the rest is fresh lines, made for this reply from its seed: every few tokens
+carry a fresh identifier suffix or number, so fresh text, like a real model's new code
+or prose, does not repeat itself and gives an n-gram proposer almost nothing to match
+(a fixed pool of lines would repeat across a long session and feed it false matches).
 
 Token ids are cl100k (`simulator.tokens`); the returned ids are the encoding of the
 returned text (the reply goes back as history next turn, so the two must agree).
@@ -75,6 +78,27 @@ def natural_length(rng: random.Random) -> int:
     return max(MIN_NATURAL_TOKENS, min(MAX_NATURAL_TOKENS, round(x)))
 
 
+def _fresh_line(rng: random.Random) -> str:
+    """A code-like line that does not repeat earlier text: each name gets a numeric
+    suffix drawn per line (cl100k splits `name_417` into name, `_`, 417), so any 5
+    consecutive tokens contain a fresh draw."""
+    def name() -> str:
+        return f"{rng.choice(_NAMES)}_{rng.randrange(1000)}"
+    ind = "    " * rng.randint(0, 3)
+    f = f"{rng.choice(_FUNCS)}_{rng.randrange(1000)}"
+    n = rng.randrange(100_000)
+    forms = (
+        f"{ind}{name()} = {f}({name()}, {name()}={n})",
+        f"{ind}if {name()} > {n}: {name()}.{f}({name()})",
+        f"{ind}for {name()} in {f}({name()}, {n}):",
+        f"{ind}return {f}({name()}) + {name()}",
+        f"{ind}def {f}({name()}: {rng.choice(_TYPES)}, {name()}={n}):",
+        f"{ind}# {name()} {rng.choice(_FUNCS)} {name()} {n} {name()}",
+        f"{ind}{name()}[{n}] = {name()}.{f}({name()})",
+    )
+    return rng.choice(forms) + "\n"
+
+
 def _source_lines(prompt_tokens: Sequence[int]) -> list[str]:
     """Lines of the prompt's latest stretch of text, newline kept, blank ones dropped."""
     tail = list(prompt_tokens[-SOURCE_WINDOW_TOKENS:])
@@ -87,7 +111,6 @@ def _source_lines(prompt_tokens: Sequence[int]) -> list[str]:
 
 def _assemble(rng: random.Random, target: int, source: list[str], copy_frac: float) -> str:
     """Lines until ≈ target tokens (+ slack): copied runs from `source` and fresh ones."""
-    pool = _pool()
     parts: list[str] = []
     est = 0
     goal = target + 24
@@ -100,9 +123,9 @@ def _assemble(rng: random.Random, target: int, source: list[str], copy_frac: flo
                 est += max(1, len(ln) // 4)
         else:
             for _ in range(rng.randint(1, 3)):
-                ln, n = pool[rng.randrange(len(pool))]
+                ln = _fresh_line(rng)
                 parts.append(ln)
-                est += n
+                est += max(1, len(ln) // 3)
     return "".join(parts)
 
 
