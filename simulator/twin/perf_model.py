@@ -209,18 +209,18 @@ class RooflinePerfModel:
         model's backend drops CUDA graphs, a per-draft-token verification cost, the CPU
         n-gram scan, and a drafter model's passes."""
         eff, spec, bw = self.efficiency, self.spec, self.hardware.bandwidth_bytes_s
-        self._t_spec_step = self._t_verify = self._t_ngram = 0.0
+        self._t_spec_step = self._t_verify = self._t_ngram = self._t_spec_seq = 0.0
         self._t_draft_w = self._t_draft_tok = 0.0
         self._draft_k = 0
         if spec is None:
             return
-        is_model = isinstance(spec, ModelDraftSpec)
-        if not (is_model and spec.kind == "mtp"):
+        if not (isinstance(spec, ModelDraftSpec) and spec.kind == "mtp"):
             self._t_spec_step = eff.spec_step_s
         if self.model.spec_disables_cuda_graphs:
             self._t_spec_step += eff.eager_step_s
         self._t_verify = eff.spec_verify_tok_s
-        if is_model:
+        self._t_spec_seq = eff.spec_seq_s
+        if isinstance(spec, ModelDraftSpec):
             d = self.model.drafters[spec.kind]
             self._t_draft_w = d.bytes_per_pass / (eff.eta_w * bw)
             self._t_draft_tok = 2.0 * d.params_active / (eff.eta_c * self.peak_flops)
@@ -236,14 +236,15 @@ class RooflinePerfModel:
     def spec_time(self, shape: StepShape) -> float:
         """What speculation adds to a step (s): 0 with spec off.
 
-        t_spec = spec_step_s [+ eager_step_s] + spec_verify_tok_s · Σk_i
+        t_spec = spec_step_s [+ eager_step_s] + spec_seq_s · n_spec + spec_verify_tok_s · Σk_i
                + ngram_ctx_tok_s · Σ context scanned                          (n-gram)
                + drafter(Σ(1 + k_i)) + (k − 1) · drafter(n_spec)              (draft, MTP)
         The verification tokens themselves are in `num_tokens`, so the roofline already
         charges their compute, KV writes and the extra MoE experts they touch."""
         if self.spec is None:
             return 0.0
-        t = (self._t_spec_step + self._t_verify * shape.draft_tokens
+        t = (self._t_spec_step + self._t_spec_seq * shape.spec_seqs
+             + self._t_verify * shape.draft_tokens
              + self._t_ngram * shape.proposer_context)
         if self._draft_k and shape.spec_seqs:
             t += (self.drafter_pass_time(shape.spec_seqs + shape.draft_tokens)

@@ -45,6 +45,9 @@ class Efficiency(_Strict):
     spec_step_s: float = Field(default=0.0, ge=0)     # per step with spec on: no async
     #                                                   overlap + piecewise CUDA graphs
     spec_verify_tok_s: float = Field(default=0.0, ge=0)   # per draft token verified
+    spec_seq_s: float = Field(default=0.0, ge=0)   # per decoding sequence per step with
+    #                                                spec on (proposer call, rejection
+    #                                                sampling, input prep, not overlapped)
     ngram_ctx_tok_s: float = Field(default=0.0, ge=0)  # CPU n-gram scan, per context token
     #                                                    of each proposing sequence
     eager_step_s: float = Field(default=0.0, ge=0)   # per step when CUDA graphs are off

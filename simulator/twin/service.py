@@ -15,6 +15,7 @@ bursting to catch up, as a slower card would.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import time
 from collections import OrderedDict
@@ -143,8 +144,7 @@ class TwinService:
     def snapshot(self) -> ServiceSnapshot:
         e = self.engine
         c = e.counters
-        copy = EngineCounters(**{k: (list(v) if isinstance(v := getattr(c, k), list) else v)
-                                 for k in EngineCounters.__dataclass_fields__})
+        copy = dataclasses.replace(c, spec_accepted_per_pos=list(c.spec_accepted_per_pos))
         return ServiceSnapshot(copy, e.num_running(), e.num_waiting(), e.kv_usage(),
                                e.block_size, e.num_blocks)
 

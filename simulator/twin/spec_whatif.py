@@ -39,7 +39,8 @@ class WhatIf:
 
 def _fresh(rng: random.Random, n: int) -> list[int]:
     text = textgen._assemble(rng, n, [], 0.0)
-    return tok.encoding().encode_ordinary(text)[:n]
+    ids: list[int] = tok.encoding().encode_ordinary(text)
+    return ids[:n]
 
 
 def run_sessions(pm: RooflinePerfModel, sessions: int, *, turns: int = 3,

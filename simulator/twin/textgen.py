@@ -28,6 +28,8 @@ MIN_NATURAL_TOKENS = 16
 MAX_NATURAL_TOKENS = 8192
 POOL_LINES = 4096
 SOURCE_WINDOW_TOKENS = 6000      # how far back in the prompt copied code is looked for
+COPY_RUN_MIN, COPY_RUN_MAX = 8, 48   # lines copied in one run (an edited block or file)
+EDIT_LINE_PROB = 0.1             # copied lines the edit changes (breaks an n-gram run)
 
 _NAMES = ("config", "result", "items", "path", "buffer", "request", "session", "index",
           "tokens", "value", "offset", "handler", "cache", "record", "state", "limit",
@@ -116,9 +118,11 @@ def _assemble(rng: random.Random, target: int, source: list[str], copy_frac: flo
     goal = target + 24
     while est < goal:
         if source and rng.random() < copy_frac:
-            run = rng.randint(4, 24)
+            run = rng.randint(COPY_RUN_MIN, COPY_RUN_MAX)
             i = rng.randrange(max(len(source) - run, 0) + 1)
             for ln in source[i:i + run]:
+                if rng.random() < EDIT_LINE_PROB:     # the edit itself: a changed tail
+                    ln = ln.rstrip("\n") + f"  # {rng.choice(_FUNCS)}_{rng.randrange(1000)}\n"
                 parts.append(ln)
                 est += max(1, len(ln) // 4)
         else:
