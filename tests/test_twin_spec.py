@@ -1,0 +1,177 @@
+"""Speculative decoding in the twin: cost terms, losslessness, content-driven proposals."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.errors import InputError
+from simulator.twin import textgen
+from simulator.twin.engine import TwinEngine
+from simulator.twin.perf_model import build_perf_model
+from simulator.twin.spec_decode import (
+    ModelDraftSpec,
+    NgramIndex,
+    NgramSpec,
+    accepted_length,
+    parse_spec,
+)
+from simulator.twin.spec_whatif import run_sessions
+from simulator.twin.types import EngineRequest, StepShape
+
+HW, MODEL = "a40", "qwen3-coder-30b-a3b-awq"
+
+
+def _shape(n: int, k: int, ctx: int) -> StepShape:
+    """n decoding sequences at `ctx` tokens, each verifying k draft tokens."""
+    return StepShape(n, n * (1 + k), n * (ctx + 1 + k), 0, 0.0, n * k, n, n * ctx)
+
+
+@pytest.mark.parametrize(("n", "k", "ctx"), [(1, 5, 3000), (8, 12, 20_000), (32, 5, 3000)])
+def test_ngram_step_costs_what_the_formula_says(n: int, k: int, ctx: int) -> None:
+    on = build_perf_model(HW, MODEL, spec=f"ngram:{k}")
+    off = build_perf_model(HW, MODEL, overrides={"max_num_batched_tokens": 2048})
+    eff = on.efficiency
+    shape = _shape(n, k, ctx)
+    extra = (eff.spec_step_s + eff.spec_seq_s * n + eff.spec_verify_tok_s * n * k
+             + eff.ngram_ctx_tok_s * n * ctx)
+    assert extra > 0
+    assert on.step_time(shape) == pytest.approx(off.step_time(shape) + extra, rel=1e-12)
+    # the verification tokens are in the roofline too: more tokens, more experts read
+    assert off.step_time(shape) > off.step_time(_shape(n, 0, ctx))
+    assert on.experts_touched(n * (1 + k)) > on.experts_touched(n)
+
+
+def test_drafter_step_adds_its_passes() -> None:
+    over = {"quantization": "nvfp4"}
+    on = build_perf_model("gb10", "qwen3.8-27b-awq", spec="draft:7", overrides=over)
+    off = build_perf_model("gb10", "qwen3.8-27b-awq",
+                           overrides={**over, "max_num_batched_tokens": 2048})
+    eff, shape = on.efficiency, _shape(2, 7, 1000)
+    drafter = on.drafter_pass_time(2 + 14) + 6 * on.drafter_pass_time(2)
+    extra = eff.spec_step_s + eff.spec_seq_s * 2 + eff.spec_verify_tok_s * 14 + drafter
+    assert on.step_time(shape) == pytest.approx(off.step_time(shape) + extra, rel=1e-12)
+    d = on.model.drafters["draft"]
+    assert on.drafter_pass_time(1) == pytest.approx(
+        d.bytes_per_pass / (eff.eta_w * on.hardware.bandwidth_bytes_s))
+
+
+def test_spec_settings_budget_and_errors() -> None:
+    assert build_perf_model(HW, MODEL, spec="ngram:5").max_num_batched_tokens == 2048
+    assert build_perf_model(HW, MODEL).max_num_batched_tokens == 8192
+    kept = build_perf_model(HW, MODEL, spec="ngram:5",
+                            overrides={"max_num_batched_tokens": 16384})
+    assert kept.max_num_batched_tokens == 16384
+    assert parse_spec("draft:7") == ModelDraftSpec("draft", 7)
+    assert parse_spec("mtp:2") == ModelDraftSpec("mtp", 2)
+    with pytest.raises(InputError, match="no 'mtp' drafter"):
+        build_perf_model(HW, MODEL, spec="mtp:2")
+    with pytest.raises(ValueError, match="ngram:K"):
+        parse_spec("draft:0")
+
+
+def _emit_all(spec: NgramSpec | ModelDraftSpec | None, prompt: list[int],
+              plans: list[list[int]]) -> tuple[list[list[int]], int]:
+    """Run requests step by step; rebuild each one's emitted tokens from the per-step
+    counts (the twin streams plan[emitted:emitted + e] for each step's e)."""
+    from tests.test_twin_engine import FakePerf
+    eng = TwinEngine(FakePerf(), block_size=16, num_blocks=400, spec=spec)
+    for i, plan in enumerate(plans):
+        eng.submit(EngineRequest(f"r{i}", prompt, plan, 0.0))
+    got: list[list[int]] = [[] for _ in plans]
+    max_per_step = 0
+    for _ in range(100_000):
+        if eng.is_idle():
+            break
+        out = eng.step()
+        if out is None:
+            eng.run_until(eng.now + 1.0)
+            continue
+        for rid, e in out.emitted:
+            i = int(rid[1:])
+            got[i].extend(plans[i][len(got[i]):len(got[i]) + e])
+            max_per_step = max(max_per_step, e)
+    return got, max_per_step
+
+
+@settings(max_examples=40, deadline=None)
+@given(prompt=st.lists(st.integers(0, 3), min_size=1, max_size=120),
+       plans=st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=80),
+                      min_size=1, max_size=3),
+       kind=st.sampled_from(["ngram", "draft"]), k=st.integers(1, 8))
+def test_speculation_never_changes_the_emitted_text(prompt: list[int], plans: list[list[int]],
+                                                    kind: str, k: int) -> None:
+    """Lossless: whatever is drafted and accepted, each request emits exactly its plan, in
+    order, at most 1 + k tokens a step; and with spec off it emits the same."""
+    spec: NgramSpec | ModelDraftSpec = (
+        NgramSpec(k, 1, 3) if kind == "ngram"
+        else ModelDraftSpec("draft", k, (0.9, 0.6, 0.3)))
+    got, most = _emit_all(spec, prompt, plans)
+    assert got == plans and most <= 1 + k
+    assert _emit_all(None, prompt, plans)[0] == got
+
+
+@given(tokens=st.lists(st.integers(0, 2), min_size=2, max_size=60), data=st.data())
+def test_accepted_tokens_are_the_planned_tokens(tokens: list[int], data: st.DataObject) -> None:
+    length = data.draw(st.integers(1, len(tokens) - 1))
+    start = data.draw(st.integers(0, length - 1))
+    count = data.draw(st.integers(0, length - start))
+    limit = len(tokens) - length - 1
+    acc = accepted_length(tokens, start, count, length, limit)
+    assert 0 <= acc <= min(count, max(limit, 0))
+    assert tokens[start:start + acc] == tokens[length:length + acc]
+
+
+def test_no_repetition_means_no_proposals() -> None:
+    seq = list(range(5000))                     # no n-gram occurs twice
+    idx = NgramIndex(NgramSpec(5), seq, 100)
+    assert all(idx.propose(n) == (0, 0) for n in range(100, 5000))
+
+
+def test_fresh_text_gives_the_proposer_almost_nothing() -> None:
+    """The twin's own fresh replies (no copying) must not repeat themselves: over a few
+    turns of 900 tokens the n-gram proposer drafts on < 2% of emitted tokens; code edits
+    that copy the prompt draft often and get long accepted runs."""
+    pm = build_perf_model(HW, MODEL, spec="ngram:5")
+    fresh = run_sessions(pm, 1, turns=3, code_edit=False)
+    assert fresh.drafts_per_token < 0.02
+    edit = run_sessions(pm, 1, turns=3, code_edit=True)
+    assert edit.drafts_per_token > 0.05 and edit.accepted_per_draft > 3.0
+    assert edit.tokens_per_pass > 3.0 > 1.1 > fresh.tokens_per_pass
+
+
+def test_fresh_reply_has_no_repeated_5grams() -> None:
+    _, ids = textgen.plan_reply([1, 2, 3], 2000, seed=5, natural_tokens=2000,
+                                code_edit=False, repeat_fraction=0.0)
+    grams = [tuple(ids[i:i + 5]) for i in range(len(ids) - 4)]
+    assert len(set(grams)) / len(grams) > 0.97
+
+
+def test_direction_single_stream_and_concurrency() -> None:
+    """The twin answers "should I turn speculation on?" the way calibration.md measured:
+    on for one stream copying code, off for fresh text and for many sessions."""
+    off, on = build_perf_model(HW, MODEL), build_perf_model(HW, MODEL, spec="ngram:5")
+    assert run_sessions(on, 1).per_session_tok_s > 1.5 * run_sessions(off, 1).per_session_tok_s
+    assert (run_sessions(on, 1, code_edit=False).per_session_tok_s
+            < run_sessions(off, 1, code_edit=False).per_session_tok_s)
+    assert (run_sessions(on, 16, turns=1, code_edit=False).aggregate_tok_s
+            < 0.6 * run_sessions(off, 16, turns=1, code_edit=False).aggregate_tok_s)
+
+
+def test_per_position_counters_are_cumulative() -> None:
+    pm = build_perf_model(HW, MODEL, spec="ngram:5")
+    eng = TwinEngine(pm)
+    rng = random.Random(1)
+    prompt = [rng.randrange(50_000) for _ in range(3000)]
+    eng.submit(EngineRequest("a", prompt, prompt[1000:1400], 0.0))
+    eng.run_until(float("inf"))
+    c = eng.counters
+    pos = c.spec_accepted_per_pos
+    assert len(pos) == 5 and sum(pos) == c.spec_accepted_tokens > 0
+    assert all(a >= b for a, b in itertools.pairwise(pos))
+    res = eng.result("a")
+    assert res.decode_steps < len(res.token_times) == 400
