@@ -76,6 +76,8 @@ class TwinEngine(BlockManager):
             DEFAULT_MAX_NUM_BATCHED_TOKENS)
         if spec is None:
             spec = getattr(perf_model, "spec", None)
+        self.prefix_caching = bool(getattr(getattr(perf_model, "engine", None),
+                                           "enable_prefix_caching", True))
         self.spec: Spec | None = (spec if isinstance(spec, NgramSpec | ModelDraftSpec)
                                   else None)
         # this step's proposer work (see `_draft`): sequences it ran for, context scanned

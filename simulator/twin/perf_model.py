@@ -305,6 +305,15 @@ def build_perf_model(hardware: str, model: str, *, spec: str = "off",
     hw, mp = load_hardware(hardware), load_model(model)
     over = dict(overrides or {})
     quant = over.pop("quantization", None)
+    kv_gib = over.pop("kv_cache_gib", None)
+    if kv_gib is not None:          # vLLM --kv-cache-memory: a fixed KV budget
+        if float(kv_gib) <= 0:
+            raise InputError(f"twin: kv_cache_gib must be > 0, got {kv_gib}")
+        hw = hw.model_copy(update={"kv_cache_bytes": int(float(kv_gib) * 2**30)})
+    if over.get("kv_dtype", "auto") in ("auto", None):
+        over.pop("kv_dtype", None)
+        if mp.kv_dtype_default is not None and "kv_dtype" not in hw.engine:
+            over["kv_dtype"] = mp.kv_dtype_default
     eff, source = efficiency_for(hw)
     eff_keys = {k: over.pop(k) for k in list(over) if k in Efficiency.model_fields}
     if eff_keys:

@@ -67,6 +67,7 @@ class EngineSettings(_Strict):
     gpu_memory_utilization: float = Field(gt=0, le=1)
     kv_dtype: KvDtype
     spec: str = "off"
+    enable_prefix_caching: bool = True
     spec_max_num_batched_tokens: int = Field(default=2048, gt=0)   # budget with spec on
     #                                                      unless max_num_batched_tokens is set
     sources: dict[str, str] = Field(default_factory=dict)
@@ -169,6 +170,8 @@ class ModelProfile(_Strict):
     # backend runs without CUDA graphs once drafts make decode batches non-uniform
     drafters: dict[str, Drafter] = Field(default_factory=dict)
     spec_disables_cuda_graphs: bool = False
+    kv_dtype_default: KvDtype | None = None   # what vLLM's `--kv-cache-dtype auto` picks
+    #                                           for this model when not the engine default
 
     @property
     def is_hybrid(self) -> bool:
@@ -184,7 +187,7 @@ class ModelProfile(_Strict):
 
 def _numeric_fields(model: BaseModel) -> list[str]:
     skip = {"efficiency", "engine", "sources", "quantizations", "sliding_window",
-            "drafters", "spec_disables_cuda_graphs",
+            "drafters", "spec_disables_cuda_graphs", "kv_dtype_default",
             "attn_flops_per_pair", "kv_cache_bytes", "recurrent_state_bytes_per_layer"}
     return [k for k, v in model if k not in skip and not isinstance(v, str) and v is not None]
 
