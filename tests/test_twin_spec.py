@@ -175,3 +175,27 @@ def test_per_position_counters_are_cumulative() -> None:
     assert all(a >= b for a, b in itertools.pairwise(pos))
     res = eng.result("a")
     assert res.decode_steps < len(res.token_times) == 400
+
+
+def test_twin_paths_and_engine_flags() -> None:
+    from simulator.runs import parse_twin
+    from simulator.twin.profiles import PROFILE_DIR
+    hw, model = PROFILE_DIR / "hardware" / "a40.yaml", PROFILE_DIR / "models" / "x.yaml"
+    assert parse_twin(f"{hw}/{model}") == (str(hw), str(model))
+    assert parse_twin("a40/dir/model.yaml") == ("a40", "dir/model.yaml")
+    assert parse_twin("a40/qwen3-coder-30b-a3b-awq") == ("a40", "qwen3-coder-30b-a3b-awq")
+    kimi = "kimi-linear-48b-a3b-awq"
+    auto = build_perf_model(HW, kimi, overrides={"kv_dtype": "auto"})
+    fp8 = build_perf_model(HW, kimi, overrides={"kv_dtype": "fp8"})
+    assert auto.engine.kv_dtype == "bf16" and fp8.engine.kv_dtype == "fp8"
+    assert build_perf_model(HW, MODEL, overrides={"kv_dtype": "auto"}).engine.kv_dtype == "fp8"
+    fixed = build_perf_model(HW, MODEL, overrides={"kv_cache_gib": 10})
+    assert fixed.kv_capacity_tokens() == pytest.approx(10 * 2**30 / fixed.kv_bytes_per_token,
+                                                       rel=0.01)
+    no_cache = build_perf_model(HW, MODEL, overrides={"enable_prefix_caching": False})
+    eng = TwinEngine(no_cache)
+    prompt = list(range(3000))
+    for i in range(2):
+        eng.submit(EngineRequest(f"r{i}", prompt, [1, 2, 3], eng.now))
+        eng.run_until(float("inf"))
+    assert eng.result("r1").cached_tokens == 0 and eng.counters.prefix_cache_queries > 0

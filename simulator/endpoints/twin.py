@@ -44,9 +44,10 @@ class InProcessTwin:
     simulated = True
 
     def __init__(self, hardware: str, model: str, *, spec: str = "off", seed: int = 0,
-                 context_window: int | None = None) -> None:
+                 context_window: int | None = None,
+                 overrides: dict[str, Any] | None = None) -> None:
         self.hardware, self.model = hardware, model
-        self.perf = build_perf_model(hardware, model, spec=spec)
+        self.perf = build_perf_model(hardware, model, spec=spec, overrides=overrides)
         self.engine = TwinEngine(self.perf)
         self.tokenizer = PromptTokenizer()
         self.seed = seed
