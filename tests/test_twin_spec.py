@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -199,3 +200,32 @@ def test_twin_paths_and_engine_flags() -> None:
         eng.submit(EngineRequest(f"r{i}", prompt, [1, 2, 3], eng.now))
         eng.run_until(float("inf"))
     assert eng.result("r1").cached_tokens == 0 and eng.counters.prefix_cache_queries > 0
+
+
+def test_spec_sweep_table_and_bad_settings() -> None:
+    from simulator.analysis.spec_sweep import format_spec_table, run_spec_sweep, spec_list
+    assert spec_list("off, ngram:5,ngram:24") == ["off", "ngram:5", "ngram:24"]
+    for bad in ("ngram:5", "off,eagle:3"):
+        with pytest.raises(InputError, match="--spec"):
+            spec_list(bad)
+    fake = {"off": 100.0, "ngram:5": 50.0}
+    rows = run_spec_sweep(lambda s, n: {"per_session_tok_s": fake[s] / n}, ["off", "ngram:5"],
+                          [1, 4])
+    assert [r["n_x_per_session_tok_s"] for r in rows] == [100.0, 100.0, 50.0, 50.0]
+    table = format_spec_table(rows).splitlines()
+    assert "ngram:5 vs off" in table[0] and table[1].split()[-1] == "0.50×"
+
+
+def test_sweep_cli_over_spec_settings(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+    res = CliRunner().invoke(main, ["sweep", "scenarios/claude-code-endurance.yaml",
+                                    "--spec", "off,ngram:5", "--sessions", "1,2",
+                                    "--turns", "2", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "ngram:5 vs off" in res.output
+    assert list(tmp_path.glob("sweep-*/spec-sweep.png"))
+    bad = CliRunner().invoke(main, ["sweep", "scenarios/claude-code-endurance.yaml",
+                                    "--spec", "off,bogus", "--out", str(tmp_path)])
+    assert bad.exit_code == 2
