@@ -229,3 +229,14 @@ def test_sweep_cli_over_spec_settings(tmp_path: Path) -> None:
     bad = CliRunner().invoke(main, ["sweep", "scenarios/claude-code-endurance.yaml",
                                     "--spec", "off,bogus", "--out", str(tmp_path)])
     assert bad.exit_code == 2
+
+
+def test_spec_calibration_points_within_12_percent() -> None:
+    """The shipped A40 terms reproduce calibration.md's n-gram rows (twin fit's points)."""
+    from simulator.twin.fit import evaluate, load_points
+    from simulator.twin.profiles import PROFILE_DIR
+    pf = load_points(PROFILE_DIR / "calibration" / "a40-qwen3-coder-30b-a3b-awq-spec.yaml")
+    rows = evaluate(pf.points, build_perf_model(HW, MODEL))
+    assert len(rows) == 4
+    for row in rows:
+        assert abs(row.error_pct) < 12, (row.obs.label, row.predicted)
