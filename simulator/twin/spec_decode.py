@@ -154,9 +154,10 @@ class NgramIndex:
         self._upto = max(self._upto, length - 1)
 
     def _advance_bulk(self, length: int) -> None:
-        for n, idx in ((self.n_lo, self._idx_lo), (self.n_hi, self._idx_hi)):
-            if n == self.n_hi and idx is self._idx_lo:
-                break
+        pairs = [(self.n_lo, self._idx_lo)]
+        if self._idx_hi is not self._idx_lo:
+            pairs.append((self.n_hi, self._idx_hi))
+        for n, idx in pairs:
             s0 = max(self._upto + 1 - n, 0)
             arr = self.tokens[s0:length - 1]
             keys = _bulk_keys(arr, n)
