@@ -30,7 +30,8 @@ def main() -> None:
         for n in COUNTS:
             cells = []
             for s in SPECS:
-                w = run_sessions(pms[s], n, turns=2 if n > 8 else 3, code_edit=edit)
+                w = run_sessions(pms[s], n, turns=2 if n > 8 else 6 if n < 4 else 3,
+                                 code_edit=edit)
                 cells.append(f"{w.per_session_tok_s:7.1f} ({w.aggregate_tok_s:6,.0f}) "
                              f"[{w.tokens_per_pass:5.2f}]")
             print(f"{'code edit' if edit else 'fresh':<10}{n:>4}  " + "  ".join(
