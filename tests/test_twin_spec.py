@@ -253,3 +253,13 @@ def test_adopted_index_indexes_the_new_prompt_in_bulk() -> None:
     assert idx.adopt(seq, len(later) + 5)
     start, count = idx.propose(len(later) + 5)
     assert (start, count) == (605, 5)
+
+
+def test_debug_record_carries_speculation_per_request() -> None:
+    from simulator.twin.service import RequestStream
+    s = RequestStream("r", 3, (1, 2, 3, 4), 0.0, emitted=4, spec_drafts=1,
+                      spec_draft_tokens=5, spec_accepted_tokens=2,
+                      emit_times=[0.1, 0.2], emit_counts=[1, 3])
+    rec = s.record()
+    assert rec["tokens_per_forward_pass"] == 2.0
+    assert (rec["spec_drafts"], rec["spec_draft_tokens"], rec["spec_accepted_tokens"]) == (1, 5, 2)

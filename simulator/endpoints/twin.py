@@ -143,7 +143,10 @@ class InProcessTwin:
                         res.finished, len(times))
         return LLMResponse((TextBlock(text, len(planned.token_ids)),), planned.stop_reason,
                            Usage.from_mapping(usage), timing, len(planned.token_ids),
-                           extra={"num_preemptions": res.num_preemptions})
+                           extra={"num_preemptions": res.num_preemptions,
+                                  "spec_drafts": res.spec_drafts,
+                                  "spec_accepted_tokens": res.spec_accepted_tokens,
+                                  "forward_passes": res.decode_steps})
 
     def _wake_event(self) -> asyncio.Event:
         if self._wake is None:
