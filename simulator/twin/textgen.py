@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from functools import lru_cache
 
 from simulator import tokens as tok
 
@@ -26,7 +25,6 @@ NATURAL_MEDIAN_TOKENS = 550.0
 NATURAL_SIGMA = 0.7
 MIN_NATURAL_TOKENS = 16
 MAX_NATURAL_TOKENS = 8192
-POOL_LINES = 4096
 SOURCE_WINDOW_TOKENS = 6000      # how far back in the prompt copied code is looked for
 COPY_RUN_MIN, COPY_RUN_MAX = 8, 48   # lines copied in one run (an edited block or file)
 EDIT_LINE_PROB = 0.1             # copied lines the edit changes (breaks an n-gram run)
@@ -37,41 +35,6 @@ _NAMES = ("config", "result", "items", "path", "buffer", "request", "session", "
 _FUNCS = ("load", "parse", "update", "render", "flush", "compute", "resolve", "merge",
           "validate", "emit", "collect", "schedule", "encode", "apply", "fetch", "close")
 _TYPES = ("int", "str", "float", "bool", "list[int]", "dict[str, int]", "bytes", "None")
-
-
-def _line(rng: random.Random) -> str:
-    """One plausible line of Python (indentation included, no newline)."""
-    a, b, c = rng.choice(_NAMES), rng.choice(_NAMES), rng.choice(_NAMES)
-    f, g = rng.choice(_FUNCS), rng.choice(_FUNCS)
-    ind = "    " * rng.randint(0, 3)
-    n = rng.randint(0, 512)
-    forms = (
-        f"{ind}{a} = {f}_{b}({c}, limit={n})",
-        f"{ind}if {a} is None or len({b}) > {n}:",
-        f"{ind}for {a} in self.{b}.{f}():",
-        f"{ind}return {f}({a}, {b}) + {n}",
-        f"{ind}def {f}_{a}(self, {b}: {rng.choice(_TYPES)}) -> {rng.choice(_TYPES)}:",
-        f"{ind}self.{a}[{b}] = {c}.{g}({n})",
-        f'{ind}raise ValueError(f"{a} must be positive, got {{{b}}}")',
-        f"{ind}{a}.append({b}[{n} % len({c})])",
-        f"{ind}# {f} the {a} before the {b} is {g}d",
-        f"{ind}with open({a}, encoding=\"utf-8\") as {b}:",
-        f"{ind}assert {a} >= 0, {b}",
-        f"{ind}{a}, {b} = {g}({c}), {n}",
-    )
-    return rng.choice(forms)
-
-
-@lru_cache(maxsize=1)
-def _pool() -> tuple[tuple[str, int], ...]:
-    """The seeded pool of lines, each with its token count (computed once)."""
-    rng = random.Random(0x7E47)
-    enc = tok.encoding()
-    out = []
-    for _ in range(POOL_LINES):
-        text = _line(rng) + "\n"
-        out.append((text, len(enc.encode_ordinary(text))))
-    return tuple(out)
 
 
 def natural_length(rng: random.Random) -> int:
