@@ -70,7 +70,23 @@ def resolve(spec: RunSpec) -> tuple[Scenario, dict[str, Any]]:
     return load_scenario(spec.scenario_path, spec.overrides)
 
 
+def _split_profile_paths(value: str) -> tuple[str, str] | None:
+    """HARDWARE/MODEL where either side is a YAML profile path: split after the first
+    `.yaml/` or `.yml/` (a hardware path), else at the first `/` (a hardware name)."""
+    for ext in (".yaml/", ".yml/"):
+        i = value.find(ext)
+        if i > 0:
+            return value[:i + len(ext) - 1], value[i + len(ext):]
+    if value.endswith((".yaml", ".yml")) and "/" in value:
+        hw, _, model = value.partition("/")
+        return hw, model
+    return None
+
+
 def parse_twin(value: str) -> tuple[str, str]:
+    paths = _split_profile_paths(value)
+    if paths is not None and all(paths):
+        return paths
     if value.count("/") != 1 or not all(value.split("/")):
         raise InputError(f"--twin must look like HARDWARE/MODEL (e.g. {DEFAULT_TWIN}), got {value!r}")
     hw, model = value.split("/")
@@ -81,7 +97,8 @@ def make_endpoint(s: Scenario, spec: RunSpec) -> Endpoint:
     if spec.endpoint_url is None:
         from simulator.endpoints.twin import InProcessTwin
         hw, model = parse_twin(spec.twin) if spec.twin else (s.twin.hardware, s.twin.model)
-        return InProcessTwin(hw, model, spec=spec.spec or s.twin.spec, seed=s.seed)
+        return InProcessTwin(hw, model, spec=spec.spec or s.twin.spec, seed=s.seed,
+                             overrides=s.twin.engine_overrides())
     url = spec.endpoint_url
     try:
         check_endpoint_url(url)

@@ -216,4 +216,7 @@ async def test_real_profile_with_ngram_spec_exposes_spec_counters() -> None:
     assert metric(text, "vllm:spec_decode_num_drafts_total") > 0
     accepted = metric(text, "vllm:spec_decode_num_accepted_tokens_total")
     assert 0 < accepted <= metric(text, "vllm:spec_decode_num_draft_tokens_total")
+    per_pos = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:spec_decode_num_accepted_tokens_per_pos_total{")]
+    assert len(per_pos) == 4 and sum(per_pos) == accepted
     assert f'num_gpu_blocks="{described["num_blocks"]}"' in text

@@ -43,11 +43,18 @@ def report_table(report: CheckReport) -> Table:
 @click.option("--timeout", "timeout_s", type=float, default=DEFAULT_TIMEOUT_S,
               show_default=True, help="Seconds allowed per HTTP request.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--against", "against", metavar="URL2",
+              help="Instead: send the same greedy code probes to URL and URL2 (e.g. the "
+              "same model with and without speculation) and diff every differing reply.")
 @click.pass_context
 def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | None,
-              api_key_file: str | None, timeout_s: float, as_json: bool) -> None:
+              api_key_file: str | None, timeout_s: float, as_json: bool,
+              against: str | None) -> None:
     """Check that URL speaks the Anthropic Messages API the way coding agents need:
-    streaming grammar, usage and cache fields, tools, count_tokens, errors, /metrics."""
+    streaming grammar, usage and cache fields, tools, count_tokens, errors, /metrics.
+
+    With --against URL2: exit 0 when every probe's replies are identical, 1 when any
+    differ or fail."""
     from simulator.check import run_check, validate_base_url  # aiohttp: only when checking
     from simulator.errors import InputError
     from simulator.redact import check_key, read_key_file
@@ -64,9 +71,35 @@ def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | No
             api_key = check_key(api_key, "--api-key / $ANTHROPIC_API_KEY")
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    if against is not None:
+        ctx.exit(_compare(url, validate_base_url(against), model, api_key, timeout_s,
+                          as_json))
     report = run_check(url, api_key=api_key, model=model, timeout_s=timeout_s)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
         Console(soft_wrap=False).print(report_table(report))
     ctx.exit(0 if report.ok else 1)
+
+
+def _compare(url: str, against: str, model: str | None, api_key: str | None,
+             timeout_s: float, as_json: bool) -> int:
+    """`check URL --against URL2`: print each probe's verdict and the diffs; exit code."""
+    import asyncio
+
+    from simulator.check.compare import compare_endpoints
+    results = asyncio.run(compare_endpoints(url, against, model_a=model, model_b=model,
+                                            api_key=api_key, timeout_s=timeout_s))
+    if as_json:
+        click.echo(json.dumps([{"probe": r.name, "same": r.same, "error": r.error,
+                                "diff": r.diff(url, against)} for r in results], indent=2))
+    else:
+        for r in results:
+            verdict = "same" if r.same else ("ERROR " + r.error if r.error else "DIFFERS")
+            click.echo(f"{r.name:<12} {verdict}")
+            if r.diff():
+                click.echo(r.diff(url, against))
+        bad = sum(not r.same for r in results)
+        click.echo(f"{len(results) - bad} of {len(results)} probes identical "
+                   f"({url} vs {against})")
+    return 0 if all(r.same for r in results) else 1

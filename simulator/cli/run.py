@@ -34,7 +34,9 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
                      "(default: the in-process twin, simulated)."),
         click.option("--twin", "twin", metavar="HARDWARE/MODEL",
                      help="Twin profile (default from the scenario, e.g. a40/qwen3-coder-30b-a3b-awq)."),
-        click.option("--spec", metavar="off|ngram:K", help="Twin speculative decoding."),
+        click.option("--spec", metavar="off|ngram:K|draft:K|mtp:K",
+                     help="Twin speculative decoding (draft/mtp need a drafter in the "
+                     "model profile)."),
         click.option("--model", metavar="NAME", help="Model name sent in requests."),
         click.option("--turns", type=int, help="Turns per session."),
         click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
@@ -66,6 +68,13 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
 @click.option("--resume", "resume", type=click.Path(file_okay=False, path_type=Path),
               metavar="RUN_DIR", help="Continue an interrupted (or killed) run in RUN_DIR, "
               "appending to its results; the scenario comes from its manifest.")
+@click.option("--kv-dtype", type=click.Choice(["auto", "bf16", "fp8"]), default=None,
+              help="Twin KV-cache dtype (auto: the model's vLLM default; MLA keeps bf16).")
+@click.option("--gpu-memory-utilization", type=click.FloatRange(min=0, max=1, min_open=True),
+              default=None, help="Twin: share of card memory vLLM may use (default 0.9).")
+@click.option("--kv-cache-gib", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Twin: a fixed KV-cache budget in GiB instead of the utilisation rule.")
+@click.option("--no-prefix-caching", is_flag=True, help="Twin: prefix caching off.")
 @click.option("--stop-grace-s", type=click.FloatRange(min=0, max=3600), default=None,
               help="On Ctrl-C/SIGTERM: seconds in-flight requests may finish before they "
               "are cancelled (default 10, at most 3600).")
@@ -76,6 +85,8 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
         model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
         price_per_hour: float | None, client: str | None, out: Path, sessions: int | None,
         label: str | None, quiet: bool, workers: int, resume: Path | None,
+        kv_dtype: str | None, gpu_memory_utilization: float | None,
+        kv_cache_gib: float | None, no_prefix_caching: bool,
         stop_grace_s: float | None, api_key_file: str | None) -> None:
     """Run SCENARIO and write results/<run-id>/ (the last line printed is its path).
 
@@ -87,7 +98,12 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
 
     if (scenario is None) == (resume is None):
         raise InputError("run: give a SCENARIO file, or --resume RUN_DIR (not both)")
-    rs = RunSpec(scenario or "", scenario_overrides(sessions, turns, seed, model, sets),
+    twin_sets = [f"twin.{k}={v}" for k, v in (
+        ("kv_dtype", kv_dtype), ("gpu_memory_utilization", gpu_memory_utilization),
+        ("kv_cache_gib", kv_cache_gib),
+        ("prefix_caching", "false" if no_prefix_caching else None)) if v is not None]
+    rs = RunSpec(scenario or "", scenario_overrides(sessions, turns, seed, model,
+                                                    (*twin_sets, *sets)),
                  endpoint_url=endpoint, twin=twin, spec=spec, out_dir=out, label=label,
                  price_per_hour=price_per_hour, client=client, show_progress=not quiet,
                  stop_grace_s=stop_grace_s, resume_dir=resume, workers=workers,

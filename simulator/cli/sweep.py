@@ -94,6 +94,11 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
     from simulator.analysis.sizing import format_sweep_table, sweep
     counts = _counts(sessions_list)
     folder = out / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    if spec is not None and "," in spec:     # --spec off,ngram:5,…: one sweep per setting
+        _spec_sweep(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
+                    _opts(endpoint, twin, None, price_per_hour, client), spec, counts,
+                    as_json)
+        return
     point = _PointRunner(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
                          _opts(endpoint, twin, spec, price_per_hour, client), not as_json)
     rows = sweep(point, counts)
@@ -106,6 +111,33 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
         click.echo(json.dumps(rows))
         return
     click.echo(format_sweep_table(rows))
+    click.echo(f"plot: {plot}")
+    click.echo(str(folder))
+
+
+def _spec_sweep(scenario: str, base: list[str], folder: Path, opts: dict[str, Any],
+                spec_text: str, counts: list[int], as_json: bool) -> None:
+    """The sweep once per speculation setting; one table and one plot
+    (`simulator.analysis.spec_sweep`)."""
+    from simulator.analysis.spec_sweep import (
+        format_spec_table,
+        run_spec_sweep,
+        spec_list,
+        write_spec_plot,
+    )
+    specs = spec_list(spec_text)
+    runners = {s: _PointRunner(scenario, base, folder / s.replace(":", "-"),
+                               {**opts, "spec": s}, not as_json) for s in specs}
+    rows = run_spec_sweep(lambda s, n: runners[s](n), specs, counts)
+    for r in rows:
+        r["run_dirs"] = runners[r["spec"]].run_dirs.get(r["sessions"], [])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "spec-sweep.json").write_text(json.dumps(rows, indent=2) + "\n")
+    plot = write_spec_plot(rows, folder / "spec-sweep.png")
+    if as_json:
+        click.echo(json.dumps(rows))
+        return
+    click.echo(format_spec_table(rows))
     click.echo(f"plot: {plot}")
     click.echo(str(folder))
 

@@ -26,7 +26,8 @@ from simulator.twin.faults import parse_faults
               '"429:0.03,529:0.03,500:0.02,disconnect:0.02,stall:0.01:60,spike:0.05:3".')
 @click.option("--cutoff-s", type=float, default=None,
               help="Proxy-style cut-off: 524 (or a dropped stream) after S seconds.")
-@click.option("--spec", default="off", show_default=True, help="Speculative decoding: off|ngram:K.")
+@click.option("--spec", default="off", show_default=True,
+              help="Speculative decoding: off|ngram:K|draft:K|mtp:K.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--max-model-len", type=click.IntRange(min=1), default=None,
               help="Context window in tokens (default: the model profile's, else 262144).")

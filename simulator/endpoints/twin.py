@@ -44,9 +44,10 @@ class InProcessTwin:
     simulated = True
 
     def __init__(self, hardware: str, model: str, *, spec: str = "off", seed: int = 0,
-                 context_window: int | None = None) -> None:
+                 context_window: int | None = None,
+                 overrides: dict[str, Any] | None = None) -> None:
         self.hardware, self.model = hardware, model
-        self.perf = build_perf_model(hardware, model, spec=spec)
+        self.perf = build_perf_model(hardware, model, spec=spec, overrides=overrides)
         self.engine = TwinEngine(self.perf)
         self.tokenizer = PromptTokenizer()
         self.seed = seed
@@ -74,7 +75,25 @@ class InProcessTwin:
                 "kv_usage_peak": self.engine.kv_usage_peak, "num_gpu_blocks": self.engine.num_blocks,
                 "block_size": self.engine.block_size,
                 "kv_capacity_tokens": self.engine.num_blocks * self.engine.block_size,
-                "spec_drafts": c.spec_drafts, "spec_accepted_tokens": c.spec_accepted_tokens}
+                "spec_drafts": c.spec_drafts, "spec_accepted_tokens": c.spec_accepted_tokens,
+                **self._spec_stats()}
+
+    def _spec_stats(self) -> dict[str, Any]:
+        """Why speculation won or lost (vLLM's spec_decode counters, derived): tokens
+        emitted per forward pass that emitted any, mean acceptance length (1 + accepted
+        per draft, bonus token included, as vLLM logs it), acceptance per position."""
+        c = self.engine.counters
+        if self.engine.spec is None:
+            return {}
+        drafts = c.spec_drafts
+        return {"spec_draft_tokens": c.spec_draft_tokens,
+                "spec_accepted_tokens_per_pos": list(c.spec_accepted_per_pos),
+                "spec_acceptance_per_pos": [n / drafts if drafts else 0.0
+                                            for n in c.spec_accepted_per_pos],
+                "spec_mean_acceptance_length": (1 + c.spec_accepted_tokens / drafts
+                                                if drafts else None),
+                "tokens_per_forward_pass": (c.generation_tokens / c.decode_steps
+                                            if c.decode_steps else None)}
 
     async def aclose(self) -> None:
         for fut in self._waiters.values():
@@ -123,7 +142,10 @@ class InProcessTwin:
                         res.finished, len(times))
         return LLMResponse((TextBlock(text, len(planned.token_ids)),), planned.stop_reason,
                            Usage.from_mapping(usage), timing, len(planned.token_ids),
-                           extra={"num_preemptions": res.num_preemptions})
+                           extra={"num_preemptions": res.num_preemptions,
+                                  "spec_drafts": res.spec_drafts,
+                                  "spec_accepted_tokens": res.spec_accepted_tokens,
+                                  "forward_passes": res.decode_steps})
 
     def _wake_event(self) -> asyncio.Event:
         if self._wake is None:

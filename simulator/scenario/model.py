@@ -333,7 +333,24 @@ class EndpointSpec(_Frozen):
 class TwinSpec(_Frozen):
     hardware: str = "a40"
     model: str = "qwen3-coder-30b-a3b-awq"
-    spec: str = "off"          # off | ngram:K
+    spec: str = "off"          # off | ngram:K | draft:K | mtp:K
+    # vLLM engine flags the twin models (run: --kv-dtype, --gpu-memory-utilization,
+    # --kv-cache-gib, --no-prefix-caching); None keeps the profile's setting
+    kv_dtype: Literal["auto", "bf16", "fp8"] = "auto"
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    kv_cache_gib: float | None = Field(default=None, gt=0)
+    prefix_caching: bool = True
+
+    def engine_overrides(self) -> dict[str, object]:
+        """These settings as `build_perf_model` overrides."""
+        out: dict[str, object] = {"kv_dtype": self.kv_dtype}
+        if self.gpu_memory_utilization is not None:
+            out["gpu_memory_utilization"] = self.gpu_memory_utilization
+        if self.kv_cache_gib is not None:
+            out["kv_cache_gib"] = self.kv_cache_gib
+        if not self.prefix_caching:
+            out["enable_prefix_caching"] = False
+        return out
 
 
 class Scenario(_WithDists):

@@ -26,6 +26,7 @@ class BlockManager:
     _running: list[Seq]
     _admit_blocked: bool
     _recent: deque[tuple[array[int], list[int]]]
+    prefix_caching: bool = True     # vLLM --no-enable-prefix-caching turns lookups off
 
     def _grow(self, s: Seq, upto: int) -> bool:
         """Give `s` blocks for `upto` tokens; False when the pool is short."""
@@ -105,7 +106,8 @@ class BlockManager:
             if not s.hashes:
                 self._seed_hashes(s)
             extend_hash_chain(s.tokens, known, bs, s.hashes)
-            hit_blocks = pool.lookup(s.hashes, (known - 1) // bs)
+            hit_blocks = (pool.lookup(s.hashes, (known - 1) // bs) if self.prefix_caching
+                          else [])
             hit = len(hit_blocks) * bs
             n = min(known - hit, budget)
             need = -(-(hit + n) // bs) - len(hit_blocks)

@@ -25,7 +25,13 @@ from simulator.twin.block_manager import BlockManager
 from simulator.twin.decode_burst import DecodeTerms, burst_len, decode_terms, run_burst
 from simulator.twin.kv_cache import BlockPool
 from simulator.twin.seq import Seq
-from simulator.twin.spec_decode import NgramIndex, NgramSpec, accepted_length
+from simulator.twin.spec_decode import (
+    ModelDraftSpec,
+    NgramIndex,
+    NgramSpec,
+    Spec,
+    accepted_length,
+)
 from simulator.twin.types import (
     EngineCounters,
     EngineRequest,
@@ -58,7 +64,7 @@ class TwinEngine(BlockManager):
 
     def __init__(self, perf_model: PerfModel, *, max_num_seqs: int | None = None,
                  max_num_batched_tokens: int | None = None, block_size: int | None = None,
-                 num_blocks: int | None = None, spec: NgramSpec | None = None) -> None:
+                 num_blocks: int | None = None, spec: Spec | None = None) -> None:
         bs = _setting(block_size, perf_model, "block_size", DEFAULT_BLOCK_SIZE)
         nb = num_blocks if num_blocks is not None else getattr(perf_model, "num_blocks", None)
         if nb is None:
@@ -70,7 +76,12 @@ class TwinEngine(BlockManager):
             DEFAULT_MAX_NUM_BATCHED_TOKENS)
         if spec is None:
             spec = getattr(perf_model, "spec", None)
-        self.spec: NgramSpec | None = spec if isinstance(spec, NgramSpec) else None
+        self.prefix_caching = bool(getattr(getattr(perf_model, "engine", None),
+                                           "enable_prefix_caching", True))
+        self.spec: Spec | None = (spec if isinstance(spec, NgramSpec | ModelDraftSpec)
+                                  else None)
+        # this step's proposer work (see `_draft`): sequences it ran for, context scanned
+        self._spec_seqs = self._spec_ctx = 0
         self.pool = BlockPool(int(nb), bs)
         self.perf_model = perf_model
         self._step_time = perf_model.step_time
@@ -200,6 +211,10 @@ class TwinEngine(BlockManager):
             s.num_tokens += done
             self._cache_full(s, s.num_tokens)
         self.counters.generation_tokens += r * done
+        self.counters.steps += done
+        self.counters.decode_steps += done
+        for s in running:
+            s.result.decode_steps += done
         used = self.pool.num_used
         if used > self._peak_used:
             self._peak_used = used
@@ -220,15 +235,19 @@ class TwinEngine(BlockManager):
         used = self.pool.num_used
         if used > self._peak_used:
             self._peak_used = used
-        kv = pre = 0
+        kv = pre = drafts = 0
         pairs = 0.0
         for s, n in zip(sched, nums, strict=True):
             c = s.num_computed
             kv += c + n
+            drafts += s.d_count
             if s.num_tokens - c > 1:
                 pre += n
                 pairs += n * (c + n / 2)
-        shape = StepShape(len(sched), sum(nums), kv, pre, pairs)
+        shape = StepShape(len(sched), sum(nums), kv, pre, pairs, drafts, self._spec_seqs,
+                          self._spec_ctx)
+        self._spec_seqs = self._spec_ctx = 0
+        self.counters.steps += 1
         end = self.now + self._step_time(shape)
         self.now = end
         return self._apply(sched, nums, end, emitted)
@@ -238,6 +257,7 @@ class TwinEngine(BlockManager):
         """Advance every scheduled sequence by its step's work; emit and finish."""
         finished: list[str] = []
         ctr = self.counters
+        emitted_any = False
         for s, n in zip(sched, nums, strict=True):
             known = s.num_tokens
             c = s.num_computed + n
@@ -246,8 +266,11 @@ class TwinEngine(BlockManager):
                 continue
             acc = 0
             if s.d_count:
-                acc = accepted_length(s.tokens, s.d_start, s.d_count, known,
-                                      s.total - known - 1)
+                limit = s.total - known - 1
+                if isinstance(self.spec, ModelDraftSpec):
+                    acc = min(self.spec.accepted(s.rid, known, s.d_count), max(limit, 0))
+                else:
+                    acc = accepted_length(s.tokens, s.d_start, s.d_count, known, limit)
                 self._count_spec(s, acc)
             e = min(acc + 1, s.total - known)
             s.num_computed = known + acc
@@ -260,11 +283,16 @@ class TwinEngine(BlockManager):
             elif e:
                 res.token_times.extend([end] * e)
             ctr.generation_tokens += e
+            if e:
+                res.decode_steps += 1
+                emitted_any = True
             if emitted is not None and e:
                 emitted.append((s.rid, e))
             if s.num_tokens >= s.total:
                 self._finish(s, end)
                 finished.append(s.rid)
+        if emitted_any:
+            ctr.decode_steps += 1
         return finished
 
     def _count_spec(self, s: Seq, acc: int) -> None:
@@ -275,6 +303,11 @@ class TwinEngine(BlockManager):
         res.spec_drafts += 1
         res.spec_draft_tokens += s.d_count
         res.spec_accepted_tokens += acc
+        per_pos = ctr.spec_accepted_per_pos
+        if len(per_pos) < s.d_count:
+            per_pos.extend([0] * (s.d_count - len(per_pos)))
+        for i in range(acc):
+            per_pos[i] += 1
         s.d_count = 0
 
     def _finish(self, s: Seq, end: float) -> None:
@@ -299,13 +332,17 @@ class TwinEngine(BlockManager):
         while i < len(running) and budget > 0:
             s = running[i]
             n = s.num_tokens - s.num_computed
+            look = 0
             if n == 1 and self.spec is not None:
                 n += self._draft(s, budget - 1)
+                if isinstance(self.spec, ModelDraftSpec):
+                    look = self.spec.num_speculative_tokens   # lookahead KV slots
             elif n > budget:
                 n = budget
-            if not self._grow(s, s.num_computed + n):
+            if not self._grow(s, s.num_computed + n + look):
                 preempted = True
-                if not self._preempt_for(s, s.num_computed + n):
+                if not self._preempt_for(s, s.num_computed + n + look):
+                    s.d_count = 0
                     break                       # s itself was preempted
             self._cache_full(s, min(s.num_computed + n, s.num_tokens))
             sched.append(s)
@@ -318,7 +355,14 @@ class TwinEngine(BlockManager):
         return sched, nums
 
     def _draft(self, s: Seq, room: int) -> int:
-        """Propose this step's draft for a decoding sequence; returns its length."""
+        """Propose this step's draft for a decoding sequence; returns its length.
+        Records the proposer's work for the step's cost (`StepShape.spec_seqs`,
+        `proposer_context`: the n-gram proposer scans the whole context)."""
+        self._spec_seqs += 1
+        if isinstance(self.spec, ModelDraftSpec):
+            s.d_start, s.d_count = 0, min(self.spec.num_speculative_tokens, max(room, 0))
+            return s.d_count
+        self._spec_ctx += s.num_tokens
         if s.index is None:
             s.index = self._take_index(s)
         start, count = s.index.propose(s.num_tokens)
@@ -332,5 +376,5 @@ class TwinEngine(BlockManager):
             if idx.adopt(s.tokens, s.num_tokens):
                 del self._spare_indexes[j]
                 return idx
-        assert self.spec is not None
+        assert isinstance(self.spec, NgramSpec)
         return NgramIndex(self.spec, s.tokens, s.num_tokens)

@@ -38,6 +38,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "eta_kv": (0.05, 1.0), "kv_half_seqs": (1e-3, 200.0), "eta_s": (0.05, 1.0),
     "eta_c": (0.01, 1.0), "eta_attn": (0.01, 1.0), "routing_skew": (0.05, 3.0),
     "reserve_bytes": (1e6, 1e12),
+    "spec_step_s": (1e-6, 0.1), "spec_seq_s": (1e-7, 0.05), "spec_verify_tok_s": (1e-8, 0.01),
+    "ngram_ctx_tok_s": (1e-12, 1e-6), "eager_step_s": (1e-5, 0.5),
 }
 
 
@@ -46,9 +48,9 @@ class Observation(BaseModel):
     s (TTFT), tokens (KV capacity)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Literal["decode", "prefill", "kv_capacity"]
+    kind: Literal["decode", "prefill", "kv_capacity", "spec_decode"]
     measured: float = Field(gt=0)
-    unit: Literal["tok_s", "s", "tokens"]
+    unit: Literal["tok_s", "s", "tokens", "ratio"]
     batch: int = Field(default=1, gt=0)
     context: int = Field(default=0, ge=0)
     prompt_tokens: int = Field(default=0, ge=0)
@@ -58,6 +60,13 @@ class Observation(BaseModel):
     weight: float = Field(default=1.0, ge=0)
     label: str = ""
     note: str = ""
+    # spec_decode: `batch` sessions of the twin's own turns (spec_whatif.run_sessions)
+    # with this speculation setting; unit tok_s = per-session rate × batch, ratio = that
+    # over the same run with speculation off
+    spec: str = "off"
+    code_edit: bool = True
+    turns: int = Field(default=3, gt=0)
+    max_num_batched_tokens: int | None = None
 
 
 class PointsFile(BaseModel):
@@ -101,8 +110,31 @@ def predict(pm: RooflinePerfModel, obs: Observation, *, smooth: bool = False) ->
         return pm.kv_pool_tokens() if smooth else float(pm.kv_capacity_tokens())
     if obs.kind == "decode":
         return decode_tok_s(pm, obs.batch, obs.context)
+    if obs.kind == "spec_decode":
+        return _spec_decode(pm, obs)
     seconds = prefill_seconds(pm, obs.prompt_tokens, obs.cached_tokens)
     return seconds if obs.unit == "s" else obs.prompt_tokens / seconds
+
+
+def _spec_decode(pm: RooflinePerfModel, obs: Observation) -> float:
+    """Closed-loop twin run with `obs.spec` on this model's card and efficiency terms."""
+    from simulator.twin.spec_whatif import run_sessions
+
+    def with_spec(spec: str) -> RooflinePerfModel:
+        update: dict[str, Any] = {"spec": spec}
+        if spec != "off":
+            update["max_num_batched_tokens"] = (obs.max_num_batched_tokens
+                                                or pm.engine.spec_max_num_batched_tokens)
+        engine = pm.engine.model_copy(update=update)
+        return RooflinePerfModel(pm.hardware, pm.model, engine, pm.efficiency,
+                                 quantization=pm.quantization)
+
+    def rate(spec: str) -> float:
+        return run_sessions(with_spec(spec), obs.batch, turns=obs.turns,
+                            code_edit=obs.code_edit).aggregate_tok_s
+
+    on = rate(obs.spec)
+    return on / rate("off") if obs.unit == "ratio" else on
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +156,12 @@ class FitResult:
     iterations: int
 
 
+SIM_MAX_ITER = 8
+
+
 def _solve_lm(resid: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.ndarray,
-              hi: np.ndarray, max_iter: int = 200) -> tuple[np.ndarray, int]:
+              hi: np.ndarray, max_iter: int = 200,
+              rel_tol: float = 0.0) -> tuple[np.ndarray, int]:
     """Levenberg–Marquardt with a forward-difference Jacobian and box clipping."""
     import numpy as np
     x, lam, it = np.clip(x0, lo, hi), 1e-2, 0
@@ -148,7 +184,7 @@ def _solve_lm(resid: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.
                 x, r, lam, improved = xn, rn, max(lam / 3, 1e-12), True
                 break
             lam *= 4
-        if not improved or gain < 1e-14:
+        if not improved or gain < max(1e-14, rel_tol * float(r @ r + gain)):
             break
     return x, it
 
@@ -181,7 +217,11 @@ def fit_terms(points: Sequence[Observation], hardware: str, model: str, *,
         return weights * np.log(np.array(pred) / [p.measured for p in points])
 
     x0 = np.log([max(getattr(base, f), BOUNDS[f][0]) for f in free])
-    x, iters = _solve_lm(resid, x0, lo, hi)
+    # spec_decode points are closed-loop simulations (~0.1–2 s each): few iterations,
+    # stopping at a 1e-4 relative gain
+    sims = any(p.kind == "spec_decode" for p in points)
+    x, iters = _solve_lm(resid, x0, lo, hi, max_iter=SIM_MAX_ITER if sims else 200,
+                         rel_tol=1e-4 if sims else 0.0)
     pm = build(x)
     rows = tuple(Row(p, predict(pm, p)) for p in points)
     r = resid(x)

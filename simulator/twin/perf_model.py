@@ -37,7 +37,7 @@ from simulator.twin.profiles import (
     load_hardware,
     load_model,
 )
-from simulator.twin.spec_decode import NgramSpec, parse_spec
+from simulator.twin.spec_decode import ModelDraftSpec, Spec, parse_spec
 from simulator.twin.types import StepShape
 
 
@@ -117,9 +117,21 @@ class RooflinePerfModel:
         self.num_blocks = self._num_blocks()
         self.max_num_seqs = engine.max_num_seqs
         self.max_num_batched_tokens = engine.max_num_batched_tokens
-        self.spec: NgramSpec | None = parse_spec(engine.spec)
+        self.spec: Spec | None = self._spec_with_curve(parse_spec(engine.spec))
         self.peak_flops = hardware.peak_flops(model.quant(self.quantization).compute_dtypes)
         self._precompute()
+
+    def _spec_with_curve(self, spec: Spec | None) -> Spec | None:
+        """A drafter spec gets its acceptance curve from the model profile."""
+        if not isinstance(spec, ModelDraftSpec):
+            return spec
+        drafter = self.model.drafters.get(spec.kind)
+        if drafter is None:
+            known = ", ".join(sorted(self.model.drafters)) or "none"
+            raise InputError(f"model {self.model.name}: no '{spec.kind}' drafter in its "
+                             f"profile (drafters: {known})")
+        return ModelDraftSpec(spec.kind, spec.num_speculative_tokens,
+                              tuple(drafter.acceptance))
 
     # -- memory ---------------------------------------------------------------------
     def _kv_per_layer_token(self) -> float:
@@ -190,6 +202,55 @@ class RooflinePerfModel:
         if fpp is None:
             fpp = 4.0 * m.num_q_heads * m.head_dim * m.layers.full_attention
         self._t_pair = fpp / (eff.eta_attn * self.peak_flops)
+        self._precompute_spec()
+
+    def _precompute_spec(self) -> None:
+        """Speculation terms (speculation.md §2–5): a per-step cost with spec on (no
+        async overlap, piecewise graphs; MTP keeps async scheduling), eager mode where the
+        model's backend drops CUDA graphs, a per-draft-token verification cost, the CPU
+        n-gram scan, and a drafter model's passes."""
+        eff, spec, bw = self.efficiency, self.spec, self.hardware.bandwidth_bytes_s
+        self._t_spec_step = self._t_verify = self._t_ngram = self._t_spec_seq = 0.0
+        self._t_draft_w = self._t_draft_tok = 0.0
+        self._draft_k = 0
+        if spec is None:
+            return
+        if not (isinstance(spec, ModelDraftSpec) and spec.kind == "mtp"):
+            self._t_spec_step = eff.spec_step_s
+        if self.model.spec_disables_cuda_graphs:
+            self._t_spec_step += eff.eager_step_s
+        self._t_verify = eff.spec_verify_tok_s
+        self._t_spec_seq = eff.spec_seq_s
+        if isinstance(spec, ModelDraftSpec):
+            d = self.model.drafters[spec.kind]
+            self._t_draft_w = d.bytes_per_pass / (eff.eta_w * bw)
+            self._t_draft_tok = 2.0 * d.params_active / (eff.eta_c * self.peak_flops)
+            self._draft_k = spec.num_speculative_tokens
+        else:
+            self._t_ngram = eff.ngram_ctx_tok_s
+
+    def drafter_pass_time(self, num_tokens: int) -> float:
+        """One drafter forward pass over `num_tokens` tokens (s): weights or FLOPs."""
+        comp = self._t_draft_tok * num_tokens
+        return self._t_draft_w if self._t_draft_w > comp else comp
+
+    def spec_time(self, shape: StepShape) -> float:
+        """What speculation adds to a step (s): 0 with spec off.
+
+        t_spec = spec_step_s [+ eager_step_s] + spec_seq_s · n_spec + spec_verify_tok_s · Σk_i
+               + ngram_ctx_tok_s · Σ context scanned                          (n-gram)
+               + drafter(Σ(1 + k_i)) + (k − 1) · drafter(n_spec)              (draft, MTP)
+        The verification tokens themselves are in `num_tokens`, so the roofline already
+        charges their compute, KV writes and the extra MoE experts they touch."""
+        if self.spec is None:
+            return 0.0
+        t = (self._t_spec_step + self._t_spec_seq * shape.spec_seqs
+             + self._t_verify * shape.draft_tokens
+             + self._t_ngram * shape.proposer_context)
+        if self._draft_k and shape.spec_seqs:
+            t += (self.drafter_pass_time(shape.spec_seqs + shape.draft_tokens)
+                  + (self._draft_k - 1) * self.drafter_pass_time(shape.spec_seqs))
+        return t
 
     def experts_touched(self, num_tokens: int) -> float:
         """E_eff(T): expected distinct experts per MoE layer for a step of T tokens."""
@@ -208,7 +269,10 @@ class RooflinePerfModel:
                  + self._t_state * n)
         t_comp = (self._t_flop_tok * t + self._t_flop_seq * n
                   + self._t_pair * shape.attn_token_pairs)
-        return self._t0 + self._t_seq * n + (t_mem if t_mem > t_comp else t_comp)
+        step = self._t0 + self._t_seq * n + (t_mem if t_mem > t_comp else t_comp)
+        if self.spec is not None:
+            step += self.spec_time(shape)
+        return step
 
     def decode_terms(self, n: int) -> DecodeTerms | None:
         """`step_time`'s terms for a pure-decode step of n sequences (one token each), so
@@ -254,6 +318,15 @@ def build_perf_model(hardware: str, model: str, *, spec: str = "off",
     hw, mp = load_hardware(hardware), load_model(model)
     over = dict(overrides or {})
     quant = over.pop("quantization", None)
+    kv_gib = over.pop("kv_cache_gib", None)
+    if kv_gib is not None:          # vLLM --kv-cache-memory: a fixed KV budget
+        if float(kv_gib) <= 0:
+            raise InputError(f"twin: kv_cache_gib must be > 0, got {kv_gib}")
+        hw = hw.model_copy(update={"kv_cache_bytes": int(float(kv_gib) * 2**30)})
+    if over.get("kv_dtype", "auto") in ("auto", None):
+        over.pop("kv_dtype", None)
+        if mp.kv_dtype_default is not None and "kv_dtype" not in hw.engine:
+            over["kv_dtype"] = mp.kv_dtype_default
     eff, source = efficiency_for(hw)
     eff_keys = {k: over.pop(k) for k in list(over) if k in Efficiency.model_fields}
     if eff_keys:
@@ -262,6 +335,11 @@ def build_perf_model(hardware: str, model: str, *, spec: str = "off",
     unknown = [k for k in over if k not in EngineSettings.model_fields]
     if unknown:
         raise InputError(f"twin overrides: unknown setting(s) {', '.join(unknown)}")
+    if spec.strip().lower() not in ("", "off", "none") and "max_num_batched_tokens" not in over:
+        # vLLM of the calibration period lowered the budget with speculation on
+        # (calibration.md); an explicit setting wins
+        base = load_engine_settings(hw, {**over, "spec": spec})
+        over["max_num_batched_tokens"] = base.spec_max_num_batched_tokens
     engine = load_engine_settings(hw, {**over, "spec": spec})
     return RooflinePerfModel(hw, mp, engine, eff, efficiency_source=source,
                              quantization=str(quant) if quant else None)

@@ -21,7 +21,7 @@ DEFAULT_EFFICIENCY_HARDWARE = "a40"   # cards without a fit of their own borrow 
 KvDtype = Literal["bf16", "fp16", "fp8"]
 KV_DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 _M = TypeVar("_M", bound=BaseModel)
-_SPEC_RE = re.compile(r"^(off|ngram:[1-9][0-9]*)$")
+_SPEC_RE = re.compile(r"^(off|(ngram|draft|mtp):[1-9][0-9]*)$")
 
 
 class _Strict(BaseModel):
@@ -41,6 +41,16 @@ class Efficiency(_Strict):
     eta_attn: float = Field(gt=0, le=1)    # MFU of attention FLOPs (prefill)
     routing_skew: float = Field(ge=0)      # Zipf exponent s of expert popularity
     reserve_bytes: float = Field(ge=0)     # activations, CUDA graphs, non-torch memory
+    # speculative decoding (speculation.md, calibration.md); zero on cards never measured
+    spec_step_s: float = Field(default=0.0, ge=0)     # per step with spec on: no async
+    #                                                   overlap + piecewise CUDA graphs
+    spec_verify_tok_s: float = Field(default=0.0, ge=0)   # per draft token verified
+    spec_seq_s: float = Field(default=0.0, ge=0)   # per decoding sequence per step with
+    #                                                spec on (proposer call, rejection
+    #                                                sampling, input prep, not overlapped)
+    ngram_ctx_tok_s: float = Field(default=0.0, ge=0)  # CPU n-gram scan, per context token
+    #                                                    of each proposing sequence
+    eager_step_s: float = Field(default=0.0, ge=0)   # per step when CUDA graphs are off
     source: str
 
 
@@ -57,13 +67,16 @@ class EngineSettings(_Strict):
     gpu_memory_utilization: float = Field(gt=0, le=1)
     kv_dtype: KvDtype
     spec: str = "off"
+    enable_prefix_caching: bool = True
+    spec_max_num_batched_tokens: int = Field(default=2048, gt=0)   # budget with spec on
+    #                                                      unless max_num_batched_tokens is set
     sources: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("spec")
     @classmethod
     def _spec_ok(cls, v: str) -> str:
         if not _SPEC_RE.match(v):
-            raise ValueError(f"must be 'off' or 'ngram:K', got {v!r}")
+            raise ValueError(f"must be 'off', 'ngram:K', 'draft:K' or 'mtp:K', got {v!r}")
         return v
 
 
@@ -118,6 +131,23 @@ class Quantization(_Strict):
     source: str
 
 
+class Drafter(_Strict):
+    """A draft model or MTP head (`--spec draft:K` / `mtp:K`): its per-pass cost and the
+    target's acceptance per draft position (conditional: P(i accepted | i−1 accepted))."""
+
+    bytes_per_pass: float = Field(ge=0)      # weights the drafter reads each pass
+    params_active: float = Field(ge=0)       # FLOPs per token = 2 × this
+    acceptance: list[float]                  # per position, 0..1; last value repeats
+    source: str
+
+    @field_validator("acceptance")
+    @classmethod
+    def _probs(cls, v: list[float]) -> list[float]:
+        if not v or any(not 0.0 <= p <= 1.0 for p in v):
+            raise ValueError("acceptance: a non-empty list of probabilities in 0..1")
+        return v
+
+
 class ModelProfile(_Strict):
     name: str
     description: str = ""
@@ -136,6 +166,12 @@ class ModelProfile(_Strict):
     quantization: str
     quantizations: dict[str, Quantization]
     sources: dict[str, str]
+    # speculation: drafters by kind ("draft", "mtp"), and whether the model's attention
+    # backend runs without CUDA graphs once drafts make decode batches non-uniform
+    drafters: dict[str, Drafter] = Field(default_factory=dict)
+    spec_disables_cuda_graphs: bool = False
+    kv_dtype_default: KvDtype | None = None   # what vLLM's `--kv-cache-dtype auto` picks
+    #                                           for this model when not the engine default
 
     @property
     def is_hybrid(self) -> bool:
@@ -151,6 +187,7 @@ class ModelProfile(_Strict):
 
 def _numeric_fields(model: BaseModel) -> list[str]:
     skip = {"efficiency", "engine", "sources", "quantizations", "sliding_window",
+            "drafters", "spec_disables_cuda_graphs", "kv_dtype_default",
             "attn_flops_per_pair", "kv_cache_bytes", "recurrent_state_bytes_per_layer"}
     return [k for k, v in model if k not in skip and not isinstance(v, str) and v is not None]
 

@@ -62,6 +62,13 @@ class _EngineCollector:
             fam = CounterMetricFamily(name, doc, labels=labels)
             fam.add_metric(values, float(getattr(snap.counters, attr)))
             yield fam
+        if self._spec:
+            pos = CounterMetricFamily("vllm:spec_decode_num_accepted_tokens_per_pos",
+                                      "Accepted tokens per draft position.",
+                                      labels=[*labels, "position"])
+            for i, n in enumerate(snap.counters.spec_accepted_per_pos):
+                pos.add_metric([*values, str(i)], float(n))
+            yield pos
         for name, value, doc in (
                 ("vllm:num_requests_running", snap.num_running, "Requests in model execution."),
                 ("vllm:num_requests_waiting", snap.num_waiting, "Requests waiting."),

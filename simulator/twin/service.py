@@ -15,6 +15,7 @@ bursting to catch up, as a slower card would.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import time
 from collections import OrderedDict
@@ -37,6 +38,9 @@ class RequestStream:
     finished: bool = False
     cached_tokens: int = 0                # prefix-cache hit at admission (tokens)
     num_preemptions: int = 0
+    spec_drafts: int = 0                  # speculation: drafts, draft and accepted tokens
+    spec_draft_tokens: int = 0
+    spec_accepted_tokens: int = 0
     emit_times: list[float] = field(default_factory=list)   # monotonic, one per step
     emit_counts: list[int] = field(default_factory=list)    # tokens per step
     # when each emission's bytes were handed to the socket (HTTP server; monotonic):
@@ -60,6 +64,12 @@ class RequestStream:
             "finished": self.finished,
             "abandoned": self.abandoned,
             "num_preemptions": self.num_preemptions,
+            "spec_drafts": self.spec_drafts,
+            "spec_draft_tokens": self.spec_draft_tokens,
+            "spec_accepted_tokens": self.spec_accepted_tokens,
+            # per forward pass that emitted for it (emit_counts has each pass's tokens)
+            "tokens_per_forward_pass": (round(self.emitted / len(self.emit_counts), 4)
+                                        if self.emit_counts else None),
             "emit_times_s": [round(t - t0, 6) for t in self.emit_times],
             # the same on the machine-wide monotonic clock (time.monotonic), so a client
             # on this host can compare its own receipt times with the server's writes
@@ -143,7 +153,7 @@ class TwinService:
     def snapshot(self) -> ServiceSnapshot:
         e = self.engine
         c = e.counters
-        copy = EngineCounters(**{k: getattr(c, k) for k in EngineCounters.__dataclass_fields__})
+        copy = dataclasses.replace(c, spec_accepted_per_pos=list(c.spec_accepted_per_pos))
         return ServiceSnapshot(copy, e.num_running(), e.num_waiting(), e.kv_usage(),
                                e.block_size, e.num_blocks)
 
@@ -210,6 +220,8 @@ class TwinService:
             return
         s.cached_tokens = result.cached_tokens
         s.num_preemptions = result.num_preemptions
+        s.spec_drafts, s.spec_draft_tokens = result.spec_drafts, result.spec_draft_tokens
+        s.spec_accepted_tokens = result.spec_accepted_tokens
         s.engine_token_times = list(result.token_times)
         s.finished, s.finished_at = True, now
         s.changed.set()

@@ -15,6 +15,7 @@ intermediate length: a small, documented approximation that keeps the index chea
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,7 +28,7 @@ class NgramSpec:
     prompt_lookup_min, prompt_lookup_max)."""
 
     num_speculative_tokens: int
-    prompt_lookup_min: int = 2
+    prompt_lookup_min: int = 5      # vLLM: both bounds 5 when neither is given
     prompt_lookup_max: int = 5
 
     def __post_init__(self) -> None:
@@ -37,15 +38,60 @@ class NgramSpec:
             raise ValueError("need 1 <= prompt_lookup_min <= prompt_lookup_max")
 
 
-def parse_spec(text: str | None) -> NgramSpec | None:
-    """`off` (or empty) → None; `ngram:K` → NgramSpec(K). Raises ValueError otherwise."""
+@dataclass(frozen=True, slots=True)
+class ModelDraftSpec:
+    """A drafter that is a model (vLLM `draft_model`, EAGLE-style `mtp`): it always
+    proposes k tokens; the twin draws how many the target accepts from the profile's
+    acceptance curve (conditional probability per position), seeded per request and
+    position so a run is reproducible. Emitted text is the planned text either way."""
+
+    kind: str                                  # "draft" | "mtp"
+    num_speculative_tokens: int
+    acceptance: tuple[float, ...] = ()         # P(accept position i | accepted i−1)
+
+    def __post_init__(self) -> None:
+        if self.num_speculative_tokens < 1:
+            raise ValueError("num_speculative_tokens must be >= 1")
+        if self.kind not in ("draft", "mtp"):
+            raise ValueError(f"unknown drafter kind {self.kind!r}")
+
+    def p_accept(self, pos: int) -> float:
+        """Conditional acceptance of draft position `pos` (0-based); the curve's last
+        value continues past its end."""
+        if not self.acceptance:
+            return 0.0
+        return self.acceptance[min(pos, len(self.acceptance) - 1)]
+
+    def accepted(self, rid: str, position: int, count: int) -> int:
+        """Accepted draft tokens for request `rid` at sequence position `position`
+        (deterministic: a hash of both seeds each draw)."""
+        acc = 0
+        seed = zlib.crc32(f"{rid}:{position}".encode())
+        while acc < count:
+            seed = (seed * 6364136223846793005 + 1442695040888963407) & (2**64 - 1)
+            if (seed >> 11) / 2.0**53 >= self.p_accept(acc):
+                break
+            acc += 1
+        return acc
+
+
+Spec = NgramSpec | ModelDraftSpec
+SPEC_FORMS = "off, ngram:K, draft:K or mtp:K (K >= 1)"
+
+
+def parse_spec(text: str | None) -> Spec | None:
+    """`off` (or empty) → None; `ngram:K` → NgramSpec(K); `draft:K` / `mtp:K` →
+    ModelDraftSpec without a curve (the perf model fills it from the model profile).
+    Raises ValueError otherwise."""
     if text is None or text.strip().lower() in ("", "off", "none"):
         return None
     kind, _, k = text.strip().lower().partition(":")
-    if kind != "ngram" or not k.isdigit() or int(k) < 1:
-        raise ValueError(f"speculative decoding must be 'off' or 'ngram:K' (K >= 1), "
-                         f"got {text!r}")
-    return NgramSpec(int(k))
+    if kind not in ("ngram", "draft", "mtp") or not k.isdigit() or int(k) < 1:
+        raise ValueError(f"speculative decoding must be one of {SPEC_FORMS}; "
+                         f"got {text!r} (ngram:K)")
+    if kind == "ngram":
+        return NgramSpec(int(k))
+    return ModelDraftSpec(kind, int(k))
 
 
 def _key(tokens: Sequence[int], end: int, n: int) -> int:
@@ -108,9 +154,10 @@ class NgramIndex:
         self._upto = max(self._upto, length - 1)
 
     def _advance_bulk(self, length: int) -> None:
-        for n, idx in ((self.n_lo, self._idx_lo), (self.n_hi, self._idx_hi)):
-            if n == self.n_hi and idx is self._idx_lo:
-                break
+        pairs = [(self.n_lo, self._idx_lo)]
+        if self._idx_hi is not self._idx_lo:
+            pairs.append((self.n_hi, self._idx_hi))
+        for n, idx in pairs:
             s0 = max(self._upto + 1 - n, 0)
             arr = self.tokens[s0:length - 1]
             keys = _bulk_keys(arr, n)

@@ -4,7 +4,10 @@ A reply's length is min(max_tokens, natural length); the natural length is drawn
 lognormal (median 550, σ 0.7 → mean ≈ 700 tokens) unless given. In code-edit mode a
 `repeat_fraction` of the reply reproduces runs of lines from the latest stretch of the
 prompt, as real models do when they rewrite code (this is what n-gram speculation
-feeds on); the rest is fresh lines from a seeded pool of code-like lines.
+feeds on); the rest is fresh lines, made for this reply from its seed: every few tokens
+carry a fresh identifier suffix or number, so fresh text, like a real model's new code
+or prose, does not repeat itself and gives an n-gram proposer almost nothing to match
+(a fixed pool of lines would repeat across a long session and feed it false matches).
 
 Token ids are cl100k (`simulator.tokens`); the returned ids are the encoding of the
 returned text (the reply goes back as history next turn, so the two must agree).
@@ -15,7 +18,6 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from functools import lru_cache
 
 from simulator import tokens as tok
 
@@ -23,8 +25,9 @@ NATURAL_MEDIAN_TOKENS = 550.0
 NATURAL_SIGMA = 0.7
 MIN_NATURAL_TOKENS = 16
 MAX_NATURAL_TOKENS = 8192
-POOL_LINES = 4096
 SOURCE_WINDOW_TOKENS = 6000      # how far back in the prompt copied code is looked for
+COPY_RUN_MIN, COPY_RUN_MAX = 8, 48   # lines copied in one run (an edited block or file)
+EDIT_LINE_PROB = 0.1             # copied lines the edit changes (breaks an n-gram run)
 
 _NAMES = ("config", "result", "items", "path", "buffer", "request", "session", "index",
           "tokens", "value", "offset", "handler", "cache", "record", "state", "limit",
@@ -34,45 +37,31 @@ _FUNCS = ("load", "parse", "update", "render", "flush", "compute", "resolve", "m
 _TYPES = ("int", "str", "float", "bool", "list[int]", "dict[str, int]", "bytes", "None")
 
 
-def _line(rng: random.Random) -> str:
-    """One plausible line of Python (indentation included, no newline)."""
-    a, b, c = rng.choice(_NAMES), rng.choice(_NAMES), rng.choice(_NAMES)
-    f, g = rng.choice(_FUNCS), rng.choice(_FUNCS)
-    ind = "    " * rng.randint(0, 3)
-    n = rng.randint(0, 512)
-    forms = (
-        f"{ind}{a} = {f}_{b}({c}, limit={n})",
-        f"{ind}if {a} is None or len({b}) > {n}:",
-        f"{ind}for {a} in self.{b}.{f}():",
-        f"{ind}return {f}({a}, {b}) + {n}",
-        f"{ind}def {f}_{a}(self, {b}: {rng.choice(_TYPES)}) -> {rng.choice(_TYPES)}:",
-        f"{ind}self.{a}[{b}] = {c}.{g}({n})",
-        f'{ind}raise ValueError(f"{a} must be positive, got {{{b}}}")',
-        f"{ind}{a}.append({b}[{n} % len({c})])",
-        f"{ind}# {f} the {a} before the {b} is {g}d",
-        f"{ind}with open({a}, encoding=\"utf-8\") as {b}:",
-        f"{ind}assert {a} >= 0, {b}",
-        f"{ind}{a}, {b} = {g}({c}), {n}",
-    )
-    return rng.choice(forms)
-
-
-@lru_cache(maxsize=1)
-def _pool() -> tuple[tuple[str, int], ...]:
-    """The seeded pool of lines, each with its token count (computed once)."""
-    rng = random.Random(0x7E47)
-    enc = tok.encoding()
-    out = []
-    for _ in range(POOL_LINES):
-        text = _line(rng) + "\n"
-        out.append((text, len(enc.encode_ordinary(text))))
-    return tuple(out)
-
-
 def natural_length(rng: random.Random) -> int:
     """A natural reply length in tokens (lognormal, clipped)."""
     x = rng.lognormvariate(math.log(NATURAL_MEDIAN_TOKENS), NATURAL_SIGMA)
     return max(MIN_NATURAL_TOKENS, min(MAX_NATURAL_TOKENS, round(x)))
+
+
+def _fresh_line(rng: random.Random) -> str:
+    """A code-like line that does not repeat earlier text: each name gets a numeric
+    suffix drawn per line (cl100k splits `name_417` into name, `_`, 417), so any 5
+    consecutive tokens contain a fresh draw."""
+    def name() -> str:
+        return f"{rng.choice(_NAMES)}_{rng.randrange(1000)}"
+    ind = "    " * rng.randint(0, 3)
+    f = f"{rng.choice(_FUNCS)}_{rng.randrange(1000)}"
+    n = rng.randrange(100_000)
+    forms = (
+        f"{ind}{name()} = {f}({name()}, {name()}={n})",
+        f"{ind}if {name()} > {n}: {name()}.{f}({name()})",
+        f"{ind}for {name()} in {f}({name()}, {n}):",
+        f"{ind}return {f}({name()}) + {name()}",
+        f"{ind}def {f}({name()}: {rng.choice(_TYPES)}, {name()}={n}):",
+        f"{ind}# {name()} {rng.choice(_FUNCS)} {name()} {n} {name()}",
+        f"{ind}{name()}[{n}] = {name()}.{f}({name()})",
+    )
+    return rng.choice(forms) + "\n"
 
 
 def _source_lines(prompt_tokens: Sequence[int]) -> list[str]:
@@ -87,22 +76,23 @@ def _source_lines(prompt_tokens: Sequence[int]) -> list[str]:
 
 def _assemble(rng: random.Random, target: int, source: list[str], copy_frac: float) -> str:
     """Lines until ≈ target tokens (+ slack): copied runs from `source` and fresh ones."""
-    pool = _pool()
     parts: list[str] = []
     est = 0
     goal = target + 24
     while est < goal:
         if source and rng.random() < copy_frac:
-            run = rng.randint(4, 24)
+            run = rng.randint(COPY_RUN_MIN, COPY_RUN_MAX)
             i = rng.randrange(max(len(source) - run, 0) + 1)
             for ln in source[i:i + run]:
+                if rng.random() < EDIT_LINE_PROB:     # the edit itself: a changed tail
+                    ln = ln.rstrip("\n") + f"  # {rng.choice(_FUNCS)}_{rng.randrange(1000)}\n"
                 parts.append(ln)
                 est += max(1, len(ln) // 4)
         else:
             for _ in range(rng.randint(1, 3)):
-                ln, n = pool[rng.randrange(len(pool))]
+                ln = _fresh_line(rng)
                 parts.append(ln)
-                est += n
+                est += max(1, len(ln) // 3)
     return "".join(parts)
 
 

@@ -24,6 +24,9 @@ class StepShape:
     prefill_tokens:  tokens of prefill chunks in this step
     attn_token_pairs: Σ over prefill chunks of chunk × (context + chunk/2): attention
                      FLOPs scale with it
+    draft_tokens:    Σ draft tokens verified in this pass (speculation; part of num_tokens)
+    spec_seqs:       decoding sequences the proposer ran for (drafted or not)
+    proposer_context: Σ context tokens the n-gram proposer scanned (its CPU cost)
     """
 
     num_seqs: int
@@ -31,6 +34,9 @@ class StepShape:
     kv_tokens_read: int
     prefill_tokens: int = 0
     attn_token_pairs: float = 0.0
+    draft_tokens: int = 0
+    spec_seqs: int = 0
+    proposer_context: int = 0
 
 
 class PerfModel(Protocol):
@@ -71,6 +77,7 @@ class RequestResult:
     spec_drafts: int = 0
     spec_draft_tokens: int = 0
     spec_accepted_tokens: int = 0
+    decode_steps: int = 0             # steps that emitted tokens for it (tokens/pass)
 
     @property
     def first_token(self) -> float | None:
@@ -99,6 +106,9 @@ class EngineCounters:
     spec_drafts: int = 0
     spec_draft_tokens: int = 0
     spec_accepted_tokens: int = 0
+    spec_accepted_per_pos: list[int] = field(default_factory=list)   # index = position
+    steps: int = 0                  # forward passes run
+    decode_steps: int = 0           # of which emitted at least one token
 
 
 class Engine(Protocol):

@@ -1,0 +1,265 @@
+"""Speculative decoding in the twin: cost terms, losslessness, content-driven proposals."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.errors import InputError
+from simulator.twin import textgen
+from simulator.twin.engine import TwinEngine
+from simulator.twin.perf_model import build_perf_model
+from simulator.twin.spec_decode import (
+    ModelDraftSpec,
+    NgramIndex,
+    NgramSpec,
+    accepted_length,
+    parse_spec,
+)
+from simulator.twin.spec_whatif import run_sessions
+from simulator.twin.types import EngineRequest, StepShape
+
+HW, MODEL = "a40", "qwen3-coder-30b-a3b-awq"
+
+
+def _shape(n: int, k: int, ctx: int) -> StepShape:
+    """n decoding sequences at `ctx` tokens, each verifying k draft tokens."""
+    return StepShape(n, n * (1 + k), n * (ctx + 1 + k), 0, 0.0, n * k, n, n * ctx)
+
+
+@pytest.mark.parametrize(("n", "k", "ctx"), [(1, 5, 3000), (8, 12, 20_000), (32, 5, 3000)])
+def test_ngram_step_costs_what_the_formula_says(n: int, k: int, ctx: int) -> None:
+    on = build_perf_model(HW, MODEL, spec=f"ngram:{k}")
+    off = build_perf_model(HW, MODEL, overrides={"max_num_batched_tokens": 2048})
+    eff = on.efficiency
+    shape = _shape(n, k, ctx)
+    extra = (eff.spec_step_s + eff.spec_seq_s * n + eff.spec_verify_tok_s * n * k
+             + eff.ngram_ctx_tok_s * n * ctx)
+    assert extra > 0
+    assert on.step_time(shape) == pytest.approx(off.step_time(shape) + extra, rel=1e-12)
+    # the verification tokens are in the roofline too: more tokens, more experts read
+    assert off.step_time(shape) > off.step_time(_shape(n, 0, ctx))
+    assert on.experts_touched(n * (1 + k)) > on.experts_touched(n)
+
+
+def test_drafter_step_adds_its_passes() -> None:
+    over = {"quantization": "nvfp4"}
+    on = build_perf_model("gb10", "qwen3.8-27b-awq", spec="draft:7", overrides=over)
+    off = build_perf_model("gb10", "qwen3.8-27b-awq",
+                           overrides={**over, "max_num_batched_tokens": 2048})
+    eff, shape = on.efficiency, _shape(2, 7, 1000)
+    drafter = on.drafter_pass_time(2 + 14) + 6 * on.drafter_pass_time(2)
+    extra = eff.spec_step_s + eff.spec_seq_s * 2 + eff.spec_verify_tok_s * 14 + drafter
+    assert on.step_time(shape) == pytest.approx(off.step_time(shape) + extra, rel=1e-12)
+    d = on.model.drafters["draft"]
+    assert on.drafter_pass_time(1) == pytest.approx(
+        d.bytes_per_pass / (eff.eta_w * on.hardware.bandwidth_bytes_s))
+
+
+def test_spec_settings_budget_and_errors() -> None:
+    assert build_perf_model(HW, MODEL, spec="ngram:5").max_num_batched_tokens == 2048
+    assert build_perf_model(HW, MODEL).max_num_batched_tokens == 8192
+    kept = build_perf_model(HW, MODEL, spec="ngram:5",
+                            overrides={"max_num_batched_tokens": 16384})
+    assert kept.max_num_batched_tokens == 16384
+    assert parse_spec("draft:7") == ModelDraftSpec("draft", 7)
+    assert parse_spec("mtp:2") == ModelDraftSpec("mtp", 2)
+    with pytest.raises(InputError, match="no 'mtp' drafter"):
+        build_perf_model(HW, MODEL, spec="mtp:2")
+    with pytest.raises(ValueError, match="ngram:K"):
+        parse_spec("draft:0")
+
+
+def _emit_all(spec: NgramSpec | ModelDraftSpec | None, prompt: list[int],
+              plans: list[list[int]]) -> tuple[list[list[int]], int]:
+    """Run requests step by step; rebuild each one's emitted tokens from the per-step
+    counts (the twin streams plan[emitted:emitted + e] for each step's e)."""
+    from tests.test_twin_engine import FakePerf
+    eng = TwinEngine(FakePerf(), block_size=16, num_blocks=400, spec=spec)
+    for i, plan in enumerate(plans):
+        eng.submit(EngineRequest(f"r{i}", prompt, plan, 0.0))
+    got: list[list[int]] = [[] for _ in plans]
+    max_per_step = 0
+    for _ in range(100_000):
+        if eng.is_idle():
+            break
+        out = eng.step()
+        if out is None:
+            eng.run_until(eng.now + 1.0)
+            continue
+        for rid, e in out.emitted:
+            i = int(rid[1:])
+            got[i].extend(plans[i][len(got[i]):len(got[i]) + e])
+            max_per_step = max(max_per_step, e)
+    return got, max_per_step
+
+
+@settings(max_examples=40, deadline=None)
+@given(prompt=st.lists(st.integers(0, 3), min_size=1, max_size=120),
+       plans=st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=80),
+                      min_size=1, max_size=3),
+       kind=st.sampled_from(["ngram", "draft"]), k=st.integers(1, 8))
+def test_speculation_never_changes_the_emitted_text(prompt: list[int], plans: list[list[int]],
+                                                    kind: str, k: int) -> None:
+    """Lossless: whatever is drafted and accepted, each request emits exactly its plan, in
+    order, at most 1 + k tokens a step; and with spec off it emits the same."""
+    spec: NgramSpec | ModelDraftSpec = (
+        NgramSpec(k, 1, 3) if kind == "ngram"
+        else ModelDraftSpec("draft", k, (0.9, 0.6, 0.3)))
+    got, most = _emit_all(spec, prompt, plans)
+    assert got == plans and most <= 1 + k
+    assert _emit_all(None, prompt, plans)[0] == got
+
+
+@given(tokens=st.lists(st.integers(0, 2), min_size=2, max_size=60), data=st.data())
+def test_accepted_tokens_are_the_planned_tokens(tokens: list[int], data: st.DataObject) -> None:
+    length = data.draw(st.integers(1, len(tokens) - 1))
+    start = data.draw(st.integers(0, length - 1))
+    count = data.draw(st.integers(0, length - start))
+    limit = len(tokens) - length - 1
+    acc = accepted_length(tokens, start, count, length, limit)
+    assert 0 <= acc <= min(count, max(limit, 0))
+    assert tokens[start:start + acc] == tokens[length:length + acc]
+
+
+def test_no_repetition_means_no_proposals() -> None:
+    seq = list(range(5000))                     # no n-gram occurs twice
+    idx = NgramIndex(NgramSpec(5), seq, 100)
+    assert all(idx.propose(n) == (0, 0) for n in range(100, 5000))
+
+
+def test_fresh_text_gives_the_proposer_almost_nothing() -> None:
+    """The twin's own fresh replies (no copying) must not repeat themselves: over a few
+    turns of 900 tokens the n-gram proposer drafts on < 2% of emitted tokens; code edits
+    that copy the prompt draft often and get long accepted runs."""
+    pm = build_perf_model(HW, MODEL, spec="ngram:5")
+    fresh = run_sessions(pm, 1, turns=3, code_edit=False)
+    assert fresh.drafts_per_token < 0.02
+    edit = run_sessions(pm, 1, turns=3, code_edit=True)
+    assert edit.drafts_per_token > 0.05 and edit.accepted_per_draft > 3.0
+    assert edit.tokens_per_pass > 3.0 > 1.1 > fresh.tokens_per_pass
+
+
+def test_fresh_reply_has_no_repeated_5grams() -> None:
+    _, ids = textgen.plan_reply([1, 2, 3], 2000, seed=5, natural_tokens=2000,
+                                code_edit=False, repeat_fraction=0.0)
+    grams = [tuple(ids[i:i + 5]) for i in range(len(ids) - 4)]
+    assert len(set(grams)) / len(grams) > 0.97
+
+
+def test_direction_single_stream_and_concurrency() -> None:
+    """The twin answers "should I turn speculation on?" the way calibration.md measured:
+    on for one stream copying code, off for fresh text and for many sessions."""
+    off, on = build_perf_model(HW, MODEL), build_perf_model(HW, MODEL, spec="ngram:5")
+    assert run_sessions(on, 1).per_session_tok_s > 1.5 * run_sessions(off, 1).per_session_tok_s
+    assert (run_sessions(on, 1, code_edit=False).per_session_tok_s
+            < run_sessions(off, 1, code_edit=False).per_session_tok_s)
+    assert (run_sessions(on, 16, turns=1, code_edit=False).aggregate_tok_s
+            < 0.6 * run_sessions(off, 16, turns=1, code_edit=False).aggregate_tok_s)
+
+
+def test_per_position_counters_are_cumulative() -> None:
+    pm = build_perf_model(HW, MODEL, spec="ngram:5")
+    eng = TwinEngine(pm)
+    rng = random.Random(1)
+    prompt = [rng.randrange(50_000) for _ in range(3000)]
+    eng.submit(EngineRequest("a", prompt, prompt[1000:1400], 0.0))
+    eng.run_until(float("inf"))
+    c = eng.counters
+    pos = c.spec_accepted_per_pos
+    assert len(pos) == 5 and sum(pos) == c.spec_accepted_tokens > 0
+    assert all(a >= b for a, b in itertools.pairwise(pos))
+    res = eng.result("a")
+    assert res.decode_steps < len(res.token_times) == 400
+
+
+def test_twin_paths_and_engine_flags() -> None:
+    from simulator.runs import parse_twin
+    from simulator.twin.profiles import PROFILE_DIR
+    hw, model = PROFILE_DIR / "hardware" / "a40.yaml", PROFILE_DIR / "models" / "x.yaml"
+    assert parse_twin(f"{hw}/{model}") == (str(hw), str(model))
+    assert parse_twin("a40/dir/model.yaml") == ("a40", "dir/model.yaml")
+    assert parse_twin("a40/qwen3-coder-30b-a3b-awq") == ("a40", "qwen3-coder-30b-a3b-awq")
+    kimi = "kimi-linear-48b-a3b-awq"
+    auto = build_perf_model(HW, kimi, overrides={"kv_dtype": "auto"})
+    fp8 = build_perf_model(HW, kimi, overrides={"kv_dtype": "fp8"})
+    assert auto.engine.kv_dtype == "bf16" and fp8.engine.kv_dtype == "fp8"
+    assert build_perf_model(HW, MODEL, overrides={"kv_dtype": "auto"}).engine.kv_dtype == "fp8"
+    fixed = build_perf_model(HW, MODEL, overrides={"kv_cache_gib": 10})
+    assert fixed.kv_capacity_tokens() == pytest.approx(10 * 2**30 / fixed.kv_bytes_per_token,
+                                                       rel=0.01)
+    no_cache = build_perf_model(HW, MODEL, overrides={"enable_prefix_caching": False})
+    eng = TwinEngine(no_cache)
+    prompt = list(range(3000))
+    for i in range(2):
+        eng.submit(EngineRequest(f"r{i}", prompt, [1, 2, 3], eng.now))
+        eng.run_until(float("inf"))
+    assert eng.result("r1").cached_tokens == 0 and eng.counters.prefix_cache_queries > 0
+
+
+def test_spec_sweep_table_and_bad_settings() -> None:
+    from simulator.analysis.spec_sweep import format_spec_table, run_spec_sweep, spec_list
+    assert spec_list("off, ngram:5,ngram:24") == ["off", "ngram:5", "ngram:24"]
+    for bad in ("ngram:5", "off,eagle:3"):
+        with pytest.raises(InputError, match="--spec"):
+            spec_list(bad)
+    fake = {"off": 100.0, "ngram:5": 50.0}
+    rows = run_spec_sweep(lambda s, n: {"per_session_tok_s": fake[s] / n}, ["off", "ngram:5"],
+                          [1, 4])
+    assert [r["n_x_per_session_tok_s"] for r in rows] == [100.0, 100.0, 50.0, 50.0]
+    table = format_spec_table(rows).splitlines()
+    assert "ngram:5 vs off" in table[0] and table[1].split()[-1] == "0.50×"
+
+
+def test_sweep_cli_over_spec_settings(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+    res = CliRunner().invoke(main, ["sweep", "scenarios/claude-code-endurance.yaml",
+                                    "--spec", "off,ngram:5", "--sessions", "1,2",
+                                    "--turns", "2", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "ngram:5 vs off" in res.output
+    assert list(tmp_path.glob("sweep-*/spec-sweep.png"))
+    bad = CliRunner().invoke(main, ["sweep", "scenarios/claude-code-endurance.yaml",
+                                    "--spec", "off,bogus", "--out", str(tmp_path)])
+    assert bad.exit_code == 2
+
+
+def test_spec_calibration_points_within_18_percent() -> None:
+    """The shipped A40 terms reproduce calibration.md's n-gram rows (twin fit's points)."""
+    from simulator.twin.fit import evaluate, load_points
+    from simulator.twin.profiles import PROFILE_DIR
+    pf = load_points(PROFILE_DIR / "calibration" / "a40-qwen3-coder-30b-a3b-awq-spec.yaml")
+    rows = evaluate(pf.points, build_perf_model(HW, MODEL))
+    assert len(rows) == 4
+    for row in rows:
+        assert abs(row.error_pct) < 18, (row.obs.label, row.predicted)
+
+
+def test_adopted_index_indexes_the_new_prompt_in_bulk() -> None:
+    """A follow-up turn adopts the previous turn's index and indexes its new tokens in
+    bulk; with prompt_lookup_min == max (vLLM's default 5/5) that must still index."""
+    rng = random.Random(3)
+    first = [rng.randrange(50_000) for _ in range(500)]
+    idx = NgramIndex(NgramSpec(5), first, len(first))
+    later = first + [rng.randrange(50_000) for _ in range(400)]
+    seq = later + later[600:640]            # the reply copies tokens 600..640
+    assert idx.adopt(seq, len(later) + 5)
+    start, count = idx.propose(len(later) + 5)
+    assert (start, count) == (605, 5)
+
+
+def test_debug_record_carries_speculation_per_request() -> None:
+    from simulator.twin.service import RequestStream
+    s = RequestStream("r", 3, (1, 2, 3, 4), 0.0, emitted=4, spec_drafts=1,
+                      spec_draft_tokens=5, spec_accepted_tokens=2,
+                      emit_times=[0.1, 0.2], emit_counts=[1, 3])
+    rec = s.record()
+    assert rec["tokens_per_forward_pass"] == 2.0
+    assert (rec["spec_drafts"], rec["spec_draft_tokens"], rec["spec_accepted_tokens"]) == (1, 5, 2)
