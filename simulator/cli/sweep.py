@@ -62,8 +62,11 @@ class _PointRunner:
             f = res.figures
             steady = "" if f.get("steady_state", True) else \
                 f" NOT STEADY ({f.get('steady_state_reason')})"
+            window = f.get("aggregate_tok_s")
+            window_txt = "no steady-state window" if window is None else \
+                f"{window:,.1f} tok/s window aggregate"
             click.echo(f"  {n:>4} sessions: achieved {f.get('achieved_sessions') or 0:,.1f}, "
-                       f"{f.get('aggregate_tok_s') or 0:,.1f} tok/s window aggregate "
+                       f"{window_txt} "
                        f"({f.get('run_aggregate_tok_s') or 0:,.1f} whole run){steady}, "
                        f"run in {time.monotonic() - t:.1f} s → {res.run_dir}", err=True)
         return res.figures
