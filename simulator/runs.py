@@ -4,6 +4,10 @@ This is the library call behind `endurance run` (and `sweep`/`size`/notebooks): 
 resolves the scenario and its overrides, picks the endpoint (the in-process twin in
 virtual time when no URL is given), owns the results directory, and always leaves it
 in a consistent state — `finalize` runs on every exit path.
+
+Its public API (`__all__`) is what `workers`, the CLI and notebooks build on; `runs`
+itself never imports `workers` (sharded runs start from `workers.execute_sharded`),
+so the two modules do not import each other.
 """
 
 from __future__ import annotations
@@ -31,6 +35,12 @@ from simulator.scenario.load import load_scenario, scenario_hash
 from simulator.scenario.model import Scenario
 from simulator.session.resume import ResumeState
 from simulator.session.runner import STOP_GRACE_S, Runner, RunOutcome
+
+__all__ = [
+    "DEFAULT_TWIN", "SCRAPE_INTERVAL_S", "RunResult", "RunSpec", "build_manifest", "execute", "finish_run",
+    "make_endpoint", "new_run_id", "parse_twin", "preflight", "redact_url", "resolve",
+    "run_background", "signals_deferred", "signals_handled",
+]
 
 DEFAULT_TWIN = "a40/qwen3-coder-30b-a3b-awq"
 SCRAPE_INTERVAL_S = 5.0  # how often a real server's /metrics is read during a run
@@ -184,8 +194,8 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="endurance-run") as pool:
             return pool.submit(execute, spec, echo=echo, endpoint=endpoint).result()
     if spec.workers != 1:
-        from simulator.workers import execute_sharded
-        return execute_sharded(spec, spec.workers, echo=echo)
+        raise InputError("runs.execute runs one process; a sharded run (--workers N) "
+                         "starts from simulator.workers.execute_sharded")
     if spec.resume_dir is not None:
         from simulator.session.resume_run import open_resumed
         s, spec, recorder, state = open_resumed(spec, endpoint)
@@ -208,7 +218,7 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
         outcome = RunOutcome("interrupted", reason="interrupted")
     finally:
         with signals_deferred():      # a second Ctrl-C must not tear the finalize
-            summary = _finish(recorder, endpoint, outcome)
+            summary = finish_run(recorder, endpoint, outcome)
     from simulator.analysis.summary import format_summary
     echo(format_summary(summary))
     if outcome.reason:
@@ -319,7 +329,7 @@ class _progress:
             self._bar.stop()
 
 
-def _finish(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
+def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
     """Summarise from the journal and finalize the directory (never raises past it)."""
     from simulator.analysis.summary import summarize
     turns, server = recorder.frames()

@@ -17,6 +17,7 @@ from simulator.workers import (
     ProcessExecutor,
     ShardJob,
     ShardResult,
+    execute_sharded,
     merge_outcomes,
     shard_limits,
     split_sessions,
@@ -82,6 +83,8 @@ def test_in_process_twin_is_refused(tmp_path: Path) -> None:
     spec = RunSpec(str(_scenario(tmp_path / "s.yaml")), out_dir=tmp_path / "out", workers=2,
                    show_progress=False)
     with pytest.raises(InputError, match="in-process twin is one simulated card"):
+        execute_sharded(spec, 2, echo=lambda _line: None)
+    with pytest.raises(InputError, match="simulator.workers.execute_sharded"):
         execute(spec, echo=lambda _line: None)
     assert not (tmp_path / "out").exists()
 
@@ -92,7 +95,7 @@ def test_two_workers_write_one_run(tmp_path: Path) -> None:
     with TwinThread(time_scale=1000.0) as twin:
         spec = RunSpec(str(path), endpoint_url=twin.url, out_dir=tmp_path / "out",
                        workers=2, show_progress=False)
-        res = execute(spec, echo=lambda _line: None)
+        res = execute_sharded(spec, 2, echo=lambda _line: None)
     assert res.status == "completed", res.outcome.reason
     run_dirs = list((tmp_path / "out").iterdir())
     assert run_dirs == [res.run_dir]
@@ -108,3 +111,19 @@ def test_two_workers_write_one_run(tmp_path: Path) -> None:
     assert summary["status"] == "completed" and manifest["workers"] == 2
     assert manifest["status"] == "completed" and manifest["rows"] == 15
     assert df.started_mono_s.min() >= 0.0
+
+
+def test_workers_build_on_runs_public_api_without_a_cycle() -> None:
+    """`workers` uses only `runs.__all__`, and `runs` never imports `workers`."""
+    import ast
+
+    import simulator.runs as runs_mod
+    root = Path(runs_mod.__file__).parent
+    runs_tree = ast.parse((root / "runs.py").read_text())
+    imported = {n.module for n in ast.walk(runs_tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(runs_tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not {m for m in imported if m and m.startswith("simulator.workers")}
+    used = {n.attr for n in ast.walk(ast.parse((root / "workers.py").read_text()))
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == "runs"}
+    assert used and used <= set(runs_mod.__all__), used - set(runs_mod.__all__)
