@@ -38,8 +38,28 @@ class _PointRunner:
         self.scenario, self.base, self.out, self.opts = scenario, base, out, opts
         self.verbose = verbose
         self.run_dirs: dict[int, list[str]] = {}
+        # --parallel: points run ahead (see _prefetch), consumed once each, in order
+        self.prefetched: dict[int, list[_Outcome]] = {}
 
     def __call__(self, n: int) -> dict[str, Any]:
+        ahead = self.prefetched.get(n)
+        summary, run_dir, error = ahead.pop(0) if ahead else self.try_one(n)
+        if error is not None:
+            raise error
+        assert summary is not None and run_dir is not None
+        self.run_dirs.setdefault(n, []).append(run_dir)
+        return summary
+
+    def try_one(self, n: int) -> _Outcome:
+        """One run at `n` sessions (picklable: runs in a worker process or Ray task);
+        a failed run comes back as its error, raised where a serial run raises it."""
+        try:
+            summary, run_dir = self.run_one(n)
+        except (InputError, RunError) as exc:
+            return None, None, exc
+        return summary, run_dir, None
+
+    def run_one(self, n: int) -> tuple[dict[str, Any], str]:
         from simulator.runs import RunSpec, execute
         spec = RunSpec(self.scenario, [*self.base, f"sessions={n}"], out_dir=self.out,
                        label=f"{n} sessions", show_progress=False, **self.opts)
@@ -49,11 +69,17 @@ class _PointRunner:
             raise InputError(f"the run at {n} sessions failed: {res.outcome.reason} ({res.run_dir})") \
                 if "auth" in res.outcome.reason or "not_found" in res.outcome.reason else \
                 _RunFailed(f"the run at {n} sessions failed: {res.outcome.reason} ({res.run_dir})")
-        self.run_dirs.setdefault(n, []).append(str(res.run_dir))
         if self.verbose:
             click.echo(f"  {n:>4} sessions: {res.summary.get('aggregate_tok_s') or 0:,.1f} tok/s "
                        f"aggregate, run in {time.monotonic() - t:.1f} s → {res.run_dir}", err=True)
-        return res.summary
+        return res.summary, str(res.run_dir)
+
+    def unused_run_dirs(self) -> list[str]:
+        """Runs made ahead (--parallel) that the search did not need."""
+        return [d for outs in self.prefetched.values() for _, d, _ in outs if d]
+
+
+_Outcome = tuple[dict[str, Any] | None, str | None, Exception | None]
 
 
 class _RunFailed(RunError):
@@ -66,16 +92,28 @@ def _opts(endpoint: str | None, twin: str | None, spec: str | None,
             "price_per_hour": price_per_hour, "client": client}
 
 
+def parallel_options(f: Any) -> Any:
+    f = click.option("--ray-address", metavar="ADDR",
+                     help="Ray cluster for --executor ray (default $RAY_ADDRESS, else local).")(f)
+    f = click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
+                     show_default=True, help="Where --parallel points run: local "
+                     "processes or Ray tasks (needs `pip install 'endurance[ray]'`).")(f)
+    return click.option("--parallel", type=click.IntRange(min=1), default=1, show_default=True,
+                        help="Independent points run at once (results identical to serial).")(f)
+
+
 @main.command(name="sweep")
 @click.argument("scenario", type=click.Path(dir_okay=False))
 @common_run_options
 @click.option("--sessions", "sessions_list", default="1,2,4,8,16,32", show_default=True,
               help="Comma-separated session counts.")
 @click.option("--json", "as_json", is_flag=True, help="Print only a JSON list (one object per count).")
+@parallel_options
 def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: str | None,
                   model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
                   price_per_hour: float | None, client: str | None, out: Path,
-                  sessions_list: str, as_json: bool) -> None:
+                  sessions_list: str, as_json: bool, parallel: int = 1,
+                  executor: str = "local", ray_address: str | None = None) -> None:
     """Run SCENARIO at each session count; one row per count, plus a plot."""
     from simulator.analysis.render import write_sweep_plot
     from simulator.analysis.sizing import format_sweep_table, sweep
@@ -83,6 +121,7 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
     folder = out / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     point = _PointRunner(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
                          _opts(endpoint, twin, spec, price_per_hour, client), not as_json)
+    _prefetch(point, counts, parallel, executor, ray_address)
     rows = sweep(point, counts)
     for r in rows:
         r["run_dirs"] = point.run_dirs.get(r["sessions"], [])
@@ -104,10 +143,12 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
               help='An SLO such as "per_session_tok_s>=50" or "ttft_p95_s<=5" (repeatable).')
 @click.option("--max-sessions", type=int, default=64, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print only JSON.")
+@parallel_options
 def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: str | None,
                  model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
                  price_per_hour: float | None, client: str | None, out: Path,
-                 slos: tuple[str, ...], max_sessions: int, as_json: bool) -> None:
+                 slos: tuple[str, ...], max_sessions: int, as_json: bool, parallel: int = 1,
+                 executor: str = "local", ray_address: str | None = None) -> None:
     """Largest session count that meets every SLO (geometric probe, bisection, repeat).
 
     Exit code 0 when some count meets every SLO, 1 when not even one session does
@@ -118,11 +159,15 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
     point = _PointRunner(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
                          _opts(endpoint, twin, spec, price_per_hour, client), not as_json)
     kv_cap, shared = _kv_facts(scenario, point.base, endpoint, twin)
+    if max_sessions >= 1:
+        _prefetch_size(point, parsed, max_sessions, parallel, executor, ray_address)
     result = size(point, parsed, max_sessions, kv_capacity_tokens=kv_cap,
                   shared_prefix_tokens=shared)
     folder.mkdir(parents=True, exist_ok=True)
     data = result.to_dict()
     data["run_dirs"] = point.run_dirs
+    if point.unused_run_dirs():
+        data["unused_run_dirs"] = point.unused_run_dirs()
     (folder / "size.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
     if as_json:
         click.echo(json.dumps(data, default=str))
@@ -145,3 +190,53 @@ def _kv_facts(scenario: str, overrides: list[str], endpoint: str | None,
     from simulator.twin.perf_model import build_perf_model
     hw, model = parse_twin(twin) if twin else (s.twin.hardware, s.twin.model)
     return build_perf_model(hw, model).kv_capacity_tokens(), shared
+
+
+# ------------------------------------------------------------ --parallel (issue 19) --
+# Kept apart from the commands above: points are run ahead, K at a time, through
+# `simulator.parallel.map_points`, and the serial search then consumes them in its own
+# order (`_PointRunner.prefetched`), so its answer is the serial one.
+def _prefetch(point: _PointRunner, counts: list[int], parallel: int, executor: str,
+              ray_address: str | None) -> None:
+    """Run `counts` ahead, K at a time (nothing to do serially on this machine)."""
+    from simulator.parallel import map_points
+    if parallel == 1 and executor == "local":
+        return
+    for n, outcome in zip(counts, map_points(point.try_one, counts, parallel, executor,
+                                             ray_address=ray_address), strict=True):
+        point.prefetched.setdefault(n, []).append(outcome)
+
+
+def _prefetch_size(point: _PointRunner, slos: list[Any], max_sessions: int, parallel: int,
+                   executor: str, ray_address: str | None) -> None:
+    """The probes `size` will ask for, K per round: its geometric probes in chunks of K
+    (stopping at the first failure), then the next levels of its bisection tree."""
+    from simulator.analysis.sizing import probe_counts
+    from simulator.parallel import bisection_frontier
+    if parallel == 1 and executor == "local":
+        return
+    passed: dict[int, bool] = {}
+
+    def run(ns: list[int]) -> None:
+        ns = [n for n in ns if n not in passed]
+        _prefetch(point, ns, parallel, executor, ray_address)
+        for n in ns:
+            summary, _, error = point.prefetched[n][-1]
+            passed[n] = error is None and summary is not None \
+                and all(slo.check(summary) for slo in slos)
+
+    counts, lo, hi = probe_counts(max_sessions), 0, None
+    for i in range(0, len(counts), parallel):
+        run(counts[i:i + parallel])
+        for n in counts[i:i + parallel]:
+            if not passed[n]:
+                hi = n
+                break
+            lo = n
+        if hi is not None:
+            break
+    while hi is not None and hi - lo > 1:
+        run(bisection_frontier(lo, hi, parallel))
+        while hi - lo > 1 and (lo + hi) // 2 in passed:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if passed[mid] else (lo, mid)
