@@ -55,7 +55,7 @@ def _map_ray(fn: Callable[[T], R], items: Sequence[T], parallel: int,
     ray = import_ray()
     started = ensure_ray(address)
     try:
-        task = ray.remote(max_retries=0, num_cpus=1)(fn)
+        task = ray.remote(max_retries=0, num_cpus=1)(_apply)   # fn may be a bound method
         out: dict[int, R] = {}
         index: dict[Any, int] = {}
         pending: list[Any] = []
@@ -63,7 +63,7 @@ def _map_ray(fn: Callable[[T], R], items: Sequence[T], parallel: int,
         while todo or pending:
             while todo and len(pending) < parallel:
                 i, x = todo.pop(0)
-                ref = task.remote(x)
+                ref = task.remote(fn, x)
                 index[ref] = i
                 pending.append(ref)
             done, pending = ray.wait(pending, num_returns=1)
@@ -76,6 +76,10 @@ def _map_ray(fn: Callable[[T], R], items: Sequence[T], parallel: int,
     finally:
         if started:
             ray.shutdown()
+
+
+def _apply(fn: Callable[[T], R], x: T) -> R:
+    return fn(x)
 
 
 def bisection_frontier(lo: int, hi: int, k: int) -> list[int]:
