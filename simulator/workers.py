@@ -48,6 +48,7 @@ from simulator.session.runner import Runner, RunOutcome
 
 if TYPE_CHECKING:
     from simulator.scenario.model import Scenario
+    from simulator.session.resume import ResumeState
 
 WORKERS_DIR = "workers"
 SHARD_JOURNALS = (TURNS_JOURNAL, METRICS_JOURNAL, HISTORY_JOURNAL)
@@ -65,6 +66,10 @@ class ShardJob:
     shard_dir: Path
     scrape_metrics: bool           # only one shard scrapes the server's /metrics
     limit_overrides: tuple[str, ...] = ()
+    # the parent's resolved scenario, limits split (None: resolve spec + limit_overrides);
+    # a shard on another node then needs no scenario file
+    scenario: Scenario | None = None
+    resume: ResumeState | None = None   # --resume: what this shard's sessions did before
 
 
 @dataclass(frozen=True)
@@ -204,13 +209,32 @@ def shard_limits(s: Scenario, workers: int) -> tuple[str, ...]:
 def check_shardable(spec: RunSpec, workers: int) -> None:
     if workers < 1:
         raise InputError(f"--workers must be >= 1, got {workers}")
-    if spec.endpoint_url is None:
+    if spec.endpoint_url is None and spec.resume_dir is None:
         raise InputError(
             "--workers needs --endpoint: the in-process twin is one simulated card shared "
             "by all sessions, and N processes would each simulate their own card; serve the "
             "twin over HTTP (`endurance twin serve`) and pass its URL as --endpoint")
-    if spec.resume_dir is not None:
-        raise InputError("--workers cannot be combined with --resume")
+
+
+def shard_scenario(s: Scenario, limits: Sequence[str]) -> Scenario:
+    """The scenario a shard runs: the parent's, with its share of the run-wide limits."""
+    from simulator.scenario.load import apply_overrides
+    from simulator.scenario.model import Scenario
+    if not limits:
+        return s
+    return Scenario.model_validate(apply_overrides(s.model_dump(mode="json"), list(limits)))
+
+
+def shard_resume(state: ResumeState, sessions: range) -> ResumeState:
+    """The part of a resumed run's state that belongs to sessions `sessions`."""
+    from simulator.session.resume import ResumeState
+    mine = {f"s{i:04d}" for i in sessions}
+    return ResumeState(
+        replay={k: v for k, v in state.replay.items() if k in mine},
+        prior_attempts={k: v for k, v in state.prior_attempts.items() if k[0] in mine},
+        done_sessions=state.done_sessions & mine,
+        failed_sessions=[x for x in state.failed_sessions if x in mine],
+        mono_offset_s=state.mono_offset_s, rows_before=state.rows_before)
 
 
 # -------------------------------------------------------------------- worker side --
@@ -219,7 +243,7 @@ def run_shard(job: ShardJob) -> ShardResult:
     a failed run: the result says how it ended)."""
 
     spec = dataclasses.replace(job.spec, overrides=[*job.spec.overrides, *job.limit_overrides])
-    s, _ = runs.resolve(spec)
+    s = job.scenario if job.scenario is not None else runs.resolve(spec)[0]
     endpoint = runs.make_endpoint(s, spec)
     recorder = Recorder(job.shard_dir, {"run_id": job.run_id, "worker": job.index,
                                         "sessions": [job.start, job.stop],
@@ -244,6 +268,8 @@ def _drive(s: Scenario, spec: RunSpec, job: ShardJob, endpoint: Any,
     kw: dict[str, Any] = {}
     if spec.stop_grace_s is not None:
         kw["stop_grace_s"] = spec.stop_grace_s
+    if job.resume is not None:
+        kw["resume"] = job.resume
     runner = Runner(s, endpoint, recorder, job.run_id, background=background,
                     session_range=range(job.start, job.stop), on_finish=on_finish, **kw)
 
@@ -270,21 +296,35 @@ def execute_sharded(spec: RunSpec, workers: int, *, echo: Callable[[str], None] 
 
     check_shardable(spec, workers)
     executor = executor or ProcessExecutor()
-    s, resolved = runs.resolve(spec)
-    endpoint = runs.make_endpoint(s, spec)
-    assert spec.endpoint_url is not None
-    runs.preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
-    run_id = runs.new_run_id(s.name)
-    run_dir = spec.out_dir / run_id
-    ranges = split_sessions(s.sessions, workers)
-    manifest = runs.build_manifest(s, resolved, spec, endpoint, run_id)
-    manifest["workers"] = len(ranges)
-    manifest["executor"] = executor.name
-    recorder = Recorder(run_dir, manifest)
+    state: ResumeState | None = None
+    shards_dir = WORKERS_DIR
+    if spec.resume_dir is not None:    # continue a run, sharded: each shard its sessions
+        from simulator.session.resume_run import open_resumed
+        s, spec, recorder, state = open_resumed(spec, None)
+        check_shardable(spec, workers)
+        endpoint = runs.make_endpoint(s, spec)
+        run_id, run_dir = recorder.manifest["run_id"], recorder.run_dir
+        shards_dir = f"{WORKERS_DIR}/resume{len(recorder.manifest.get('resumes', []))}"
+        ranges = split_sessions(s.sessions, workers)
+    else:
+        s, resolved = runs.resolve(spec)
+        endpoint = runs.make_endpoint(s, spec)
+        assert spec.endpoint_url is not None
+        runs.preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+        run_id = runs.new_run_id(s.name)
+        run_dir = spec.out_dir / run_id
+        ranges = split_sessions(s.sessions, workers)
+        manifest = runs.build_manifest(s, resolved, spec, endpoint, run_id)
+        manifest["workers"] = len(ranges)
+        manifest["executor"] = executor.name
+        recorder = Recorder(run_dir, manifest)
     limits = shard_limits(s, len(ranges))
     parent_scrape = executor.parent_scrapes_metrics
-    jobs = [ShardJob(i, r.start, r.stop, spec, run_id, run_dir / WORKERS_DIR / f"w{i}",
-                     i == 0 and not parent_scrape, limits) for i, r in enumerate(ranges)]
+    scenario = shard_scenario(s, limits)
+    jobs = [ShardJob(i, r.start, r.stop, spec, run_id, run_dir / shards_dir / f"w{i}",
+                     i == 0 and not parent_scrape, limits, scenario,
+                     None if state is None else shard_resume(state, r))
+            for i, r in enumerate(ranges)]
     outcome = RunOutcome("failed", reason="workers did not start")
     t0, t0_wall = time.monotonic(), time.time()
     try:

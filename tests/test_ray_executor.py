@@ -158,12 +158,17 @@ def test_sigterm_on_the_driver_stops_every_shard_keeps_rows_and_resumes(
         df = pd.read_parquet(run_dir / "turns.parquet")
         assert 8 <= len(df) <= twin.messages and len(df) < 4 * 150
         assert stopped_in < 1 + 10 + 15      # grace, cancel margin, Ray's own teardown
-        # the interrupted Ray run resumes (in one process) and completes
-        proc = endurance("run", "--resume", str(run_dir), "--quiet")
+        # the interrupted Ray run resumes, sharded over Ray again, and completes
+        proc = endurance("run", "--resume", str(run_dir), "--workers", "2", "--executor",
+                         "ray", "--ray-address", ray_head["gcs_address"], "--quiet")
         _, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err[-2000:]
     df = pd.read_parquet(run_dir / "turns.parquet")
     assert not df.duplicated(ROW_KEY).any()
+    assert len(df) <= twin.messages
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and len(manifest["resumes"]) == 1
+    assert (run_dir / "workers" / "resume1" / "w1" / "turns.jsonl").exists()
     assert df[df.ok & (df.request_kind == "turn")].groupby("session_id").size().eq(150).all()
 
 

@@ -20,6 +20,8 @@ from simulator.workers import (
     execute_sharded,
     merge_outcomes,
     shard_limits,
+    shard_resume,
+    shard_scenario,
     split_sessions,
 )
 from tests.reliability_twin import TwinThread
@@ -127,3 +129,22 @@ def test_workers_build_on_runs_public_api_without_a_cycle() -> None:
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
             and n.value.id == "runs"}
     assert used and used <= set(runs_mod.__all__), used - set(runs_mod.__all__)
+
+
+def test_a_shard_gets_its_scenario_share_and_its_sessions_resume_state(tmp_path: Path) -> None:
+    from simulator.session.resume import ResumeState
+    s, _ = load_scenario(str(_scenario(tmp_path / "s.yaml", limits={"max_in_flight": 5})), [])
+    shard = shard_scenario(s, shard_limits(s, 2))
+    assert shard.limits.max_in_flight == 3 and shard.sessions == s.sessions
+    assert shard.model_dump(exclude={"limits"}) == s.model_dump(exclude={"limits"})
+    assert shard_scenario(s, ()) is s
+    state = ResumeState(replay={"s0000": {}, "s0003": {}},
+                        prior_attempts={("s0000", 1, "turn"): 2, ("s0004", 0, "turn"): 1},
+                        done_sessions={"s0001", "s0004"}, failed_sessions=["s0002", "s0003"],
+                        mono_offset_s=12.5, rows_before=40)
+    low, high = shard_resume(state, range(3)), shard_resume(state, range(3, 5))
+    assert (set(low.replay), low.prior_attempts, low.done_sessions, low.failed_sessions) == (
+        {"s0000"}, {("s0000", 1, "turn"): 2}, {"s0001"}, ["s0002"])
+    assert (set(high.replay), high.prior_attempts, high.done_sessions,
+            high.failed_sessions) == ({"s0003"}, {("s0004", 0, "turn"): 1}, {"s0004"}, ["s0003"])
+    assert low.mono_offset_s == high.mono_offset_s == 12.5
