@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from simulator.errors import InputError, RunError
 from simulator.runs import signals_handled
@@ -281,8 +281,7 @@ class RayExecutor:
             return res
         except Exception as exc:
             crashed = isinstance(exc, ray.exceptions.RayTaskError)
-            cause = getattr(exc, "cause", None) if crashed else exc
-            cause = cause or exc
+            cause = (cast(Any, exc).cause or exc) if crashed else exc
             first = (str(cause).strip().splitlines() or [""])[-1][:300]
             what = type(cause).__name__
             if self._stop_at is not None:
