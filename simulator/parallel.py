@@ -33,24 +33,31 @@ def check_parallel(parallel: int, executor: str) -> None:
 
 
 def map_points(fn: Callable[[T], R], items: Sequence[T], parallel: int = 1,
-               executor: str = "local", *, ray_address: str | None = None) -> list[R]:
+               executor: str = "local", *, ray_address: str | None = None,
+               cost: Callable[[T], float] | None = None) -> list[R]:
     """`[fn(x) for x in items]`, up to `parallel` at once; results in `items` order.
-    `parallel=1` with the local executor runs in this process (no pickling)."""
+    `cost` (e.g. sessions of a sweep point) starts the costliest points first, so the
+    longest one does not start last. `parallel=1` with the local executor runs in this
+    process (no pickling)."""
     check_parallel(parallel, executor)
+    order = sorted(range(len(items)), key=lambda i: -cost(items[i])) if cost \
+        else list(range(len(items)))
     if executor == "ray":
-        return _map_ray(fn, items, parallel, ray_address)
+        return _map_ray(fn, items, order, parallel, ray_address)
     if parallel == 1 or len(items) <= 1:
         return [fn(x) for x in items]
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
     with ProcessPoolExecutor(max_workers=min(parallel, len(items)),
                              mp_context=get_context("spawn")) as pool:
-        return list(pool.map(fn, items))
+        futures = {i: pool.submit(fn, items[i]) for i in order}   # FIFO: costliest first
+        return [futures[i].result() for i in range(len(items))]
 
 
-def _map_ray(fn: Callable[[T], R], items: Sequence[T], parallel: int,
+def _map_ray(fn: Callable[[T], R], items: Sequence[T], order: list[int], parallel: int,
              address: str | None) -> list[R]:
-    """Ray tasks, at most `parallel` in flight; a task's exception is re-raised here."""
+    """Ray tasks, at most `parallel` in flight, started in `order`; a task's exception
+    is re-raised here."""
     from simulator.ray_executor import ensure_ray, import_ray
     ray = import_ray()
     started = ensure_ray(address)
@@ -59,11 +66,11 @@ def _map_ray(fn: Callable[[T], R], items: Sequence[T], parallel: int,
         out: dict[int, R] = {}
         index: dict[Any, int] = {}
         pending: list[Any] = []
-        todo = list(enumerate(items))
+        todo = list(order)
         while todo or pending:
             while todo and len(pending) < parallel:
-                i, x = todo.pop(0)
-                ref = task.remote(fn, x)
+                i = todo.pop(0)
+                ref = task.remote(fn, items[i])
                 index[ref] = i
                 pending.append(ref)
             done, pending = ray.wait(pending, num_returns=1)

@@ -42,6 +42,8 @@ def test_map_points_serial_is_the_plain_loop_and_bad_arguments_are_refused() -> 
 @pytest.mark.slow
 def test_map_points_in_processes_keeps_item_order_and_raises_a_points_error() -> None:
     assert map_points(square_or_fail, [5, 3, 8, 1, 0], parallel=2) == [25, 9, 64, 1, 0]
+    assert map_points(square_or_fail, [5, 3, 8, 1, 0], parallel=2, cost=float) == \
+        [25, 9, 64, 1, 0]
     with pytest.raises(InputError, match="negative point -1"):
         map_points(square_or_fail, [1, -1, 2], parallel=2)
 

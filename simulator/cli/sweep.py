@@ -202,8 +202,9 @@ def _prefetch(point: _PointRunner, counts: list[int], parallel: int, executor: s
     from simulator.parallel import map_points
     if parallel == 1 and executor == "local":
         return
-    for n, outcome in zip(counts, map_points(point.try_one, counts, parallel, executor,
-                                             ray_address=ray_address), strict=True):
+    outcomes = map_points(point.try_one, counts, parallel, executor, ray_address=ray_address,
+                          cost=float)          # the most sessions first: the longest run
+    for n, outcome in zip(counts, outcomes, strict=True):
         point.prefetched.setdefault(n, []).append(outcome)
 
 
