@@ -68,8 +68,10 @@ def ensure_ray(address: str | None = None) -> bool:
         return False
     target = address or os.environ.get("RAY_ADDRESS") or None
     try:
+        # log_to_driver off: workers' prints must not mix into stdout (`--json`, the run
+        # directory as the last line); a shard's error comes back in its result
         ray.init(address=target, include_dashboard=False if target is None else None,
-                 log_to_driver=True)
+                 log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = target or "a local Ray"
         raise RunError(f"Ray: cannot connect to {where}: {str(exc).splitlines()[0]}") from None
@@ -232,7 +234,7 @@ class RayExecutor:
         names = self.secret_env
         if names is None:
             from simulator.runs import resolve
-            s, _ = resolve(jobs[0].spec)
+            s = jobs[0].scenario or resolve(jobs[0].spec)[0]
             names = [s.endpoint.api_key_env]
         return {n: os.environ[n] for n in names if os.environ.get(n)}
 
