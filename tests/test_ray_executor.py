@@ -138,7 +138,7 @@ def _wait_shipped(out: Path, n: int, alive: Callable[[], bool], timeout_s: float
 
 def test_sigterm_on_the_driver_stops_every_shard_keeps_rows_and_resumes(
         ray_head: dict[str, Any], tmp_path: Path) -> None:
-    path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=4, turns=150))
+    path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=4, turns=400))
     out = tmp_path / "out"
     with TwinThread() as twin:
         proc = endurance("run", str(path), "--endpoint", twin.url, "--workers", "2",
@@ -156,7 +156,7 @@ def test_sigterm_on_the_driver_stops_every_shard_keeps_rows_and_resumes(
         for worker in (0, 1):                # every remote shard got the stop
             assert f"worker {worker}: stopped by signal" in manifest["status_reason"]
         df = pd.read_parquet(run_dir / "turns.parquet")
-        assert 8 <= len(df) <= twin.messages and len(df) < 4 * 150
+        assert 8 <= len(df) <= twin.messages and len(df) < 4 * 400
         assert stopped_in < 1 + 10 + 15      # grace, cancel margin, Ray's own teardown
         # the interrupted Ray run resumes, sharded over Ray again, and completes
         proc = endurance("run", "--resume", str(run_dir), "--workers", "2", "--executor",
@@ -169,12 +169,12 @@ def test_sigterm_on_the_driver_stops_every_shard_keeps_rows_and_resumes(
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "completed" and len(manifest["resumes"]) == 1
     assert (run_dir / "workers" / "resume1" / "w1" / "turns.jsonl").exists()
-    assert df[df.ok & (df.request_kind == "turn")].groupby("session_id").size().eq(150).all()
+    assert df[df.ok & (df.request_kind == "turn")].groupby("session_id").size().eq(400).all()
 
 
 def test_a_shard_whose_worker_dies_is_reported_and_its_rows_kept(
         ray_head: dict[str, Any], tmp_path: Path) -> None:
-    path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=2, turns=60))
+    path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=2, turns=400))
     out = tmp_path / "out"
     box: dict[str, RunResult] = {}
     with TwinThread() as twin:
