@@ -299,9 +299,13 @@ def execute_sharded(spec: RunSpec, workers: int, *, echo: Callable[[str], None] 
     state: ResumeState | None = None
     shards_dir = WORKERS_DIR
     if spec.resume_dir is not None:    # continue a run, sharded: each shard its sessions
+        from simulator.session.resume import read_manifest_for_resume
         from simulator.session.resume_run import open_resumed
+        prior = read_manifest_for_resume(spec.resume_dir).get("run_spec") or {}
+        check_shardable(dataclasses.replace(   # refuse before the run is reopened
+            spec, resume_dir=None, endpoint_url=spec.endpoint_url or prior.get("endpoint_url")),
+            workers)
         s, spec, recorder, state = open_resumed(spec, None)
-        check_shardable(spec, workers)
         endpoint = runs.make_endpoint(s, spec)
         run_id, run_dir = recorder.manifest["run_id"], recorder.run_dir
         shards_dir = f"{WORKERS_DIR}/resume{len(recorder.manifest.get('resumes', []))}"

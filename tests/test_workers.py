@@ -148,3 +148,17 @@ def test_a_shard_gets_its_scenario_share_and_its_sessions_resume_state(tmp_path:
     assert (set(high.replay), high.prior_attempts, high.done_sessions,
             high.failed_sessions) == ({"s0003"}, {("s0004", 0, "turn"): 1}, {"s0004"}, ["s0003"])
     assert low.mono_offset_s == high.mono_offset_s == 12.5
+
+
+def test_sharded_resume_of_an_in_process_twin_run_is_refused_before_reopening(
+        tmp_path: Path) -> None:
+    spec = RunSpec(str(_scenario(tmp_path / "s.yaml", sessions=1, turns=1)),
+                   out_dir=tmp_path / "out", show_progress=False)
+    run_dir = execute(spec, echo=lambda _line: None).run_dir
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["status"] = "interrupted"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    resume = RunSpec("", resume_dir=run_dir, workers=2, show_progress=False)
+    with pytest.raises(InputError, match="in-process twin is one simulated card"):
+        execute_sharded(resume, 2, echo=lambda _line: None)
+    assert "resumes" not in json.loads((run_dir / "manifest.json").read_text())
