@@ -4,6 +4,10 @@ This is the library call behind `endurance run` (and `sweep`/`size`/notebooks): 
 resolves the scenario and its overrides, picks the endpoint (the in-process twin in
 virtual time when no URL is given), owns the results directory, and always leaves it
 in a consistent state — `finalize` runs on every exit path.
+
+Its public API (`__all__`) is what `workers`, the CLI and notebooks build on; `runs`
+itself never imports `workers` (sharded runs start from `workers.execute_sharded`),
+so the two modules do not import each other.
 """
 
 from __future__ import annotations
@@ -34,6 +38,27 @@ from simulator.session.resume import ResumeState
 from simulator.session.resume_run import open_resumed
 from simulator.session.runner import STOP_GRACE_S, Runner, RunOutcome
 from simulator.vtime import run_virtual
+
+__all__ = [
+    "DEFAULT_TWIN",
+    "SCRAPE_INTERVAL_S",
+    "RunResult",
+    "RunSpec",
+    "build_manifest",
+    "execute",
+    "finish_or_fail",
+    "finish_run",
+    "make_endpoint",
+    "new_run_id",
+    "open_recorder",
+    "parse_twin",
+    "preflight",
+    "redact_url",
+    "resolve",
+    "run_background",
+    "signals_deferred",
+    "signals_handled",
+]
 
 DEFAULT_TWIN = "a40/qwen3-coder-30b-a3b-awq"
 SCRAPE_INTERVAL_S = 5.0  # how often a real server's /metrics is read during a run
@@ -187,8 +212,8 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="endurance-run") as pool:
             return pool.submit(execute, spec, echo=echo, endpoint=endpoint).result()
     if spec.workers != 1:
-        from simulator.workers import execute_sharded
-        return execute_sharded(spec, spec.workers, echo=echo)
+        raise InputError("runs.execute runs one process; a sharded run (--workers N) "
+                         "starts from simulator.workers.execute_sharded")
     check_spec_numbers(spec)
     # From the moment the results directory exists, SIGTERM ends the run as Ctrl-C does
     # (status interrupted), never as the default kill that leaves it `running`; the
@@ -380,10 +405,10 @@ def _os_error(exc: BaseException) -> OSError | None:
 
 
 def finish_or_fail(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
-    """`_finish`, or — when the disk is full or gone — the manifest marked failed (if it
+    """`finish_run`, or — when the disk is full or gone — the manifest marked failed (if it
     can still be written) and one RunError line; the journaled rows stay as they are."""
     try:
-        return _finish(recorder, endpoint, outcome)
+        return finish_run(recorder, endpoint, outcome)
     except OSError as exc:
         reason = f"cannot write results: {_describe(exc)}"
         if outcome.reason and outcome.reason != reason:
@@ -395,7 +420,7 @@ def finish_or_fail(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) 
             from None
 
 
-def _finish(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
+def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
     """Summarise from the journal and finalize the directory (never raises past it)."""
     from simulator.analysis.run_summary import RunSummary
     from simulator.analysis.steady import config_from_manifest

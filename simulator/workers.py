@@ -10,8 +10,9 @@ single-process run would have written them.
 
 How shards run is behind the `Executor` protocol (`run_shards(jobs) → results`):
 `ProcessExecutor` uses spawned processes on this machine, `InlineExecutor` runs them
-one after another in-process (debugging); a Ray executor would run `run_shard` as a
-remote task per shard for fleets beyond one machine (see the README's roadmap).
+one after another in-process (debugging); `simulator.ray_executor.RayExecutor` runs
+each shard as a Ray task on any node of a cluster (see the README's scale-out section).
+This module builds on `runs`' public API; `runs` never imports it.
 
 The in-process twin is refused: it is one simulated card shared by all sessions, and
 N processes would each simulate their own card. Serve the twin over HTTP instead
@@ -27,21 +28,30 @@ import math
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from simulator import runs
 from simulator.errors import InputError
+from simulator.metrics.recorder import (
+    HISTORY_JOURNAL,
+    METRICS_JOURNAL,
+    TURNS_JOURNAL,
+    Recorder,
+    iter_journal,
+)
+from simulator.runs import RunResult, RunSpec
+from simulator.session.runner import Runner, RunOutcome
 
 if TYPE_CHECKING:
-    from simulator.metrics.recorder import Recorder
-    from simulator.runs import RunResult, RunSpec
     from simulator.scenario.model import Scenario
-    from simulator.session.runner import RunOutcome
+    from simulator.session.resume import ResumeState
 
 WORKERS_DIR = "workers"
+SHARD_JOURNALS = (TURNS_JOURNAL, METRICS_JOURNAL, HISTORY_JOURNAL)
 
 
 @dataclass(frozen=True)
@@ -56,11 +66,18 @@ class ShardJob:
     shard_dir: Path
     scrape_metrics: bool           # only one shard scrapes the server's /metrics
     limit_overrides: tuple[str, ...] = ()
+    # the parent's resolved scenario, limits split (None: resolve spec + limit_overrides);
+    # a shard on another node then needs no scenario file
+    scenario: Scenario | None = None
+    resume: ResumeState | None = None   # --resume: what this shard's sessions did before
 
 
 @dataclass(frozen=True)
 class ShardResult:
-    """How one shard ended; `t0_mono` is the monotonic time its runner started (s)."""
+    """How one shard ended; `t0_mono`/`t0_wall` are the monotonic and Unix times its
+    runner started (s). A shard on another machine (`clock_error_s` set) is aligned by
+    wall clock: `clock_offset_s` is the driver's clock minus the shard's, known to
+    ±`clock_error_s` (half the best round trip, s)."""
 
     index: int
     status: str
@@ -69,10 +86,20 @@ class ShardResult:
     deadline_reached: bool = False
     wall_window_s: float = 0.0
     t0_mono: float = 0.0
+    t0_wall: float = 0.0
+    clock_offset_s: float = 0.0
+    clock_error_s: float | None = None
+    node: str = ""
 
 
 class Executor(Protocol):
-    """Runs shard jobs somewhere and returns their results in job order."""
+    """Runs shard jobs somewhere and returns their results in job order.
+
+    `name` goes to the manifest; `parent_scrapes_metrics` says the parent, not shard
+    0, scrapes the server's /metrics (one owner wherever the shards run)."""
+
+    name: str
+    parent_scrapes_metrics: bool
 
     def run_shards(self, jobs: Sequence[ShardJob]) -> list[ShardResult]: ...
 
@@ -84,6 +111,9 @@ class ProcessExecutor:
     live worker, whose runner then stops as a single-process run would (a second
     SIGTERM cancels in-flight requests at once). Ctrl-C needs no forwarding: the
     terminal sends SIGINT to the whole foreground process group, workers included."""
+
+    name = "local"
+    parent_scrapes_metrics = False
 
     def __init__(self) -> None:
         self._procs: list[Any] = []
@@ -98,10 +128,9 @@ class ProcessExecutor:
                     os.kill(proc.pid, sig)
 
     def run_shards(self, jobs: Sequence[ShardJob]) -> list[ShardResult]:
-        from simulator.runs import signals_handled
         ctx = get_context("spawn")
         results = ctx.SimpleQueue()
-        with signals_handled({signal.SIGTERM: lambda _sig, _frame: self.stop()}):
+        with runs.signals_handled({signal.SIGTERM: lambda _sig, _frame: self.stop()}):
             self._procs = [ctx.Process(target=_shard_main, args=(job, results),
                                        name=f"endurance-worker-{job.index}", daemon=False)
                            for job in jobs]
@@ -155,6 +184,9 @@ def _wait_any(procs: Sequence[Any], timeout_s: float) -> None:
 class InlineExecutor:
     """Shards one after another in this process (debugging; no parallelism)."""
 
+    name = "inline"
+    parent_scrapes_metrics = False
+
     def run_shards(self, jobs: Sequence[ShardJob]) -> list[ShardResult]:
         return [run_shard(job) for job in jobs]
 
@@ -179,58 +211,74 @@ def shard_limits(s: Scenario, workers: int) -> tuple[str, ...]:
 def check_shardable(spec: RunSpec, workers: int) -> None:
     if workers < 1:
         raise InputError(f"--workers must be >= 1, got {workers}")
-    if spec.endpoint_url is None:
+    if spec.endpoint_url is None and spec.resume_dir is None:
         raise InputError(
             "--workers needs --endpoint: the in-process twin is one simulated card shared "
             "by all sessions, and N processes would each simulate their own card; serve the "
             "twin over HTTP (`endurance twin serve`) and pass its URL as --endpoint")
-    if getattr(spec, "resume_dir", None) is not None:
-        raise InputError("--workers cannot be combined with --resume")
+
+
+def shard_scenario(s: Scenario, limits: Sequence[str]) -> Scenario:
+    """The scenario a shard runs: the parent's, with its share of the run-wide limits."""
+    from simulator.scenario.load import apply_overrides
+    from simulator.scenario.model import Scenario
+    if not limits:
+        return s
+    return Scenario.model_validate(apply_overrides(s.model_dump(mode="json"), list(limits)))
+
+
+def shard_resume(state: ResumeState, sessions: range) -> ResumeState:
+    """The part of a resumed run's state that belongs to sessions `sessions`."""
+    from simulator.session.resume import ResumeState
+    mine = {f"s{i:04d}" for i in sessions}
+    return ResumeState(
+        replay={k: v for k, v in state.replay.items() if k in mine},
+        prior_attempts={k: v for k, v in state.prior_attempts.items() if k[0] in mine},
+        done_sessions=state.done_sessions & mine,
+        failed_sessions=[x for x in state.failed_sessions if x in mine],
+        mono_offset_s=state.mono_offset_s, rows_before=state.rows_before)
 
 
 # -------------------------------------------------------------------- worker side --
 def run_shard(job: ShardJob) -> ShardResult:
     """Run one shard in this process; its rows go to `job.shard_dir` (never raises for
     a failed run: the result says how it ended)."""
-    from simulator.metrics.recorder import Recorder
-    from simulator.runs import make_endpoint, resolve
-    from simulator.session.runner import RunOutcome
 
     spec = dataclasses.replace(job.spec, overrides=[*job.spec.overrides, *job.limit_overrides])
-    s, _ = resolve(spec)
-    endpoint = make_endpoint(s, spec)
+    s = job.scenario if job.scenario is not None else runs.resolve(spec)[0]
+    endpoint = runs.make_endpoint(s, spec)
     recorder = Recorder(job.shard_dir, {"run_id": job.run_id, "worker": job.index,
                                         "sessions": [job.start, job.stop],
                                         "pid": os.getpid()})
     outcome = RunOutcome("failed", reason="worker did not start")
-    t0 = time.monotonic()
+    t0, t0_wall = time.monotonic(), time.time()
     try:
-        t0, outcome = _drive(s, spec, job, endpoint, recorder)
+        t0, t0_wall, outcome = _drive(s, spec, job, endpoint, recorder)
     except KeyboardInterrupt:
         outcome = RunOutcome("interrupted", reason="interrupted")
     finally:
         recorder.finalize(outcome.status, None)
     return ShardResult(job.index, outcome.status, outcome.reason,
                        tuple(outcome.failed_sessions), outcome.deadline_reached,
-                       outcome.wall_window_s, t0)
+                       outcome.wall_window_s, t0, t0_wall)
 
 
 def _drive(s: Scenario, spec: RunSpec, job: ShardJob, endpoint: Any,
-           recorder: Recorder) -> tuple[float, RunOutcome]:
-    from simulator.runs import run_background
-    from simulator.session.runner import Runner
-    background, on_finish = run_background(
+           recorder: Recorder) -> tuple[float, float, RunOutcome]:
+    background, on_finish = runs.run_background(
         endpoint, recorder, spec.endpoint_url if job.scrape_metrics else None)
     kw: dict[str, Any] = {}
-    if getattr(spec, "stop_grace_s", None) is not None:
+    if spec.stop_grace_s is not None:
         kw["stop_grace_s"] = spec.stop_grace_s
+    if job.resume is not None:
+        kw["resume"] = job.resume
     runner = Runner(s, endpoint, recorder, job.run_id, background=background,
                     session_range=range(job.start, job.stop), on_finish=on_finish, **kw)
 
-    async def main() -> tuple[float, RunOutcome]:
-        t0 = time.monotonic()
+    async def main() -> tuple[float, float, RunOutcome]:
+        t0, t0_wall = time.monotonic(), time.time()
         try:
-            return t0, await runner.run()
+            return t0, t0_wall, await runner.run()
         finally:
             await endpoint.aclose()
 
@@ -246,73 +294,137 @@ def _drive(s: Scenario, spec: RunSpec, job: ShardJob, endpoint: Any,
 def execute_sharded(spec: RunSpec, workers: int, *, echo: Callable[[str], None] = print,
                     executor: Executor | None = None) -> RunResult:
     """Run `spec` over `workers` shards and merge them into one results directory."""
-    from simulator import runs
     from simulator.analysis.summary import format_summary
-    from simulator.session.runner import RunOutcome
 
     check_shardable(spec, workers)
-    s, resolved = runs.resolve(spec)
-    endpoint = runs.make_endpoint(s, spec)
-    assert spec.endpoint_url is not None
-    preflight = getattr(runs, "preflight", None)
-    if callable(preflight):
-        preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
-    run_id = runs.new_run_id(s.name)
-    run_dir = spec.out_dir / run_id
-    ranges = split_sessions(s.sessions, workers)
-    manifest = runs.build_manifest(s, resolved, spec, endpoint, run_id)
-    manifest["workers"] = len(ranges)
-    recorder = runs.open_recorder(run_dir, manifest, spec.out_dir)
+    executor = executor or ProcessExecutor()
+    state: ResumeState | None = None
+    shards_dir = WORKERS_DIR
+    if spec.resume_dir is not None:    # continue a run, sharded: each shard its sessions
+        from simulator.session.resume import read_manifest_for_resume
+        from simulator.session.resume_run import open_resumed
+        prior = read_manifest_for_resume(spec.resume_dir).get("run_spec") or {}
+        check_shardable(dataclasses.replace(   # refuse before the run is reopened
+            spec, resume_dir=None, endpoint_url=spec.endpoint_url or prior.get("endpoint_url")),
+            workers)
+        s, spec, recorder, state = open_resumed(spec, None)
+        endpoint = runs.make_endpoint(s, spec)
+        run_id, run_dir = recorder.manifest["run_id"], recorder.run_dir
+        shards_dir = f"{WORKERS_DIR}/resume{len(recorder.manifest.get('resumes', []))}"
+        ranges = split_sessions(s.sessions, workers)
+    else:
+        s, resolved = runs.resolve(spec)
+        endpoint = runs.make_endpoint(s, spec)
+        assert spec.endpoint_url is not None
+        runs.preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+        run_id = runs.new_run_id(s.name)
+        run_dir = spec.out_dir / run_id
+        ranges = split_sessions(s.sessions, workers)
+        manifest = runs.build_manifest(s, resolved, spec, endpoint, run_id)
+        manifest["workers"] = len(ranges)
+        manifest["executor"] = executor.name
+        recorder = runs.open_recorder(run_dir, manifest, spec.out_dir)
     limits = shard_limits(s, len(ranges))
-    jobs = [ShardJob(i, r.start, r.stop, spec, run_id, run_dir / WORKERS_DIR / f"w{i}",
-                     i == 0, limits) for i, r in enumerate(ranges)]
+    parent_scrape = executor.parent_scrapes_metrics
+    scenario = shard_scenario(s, limits)
+    jobs = [ShardJob(i, r.start, r.stop, spec, run_id, run_dir / shards_dir / f"w{i}",
+                     i == 0 and not parent_scrape, limits, scenario,
+                     None if state is None else shard_resume(state, r))
+            for i, r in enumerate(ranges)]
     outcome = RunOutcome("failed", reason="workers did not start")
-    t0 = time.monotonic()
+    t0, t0_wall = time.monotonic(), time.time()
     try:
         # workers get Ctrl-C themselves (same process group) and stop cleanly
-        with runs.signals_handled({signal.SIGINT: signal.SIG_IGN}):
-            results = (executor or ProcessExecutor()).run_shards(jobs)
+        with runs.signals_handled({signal.SIGINT: signal.SIG_IGN}), \
+                _parent_scrape(recorder, spec.endpoint_url if parent_scrape else None):
+            results = executor.run_shards(jobs)
         with runs.signals_deferred():  # a late signal must not tear the merge
-            merge_shards(recorder, jobs, results, t0)
+            merge_shards(recorder, jobs, results, t0, t0_wall)
+            alignment = clock_alignment(results)
+            if alignment is not None:
+                recorder.update_manifest(clock_alignment=alignment)
         outcome = merge_outcomes(results)
     finally:
         with runs.signals_deferred():
-            summary = runs._finish(recorder, endpoint, outcome)
+            summary = runs.finish_or_fail(recorder, endpoint, outcome)
     echo(format_summary(summary))
     if outcome.reason:
         echo(f"status: {outcome.status} ({outcome.reason})")
-    return runs.RunResult(run_dir, outcome.status, summary, outcome, recorder.manifest)
+    return RunResult(run_dir, outcome.status, summary, outcome, recorder.manifest)
+
+
+@contextlib.contextmanager
+def _parent_scrape(recorder: Recorder, url: str | None) -> Iterator[None]:
+    """Scrape the server's /metrics from the parent (in a thread with its own loop)
+    while the block runs: one owner of the scrape however many nodes generate load."""
+    if url is None:
+        yield
+        return
+    import threading
+
+    from simulator.metrics.prometheus import MetricsScraper, metrics_url_for
+
+    def sink(rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            recorder.write_metrics(row)
+
+    scraper = MetricsScraper(metrics_url_for(url), runs.SCRAPE_INTERVAL_S, sink)
+    started = threading.Event()
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def scrape() -> None:
+        loops.append(asyncio.get_running_loop())
+        started.set()
+        await scraper.run()
+
+    thread = threading.Thread(target=lambda: asyncio.run(scrape()),
+                              name="endurance-scrape", daemon=True)
+    thread.start()
+    started.wait(10)
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.call_soon_threadsafe(scraper.stop)
+        thread.join(15)
 
 
 def merge_shards(recorder: Recorder, jobs: Sequence[ShardJob],
-                 results: Sequence[ShardResult], t0: float) -> None:
+                 results: Sequence[ShardResult], t0: float, t0_wall: float = 0.0) -> None:
     """Copy every shard's journals into the run's, in shard order; `started_mono_s` is
-    moved onto the parent's timeline (all workers share the machine's monotonic clock)."""
-    from simulator.metrics.recorder import METRICS_JOURNAL, TURNS_JOURNAL, iter_journal
+    moved onto the parent's timeline: by the shared monotonic clock for shards on this
+    machine, by wall clock (corrected by the measured offset) for remote ones."""
     from simulator.metrics.records import TurnRecord
     for job, res in zip(jobs, results, strict=True):
-        shift = (res.t0_mono - t0) if res.t0_mono else 0.0
+        if res.clock_error_s is not None and res.t0_wall:
+            shift = res.t0_wall + res.clock_offset_s - t0_wall
+        else:
+            shift = (res.t0_mono - t0) if res.t0_mono else 0.0
         for row in iter_journal(job.shard_dir / TURNS_JOURNAL):
             row["started_mono_s"] = row["started_mono_s"] + shift
             recorder.write(TurnRecord(**row))
         for row in iter_journal(job.shard_dir / METRICS_JOURNAL):
             recorder.write_metrics(row)
-        write_history = getattr(recorder, "write_history", None)
-        history = getattr(_recorder_module(), "HISTORY_JOURNAL", None)
-        if callable(write_history) and history:
-            for row in iter_journal(job.shard_dir / history):
-                write_history(row)
+        for row in iter_journal(job.shard_dir / HISTORY_JOURNAL):
+            recorder.write_history(row)
 
 
-def _recorder_module() -> Any:
-    import simulator.metrics.recorder as mod
-    return mod
+def clock_alignment(results: Sequence[ShardResult]) -> dict[str, Any] | None:
+    """The manifest's record of how remote shard timelines were aligned (None when
+    every shard shared this machine's monotonic clock)."""
+    remote = [r for r in results if r.clock_error_s is not None]
+    if not remote:
+        return None
+    return {"method": "wall clock; offset to the driver's clock from the best of "
+                      "several round trips (NTP-style), error = half that round trip",
+            "max_error_s": max(r.clock_error_s or 0.0 for r in remote),
+            "shards": [{"worker": r.index, "node": r.node, "offset_s": r.clock_offset_s,
+                        "error_s": r.clock_error_s} for r in remote]}
 
 
 def merge_outcomes(results: Sequence[ShardResult]) -> RunOutcome:
     """One outcome: failed if any shard failed, else interrupted if any was, else
     completed; reasons name their worker."""
-    from simulator.session.runner import RunOutcome
     statuses = {r.status for r in results}
     status = next((st for st in ("failed", "interrupted") if st in statuses), "completed")
     reasons = [f"worker {r.index}: {r.reason}" for r in results if r.reason]

@@ -16,10 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "simulator"
 
 # Edges allowed to close a cycle for now, each with the branch that removes it.
-KNOWN_EXCEPTIONS: set[tuple[str, str]] = {
-    # owned by the ray branch; removed at merge
-    ("runs", "workers"),
-}
+KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()   # none: every package edge is one-way
 
 
 def _unit(module: str) -> str:

@@ -17,8 +17,11 @@ from simulator.workers import (
     ProcessExecutor,
     ShardJob,
     ShardResult,
+    execute_sharded,
     merge_outcomes,
     shard_limits,
+    shard_resume,
+    shard_scenario,
     split_sessions,
 )
 from tests.reliability_twin import TwinThread
@@ -83,6 +86,8 @@ def test_in_process_twin_is_refused(tmp_path: Path) -> None:
     spec = RunSpec(str(_scenario(tmp_path / "s.yaml")), out_dir=tmp_path / "out", workers=2,
                    show_progress=False)
     with pytest.raises(InputError, match="in-process twin is one simulated card"):
+        execute_sharded(spec, 2, echo=lambda _line: None)
+    with pytest.raises(InputError, match="simulator.workers.execute_sharded"):
         execute(spec, echo=lambda _line: None)
     assert not (tmp_path / "out").exists()
 
@@ -93,7 +98,7 @@ def test_two_workers_write_one_run(tmp_path: Path) -> None:
     with TwinThread(time_scale=1000.0) as twin:
         spec = RunSpec(str(path), endpoint_url=twin.url, out_dir=tmp_path / "out",
                        workers=2, show_progress=False)
-        res = execute(spec, echo=lambda _line: None)
+        res = execute_sharded(spec, 2, echo=lambda _line: None)
     assert res.status == "completed", res.outcome.reason
     run_dirs = list((tmp_path / "out").iterdir())
     assert run_dirs == [res.run_dir]
@@ -109,3 +114,52 @@ def test_two_workers_write_one_run(tmp_path: Path) -> None:
     assert summary["status"] == "completed" and manifest["workers"] == 2
     assert manifest["status"] == "completed" and manifest["rows"] == 15
     assert df.started_mono_s.min() >= 0.0
+
+
+def test_workers_build_on_runs_public_api_without_a_cycle() -> None:
+    """`workers` uses only `runs.__all__`, and `runs` never imports `workers`."""
+    import ast
+
+    import simulator.runs as runs_mod
+    root = Path(runs_mod.__file__).parent
+    runs_tree = ast.parse((root / "runs.py").read_text())
+    imported = {n.module for n in ast.walk(runs_tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(runs_tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not {m for m in imported if m and m.startswith("simulator.workers")}
+    used = {n.attr for n in ast.walk(ast.parse((root / "workers.py").read_text()))
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == "runs"}
+    assert used and used <= set(runs_mod.__all__), used - set(runs_mod.__all__)
+
+
+def test_a_shard_gets_its_scenario_share_and_its_sessions_resume_state(tmp_path: Path) -> None:
+    from simulator.session.resume import ResumeState
+    s, _ = load_scenario(str(_scenario(tmp_path / "s.yaml", limits={"max_in_flight": 5})), [])
+    shard = shard_scenario(s, shard_limits(s, 2))
+    assert shard.limits.max_in_flight == 3 and shard.sessions == s.sessions
+    assert shard.model_dump(exclude={"limits"}) == s.model_dump(exclude={"limits"})
+    assert shard_scenario(s, ()) is s
+    state = ResumeState(replay={"s0000": {}, "s0003": {}},
+                        prior_attempts={("s0000", 1, "turn"): 2, ("s0004", 0, "turn"): 1},
+                        done_sessions={"s0001", "s0004"}, failed_sessions=["s0002", "s0003"],
+                        mono_offset_s=12.5, rows_before=40)
+    low, high = shard_resume(state, range(3)), shard_resume(state, range(3, 5))
+    assert (set(low.replay), low.prior_attempts, low.done_sessions, low.failed_sessions) == (
+        {"s0000"}, {("s0000", 1, "turn"): 2}, {"s0001"}, ["s0002"])
+    assert (set(high.replay), high.prior_attempts, high.done_sessions,
+            high.failed_sessions) == ({"s0003"}, {("s0004", 0, "turn"): 1}, {"s0004"}, ["s0003"])
+    assert low.mono_offset_s == high.mono_offset_s == 12.5
+
+
+def test_sharded_resume_of_an_in_process_twin_run_is_refused_before_reopening(
+        tmp_path: Path) -> None:
+    spec = RunSpec(str(_scenario(tmp_path / "s.yaml", sessions=1, turns=1)),
+                   out_dir=tmp_path / "out", show_progress=False)
+    run_dir = execute(spec, echo=lambda _line: None).run_dir
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["status"] = "interrupted"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    resume = RunSpec("", resume_dir=run_dir, workers=2, show_progress=False)
+    with pytest.raises(InputError, match="in-process twin is one simulated card"):
+        execute_sharded(resume, 2, echo=lambda _line: None)
+    assert "resumes" not in json.loads((run_dir / "manifest.json").read_text())

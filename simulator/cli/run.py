@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from simulator.cli._app import main
 from simulator.scenario.load import load_scenario
+
+if TYPE_CHECKING:
+    from simulator.runs import RunResult, RunSpec
 
 
 def scenario_overrides(sessions: int | None, turns: int | None, seed: int | None,
@@ -81,13 +85,21 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
 @click.option("--api-key-file", type=click.Path(dir_okay=False), default=None,
               help="Read the endpoint's API key from the first line of this file "
               "(default: the variable the scenario names, $ANTHROPIC_API_KEY).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
+              show_default=True, help="Where --workers shards run: local processes, or "
+              "Ray tasks on a cluster (needs `pip install 'endurance[ray]'`).")
+@click.option("--ray-address", metavar="ADDR", help="Ray cluster to join (e.g. "
+              "ray://head:10001 or auto); default: $RAY_ADDRESS, else a local Ray.")
+@click.option("--ray-shared-fs", is_flag=True, help="Every Ray node sees the results "
+              "directory at the same path: shards journal there, nothing is shipped.")
 def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str | None,
         model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
         price_per_hour: float | None, client: str | None, out: Path, sessions: int | None,
         label: str | None, quiet: bool, workers: int, resume: Path | None,
         kv_dtype: str | None, gpu_memory_utilization: float | None,
         kv_cache_gib: float | None, no_prefix_caching: bool,
-        stop_grace_s: float | None, api_key_file: str | None) -> None:
+        stop_grace_s: float | None, api_key_file: str | None, executor: str = "local",
+        ray_address: str | None = None, ray_shared_fs: bool = False) -> None:
     """Run SCENARIO and write results/<run-id>/ (the last line printed is its path).
 
     Exit codes: 0 completed, 1 failed (or endpoint unreachable / rejecting us),
@@ -108,9 +120,27 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
                  price_per_hour=price_per_hour, client=client, show_progress=not quiet,
                  stop_grace_s=stop_grace_s, resume_dir=resume, workers=workers,
                  api_key_file=api_key_file)
-    result = execute(rs, echo=click.echo)
+    if workers > 1 or executor != "local":
+        result = _execute_sharded(rs, executor, ray_address, ray_shared_fs)
+    else:
+        result = execute(rs, echo=click.echo)
     click.echo(str(result.run_dir))
     sys.exit({"completed": 0, "interrupted": 130}.get(result.status, 1))
+
+
+def _execute_sharded(rs: RunSpec, executor: str, ray_address: str | None,
+                     shared_fs: bool) -> RunResult:
+    """`--workers N` / `--executor ray`: shards over local processes or Ray tasks."""
+    from simulator.errors import InputError
+    from simulator.workers import Executor, ProcessExecutor, check_shardable, execute_sharded
+    check_shardable(rs, rs.workers)
+    ex: Executor = ProcessExecutor()
+    if executor == "ray":
+        from simulator.ray_executor import RayExecutor
+        ex = RayExecutor(ray_address, shared_fs=shared_fs)
+    elif ray_address or shared_fs:
+        raise InputError("--ray-address/--ray-shared-fs need --executor ray")
+    return execute_sharded(rs, rs.workers, echo=click.echo, executor=ex)
 
 
 @main.command()

@@ -1,0 +1,224 @@
+"""`--executor ray` on a local Ray head (127.0.0.1, no dashboard, 2 CPUs, 100 MB object
+store) against the HTTP twin: the same merged rows as local processes, the key never
+on disk, SIGTERM on the driver stops every shard and keeps its rows (and the run
+resumes), a lost shard is reported with its rows kept, parallel sweeps as serial.
+
+Ray takes ~15 s to start on two shared cores, so the whole module is `slow`; it
+skips (with the reason) only when Ray is not installed or cannot start."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from aiohttp import web
+
+from simulator.runs import RunResult, RunSpec
+from simulator.twin.server import twin_app
+from simulator.workers import ProcessExecutor, execute_sharded
+from tests.reliability_twin import (
+    HARDWARE,
+    MODEL,
+    TwinThread,
+    endurance,
+    soak_scenario,
+    write_yaml,
+)
+from tests.test_parallel import square_or_fail
+
+pytestmark = pytest.mark.slow
+
+KEY = "sk-endurance-test-9f3c1a7e5b2d"
+ROW_KEY = ["session_id", "turn_index", "request_kind", "attempt"]
+
+
+@pytest.fixture(scope="module")
+def ray_head() -> Iterator[dict[str, Any]]:
+    """A local Ray head for this module (shut down at its end)."""
+    try:
+        import ray
+    except ImportError:
+        pytest.skip("Ray is not installed: pip install 'endurance[ray]'")
+    try:
+        ctx = ray.init(address="local", include_dashboard=False, num_cpus=2,
+                       object_store_memory=100 * 1024 ** 2, _node_ip_address="127.0.0.1",
+                       log_to_driver=False)
+    except Exception as exc:  # any reason Ray cannot start here is a skip, said why
+        pytest.skip(f"Ray cannot start on this machine: {type(exc).__name__}: {exc}")
+    try:
+        yield dict(ctx.address_info)
+    finally:
+        ray.shutdown()
+
+
+def _keyed_twin() -> tuple[Callable[[], web.Application], set[str]]:
+    """The twin app, and the set of every API key it was sent."""
+    seen: set[str] = set()
+
+    def make() -> web.Application:
+        app = twin_app(HARDWARE, MODEL, time_scale=1000.0)[0]
+
+        @web.middleware
+        async def keys(request: web.Request,
+                       handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                       ) -> web.StreamResponse:
+            if request.path == "/v1/messages":
+                seen.add(request.headers.get("x-api-key", ""))
+            return await handler(request)
+
+        app.middlewares.append(keys)
+        return app
+    return make, seen
+
+
+def _grep(root: Path, needle: bytes) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def _ray_executor() -> Any:
+    from simulator.ray_executor import RayExecutor
+    return RayExecutor()
+
+
+def test_two_ray_shards_merge_like_local_ones_and_the_key_stays_off_disk(
+        ray_head: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=5, turns=4))
+    make, seen = _keyed_twin()
+    runs: dict[str, RunResult] = {}
+    with TwinThread(app=make) as twin:
+        for name, ex in (("local", ProcessExecutor()), ("ray", _ray_executor())):
+            before = twin.messages
+            spec = RunSpec(str(path), endpoint_url=twin.url, out_dir=tmp_path / name,
+                           workers=2, show_progress=False)
+            runs[name] = execute_sharded(spec, 2, echo=lambda _line: None, executor=ex)
+            assert runs[name].status == "completed", runs[name].outcome.reason
+            served = twin.messages - before
+            df = pd.read_parquet(runs[name].run_dir / "turns.parquet")
+            assert len(df) == served == 5 * 4          # every request the server saw
+    frames = {n: pd.read_parquet(r.run_dir / "turns.parquet") for n, r in runs.items()}
+    keys = {n: sorted(map(tuple, f[ROW_KEY].values.tolist())) for n, f in frames.items()}
+    assert keys["ray"] == keys["local"] and len(set(keys["ray"])) == 20
+    assert seen == {KEY}                             # the shards got the key
+    manifest = json.loads((runs["ray"].run_dir / "manifest.json").read_text())
+    assert manifest["executor"] == "ray" and manifest["workers"] == 2
+    align = manifest["clock_alignment"]
+    assert [s["worker"] for s in align["shards"]] == [0, 1]
+    assert 0 <= align["max_error_s"] < 1.0
+    assert frames["ray"].started_mono_s.min() >= 0
+    for shard in ("w0", "w1"):                       # shipped back to the driver's disk
+        assert (runs["ray"].run_dir / "workers" / shard / "turns.jsonl").stat().st_size > 0
+    assert _grep(tmp_path, KEY.encode()) == []
+    assert _grep(Path(ray_head["session_dir"]), KEY.encode()) == []
+
+
+def _shipped_rows(out: Path) -> int:
+    """Rows shipped to the driver so far, by the shard that has the fewest (of two)."""
+    counts = [p.read_text().count("\n") for p in out.glob("*/workers/w*/turns.jsonl")]
+    return min(counts) if len(counts) == 2 else 0
+
+
+def _wait_shipped(out: Path, n: int, alive: Callable[[], bool], timeout_s: float = 90) -> None:
+    """Until each of the two shards has shipped `n` rows (bounded in time)."""
+    end = time.monotonic() + timeout_s
+    while _shipped_rows(out) < n:
+        assert alive(), "the run ended before it could be stopped"
+        assert time.monotonic() < end, f"fewer than {n} shipped rows after {timeout_s} s"
+        time.sleep(0.2)
+
+
+def test_sigterm_on_the_driver_stops_every_shard_keeps_rows_and_resumes(
+        ray_head: dict[str, Any], tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=4, turns=400))
+    out = tmp_path / "out"
+    with TwinThread() as twin:
+        proc = endurance("run", str(path), "--endpoint", twin.url, "--workers", "2",
+                         "--executor", "ray", "--ray-address", ray_head["gcs_address"],
+                         "--out", str(out), "--quiet", "--stop-grace-s", "1")
+        _wait_shipped(out, 4, lambda: proc.poll() is None)
+        t = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        stopped_in = time.monotonic() - t
+        assert proc.returncode == 130, err[-2000:]
+        (run_dir,) = out.iterdir()
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        assert manifest["status"] == "interrupted", manifest.get("status_reason")
+        for worker in (0, 1):                # every remote shard got the stop
+            assert f"worker {worker}: stopped by signal" in manifest["status_reason"]
+        df = pd.read_parquet(run_dir / "turns.parquet")
+        assert 8 <= len(df) <= twin.messages and len(df) < 4 * 400
+        assert stopped_in < 1 + 10 + 15      # grace, cancel margin, Ray's own teardown
+        # the interrupted Ray run resumes, sharded over Ray again, and completes
+        proc = endurance("run", "--resume", str(run_dir), "--workers", "2", "--executor",
+                         "ray", "--ray-address", ray_head["gcs_address"], "--quiet")
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err[-2000:]
+    df = pd.read_parquet(run_dir / "turns.parquet")
+    assert not df.duplicated(ROW_KEY).any()
+    assert len(df) <= twin.messages
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and len(manifest["resumes"]) == 1
+    assert (run_dir / "workers" / "resume1" / "w1" / "turns.jsonl").exists()
+    assert df[df.ok & (df.request_kind == "turn")].groupby("session_id").size().eq(400).all()
+
+
+def test_a_shard_whose_worker_dies_is_reported_and_its_rows_kept(
+        ray_head: dict[str, Any], tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=2, turns=400))
+    out = tmp_path / "out"
+    box: dict[str, RunResult] = {}
+    with TwinThread() as twin:
+        spec = RunSpec(str(path), endpoint_url=twin.url, out_dir=out, workers=2,
+                       show_progress=False)
+        thread = threading.Thread(target=lambda: box.update(res=execute_sharded(
+            spec, 2, echo=lambda _line: None, executor=_ray_executor())))
+        thread.start()
+        _wait_shipped(out, 3, thread.is_alive)
+        pids = subprocess.run(["pgrep", "-f", "^ray::remote_shard"], capture_output=True,
+                              text=True, check=False).stdout.split()
+        assert len(pids) == 2, pids
+        os.kill(int(pids[0]), signal.SIGKILL)
+        thread.join(240)
+        assert not thread.is_alive()
+    res = box["res"]
+    assert res.status == "failed"
+    lost = [part for part in res.outcome.reason.split("; ") if "lost" in part]
+    assert len(lost) == 1, res.outcome.reason
+    index = int(lost[0].split()[1].rstrip(":"))
+    df = pd.read_parquet(res.run_dir / "turns.parquet")
+    shard = df[df.session_id == f"s{index:04d}"]
+    assert len(shard) > 0                            # what it journaled before it died
+    assert len(df) <= twin.messages
+    # the killed shard could not remove its node-local scratch journal: the test does
+    for scratch in Path(tempfile.gettempdir()).glob(f"endurance-{res.run_dir.name}-*"):
+        shutil.rmtree(scratch)
+
+
+def test_parallel_points_on_ray_give_the_serial_results(ray_head: dict[str, Any],
+                                                         tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+    from simulator.parallel import map_points
+    from tests.test_parallel import TEAM, _without_run_dirs
+    assert map_points(square_or_fail, [4, 2, 9], parallel=2, executor="ray") == [16, 4, 81]
+    args = ["sweep", TEAM, "--sessions", "2,1", "--turns", "3", "--json"]
+    runs = [CliRunner().invoke(main, [*args, *extra, "--out", str(tmp_path / str(i))])
+            for i, extra in enumerate(([], ["--parallel", "2", "--executor", "ray"]))]
+    assert all(r.exit_code == 0 for r in runs), [(r.output, r.exception) for r in runs]
+    serial, parallel = (json.loads(r.stdout) for r in runs)
+    assert _without_run_dirs(parallel) == _without_run_dirs(serial)
+    assert [r["sessions"] for r in parallel] == [2, 1]
+
