@@ -38,6 +38,7 @@ from simulator.session.conversation import (
     ToolUseBlock,
 )
 from simulator.session.limiter import Limiter
+from simulator.session.overflow import overflow_target, parse_overflow
 from simulator.session.prefix import with_nonce
 from simulator.session.resume import ReplayKey, StoredReply, reply_row
 
@@ -193,6 +194,7 @@ class Agent:
         retry = self.s.retry
         attempt = self.ctx.prior_attempts.get((self.session_id, turn, kind), 0)
         forced = 0
+        targets: list[int] = []  # forced-compaction targets, kept for resume
         while True:
             attempt += 1
             req = self._build(messages, max_tokens, template)
@@ -219,7 +221,7 @@ class Agent:
                     # on resume instead of sending the turn twice.
                     self.ctx.recorder.write_history(reply_row(
                         self.session_id, turn, kind, forced, resp,
-                        self.s.history == "live" or kind == "summary"))
+                        self.s.history == "live" or kind == "summary", targets))
                     self._record_success(base, started_wall, sent, resp)
                     if resp.content:
                         self.ctx.tracker.extend(self.session_id, Message("assistant", resp.content))
@@ -230,12 +232,14 @@ class Agent:
                 raise FatalEndpointError(f"{err.error_type.value}: {err}")
             if err.error_type == ErrorType.CONTEXT_OVERFLOW and kind == "turn" \
                     and attempt < retry.max_attempts:
-                target = int(self.s.context_window_tokens * 0.5)
+                target = overflow_target(self.s.context_window_tokens, parse_overflow(str(err)),
+                                         ctx_tokens, max_tokens, forced)
                 out = comp.force_compaction(self.conv, self.prefix.tokens_est, target,
                                             self.s.compaction.kind)
                 self.conv, event = out.conversation, out.event
                 messages = self.conv.messages
                 forced += 1
+                targets.append(target)
                 continue
             if not err.error_type.retryable or attempt >= retry.max_attempts:
                 raise SessionFailed(f"{self.session_id} turn {turn}: {err.error_type.value} "
@@ -252,8 +256,9 @@ class Agent:
         """Resume: rebuild the state a stored reply left (forced compactions included)
         and feed the prefix tracker as the original request did, without sending."""
         if kind == "turn":
-            target = int(self.s.context_window_tokens * 0.5)
-            for _ in range(stored.forced_compactions):
+            targets = stored.forced_targets or \
+                (int(self.s.context_window_tokens * 0.5),) * stored.forced_compactions
+            for target in targets:
                 out = comp.force_compaction(self.conv, self.prefix.tokens_est, target,
                                             self.s.compaction.kind)
                 self.conv = out.conversation
