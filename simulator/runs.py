@@ -168,6 +168,32 @@ def preflight(url: str, timeout_s: float) -> None:
                        "no results directory was created") from None
 
 
+def detect_twin(url: str, timeout_s: float) -> dict[str, Any] | None:
+    """The HTTP twin's self-description from `/v1/models` (`endurance_twin`), or None
+    for any other server (or no answer): a run against the twin is simulated."""
+    import json
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/v1/models", timeout=timeout_s) as r:
+            data = json.loads(r.read(1 << 20))
+    except (OSError, ValueError):
+        return None
+    entries = data.get("data") if isinstance(data, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        info = entry.get("endurance_twin") if isinstance(entry, dict) else None
+        if isinstance(info, dict) and info.get("simulated") is True:
+            return info
+    return None
+
+
+def twin_manifest_fields(info: dict[str, Any] | None) -> dict[str, Any]:
+    """Manifest fields for a run against the HTTP twin: simulated, with its time scale."""
+    if info is None:
+        return {}
+    scale = float(info.get("time_scale") or 1.0)
+    return {"simulated": True, "time_scale": scale if scale > 0 else 1.0, "http_twin": info}
+
+
 def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
             endpoint: Endpoint | None = None) -> RunResult:
     """Run a scenario and write its results directory; returns what happened.
@@ -194,11 +220,14 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
     else:
         s, resolved = resolve(spec)
         endpoint = endpoint or make_endpoint(s, spec)
+        twin_info = None
         if spec.endpoint_url is not None:
             preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+            twin_info = detect_twin(spec.endpoint_url, s.endpoint.connect_timeout_s)
         run_id = new_run_id(s.name)
         run_dir = spec.out_dir / run_id
-        recorder = Recorder(run_dir, build_manifest(s, resolved, spec, endpoint, run_id))
+        recorder = Recorder(run_dir, {**build_manifest(s, resolved, spec, endpoint, run_id),
+                                      **twin_manifest_fields(twin_info)})
         state = None
     outcome = RunOutcome("failed", reason="run did not start")
     summary: dict[str, Any] = {}
@@ -323,8 +352,9 @@ def _finish(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict
     """Summarise from the journal and finalize the directory (never raises past it)."""
     from simulator.analysis.summary import summarize
     turns, server = recorder.frames()
+    simulated = endpoint.simulated or bool(recorder.manifest.get("simulated"))
     summary = summarize(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
-                        simulated=endpoint.simulated, server_metrics=server)
+                        simulated=simulated, server_metrics=server)
     stats = getattr(endpoint, "stats", None)
     if callable(stats):
         engine = stats()
@@ -337,10 +367,13 @@ def _finish(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict
     summary.update(status=outcome.status, status_reason=outcome.reason,
                    failed_sessions=outcome.failed_sessions,
                    deadline_reached=outcome.deadline_reached,
-                   run_id=recorder.manifest["run_id"], simulated=endpoint.simulated,
+                   run_id=recorder.manifest["run_id"], simulated=simulated,
                    contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")))
     if endpoint.simulated:
         summary["twin"] = {k: v for k, v in endpoint.describe().items() if k != "profile"}
+    elif recorder.manifest.get("http_twin"):
+        summary["twin"] = recorder.manifest["http_twin"]
+        summary["time_scale"] = recorder.manifest.get("time_scale")
     recorder.manifest.update(status_reason=outcome.reason,
                              failed_sessions=list(outcome.failed_sessions))
     recorder.finalize(outcome.status, summary, (turns, server))

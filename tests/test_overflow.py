@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +11,7 @@ from hypothesis import strategies as st
 
 from simulator.session.overflow import Overflow, overflow_target, parse_overflow
 from tests.conftest import run_scenario, small_scenario, turns_of
+from tests.http_twin import twin_in_thread
 
 VLLM = ("HTTP 400: {\"object\":\"error\",\"message\":\"This model's maximum context length is "
         "32768 tokens. However, you requested 40000 tokens (39000 in the messages, 1000 in "
@@ -56,33 +55,9 @@ def test_target_fits_and_shrinks_with_each_retry(window: int, limit: int, max_to
 
 @pytest.fixture
 def small_window_twin() -> Iterator[str]:
-    """The HTTP twin with a 6,000-token context window, served from a thread."""
-    from simulator.twin.server import serving, twin_app
-
-    loop = asyncio.new_event_loop()
-    ready: list[str] = []
-    stop = asyncio.Event()
-
-    async def main() -> None:
-        app, _ = twin_app("a40", "qwen3-coder-30b-a3b-awq", time_scale=5000.0,
-                          context_window=6_000)
-        async with serving(app) as url:
-            ready.append(url)
-            await stop.wait()
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
-    thread.start()
-    for _ in range(600):
-        if ready:
-            break
-        threading.Event().wait(0.05)
-    assert ready, "twin server did not start"
-    try:
-        yield ready[0]
-    finally:
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(10)
-        loop.close()
+    """The HTTP twin with a 6,000-token context window."""
+    with twin_in_thread(time_scale=5000.0, context_window=6_000) as url:
+        yield url
 
 
 def test_overflow_on_a_small_server_window_is_never_a_failure(

@@ -77,6 +77,8 @@ class RunContext:
     # Resume: stored replies per session (replayed, not re-sent) and attempts already made.
     replay: dict[str, dict[ReplayKey, StoredReply]] = field(default_factory=dict)
     prior_attempts: dict[tuple[str, int, str], int] = field(default_factory=dict)
+    # Simulated seconds per wall second of a time-compressed HTTP twin: waits shrink with it.
+    time_scale: float = 1.0
 
 
 @dataclass
@@ -127,7 +129,7 @@ class Agent:
     async def _idle(self, seconds: float) -> bool:
         """Think time / tool latency; True when the run is stopping meanwhile."""
         try:
-            await asyncio.wait_for(self.ctx.stop.wait(), timeout=seconds)
+            await asyncio.wait_for(self.ctx.stop.wait(), timeout=seconds / self.ctx.time_scale)
         except TimeoutError:
             return False
         return True

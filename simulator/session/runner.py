@@ -86,7 +86,8 @@ class Runner:
         ctx = RunContext(self.run_id, self.s, self.endpoint, self.recorder, PrefixTracker(),
                          clock, Limiter(self.s.limits.max_in_flight, self.s.limits.requests_per_s),
                          base, tools_json(base), self._stop, t0, self.progress,
-                         replay=self.resume.replay, prior_attempts=self.resume.prior_attempts)
+                         replay=self.resume.replay, prior_attempts=self.resume.prior_attempts,
+                         time_scale=float(self.recorder.manifest.get("time_scale") or 1.0))
         try:
             await self._run_all(ctx)
         except asyncio.CancelledError:
