@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -80,6 +80,23 @@ def parse_twin(value: str) -> tuple[str, str]:
         raise InputError(f"--twin must look like HARDWARE/MODEL (e.g. {DEFAULT_TWIN}), got {value!r}")
     hw, model = value.split("/")
     return hw, model
+
+
+_API_SUFFIXES = ("/v1/messages", "/v1")
+
+
+def base_endpoint_url(url: str) -> tuple[str, str | None]:
+    """The base URL clients append `/v1/messages` to, and a note when the given URL
+    already named the API path (`http://host:8000/v1/messages` → `http://host:8000`)."""
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    for suffix in _API_SUFFIXES:
+        if path.endswith(suffix):
+            base = urlunsplit((parts.scheme, parts.netloc, path[: -len(suffix)], parts.query, ""))
+            return base, (f"note: --endpoint {redact_url(url)} names the API path; using the "
+                          f"base URL {redact_url(base)} (requests go to "
+                          f"{redact_url(base)}/v1/messages)")
+    return url, None
 
 
 def make_endpoint(s: Scenario, spec: RunSpec) -> Endpoint:
@@ -209,6 +226,11 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="endurance-run") as pool:
             return pool.submit(execute, spec, echo=echo, endpoint=endpoint).result()
+    if spec.endpoint_url is not None:
+        base, note = base_endpoint_url(spec.endpoint_url)
+        if note is not None:
+            echo(note)
+            spec = replace(spec, endpoint_url=base)
     if spec.workers != 1:
         from simulator.workers import execute_sharded
         return execute_sharded(spec, spec.workers, echo=echo)

@@ -20,6 +20,11 @@ class _Group(click.Group):
         except EnduranceError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            # One line naming the bad value, not click's usage block (exit 2 either way).
+            sub = exc.ctx.command_path if exc.ctx is not None else "endurance"
+            click.echo(f"error: {exc.format_message()} (see `{sub} --help`)", err=True)
+            sys.exit(2)
 
 
 @click.group(cls=_Group)
