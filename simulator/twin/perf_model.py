@@ -160,8 +160,26 @@ class RooflinePerfModel:
                 f"model {self.model.name} ({self.quantization}, "
                 f"{self.weights.total / 1e9:.1f} GB of weights) leaves no KV cache on "
                 f"{self.hardware.name} ({self.hardware.memory_bytes / 1e9:.0f} GB at "
-                f"utilisation {self.engine.gpu_memory_utilization})")
+                f"utilisation {self.engine.gpu_memory_utilization}){self._fitting_hint()}")
         return blocks
+
+    def _fitting_hint(self) -> str:
+        """The model's other quantizations that leave KV on this card, as the fix."""
+        fits = [q for q in self.model.quantizations if q != self.quantization
+                and self._pool_bytes_with(weight_bytes(self.model, q).total)
+                >= self.block_size * self.kv_bytes_per_token]
+        if not fits:
+            return "; no quantization of it fits this card: pick a larger card or model"
+        hw, m = self.hardware.name, self.model.name
+        return (f"; quantizations that fit: {', '.join(fits)} (e.g. --twin {hw}/{m}:{fits[0]}"
+                f" or --set twin.model={m}:{fits[0]})")
+
+    def _pool_bytes_with(self, weights_total: float) -> float:
+        hw = self.hardware
+        if hw.kv_cache_bytes is not None:
+            return float(hw.kv_cache_bytes)
+        return (self.engine.gpu_memory_utilization * hw.memory_bytes - weights_total
+                - self.efficiency.reserve_bytes)
 
     def kv_capacity_tokens(self) -> int:
         """Tokens of KV the card holds (what vLLM logs as 'GPU KV cache size')."""
@@ -232,15 +250,25 @@ class RooflinePerfModel:
         }
 
 
+def split_quantization(model: str) -> tuple[str, str | None]:
+    """`llama-3.1-70b:fp8` → (`llama-3.1-70b`, `fp8`): a profile name with one of its
+    `quantizations` picked (`--twin h100/llama-3.1-70b:fp8`); a path is left alone."""
+    name, sep, quant = model.rpartition(":")
+    if not sep or not name or not quant or "/" in quant or "\\" in quant or "." in quant:
+        return model, None
+    return name, quant
+
+
 def build_perf_model(hardware: str, model: str, *, spec: str = "off",
                      overrides: dict[str, Any] | None = None) -> RooflinePerfModel:
     """The twin's performance model from profile names (or YAML paths).
 
     `overrides` may set engine settings (`max_num_seqs`, `kv_dtype` …), efficiency terms
     (`eta_w`, `t0_s` …) and `quantization`; anything else is an InputError."""
-    hw, mp = load_hardware(hardware), load_model(model)
     over = dict(overrides or {})
-    quant = over.pop("quantization", None)
+    model, suffix = split_quantization(model)
+    hw, mp = load_hardware(hardware), load_model(model)
+    quant = over.pop("quantization", None) or suffix
     eff, source = efficiency_for(hw)
     eff_keys = {k: over.pop(k) for k in list(over) if k in Efficiency.model_fields}
     if eff_keys:
