@@ -373,6 +373,10 @@ class _progress:
 def _finish(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
     """Summarise from the journal and finalize the directory (never raises past it)."""
     from simulator.analysis.summary import summarize
+    timeline_rows = getattr(endpoint, "timeline_rows", None)   # the in-process twin's log
+    if callable(timeline_rows):
+        for row in timeline_rows():
+            recorder.write_metrics(row)
     turns, server = recorder.frames()
     simulated = endpoint.simulated or bool(recorder.manifest.get("simulated"))
     summary = summarize(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
