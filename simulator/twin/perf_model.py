@@ -165,13 +165,15 @@ class RooflinePerfModel:
 
     def _fitting_hint(self) -> str:
         """The model's other quantizations that leave KV on this card, as the fix."""
-        fits = [q for q in self.model.quantizations if q != self.quantization
-                and self._pool_bytes_with(weight_bytes(self.model, q).total)
-                >= self.block_size * self.kv_bytes_per_token]
+        block = self.block_size * self.kv_bytes_per_token
+        kv = {q: int(self._pool_bytes_with(weight_bytes(self.model, q).total) // block)
+              * self.block_size for q in self.model.quantizations if q != self.quantization}
+        fits = sorted((q for q in kv if kv[q] > 0), key=lambda q: -kv[q])
         if not fits:
             return "; no quantization of it fits this card: pick a larger card or model"
         hw, m = self.hardware.name, self.model.name
-        return (f"; quantizations that fit: {', '.join(fits)} (e.g. --twin {hw}/{m}:{fits[0]}"
+        listed = ", ".join(f"{q} ({kv[q]:,} KV tokens)" for q in fits)
+        return (f"; quantizations that fit: {listed} (e.g. --twin {hw}/{m}:{fits[0]}"
                 f" or --set twin.model={m}:{fits[0]})")
 
     def _pool_bytes_with(self, weights_total: float) -> float:
