@@ -7,7 +7,7 @@
     t_comp = 2·(N_active − N_head)·T / (η_c·F) + 2·N_head·n / (η_c·F)
            + attention_flops_per_pair·pairs / (η_attn·F)
 
-(twin-model.md). One change from its starting point, forced by the calibration data: the
+(the twin's roofline design). One change from its starting point, forced by the calibration data: the
 KV-read efficiency grows with the number of sequences, η_kv·n/(n + h). A single stream's
 attention kernel cannot fill the card (34.3 tok/s at 119k context means ~39% of the A40's
 bandwidth), yet 32 sessions reach 1,160 tok/s, which needs near-peak KV reads.

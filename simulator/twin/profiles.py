@@ -29,7 +29,7 @@ class _Strict(BaseModel):
 
 
 class Efficiency(_Strict):
-    """Fitted terms of the roofline (twin-model.md); seconds, fractions, bytes."""
+    """Fitted terms of the roofline; seconds, fractions, bytes."""
 
     t0_s: float = Field(ge=0)              # fixed cost per engine step
     t_seq_s: float = Field(ge=0)           # extra cost per sequence in the step
