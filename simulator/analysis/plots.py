@@ -123,10 +123,11 @@ def plot_context(turn_ok: pd.DataFrame, *, simulated: bool) -> Figure:
 
 
 def _window_turn_positions(turn_ok: pd.DataFrame, t_mid: np.ndarray) -> np.ndarray:
-    """Turn index in flight at each time (seconds), by interpolation over send times."""
+    """Turn index reached by each time (seconds): the highest turn sent so far, so the
+    positions grow with time even when sessions interleave (interpolated)."""
     order = turn_ok.sort_values("started_mono_s")
-    pos: np.ndarray = np.interp(t_mid, order["started_mono_s"].to_numpy(float),
-                                order["turn_index"].to_numpy(float))
+    reached = np.maximum.accumulate(order["turn_index"].to_numpy(float))
+    pos: np.ndarray = np.interp(t_mid, order["started_mono_s"].to_numpy(float), reached)
     return pos
 
 

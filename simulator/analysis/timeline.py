@@ -159,7 +159,7 @@ def plot_cdfs(turn_ok: pd.DataFrame, *, simulated: bool) -> Figure:
     """CDFs of TTFT, inter-token time and turn tok/s, p50/p90/p99 marked."""
     fig = new_figure(12.0, 4.2)
     axes = fig.subplots(1, 3)
-    fig.subplots_adjust(wspace=0.3, left=0.06, bottom=0.2, top=0.86)
+    fig.subplots_adjust(wspace=0.3, left=0.06, bottom=0.2, top=0.82)
     itl = 1.0 / turn_ok["decode_tok_s"].where(lambda v: v > 0)
     series = [("TTFT (s)", turn_ok["ttft_s"]),
               ("inter-token time (s; per request: 1 / decode tok/s)", itl),
@@ -167,14 +167,13 @@ def plot_cdfs(turn_ok: pd.DataFrame, *, simulated: bool) -> Figure:
     for ax, (xlabel, values) in zip(axes, series, strict=True):
         x, y = ecdf(values)
         ax.plot(x, y, lw=1.6, color="tab:blue")
-        mid = (float(x[0]) + float(x[-1])) / 2 if len(x) else 0.0
-        for p, v in percentiles(values).items():
-            right = v > mid   # labels point into the plot, never past its edge
+        marks = percentiles(values)
+        for p, v in marks.items():
             ax.axvline(v, color="tab:red", lw=0.8, ls=":")
             ax.plot([v], [p / 100], "o", color="tab:red", ms=4)
-            ax.annotate(f"p{p} {v:.3g}", (v, p / 100), xytext=(-5 if right else 5, -11),
-                        textcoords="offset points", fontsize="x-small", color="tab:red",
-                        ha="right" if right else "left")
+        # the values above the panel, where they can never cover the curve or each other
+        ax.set_title("  ".join(f"p{p} {v:.3g}" for p, v in marks.items()),
+                     fontsize="small", color="tab:red")
         ax.set(xlabel=xlabel, ylim=(0, 1.02))
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("share of turns ≤ x")
