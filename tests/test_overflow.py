@@ -78,3 +78,5 @@ def test_overflow_on_a_small_server_window_is_never_a_failure(
     assert len(forced) == len(overflows)
     assert df[df.ok].turn_index.nunique() == 40
     assert (df[df.ok].prompt_tokens < 6_000).all()
+    assert res.summary["failed_requests"] == 0
+    assert res.summary["overflow_requests"] == len(overflows)

@@ -17,7 +17,8 @@ import pandas as pd
 
 # Metrics that are numbers a user may put in an SLO or compare across runs.
 NUMERIC_KEYS: tuple[str, ...] = (
-    "sessions", "turns", "requests", "failed_requests", "cancelled_requests", "summary_requests",
+    "sessions", "turns", "requests", "failed_requests", "cancelled_requests", "overflow_requests",
+    "summary_requests",
     "wall_window_s", "output_tokens", "aggregate_tok_s", "per_session_tok_s",
     "turn_tok_s_min", "turn_tok_s_median", "turn_tok_s_max", "decode_tok_s_median",
     "first_third_tok_s", "last_third_tok_s", "drift_pct", "ttft_p50_s", "ttft_p95_s",
@@ -207,10 +208,13 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
         "sessions": int(turns["session_id"].nunique()),
         "turns": len(turn_ok),
         "requests": len(turns),
-        # Requests we cancelled at a stop (Ctrl-C, deadline) did not fail: counted apart.
+        # Requests we cancelled at a stop (Ctrl-C, deadline) did not fail, nor did a
+        # context overflow, which is answered by a forced compaction: counted apart.
         "failed_requests": int(((~turns["ok"].astype(bool))
-                                & turns["error_type"].ne("cancelled")).sum()),
+                                & ~turns["error_type"].isin(["cancelled", "context_overflow"])
+                                ).sum()),
         "cancelled_requests": int(turns["error_type"].eq("cancelled").sum()),
+        "overflow_requests": int(turns["error_type"].eq("context_overflow").sum()),
         "summary_requests": len(ok_rows(turns, "summary")),
         "errors_by_type": {str(k): int(v) for k, v in
                            turns["error_type"].dropna().value_counts().sort_index().items()},
@@ -270,7 +274,9 @@ def summary_table(s: dict[str, Any]) -> list[tuple[str, str]]:
         ("requests (failed, summary)",
          f"{s['requests']} ({s['failed_requests']} failed, {s['summary_requests']} summary"
          + (f", {s['cancelled_requests']} cancelled at stop" if s.get("cancelled_requests")
-            else "") + ")"),
+            else "")
+         + (f", {s['overflow_requests']} context overflow(s) → forced compaction"
+            if s.get("overflow_requests") else "") + ")"),
         ("aggregate tok/s", _fmt(s["aggregate_tok_s"])),
         ("per-session sustained tok/s", _fmt(s["per_session_tok_s"])),
         ("turn tok/s min / median / max", " / ".join(
