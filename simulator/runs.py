@@ -185,22 +185,37 @@ def preflight(url: str, timeout_s: float) -> None:
                        "no results directory was created") from None
 
 
-def detect_twin(url: str, timeout_s: float) -> dict[str, Any] | None:
-    """The HTTP twin's self-description from `/v1/models` (`endurance_twin`), or None
-    for any other server (or no answer): a run against the twin is simulated."""
+def _models(url: str, timeout_s: float) -> list[dict[str, Any]]:
+    """The entries of the server's `/v1/models` (empty when it has none or no answer)."""
     import json
     import urllib.request
     try:
         with urllib.request.urlopen(url.rstrip("/") + "/v1/models", timeout=timeout_s) as r:
             data = json.loads(r.read(1 << 20))
     except (OSError, ValueError):
-        return None
+        return []
     entries = data.get("data") if isinstance(data, dict) else None
-    for entry in entries if isinstance(entries, list) else []:
-        info = entry.get("endurance_twin") if isinstance(entry, dict) else None
+    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+
+def detect_twin(url: str, timeout_s: float) -> dict[str, Any] | None:
+    """The HTTP twin's self-description from `/v1/models` (`endurance_twin`), or None
+    for any other server (or no answer): a run against the twin is simulated."""
+    for entry in _models(url, timeout_s):
+        info = entry.get("endurance_twin")
         if isinstance(info, dict) and info.get("simulated") is True:
             return info
     return None
+
+
+def server_max_model_len(url: str, timeout_s: float, model: str) -> int | None:
+    """The context window `/v1/models` states for `model` (vLLM and the twin list
+    `max_model_len`), else None: the fallback target of a forced compaction when an
+    overflow error names no limit."""
+    entries = _models(url, timeout_s)
+    picked = [e for e in entries if e.get("id") == model] or entries[:1]
+    value = picked[0].get("max_model_len") if picked else None
+    return int(value) if isinstance(value, int) and value > 0 else None
 
 
 def twin_manifest_fields(info: dict[str, Any] | None) -> dict[str, Any]:
@@ -242,14 +257,19 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
     else:
         s, resolved = resolve(spec)
         endpoint = endpoint or make_endpoint(s, spec)
-        twin_info = None
+        twin_info, window = None, None
         if spec.endpoint_url is not None:
             preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
             twin_info = detect_twin(spec.endpoint_url, s.endpoint.connect_timeout_s)
+            window = server_max_model_len(spec.endpoint_url, s.endpoint.connect_timeout_s,
+                                          s.model)
+            if window is not None and window < s.context_window_tokens:
+                s = s.model_copy(update={"context_window_tokens": window})
         run_id = new_run_id(s.name)
         run_dir = spec.out_dir / run_id
         recorder = Recorder(run_dir, {**build_manifest(s, resolved, spec, endpoint, run_id),
-                                      **twin_manifest_fields(twin_info)})
+                                      **twin_manifest_fields(twin_info),
+                                      **({"server_max_model_len": window} if window else {})})
         state = None
     outcome = RunOutcome("failed", reason="run did not start")
     summary: dict[str, Any] = {}
