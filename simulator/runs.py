@@ -321,12 +321,19 @@ def run_background(endpoint: Endpoint, recorder: Recorder,
     on_finish: list[Callable[[], None]] = []
     if scrape_url is not None:
         from simulator.metrics.prometheus import MetricsScraper, metrics_url_for
+        # A time-compressed HTTP twin: windows in simulated seconds, like the turn rows,
+        # and scraped as often in simulated time as a real server (no faster than 0.5 s).
+        scale = float(recorder.manifest.get("time_scale") or 1.0)
 
         def sink(rows: list[dict[str, Any]]) -> None:
             for row in rows:
+                if scale != 1.0:
+                    row = {**row, "t_start_s": row["t_start_s"] * scale,
+                           "t_end_s": row["t_end_s"] * scale}
                 recorder.write_metrics(row)
 
-        scraper = MetricsScraper(metrics_url_for(scrape_url), SCRAPE_INTERVAL_S, sink)
+        scraper = MetricsScraper(metrics_url_for(scrape_url),
+                                 max(SCRAPE_INTERVAL_S / scale, min(0.5, SCRAPE_INTERVAL_S)), sink)
         background.append(scraper.run)
         on_finish.append(scraper.stop)
     return background, on_finish

@@ -8,6 +8,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pandas as pd
+
 from simulator.metrics.records import in_simulated_time
 from tests.conftest import run_scenario, small_scenario, turns_of
 from tests.http_twin import twin_in_thread
@@ -52,3 +54,7 @@ def test_run_against_http_twin_is_simulated_in_simulated_time(tmp_path: Path,
     ratio = a.turn_tok_s.median() / b.turn_tok_s.median()
     assert 0.5 < ratio < 1.5, ratio
     assert res.summary["time_scale"] == 20.0
+    # /metrics windows are on the same (simulated) clock as the turn rows.
+    windows = pd.read_parquet(res.run_dir / "server_metrics.parquet")
+    end = float((a.started_mono_s + a.e2e_s).max())
+    assert 0.5 * end < float(windows.t_end_s.max()) < 1.5 * end

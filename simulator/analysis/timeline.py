@@ -89,7 +89,9 @@ def plot_timeline(turns: pd.DataFrame, server: pd.DataFrame | None, *,
     ax_list: list[Axes] = list(np.atleast_1d(axes))
     fig.subplots_adjust(hspace=0.35, top=1.0 - 0.45 / fig.get_figheight(),
                         bottom=0.5 / fig.get_figheight(), right=1.0 - 2.6 / 10.0)
-    src = "twin engine log" if simulated else "server /metrics"
+    dialects = set(server["dialect"].dropna()) if server is not None and "dialect" in server \
+        else set()
+    src = "twin engine log" if dialects == {"twin"} else "server /metrics"
     i = 0
     if has_srv:
         ax = ax_list[i]
