@@ -253,6 +253,9 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
         from simulator.session.resume_run import open_resumed
         s, spec, recorder, state = open_resumed(spec, endpoint)
         endpoint = endpoint or make_endpoint(s, spec)
+        timeline = getattr(endpoint, "timeline", None)   # the in-process twin's engine log
+        if timeline is not None:
+            timeline.offset_s = state.mono_offset_s
         run_id, run_dir = recorder.manifest["run_id"], recorder.run_dir
     else:
         s, resolved = resolve(spec)

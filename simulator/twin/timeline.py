@@ -36,6 +36,7 @@ class EngineTimeline:
 
     interval_s: float = 5.0
     origin: float | None = None
+    offset_s: float = 0.0    # a resumed run's timeline continues where the journal ended
     samples: list[tuple[float, Snapshot]] = field(default_factory=list)
 
     def start(self, now: float, engine: TwinEngine) -> None:
@@ -59,5 +60,5 @@ class EngineTimeline:
         """`server_metrics` rows: per window, counter deltas and gauges at its end."""
         out: list[dict[str, Any]] = []
         for (t0, prev), (t1, cur) in zip(self.samples, self.samples[1:], strict=False):
-            out += window_rows(prev, cur, t0, t1)
+            out += window_rows(prev, cur, t0 + self.offset_s, t1 + self.offset_s)
         return out
