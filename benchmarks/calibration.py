@@ -1,4 +1,4 @@
-"""Twin predictions next to every figure of calibration.md, with the error.
+"""Twin predictions next to every figure of the A40 calibration measurements, with the error.
 
 Run: `python benchmarks/calibration.py`. Not a timed test: it prints what the fitted
 performance model (and, if the engine imports, a closed-loop engine simulation) predicts
@@ -239,7 +239,7 @@ def engine_simulation(sessions: int, turns: int) -> tuple[float, float, float] |
 
 def main() -> None:
     console = Console(width=150)
-    table = Table(title=f"twin vs calibration.md ({HW} × {MODEL})")
+    table = Table(title=f"twin vs the calibration measurements ({HW} × {MODEL})")
     for col in ("figure", "twin", "measured", "error"):
         table.add_column(col, justify="left" if col in ("figure", "measured") else "right")
     for label, pred, meas, err in fitted_points():

@@ -35,28 +35,36 @@ ENDURANCE = [
 
 This notebook reads one run of `scenarios/claude-code-endurance.yaml` (a single
 Claude-Code-style session with block compaction) through the library's functions and
-draws the figures of `endurance report`. It uses the newest completed run of that
-scenario under `results/` (e.g. one made with `endurance run`, real endpoint or twin);
-when there is none it makes a short run on the in-process twin (`TURNS` turns, virtual
-time, a few seconds). Figures from the twin are **simulated** and labelled so."""),
+draws the figures of `endurance report`. Set `RUN_DIR` (the parameters, in the first
+code cell) to the results directory of the run to read — one made with `endurance run`,
+real endpoint or twin. Left at `None`, it reads a run of the scenario with exactly these
+settings (the default A40 twin, `TURNS` turns), made now on the in-process twin when
+`results/` has none (virtual time, a few seconds). The run's hardware, model and
+settings are printed before any figure; figures from the twin are **simulated** and
+labelled so."""),
     new_code_cell(setup_cell("""\
+from pathlib import Path
+
 import pandas as pd
 from IPython.display import Image, display
 
 from simulator import lab as nb
-from simulator.analysis import plots
+from simulator.analysis import plots, timeline
 from simulator.analysis.load import load_run, load_saved_summary, run_label
 from simulator.analysis.render import figure_png
 from simulator.analysis.summary import ok_rows, summarize_run, summary_table
 """, """\
+RUN_DIR = None                   # parameter: a results directory to read (None: see above)
 SCENARIO = "claude-code-endurance"
-TURNS = 120                      # only for the twin run made when none exists
+TURNS = 120                      # only for the twin run used when RUN_DIR is None
 RESULTS = nb.results_dir()
 """)),
     new_code_cell("""\
-run_dir = nb.latest_run(SCENARIO, RESULTS, compaction="block")
-if run_dir is None:
+if RUN_DIR is not None:
+    run_dir = Path(RUN_DIR)
+else:
     run_dir = nb.ensure_run(nb.scenario_path(SCENARIO), [f"turns={TURNS}"], RESULTS)
+print(nb.describe_run(run_dir))
 manifest, turns, server = load_run(run_dir)
 summary = summarize_run(manifest, turns, server, load_saved_summary(run_dir))
 simulated = bool(manifest.get("simulated"))
@@ -106,6 +114,15 @@ print(f"TTFT p50 {summary['ttft_p50_s']:.2f} s, p95 {summary['ttft_p95_s']:.2f} 
 if turn_ok["session_id"].nunique() > 1:
     show(plots.plot_session_lanes(turn_ok, simulated=simulated))
 """),
+    new_markdown_cell("""\
+## Over time, and the distributions
+KV usage, preemptions, running and waiting requests (from the server's `/metrics`, or
+the twin's engine log), aggregate tok/s and active sessions against time; then the CDFs
+of TTFT, inter-token time and turn tok/s with p50/p90/p99 marked."""),
+    new_code_cell("""\
+show(timeline.plot_timeline(turns, server, simulated=simulated))
+show(timeline.plot_cdfs(turn_ok, simulated=simulated))
+"""),
 ]
 
 COMPACTION = [
@@ -129,15 +146,18 @@ from simulator import lab as nb
 from simulator.analysis.compare import compare_runs, format_comparison, load_runs, write_overlay
 from simulator.analysis.render import figure_png
 """, """\
+RUN_DIRS = {}                    # parameter: {kind: results directory} of your own runs
 SCENARIO = "claude-code-endurance"
-TURNS = 120
+TURNS = 120                      # for the twin runs made for kinds missing from RUN_DIRS
 KINDS = ["block", "prune", "summarize", "clear_tool_results"]
 RESULTS = nb.results_dir()
 """)),
     new_code_cell("""\
 path = nb.scenario_path(SCENARIO)
-run_dirs = {kind: nb.ensure_run(path, [f"turns={TURNS}", f"compaction.kind={kind}"], RESULTS)
-            for kind in KINDS}
+run_dirs = {kind: RUN_DIRS.get(kind) or nb.ensure_run(
+    path, [f"turns={TURNS}", f"compaction.kind={kind}"], RESULTS) for kind in KINDS}
+for kind, d in run_dirs.items():
+    print(f"{kind}: {nb.describe_run(d)}")
 runs = [dataclasses.replace(r, label=kind) for kind, r in zip(KINDS, load_runs(list(run_dirs.values())), strict=True)]
 seeds = {r.manifest.get("seed") for r in runs}
 print(f"{len(runs)} runs of {SCENARIO}, {TURNS} turns, seed(s) {sorted(seeds)}")
@@ -192,7 +212,13 @@ over session counts on three twin hardware profiles with the same model, then
 `sizing.size` finds the largest count meeting the SLOs by a geometric probe, bisection
 and a repeat run, and names the binding constraint. Short sessions (`TURNS` turns) keep
 this fast; every figure is **simulated** by the twin. Runs are reused from `results/`
-when they exist."""),
+when they exist.
+
+**Why the answer differs from `endurance size`.** `endurance size
+scenarios/claude-code-team.yaml …` runs the scenario's own 120-turn sessions; here they
+last `TURNS` turns, so contexts stay short, each turn re-reads less and per-session tok/s
+stays higher: more sessions pass the same SLO (e.g. 5 here against 2 from `size` on the
+A40). Set `TURNS = None` to size the scenario as written — the two then agree (slower)."""),
     new_code_cell(setup_cell("""\
 import pandas as pd
 from IPython.display import Image, display
@@ -203,7 +229,7 @@ from simulator.analysis.render import figure_png
 from simulator.analysis.sizing import format_sizing, format_sweep_table, parse_slo, size, sweep
 """, """\
 SCENARIO = "claude-code-team"
-TURNS = 6
+TURNS = 6                        # parameter: None = the scenario's own turns, as `endurance size`
 COUNTS = [1, 2, 4, 8]
 MODEL = "qwen3-coder-30b-a3b-awq"
 TWINS = [f"{hw}/{MODEL}" for hw in ("a40", "h100", "gb10")]
@@ -211,13 +237,15 @@ SLOS = ["per_session_tok_s>=50", "ttft_p95_s<=5"]
 MAX_SESSIONS = 8                 # the sweep's largest count: its runs are reused
 RESULTS = nb.results_dir() / "sizing"
 path = nb.scenario_path(SCENARIO)
+OVERRIDES = [] if TURNS is None else [f"turns={TURNS}"]
 """)),
     new_markdown_cell("## Sweep"),
     new_code_cell("""\
 sweeps = {}
 for twin in TWINS:
-    sweeps[twin] = sweep(nb.TwinPoints(path, [f"turns={TURNS}"], RESULTS, twin=twin), COUNTS)
-    print(twin)
+    points = nb.TwinPoints(path, OVERRIDES, RESULTS, twin=twin)
+    sweeps[twin] = sweep(points, COUNTS)
+    print(nb.describe_run(points.run_dirs[COUNTS[-1]][-1]))
     print(format_sweep_table(sweeps[twin]), end="\\n\\n")
 table = pd.concat({t: pd.DataFrame(rows).set_index("sessions") for t, rows in sweeps.items()},
                   names=["twin"])
@@ -237,7 +265,8 @@ for ax, what in ((ax_agg, "aggregate tok/s"), (ax_per, "per-session sustained to
     ax.set(title=what, xlabel="concurrent sessions", ylabel=what, ylim=(0, None))
     ax.grid(alpha=0.3)
     ax.legend(title="hardware")
-fig.suptitle(f"Throughput vs sessions — simulated (twin), {MODEL}, {SCENARIO}, {TURNS} turns each")
+fig.suptitle(f"Throughput vs sessions — simulated (twin), {MODEL}, {SCENARIO}, "
+             f"{TURNS or 'the scenario’s'} turns each")
 fig.subplots_adjust(top=0.85, wspace=0.3)
 show(fig)
 for rows in sweeps.values():
@@ -248,7 +277,7 @@ for rows in sweeps.values():
 slos = [parse_slo(s) for s in SLOS]
 answers = {}
 for twin in TWINS:
-    answers[twin] = size(nb.TwinPoints(path, [f"turns={TURNS}"], RESULTS, twin=twin), slos, MAX_SESSIONS,
+    answers[twin] = size(nb.TwinPoints(path, OVERRIDES, RESULTS, twin=twin), slos, MAX_SESSIONS,
                          kv_capacity_tokens=nb.kv_capacity_tokens(twin),
                          shared_prefix_tokens=nb.shared_prefix_tokens(path))
     print(twin)
@@ -277,6 +306,8 @@ def build(name: str) -> nbformat.NotebookNode:
     nb = new_notebook(cells=NOTEBOOKS[name])
     for i, cell in enumerate(nb.cells):          # stable ids: regenerating gives no diff
         cell.id = f"{name.removesuffix('.ipynb')}-{i:02d}"
+        if "# parameter" in cell.source:         # papermill / nbclient parameter cell
+            cell.metadata["tags"] = ["parameters"]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
     return nb

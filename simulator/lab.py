@@ -18,6 +18,7 @@ from simulator.analysis.notebook import (
     DEFAULT_TWIN,
     RESULTS_ENV,
     completed_runs,
+    describe_run,
     find_run,
     latest_run,
     repo_root,
@@ -31,7 +32,8 @@ from simulator.scenario.load import load_scenario
 from simulator.session.prefix import build_base_prefix
 from simulator.twin.perf_model import build_perf_model
 
-__all__ = ["DEFAULT_TWIN", "RESULTS_ENV", "TwinPoints", "completed_runs", "ensure_run", "find_run",
+__all__ = ["DEFAULT_TWIN", "RESULTS_ENV", "TwinPoints", "completed_runs", "describe_run",
+           "ensure_run", "find_run",
            "kv_capacity_tokens", "latest_run", "new_run", "repo_root", "results_dir", "run_summary",
            "scenario_path", "shared_prefix_tokens"]
 

@@ -22,9 +22,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from simulator import __version__
 from simulator.endpoints.base import Endpoint
@@ -118,6 +119,28 @@ def parse_twin(value: str) -> tuple[str, str]:
     return hw, model
 
 
+_API_SUFFIXES = ("/v1/messages", "/v1")
+
+
+def base_endpoint_url(url: str) -> tuple[str, str | None]:
+    """The base URL clients append `/v1/messages` to, and a note when the given URL
+    already named the API path (`http://host:8000/v1/messages` → `http://host:8000`).
+    InputError (one line) for a URL no client could use."""
+    try:
+        check_endpoint_url(url)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    for suffix in _API_SUFFIXES:
+        if path.endswith(suffix):
+            base = urlunsplit((parts.scheme, parts.netloc, path[: -len(suffix)], parts.query, ""))
+            return base, (f"note: --endpoint {redact_url(url)} names the API path; using the "
+                          f"base URL {redact_url(base)} (requests go to "
+                          f"{redact_url(base)}/v1/messages)")
+    return url, None
+
+
 def make_endpoint(s: Scenario, spec: RunSpec) -> Endpoint:
     if spec.endpoint_url is None:
         from simulator.endpoints.twin import InProcessTwin
@@ -196,6 +219,47 @@ def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoin
     }
 
 
+def _models(url: str, timeout_s: float) -> list[dict[str, Any]]:
+    """The entries of the server's `/v1/models` (empty when it has none or no answer)."""
+    import json
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/v1/models", timeout=timeout_s) as r:
+            data = json.loads(r.read(1 << 20))
+    except (OSError, ValueError):
+        return []
+    entries = data.get("data") if isinstance(data, dict) else None
+    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+
+def detect_twin(url: str, timeout_s: float) -> dict[str, Any] | None:
+    """The HTTP twin's self-description from `/v1/models` (`endurance_twin`), or None
+    for any other server (or no answer): a run against the twin is simulated."""
+    for entry in _models(url, timeout_s):
+        info = entry.get("endurance_twin")
+        if isinstance(info, dict) and info.get("simulated") is True:
+            return info
+    return None
+
+
+def server_max_model_len(url: str, timeout_s: float, model: str) -> int | None:
+    """The context window `/v1/models` states for `model` (vLLM and the twin list
+    `max_model_len`), else None: the fallback target of a forced compaction when an
+    overflow error names no limit."""
+    entries = _models(url, timeout_s)
+    picked = [e for e in entries if e.get("id") == model] or entries[:1]
+    value = picked[0].get("max_model_len") if picked else None
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def twin_manifest_fields(info: dict[str, Any] | None) -> dict[str, Any]:
+    """Manifest fields for a run against the HTTP twin: simulated, with its time scale."""
+    if info is None:
+        return {}
+    scale = float(info.get("time_scale") or 1.0)
+    return {"simulated": True, "time_scale": scale if scale > 0 else 1.0, "http_twin": info}
+
+
 def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
             endpoint: Endpoint | None = None) -> RunResult:
     """Run a scenario and write its results directory; returns what happened.
@@ -211,6 +275,11 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="endurance-run") as pool:
             return pool.submit(execute, spec, echo=echo, endpoint=endpoint).result()
+    if spec.endpoint_url is not None:
+        base, note = base_endpoint_url(spec.endpoint_url)
+        if note is not None:
+            echo(note)
+            spec = replace(spec, endpoint_url=base)
     if spec.workers != 1:
         raise InputError("runs.execute runs one process; a sharded run (--workers N) "
                          "starts from simulator.workers.execute_sharded")
@@ -227,16 +296,27 @@ def _execute_single(spec: RunSpec, echo: Callable[[str], None],
     if spec.resume_dir is not None:
         s, spec, recorder, state = open_resumed(spec, endpoint)
         endpoint = endpoint or make_endpoint(s, spec)
+        timeline = getattr(endpoint, "timeline", None)   # the in-process twin's engine log
+        if timeline is not None:
+            timeline.offset_s = state.mono_offset_s
         run_id, run_dir = recorder.manifest["run_id"], recorder.run_dir
     else:
         s, resolved = resolve(spec)
         endpoint = endpoint or make_endpoint(s, spec)
+        twin_info, window = None, None
         if spec.endpoint_url is not None:
             preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+            twin_info = detect_twin(spec.endpoint_url, s.endpoint.connect_timeout_s)
+            window = server_max_model_len(spec.endpoint_url, s.endpoint.connect_timeout_s,
+                                          s.model)
+            if window is not None and window < s.context_window_tokens:
+                s = s.model_copy(update={"context_window_tokens": window})
         run_id = new_run_id(s.name)
         run_dir = spec.out_dir / run_id
-        recorder = open_recorder(run_dir, build_manifest(s, resolved, spec, endpoint, run_id),
-                                 spec.out_dir)
+        recorder = open_recorder(
+            run_dir, {**build_manifest(s, resolved, spec, endpoint, run_id),
+                      **twin_manifest_fields(twin_info),
+                      **({"server_max_model_len": window} if window else {})}, spec.out_dir)
         state = None
     outcome = RunOutcome("failed", reason="run did not start")
     summary: dict[str, Any] = {}
@@ -293,12 +373,19 @@ def run_background(endpoint: Endpoint, recorder: Recorder,
     on_finish: list[Callable[[], None]] = []
     if scrape_url is not None:
         from simulator.metrics.prometheus import MetricsScraper, metrics_url_for
+        # A time-compressed HTTP twin: windows in simulated seconds, like the turn rows,
+        # and scraped as often in simulated time as a real server (no faster than 0.5 s).
+        scale = float(recorder.manifest.get("time_scale") or 1.0)
 
         def sink(rows: list[dict[str, Any]]) -> None:
             for row in rows:
+                if scale != 1.0:
+                    row = {**row, "t_start_s": row["t_start_s"] * scale,
+                           "t_end_s": row["t_end_s"] * scale}
                 recorder.write_metrics(row)
 
-        scraper = MetricsScraper(metrics_url_for(scrape_url), SCRAPE_INTERVAL_S, sink)
+        scraper = MetricsScraper(metrics_url_for(scrape_url),
+                                 max(SCRAPE_INTERVAL_S / scale, min(0.5, SCRAPE_INTERVAL_S)), sink)
         background.append(scraper.run)
         on_finish.append(scraper.stop)
     return background, on_finish
@@ -424,21 +511,29 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> d
     """Summarise from the journal and finalize the directory (never raises past it)."""
     from simulator.analysis.run_summary import RunSummary
     from simulator.analysis.steady import config_from_manifest
+    timeline_rows = getattr(endpoint, "timeline_rows", None)   # the in-process twin's log
+    if callable(timeline_rows):
+        for row in timeline_rows():
+            recorder.write_metrics(row)
     turns, server = recorder.frames()
+    simulated = endpoint.simulated or bool(recorder.manifest.get("simulated"))
     stats = getattr(endpoint, "stats", None)
     built = RunSummary.build(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
-                             simulated=endpoint.simulated, server_metrics=server,
+                             simulated=simulated, server_metrics=server,
                              engine_stats=stats() if callable(stats) else None,
                              steady=config_from_manifest(recorder.manifest,
                                                          outcome.deadline_reached))
     built = built.with_facts(
         status=outcome.status, status_reason=outcome.reason,
         failed_sessions=outcome.failed_sessions, deadline_reached=outcome.deadline_reached,
-        run_id=recorder.manifest["run_id"], simulated=endpoint.simulated,
+        run_id=recorder.manifest["run_id"], simulated=simulated,
         contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")))
     if endpoint.simulated:
         built = built.with_facts(twin={k: v for k, v in endpoint.describe().items()
                                        if k != "profile"})
+    elif recorder.manifest.get("http_twin"):
+        built = built.with_facts(twin=recorder.manifest["http_twin"],
+                                 time_scale=recorder.manifest.get("time_scale"))
     summary = built.to_json()
     recorder.manifest.update(status_reason=outcome.reason,
                              failed_sessions=list(outcome.failed_sessions))

@@ -17,6 +17,24 @@ ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Install the real engines the selected tests need before the first test starts,
+    so pytest-timeout's per-test limit never cuts a build (issue 16)."""
+    if session.config.option.collectonly:
+        return
+    from tests.engines_fixtures import preinstall_engines
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+
+    def say(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(line)
+            reporter.flush()
+        else:
+            print(line, flush=True)
+
+    preinstall_engines(session.items, say)
+
+
 def small_scenario(**over: Any) -> dict[str, Any]:
     """A compact scenario that reaches compaction within a few dozen turns."""
     base: dict[str, Any] = {

@@ -87,3 +87,60 @@ def twin_server(*args: str, time_scale: float = 200.0, log: Path | None = None,
         proc.stderr.close()
         if out is not None:
             out.close()
+
+
+@contextlib.contextmanager
+def twin_in_thread(hardware: str = "a40", model: str = "qwen3-coder-30b-a3b-awq",
+                   **kw: object) -> Iterator[str]:
+    """The HTTP twin (`twin_app(**kw)`) served from a thread of this process on
+    127.0.0.1, port 0: no interpreter start-up; yields its base URL, always stops it."""
+    import asyncio
+    import threading
+
+    from simulator.twin.server import serving, twin_app
+
+    loop = asyncio.new_event_loop()
+    ready: list[str] = []
+    failed: list[BaseException] = []
+
+    async def main(stop: asyncio.Event) -> None:
+        app, _ = twin_app(hardware, model, **kw)  # type: ignore[arg-type]
+        async with serving(app) as url:
+            ready.append(url)
+            await stop.wait()
+
+    stop_box: list[asyncio.Event] = []
+
+    def target() -> None:
+        asyncio.set_event_loop(loop)
+        stop_box.append(asyncio.Event())
+        try:
+            loop.run_until_complete(main(stop_box[0]))
+        except BaseException as exc:  # reported to the waiting test below
+            failed.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not ready and not failed and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        if not ready:
+            raise RuntimeError(f"twin server did not start: {failed!r}")
+        yield ready[0]
+    finally:
+        if stop_box:
+            loop.call_soon_threadsafe(stop_box[0].set)
+        thread.join(10)
+        loop.close()
+
+
+@contextlib.contextmanager
+def refused_port() -> Iterator[int]:
+    """A 127.0.0.1 port bound (never listening) for the whole block: connecting to it is
+    refused, and no other process can take it meanwhile (no pick-then-bind race)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
+

@@ -53,7 +53,8 @@ def test_report_files_and_images(report: ReportPaths) -> None:
     paths = report
     names = {p.name for p in paths.images}
     assert names == {"turn_throughput.png", "context_tokens.png", "cache_reuse.png",
-                     "ttft_vs_context.png", "session_lanes.png"}
+                     "ttft_vs_context.png", "session_lanes.png", "timeline.png",
+                     "distributions.png"}
     html = paths.html.read_text()
     blobs = IMG_RE.findall(html)
     assert len(blobs) == len(names)
@@ -93,7 +94,7 @@ def test_report_opens_in_headless_chromium(report: ReportPaths, tmp_path: Path) 
                          text=True, timeout=90, check=True).stdout
     widths = re.search(r'data-widths="([0-9,]*)"', dom)
     assert widths, "page did not finish loading"
-    assert [int(w) > 0 for w in widths.group(1).split(",")] == [True] * 5
+    assert [int(w) > 0 for w in widths.group(1).split(",")] == [True] * 7
     shot = tmp_path / "shot.png"
     subprocess.run([*flags, "--window-size=1200,1600", f"--screenshot={shot}", html.as_uri()],
                    capture_output=True, timeout=90, check=True)

@@ -25,9 +25,12 @@ NOTEBOOKS = ROOT / "notebooks"
 
 # notebook → (least PNG figures it must show, text its outputs must contain)
 EXPECTED: dict[str, tuple[int, tuple[str, ...]]] = {
-    "endurance.ipynb": (4, ("SIMULATED twin", "compaction events", "TTFT p50")),
-    "compaction.ipynb": (1, ("paired prune / block", "ranking by sustained tok/s", "CI")),
-    "sizing.ipynb": (4, ("sweep — SIMULATED (twin)", "binding constraint", "KV-capacity bound")),
+    "endurance.ipynb": (6, ("SIMULATED twin", "compaction events", "TTFT p50",
+                            "in-process twin (SIMULATED): hardware a40")),
+    "compaction.ipynb": (1, ("paired prune / block", "ranking by sustained tok/s", "CI",
+                             "prune: ", "hardware a40, model qwen3-coder-30b-a3b-awq (awq)")),
+    "sizing.ipynb": (4, ("sweep — SIMULATED (twin)", "binding constraint", "KV-capacity bound",
+                         "hardware h100")),
 }
 
 

@@ -88,6 +88,8 @@ def test_sigterm_cancels_stalled_requests_after_the_grace(tmp_path: Path) -> Non
     assert (df.e2e_s >= 0.4).all() and (df.output_tokens >= 1).all()   # partial stream kept
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
     assert "status: interrupted" in out
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["failed_requests"] == 0 and summary["cancelled_requests"] == 3
 
 
 @pytest.mark.slow

@@ -62,8 +62,15 @@ METRICS: tuple[Metric, ...] = (
            row="sessions / successful turns", fmt="{:d}", compare=True),
     Metric("requests", "count", "request attempts, failed and retried ones included",
            "count of rows", fmt="{:d}"),
-    Metric("failed_requests", "count", "attempts that ended in an error",
+    Metric("failed_requests", "count", "attempts that ended in an error (cancelled-at-stop "
+           "and context-overflow attempts are counted apart)",
            "count of rows with ok=false", fmt="{:d}", compare=True),
+    Metric("cancelled_requests", "count", "attempts cancelled in flight at a stop "
+           "(Ctrl-C/SIGTERM): not failures of the server", "count of rows with "
+           "error_type=cancelled", fmt="{:d}"),
+    Metric("overflow_requests", "count", "attempts the server refused as a context "
+           "overflow, answered by a forced compaction (not failures)",
+           "count of rows with error_type=context_overflow", fmt="{:d}"),
     Metric("summary_requests", "count", "successful compaction-summary requests",
            "count of ok rows with request_kind=summary", fmt="{:d}"),
     Metric("wall_window_s", "s", "the whole run's window: first request sent → last token",

@@ -101,3 +101,32 @@ def run_summary(run_dir: str | Path) -> dict[str, Any]:
     """The summary of a run directory, recomputed from its files (as `report` does)."""
     manifest, turns, server = load_run(run_dir)
     return summarize_run(manifest, turns, server, load_saved_summary(run_dir))
+
+
+def describe_run(run_dir: str | Path) -> str:
+    """What a run was, in one paragraph: endpoint (hardware, model, quantization or URL,
+    simulated or not, time scale), scenario, sessions × turns, compaction, seed, overrides
+    — printed by every notebook so a figure is never read without its settings."""
+    m = load_manifest(Path(run_dir))
+    ep = m.get("endpoint") if isinstance(m.get("endpoint"), dict) else {}
+    assert isinstance(ep, dict)
+    profile = ep.get("profile") if isinstance(ep.get("profile"), dict) else {}
+    assert isinstance(profile, dict)
+    model = profile.get("model") if isinstance(profile.get("model"), dict) else {}
+    assert isinstance(model, dict)
+    twin = m.get("http_twin") if isinstance(m.get("http_twin"), dict) else None
+    if ep.get("kind") == "twin-inprocess":
+        where = (f"in-process twin (SIMULATED): hardware {ep.get('hardware')}, model "
+                 f"{ep.get('model')} ({model.get('quantization', '?')})")
+    elif twin is not None:
+        where = (f"HTTP twin at {ep.get('url')} (SIMULATED, time scale {m.get('time_scale')}): "
+                 f"hardware {twin.get('hardware')}, model {twin.get('model')}")
+    else:
+        resolved = m.get("scenario_resolved") if isinstance(m.get("scenario_resolved"), dict) else {}
+        assert isinstance(resolved, dict)
+        where = f"real endpoint {ep.get('url', '?')}, model {resolved.get('model', '?')}"
+    over = ", ".join(map(str, m.get("overrides") or [])) or "none"
+    return (f"{Path(run_dir).name}: {where}; scenario {m.get('scenario')}, "
+            f"{m.get('sessions')} session(s) × {m.get('turns')} turns, compaction "
+            f"{m.get('compaction')}, seed {m.get('seed')}, overrides {over}; status "
+            f"{m.get('status')}")

@@ -30,6 +30,36 @@ def new_figure(width: float = 10.0, height: float = 4.5, *, right: float = 0.98)
     return fig
 
 
+def legend_below(fig: Figure, ax: Any, *, ncol: int = 3, title: str | None = None) -> None:
+    """The axes' legend under the plot, outside the data: the bottom margin grows by
+    the legend's rows (inches, turned into a fraction of the figure's height)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    ncol = max(1, min(ncol, len(handles)))
+    rows = -(-len(handles) // ncol) + (1 if title else 0)
+    height = fig.get_figheight()
+    fig.subplots_adjust(bottom=(0.75 + 0.22 * rows) / height)
+    fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 0.01), ncol=ncol,
+               fontsize="small", frameon=False, title=title, title_fontsize="small")
+
+
+DENSE_MARKERS = 40   # more compactions than this: a rug under the axis, not lines across it
+
+
+def mark_compactions(ax: Any, turns: list[int]) -> None:
+    """Compaction turns as faint vertical lines, or a rug of ticks along the bottom when
+    they are dense (per-turn pruning would otherwise paint a solid curtain)."""
+    if len(turns) <= DENSE_MARKERS:
+        for i, x in enumerate(turns):
+            ax.axvline(x, color="tab:red", alpha=0.35, lw=1,
+                       label="compaction" if i == 0 else None)
+        return
+    ax.plot(turns, [0.0] * len(turns), "|", color="tab:red", ms=9, mew=0.8, alpha=0.7,
+            transform=ax.get_xaxis_transform(), clip_on=False,
+            label=f"compaction ({len(turns)} turns; rug)")
+
+
 def mode_word(simulated: bool) -> str:
     return "simulated (twin)" if simulated else "real endpoint"
 
@@ -57,18 +87,17 @@ def plot_turn_throughput(turns: pd.DataFrame, turn_ok: pd.DataFrame, *,
     ax.plot(per.index, rolling_median(per["median"]), color="tab:blue", lw=2,
             label="rolling median")
     events = compaction_rows(turns)
-    for i, x in enumerate(sorted(set(events["turn_index"]))):
-        ax.axvline(x, color="tab:red", alpha=0.35, lw=1,
-                   label="compaction" if i == 0 else None)
+    marked = sorted(int(x) for x in set(events["turn_index"]))
+    mark_compactions(ax, marked)
     post = turn_ok[post_compaction_mask(turn_ok, events)]
-    if not post.empty:
+    if not post.empty and len(marked) <= DENSE_MARKERS:   # dense: every turn is one
         ax.plot(post["turn_index"], post["turn_tok_s"], "v", color="tab:red", ms=7,
                 label="turn right after compaction")
     ax.set(title=f"Turn throughput over turns — {mode_word(simulated)}",
            xlabel="turn index", ylabel="turn tok/s (output tokens / request time)")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
+    legend_below(fig, ax, ncol=4)
     return fig
 
 
@@ -89,15 +118,16 @@ def plot_context(turn_ok: pd.DataFrame, *, simulated: bool) -> Figure:
            xlabel="turn index", ylabel="context tokens (client estimate, cl100k)")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize="small", title="session")
+    legend_below(fig, ax, ncol=4, title="session")
     return fig
 
 
 def _window_turn_positions(turn_ok: pd.DataFrame, t_mid: np.ndarray) -> np.ndarray:
-    """Turn index in flight at each time (seconds), by interpolation over send times."""
+    """Turn index reached by each time (seconds): the highest turn sent so far, so the
+    positions grow with time even when sessions interleave (interpolated)."""
     order = turn_ok.sort_values("started_mono_s")
-    pos: np.ndarray = np.interp(t_mid, order["started_mono_s"].to_numpy(float),
-                                order["turn_index"].to_numpy(float))
+    reached = np.maximum.accumulate(order["turn_index"].to_numpy(float))
+    pos: np.ndarray = np.interp(t_mid, order["started_mono_s"].to_numpy(float), reached)
     return pos
 
 
@@ -137,7 +167,7 @@ def plot_cache(turn_ok: pd.DataFrame, server_metrics: pd.DataFrame | None, *,
     ax.set(title=f"Prefix-cache reuse over turns — {mode_word(simulated)}",
            xlabel="turn index", ylabel="share of prompt tokens (%)", ylim=(0, 105))
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize="small")
+    legend_below(fig, ax, ncol=2)
     return fig
 
 
@@ -156,7 +186,7 @@ def plot_ttft_vs_context(turns: pd.DataFrame, turn_ok: pd.DataFrame, *,
            xlabel="context tokens (client estimate)", ylabel="TTFT (s)")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left")
+    legend_below(fig, ax, ncol=2)
     return fig
 
 
@@ -195,7 +225,7 @@ def plot_overlay(runs: Sequence[tuple[str, pd.DataFrame]], *, simulated: Sequenc
            xlabel="turn index", ylabel="turn tok/s")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    legend_below(fig, ax, ncol=2)
     return fig
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from simulator.analysis import plots
+from simulator.analysis import plots, timeline
 from simulator.analysis.load import load_run, load_saved_summary, run_label
 from simulator.analysis.summary import VERBATIM_WARNING, ok_rows, summarize_run, summary_table
 from simulator.errors import InputError
@@ -49,6 +49,12 @@ def build_figures(turns: pd.DataFrame, server: pd.DataFrame | None,
     if turn_ok["session_id"].nunique() > 1:
         figs.append(("session_lanes", "Per-session lanes",
                      plots.plot_session_lanes(turn_ok, simulated=simulated)))
+    figs += [
+        ("timeline", "Timeline: KV usage, preemptions, running/waiting, tok/s, sessions",
+         timeline.plot_timeline(turns, server, simulated=simulated)),
+        ("distributions", "Distributions: TTFT, inter-token time, turn tok/s (CDFs)",
+         timeline.plot_cdfs(turn_ok, simulated=simulated)),
+    ]
     return figs
 
 

@@ -207,7 +207,13 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
         "sessions": int(turns["session_id"].nunique()),
         "ok_turns": len(turn_ok),
         "requests": len(turns),
-        "failed_requests": int((~turns["ok"].astype(bool)).sum()),
+        # Requests we cancelled at a stop (Ctrl-C, deadline) did not fail, nor did a
+        # context overflow, which is answered by a forced compaction: counted apart.
+        "failed_requests": int(((~turns["ok"].astype(bool))
+                                & ~turns["error_type"].isin(["cancelled", "context_overflow"])
+                                ).sum()),
+        "cancelled_requests": int(turns["error_type"].eq("cancelled").sum()),
+        "overflow_requests": int(turns["error_type"].eq("context_overflow").sum()),
         "summary_requests": len(ok_rows(turns, "summary")),
         "errors_by_type": {str(k): int(v) for k, v in
                            turns["error_type"].dropna().value_counts().sort_index().items()},
@@ -288,7 +294,11 @@ def summary_table(s: Mapping[str, Any]) -> list[tuple[str, str]]:
         if label == "sessions / successful turns":
             rows.append(("requests (failed, summary)",
                          f"{s['requests']} ({s['failed_requests']} failed, "
-                         f"{s['summary_requests']} summary)"))
+                         f"{s['summary_requests']} summary"
+                         + (f", {s['cancelled_requests']} cancelled at stop"
+                            if s.get("cancelled_requests") else "")
+                         + (f", {s['overflow_requests']} context overflow(s) → forced "
+                            "compaction" if s.get("overflow_requests") else "") + ")"))
     return rows
 
 

@@ -2,8 +2,8 @@
 
 The same greedy, code-heavy probes go to both endpoints (temperature 0, non-streaming);
 every probe whose two replies differ is reported with a unified diff. Speculative
-decoding is supposed to change nothing under greedy sampling; calibration.md records a
-case where an n-gram path corrupted generated code, which only targeted code probes
+decoding is supposed to change nothing under greedy sampling; a self-hoster's published
+vLLM measurements record a case where an n-gram path corrupted generated code, which only targeted code probes
 caught (prose and literal copies stayed correct), so the probes are code.
 """
 

@@ -23,6 +23,11 @@ class _Group(click.Group):
             line = " ".join(redact_text(str(exc)).split())
             click.echo(f"error: {line}", err=True)
             sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            # One line naming the bad value, not click's usage block (exit 2 either way).
+            sub = exc.ctx.command_path if exc.ctx is not None else "endurance"
+            click.echo(f"error: {exc.format_message()} (see `{sub} --help`)", err=True)
+            sys.exit(2)
 
 
 @click.group(cls=_Group)

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from simulator.check import DEFAULT_TIMEOUT_S, CheckReport, Status
 from simulator.cli._app import main
+from simulator.errors import RunError
 
 _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red"}
 
@@ -58,6 +59,10 @@ def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | No
     from simulator.check import run_check, validate_base_url  # aiohttp: only when checking
     from simulator.errors import InputError
     from simulator.redact import check_key, read_key_file
+    from simulator.runs import base_endpoint_url
+    url, note = base_endpoint_url(url)
+    if note is not None:
+        click.echo(note.replace("--endpoint", "URL"), err=True)
     validate_base_url(url)
     if not (0 < timeout_s <= 3600):
         raise InputError(f"--timeout {timeout_s}: must be within (0, 3600] seconds")
@@ -75,6 +80,11 @@ def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | No
         ctx.exit(_compare(url, validate_base_url(against), model, api_key, timeout_s,
                           as_json))
     report = run_check(url, api_key=api_key, model=model, timeout_s=timeout_s)
+    unreachable = next((r for r in report.results if r.name == "reachable"
+                        and r.status is Status.FAIL), None)
+    if unreachable is not None and not as_json:
+        raise RunError(f"{unreachable.reason}; is the server running, and is "
+                       f"{report.base_url} its base URL (without /v1/messages)?")
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:

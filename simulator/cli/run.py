@@ -31,6 +31,13 @@ def scenario_overrides(sessions: int | None, turns: int | None, seed: int | None
     return [*out, *load_overrides(), *sets]
 
 
+def at_least_one(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """`--sessions 0` is refused by the flag's name, not as the `--set` it becomes."""
+    if value is not None and value < 1:
+        raise click.BadParameter(f"{value}: must be at least 1")
+    return value
+
+
 def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
     """Options shared by run, sweep and size."""
     opts = [
@@ -42,7 +49,7 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
                      help="Twin speculative decoding (draft/mtp need a drafter in the "
                      "model profile)."),
         click.option("--model", metavar="NAME", help="Model name sent in requests."),
-        click.option("--turns", type=int, help="Turns per session."),
+        click.option("--turns", type=int, callback=at_least_one, help="Turns per session."),
         click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                      help="Override any scenario field, e.g. compaction.kind=prune."),
         click.option("--seed", type=int, help="Random seed."),
@@ -64,7 +71,7 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
 @main.command()
 @click.argument("scenario", type=click.Path(dir_okay=False), required=False)
 @common_run_options
-@click.option("--sessions", type=int, help="Concurrent sessions.")
+@click.option("--sessions", type=int, callback=at_least_one, help="Concurrent sessions.")
 @click.option("--label", help="A label for this run (shown in reports).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,

@@ -30,6 +30,7 @@ from simulator.twin import reply
 from simulator.twin.engine import RequestTooLong, TwinEngine
 from simulator.twin.perf_model import build_perf_model
 from simulator.twin.prompt import PromptError, PromptTokenizer
+from simulator.twin.timeline import EngineTimeline
 from simulator.twin.types import EngineRequest, RequestResult
 from simulator.twin.wire import ReplyUsage
 from simulator.vtime import next_timer
@@ -55,6 +56,7 @@ class InProcessTwin:
         self._waiters: dict[str, asyncio.Future[RequestResult]] = {}
         self._wake: asyncio.Event | None = None
         self._ids = itertools.count()
+        self.timeline = EngineTimeline()   # engine log for the report's timeline
 
     def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
         return [self._drive]
@@ -94,6 +96,11 @@ class InProcessTwin:
                                                 if drafts else None),
                 "tokens_per_forward_pass": (c.generation_tokens / c.decode_steps
                                             if c.decode_steps else None)}
+
+    def timeline_rows(self) -> list[dict[str, Any]]:
+        """The engine log as `server_metrics` rows (seconds since the run started)."""
+        self.timeline.close(self.engine.now, self.engine)
+        return self.timeline.rows()
 
     async def aclose(self) -> None:
         for fut in self._waiters.values():
@@ -157,6 +164,7 @@ class InProcessTwin:
         loop = asyncio.get_running_loop()
         wake = self._wake_event()
         engine = self.engine
+        self.timeline.start(loop.time(), engine)   # the driver starts with the run
         while True:
             if engine.is_idle():
                 wake.clear()
@@ -166,6 +174,7 @@ class InProcessTwin:
                 continue
             horizon = next_timer()
             finished = engine.run_until(math.inf if horizon is None else horizon)
+            self.timeline.observe(engine.now, engine)
             delay = engine.now - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)

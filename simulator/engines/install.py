@@ -25,7 +25,7 @@ import sys
 import tarfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -99,14 +99,87 @@ def registry_reachable(timeout_s: float = 5.0) -> bool:
         return False
 
 
-def _run(argv: Sequence[str | Path], log: Path, *, cwd: Path | None = None) -> None:
-    """Run one step, appending its output to `log`; RunError naming the log on failure."""
+# Install steps share one deadline (monotonic seconds), set by `install_limit`: the
+# engines install before the test session under their own limit, not pytest-timeout's.
+_DEADLINE: list[float] = []
+_PROGRESS: list[Callable[[str], None]] = []
+
+
+@contextmanager
+def install_limit(seconds: float, progress: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Every install step started inside must finish within `seconds` in all (its
+    process group is killed otherwise); `progress` receives one line per step."""
+    _DEADLINE.append(time.monotonic() + seconds)
+    if progress is not None:
+        _PROGRESS.append(progress)
+    try:
+        yield
+    finally:
+        _DEADLINE.pop()
+        if progress is not None:
+            _PROGRESS.pop()
+
+
+def _say(line: str) -> None:
+    if _PROGRESS:
+        _PROGRESS[-1](line)
+
+
+def kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+    """SIGTERM the process group `proc` leads (make, the compilers it forks …), give it
+    `grace_s` seconds, then SIGKILL whatever of the group is left; reaps `proc`."""
+    import signal
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with suppress(subprocess.TimeoutExpired):
+        proc.wait(grace_s)
+    with suppress(ProcessLookupError):   # members that outlived the leader, or a stuck one
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+HEARTBEAT_S = 30.0   # a long step says it is still running this often
+
+
+def _wait(proc: subprocess.Popen[bytes], what: str, t0: float, timeout_s: float | None) -> int:
+    """Wait for `proc`, saying every HEARTBEAT_S that it still runs; TimeoutExpired
+    after `timeout_s` (None: no limit)."""
+    while True:
+        left = None if timeout_s is None else timeout_s - (time.monotonic() - t0)
+        if left is not None and left <= 0:
+            raise subprocess.TimeoutExpired(what, timeout_s or 0.0)
+        try:
+            return proc.wait(HEARTBEAT_S if left is None else min(HEARTBEAT_S, left))
+        except subprocess.TimeoutExpired:
+            _say(f"  {what}: still running after {time.monotonic() - t0:.0f} s")
+
+
+def _run(argv: Sequence[str | Path], log: Path, *, cwd: Path | None = None,
+         timeout_s: float | None = None) -> None:
+    """Run one step in its own process group, appending its output to `log`; RunError
+    naming the log on failure. A step interrupted (Ctrl-C, a test timeout) or over the
+    install limit is killed with its whole group, so no build outlives us."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    if timeout_s is None and _DEADLINE:
+        timeout_s = max(1.0, _DEADLINE[-1] - time.monotonic())
+    what = " ".join(Path(str(a)).name if i == 0 else str(a) for i, a in enumerate(argv[:3]))
+    t0 = time.monotonic()
+    _say(f"  {what} …")
     with log.open("ab") as out:
         out.write(f"\n$ {' '.join(map(str, argv))}\n".encode())
         out.flush()
-        rc = subprocess.run(list(map(str, argv)), stdout=out, stderr=subprocess.STDOUT,
-                            cwd=cwd, check=False).returncode
+        proc = subprocess.Popen(list(map(str, argv)), stdout=out, stderr=subprocess.STDOUT,
+                                cwd=cwd, start_new_session=True)
+        try:
+            rc = _wait(proc, what, t0, timeout_s)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            raise RunError(f"{what}: killed after {timeout_s:.0f} s (the install limit) — "
+                           f"full log {log}") from None
+        except BaseException:
+            kill_group(proc)
+            raise
+    _say(f"  {what}: exit {rc} after {time.monotonic() - t0:.0f} s")
     if rc != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
         raise RunError(f"{argv[0]} {argv[1] if len(argv) > 1 else ''} failed (exit {rc}): "

@@ -1,6 +1,6 @@
 """Claude Code session transcripts (JSONL) → recorded calls, with the original text.
 
-Format: `../shared/reference/agent-sessions.md`. One JSON record per line; the
+Format: Claude Code's session JSONL (~/.claude/projects/). One JSON record per line; the
 conversation is a uuid tree. The active chain is the path from the last leaf back to
 the root, crossing compact boundaries through `logicalParentUuid`; parallel tool calls
 make the tree branch, so the records kept are the active chain *plus* every line that

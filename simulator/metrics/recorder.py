@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from simulator.errors import InputError
 from simulator.liveness import clear_owner, write_owner
-from simulator.metrics.records import COLUMNS, TurnRecord
+from simulator.metrics.records import COLUMNS, TurnRecord, in_simulated_time
 from simulator.redact import redact
 
 if TYPE_CHECKING:  # pandas is imported when a run finishes: start-up stays short
@@ -216,7 +216,8 @@ class Recorder:
         _write_json_atomic(run_dir / MANIFEST, self.manifest)
 
     def write(self, record: TurnRecord) -> None:
-        self._turns.write(json.dumps(record.to_row(), separators=(",", ":")) + "\n")
+        row = in_simulated_time(record.to_row(), float(self.manifest.get("time_scale") or 1.0))
+        self._turns.write(json.dumps(row, separators=(",", ":")) + "\n")
         self._turns.flush()
         self.rows_written += 1
 

@@ -53,6 +53,26 @@ class TurnRecord:
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TurnRecord))
 
+_SCALED_DURATIONS = ("started_mono_s", "ttft_s", "e2e_s")   # seconds: × time scale
+_SCALED_RATES = ("decode_tok_s", "turn_tok_s")               # tokens/s: ÷ time scale
+
+
+def in_simulated_time(row: dict[str, Any], time_scale: float) -> dict[str, Any]:
+    """A row measured against a time-compressed HTTP twin (`--time-scale K`: K simulated
+    seconds per wall second), expressed in the twin's simulated time: durations × K,
+    rates ÷ K. `think_time_s` is drawn in simulated time already (the agent waits
+    think / K wall seconds), and `started_at` stays a wall-clock label."""
+    if time_scale == 1.0:
+        return row
+    out = dict(row)
+    for k in _SCALED_DURATIONS:
+        if out.get(k) is not None:
+            out[k] = out[k] * time_scale
+    for k in _SCALED_RATES:
+        if out.get(k) is not None:
+            out[k] = out[k] / time_scale
+    return out
+
 
 def derive_rates(output_tokens: int | None, sent: float, first: float | None,
                  last: float | None) -> tuple[float | None, float | None, float | None, float | None]:

@@ -27,7 +27,7 @@ _WORDS = ("the", "a", "to", "of", "and", "in", "this", "that", "function", "test
           "should", "when", "we", "it", "with", "error", "fix", "add", "change", "make",
           "code", "please", "module", "return", "value", "failing", "case", "instead", "now")
 
-# Caps Claude Code applies to tool output before the model sees it (agent-sessions.md),
+# Caps Claude Code applies to tool output before the model sees it (Claude Code's tool documentation),
 # converted to tokens at ~4 characters per token.
 TOOL_RESULT_CAP_TOKENS: dict[str, int] = {
     "read": 25_000,      # Read: 2,000 lines / 25,000 tokens

@@ -12,6 +12,7 @@ without editing the file. Keys unknown to every kind are still errors.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 from pathlib import Path
@@ -219,6 +220,27 @@ def _select_compaction(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "compaction": selected}
 
 
+def _check_compaction_keys(data: dict[str, Any], overrides: list[str], path: str,
+                           lines: dict[tuple[str, ...], int]) -> None:
+    """A compaction key no policy knows (`--set compaction.knd=prune`) is named as such,
+    with the closest known key, rather than surfacing as some other kind's parameter."""
+    comp = data.get("compaction")
+    if not isinstance(comp, dict):
+        return
+    known = sorted({k for m in _COMPACTION_MODELS.values() for k in m.model_fields})
+    for key in comp:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key), known, n=1)
+        hint = f"; did you mean compaction.{close[0]}?" if close else \
+            f"; known keys: {', '.join(known)}"
+        where = f"compaction.{key}"
+        from_set = any(o.split("=", 1)[0].strip() == where for o in overrides)
+        raise ScenarioError(f"unknown key{hint}", file="--set" if from_set else path,
+                            line=None if from_set else lines.get(("compaction", str(key))),
+                            key_path=where)
+
+
 def _first_error(exc: ValidationError) -> tuple[str, str]:
     err = exc.errors()[0]
     loc = [str(p) for p in err["loc"]]
@@ -258,7 +280,9 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple
     if not isinstance(data, dict):
         raise ScenarioError("a scenario must be a YAML mapping", file=str(path), line=1)
     data.setdefault("name", p.stem)
-    resolved = _select_compaction(apply_overrides(data, overrides or []))
+    overridden_data = apply_overrides(data, overrides or [])
+    _check_compaction_keys(overridden_data, overrides or [], str(path), lines)
+    resolved = _select_compaction(overridden_data)
     resolved["base_dir"] = str(p.parent.resolve())
     try:
         scenario = Scenario.model_validate(resolved)

@@ -49,6 +49,7 @@ from simulator.session.conversation import (
     ToolUseBlock,
 )
 from simulator.session.limiter import Limiter
+from simulator.session.overflow import overflow_target, parse_overflow
 from simulator.session.prefix import with_nonce
 from simulator.session.resume import ReplayKey, StoredReply, reply_row
 
@@ -128,6 +129,8 @@ class RunContext:
     # Resume: stored replies per session (replayed, not re-sent) and attempts already made.
     replay: dict[str, dict[ReplayKey, StoredReply]] = field(default_factory=dict)
     prior_attempts: dict[tuple[str, int, str], int] = field(default_factory=dict)
+    # Simulated seconds per wall second of a time-compressed HTTP twin: waits shrink with it.
+    time_scale: float = 1.0
 
 
 @dataclass
@@ -212,7 +215,7 @@ class Agent:
     async def _idle(self, seconds: float) -> bool:
         """Think time / tool latency; True when the run is stopping meanwhile."""
         try:
-            await asyncio.wait_for(self.ctx.stop.wait(), timeout=seconds)
+            await asyncio.wait_for(self.ctx.stop.wait(), timeout=seconds / self.ctx.time_scale)
         except TimeoutError:
             return False
         return True
@@ -284,6 +287,7 @@ class Agent:
         retry = self.s.retry
         number = self.ctx.prior_attempts.get((self.session_id, turn, kind), 0)
         forced = 0
+        targets: list[int] = []  # forced-compaction targets, kept for resume
         while True:
             number += 1
             req = self._build(messages, max_tokens, template)
@@ -309,7 +313,7 @@ class Agent:
                     # on resume instead of sending the turn twice.
                     self.ctx.recorder.write_history(reply_row(
                         self.session_id, turn, kind, forced, resp,
-                        self.s.history == "live" or kind == "summary"))
+                        self.s.history == "live" or kind == "summary", targets))
                     self._record_success(att, started_wall, sent, resp)
                     if resp.content:
                         self.ctx.tracker.extend(self.session_id, Message("assistant", resp.content))
@@ -320,12 +324,14 @@ class Agent:
                 raise FatalEndpointError(f"{err.error_type.value}: {err}")
             if err.error_type == ErrorType.CONTEXT_OVERFLOW and kind == "turn" \
                     and number < retry.max_attempts:
-                target = int(self.s.context_window_tokens * 0.5)
+                target = overflow_target(self.s.context_window_tokens, parse_overflow(str(err)),
+                                         ctx_tokens, max_tokens, forced)
                 out = comp.force_compaction(self.conv, self.prefix.tokens_est, target,
                                             self.s.compaction.kind)
                 self.conv, event = out.conversation, out.event
                 messages = self.conv.messages
                 forced += 1
+                targets.append(target)
                 continue
             if not err.error_type.retryable or number >= retry.max_attempts:
                 raise SessionFailed(f"{self.session_id} turn {turn}: {err.error_type.value} "
@@ -339,8 +345,9 @@ class Agent:
         """Resume: rebuild the state a stored reply left (forced compactions included)
         and feed the prefix tracker as the original request did, without sending."""
         if kind == "turn":
-            target = int(self.s.context_window_tokens * 0.5)
-            for _ in range(stored.forced_compactions):
+            targets = stored.forced_targets or \
+                (int(self.s.context_window_tokens * 0.5),) * stored.forced_compactions
+            for target in targets:
                 out = comp.force_compaction(self.conv, self.prefix.tokens_est, target,
                                             self.s.compaction.kind)
                 self.conv = out.conversation

@@ -30,6 +30,7 @@ class StoredReply:
     output_tokens: int | None
     output_tokens_est: int
     forced_compactions: int = 0      # forced compactions (context overflow) before success
+    forced_targets: tuple[int, ...] = ()  # their targets (est. tokens); empty in old journals
 
     def response(self) -> LLMResponse:
         return LLMResponse(self.content, None, Usage(output_tokens=self.output_tokens),
@@ -37,7 +38,7 @@ class StoredReply:
 
 
 def reply_row(session_id: str, turn: int, kind: str, forced: int, resp: LLMResponse,
-              keep_content: bool) -> dict[str, Any]:
+              keep_content: bool, forced_targets: list[int] | None = None) -> dict[str, Any]:
     """The history-journal row for one successful request."""
     blocks: list[list[Any]] = []
     if keep_content:
@@ -48,7 +49,7 @@ def reply_row(session_id: str, turn: int, kind: str, forced: int, resp: LLMRespo
                 blocks.append(["tool_use", b.id, b.name, b.input_json, b.tokens_est])
     return {"session": session_id, "turn": turn, "kind": kind, "forced": forced,
             "out": resp.usage.output_tokens, "out_est": resp.output_tokens_est,
-            "content": blocks}
+            "content": blocks, **({"targets": forced_targets} if forced_targets else {})}
 
 
 def _block(b: list[Any]) -> Block:
@@ -59,7 +60,8 @@ def _block(b: list[Any]) -> Block:
 
 def reply_from_row(row: dict[str, Any]) -> StoredReply:
     return StoredReply(tuple(_block(b) for b in row.get("content", [])), row.get("out"),
-                       int(row.get("out_est") or 0), int(row.get("forced") or 0))
+                       int(row.get("out_est") or 0), int(row.get("forced") or 0),
+                       tuple(int(t) for t in row.get("targets") or ()))
 
 
 @dataclass

@@ -83,6 +83,12 @@ class Runner:
         self._stop = asyncio.Event()
         self._signalled = 0
 
+    def _time_scale(self) -> float:
+        """The HTTP twin's time scale from the run's manifest (1 elsewhere): think time is
+        waited at 1/K so the client keeps pace with the twin's simulated clock."""
+        manifest = getattr(self.recorder, "manifest", None) or {}
+        return float(manifest.get("time_scale") or 1.0)
+
     async def run(self) -> RunOutcome:
         loop = asyncio.get_running_loop()
         main = asyncio.current_task()
@@ -94,7 +100,8 @@ class Runner:
         ctx = RunContext(self.run_id, self.s, self.endpoint, self.recorder, PrefixTracker(),
                          clock, Limiter(self.s.limits.max_in_flight, self.s.limits.requests_per_s),
                          base, tools_json(base), self._stop, t0, self.progress,
-                         replay=self.resume.replay, prior_attempts=self.resume.prior_attempts)
+                         replay=self.resume.replay, prior_attempts=self.resume.prior_attempts,
+                         time_scale=self._time_scale())
         try:
             await self._run_all(ctx)
         except asyncio.CancelledError:

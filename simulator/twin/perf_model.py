@@ -7,7 +7,7 @@
     t_comp = 2·(N_active − N_head)·T / (η_c·F) + 2·N_head·n / (η_c·F)
            + attention_flops_per_pair·pairs / (η_attn·F)
 
-(twin-model.md). One change from its starting point, forced by the calibration data: the
+(the twin's roofline design). One change from its starting point, forced by the calibration data: the
 KV-read efficiency grows with the number of sequences, η_kv·n/(n + h). A single stream's
 attention kernel cannot fill the card (34.3 tok/s at 119k context means ~39% of the A40's
 bandwidth), yet 32 sessions reach 1,160 tok/s, which needs near-peak KV reads.
@@ -173,8 +173,28 @@ class RooflinePerfModel:
                 f"model {self.model.name} ({self.quantization}, "
                 f"{self.weights.total / 1e9:.1f} GB of weights) leaves no KV cache on "
                 f"{self.hardware.name} ({self.hardware.memory_bytes / 1e9:.0f} GB at "
-                f"utilisation {self.engine.gpu_memory_utilization})")
+                f"utilisation {self.engine.gpu_memory_utilization}){self._fitting_hint()}")
         return blocks
+
+    def _fitting_hint(self) -> str:
+        """The model's other quantizations that leave KV on this card, as the fix."""
+        block = self.block_size * self.kv_bytes_per_token
+        kv = {q: int(self._pool_bytes_with(weight_bytes(self.model, q).total) // block)
+              * self.block_size for q in self.model.quantizations if q != self.quantization}
+        fits = sorted((q for q in kv if kv[q] > 0), key=lambda q: -kv[q])
+        if not fits:
+            return "; no quantization of it fits this card: pick a larger card or model"
+        hw, m = self.hardware.name, self.model.name
+        listed = ", ".join(f"{q} ({kv[q]:,} KV tokens)" for q in fits)
+        return (f"; quantizations that fit: {listed} (e.g. --twin {hw}/{m}:{fits[0]}"
+                f" or --set twin.model={m}:{fits[0]})")
+
+    def _pool_bytes_with(self, weights_total: float) -> float:
+        hw = self.hardware
+        if hw.kv_cache_bytes is not None:
+            return float(hw.kv_cache_bytes)
+        return (self.engine.gpu_memory_utilization * hw.memory_bytes - weights_total
+                - self.efficiency.reserve_bytes)
 
     def kv_capacity_tokens(self) -> int:
         """Tokens of KV the card holds (what vLLM logs as 'GPU KV cache size')."""
@@ -205,7 +225,7 @@ class RooflinePerfModel:
         self._precompute_spec()
 
     def _precompute_spec(self) -> None:
-        """Speculation terms (speculation.md §2–5): a per-step cost with spec on (no
+        """Speculation terms (vLLM's v1/spec_decode and scheduler source): a per-step cost with spec on (no
         async overlap, piecewise graphs; MTP keeps async scheduling), eager mode where the
         model's backend drops CUDA graphs, a per-draft-token verification cost, the CPU
         n-gram scan, and a drafter model's passes."""
@@ -309,15 +329,25 @@ class RooflinePerfModel:
         }
 
 
+def split_quantization(model: str) -> tuple[str, str | None]:
+    """`llama-3.1-70b:fp8` → (`llama-3.1-70b`, `fp8`): a profile name with one of its
+    `quantizations` picked (`--twin h100/llama-3.1-70b:fp8`); a path is left alone."""
+    name, sep, quant = model.rpartition(":")
+    if not sep or not name or not quant or "/" in quant or "\\" in quant or "." in quant:
+        return model, None
+    return name, quant
+
+
 def build_perf_model(hardware: str, model: str, *, spec: str = "off",
                      overrides: dict[str, Any] | None = None) -> RooflinePerfModel:
     """The twin's performance model from profile names (or YAML paths).
 
     `overrides` may set engine settings (`max_num_seqs`, `kv_dtype` …), efficiency terms
     (`eta_w`, `t0_s` …) and `quantization`; anything else is an InputError."""
-    hw, mp = load_hardware(hardware), load_model(model)
     over = dict(overrides or {})
-    quant = over.pop("quantization", None)
+    model, suffix = split_quantization(model)
+    hw, mp = load_hardware(hardware), load_model(model)
+    quant = over.pop("quantization", None) or suffix
     kv_gib = over.pop("kv_cache_gib", None)
     if kv_gib is not None:          # vLLM --kv-cache-memory: a fixed KV budget
         if float(kv_gib) <= 0:
@@ -337,7 +367,7 @@ def build_perf_model(hardware: str, model: str, *, spec: str = "off",
         raise InputError(f"twin overrides: unknown setting(s) {', '.join(unknown)}")
     if spec.strip().lower() not in ("", "off", "none") and "max_num_batched_tokens" not in over:
         # vLLM of the calibration period lowered the budget with speculation on
-        # (calibration.md); an explicit setting wins
+        # (published vLLM measurements, profiles/calibration/); an explicit setting wins
         base = load_engine_settings(hw, {**over, "spec": spec})
         over["max_num_batched_tokens"] = base.spec_max_num_batched_tokens
     engine = load_engine_settings(hw, {**over, "spec": spec})

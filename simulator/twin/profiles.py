@@ -29,7 +29,7 @@ class _Strict(BaseModel):
 
 
 class Efficiency(_Strict):
-    """Fitted terms of the roofline (twin-model.md); seconds, fractions, bytes."""
+    """Fitted terms of the roofline; seconds, fractions, bytes."""
 
     t0_s: float = Field(ge=0)              # fixed cost per engine step
     t_seq_s: float = Field(ge=0)           # extra cost per sequence in the step
@@ -41,7 +41,7 @@ class Efficiency(_Strict):
     eta_attn: float = Field(gt=0, le=1)    # MFU of attention FLOPs (prefill)
     routing_skew: float = Field(ge=0)      # Zipf exponent s of expert popularity
     reserve_bytes: float = Field(ge=0)     # activations, CUDA graphs, non-torch memory
-    # speculative decoding (speculation.md, calibration.md); zero on cards never measured
+    # speculative decoding (vLLM's spec_decode source; profiles/calibration/); zero on cards never measured
     spec_step_s: float = Field(default=0.0, ge=0)     # per step with spec on: no async
     #                                                   overlap + piecewise CUDA graphs
     spec_verify_tok_s: float = Field(default=0.0, ge=0)   # per draft token verified

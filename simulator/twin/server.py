@@ -184,8 +184,27 @@ async def handle_models(request: web.Request) -> web.Response:
     st = request.app[STATE_KEY]
     m = st.config.model
     entry = {"type": "model", "id": m, "display_name": f"{m} (simulated on "
-             f"{st.config.hardware})", "created_at": "2025-01-01T00:00:00Z"}
+             f"{st.config.hardware})", "created_at": "2025-01-01T00:00:00Z",
+             "max_model_len": st.config.context_window, TWIN_FIELD: twin_identity(st.config)}
     return web.json_response({"data": [entry], "has_more": False, "first_id": m, "last_id": m})
+
+
+TWIN_HEADER = "x-endurance-twin"
+TWIN_FIELD = "endurance_twin"
+
+
+def twin_identity(cfg: ServerConfig) -> dict[str, Any]:
+    """How the HTTP twin announces itself (the `/v1/models` field): a client records a
+    run against it as simulated, with the time scale (simulated s per wall s)."""
+    return {"simulated": True, "hardware": cfg.hardware, "model": cfg.model,
+            "spec": cfg.spec, "time_scale": cfg.time_scale,
+            "context_window": cfg.context_window}
+
+
+async def _announce(request: web.Request, response: web.StreamResponse) -> None:
+    """Every response, streamed ones included, says it comes from a simulation."""
+    cfg = request.app[STATE_KEY].config
+    response.headers[TWIN_HEADER] = f"simulated; time-scale={cfg.time_scale:g}"
 
 
 async def handle_health(request: web.Request) -> web.Response:
@@ -217,6 +236,7 @@ def create_app(engine: Engine, config: ServerConfig,
     service = TwinService(engine, time_scale=config.time_scale, instant=config.instant,
                           on_finish=metrics.observe)
     app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app.on_response_prepare.append(_announce)
     faults = FaultInjector(config.faults, config.seed)
     info = {"hardware": config.hardware, "model": config.model, "spec": config.spec,
             "time_scale": f"{config.time_scale:g}"}

@@ -1,0 +1,119 @@
+"""Engine installs never run under pytest-timeout and never outlive an interruption:
+each step runs in its own process group, killed with it (issue 16, item 1). Fast: a
+fake "build" (a shell that forks a long sleep) stands in for cmake."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from simulator.engines import install
+from simulator.errors import RunError
+from tests import engines_fixtures
+
+
+def _fake_build(tmp_path: Path) -> tuple[list[str], Path]:
+    """A shell that starts a grandchild (the 'compiler') and waits: the orphan case."""
+    pid_file = tmp_path / "child.pid"
+    script = f"sleep 300 & echo $! > {pid_file}; wait"
+    return ["sh", "-c", script], pid_file
+
+
+def _gone(pid: int) -> bool:
+    """Dead, or a zombie waiting for a reaper (PID 1 in a container may not reap)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def _child_pid(pid_file: Path) -> int:
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text().strip():
+            return int(pid_file.read_text())
+        time.sleep(0.01)
+    raise AssertionError("fake build did not start its child")
+
+
+def test_a_step_over_the_limit_is_killed_with_its_process_group(tmp_path: Path) -> None:
+    argv, pid_file = _fake_build(tmp_path)
+    lines: list[str] = []
+    with install.install_limit(0.5, lines.append), \
+            pytest.raises(RunError, match=r"killed after 1 s \(the install limit\)"):
+        install._run(argv, tmp_path / "build.log")
+    child = _child_pid(pid_file)
+    for _ in range(100):
+        if _gone(child):
+            break
+        time.sleep(0.02)
+    assert _gone(child), "the build's child outlived the kill"
+    assert lines[0].startswith("  sh -c") and lines[0].endswith("…")
+
+
+class _Timeout(Exception):
+    """What pytest-timeout's signal method raises in the main thread."""
+
+
+def test_an_interrupted_step_is_killed_with_its_process_group(tmp_path: Path) -> None:
+    argv, pid_file = _fake_build(tmp_path)
+
+    def fire(signum: int, frame: Any) -> None:
+        raise _Timeout
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    try:
+        with pytest.raises(_Timeout):
+            install._run(argv, tmp_path / "build.log", timeout_s=60)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    child = _child_pid(pid_file)
+    for _ in range(100):
+        if _gone(child):
+            break
+        time.sleep(0.02)
+    assert _gone(child)
+
+
+def test_a_step_that_succeeds_reports_its_duration(tmp_path: Path) -> None:
+    lines: list[str] = []
+    with install.install_limit(30, lines.append):
+        install._run(["sh", "-c", "echo built"], tmp_path / "ok.log")
+    assert "built" in (tmp_path / "ok.log").read_text()
+    assert lines[-1].startswith("  sh -c") and "exit 0 after" in lines[-1]
+    with pytest.raises(RunError, match="failed \\(exit 3\\)"):
+        install._run(["sh", "-c", "exit 3"], tmp_path / "bad.log")
+
+
+def test_engines_needed_and_preinstall(monkeypatch: pytest.MonkeyPatch) -> None:
+    items: list[Any] = [SimpleNamespace(fixturenames=["tmp_path", "vllm_server"]),
+                        SimpleNamespace(fixturenames=["llamacpp_server"]),
+                        SimpleNamespace(fixturenames=[])]
+    assert engines_fixtures.engines_needed(items) == ["llamacpp", "vllm"]
+    assert engines_fixtures.engines_needed(items[2:]) == []
+
+    def broken() -> None:
+        raise RunError("cmake: not found")
+
+    monkeypatch.setattr(engines_fixtures, "_ENSURE", {"vllm": lambda: None, "llamacpp": broken})
+    monkeypatch.setattr(engines_fixtures, "_PREINSTALL_ERRORS", {})
+    said: list[str] = []
+    engines_fixtures.preinstall_engines(items, said.append)
+    assert any(s.startswith("[engines] vllm: ready after") for s in said)
+    assert any("llamacpp: FAILED" in s and "cmake: not found" in s for s in said)
+    # The fixture reports the pre-install's failure instead of building inside a test.
+    with pytest.raises(RunError, match="cmake: not found"):
+        engines_fixtures.install_or_skip(lambda: None, "llamacpp")
+    assert engines_fixtures.install_or_skip(lambda: 7, "vllm") == 7

@@ -1,0 +1,60 @@
+"""Runs against `endurance twin serve` are recorded as simulated, in simulated time
+(issue 16, item 4)."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+
+from simulator.metrics.records import in_simulated_time
+from tests.conftest import run_scenario, small_scenario, turns_of
+from tests.http_twin import twin_in_thread
+
+
+def test_in_simulated_time_scales_durations_and_rates() -> None:
+    row = {"started_mono_s": 1.0, "ttft_s": 0.1, "e2e_s": 2.0, "decode_tok_s": 500.0,
+           "turn_tok_s": 400.0, "think_time_s": 3.0, "ttft_x": None}
+    out = in_simulated_time(row, 10.0)
+    assert out == {"started_mono_s": 10.0, "ttft_s": 1.0, "e2e_s": 20.0, "decode_tok_s": 50.0,
+                   "turn_tok_s": 40.0, "think_time_s": 3.0, "ttft_x": None}
+    assert in_simulated_time(row, 1.0) is row
+
+
+def test_twin_announces_itself() -> None:
+    with twin_in_thread(time_scale=10.0) as url, \
+            urllib.request.urlopen(url + "/v1/models", timeout=5) as r:
+        assert r.headers["x-endurance-twin"] == "simulated; time-scale=10"
+        entry = json.loads(r.read())["data"][0]
+    assert entry["endurance_twin"]["simulated"] is True
+    assert entry["endurance_twin"]["time_scale"] == 10.0
+
+
+def test_run_against_http_twin_is_simulated_in_simulated_time(tmp_path: Path,
+                                                               write_scenario) -> None:  # type: ignore[no-untyped-def]
+    data = small_scenario(turns=8, think_time_s=2.0)
+    for t in data["turn_templates"]:
+        t.get("tool", {})["latency_s"] = 0
+    path = write_scenario(data)
+    inproc = run_scenario(path, tmp_path)
+    with twin_in_thread(time_scale=20.0) as url:
+        t0 = time.monotonic()
+        res = run_scenario(path, tmp_path, endpoint_url=url)
+        wall = time.monotonic() - t0
+    assert res.status == "completed", res.outcome.reason
+    assert res.manifest["simulated"] is True and res.manifest["time_scale"] == 20.0
+    assert res.summary["simulated"] is True
+    # Think time (7 × 2 s simulated) is waited at 1/20: the whole run takes well under it.
+    assert wall < 7 * 2.0 / 2
+    # tok/s in simulated time: close to the in-process twin's, not 20× it.
+    a, b = turns_of(res), turns_of(inproc)
+    ratio = a.turn_tok_s.median() / b.turn_tok_s.median()
+    assert 0.5 < ratio < 1.5, ratio
+    assert res.summary["time_scale"] == 20.0
+    # /metrics windows are on the same (simulated) clock as the turn rows.
+    windows = pd.read_parquet(res.run_dir / "server_metrics.parquet")
+    end = float((a.started_mono_s + a.e2e_s).max())
+    assert 0.5 * end < float(windows.t_end_s.max()) < 1.5 * end
