@@ -23,7 +23,21 @@ def scenario_overrides(sessions: int | None, turns: int | None, seed: int | None
         out.append(f"seed={seed}")
     if model is not None:
         out.append(f"model={model}")
+    ctx = click.get_current_context(silent=True)
+    api = ctx.meta.get(_API_KEY) if ctx is not None else None
+    if api is not None:
+        out.append(f"endpoint.api={api}")
     return [*out, *sets]
+
+
+# `--api` is kept in the click context (not a parameter of every command that takes the
+# run options) and turned into the `endpoint.api=` override by `scenario_overrides`.
+_API_KEY = "endurance.api"
+
+
+def _remember_api(ctx: click.Context, _: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.meta[_API_KEY] = value
 
 
 def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
@@ -46,6 +60,11 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
                      "aiohttp, or the official anthropic SDK."),
         click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
                      default=Path("results"), show_default=True, help="Results directory."),
+        click.option("--api", type=click.Choice(["anthropic", "openai-chat"]),
+                     expose_value=False, callback=_remember_api, is_eager=True,
+                     help="Wire protocol of --endpoint: anthropic (Messages, /v1/messages, "
+                     "the default) or openai-chat (/v1/chat/completions); same as "
+                     "--set endpoint.api=…"),
     ]
     for opt in reversed(opts):
         f = opt(f)

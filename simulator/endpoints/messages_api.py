@@ -4,7 +4,7 @@
 one `send` = one attempt), always `messages.create(..., stream=True)` iterating the raw
 events, which the SDK decodes; the shared `StreamState` turns them into the same
 `LLMResponse` the lean path builds. `backend="aiohttp"` swaps httpx2's transport for the
-SDK's aiohttp one (faster).
+SDK's aiohttp one (faster). Errors and limits: `sdk_common.SDKEndpoint`.
 
 Timeouts: `connect_timeout_s` for the TCP connect, `timeout_s` for the longest silence
 between two reads (a stalled server), not for the whole reply.
@@ -13,7 +13,6 @@ between two reads (a stalled server), not for the whole reply.
 from __future__ import annotations
 
 import inspect
-import json
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -21,87 +20,61 @@ from typing import Any, Literal
 import anthropic
 import httpx2
 
-from simulator.endpoints.base import (
-    EndpointError,
-    ErrorType,
-    LLMRequest,
-    LLMResponse,
-)
-from simulator.endpoints.sse import (
-    StreamFault,
-    StreamState,
-    hint_headers,
-    request_id,
-    status_error,
-    stream_error_type,
-)
+from simulator.endpoints.base import ErrorType, LLMRequest
+from simulator.endpoints.dialects import ANTHROPIC, ReplyState
+from simulator.endpoints.sdk_common import SDKEndpoint
+from simulator.endpoints.sse import StreamState, hint_headers, request_id, stream_error_type
+from simulator.endpoints.transport import AttemptLimits
 
 Backend = Literal["httpx", "aiohttp"]
 
 
-class AnthropicSDKEndpoint:
+class AnthropicSDKEndpoint(SDKEndpoint):
     """`Endpoint` over `anthropic.AsyncAnthropic`; one instance serves all sessions."""
 
-    name = "sdk"
-    simulated = False
+    _sdk = anthropic
 
     def __init__(self, base_url: str, api_key: str, *, timeout_s: float = 600.0,
                  connect_timeout_s: float = 10.0, backend: Backend = "httpx",
                  max_connections: int = 1024, http_client: httpx2.AsyncClient | None = None,
+                 limits: AttemptLimits | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(ANTHROPIC, limits, clock)
         timeout = httpx2.Timeout(timeout_s, connect=connect_timeout_s)
         if http_client is None:
-            limits = httpx2.Limits(max_connections=max_connections,
-                                   max_keepalive_connections=max_connections)
-            http_client = (anthropic.DefaultAioHttpClient(timeout=timeout, limits=limits)
+            lim = httpx2.Limits(max_connections=max_connections,
+                                max_keepalive_connections=max_connections)
+            http_client = (anthropic.DefaultAioHttpClient(timeout=timeout, limits=lim)
                            if backend == "aiohttp"
-                           else anthropic.DefaultAsyncHttpxClient(timeout=timeout, limits=limits))
+                           else anthropic.DefaultAsyncHttpxClient(timeout=timeout, limits=lim))
         self._client = anthropic.AsyncAnthropic(
             base_url=base_url, api_key=api_key or "none", max_retries=0, timeout=timeout,
             http_client=http_client)
-        self._desc = {"kind": self.name, "base_url": base_url, "backend": backend,
-                      "timeout_s": timeout_s, "connect_timeout_s": connect_timeout_s,
+        self._desc = {"kind": self.name, "api": "anthropic", "base_url": base_url,
+                      "backend": backend, "timeout_s": timeout_s,
+                      "connect_timeout_s": connect_timeout_s,
                       "anthropic": anthropic.__version__}
-        self._clock = clock
 
     def describe(self) -> dict[str, Any]:
-        return dict(self._desc)
+        return {**self._desc, "limits": self.limits.describe()}
 
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def send(self, request: LLMRequest) -> LLMResponse:
-        """One streamed attempt; raises `EndpointError` (never retries)."""
+    def _stream_error(self, e: Any) -> ErrorType:
+        return stream_error_type(getattr(e, "body", None))
+
+    async def _stream(self, request: LLMRequest, state: ReplyState) -> str | None:
+        assert isinstance(state, StreamState)
         clock = self._clock
-        state = StreamState(clock())
-        started = False
-        try:
-            known, extra = _split_kwargs(request.to_api_kwargs())
-            stream = await self._client.messages.create(
-                **known, stream=True, extra_body=extra or None,
-                extra_headers=hint_headers(request.hints) if request.hints else None)
-            started = True
-            async for ev in stream:
-                _on_sdk_event(state, ev, clock)
-            return state.response(clock(), request_id(stream.response.headers.get))
-        except StreamFault as e:
-            raise state.failure(e.error_type, str(e), 200, clock()) from e
-        except anthropic.APIStatusError as e:
-            raise _status_error(state, clock, e) from e
-        except anthropic.APITimeoutError as e:
-            raise state.failure(ErrorType.TIMEOUT, "timed out before the reply", None,
-                                clock()) from e
-        except anthropic.APIConnectionError as e:
-            raise state.failure(ErrorType.CONNECTION, f"cannot connect: {e.__cause__!r}",
-                                None, clock()) from e
-        except httpx2.TimeoutException as e:
-            raise state.failure(ErrorType.TIMEOUT, f"timed out: {e!r}", 200, clock()) from e
-        except httpx2.TransportError as e:
-            kind = ErrorType.DISCONNECT if started else ErrorType.CONNECTION
-            raise state.failure(kind, f"{type(e).__name__}: {e}", 200, clock()) from e
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise state.failure(ErrorType.MALFORMED, "unparseable JSON in the stream", 200,
-                                clock()) from e
+        known, extra = _split_kwargs(request.to_api_kwargs())
+        stream = await self._client.messages.create(
+            **known, stream=True, extra_body=extra or None,
+            extra_headers=hint_headers(request.hints) if request.hints else None)
+        self._started = True
+        async for ev in stream:
+            _on_sdk_event(state, ev, clock)
+        return request_id(stream.response.headers.get)
 
 
 def _create_params() -> frozenset[str]:
@@ -139,17 +112,3 @@ def _on_sdk_event(state: StreamState, ev: Any, clock: Callable[[], float]) -> No
                            "usage": getattr(ev, "usage", None)})
     elif t == "message_stop":
         state.on_event(t, {})
-
-
-def _status_error(state: StreamState, clock: Callable[[], float],
-                  e: anthropic.APIStatusError) -> EndpointError:
-    """HTTP error status, or (status 200) an `error` event inside the stream."""
-    status = e.status_code
-    if status == 200:
-        return state.failure(stream_error_type(e.body),
-                             f"error event after HTTP 200: {e.message}", 200, clock())
-    try:
-        text = e.response.text
-    except httpx2.ResponseNotRead:
-        text = json.dumps(e.body) if e.body is not None else ""
-    return status_error(status, text, e.response.headers.get, state.timing(clock()))

@@ -1,0 +1,97 @@
+"""What the two official SDK paths (`anthropic`, `openai`) share: one attempt's error
+classification and limits around an SDK-decoded stream.
+
+Both SDKs are Stainless clients on httpx2 with the same exception tree
+(`APIStatusError`, `APITimeoutError`, `APIConnectionError`), so one `send` serves both:
+a subclass only opens the stream and feeds its decoded events to the dialect's reply
+state (`_stream`). Retries are the driver's (`max_retries=0`); limits are the same
+`transport.AttemptLimits` as the byte transports (except the byte count, which the SDK
+does not expose).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import httpx2
+
+from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest, LLMResponse
+from simulator.endpoints.dialects import Dialect, ReplyState
+from simulator.endpoints.sse import StreamFault, status_error
+from simulator.endpoints.transport import AttemptDeadline, AttemptLimits, AttemptTimeout
+
+
+class SDKEndpoint:
+    """Base of the SDK endpoints; subclasses set `_sdk` and implement `_stream`."""
+
+    name = "sdk"
+    simulated = False
+    _sdk: ModuleType
+
+    def __init__(self, dialect: Dialect, limits: AttemptLimits | None,
+                 clock: Callable[[], float]) -> None:
+        self.dialect = dialect
+        self.limits = limits or AttemptLimits()
+        self._clock = clock
+        self._started = False
+
+    async def _stream(self, request: LLMRequest, state: ReplyState) -> str | None:
+        """Open the stream, feed every event to `state`; the server's request id."""
+        raise NotImplementedError
+
+    def _stream_error(self, e: Any) -> ErrorType:
+        """The type of an error the SDK raised for an in-stream error event."""
+        return ErrorType.STREAM_ERROR
+
+    async def send(self, request: LLMRequest) -> LLMResponse:
+        """One streamed attempt; raises `EndpointError` (never retries)."""
+        clock, sdk = self._clock, self._sdk
+        state = self.dialect.new_state(clock())
+        self._started = False
+        try:
+            async with AttemptDeadline(self.limits, lambda: self._started):
+                rid = await self._stream(request, state)
+            return state.response(clock(), rid)
+        except StreamFault as e:
+            raise state.failure(e.error_type, str(e), 200, clock()) from e
+        except AttemptTimeout as e:
+            raise state.failure(e.error_type, str(e), 200 if self._started else None,
+                                clock()) from e
+        except sdk.APIStatusError as e:
+            raise self._status_error(state, e) from e
+        except sdk.APITimeoutError as e:
+            raise state.failure(ErrorType.TIMEOUT, "timed out before the reply", None,
+                                clock()) from e
+        except sdk.APIConnectionError as e:
+            raise state.failure(ErrorType.CONNECTION, f"cannot connect: {e.__cause__!r}",
+                                None, clock()) from e
+        except sdk.APIError as e:  # openai: an error chunk inside a 200 stream
+            raise state.failure(self._stream_error(e), f"error after HTTP 200: {e}", 200,
+                                clock()) from e
+        except httpx2.TimeoutException as e:
+            raise state.failure(ErrorType.TIMEOUT, f"timed out: {e!r}", 200, clock()) from e
+        except httpx2.TransportError as e:
+            kind = ErrorType.DISCONNECT if self._started else ErrorType.CONNECTION
+            raise state.failure(kind, f"{type(e).__name__}: {e}", 200, clock()) from e
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise state.failure(ErrorType.MALFORMED, "unparseable JSON in the stream", 200,
+                                clock()) from e
+
+    def _status_error(self, state: ReplyState, e: Any) -> EndpointError:
+        """HTTP error status, or (status 200) an `error` event inside the stream."""
+        clock = self._clock
+        status = e.status_code
+        if status == 200:
+            return state.failure(self._stream_error(e),
+                                 f"error event after HTTP 200: {e.message}", 200, clock())
+        try:
+            text = e.response.text
+        except httpx2.ResponseNotRead:
+            text = json.dumps(e.body) if e.body is not None else ""
+        err = status_error(status, text, e.response.headers.get, state.timing(clock()))
+        if err.retry_after_s is not None:
+            err.retry_after_s = min(err.retry_after_s, self.limits.retry_after_max_s)
+        return err
