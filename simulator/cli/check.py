@@ -39,14 +39,17 @@ def report_table(report: CheckReport) -> Table:
 @click.option("--timeout", "timeout_s", type=float, default=DEFAULT_TIMEOUT_S,
               show_default=True, help="Seconds allowed per HTTP request.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--api", type=click.Choice(["anthropic", "openai-chat"]), default="anthropic",
+              show_default=True, help="Protocol to check: Anthropic Messages or OpenAI "
+              "Chat Completions (/v1/chat/completions).")
 @click.pass_context
 def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | None,
-              timeout_s: float, as_json: bool) -> None:
+              timeout_s: float, as_json: bool, api: str) -> None:
     """Check that URL speaks the Anthropic Messages API the way coding agents need:
     streaming grammar, usage and cache fields, tools, count_tokens, errors, /metrics."""
     from simulator.check import run_check, validate_base_url  # aiohttp: only when checking
     validate_base_url(url)
-    report = run_check(url, api_key=api_key, model=model, timeout_s=timeout_s)
+    report = run_check(url, api_key=api_key, model=model, timeout_s=timeout_s, api=api)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:

@@ -170,7 +170,8 @@ async def handle_models(request: web.Request) -> web.Response:
     st = request.app[STATE_KEY]
     m = st.config.model
     entry = {"type": "model", "id": m, "display_name": f"{m} (simulated on "
-             f"{st.config.hardware})", "created_at": "2025-01-01T00:00:00Z"}
+             f"{st.config.hardware})", "created_at": "2025-01-01T00:00:00Z",
+             "object": "model", "max_model_len": st.config.context_window}
     return web.json_response({"data": [entry], "has_more": False, "first_id": m, "last_id": m})
 
 
