@@ -4,6 +4,7 @@ conversation in OpenAI's shape, and the HTTP twin serving both protocols alike."
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -12,6 +13,8 @@ from typing import Any
 import pandas as pd
 import pytest
 from aiohttp import web
+from hypothesis import given
+from hypothesis import strategies as st
 
 from simulator.endpoints import openai_chat
 from simulator.endpoints.aiohttp_client import AiohttpEndpoint
@@ -243,3 +246,29 @@ def test_runs_over_both_protocols_record_the_same_turns(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(base, runs["openai-chat", "sdk"][cols])
     assert runs["openai-chat", "lean"].cache_creation_tokens.isna().all()
     assert runs["openai-chat", "lean"].cache_read_tokens.notna().all()
+
+
+@given(pieces=st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=12),
+       cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=6),
+       ascii_only=st.booleans())
+def test_fast_framing_reconstructs_any_text(pieces: list[str], cuts: list[int],
+                                            ascii_only: bool) -> None:
+    """Chunks taken by their learned framing (no json.loads) give the same text as
+    decoding each, whatever the text (quotes, backslashes, newlines, non-ASCII) and
+    however the bytes are split across reads."""
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        body = {"id": "x", "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                        "finish_reason": finish}]}
+        return b"data: " + json.dumps(body, ensure_ascii=ascii_only).encode() + b"\n\n"
+
+    raw = b"".join([*(chunk({"content": p}) for p in pieces), chunk({}, "stop"),
+                    b"data: [DONE]\n\n"])
+    state = openai_chat.ChatStreamState(0.0)
+    bounds = sorted({min(c, len(raw)) for c in cuts} | {0, len(raw)})
+    for a, b in itertools.pairwise(bounds):
+        state.feed_bytes(raw[a:b], 1.0)
+    resp = state.response(2.0)
+    text = "".join(pieces)
+    assert resp.text == text
+    assert resp.timing.n_deltas == len(pieces)
+    assert resp.stop_reason == "end_turn"

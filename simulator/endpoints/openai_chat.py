@@ -138,11 +138,54 @@ class _Call:
         self.args: list[str] = []
 
 
-class ChatStreamState:
-    """Accumulates one streamed chat completion (the `ReplyState` of this dialect)."""
+_MARKERS = (b'"delta":{"content":"', b'"delta": {"content": "')
 
-    __slots__ = ("_calls", "_parser", "_text", "finish", "first", "last", "n_deltas",
-                 "sent", "stopped", "times", "usage")
+
+def _string_end(raw: bytes, start: int) -> int:
+    """Index of the quote closing the JSON string that starts at `start` (-1: none)."""
+    i = raw.find(b'"', start)
+    while i >= 0:
+        k = i
+        while k > start and raw[k - 1] == 92:  # backslashes before the quote
+            k -= 1
+        if (i - k) % 2 == 0:
+            return i
+        i = raw.find(b'"', i + 1)
+    return -1
+
+
+def learn_frame(block: bytes, body: Mapping[str, Any]) -> tuple[bytes, bytes] | None:
+    """(prefix, suffix) around the content string of a plain content chunk, so the
+    next chunks of the stream with the same framing skip `json.loads` (servers repeat
+    id, created and model in every chunk); None when `body` is not such a chunk."""
+    choices = body.get("choices")
+    if body.get("usage") or not isinstance(choices, list) or len(choices) != 1:
+        return None
+    c = choices[0]
+    if not isinstance(c, Mapping) or c.get("finish_reason") is not None:
+        return None
+    delta = c.get("delta")
+    if not isinstance(delta, Mapping) or list(delta) != ["content"]:
+        return None
+    for marker in _MARKERS:
+        at = block.find(marker)
+        if at >= 0:
+            start = at + len(marker)
+            end = _string_end(block, start)
+            return (block[:start], block[end:]) if end >= 0 else None
+    return None
+
+
+class ChatStreamState:
+    """Accumulates one streamed chat completion (the `ReplyState` of this dialect).
+
+    Hot path: once a plain content chunk has been decoded, its framing (`learn_frame`)
+    lets each later chunk with the same bytes around the content string be taken as
+    the string's escaped bytes, without a `json.loads`; all pieces are decoded with one
+    `json.loads` when the reply ends (as `sse.StreamState` does for Messages)."""
+
+    __slots__ = ("_calls", "_frame", "_parser", "_text", "finish", "first", "last",
+                 "n_deltas", "sent", "stopped", "times", "usage")
 
     def __init__(self, sent: float) -> None:
         self.sent = sent
@@ -153,14 +196,25 @@ class ChatStreamState:
         self.usage = Usage()
         self.finish: str | None = None
         self.stopped = False
-        self._text: list[str] = []
+        self._text: list[bytes] = []  # JSON-escaped content pieces
         self._calls: dict[int, _Call] = {}
         self._parser = SSEParser()
+        self._frame: tuple[bytes, bytes] | None = None
 
     # -- bytes (lean, aiohttp) ----------------------------------------------------------
     def feed_bytes(self, chunk: bytes, now: float) -> None:
+        frame = self._frame
         for block in self._parser.feed(chunk):
+            if frame is not None and block.startswith(frame[0]) \
+                    and block.endswith(frame[1]):
+                inside = block[len(frame[0]):len(block) - len(frame[1])]
+                if b'"' not in inside and b"\n" not in inside:
+                    if inside:
+                        self._text.append(inside)
+                        self.mark(now)
+                    continue
             self._block(block, now)
+            frame = self._frame
 
     def end_of_body(self, now: float) -> None:
         tail = self._parser.pending.strip()
@@ -183,6 +237,8 @@ class ChatStreamState:
         if name == "error" or "error" in body:
             self.on_error(body)
         self.on_chunk(body, now)
+        if self._frame is None and not self.stopped:
+            self._frame = learn_frame(block, body)
 
     # -- decoded chunks (both paths) ----------------------------------------------------
     def on_error(self, body: Any) -> None:
@@ -207,7 +263,7 @@ class ChatStreamState:
         n = 0
         text = delta.get("content")
         if isinstance(text, str) and text:
-            self._text.append(text)
+            self._text.append(json.dumps(text)[1:-1].encode())
             n += 1
         for key in ("reasoning_content", "reasoning"):
             r = delta.get(key)
@@ -256,7 +312,12 @@ class ChatStreamState:
     def content(self) -> tuple[tuple[Block, ...], int]:
         blocks: list[Block] = []
         total = 0
-        text = "".join(self._text)
+        text = ""
+        if self._text:
+            try:
+                text = json.loads(b'"' + b"".join(self._text) + b'"')
+            except (ValueError, UnicodeDecodeError) as e:
+                raise StreamFault(ErrorType.MALFORMED, "unparseable content deltas") from e
         if text:
             n = tokens.count(text)
             blocks.append(TextBlock(text, n))
