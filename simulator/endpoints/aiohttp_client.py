@@ -12,24 +12,13 @@ between two reads (a stalled server), not for the whole reply.
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from collections.abc import Callable
 from typing import Any
 
 import aiohttp
 
+from simulator.endpoints import transport as tp
 from simulator.endpoints.base import ErrorType
-from simulator.endpoints.dialects import ANTHROPIC, Dialect
 from simulator.endpoints.sse import status_error
-from simulator.endpoints.transport import (
-    ERROR_BODY_LIMIT,
-    AttemptLimits,
-    Sink,
-    StaleConnection,
-    StreamingClient,
-    TransportFailure,
-)
 
 
 class AiohttpTransport:
@@ -37,21 +26,17 @@ class AiohttpTransport:
 
     name = "aiohttp"
 
-    def __init__(self, base_url: str, *, timeout_s: float = 600.0,
-                 connect_timeout_s: float = 10.0, max_connections: int = 1024,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._base = base_url.rstrip("/")
-        self._base_url = base_url
-        self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s,
-                                              sock_read=timeout_s)
-        self._timeouts = (timeout_s, connect_timeout_s)
-        self._max_connections = max_connections
-        self._clock = clock
+    def __init__(self, cfg: tp.TransportSettings) -> None:
+        self._cfg = cfg
+        self._base = cfg.base_url.rstrip("/")
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=cfg.connect_timeout_s,
+                                              sock_read=cfg.timeout_s)
+        self._clock = cfg.clock
         self._session: aiohttp.ClientSession | None = None
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            conn = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0,
+            conn = aiohttp.TCPConnector(limit=self._cfg.max_connections, limit_per_host=0,
                                         ttl_dns_cache=None, enable_cleanup_closed=False)
             self._session = aiohttp.ClientSession(
                 connector=conn, timeout=self._timeout, auto_decompress=True,
@@ -59,16 +44,14 @@ class AiohttpTransport:
         return self._session
 
     def describe(self) -> dict[str, Any]:
-        return {"base_url": self._base_url, "timeout_s": self._timeouts[0],
-                "connect_timeout_s": self._timeouts[1],
-                "max_connections": self._max_connections, "aiohttp": aiohttp.__version__}
+        return {**self._cfg.describe(), "aiohttp": aiohttp.__version__}
 
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
 
-    async def post(self, path: str, headers: dict[str, str], body: bytes, sink: Sink,
+    async def post(self, path: str, headers: dict[str, str], body: bytes, sink: tp.Sink,
                    *, fresh: bool) -> None:
         clock = self._clock
         started = False  # response headers received
@@ -79,7 +62,7 @@ class AiohttpTransport:
                 sink.head(resp.status, resp.headers.get, clock())
                 if resp.status != 200:
                     try:
-                        err = await resp.content.read(ERROR_BODY_LIMIT)
+                        err = await resp.content.read(tp.ERROR_BODY_LIMIT)
                     except (aiohttp.ClientError, TimeoutError):
                         err = b""
                     raise status_error(resp.status, err, resp.headers.get)
@@ -88,30 +71,22 @@ class AiohttpTransport:
                     feed(chunk, clock())
                 sink.end(clock())
         except (TimeoutError, aiohttp.ServerTimeoutError) as e:
-            raise TransportFailure(ErrorType.TIMEOUT, f"timed out: {e!r}",
+            raise tp.TransportFailure(ErrorType.TIMEOUT, f"timed out: {e!r}",
                                    200 if started else None) from e
         except aiohttp.ClientConnectorError as e:
-            raise TransportFailure(ErrorType.CONNECTION, f"cannot connect: {e}", None) from e
+            raise tp.TransportFailure(ErrorType.CONNECTION, f"cannot connect: {e}", None) from e
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as e:
             if not started:
-                raise StaleConnection from e
-            raise TransportFailure(ErrorType.DISCONNECT, f"{type(e).__name__}: {e}",
+                raise tp.StaleConnection from e
+            raise tp.TransportFailure(ErrorType.DISCONNECT, f"{type(e).__name__}: {e}",
                                    200) from e
         except (aiohttp.ClientError, ConnectionError) as e:
             kind = ErrorType.DISCONNECT if started else ErrorType.CONNECTION
-            raise TransportFailure(kind, f"{type(e).__name__}: {e}",
+            raise tp.TransportFailure(kind, f"{type(e).__name__}: {e}",
                                    200 if started else None) from e
 
 
-class AiohttpEndpoint(StreamingClient):
+class AiohttpEndpoint(tp.TransportEndpoint):
     """`Endpoint`: a dialect (Anthropic Messages by default) over `AiohttpTransport`."""
 
-    def __init__(self, base_url: str, api_key: str = "", *, timeout_s: float = 600.0,
-                 connect_timeout_s: float = 10.0, max_connections: int = 1024,
-                 dialect: Dialect = ANTHROPIC, limits: AttemptLimits | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        limits = dataclasses.replace(limits or AttemptLimits(), idle_s=timeout_s)
-        super().__init__(AiohttpTransport(base_url, timeout_s=timeout_s,
-                                          connect_timeout_s=connect_timeout_s,
-                                          max_connections=max_connections, clock=clock),
-                         dialect, api_key, limits=limits, clock=clock)
+    transport_class = AiohttpTransport

@@ -14,23 +14,12 @@ silence between two reads (a stalled server), not for the whole reply (see
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from collections.abc import Callable
 from typing import Any
 
 from simulator.endpoints import http1
+from simulator.endpoints import transport as tp
 from simulator.endpoints.base import ErrorType
-from simulator.endpoints.dialects import ANTHROPIC, Dialect
 from simulator.endpoints.sse import status_error
-from simulator.endpoints.transport import (
-    ERROR_BODY_LIMIT,
-    AttemptLimits,
-    Sink,
-    StaleConnection,
-    StreamingClient,
-    TransportFailure,
-)
 
 
 class LeanTransport:
@@ -38,35 +27,30 @@ class LeanTransport:
 
     name = "lean"
 
-    def __init__(self, base_url: str, *, timeout_s: float = 600.0,
-                 connect_timeout_s: float = 10.0, max_connections: int = 1024,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        http1.check_url(base_url)  # fail now, not at the first send
-        self._base_url = base_url
-        self._timeouts = (timeout_s, connect_timeout_s)
-        self._max_connections = max_connections
-        self._clock = clock
+    def __init__(self, cfg: tp.TransportSettings) -> None:
+        http1.check_url(cfg.base_url)  # fail now, not at the first send
+        self._cfg = cfg
+        self._clock = cfg.clock
         self._pool: http1.HTTP1Pool | None = None
 
     def _get_pool(self) -> http1.HTTP1Pool:
         if self._pool is None:  # created lazily: it needs the running loop
+            cfg = self._cfg
             self._pool = http1.HTTP1Pool(
-                self._base_url, max_connections=self._max_connections,
-                connect_timeout_s=self._timeouts[1], read_timeout_s=self._timeouts[0],
-                clock=self._clock)
+                cfg.base_url, max_connections=cfg.max_connections,
+                connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.timeout_s,
+                clock=cfg.clock)
         return self._pool
 
     def describe(self) -> dict[str, Any]:
-        return {"base_url": self._base_url, "timeout_s": self._timeouts[0],
-                "connect_timeout_s": self._timeouts[1],
-                "max_connections": self._max_connections, "transport": "http1 (asyncio)"}
+        return {**self._cfg.describe(), "transport": "http1 (asyncio)"}
 
     async def aclose(self) -> None:
         if self._pool is not None:
             await self._pool.aclose()
             self._pool = None
 
-    async def post(self, path: str, headers: dict[str, str], body: bytes, sink: Sink,
+    async def post(self, path: str, headers: dict[str, str], body: bytes, sink: tp.Sink,
                    *, fresh: bool) -> None:
         pool = self._get_pool()
         raw = pool.request_bytes(path, headers, body)
@@ -79,7 +63,7 @@ class LeanTransport:
                 sink.head(status, head.get, clock())
                 if status != 200:
                     try:
-                        err = await ex.read_body(ERROR_BODY_LIMIT)
+                        err = await ex.read_body(tp.ERROR_BODY_LIMIT)
                     except http1.HTTPError:
                         err = b""
                     raise status_error(status, err, head.get)
@@ -87,29 +71,21 @@ class LeanTransport:
                 await ex.body_done()
                 sink.end(clock())
         except http1.StaleConnection as e:
-            raise StaleConnection from e
+            raise tp.StaleConnection from e
         except http1.ConnectTimeout as e:
-            raise TransportFailure(ErrorType.TIMEOUT, str(e), None) from e
+            raise tp.TransportFailure(ErrorType.TIMEOUT, str(e), None) from e
         except http1.ConnectFailed as e:
-            raise TransportFailure(ErrorType.CONNECTION, str(e), None) from e
+            raise tp.TransportFailure(ErrorType.CONNECTION, str(e), None) from e
         except http1.ReadTimeout as e:
-            raise TransportFailure(ErrorType.TIMEOUT, f"timed out: {e}", status) from e
+            raise tp.TransportFailure(ErrorType.TIMEOUT, f"timed out: {e}", status) from e
         except http1.ProtocolViolation as e:
-            raise TransportFailure(ErrorType.MALFORMED, str(e), status) from e
+            raise tp.TransportFailure(ErrorType.MALFORMED, str(e), status) from e
         except (http1.HTTPError, ConnectionError) as e:
             kind = ErrorType.DISCONNECT if status is not None else ErrorType.CONNECTION
-            raise TransportFailure(kind, f"{type(e).__name__}: {e}", status) from e
+            raise tp.TransportFailure(kind, f"{type(e).__name__}: {e}", status) from e
 
 
-class LeanEndpoint(StreamingClient):
+class LeanEndpoint(tp.TransportEndpoint):
     """`Endpoint`: a dialect (Anthropic Messages by default) over `LeanTransport`."""
 
-    def __init__(self, base_url: str, api_key: str = "", *, timeout_s: float = 600.0,
-                 connect_timeout_s: float = 10.0, max_connections: int = 1024,
-                 dialect: Dialect = ANTHROPIC, limits: AttemptLimits | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        limits = dataclasses.replace(limits or AttemptLimits(), idle_s=timeout_s)
-        super().__init__(LeanTransport(base_url, timeout_s=timeout_s,
-                                       connect_timeout_s=connect_timeout_s,
-                                       max_connections=max_connections, clock=clock),
-                         dialect, api_key, limits=limits, clock=clock)
+    transport_class = LeanTransport

@@ -12,54 +12,26 @@ between two reads (a stalled server), not for the whole reply.
 
 from __future__ import annotations
 
-import inspect
-import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import anthropic
-import httpx2
 
 from simulator.endpoints.base import ErrorType, LLMRequest
 from simulator.endpoints.dialects import ANTHROPIC, ReplyState
-from simulator.endpoints.sdk_common import SDKEndpoint
+from simulator.endpoints.sdk_common import SDKEndpoint, create_params, split_kwargs
 from simulator.endpoints.sse import StreamState, hint_headers, request_id, stream_error_type
-from simulator.endpoints.transport import AttemptLimits
-
-Backend = Literal["httpx", "aiohttp"]
 
 
 class AnthropicSDKEndpoint(SDKEndpoint):
     """`Endpoint` over `anthropic.AsyncAnthropic`; one instance serves all sessions."""
 
     _sdk = anthropic
+    dialect = ANTHROPIC
 
-    def __init__(self, base_url: str, api_key: str, *, timeout_s: float = 600.0,
-                 connect_timeout_s: float = 10.0, backend: Backend = "httpx",
-                 max_connections: int = 1024, http_client: httpx2.AsyncClient | None = None,
-                 limits: AttemptLimits | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(ANTHROPIC, limits, clock)
-        timeout = httpx2.Timeout(timeout_s, connect=connect_timeout_s)
-        if http_client is None:
-            lim = httpx2.Limits(max_connections=max_connections,
-                                max_keepalive_connections=max_connections)
-            http_client = (anthropic.DefaultAioHttpClient(timeout=timeout, limits=lim)
-                           if backend == "aiohttp"
-                           else anthropic.DefaultAsyncHttpxClient(timeout=timeout, limits=lim))
-        self._client = anthropic.AsyncAnthropic(
-            base_url=base_url, api_key=api_key or "none", max_retries=0, timeout=timeout,
-            http_client=http_client)
-        self._desc = {"kind": self.name, "api": "anthropic", "base_url": base_url,
-                      "backend": backend, "timeout_s": timeout_s,
-                      "connect_timeout_s": connect_timeout_s,
-                      "anthropic": anthropic.__version__}
-
-    def describe(self) -> dict[str, Any]:
-        return {**self._desc, "limits": self.limits.describe()}
-
-    async def aclose(self) -> None:
-        await self._client.close()
+    def _open(self, base_url: str, api_key: str) -> Any:
+        return anthropic.AsyncAnthropic(base_url=base_url, api_key=api_key, max_retries=0,
+                                        timeout=self.timeout, http_client=self.http_client)
 
     def _stream_error(self, e: Any) -> ErrorType:
         return stream_error_type(getattr(e, "body", None))
@@ -67,7 +39,7 @@ class AnthropicSDKEndpoint(SDKEndpoint):
     async def _stream(self, request: LLMRequest, state: ReplyState) -> str | None:
         assert isinstance(state, StreamState)
         clock = self._clock
-        known, extra = _split_kwargs(request.to_api_kwargs())
+        known, extra = split_kwargs(request.to_api_kwargs(), _CREATE_PARAMS)
         stream = await self._client.messages.create(
             **known, stream=True, extra_body=extra or None,
             extra_headers=hint_headers(request.hints) if request.hints else None)
@@ -79,17 +51,10 @@ class AnthropicSDKEndpoint(SDKEndpoint):
 
 def _create_params() -> frozenset[str]:
     from anthropic.resources.messages import AsyncMessages
-    return frozenset(inspect.signature(AsyncMessages.create).parameters) - {"self"}
+    return create_params(AsyncMessages.create)
 
 
 _CREATE_PARAMS = _create_params()
-
-
-def _split_kwargs(kw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(what `messages.create` accepts, the rest for `extra_body`): SDK versions drop
-    parameters (2.x has no `temperature`) that servers still honour."""
-    known = {k: v for k, v in kw.items() if k in _CREATE_PARAMS}
-    return known, {k: v for k, v in kw.items() if k not in _CREATE_PARAMS}
 
 
 def _on_sdk_event(state: StreamState, ev: Any, clock: Callable[[], float]) -> None:

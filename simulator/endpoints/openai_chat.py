@@ -18,20 +18,12 @@ reasoning and tool-call argument deltas each count as one delta (TTFT/ITL);
 from __future__ import annotations
 
 import json
-from array import array
 from collections.abc import Mapping
 from typing import Any
 
 from simulator import tokens
-from simulator.endpoints.base import (
-    EndpointError,
-    ErrorType,
-    LLMRequest,
-    LLMResponse,
-    Timing,
-    Usage,
-)
-from simulator.endpoints.sse import SSEParser, StreamFault, parse_block
+from simulator.endpoints.base import ErrorType, LLMRequest, LLMResponse, Usage
+from simulator.endpoints.sse import DeltaTimes, SSEParser, StreamFault, parse_block
 from simulator.session.conversation import (
     Block,
     Message,
@@ -176,7 +168,7 @@ def learn_frame(block: bytes, body: Mapping[str, Any]) -> tuple[bytes, bytes] | 
     return None
 
 
-class ChatStreamState:
+class ChatStreamState(DeltaTimes):
     """Accumulates one streamed chat completion (the `ReplyState` of this dialect).
 
     Hot path: once a plain content chunk has been decoded, its framing (`learn_frame`)
@@ -184,15 +176,10 @@ class ChatStreamState:
     the string's escaped bytes, without a `json.loads`; all pieces are decoded with one
     `json.loads` when the reply ends (as `sse.StreamState` does for Messages)."""
 
-    __slots__ = ("_calls", "_frame", "_parser", "_text", "finish", "first", "last",
-                 "n_deltas", "sent", "stopped", "times", "usage")
+    __slots__ = ("_calls", "_frame", "_parser", "_text", "finish", "stopped", "usage")
 
     def __init__(self, sent: float) -> None:
-        self.sent = sent
-        self.first: float | None = None
-        self.last: float | None = None
-        self.n_deltas = 0
-        self.times = array("d")
+        super().__init__(sent)
         self.usage = Usage()
         self.finish: str | None = None
         self.stopped = False
@@ -300,14 +287,6 @@ class ChatStreamState:
                     n = 1
         return n
 
-    def mark(self, now: float) -> None:
-        """One delta (content, reasoning or tool arguments) arriving at `now` (s)."""
-        if self.first is None:
-            self.first = now
-        self.last = now
-        self.n_deltas += 1
-        self.times.append(now)
-
     # -- results ------------------------------------------------------------------------
     def content(self) -> tuple[tuple[Block, ...], int]:
         blocks: list[Block] = []
@@ -335,17 +314,6 @@ class ChatStreamState:
             total += n
         return tuple(blocks), total
 
-    def timing(self, done: float | None) -> Timing:
-        return Timing(self.sent, self.first, self.last, done, self.n_deltas)
-
-    def failure(self, kind: ErrorType, message: str, status: int | None,
-                now: float) -> EndpointError:
-        try:
-            partial = self.content()[1]
-        except StreamFault:
-            partial = self.n_deltas
-        return EndpointError(kind, message, status=status, timing=self.timing(now),
-                             partial_output_tokens=partial)
 
     def response(self, done: float, request_id: str | None = None) -> LLMResponse:
         """The finished reply; a stream that ended with neither `[DONE]` nor a

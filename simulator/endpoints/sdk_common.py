@@ -11,10 +11,12 @@ does not expose).
 
 from __future__ import annotations
 
+import inspect
 import json
+import time
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 import httpx2
 
@@ -23,6 +25,21 @@ from simulator.endpoints.dialects import Dialect, ReplyState
 from simulator.endpoints.sse import StreamFault, status_error
 from simulator.endpoints.transport import AttemptDeadline, AttemptLimits, AttemptTimeout
 
+Backend = Literal["httpx", "aiohttp"]
+
+
+def create_params(create: Callable[..., Any]) -> frozenset[str]:
+    """The keyword parameters an SDK's `create` method accepts."""
+    return frozenset(inspect.signature(create).parameters) - {"self"}
+
+
+def split_kwargs(kw: dict[str, Any],
+                 params: frozenset[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what `create` accepts, the rest for `extra_body`): SDK versions drop parameters
+    (anthropic 2.x has no `temperature`) that servers still honour."""
+    known = {k: v for k, v in kw.items() if k in params}
+    return known, {k: v for k, v in kw.items() if k not in params}
+
 
 class SDKEndpoint:
     """Base of the SDK endpoints; subclasses set `_sdk` and implement `_stream`."""
@@ -30,13 +47,40 @@ class SDKEndpoint:
     name = "sdk"
     simulated = False
     _sdk: ModuleType
+    dialect: Dialect
 
-    def __init__(self, dialect: Dialect, limits: AttemptLimits | None,
-                 clock: Callable[[], float]) -> None:
-        self.dialect = dialect
+    def __init__(self, base_url: str, api_key: str, *, timeout_s: float = 600.0,
+                 connect_timeout_s: float = 10.0, backend: Backend = "httpx",
+                 max_connections: int = 1024, http_client: httpx2.AsyncClient | None = None,
+                 limits: AttemptLimits | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        dialect = self.dialect
         self.limits = limits or AttemptLimits()
         self._clock = clock
         self._started = False
+        self.timeout = httpx2.Timeout(timeout_s, connect=connect_timeout_s)
+        if http_client is None:
+            lim = httpx2.Limits(max_connections=max_connections,
+                                max_keepalive_connections=max_connections)
+            make = (self._sdk.DefaultAioHttpClient if backend == "aiohttp"
+                    else self._sdk.DefaultAsyncHttpxClient)
+            http_client = make(timeout=self.timeout, limits=lim)
+        self.http_client = http_client
+        self._desc = {"kind": self.name, "api": dialect.name, "base_url": base_url,
+                      "backend": backend, "timeout_s": timeout_s,
+                      "connect_timeout_s": connect_timeout_s,
+                      self._sdk.__name__: self._sdk.__version__}
+        self._client: Any = self._open(base_url, api_key or "none")
+
+    def _open(self, base_url: str, api_key: str) -> Any:
+        """The SDK's async client on `self.http_client` (no retries, our timeout)."""
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        return {**self._desc, "limits": self.limits.describe()}
+
+    async def aclose(self) -> None:
+        await self._client.close()
 
     async def _stream(self, request: LLMRequest, state: ReplyState) -> str | None:
         """Open the stream, feed every event to `state`; the server's request id."""

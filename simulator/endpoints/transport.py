@@ -20,17 +20,16 @@ server's retry-after hint is capped at `retry_after_max_s`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from simulator import __version__
 from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest, LLMResponse
+from simulator.endpoints.dialects import ANTHROPIC, Dialect, ReplyState
 from simulator.endpoints.sse import StreamFault, hint_headers, request_id
-
-if TYPE_CHECKING:
-    from simulator.endpoints.dialects import Dialect, ReplyState
 
 ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error page read to classify it
 # Sends repeated on a fresh connection when a pooled one proves stale (bounded: each
@@ -52,6 +51,23 @@ class AttemptLimits:
         return {"first_byte_s": self.first_byte_s, "idle_s": self.idle_s,
                 "total_s": self.total_s, "max_response_bytes": self.max_response_bytes,
                 "retry_after_max_s": self.retry_after_max_s}
+
+
+@dataclass(frozen=True, slots=True)
+class TransportSettings:
+    """What every transport is built from (seconds; `timeout_s` = longest silence
+    between two reads, `connect_timeout_s` = TCP/TLS connect)."""
+
+    base_url: str
+    timeout_s: float = 600.0
+    connect_timeout_s: float = 10.0
+    max_connections: int = 1024
+    clock: Callable[[], float] = time.monotonic
+
+    def describe(self) -> dict[str, Any]:
+        return {"base_url": self.base_url, "timeout_s": self.timeout_s,
+                "connect_timeout_s": self.connect_timeout_s,
+                "max_connections": self.max_connections}
 
 
 class TransportFailure(Exception):
@@ -84,6 +100,8 @@ class Transport(Protocol):
     `TransportFailure`, `StaleConnection`, or whatever the sink raises."""
 
     name: str
+
+    def __init__(self, cfg: TransportSettings) -> None: ...
 
     async def post(self, path: str, headers: dict[str, str], body: bytes, sink: Sink,
                    *, fresh: bool) -> None: ...
@@ -191,6 +209,23 @@ class StreamingClient:
             raise state.failure(e.error_type, str(e), e.status, clock()) from e
         except AttemptTimeout as e:
             raise state.failure(e.error_type, str(e), sink.status, clock()) from e
+
+
+class TransportEndpoint(StreamingClient):
+    """A `StreamingClient` that builds its own transport (`transport_class`) from the
+    usual endpoint arguments: `LeanEndpoint`, `AiohttpEndpoint`."""
+
+    transport_class: ClassVar[type[Transport]]
+
+    def __init__(self, base_url: str, api_key: str = "", *, timeout_s: float = 600.0,
+                 connect_timeout_s: float = 10.0, max_connections: int = 1024,
+                 dialect: Dialect = ANTHROPIC, limits: AttemptLimits | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        transport = type(self).transport_class(TransportSettings(
+            base_url, timeout_s, connect_timeout_s, max_connections, clock))
+        super().__init__(transport, dialect, api_key, clock=clock,
+                         limits=dataclasses.replace(limits or AttemptLimits(),
+                                                    idle_s=timeout_s))
 
 
 class AttemptTimeout(Exception):
