@@ -40,11 +40,20 @@ COLLAPSE = 0.5      # mean cache-read share of the turns where the prefix broke
 # live for the whole test session, so a second run with the same seed would find its
 # prefix already cached at turn 0 (the client, starting afresh, cannot know that).
 SEEDS = {"block": 7, "prune": 11}
+# Each protocol runs once per policy (issue 18): OpenAI runs get their own seeds (+100)
+# for the same reason, since they share the session's servers with the Anthropic runs.
+APIS = ["anthropic", "openai-chat"]
+
+
+def api_extra(api: str) -> tuple[str, ...]:
+    """The overrides selecting `api` (none for the default, Anthropic)."""
+    return () if api == "anthropic" else (f"endpoint.api={api}",)
 
 
 def overrides(kind: str, extra: tuple[str, ...] = ()) -> list[str]:
     """The --set overrides of one run (the twin-vs-real test uses the same ones)."""
-    return [f"compaction.kind={kind}", f"seed={SEEDS[kind]}", *extra]
+    seed = SEEDS[kind] + (100 if "endpoint.api=openai-chat" in extra else 0)
+    return [f"compaction.kind={kind}", f"seed={seed}", *extra]
 
 
 @dataclass(frozen=True)
@@ -182,10 +191,12 @@ def _check_summary_and_report(run: EngineRun) -> None:
     assert (run.result.run_dir / "report.html").stat().st_size > 0
 
 
+@pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("kind", ["block", "prune"])
-def test_vllm_endurance(vllm_server: EngineServer, kind: str,
+def test_vllm_endurance(vllm_server: EngineServer, kind: str, api: str,
                         tmp_path_factory: pytest.TempPathFactory) -> None:
-    run = engine_run(vllm_server, kind, tmp_path_factory.mktemp(f"vllm-{kind}"))
+    run = engine_run(vllm_server, kind, tmp_path_factory.mktemp(f"vllm-{kind}"),
+                     api_extra(api))
     _check_complete(run)
     _check_collapse(run, kind, vllm_server.block_size)
     _check_client_bound(run, vllm_server.block_size)
@@ -201,10 +212,12 @@ def test_vllm_endurance(vllm_server: EngineServer, kind: str,
     _check_summary_and_report(run)
 
 
+@pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("kind", ["block", "prune"])
-def test_llamacpp_endurance(llamacpp_server: EngineServer, kind: str,
+def test_llamacpp_endurance(llamacpp_server: EngineServer, kind: str, api: str,
                             tmp_path_factory: pytest.TempPathFactory) -> None:
-    run = engine_run(llamacpp_server, kind, tmp_path_factory.mktemp(f"llamacpp-{kind}"))
+    run = engine_run(llamacpp_server, kind, tmp_path_factory.mktemp(f"llamacpp-{kind}"),
+                     api_extra(api))
     missing = _check_complete(run, max_missing_usage=0.15)
     _check_collapse(run, kind, llamacpp_server.block_size, per_slot=True)
     _check_client_bound(run, llamacpp_server.block_size)

@@ -95,6 +95,12 @@ def stream_chunks(raw: bytes) -> tuple[list[dict[str, Any]], bool, list[str]]:
     return chunks, done, problems
 
 
+def finish_reasons(chunks: list[dict[str, Any]]) -> list[str]:
+    return [str(ch["choices"][0]["finish_reason"]) for ch in chunks
+            if isinstance(ch.get("choices"), list) and ch["choices"]
+            and isinstance(ch["choices"][0], dict) and ch["choices"][0].get("finish_reason")]
+
+
 async def check_streaming(c: CheckClient, base: dict[str, Any]) -> list[CheckResult]:
     """The chunk grammar, and usage in the stream (`stream_options.include_usage`)."""
     reply = await c.post(PATH, {**base, "stream": True,
@@ -104,9 +110,7 @@ async def check_streaming(c: CheckClient, base: dict[str, Any]) -> list[CheckRes
     chunks, done, problems = stream_chunks(reply.body)
     if "text/event-stream" not in reply.content_type:
         problems.append(f"content-type {reply.content_type!r}")
-    finish = [ch["choices"][0].get("finish_reason") for ch in chunks
-              if isinstance(ch.get("choices"), list) and ch["choices"]
-              and isinstance(ch["choices"][0], dict) and ch["choices"][0].get("finish_reason")]
+    finish = finish_reasons(chunks)
     if not finish:
         problems.append("no chunk carries a finish_reason")
     if problems:
@@ -160,7 +164,8 @@ async def check_tool_calls(c: CheckClient, base: dict[str, Any]) -> list[CheckRe
         reply = await c.post(PATH, ask)
     if reply.status != 200:
         return [_http_fail("streamed_tool_calls", "request with tools", reply)]
-    calls = tool_calls_of(stream_chunks(reply.body)[0])
+    chunks = stream_chunks(reply.body)[0]
+    calls = tool_calls_of(chunks)
     if not calls:
         return [warned("streamed_tool_calls", "the model answered without a tool call "
                                               "(tool parser off? endurance sends tools)")]
@@ -168,6 +173,9 @@ async def check_tool_calls(c: CheckClient, base: dict[str, Any]) -> list[CheckRe
     try:
         args = json.loads(call["arguments"] or "{}")
     except ValueError:
+        if "length" in finish_reasons(chunks):
+            return [warned("streamed_tool_calls", f"the tool call was cut at max_tokens="
+                                                  f"{TOOL_CAP} (arguments incomplete)")]
         return [failed("streamed_tool_calls", f"arguments are not JSON: "
                                               f"{call['arguments'][:60]!r}")]
     if not call["id"] or call["name"] != "Read" or not isinstance(args, dict):
