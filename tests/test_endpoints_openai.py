@@ -10,12 +10,15 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import click
 import pandas as pd
 import pytest
 from aiohttp import web
+from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from simulator.cli.run import common_run_options, scenario_overrides
 from simulator.endpoints import openai_chat
 from simulator.endpoints.aiohttp_client import AiohttpEndpoint
 from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest, LLMResponse
@@ -272,3 +275,17 @@ def test_fast_framing_reconstructs_any_text(pieces: list[str], cuts: list[int],
     assert resp.text == text
     assert resp.timing.n_deltas == len(pieces)
     assert resp.stop_reason == "end_turn"
+
+
+def test_api_flag_becomes_an_override() -> None:
+    """`--api` (on run, sweep and size) is sugar for `--set endpoint.api=…`, before --set."""
+    @click.command()
+    @common_run_options
+    def cmd(**_: Any) -> None:
+        click.echo(" ".join(scenario_overrides(None, 3, None, None, ("seed=1",))))
+
+    res = CliRunner().invoke(cmd, ["--api", "openai-chat"])
+    assert res.output.split() == ["turns=3", "endpoint.api=openai-chat", "seed=1"]
+    assert CliRunner().invoke(cmd, []).output.split() == ["turns=3", "seed=1"]
+    bad = CliRunner().invoke(cmd, ["--api", "grpc"])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
