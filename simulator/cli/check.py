@@ -46,7 +46,9 @@ def report_table(report: CheckReport) -> Table:
 def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | None,
               timeout_s: float, as_json: bool, api: str) -> None:
     """Check that URL speaks the Anthropic Messages API the way coding agents need:
-    streaming grammar, usage and cache fields, tools, count_tokens, errors, /metrics."""
+    streaming grammar, usage and cache fields, tools, count_tokens, errors, /metrics.
+    With --api openai-chat: Chat Completions (usage in the stream, streamed tool calls,
+    cached_tokens, error bodies, context-overflow errors)."""
     from simulator.check import run_check, validate_base_url  # aiohttp: only when checking
     validate_base_url(url)
     report = run_check(url, api_key=api_key, model=model, timeout_s=timeout_s, api=api)
