@@ -3,7 +3,6 @@ on the HTTP twin, and the streamed-tool-call check on a server that makes one.""
 
 from __future__ import annotations
 
-from aiohttp import web
 from click.testing import CliRunner
 
 from simulator.check import Status, run_check_async
@@ -15,7 +14,7 @@ from simulator.check.openai_checks import (
     tool_calls_of,
 )
 from simulator.cli import main
-from tests.test_endpoints_openai import ChatServer, reply_chunks
+from tests.test_endpoints_openai import chat_server, reply_chunks
 
 
 def test_validators() -> None:
@@ -51,18 +50,8 @@ async def test_check_on_the_http_twin() -> None:
 
 
 async def test_streamed_tool_calls_pass_on_a_server_that_makes_them() -> None:
-    cs = ChatServer()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", cs.handle)
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        report = await run_check_async(f"http://127.0.0.1:{runner.addresses[0][1]}",
-                                       model="m", timeout_s=5, api="openai-chat")
-    finally:
-        await runner.cleanup()
+    async with chat_server() as (url, cs):
+        report = await run_check_async(url, model="m", timeout_s=5, api="openai-chat")
     assert report.by_name("streamed_tool_calls").status is Status.PASS
     assert report.by_name("tool_round_trip").status is Status.PASS
     assert report.by_name("usage_in_stream").status is Status.PASS

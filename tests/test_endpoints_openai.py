@@ -4,6 +4,7 @@ conversation in OpenAI's shape, and the HTTP twin serving both protocols alike."
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 from collections.abc import AsyncIterator, Callable
@@ -106,17 +107,25 @@ class ChatServer:
         return resp
 
 
-@pytest.fixture
-async def server() -> AsyncIterator[tuple[str, ChatServer]]:
+@contextlib.asynccontextmanager
+async def chat_server() -> AsyncIterator[tuple[str, ChatServer]]:
+    """A `ChatServer` on 127.0.0.1 (port 0, read back); stopped on exit."""
     cs = ChatServer()
     app = web.Application()
     app.router.add_post("/v1/chat/completions", cs.handle)
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.1)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield f"http://127.0.0.1:{runner.addresses[0][1]}", cs
-    await runner.cleanup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}", cs
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[tuple[str, ChatServer]]:
+    async with chat_server() as served:
+        yield served
 
 
 FACTORIES: dict[str, Callable[..., Any]] = {
