@@ -175,3 +175,25 @@ async def test_sdk_paths_keep_the_same_limits(dialect: Dialect, case: str,
     assert info.value.error_type is expected, str(info.value)
     if case == "huge_retry_after":
         assert info.value.retry_after_s == LIMITS.retry_after_max_s
+
+
+def test_scenario_timeouts_reach_every_client() -> None:
+    """`timeouts` (and `endpoint.timeout_s` for idle) become each client's limits."""
+    from simulator.errors import InputError
+    from simulator.runs import http_endpoint
+    from simulator.scenario.load import load_scenario
+    from tests.conftest import SCENARIOS
+
+    path = str(SCENARIOS / "claude-code-endurance.yaml")
+    s, _ = load_scenario(path, ["timeouts.first_byte_s=2", "timeouts.total_s=9",
+                                "timeouts.max_response_bytes=4096",
+                                "timeouts.retry_after_max_s=5", "endpoint.timeout_s=3"])
+    for client in ("lean", "aiohttp", "sdk"):
+        ep = http_endpoint("http://127.0.0.1:1", "", s, client)
+        assert ep.describe()["limits"] == {"first_byte_s": 2.0, "idle_s": 3.0, "total_s": 9.0,
+                                           "max_response_bytes": 4096,
+                                           "retry_after_max_s": 5.0}
+    for bad in ("timeouts.total_s=-1", "timeouts.max_response_bytes=0",
+                "timeouts.retry_after_max_s=1e9"):
+        with pytest.raises(InputError):
+            load_scenario(path, [bad])
