@@ -43,7 +43,8 @@ SEEDS = {"block": 7, "prune": 11}
 # Each protocol runs once per policy (issue 18): OpenAI runs get their own seeds (+100)
 # for the same reason, since they share the session's servers with the Anthropic runs.
 APIS = ["anthropic", "openai-chat"]
-SLACK_BLOCKS = {"anthropic": 1, "openai-chat": 3}  # see `_check_client_bound`
+# `_check_client_bound`'s slack: (blocks, extra tokens) per protocol.
+SLACK = {"anthropic": (1, 0), "openai-chat": (3, 16)}
 
 
 def api_extra(api: str) -> tuple[str, ...]:
@@ -168,21 +169,26 @@ def _check_collapse(run: EngineRun, kind: str, block: int, *, per_slot: bool = F
         assert (reads / s.prompt_tokens[broken]).mean() < COLLAPSE, sid
 
 
-def _check_client_bound(run: EngineRun, block: int, blocks: int = 1) -> None:
-    """Client reusable share ≥ server cache-read share − `blocks` blocks of the prompt.
+def _check_client_bound(run: EngineRun, block: int,
+                        slack_of: tuple[int, int] = (1, 0)) -> None:
+    """Client reusable share ≥ server cache-read share − slack (`slack_of`: blocks and
+    extra tokens) of the prompt.
 
     Counts are in different tokenizers (cl100k estimates vs the engine's own BPE), so
     shares are compared; the server may legitimately round its hit down to a block (so
     its share is lower — never a failure), and one block of slack absorbs the chat
     template's own framing tokens at the start of the prompt. Over OpenAI Chat the
     server renders the request itself (tools wrapped as `function` objects, the system
-    text as a message), so its cached head holds more framing than the client counts:
-    in the first run one turn of 72 (a compaction turn of a 2.4k-token prompt) read
-    more than one block above the client's share, hence 3 blocks there."""
+    text as a message, each tool result as its own `tool` message), so its prompt holds
+    more framing than the client counts: in the first runs one turn of 72 read more than
+    one block above the client's share on vLLM (a compaction turn of a 2.4k-token
+    prompt), and on llama.cpp (block size 1) one turn read 4 tokens above it (3126 of
+    3165 vs 2603 of 2639), hence 3 blocks + 16 tokens there."""
     t = _turn_rows(run)
     client = t.reusable_prefix_tokens / t.context_tokens_est
     server = t.cache_read_tokens / t.prompt_tokens
-    slack = blocks * block / t.prompt_tokens
+    blocks, extra = slack_of
+    slack = (blocks * block + extra) / t.prompt_tokens
     bad = t.assign(client_share=client, server_share=server)[client < server - slack]
     assert bad.empty, bad[["session_id", "turn_index", "reusable_prefix_tokens",
                            "context_tokens_est", "cache_read_tokens", "prompt_tokens",
@@ -205,7 +211,7 @@ def test_vllm_endurance(vllm_server: EngineServer, kind: str, api: str,
                      api_extra(api))
     _check_complete(run)
     _check_collapse(run, kind, vllm_server.block_size)
-    _check_client_bound(run, vllm_server.block_size, SLACK_BLOCKS[api])
+    _check_client_bound(run, vllm_server.block_size, SLACK[api])
     t = run.turns
     # every request the client recorded, the server counted as a success, and nothing else
     assert run.delta("vllm:request_success_total") == len(t)
@@ -226,7 +232,7 @@ def test_llamacpp_endurance(llamacpp_server: EngineServer, kind: str, api: str,
                      api_extra(api))
     missing = _check_complete(run, max_missing_usage=0.15)
     _check_collapse(run, kind, llamacpp_server.block_size, per_slot=True)
-    _check_client_bound(run, llamacpp_server.block_size, SLACK_BLOCKS[api])
+    _check_client_bound(run, llamacpp_server.block_size, SLACK[api])
     t = run.turns
     # llama.cpp has no request counter: every prompt token the client was billed for
     # was processed (uncached) or reused (cached), and every output token was predicted
