@@ -15,7 +15,13 @@ that only reads the bytes, no parsing or timestamps), each ``+uvloop`` where use
 peer's own CLI pinned to the client core, GuideLLM against an OpenAI-protocol twin of the
 fake server since it cannot speak the Messages API.
 
+``--protocol openai`` runs everything on the OpenAI Chat Completions protocol against the
+fake server's OpenAI twin: endurance's paths with `--api openai-chat` (``sdk`` is then
+the official `openai` SDK) and both peers (AIPerf with ``--endpoint-type chat``), so
+the side-by-side is one protocol for everyone.
+
     python benchmarks/client_ceiling.py --quick
+    python benchmarks/client_ceiling.py --quick --protocol openai --regimes bulk
 """
 
 from __future__ import annotations
@@ -41,7 +47,12 @@ PATHS = ["sdk-bare", "sdk", "sdk-aiohttp", "aiohttp", "aiohttp+uvloop", "lean", 
 
 
 # ----------------------------------------------------------------------- worker side --
+API = os.environ.get("ENDURANCE_BENCH_PROTOCOL", "anthropic")  # set by --protocol
+
+
 def _make_endpoint(path: str, url: str, sessions: int) -> Any:
+    if API == "openai":
+        return _make_openai_endpoint(path, url, sessions)
     if path.startswith("sdk"):
         from simulator.endpoints.messages_api import AnthropicSDKEndpoint
         return AnthropicSDKEndpoint(url, "bench", timeout_s=120, connect_timeout_s=10,
@@ -54,6 +65,21 @@ def _make_endpoint(path: str, url: str, sessions: int) -> Any:
     from simulator.endpoints.lean import LeanEndpoint
     return LeanEndpoint(url, "bench", timeout_s=120, connect_timeout_s=10,
                         max_connections=sessions)
+
+
+def _make_openai_endpoint(path: str, url: str, sessions: int) -> Any:
+    from simulator.endpoints.dialects import OPENAI_CHAT
+    kw: dict[str, Any] = {"timeout_s": 120, "connect_timeout_s": 10,
+                          "max_connections": sessions}
+    if path.startswith("sdk"):
+        from simulator.endpoints.openai_sdk import OpenAISDKEndpoint
+        return OpenAISDKEndpoint(url, "bench", backend="aiohttp" if path == "sdk-aiohttp"
+                                 else "httpx", **kw)
+    if path.startswith("aiohttp"):
+        from simulator.endpoints.aiohttp_client import AiohttpEndpoint
+        return AiohttpEndpoint(url, "bench", dialect=OPENAI_CHAT, **kw)
+    from simulator.endpoints.lean import LeanEndpoint
+    return LeanEndpoint(url, "bench", dialect=OPENAI_CHAT, **kw)
 
 
 def _request() -> Any:
@@ -69,12 +95,14 @@ class PlainReader:
     def __init__(self, url: str, sessions: int, n_tokens: int) -> None:
         import aiohttp
         self._aiohttp = aiohttp
-        self._url = url.rstrip("/") + "/v1/messages"
+        from simulator.endpoints.dialects import dialect
+        d = dialect("openai-chat" if API == "openai" else "anthropic")
+        self._url = url.rstrip("/") + d.path
         self._n = n_tokens
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=sessions),
             timeout=aiohttp.ClientTimeout(total=None, sock_read=120))
-        self._body = json.dumps(_request().to_api_kwargs() | {"stream": True}).encode()
+        self._body = d.body(_request())
 
     async def send(self, _: Any) -> int:
         async with self._session.post(self._url, data=self._body, headers={
@@ -95,6 +123,15 @@ class BareSDKReader:
         import anthropic
         import httpx2
         limits = httpx2.Limits(max_connections=sessions, max_keepalive_connections=sessions)
+        if API == "openai":
+            import openai
+
+            from simulator.endpoints.openai_chat import chat_kwargs
+            self._oa = openai.AsyncOpenAI(
+                base_url=url + "/v1", api_key="bench", max_retries=0,
+                http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=120))
+            self._kw = chat_kwargs(_request())
+            return
         self._client = anthropic.AsyncAnthropic(
             base_url=url, api_key="bench", max_retries=0,
             http_client=anthropic.DefaultAsyncHttpxClient(limits=limits, timeout=120))
@@ -102,6 +139,13 @@ class BareSDKReader:
 
     async def send(self, _: Any) -> int:
         n = 0
+        if API == "openai":
+            chunks = await self._oa.chat.completions.create(
+                **self._kw, stream=True, stream_options={"include_usage": True})
+            async for chunk in chunks:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    n += 1
+            return n
         stream = await self._client.messages.create(**self._kw, stream=True)
         async for event in stream:
             if event.type == "content_block_delta":
@@ -109,7 +153,7 @@ class BareSDKReader:
         return n
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await (self._oa if API == "openai" else self._client).close()
 
 
 async def _worker(path: str, url: str, sessions: int, per_session: int, n_tokens: int,
@@ -187,12 +231,14 @@ def start_server(mode: str, tokens: int, rate: float, cpu: int,
 
 
 def run_peer_point(path: str, url: str, sessions: int, per_session: int, tokens: int,
-                   cpu: int, runner_cpu: int, server_pid: int) -> dict[str, Any]:
+                   cpu: int, runner_cpu: int, server_pid: int,
+                   protocol: str = "anthropic") -> dict[str, Any]:
     """A peer CLI via `peers.py` in its own process (child subreaper, /proc sampler)."""
     res = subprocess.run([sys.executable, str(HERE / "peers.py"), "--peer", path, "--url", url,
                           "--sessions", str(sessions), "--requests", str(sessions * per_session),
                           "--tokens", str(tokens), "--cpu", str(cpu),
-                          "--runner-cpu", str(runner_cpu), "--server-pid", str(server_pid)],
+                          "--runner-cpu", str(runner_cpu), "--server-pid", str(server_pid),
+                          "--protocol", protocol],
                          capture_output=True, text=True, timeout=1800, check=False)
     lines = res.stdout.strip().splitlines()
     if not lines:
@@ -208,7 +254,7 @@ def run_point(path: str, url: str, sessions: int, per_session: int, tokens: int,
                           "--sessions", str(sessions), "--per-session", str(per_session),
                           "--tokens", str(tokens), "--stagger", str(stagger),
                           "--cpu", str(cpu)], capture_output=True, text=True, timeout=900,
-                         check=False)
+                         check=False, env={**os.environ, "ENDURANCE_BENCH_PROTOCOL": API})
     if res.returncode != 0:
         return {"error": res.stderr.strip().splitlines()[-1] if res.stderr else "failed"}
     out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
@@ -230,9 +276,10 @@ def _fmt(path: str, n: int, r: dict[str, Any], extra: str) -> str:
 
 def run_regime(a: argparse.Namespace, mode: str, counts: list[int]) -> dict[str, Any]:
     tokens = a.tokens if mode == "bulk" else a.paced_tokens
-    proc, url = start_server(mode, tokens, a.rate, a.server_cpu)
-    servers = {"anthropic": (proc, url)}
-    if any(peer_runner.PROTOCOL.get(p) == "openai" for p in a.paths):
+    proc, url = start_server(mode, tokens, a.rate, a.server_cpu, a.protocol)
+    servers = {a.protocol: (proc, url)}
+    if a.protocol == "anthropic" and any(peer_runner.PROTOCOL.get(p) == "openai"
+                                         for p in a.paths):
         servers["openai"] = start_server(mode, tokens, a.rate, a.server_cpu, "openai")
     results: dict[str, Any] = {}
     try:
@@ -252,9 +299,10 @@ def run_regime(a: argparse.Namespace, mode: str, counts: list[int]) -> dict[str,
                 else:
                     per, stagger = a.paced_requests, 1.0 / a.rate
                 if path in PEER_PATHS:
-                    sp, surl = servers[peer_runner.PROTOCOL[path]]
+                    proto = "openai" if a.protocol == "openai" else peer_runner.PROTOCOL[path]
+                    sp, surl = servers[proto]
                     r = run_peer_point(path, surl, n, per, tokens, a.client_cpu, a.server_cpu,
-                                       sp.pid)
+                                       sp.pid, proto)
                 else:
                     r = run_point(path, url, n, per, tokens, stagger, a.client_cpu, proc.pid)
                 extra = ""
@@ -299,6 +347,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--json", type=Path, default=None, help="also write results here")
+    ap.add_argument("--protocol", choices=["anthropic", "openai"], default="anthropic",
+                    help="wire protocol of every path and peer (openai: Chat Completions)")
     # worker mode (internal)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--path", default="lean", help=argparse.SUPPRESS)
@@ -314,13 +364,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
+    global API
     a = parse(argv)
+    API = os.environ["ENDURANCE_BENCH_PROTOCOL"] = a.protocol if not a.worker else API
     if a.worker:
         a.sessions = a.sessions[0] if a.sessions else 1
         worker_main(a)
         return
     print(f"machine: {machine()}")
-    print(f"client pinned to cpu {a.client_cpu}, fake server to cpu {a.server_cpu}")
+    print(f"client pinned to cpu {a.client_cpu}, fake server to cpu {a.server_cpu}; "
+          f"protocol {a.protocol}")
     for name, state in peers().items():
         print(f"peer {name}: {state}")
     out: dict[str, Any] = {"machine": machine(), "peers": peers()}

@@ -55,6 +55,10 @@ PEERS_DIR = Path(os.environ.get("ENDURANCE_PEERS",
 TOKENIZER_DIR = Path.home() / ".cache" / "endurance-engines" / "tiny-v1-hf"
 PROTOCOL = {"aiperf": "anthropic", "guidellm": "openai"}
 WIRE = {"aiperf": "anthropic messages SSE", "guidellm": "openai chat-completions SSE"}
+# `--protocol openai` (client_ceiling's one-protocol side-by-side): AIPerf speaks Chat
+# Completions too; GuideLLM only speaks it anyway.
+AIPERF_ENDPOINT = {"anthropic": "messages", "openai": "chat"}
+_OPENAI_WIRE = "openai chat-completions SSE"
 SAMPLE_S = 0.1
 PROMPT_TOKENS = 32
 _CLK = os.sysconf("SC_CLK_TCK")
@@ -211,7 +215,8 @@ def _hf_cache_alias(tmp: Path) -> str:
 def aiperf_cmd(exe: Path, url: str, sessions: int, requests: int, tokens: int,
                tmp: Path, workers: int) -> list[str]:
     return [str(exe), "profile", "--model", "fake", "--url", url,
-            "--endpoint-type", "messages", "--streaming",
+            "--endpoint-type", AIPERF_ENDPOINT[os.environ.get("ENDURANCE_PEER_PROTOCOL",
+                                                              "anthropic")], "--streaming",
             "--tokenizer", _hf_cache_alias(tmp),
             "--concurrency", str(sessions), "--request-count", str(requests),
             "--synthetic-input-tokens-mean", str(PROMPT_TOKENS),
@@ -321,7 +326,8 @@ def run_peer(name: str, url: str, sessions: int, requests: int, tokens: int, cpu
             peak_rss_mb=max(s[2] for s in sampler.samples) / 2**20,
             max_proc_rss_mb=ru1.ru_maxrss / 1024,
             runner_cpu_s=me.ru_utime + me.ru_stime,  # this sampler, not in cpu_s
-            protocol=WIRE[name], version=version(name), workers=workers,
+            protocol=(_OPENAI_WIRE if os.environ.get("ENDURANCE_PEER_PROTOCOL") == "openai"
+                      else WIRE[name]), version=version(name), workers=workers,
             cpu_source=f"/proc tree samples every {SAMPLE_S * 1000:.0f} ms, in-window",
             rss_source="peak of summed tree RSS (samples)")
         if server_pid:
@@ -349,7 +355,10 @@ def main(argv: list[str] | None = None) -> None:
                     help="peer worker processes (AIPerf --workers-max, GuideLLM "
                          "GUIDELLM__MAX_WORKER_PROCESSES)")
     ap.add_argument("--keep", type=Path, default=None, help="copy the peer's output here")
+    ap.add_argument("--protocol", choices=["anthropic", "openai"], default=None,
+                    help="wire protocol (default: the peer's own, see PROTOCOL)")
     a = ap.parse_args(argv)
+    os.environ["ENDURANCE_PEER_PROTOCOL"] = a.protocol or PROTOCOL[a.peer]
     if a.runner_cpu is not None:
         os.sched_setaffinity(0, {a.runner_cpu})
     out = run_peer(a.peer, a.url, a.sessions, a.requests or a.sessions * 10, a.tokens,

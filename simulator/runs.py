@@ -119,7 +119,7 @@ def parse_twin(value: str) -> tuple[str, str]:
     return hw, model
 
 
-_API_SUFFIXES = ("/v1/messages", "/v1")
+_API_SUFFIXES = ("/v1/messages", "/v1/chat/completions", "/v1")
 
 
 def base_endpoint_url(url: str) -> tuple[str, str | None]:
@@ -155,18 +155,31 @@ def make_endpoint(s: Scenario, spec: RunSpec) -> Endpoint:
             else check_key(os.environ.get(s.endpoint.api_key_env, ""), f"${s.endpoint.api_key_env}")
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    client = spec.client or s.endpoint.client
+    return http_endpoint(url, key, s, spec.client or s.endpoint.client)
+
+
+def http_endpoint(url: str, key: str, s: Scenario, client: str) -> Endpoint:
+    """The HTTP endpoint for `client` (lean | aiohttp | sdk) speaking `s.endpoint.api`,
+    with the scenario's timeouts and per-attempt limits."""
+    from simulator.endpoints.dialects import dialect
+    from simulator.endpoints.transport import AttemptLimits
+    t, e = s.timeouts, s.endpoint
+    limits = AttemptLimits(first_byte_s=t.first_byte_s, idle_s=t.idle_s or e.timeout_s,
+                           total_s=t.total_s, max_response_bytes=t.max_response_bytes,
+                           retry_after_max_s=t.retry_after_max_s)
+    kw: dict[str, Any] = {"timeout_s": limits.idle_s, "connect_timeout_s": e.connect_timeout_s,
+                          "limits": limits}
     if client == "lean":
         from simulator.endpoints.lean import LeanEndpoint
-        return LeanEndpoint(url, key, timeout_s=s.endpoint.timeout_s,
-                            connect_timeout_s=s.endpoint.connect_timeout_s)
+        return LeanEndpoint(url, key, dialect=dialect(e.api), **kw)
     if client == "aiohttp":
         from simulator.endpoints.aiohttp_client import AiohttpEndpoint
-        return AiohttpEndpoint(url, key, timeout_s=s.endpoint.timeout_s,
-                               connect_timeout_s=s.endpoint.connect_timeout_s)
+        return AiohttpEndpoint(url, key, dialect=dialect(e.api), **kw)
+    if e.api == "openai-chat":
+        from simulator.endpoints.openai_sdk import OpenAISDKEndpoint
+        return OpenAISDKEndpoint(url, key or "none", **kw)
     from simulator.endpoints.messages_api import AnthropicSDKEndpoint
-    return AnthropicSDKEndpoint(url, key or "none", timeout_s=s.endpoint.timeout_s,
-                                connect_timeout_s=s.endpoint.connect_timeout_s)
+    return AnthropicSDKEndpoint(url, key or "none", **kw)
 
 
 def _versions() -> dict[str, str]:
@@ -174,7 +187,7 @@ def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
     out = {"endurance": __version__, "python": platform.python_version(),
            "platform": platform.platform()}
-    for pkg in ("anthropic", "pandas", "aiohttp"):
+    for pkg in ("anthropic", "openai", "pandas", "aiohttp"):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:

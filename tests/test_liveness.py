@@ -140,7 +140,7 @@ def test_sigkilled_workers_parent_orphans_nothing_and_resume_completes(tmp_path:
 
     from simulator.cli import main
     from tests.reliability_twin import TwinThread, endurance, soak_scenario, write_yaml
-    path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=4, turns=40))
+    path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=4, turns=120))
     with TwinThread() as twin:
         proc = endurance("run", str(path), "--quiet", "--endpoint", twin.url, "--workers", "2",
                          "--stop-grace-s", "1", "--out", str(tmp_path / "r"))
@@ -149,7 +149,9 @@ def test_sigkilled_workers_parent_orphans_nothing_and_resume_completes(tmp_path:
             shards: list[Path] = []
             while time.monotonic() < end:
                 shards = sorted((tmp_path / "r").glob("*/workers/w*/turns.jsonl"))
-                if len(shards) == 2 and all(s.read_text().count("\n") >= 5 for s in shards):
+                if len(shards) == 2 and all(s.read_text().count("\n") >= 5
+                                            and (s.parent / OWNER_FILE).exists()
+                                            for s in shards):
                     break
                 time.sleep(0.05)
             assert len(shards) == 2, proc.communicate()
@@ -165,7 +167,7 @@ def test_sigkilled_workers_parent_orphans_nothing_and_resume_completes(tmp_path:
         assert r.exit_code == 0, r.output
     df = turns_of_dir(run_dir)
     ok = df[df.ok]
-    assert len(ok[ok.request_kind == "turn"]) == 4 * 40
+    assert len(ok[ok.request_kind == "turn"]) == 4 * 120
     assert not df.duplicated(["session_id", "turn_index", "request_kind", "attempt"]).any()
     m = json.loads((run_dir / "manifest.json").read_text())
     assert m["status"] == "completed" and m["resumes"][0]["worker_rows_merged"] > 0

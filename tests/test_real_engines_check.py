@@ -58,3 +58,26 @@ async def test_check_passes_on_llamacpp(llamacpp_server: EngineServer) -> None:
     # llama.cpp answers `messages: "not a list"` with 200; invalid JSON gets its 400.
     shape = report.by_name("error_shape")
     assert shape.status is Status.WARN and "lenient" in shape.reason
+
+
+def _openai_common(report: CheckReport) -> None:
+    _print(report)
+    fails = [(r.name, r.reason) for r in report.results if r.status is Status.FAIL]
+    assert fails == []
+    statuses = _statuses(report)
+    for name in ("chat", "streaming", "usage_in_stream", "context_overflow"):
+        assert statuses[name] is Status.PASS, report.by_name(name)
+
+
+async def test_openai_check_passes_on_vllm(vllm_server: EngineServer) -> None:
+    report = await run_check_async(vllm_server.base_url, model=vllm_server.model,
+                                   api="openai-chat")
+    _openai_common(report)
+    # --enable-prompt-tokens-details: cached_tokens is reported
+    assert report.by_name("cached_tokens").status is Status.PASS
+
+
+async def test_openai_check_passes_on_llamacpp(llamacpp_server: EngineServer) -> None:
+    report = await run_check_async(llamacpp_server.base_url, model=llamacpp_server.model,
+                                   api="openai-chat")
+    _openai_common(report)

@@ -40,11 +40,22 @@ COLLAPSE = 0.5      # mean cache-read share of the turns where the prefix broke
 # live for the whole test session, so a second run with the same seed would find its
 # prefix already cached at turn 0 (the client, starting afresh, cannot know that).
 SEEDS = {"block": 7, "prune": 11}
+# Each protocol runs once per policy (issue 18): OpenAI runs get their own seeds (+100)
+# for the same reason, since they share the session's servers with the Anthropic runs.
+APIS = ["anthropic", "openai-chat"]
+# `_check_client_bound`'s slack: (blocks, extra tokens) per protocol.
+SLACK = {"anthropic": (1, 0), "openai-chat": (3, 16)}
+
+
+def api_extra(api: str) -> tuple[str, ...]:
+    """The overrides selecting `api` (none for the default, Anthropic)."""
+    return () if api == "anthropic" else (f"endpoint.api={api}",)
 
 
 def overrides(kind: str, extra: tuple[str, ...] = ()) -> list[str]:
     """The --set overrides of one run (the twin-vs-real test uses the same ones)."""
-    return [f"compaction.kind={kind}", f"seed={SEEDS[kind]}", *extra]
+    seed = SEEDS[kind] + (100 if "endpoint.api=openai-chat" in extra else 0)
+    return [f"compaction.kind={kind}", f"seed={seed}", *extra]
 
 
 @dataclass(frozen=True)
@@ -158,20 +169,30 @@ def _check_collapse(run: EngineRun, kind: str, block: int, *, per_slot: bool = F
         assert (reads / s.prompt_tokens[broken]).mean() < COLLAPSE, sid
 
 
-def _check_client_bound(run: EngineRun, block: int) -> None:
-    """Client reusable share ≥ server cache-read share − one block of the prompt.
+def _check_client_bound(run: EngineRun, block: int,
+                        slack_of: tuple[int, int] = (1, 0)) -> None:
+    """Client reusable share ≥ server cache-read share − slack (`slack_of`: blocks and
+    extra tokens) of the prompt.
 
     Counts are in different tokenizers (cl100k estimates vs the engine's own BPE), so
     shares are compared; the server may legitimately round its hit down to a block (so
     its share is lower — never a failure), and one block of slack absorbs the chat
-    template's own framing tokens at the start of the prompt."""
+    template's own framing tokens at the start of the prompt. Over OpenAI Chat the
+    server renders the request itself (tools wrapped as `function` objects, the system
+    text as a message, each tool result as its own `tool` message), so its prompt holds
+    more framing than the client counts: in the first runs one turn of 72 read more than
+    one block above the client's share on vLLM (a compaction turn of a 2.4k-token
+    prompt), and on llama.cpp (block size 1) one turn read 4 tokens above it (3126 of
+    3165 vs 2603 of 2639), hence 3 blocks + 16 tokens there."""
     t = _turn_rows(run)
     client = t.reusable_prefix_tokens / t.context_tokens_est
     server = t.cache_read_tokens / t.prompt_tokens
-    slack = block / t.prompt_tokens
-    bad = t[client < server - slack]
+    blocks, extra = slack_of
+    slack = (blocks * block + extra) / t.prompt_tokens
+    bad = t.assign(client_share=client, server_share=server)[client < server - slack]
     assert bad.empty, bad[["session_id", "turn_index", "reusable_prefix_tokens",
-                           "context_tokens_est", "cache_read_tokens", "prompt_tokens"]]
+                           "context_tokens_est", "cache_read_tokens", "prompt_tokens",
+                           "client_share", "server_share"]].to_string()
 
 
 def _check_summary_and_report(run: EngineRun) -> None:
@@ -182,13 +203,15 @@ def _check_summary_and_report(run: EngineRun) -> None:
     assert (run.result.run_dir / "report.html").stat().st_size > 0
 
 
+@pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("kind", ["block", "prune"])
-def test_vllm_endurance(vllm_server: EngineServer, kind: str,
+def test_vllm_endurance(vllm_server: EngineServer, kind: str, api: str,
                         tmp_path_factory: pytest.TempPathFactory) -> None:
-    run = engine_run(vllm_server, kind, tmp_path_factory.mktemp(f"vllm-{kind}"))
+    run = engine_run(vllm_server, kind, tmp_path_factory.mktemp(f"vllm-{kind}"),
+                     api_extra(api))
     _check_complete(run)
     _check_collapse(run, kind, vllm_server.block_size)
-    _check_client_bound(run, vllm_server.block_size)
+    _check_client_bound(run, vllm_server.block_size, SLACK[api])
     t = run.turns
     # every request the client recorded, the server counted as a success, and nothing else
     assert run.delta("vllm:request_success_total") == len(t)
@@ -201,13 +224,15 @@ def test_vllm_endurance(vllm_server: EngineServer, kind: str,
     _check_summary_and_report(run)
 
 
+@pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("kind", ["block", "prune"])
-def test_llamacpp_endurance(llamacpp_server: EngineServer, kind: str,
+def test_llamacpp_endurance(llamacpp_server: EngineServer, kind: str, api: str,
                             tmp_path_factory: pytest.TempPathFactory) -> None:
-    run = engine_run(llamacpp_server, kind, tmp_path_factory.mktemp(f"llamacpp-{kind}"))
+    run = engine_run(llamacpp_server, kind, tmp_path_factory.mktemp(f"llamacpp-{kind}"),
+                     api_extra(api))
     missing = _check_complete(run, max_missing_usage=0.15)
     _check_collapse(run, kind, llamacpp_server.block_size, per_slot=True)
-    _check_client_bound(run, llamacpp_server.block_size)
+    _check_client_bound(run, llamacpp_server.block_size, SLACK[api])
     t = run.turns
     # llama.cpp has no request counter: every prompt token the client was billed for
     # was processed (uncached) or reused (cached), and every output token was predicted

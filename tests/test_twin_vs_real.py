@@ -18,7 +18,7 @@ import pytest
 
 from simulator.engines.server import EngineServer
 from tests.conftest import run_scenario, turns_of
-from tests.test_real_engines_endurance import SCENARIO, engine_run, overrides
+from tests.test_real_engines_endurance import APIS, SCENARIO, api_extra, engine_run, overrides
 
 pytestmark = pytest.mark.real_engine
 
@@ -50,14 +50,16 @@ def comparison(twin: pd.DataFrame, real: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+@pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("kind", ["block", "prune"])
-def test_twin_cache_share_matches_vllm(vllm_server: EngineServer, kind: str,
+def test_twin_cache_share_matches_vllm(vllm_server: EngineServer, kind: str, api: str,
                                        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Over either protocol (the OpenAI runs read cached_tokens)."""
     out = tmp_path_factory.mktemp(f"twin-vs-real-{kind}")
-    real = engine_run(vllm_server, kind, out)
+    real = engine_run(vllm_server, kind, out, api_extra(api))
     assert real.result.status == "completed", real.result.outcome.reason
     assert real.result.manifest["scenario_resolved"]["history"] == "scripted"
-    twin = run_scenario(SCENARIO, out, overrides(kind), twin=TWIN)
+    twin = run_scenario(SCENARIO, out, overrides(kind, api_extra(api)), twin=TWIN)
     assert twin.status == "completed"
     assert twin.summary["engine"]["block_size"] == vllm_server.block_size
     table = comparison(turns_of(twin), real.turns)

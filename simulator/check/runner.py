@@ -68,9 +68,13 @@ async def _one(make: Callable[[], Awaitable[CheckResult]]) -> list[CheckResult]:
     return [await make()]
 
 
-async def _all_checks(c: CheckClient, model: str | None) -> tuple[str, list[CheckResult]]:
+async def _all_checks(c: CheckClient, model: str | None,
+                      api: str = "anthropic") -> tuple[str, list[CheckResult]]:
     """(the model used, every result in order)."""
     used_model, models = await _discover_model(c, model)
+    if api == "openai-chat":
+        from simulator.check.openai_checks import all_checks
+        return used_model, [models, *await all_checks(c, used_model, _guard, _one)]
     # Greedy sampling: the same server gives the same verdicts run after run (a sampled
     # first token can change the stream, e.g. llama.cpp's lost message_start).
     base: dict[str, Any] = {"model": used_model, "max_tokens": CAP, "temperature": 0,
@@ -92,8 +96,8 @@ async def _all_checks(c: CheckClient, model: str | None) -> tuple[str, list[Chec
 
 
 async def run_check_async(base_url: str, *, api_key: str | None = None,
-                          model: str | None = None,
-                          timeout_s: float = DEFAULT_TIMEOUT_S) -> CheckReport:
+                          model: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                          api: str = "anthropic") -> CheckReport:
     """Run every check against `base_url` (e.g. http://127.0.0.1:8000); `timeout_s` bounds
     each HTTP request (seconds)."""
     url = validate_base_url(base_url)
@@ -107,7 +111,7 @@ async def run_check_async(base_url: str, *, api_key: str | None = None,
         except (aiohttp.ClientError, TimeoutError) as exc:
             results = [failed("reachable", f"cannot reach {url}: {type(exc).__name__}")]
             return CheckReport(url, model or "", tuple(results), loop.time() - t0)
-        used, results = await _all_checks(c, model)
+        used, results = await _all_checks(c, model, api)
         if c.stale_connections:
             results.append(warned(
                 "keep_alive", f"the server closed {c.stale_connections} kept-alive "
@@ -117,7 +121,8 @@ async def run_check_async(base_url: str, *, api_key: str | None = None,
 
 
 def run_check(base_url: str, *, api_key: str | None = None, model: str | None = None,
-              timeout_s: float = DEFAULT_TIMEOUT_S) -> CheckReport:
-    """Blocking wrapper of `run_check_async` (for the CLI and notebooks)."""
+              timeout_s: float = DEFAULT_TIMEOUT_S, api: str = "anthropic") -> CheckReport:
+    """Blocking wrapper of `run_check_async` (for the CLI and notebooks); `api` is
+    "anthropic" (Messages) or "openai-chat" (Chat Completions)."""
     return asyncio.run(run_check_async(base_url, api_key=api_key, model=model,
-                                       timeout_s=timeout_s))
+                                       timeout_s=timeout_s, api=api))

@@ -47,12 +47,17 @@ def report_table(report: CheckReport) -> Table:
 @click.option("--against", "against", metavar="URL2",
               help="Instead: send the same greedy code probes to URL and URL2 (e.g. the "
               "same model with and without speculation) and diff every differing reply.")
+@click.option("--api", type=click.Choice(["anthropic", "openai-chat"]), default="anthropic",
+              show_default=True, help="Protocol to check: Anthropic Messages or OpenAI "
+              "Chat Completions (/v1/chat/completions).")
 @click.pass_context
 def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | None,
               api_key_file: str | None, timeout_s: float, as_json: bool,
-              against: str | None) -> None:
+              against: str | None, api: str) -> None:
     """Check that URL speaks the Anthropic Messages API the way coding agents need:
     streaming grammar, usage and cache fields, tools, count_tokens, errors, /metrics.
+    With --api openai-chat: Chat Completions (usage in the stream, streamed tool calls,
+    cached_tokens, error bodies, context-overflow errors).
 
     With --against URL2: exit 0 when every probe's replies are identical, 1 when any
     differ or fail."""
@@ -79,7 +84,7 @@ def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | No
     if against is not None:
         ctx.exit(_compare(url, validate_base_url(against), model, api_key, timeout_s,
                           as_json))
-    report = run_check(url, api_key=api_key, model=model, timeout_s=timeout_s)
+    report = run_check(url, api_key=api_key, model=model, timeout_s=timeout_s, api=api)
     unreachable = next((r for r in report.results if r.name == "reachable"
                         and r.status is Status.FAIL), None)
     if unreachable is not None and not as_json:

@@ -27,6 +27,10 @@ def scenario_overrides(sessions: int | None, turns: int | None, seed: int | None
         out.append(f"seed={seed}")
     if model is not None:
         out.append(f"model={model}")
+    ctx = click.get_current_context(silent=True)
+    api = ctx.meta.get(_API_KEY) if ctx is not None else None
+    if api is not None:
+        out.append(f"endpoint.api={api}")
     from simulator.cli.load_options import load_overrides
     return [*out, *load_overrides(), *sets]
 
@@ -36,6 +40,16 @@ def at_least_one(ctx: click.Context, param: click.Parameter, value: int | None) 
     if value is not None and value < 1:
         raise click.BadParameter(f"{value}: must be at least 1")
     return value
+
+
+# `--api` is kept in the click context (not a parameter of every command that takes the
+# run options) and turned into the `endpoint.api=` override by `scenario_overrides`.
+_API_KEY = "endurance.api"
+
+
+def _remember_api(ctx: click.Context, _: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.meta[_API_KEY] = value
 
 
 def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
@@ -60,6 +74,11 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
                      "aiohttp, or the official anthropic SDK."),
         click.option("--out", "out", type=click.Path(path_type=Path),
                      default=Path("results"), show_default=True, help="Results directory."),
+        click.option("--api", type=click.Choice(["anthropic", "openai-chat"]),
+                     expose_value=False, callback=_remember_api, is_eager=True,
+                     help="Wire protocol of --endpoint: anthropic (Messages, /v1/messages, "
+                     "the default) or openai-chat (/v1/chat/completions); same as "
+                     "--set endpoint.api=…"),
     ]
     from simulator.cli.load_options import load_shape_options
     opts += load_shape_options()

@@ -29,6 +29,9 @@ class ErrorType(enum.StrEnum):
     AUTH = "auth"                          # 401/403
     NOT_FOUND = "not_found"                # 404: not an Anthropic endpoint?
     CANCELLED = "cancelled"                # we stopped it (deadline, Ctrl-C)
+    FIRST_BYTE_TIMEOUT = "first_byte_timeout"  # no response head within first_byte_s
+    STREAM_TIMEOUT = "stream_timeout"      # the attempt ran past total_s
+    RESPONSE_TOO_LARGE = "response_too_large"  # more than max_response_bytes
     OTHER = "other"
 
     @property
@@ -38,7 +41,8 @@ class ErrorType(enum.StrEnum):
 
 _RETRYABLE = frozenset({ErrorType.RATE_LIMITED, ErrorType.OVERLOADED, ErrorType.SERVER,
                         ErrorType.PROXY_CUTOFF, ErrorType.TIMEOUT, ErrorType.CONNECTION,
-                        ErrorType.DISCONNECT, ErrorType.STREAM_ERROR, ErrorType.MALFORMED})
+                        ErrorType.DISCONNECT, ErrorType.STREAM_ERROR, ErrorType.MALFORMED,
+                        ErrorType.FIRST_BYTE_TIMEOUT, ErrorType.STREAM_TIMEOUT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +181,8 @@ def classify_status(status: int, body_text: str = "") -> ErrorType:
 
 _OVERFLOW_MARKERS = ("prompt is too long", "context length", "maximum context",
                      "context_length_exceeded", "too many tokens", "exceeds the context",
-                     "context window", "max_model_len")
+                     "context window", "max_model_len", "exceed_context_size",
+                     "exceeds the available context")
 
 
 def _looks_like_overflow(low: str) -> bool:

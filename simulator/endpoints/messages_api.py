@@ -4,7 +4,7 @@
 one `send` = one attempt), always `messages.create(..., stream=True)` iterating the raw
 events, which the SDK decodes; the shared `StreamState` turns them into the same
 `LLMResponse` the lean path builds. `backend="aiohttp"` swaps httpx2's transport for the
-SDK's aiohttp one (faster).
+SDK's aiohttp one (faster). Errors and limits: `sdk_common.SDKEndpoint`.
 
 Timeouts: `connect_timeout_s` for the TCP connect, `timeout_s` for the longest silence
 between two reads (a stalled server), not for the whole reply.
@@ -12,111 +12,49 @@ between two reads (a stalled server), not for the whole reply.
 
 from __future__ import annotations
 
-import inspect
-import json
-import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import anthropic
-import httpx2
 
-from simulator.endpoints.base import (
-    EndpointError,
-    ErrorType,
-    LLMRequest,
-    LLMResponse,
-)
-from simulator.endpoints.sse import (
-    StreamFault,
-    StreamState,
-    hint_headers,
-    request_id,
-    status_error,
-    stream_error_type,
-)
-
-Backend = Literal["httpx", "aiohttp"]
+from simulator.endpoints.base import ErrorType, LLMRequest
+from simulator.endpoints.dialects import ANTHROPIC, ReplyState
+from simulator.endpoints.sdk_common import SDKEndpoint, create_params, split_kwargs
+from simulator.endpoints.sse import StreamState, hint_headers, request_id, stream_error_type
 
 
-class AnthropicSDKEndpoint:
+class AnthropicSDKEndpoint(SDKEndpoint):
     """`Endpoint` over `anthropic.AsyncAnthropic`; one instance serves all sessions."""
 
-    name = "sdk"
-    simulated = False
+    _sdk = anthropic
+    dialect = ANTHROPIC
 
-    def __init__(self, base_url: str, api_key: str, *, timeout_s: float = 600.0,
-                 connect_timeout_s: float = 10.0, backend: Backend = "httpx",
-                 max_connections: int = 1024, http_client: httpx2.AsyncClient | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        timeout = httpx2.Timeout(timeout_s, connect=connect_timeout_s)
-        if http_client is None:
-            limits = httpx2.Limits(max_connections=max_connections,
-                                   max_keepalive_connections=max_connections)
-            http_client = (anthropic.DefaultAioHttpClient(timeout=timeout, limits=limits)
-                           if backend == "aiohttp"
-                           else anthropic.DefaultAsyncHttpxClient(timeout=timeout, limits=limits))
-        self._client = anthropic.AsyncAnthropic(
-            base_url=base_url, api_key=api_key or "none", max_retries=0, timeout=timeout,
-            http_client=http_client)
-        self._desc = {"kind": self.name, "base_url": base_url, "backend": backend,
-                      "timeout_s": timeout_s, "connect_timeout_s": connect_timeout_s,
-                      "anthropic": anthropic.__version__}
-        self._clock = clock
+    def _open(self, base_url: str, api_key: str) -> Any:
+        return anthropic.AsyncAnthropic(base_url=base_url, api_key=api_key, max_retries=0,
+                                        timeout=self.timeout, http_client=self.http_client)
 
-    def describe(self) -> dict[str, Any]:
-        return dict(self._desc)
+    def _stream_error(self, e: Any) -> ErrorType:
+        return stream_error_type(getattr(e, "body", None))
 
-    async def aclose(self) -> None:
-        await self._client.close()
-
-    async def send(self, request: LLMRequest) -> LLMResponse:
-        """One streamed attempt; raises `EndpointError` (never retries)."""
+    async def _stream(self, request: LLMRequest, state: ReplyState) -> str | None:
+        assert isinstance(state, StreamState)
         clock = self._clock
-        state = StreamState(clock())
-        started = False
-        try:
-            known, extra = _split_kwargs(request.to_api_kwargs())
-            stream = await self._client.messages.create(
-                **known, stream=True, extra_body=extra or None,
-                extra_headers=hint_headers(request.hints) if request.hints else None)
-            started = True
-            async for ev in stream:
-                _on_sdk_event(state, ev, clock)
-            return state.response(clock(), request_id(stream.response.headers.get))
-        except StreamFault as e:
-            raise state.failure(e.error_type, str(e), 200, clock()) from e
-        except anthropic.APIStatusError as e:
-            raise _status_error(state, clock, e) from e
-        except anthropic.APITimeoutError as e:
-            raise state.failure(ErrorType.TIMEOUT, "timed out before the reply", None,
-                                clock()) from e
-        except anthropic.APIConnectionError as e:
-            raise state.failure(ErrorType.CONNECTION, f"cannot connect: {e.__cause__!r}",
-                                None, clock()) from e
-        except httpx2.TimeoutException as e:
-            raise state.failure(ErrorType.TIMEOUT, f"timed out: {e!r}", 200, clock()) from e
-        except httpx2.TransportError as e:
-            kind = ErrorType.DISCONNECT if started else ErrorType.CONNECTION
-            raise state.failure(kind, f"{type(e).__name__}: {e}", 200, clock()) from e
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise state.failure(ErrorType.MALFORMED, "unparseable JSON in the stream", 200,
-                                clock()) from e
+        known, extra = split_kwargs(request.to_api_kwargs(), _CREATE_PARAMS)
+        stream = await self._client.messages.create(
+            **known, stream=True, extra_body=extra or None,
+            extra_headers=hint_headers(request.hints) if request.hints else None)
+        self._started = True
+        async for ev in stream:
+            _on_sdk_event(state, ev, clock)
+        return request_id(stream.response.headers.get)
 
 
 def _create_params() -> frozenset[str]:
     from anthropic.resources.messages import AsyncMessages
-    return frozenset(inspect.signature(AsyncMessages.create).parameters) - {"self"}
+    return create_params(AsyncMessages.create)
 
 
 _CREATE_PARAMS = _create_params()
-
-
-def _split_kwargs(kw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(what `messages.create` accepts, the rest for `extra_body`): SDK versions drop
-    parameters (2.x has no `temperature`) that servers still honour."""
-    known = {k: v for k, v in kw.items() if k in _CREATE_PARAMS}
-    return known, {k: v for k, v in kw.items() if k not in _CREATE_PARAMS}
 
 
 def _on_sdk_event(state: StreamState, ev: Any, clock: Callable[[], float]) -> None:
@@ -139,17 +77,3 @@ def _on_sdk_event(state: StreamState, ev: Any, clock: Callable[[], float]) -> No
                            "usage": getattr(ev, "usage", None)})
     elif t == "message_stop":
         state.on_event(t, {})
-
-
-def _status_error(state: StreamState, clock: Callable[[], float],
-                  e: anthropic.APIStatusError) -> EndpointError:
-    """HTTP error status, or (status 200) an `error` event inside the stream."""
-    status = e.status_code
-    if status == 200:
-        return state.failure(stream_error_type(e.body),
-                             f"error event after HTTP 200: {e.message}", 200, clock())
-    try:
-        text = e.response.text
-    except httpx2.ResponseNotRead:
-        text = json.dumps(e.body) if e.body is not None else ""
-    return status_error(status, text, e.response.headers.get, state.timing(clock()))

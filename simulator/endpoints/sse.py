@@ -131,16 +131,11 @@ def _fast_prefixes(index: int, kind: str) -> tuple[bytes, bytes]:
     return compact.encode(), spaced.encode()
 
 
-class StreamState:
-    """Accumulates one streamed reply: timings, usage, stop reason, content deltas.
+class DeltaTimes:
+    """Per-token timestamps of one attempt, shared by every dialect's reply state:
+    `mark` one arrival time per delta; `timing` and `failure` report them."""
 
-    Lean path: the payload of a standard delta event is kept as its JSON-escaped bytes
-    (`block[len(prefix):-3]`, the inside of the string literal); a block's pieces are
-    decoded with one `json.loads` at the end. SDK path: decoded strings via `add_delta`.
-    """
-
-    __slots__ = ("_blocks", "_esc", "_fast", "_parser", "_txt", "first", "last", "n_deltas",
-                 "sent", "stop_reason", "stopped", "times", "usage")
+    __slots__ = ("first", "last", "n_deltas", "sent", "times")
 
     def __init__(self, sent: float) -> None:
         self.sent = sent
@@ -148,6 +143,52 @@ class StreamState:
         self.last: float | None = None
         self.n_deltas = 0
         self.times = array("d")
+
+    def mark(self, now: float, k: int = 1) -> None:
+        """Record `k` content deltas arriving at `now` (seconds)."""
+        if self.first is None:
+            self.first = now
+        self.last = now
+        self.n_deltas += k
+        if k == 1:
+            self.times.append(now)
+        else:
+            self.times.extend([now] * k)
+
+    def content(self) -> tuple[tuple[Block, ...], int]:
+        """(content blocks, token estimate): the subclass's reply."""
+        return (), self.n_deltas
+
+    def partial_output_tokens(self) -> int:
+        """Best estimate of tokens received so far (for a failed attempt)."""
+        try:
+            return self.content()[1]
+        except StreamFault:
+            return self.n_deltas
+
+    def timing(self, done: float | None) -> Timing:
+        return Timing(self.sent, self.first, self.last, done, self.n_deltas)
+
+    def failure(self, kind: ErrorType, message: str, status: int | None,
+                now: float) -> EndpointError:
+        """The attempt's `EndpointError`, with the timings and tokens received so far."""
+        return EndpointError(kind, message, status=status, timing=self.timing(now),
+                             partial_output_tokens=self.partial_output_tokens())
+
+
+class StreamState(DeltaTimes):
+    """Accumulates one streamed reply: timings, usage, stop reason, content deltas.
+
+    Lean path: the payload of a standard delta event is kept as its JSON-escaped bytes
+    (`block[len(prefix):-3]`, the inside of the string literal); a block's pieces are
+    decoded with one `json.loads` at the end. SDK path: decoded strings via `add_delta`.
+    """
+
+    __slots__ = ("_blocks", "_esc", "_fast", "_parser", "_txt", "stop_reason", "stopped",
+                 "usage")
+
+    def __init__(self, sent: float) -> None:
+        super().__init__(sent)
         self.usage = Usage()
         self.stop_reason: str | None = None
         self.stopped = False
@@ -241,17 +282,6 @@ class StreamState:
         self.mark(now)
 
     # -- both paths: decoded events ----------------------------------------------------
-    def mark(self, now: float, k: int = 1) -> None:
-        """Record `k` content deltas arriving at `now` (seconds)."""
-        if self.first is None:
-            self.first = now
-        self.last = now
-        self.n_deltas += k
-        if k == 1:
-            self.times.append(now)
-        else:
-            self.times.extend([now] * k)
-
     def add_delta(self, index: int, kind: str, payload: str, now: float) -> None:
         """A decoded content delta (SDK path); `payload` is text or partial JSON."""
         if kind in ("text_delta", "input_json_delta"):
@@ -310,22 +340,6 @@ class StreamState:
                 continue
             total += n
         return tuple(blocks), total
-
-    def partial_output_tokens(self) -> int:
-        """Best estimate of tokens received so far (for a failed attempt)."""
-        try:
-            return self.content()[1]
-        except StreamFault:
-            return self.n_deltas
-
-    def timing(self, done: float | None) -> Timing:
-        return Timing(self.sent, self.first, self.last, done, self.n_deltas)
-
-    def failure(self, kind: ErrorType, message: str, status: int | None,
-                now: float) -> EndpointError:
-        """The attempt's `EndpointError`, with the timings and tokens received so far."""
-        return EndpointError(kind, message, status=status, timing=self.timing(now),
-                             partial_output_tokens=self.partial_output_tokens())
 
     def response(self, done: float, request_id: str | None = None) -> LLMResponse:
         """The finished reply; `extra` holds `token_times` (one monotonic time per delta)

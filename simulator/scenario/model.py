@@ -328,6 +328,19 @@ class EndpointSpec(_Frozen):
     # spends the least client CPU per streamed token of the three paths
     # (benchmarks/client_ceiling.py); all three record the same fields.
     client: Literal["lean", "aiohttp", "sdk"] = "lean"
+    # The wire protocol: Anthropic Messages or OpenAI Chat Completions (same records).
+    api: Literal["anthropic", "openai-chat"] = "anthropic"
+
+
+class Timeouts(_Frozen):
+    """Per-attempt limits (seconds, bytes); each ends the attempt with its own error
+    type. `idle_s` None = `endpoint.timeout_s`; `null` total/first-byte = unbounded."""
+
+    first_byte_s: float | None = Field(default=600.0, gt=0, le=86_400)
+    idle_s: float | None = Field(default=None, gt=0, le=86_400)
+    total_s: float | None = Field(default=3600.0, gt=0, le=7 * 86_400)
+    max_response_bytes: int | None = Field(default=256 * 1024 * 1024, ge=1024)
+    retry_after_max_s: float = Field(default=300.0, ge=0, le=86_400)
 
 
 class TwinSpec(_Frozen):
@@ -383,6 +396,7 @@ class Scenario(_WithDists):
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     limits: Limits = Field(default_factory=Limits)
     endpoint: EndpointSpec = Field(default_factory=EndpointSpec)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
     twin: TwinSpec = Field(default_factory=TwinSpec)
     # Set by the loader: where relative file references resolve from.
     base_dir: str = "."

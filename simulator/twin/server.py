@@ -24,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from simulator.twin import reply, wire
+from simulator.twin import openai_wire, reply, wire
 from simulator.twin.engine import RequestTooLong
 from simulator.twin.faults import (
     ERROR_REPLIES,
@@ -71,8 +71,9 @@ STATE_KEY = web.AppKey("twin_state", _State)
 
 
 def _error(status: int, kind: str, message: str,
-           headers: dict[str, str] | None = None) -> web.Response:
-    return web.json_response(wire.error_body(kind, message), status=status, headers=headers)
+           headers: dict[str, str] | None = None, *, chat: bool = False) -> web.Response:
+    body = (openai_wire if chat else wire).error_body(kind, message)
+    return web.json_response(body, status=status, headers=headers)
 
 
 MAX_BODY_BYTES = 64 * 2**20      # larger request bodies get 413 request_too_large
@@ -108,13 +109,13 @@ async def _parse(request: web.Request) -> dict[str, Any]:
 _SHAPE_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError)
 
 
-def _bad_body(exc: Exception) -> web.Response:
+def _bad_body(exc: Exception, *, chat: bool = False) -> web.Response:
     if isinstance(exc, BodyTooLarge):
-        return _error(413, "request_too_large", str(exc))
+        return _error(413, "request_too_large", str(exc), chat=chat)
     if isinstance(exc, PromptError):
-        return _error(400, "invalid_request_error", str(exc))
+        return _error(400, "invalid_request_error", str(exc), chat=chat)
     return _error(400, "invalid_request_error",
-                  f"request body has the wrong shape ({type(exc).__name__})")
+                  f"request body has the wrong shape ({type(exc).__name__})", chat=chat)
 
 
 def _max_tokens(body: dict[str, Any]) -> int:
@@ -125,24 +126,34 @@ def _max_tokens(body: dict[str, Any]) -> int:
 
 
 async def handle_messages(request: web.Request) -> web.StreamResponse:
+    return await _serve(request, chat=False)
+
+
+async def handle_chat(request: web.Request) -> web.StreamResponse:
+    """`POST /v1/chat/completions`: the same engine, OpenAI's wire format."""
+    return await _serve(request, chat=True)
+
+
+async def _serve(request: web.Request, *, chat: bool) -> web.StreamResponse:
     st = request.app[STATE_KEY]
     cfg = st.config
     try:
-        body = await _parse(request)
+        raw = await _parse(request)
+        body = openai_wire.as_messages_body(raw) if chat else raw
         max_tokens = _max_tokens(body)
         prompt = st.tokenizer.encode_body(body)
     except (PromptError, BodyTooLarge, *_SHAPE_ERRORS) as exc:
-        return _bad_body(exc)
+        return _bad_body(exc, chat=chat)
     try:
         reply.check_window(len(prompt), cfg.context_window)
     except reply.PromptTooLong as exc:
-        return _error(400, "invalid_request_error", str(exc))
+        return _error(400, "invalid_request_error", str(exc), chat=chat)
     decision = st.faults.draw(max_tokens)
     if decision.kind is not None and decision.kind.before_stream:
         status, kind, message = ERROR_REPLIES[decision.kind]
         headers = ({"retry-after": str(st.faults.spec.retry_after_s)}
                    if decision.kind is FaultKind.RATE_LIMIT else None)
-        return _error(status, kind, message, headers)
+        return _error(status, kind, message, headers, chat=chat)
     loop = asyncio.get_running_loop()
     deadline = None if cfg.cutoff_s is None else loop.time() + cfg.cutoff_s
     if decision.kind is FaultKind.SPIKE:
@@ -150,12 +161,16 @@ async def handle_messages(request: web.Request) -> web.StreamResponse:
             await asyncio.sleep(deadline - loop.time())
             return web.Response(status=524, text="error code: 524")
         await asyncio.sleep(decision.duration_s)
-    return await _reply(request, st, body, prompt, max_tokens, decision, deadline)
+    fmt: Any = wire
+    if chat:
+        opts = raw.get("stream_options")
+        fmt = openai_wire.ChatWire(isinstance(opts, dict) and opts.get("include_usage") is True)
+    return await _reply(request, st, body, prompt, max_tokens, decision, deadline, fmt)
 
 
 async def _reply(request: web.Request, st: _State, body: dict[str, Any], prompt: array[int],
                  max_tokens: int, decision: FaultDecision,
-                 deadline: float | None) -> web.StreamResponse:
+                 deadline: float | None, fmt: Any = wire) -> web.StreamResponse:
     """Plan the reply, submit it to the engine and write it (SSE or JSON)."""
     cfg = st.config
     planned = reply.plan_for(prompt, max_tokens, request.headers,
@@ -163,9 +178,10 @@ async def _reply(request: web.Request, st: _State, body: dict[str, Any], prompt:
     try:
         stream = st.service.submit(prompt, planned.token_ids)
     except RequestTooLong as exc:
-        return _error(400, "invalid_request_error", str(exc))
+        return _error(400, "invalid_request_error", str(exc), chat=fmt is not wire)
     writer = ReplyWriter(request, st.service, stream, model=str(body.get("model") or cfg.model),
-                         stop_reason=planned.stop_reason, decision=decision, deadline=deadline)
+                         stop_reason=planned.stop_reason, decision=decision, deadline=deadline,
+                         fmt=fmt)
     if body.get("stream") is True:
         return await writer.stream()
     return await writer.whole()
@@ -185,7 +201,8 @@ async def handle_models(request: web.Request) -> web.Response:
     m = st.config.model
     entry = {"type": "model", "id": m, "display_name": f"{m} (simulated on "
              f"{st.config.hardware})", "created_at": "2025-01-01T00:00:00Z",
-             "max_model_len": st.config.context_window, TWIN_FIELD: twin_identity(st.config)}
+             "object": "model", "max_model_len": st.config.context_window,
+             TWIN_FIELD: twin_identity(st.config)}
     return web.json_response({"data": [entry], "has_more": False, "first_id": m, "last_id": m})
 
 
@@ -254,6 +271,7 @@ def create_app(engine: Engine, config: ServerConfig,
 
     app.cleanup_ctx.append(driver)
     app.router.add_post("/v1/messages", handle_messages)
+    app.router.add_post("/v1/chat/completions", handle_chat)
     app.router.add_post("/v1/messages/count_tokens", handle_count_tokens)
     app.router.add_get("/v1/models", handle_models)
     app.router.add_get("/health", handle_health)

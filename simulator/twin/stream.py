@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 from aiohttp import ClientConnectionResetError, web
 
@@ -27,8 +28,9 @@ class ReplyWriter:
 
     def __init__(self, request: web.Request, service: TwinService, stream: RequestStream,
                  *, model: str, stop_reason: str, decision: FaultDecision,
-                 deadline: float | None) -> None:
+                 deadline: float | None, fmt: Any = wire) -> None:
         self._req, self._svc, self._s = request, service, stream
+        self._w = fmt  # the wire format: `wire` (Messages) or an `openai_wire.ChatWire`
         self._model, self._stop, self._fault = model, stop_reason, decision
         self._deadline = deadline            # loop time of the proxy cut-off, if any
         self._pieces = wire.token_pieces(stream.plan)
@@ -68,7 +70,7 @@ class ReplyWriter:
         for n in new:
             text = "".join(self._pieces[self._sent:self._sent + n])
             self._sent += n
-            out.append(wire.text_delta(text))
+            out.append(self._w.text_delta(text))
         return b"".join(out)
 
     async def _write(self, data: bytes) -> None:
@@ -113,7 +115,7 @@ class ReplyWriter:
                     **self._headers, "content-type": "text/event-stream; charset=utf-8",
                     "cache-control": "no-cache"})
                 await self._resp.prepare(self._req)
-                data = wire.message_start(self._s.request_id, self._model,
+                data = self._w.message_start(self._s.request_id, self._model,
                                           self._s.prompt_len) + data
             done = self._s.finished and self._chunks == len(self._s.emit_counts)
             if (fault.kind is not None and fault.kind.mid_stream and not fired
@@ -126,7 +128,7 @@ class ReplyWriter:
                     return await self._cut()
                 continue
             if done:
-                await self._write(data + wire.message_end(self._stop,
+                await self._write(data + self._w.message_end(self._stop,
                                                                self._usage()))
                 await self._resp.write_eof()
                 return self._resp
@@ -140,7 +142,7 @@ class ReplyWriter:
             self._svc.abandon(self._s)
             self._drop()
             return self._resp
-        tail = wire.error_event() if kind is FaultKind.ERROR_EVENT else wire.MALFORMED_EVENT
+        tail = self._w.error_event() if kind is FaultKind.ERROR_EVENT else self._w.MALFORMED_EVENT
         await self._write(data + tail)
         await self._resp.write_eof()
         self._svc.abandon(self._s)
@@ -182,9 +184,9 @@ class ReplyWriter:
             self._drop()
             return web.Response(status=499)
         if kind is FaultKind.ERROR_EVENT:
-            return web.json_response(wire.error_body("overloaded_error", "Overloaded"),
+            return web.json_response(self._w.error_body("overloaded_error", "Overloaded"),
                                      status=529, headers=self._headers)
-        body = wire.message_body(s.request_id, self._model, "".join(self._pieces[:s.emitted]),
+        body = self._w.message_body(s.request_id, self._model, "".join(self._pieces[:s.emitted]),
                                  self._stop, self._usage())
         text = json.dumps(body)
         if kind is FaultKind.MALFORMED:
