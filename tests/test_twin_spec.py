@@ -75,6 +75,18 @@ def test_spec_settings_budget_and_errors() -> None:
         parse_spec("draft:0")
 
 
+@pytest.mark.parametrize("text", ["ngram:1000000000", "ngram:33", "draft:33", "mtp:64",
+                                  "ngram:²", "ngram:-1"])
+def test_spec_depth_is_bounded_as_vllm_bounds_it(text: str) -> None:
+    """vLLM drafts at most 32 tokens per request (speculation.md §2): a larger K is one
+    clear input error, at parse time and in the engine settings (CLI exit 2)."""
+    with pytest.raises(ValueError, match="1 <= K <= 32"):
+        parse_spec(text)
+    with pytest.raises(InputError, match="spec"):
+        build_perf_model(HW, MODEL, spec=text)
+    assert parse_spec("ngram:32") == NgramSpec(32)
+
+
 def _emit_all(spec: NgramSpec | ModelDraftSpec | None, prompt: list[int],
               plans: list[list[int]]) -> tuple[list[list[int]], int]:
     """Run requests step by step; rebuild each one's emitted tokens from the per-step

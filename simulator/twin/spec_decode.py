@@ -76,19 +76,24 @@ class ModelDraftSpec:
 
 
 Spec = NgramSpec | ModelDraftSpec
-SPEC_FORMS = "off, ngram:K, draft:K or mtp:K (K >= 1)"
+# vLLM's rejection sampler takes at most 32 draft tokens per request (speculation.md §2,
+# `vllm/v1/sample/rejection_sampler.py`); a larger K is refused rather than simulated
+MAX_SPEC_TOKENS = 32
+SPEC_FORMS = f"off, ngram:K, draft:K or mtp:K (1 <= K <= {MAX_SPEC_TOKENS})"
 
 
 def parse_spec(text: str | None) -> Spec | None:
     """`off` (or empty) → None; `ngram:K` → NgramSpec(K); `draft:K` / `mtp:K` →
     ModelDraftSpec without a curve (the perf model fills it from the model profile).
-    Raises ValueError otherwise."""
+    Raises ValueError otherwise, and for K above MAX_SPEC_TOKENS."""
     if text is None or text.strip().lower() in ("", "off", "none"):
         return None
     kind, _, k = text.strip().lower().partition(":")
-    if kind not in ("ngram", "draft", "mtp") or not k.isdigit() or int(k) < 1:
+    if (kind not in ("ngram", "draft", "mtp") or not (k.isascii() and k.isdigit())
+            or not 1 <= int(k) <= MAX_SPEC_TOKENS):
         raise ValueError(f"speculative decoding must be one of {SPEC_FORMS}; "
-                         f"got {text!r} (ngram:K)")
+                         f"got {text!r} (vLLM drafts at most {MAX_SPEC_TOKENS} tokens "
+                         f"per request)")
     if kind == "ngram":
         return NgramSpec(int(k))
     return ModelDraftSpec(kind, int(k))
