@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import random
 from pathlib import Path
 
@@ -299,3 +300,41 @@ def test_debug_record_carries_speculation_per_request() -> None:
     rec = s.record()
     assert rec["tokens_per_forward_pass"] == 2.0
     assert (rec["spec_drafts"], rec["spec_draft_tokens"], rec["spec_accepted_tokens"]) == (1, 5, 2)
+
+
+def test_spec_columns_from_reply_extras() -> None:
+    """The twin's reply extras become the per-request columns; anything else (a real
+    server's reply) leaves them None."""
+    from simulator.metrics.records import spec_columns
+    got = spec_columns({"spec_drafts": 3, "spec_draft_tokens": 15,
+                        "spec_accepted_tokens": 9, "forward_passes": 7})
+    assert got == {"spec_drafts": 3, "spec_draft_tokens": 15, "spec_accepted_tokens": 9,
+                   "spec_forward_passes": 7}
+    assert set(spec_columns({}).values()) == {None}
+    assert spec_columns({"forward_passes": True})["spec_forward_passes"] is None
+
+
+def test_twin_run_records_speculation_per_turn(tmp_path: Path) -> None:
+    """An in-process twin run with n-gram speculation fills the per-turn columns, and the
+    summary's tokens per forward pass is Σ output / Σ passes (> 1 with accepted drafts)."""
+    import pandas as pd
+
+    from simulator.analysis.summary import format_summary, spec_figures
+    from tests.conftest import SCENARIOS, run_scenario
+    res = run_scenario(SCENARIOS / "claude-code-endurance.yaml", tmp_path, ["turns=6"],
+                       spec="ngram:24")
+    assert res.status == "completed"
+    df = pd.read_parquet(res.run_dir / "turns.parquet")
+    ok = df[df.ok]
+    assert ok.spec_forward_passes.notna().all() and (ok.spec_forward_passes >= 1).all()
+    assert (ok.spec_accepted_tokens <= ok.spec_draft_tokens).all()
+    assert (ok.output_tokens == ok.spec_forward_passes + ok.spec_accepted_tokens).all()
+    figs = spec_figures(ok)
+    assert figs["tokens_per_forward_pass"] == pytest.approx(
+        ok.output_tokens.sum() / ok.spec_forward_passes.sum())
+    assert figs["tokens_per_forward_pass"] > 1.0
+    summary = json.loads((res.run_dir / "summary.json").read_text())
+    assert summary["tokens_per_forward_pass"] == pytest.approx(figs["tokens_per_forward_pass"])
+    assert "tokens per forward pass" in format_summary(summary)
+    # a frame without the columns (older runs, real servers): no figure, no row
+    assert set(spec_figures(ok.drop(columns=["spec_forward_passes"])).values()) == {None}
