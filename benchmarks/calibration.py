@@ -101,7 +101,7 @@ EXPLAINED = (
     "Kimi-Linear KV −15%: 0.9 × 48 GB − 28.4 GiB weights − the Qwen-fitted 3.2 GB reserve "
     "leaves 9.8 GB; the logged 1.42–1.51M tokens need 11.4–12.1 GB (a utilisation of "
     "0.94–0.95 or a smaller reserve for this model; not in the data)",
-    "ngram:5 / ngram:24 accepted per draft (twin 4.85 / 21.6, measured 3.41 / 17.16) and "
+    "ngram:5 / ngram:24 accepted per draft (twin 4.83 / 21.3, measured 3.41 / 17.16) and "
     "ngram:12 +10%: the three measured runs had different replies (depth 12 accepted only "
     "3.23 per draft, 26.9%; depth 5's 68% against depth 24's 71.5% cannot come from one "
     "reply, as a deeper draft wastes more of each broken run); the twin has one code-edit "

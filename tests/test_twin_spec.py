@@ -338,3 +338,20 @@ def test_twin_run_records_speculation_per_turn(tmp_path: Path) -> None:
     assert "tokens per forward pass" in format_summary(summary)
     # a frame without the columns (older runs, real servers): no figure, no row
     assert set(spec_figures(ok.drop(columns=["spec_forward_passes"])).values()) == {None}
+
+
+def test_proposer_takes_the_earliest_occurrence() -> None:
+    """vLLM proposes what followed the earliest occurrence of the suffix (speculation.md
+    §1), whether the occurrences were indexed at build time, in bulk or one by one."""
+    ngram = [1, 2, 3, 4, 5]
+    seq = [9] + ngram + [10, 11] + [8] * 3 + ngram + [20, 21] + [7] * 70 + ngram
+    idx = NgramIndex(NgramSpec(2), seq, len(seq))
+    start, count = idx.propose(len(seq))
+    assert seq[start:start + count] == [10, 11]
+    short = seq[:9]                                  # only the first occurrence known
+    later = NgramIndex(NgramSpec(2), seq, len(short))
+    assert later.propose(len(seq)) == (start, count)     # the rest indexed in bulk
+    step = NgramIndex(NgramSpec(2), seq, len(short))
+    for n in range(len(short) + 1, len(seq)):            # one position at a time
+        step.propose(n)
+    assert step.propose(len(seq)) == (start, count)
