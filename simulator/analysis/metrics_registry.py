@@ -155,6 +155,18 @@ METRICS: tuple[Metric, ...] = (
            "price_per_hour / (aggregate_tok_s × 3600) × 1e6", source="run",
            row="$ per 1M output tokens", fmt="{:,.3f}", compare=True, sweep=True,
            sweep_header="$/1M tok"),
+    # speculative decoding, from the per-request columns only the twin fills
+    Metric("tokens_per_forward_pass", "tokens", "output tokens per forward pass that "
+           "emitted them (1 without speculation; why speculation won or lost)",
+           "Σ output_tokens / Σ spec_forward_passes over successful requests that report "
+           "passes (twin only)", compare=True, fmt="{:,.2f}"),
+    Metric("spec_mean_acceptance_length", "tokens", "vLLM's mean acceptance length: "
+           "1 + accepted / drafts (bonus token included)",
+           "1 + Σ spec_accepted_tokens / Σ spec_drafts (twin only, None without drafts)",
+           fmt="{:,.2f}"),
+    Metric("spec_acceptance_share", "share", "accepted / proposed draft tokens (a "
+           "misleading indicator alone, as the published measurements note)",
+           "Σ spec_accepted_tokens / Σ spec_draft_tokens (twin only)"),
 )
 
 _W = ("in the steady-state window (all N sessions active and past their first turn, until "

@@ -222,6 +222,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     out |= _context_figures(turn_ok)
     out |= _compaction_figures(turns, turn_ok)
     out |= _cache_figures(ok)
+    out |= spec_figures(ok)
     out |= server_figures(server_metrics)
     if engine_stats:
         out |= {k: v for k, v in engine_figures(engine_stats).items() if out.get(k) is None}
@@ -245,6 +246,25 @@ def _steady_part(turns: pd.DataFrame, turn_ok: pd.DataFrame, steady: SteadyConfi
     if steady is not None:
         out |= steady_figures(turns, steady, price_per_hour)
     return out
+
+
+def spec_figures(ok: pd.DataFrame) -> dict[str, Any]:
+    """Tokens per forward pass and acceptance from the per-request speculation columns
+    (only the in-process twin fills them; None for real servers and older runs)."""
+    none: dict[str, Any] = {"tokens_per_forward_pass": None,
+                            "spec_mean_acceptance_length": None, "spec_acceptance_share": None}
+    if "spec_forward_passes" not in ok.columns:
+        return none
+    rows = ok[ok["spec_forward_passes"].notna() & ok["output_tokens"].notna()]
+    passes = float(rows["spec_forward_passes"].sum()) if not rows.empty else 0.0
+    if passes <= 0:
+        return none
+    drafts = float(rows["spec_drafts"].fillna(0).sum())
+    draft_toks = float(rows["spec_draft_tokens"].fillna(0).sum())
+    acc = float(rows["spec_accepted_tokens"].fillna(0).sum())
+    return {"tokens_per_forward_pass": float(rows["output_tokens"].sum()) / passes,
+            "spec_mean_acceptance_length": 1.0 + acc / drafts if drafts else None,
+            "spec_acceptance_share": acc / draft_toks if draft_toks else None}
 
 
 def server_figures(server_metrics: pd.DataFrame | None) -> dict[str, Any]:
@@ -291,6 +311,14 @@ def summary_table(s: Mapping[str, Any]) -> list[tuple[str, str]]:
     rows = [("mode", "SIMULATED (twin)" if s["simulated"] else "real endpoint")]
     for label, value in registry.table_rows(s):
         rows.append((label, value + extra.get(label, "")))
+        if label == "$ per 1M output tokens" and s.get("tokens_per_forward_pass") is not None:
+            rows.append(("tokens per forward pass (mean acceptance length, acceptance)",
+                         registry.REGISTRY["tokens_per_forward_pass"].format(
+                             s["tokens_per_forward_pass"]) + " ("
+                         + registry.REGISTRY["spec_mean_acceptance_length"].format(
+                             s.get("spec_mean_acceptance_length")) + ", "
+                         + registry.REGISTRY["spec_acceptance_share"].format(
+                             s.get("spec_acceptance_share")) + ")"))
         if label == "sessions / successful turns":
             rows.append(("requests (failed, summary)",
                          f"{s['requests']} ({s['failed_requests']} failed, "

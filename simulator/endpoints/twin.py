@@ -151,6 +151,7 @@ class InProcessTwin:
                            Usage.from_mapping(usage), timing, len(planned.token_ids),
                            extra={"num_preemptions": res.num_preemptions,
                                   "spec_drafts": res.spec_drafts,
+                                  "spec_draft_tokens": res.spec_draft_tokens,
                                   "spec_accepted_tokens": res.spec_accepted_tokens,
                                   "forward_passes": res.decode_steps})
 

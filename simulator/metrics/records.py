@@ -8,6 +8,7 @@ every duration is computed from the monotonic clock.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
@@ -46,6 +47,12 @@ class TurnRecord:
     error_message: str | None = None
     http_status: int | None = None
     ok: bool = True
+    # speculative decoding, per request: only the in-process twin reports these (vLLM
+    # and other servers count them per engine, not per request), so None elsewhere
+    spec_drafts: int | None = None            # steps that verified a draft for it
+    spec_draft_tokens: int | None = None      # draft tokens proposed
+    spec_accepted_tokens: int | None = None   # draft tokens accepted
+    spec_forward_passes: int | None = None    # forward passes that emitted its tokens
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,6 +78,22 @@ def in_simulated_time(row: dict[str, Any], time_scale: float) -> dict[str, Any]:
     for k in _SCALED_RATES:
         if out.get(k) is not None:
             out[k] = out[k] / time_scale
+    return out
+
+
+# TurnRecord column ← the in-process twin's reply extra (`endpoints/twin.py`)
+_SPEC_EXTRAS = (("spec_drafts", "spec_drafts"), ("spec_draft_tokens", "spec_draft_tokens"),
+                ("spec_accepted_tokens", "spec_accepted_tokens"),
+                ("spec_forward_passes", "forward_passes"))
+
+
+def spec_columns(extra: Mapping[str, Any]) -> dict[str, int | None]:
+    """The per-request speculation columns from a reply's extras (None where absent,
+    i.e. for every real server)."""
+    out: dict[str, int | None] = {}
+    for col, key in _SPEC_EXTRAS:
+        v = extra.get(key)
+        out[col] = int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
     return out
 
 

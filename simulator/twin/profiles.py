@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from simulator.errors import InputError
+from simulator.twin.spec_decode import parse_spec
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 DEFAULT_EFFICIENCY_HARDWARE = "a40"   # cards without a fit of their own borrow this one
@@ -77,6 +78,7 @@ class EngineSettings(_Strict):
     def _spec_ok(cls, v: str) -> str:
         if not _SPEC_RE.match(v):
             raise ValueError(f"must be 'off', 'ngram:K', 'draft:K' or 'mtp:K', got {v!r}")
+        parse_spec(v)       # the bound on K (vLLM: at most 32 draft tokens per request)
         return v
 
 

@@ -6,11 +6,14 @@ and propose the up to k tokens that followed it. The twin knows what it will emi
 acceptance is computed from content: the accepted length is the common prefix of the
 proposal and the planned next tokens, and the step emits accepted + 1 tokens.
 
-Lookup is an index from n-gram key → latest end position, built once per sequence
-(vectorised) and extended one position per emitted token. Two n are indexed, the longest
-and the shortest: a longest-n hit is exactly what vLLM proposes (longest match); below
-that the latest shortest-n occurrence is used (vLLM would prefer the longest match of
-intermediate length: a small, documented approximation that keeps the index cheap).
+Lookup is an index from n-gram key → earliest end position (vLLM takes the earliest
+occurrence of the matched suffix: vLLM's v1/spec_decode/ngram_proposer.py; its KMP scan over the reversed
+context keeps the last, i.e. earliest, position of an equally long match), built once
+per sequence (vectorised) and extended one position per emitted token: a key already
+indexed keeps its position. Two n are indexed, the longest and the shortest: a
+longest-n hit is exactly what vLLM proposes (longest match); below that the earliest
+shortest-n occurrence is used (vLLM would prefer the longest match of intermediate
+length: a small, documented approximation that keeps the index cheap).
 """
 
 from __future__ import annotations
@@ -76,19 +79,24 @@ class ModelDraftSpec:
 
 
 Spec = NgramSpec | ModelDraftSpec
-SPEC_FORMS = "off, ngram:K, draft:K or mtp:K (K >= 1)"
+# vLLM's rejection sampler takes at most 32 draft tokens per request (vLLM's v1/sample/rejection_sampler.py,
+# `vllm/v1/sample/rejection_sampler.py`); a larger K is refused rather than simulated
+MAX_SPEC_TOKENS = 32
+SPEC_FORMS = f"off, ngram:K, draft:K or mtp:K (1 <= K <= {MAX_SPEC_TOKENS})"
 
 
 def parse_spec(text: str | None) -> Spec | None:
     """`off` (or empty) → None; `ngram:K` → NgramSpec(K); `draft:K` / `mtp:K` →
     ModelDraftSpec without a curve (the perf model fills it from the model profile).
-    Raises ValueError otherwise."""
+    Raises ValueError otherwise, and for K above MAX_SPEC_TOKENS."""
     if text is None or text.strip().lower() in ("", "off", "none"):
         return None
     kind, _, k = text.strip().lower().partition(":")
-    if kind not in ("ngram", "draft", "mtp") or not k.isdigit() or int(k) < 1:
+    if (kind not in ("ngram", "draft", "mtp") or not (k.isascii() and k.isdigit())
+            or not 1 <= int(k) <= MAX_SPEC_TOKENS):
         raise ValueError(f"speculative decoding must be one of {SPEC_FORMS}; "
-                         f"got {text!r} (ngram:K)")
+                         f"got {text!r} (vLLM drafts at most {MAX_SPEC_TOKENS} tokens "
+                         f"per request)")
     if kind == "ngram":
         return NgramSpec(int(k))
     return ModelDraftSpec(kind, int(k))
@@ -128,7 +136,8 @@ class NgramIndex:
     @staticmethod
     def _build(arr: Sequence[int], n: int) -> dict[int, int]:
         keys = _bulk_keys(arr, n)
-        return dict(zip(keys, range(n, n + len(keys)), strict=True))
+        # reversed: a repeated key keeps its first (earliest) end position
+        return dict(zip(reversed(keys), range(n + len(keys) - 1, n - 1, -1), strict=True))
 
     def adopt(self, tokens: Sequence[int], length: int) -> bool:
         """Take this index over for another sequence of `length` known tokens that
@@ -148,9 +157,9 @@ class NgramIndex:
         n_lo, n_hi = self.n_lo, self.n_hi
         for end in range(self._upto + 1, length):
             if end >= n_lo:
-                lo[_key(toks, end, n_lo)] = end
+                lo.setdefault(_key(toks, end, n_lo), end)
             if hi is not lo and end >= n_hi:
-                hi[_key(toks, end, n_hi)] = end
+                hi.setdefault(_key(toks, end, n_hi), end)
         self._upto = max(self._upto, length - 1)
 
     def _advance_bulk(self, length: int) -> None:
@@ -161,7 +170,10 @@ class NgramIndex:
             s0 = max(self._upto + 1 - n, 0)
             arr = self.tokens[s0:length - 1]
             keys = _bulk_keys(arr, n)
-            idx.update(zip(keys, range(s0 + n, s0 + n + len(keys)), strict=True))
+            new = dict(zip(reversed(keys), range(s0 + n + len(keys) - 1, s0 + n - 1, -1),
+                           strict=True))
+            # positions already indexed are earlier: only keys not seen yet are added
+            idx.update({key: new[key] for key in new.keys() - idx.keys()})
         self._upto = length - 1
 
     def propose(self, length: int) -> tuple[int, int]:
