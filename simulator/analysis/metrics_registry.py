@@ -194,6 +194,30 @@ METRICS += (
            source="steady", fmt="{:,.3f}"),
 )
 
+# Queue wait (`analysis/queueing.py`): arrival at the server → first scheduled.
+METRICS += (
+    Metric("queue_time_p50_s", "s", "median server queue wait of a turn (arrival → first "
+           "scheduled; the twin records it, a real server's rows do not)",
+           "50th percentile over ok turn rows with queue_s", fmt="{:,.2f}",
+           row="queue wait p50 / p95 (s), share of TTFT"),
+    Metric("queue_time_p95_s", "s", "95th percentile server queue wait of a turn",
+           "95th percentile over ok turn rows with queue_s", fmt="{:,.2f}",
+           row="queue wait p50 / p95 (s), share of TTFT"),
+    Metric("queue_share_of_ttft", "share", "share of TTFT spent waiting in the server's queue",
+           "Σ queue_s / Σ ttft_s over ok turn rows; else server_queue_time_mean_s / mean TTFT",
+           row="queue wait p50 / p95 (s), share of TTFT", compare=True),
+    Metric("server_queue_time_mean_s", "s", "server counters: mean queue time over the run "
+           "(vLLM's vllm:request_queue_time_seconds histogram)",
+           "Δ histogram sum / Δ histogram count over the run's scrape windows",
+           source="server", fmt="{:,.3f}"),
+    Metric("window_queue_time_p95_s", "s", "95th percentile queue wait of requests whose "
+           "first token falls in the steady-state window", "95th percentile",
+           fmt="{:,.2f}", source="steady"),
+    Metric("window_queue_share_of_ttft", "share", "share of TTFT spent queueing in the "
+           "steady-state window (what `size` reads to name `queueing` as binding)",
+           "Σ queue_s / Σ ttft_s over those requests", source="steady"),
+)
+
 REGISTRY: Mapping[str, Metric] = {m.key: m for m in METRICS}
 
 # Keys older summary.json files used → the registry key (read, never written).

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulator.analysis import metrics_registry as registry
+from simulator.analysis.queueing import QUEUE_BOUND_SHARE
 from simulator.analysis.summary import NUMERIC_KEYS
 from simulator.errors import InputError
 
@@ -30,6 +31,9 @@ SWEEP_KEYS: tuple[str, ...] = (
     "window_n_x_per_session_tok_s", "window_itl_p95_s",
     "run_aggregate_tok_s", "run_per_session_tok_s", "run_ttft_p95_s", "run_usd_per_mtok",
     "usd_per_mtok_counts_idle",
+    # queue wait: what `size` reads to name queueing as binding
+    "queue_time_p95_s", "queue_share_of_ttft", "window_queue_share_of_ttft",
+    "server_queue_time_mean_s",
 )
 
 THROUGHPUT_METRICS = frozenset({
@@ -124,7 +128,8 @@ class SizingResult:
     probes: list[Probe] = field(default_factory=list)
     confirmed: bool = False
     binding: str | None = None          # the SLO (or limit) that stops one more session
-    binding_kind: str | None = None     # throughput | latency | kv_capacity | max_sessions
+    binding_kind: str | None = None     # throughput | latency | queueing | kv_capacity |
+    #                                     not_steady | max_sessions
     kv_capacity_sessions: int | None = None
     notes: list[str] = field(default_factory=list)
     answers: list[int] = field(default_factory=list)   # one per seed (first: the search's)
@@ -176,15 +181,28 @@ def probe_counts(max_sessions: int) -> list[int]:
     return [*out, max_sessions]
 
 
+def queue_share_of(summary: dict[str, Any]) -> float | None:
+    """Share of TTFT spent queueing: the steady-state window's, else the whole run's."""
+    for key in ("window_queue_share_of_ttft", "queue_share_of_ttft"):
+        v = summary.get(key)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return float(v)
+    return None
+
+
 def _binding(probe: Probe, slos: tuple[Slo, ...]) -> tuple[str, str]:
-    """The constraint that failed at answer + 1: preemptions mean KV capacity, else
-    the most violated SLO (relative to its threshold)."""
+    """The constraint that failed at answer + 1: preemptions mean KV capacity; a TTFT
+    SLO failing while queue wait is most of TTFT means queueing; else the most violated
+    SLO (relative to its threshold)."""
     if probe.summary.get("steady_state") is False:
         return str(probe.failed[0]), "not_steady"
     worst = max((s for s in slos if str(s) in probe.failed),
                 key=lambda s: s.violation(probe.summary))
     if (probe.summary.get("preemptions") or 0) > 0:
         return f"{worst} (with {probe.summary['preemptions']} preemptions)", "kv_capacity"
+    share = queue_share_of(probe.summary)
+    if "ttft" in worst.metric and share is not None and share >= QUEUE_BOUND_SHARE:
+        return f"{worst} (queue wait {share:.0%} of TTFT)", "queueing"
     return str(worst), worst.kind
 
 

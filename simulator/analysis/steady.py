@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simulator.analysis.queueing import queue_share
+
 STEADY_THRESHOLD = 0.9   # achieved / requested below this: not a measurement of N
 
 
@@ -156,6 +158,8 @@ def window_figures(turns: pd.DataFrame, w: Window, n: int) -> dict[str, Any]:
     turn = ok[ok["request_kind"] == "turn"]
     t_sent = turn["started_mono_s"].to_numpy(dtype=float)
     ttft = turn["ttft_s"].to_numpy(dtype=float)
+    queue = (pd.to_numeric(turn["queue_s"], errors="coerce").to_numpy(dtype=float)
+             if "queue_s" in turn.columns else np.full(len(turn), np.nan))
     first = t_sent + ttft
     t_last = _ends(turn).to_numpy(dtype=float)
     n_out = turn["output_tokens"].fillna(0).to_numpy(dtype=float)
@@ -173,13 +177,16 @@ def window_figures(turns: pd.DataFrame, w: Window, n: int) -> dict[str, Any]:
         "window_itl_p50_s": _pct(itl, 0.50),
         "window_itl_p95_s": _pct(itl, 0.95),
         "window_requests": int(in_w.sum()),
+        "window_queue_time_p95_s": _pct(queue[in_w], 0.95),
+        "window_queue_share_of_ttft": queue_share(queue[in_w], ttft[in_w]),
     }
 
 
 WINDOW_KEYS: tuple[str, ...] = (
     "window_output_tokens", "window_aggregate_tok_s", "window_per_session_tok_s",
     "window_n_x_per_session_tok_s", "window_ttft_p50_s", "window_ttft_p95_s",
-    "window_itl_p50_s", "window_itl_p95_s", "window_requests")
+    "window_itl_p50_s", "window_itl_p95_s", "window_requests", "window_queue_time_p95_s",
+    "window_queue_share_of_ttft")
 
 
 def steady_figures(turns: pd.DataFrame, cfg: SteadyConfig,

@@ -46,6 +46,9 @@ class TurnRecord:
     error_message: str | None = None
     http_status: int | None = None
     ok: bool = True
+    # server queue wait: request arrived → first scheduled (s); the twin's engine knows
+    # it, a real server's rows leave it None (its /metrics histogram gives a mean)
+    queue_s: float | None = None
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)

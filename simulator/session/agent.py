@@ -377,7 +377,8 @@ class Agent:
             cache_creation_tokens=r.usage.cache_creation_input_tokens,
             prompt_tokens=r.usage.prompt_tokens, output_tokens=n_out,
             output_tokens_est=r.output_tokens_est, ttft_s=ttft, decode_tok_s=decode,
-            turn_tok_s=turn_rate, e2e_s=e2e, stop_reason=r.stop_reason, http_status=r.status))
+            turn_tok_s=turn_rate, e2e_s=e2e, stop_reason=r.stop_reason, http_status=r.status,
+            queue_s=_opt_float(r.extra.get("queue_s"))))
 
     def _record_failure(self, b: Attempt, wall: float, sent: float,
                         exc: EndpointError) -> None:
@@ -447,3 +448,8 @@ class Agent:
 def _tool_name(kind: str) -> str:
     return {"read": "Read", "grep": "Grep", "glob": "Glob", "bash": "Bash", "edit": "Edit",
             "write": "Write", "task": "Task", "todo": "TodoWrite", "web": "WebFetch"}[kind]
+
+
+def _opt_float(x: Any) -> float | None:
+    """A float from an endpoint's extras (None when it did not report one)."""
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
