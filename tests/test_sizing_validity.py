@@ -11,7 +11,15 @@ import pandas as pd
 import pytest
 
 from simulator.analysis.queueing import queue_figures, queue_share
-from simulator.analysis.sizing import parse_slo, size
+from simulator.analysis.sizing import format_sweep_table, parse_slo, size, sweep
+from simulator.analysis.steady import (
+    SteadyConfig,
+    Window,
+    saturation,
+    slope_test,
+    steady_figures,
+    t_critical,
+)
 from simulator.analysis.summary import server_figures
 from simulator.metrics.prometheus import parse_metrics, window_rows
 from simulator.runs import RunSpec, execute
@@ -79,3 +87,72 @@ def test_twin_rows_carry_queue_wait_within_ttft(tmp_path: Path) -> None:
     assert ok["queue_s"].notna().all()
     assert (ok["queue_s"] >= 0).all() and (ok["queue_s"] <= ok["ttft_s"] + 1e-9).all()
     assert s["queue_time_p95_s"] > 0 and 0 < s["queue_share_of_ttft"] <= 1
+
+
+def _stream(n: int, e2e: Any, ttft: Any) -> pd.DataFrame:
+    """One request sent per second for n seconds, request i lasting e2e(i), TTFT ttft(i)."""
+    return pd.DataFrame([{"session_id": f"s{i:04d}", "turn_index": 0, "request_kind": "turn",
+                          "ok": True, "started_mono_s": float(i), "ttft_s": ttft(i),
+                          "e2e_s": e2e(i), "output_tokens": 100, "think_time_s": 0.0}
+                         for i in range(n)])
+
+
+def test_t_critical_matches_tables() -> None:
+    for df, exact in ((3, 2.353), (5, 2.015), (10, 1.812), (30, 1.697), (1000, 1.646)):
+        assert t_critical(df) == pytest.approx(exact, rel=0.02 if df < 5 else 0.005)
+
+
+def test_slope_test_recovers_a_trend() -> None:
+    rng = np.random.default_rng(1)
+    x = np.arange(100.0)
+    res = slope_test(x, 0.5 * x + rng.normal(0, 1, 100))
+    assert res is not None and res[0] == pytest.approx(0.5, abs=0.02) and res[1] > 50
+    assert slope_test(np.ones(5), x[:5]) is None and slope_test(x[:2], x[:2]) is None
+
+
+def test_saturation_gate_fires_only_when_ttft_and_in_flight_both_rise() -> None:
+    rng = np.random.default_rng(7)
+    noise = rng.normal(0, 0.3, 200)
+    w = Window(20.0, 180.0)
+    steady = saturation(_stream(200, lambda i: 5.0, lambda i: 3.0 + noise[i]), w)
+    assert steady["saturated"] is False and steady["saturated_reason"] is None
+    assert steady["window_in_flight_slope"] == pytest.approx(0.0)
+    growing = saturation(_stream(200, lambda i: 5.0 + 0.1 * i,
+                                 lambda i: 2.0 + 0.05 * i + noise[i]), w)
+    assert growing["saturated"] is True
+    assert growing["saturated_reason"].startswith("saturated: TTFT rising")
+    assert growing["window_ttft_slope"] == pytest.approx(0.05, rel=0.2)
+    assert growing["window_in_flight_slope"] > 0
+    # TTFT rising but in-flight flat (e.g. contexts growing): not saturation
+    ttft_only = saturation(_stream(200, lambda i: 5.0, lambda i: 2.0 + 0.05 * i + noise[i]), w)
+    assert ttft_only["saturated"] is False
+    # both rising, but TTFT far below the 2.5 s floor: not saturation either
+    small = saturation(_stream(200, lambda i: 0.5 + 0.01 * i,
+                               lambda i: 0.01 + 0.001 * i), w)
+    assert small["saturated"] is False
+    short = saturation(_stream(200, lambda i: 5.0, lambda i: 3.0), Window(20.0, 40.0))
+    assert short["saturated"] is None and "not tested" in short["saturated_reason"]
+
+
+def test_steady_figures_mark_a_saturated_window_not_steady() -> None:
+    turns = _stream(200, lambda i: 5.0 + 0.1 * i, lambda i: 2.0 + 0.05 * i)
+    s = steady_figures(turns, SteadyConfig(requested_sessions=1, duration_s=200.0,
+                                           warmup_s=20.0))
+    assert s["saturated"] is True and s["steady_state"] is False
+    assert s["steady_state_reason"].startswith("saturated:")
+
+
+def test_a_saturated_probe_never_passes_and_is_named() -> None:
+    def run(n: int) -> dict[str, Any]:
+        out = _server(n, queue_share=0.0)
+        if n > 4:      # SLO figures still pass, but the backlog was growing
+            out |= {"saturated": True, "steady_state": False,
+                    "saturated_reason": "saturated: TTFT rising",
+                    "steady_state_reason": "saturated: TTFT rising"}
+        return out
+
+    res = size(run, [parse_slo("ttft_p95_s<=100")], 64)
+    assert res.sessions == 4 and res.binding_kind == "saturated"
+    rows = sweep(run, [4, 8])
+    assert rows[1]["saturated"] is True
+    assert "SATURATED at 8 sessions" in format_sweep_table(rows)

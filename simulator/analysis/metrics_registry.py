@@ -218,6 +218,18 @@ METRICS += (
            "Σ queue_s / Σ ttft_s over those requests", source="steady"),
 )
 
+# Saturation gate (`analysis/steady.py`): slopes over the steady-state window.
+METRICS += (
+    Metric("window_ttft_slope", "s/s", "least-squares slope of TTFT against first-token time "
+           "in the window; with the in-flight slope, both significantly positive (one-sided "
+           "t-test, 95%) and TTFT ≥ 2.5 s at the window's end → `saturated`",
+           "OLS slope over ok turns whose first token falls in the window", fmt="{:,.4f}",
+           source="steady"),
+    Metric("window_in_flight_slope", "requests/s", "least-squares slope of in-flight requests "
+           "(sampled at each request sent in the window) against time",
+           "OLS slope over requests sent in the window", fmt="{:,.4f}", source="steady"),
+)
+
 REGISTRY: Mapping[str, Metric] = {m.key: m for m in METRICS}
 
 # Keys older summary.json files used → the registry key (read, never written).
@@ -231,7 +243,9 @@ FACT_KEYS: frozenset[str] = frozenset({
     "run_id", "contains_verbatim_content", "workers",
     # steady state: flags and bounds (`analysis/steady.py`)
     "steady_state", "steady_state_reason", "window_start_s", "window_end_s",
-    "usd_per_mtok_counts_idle"})
+    "usd_per_mtok_counts_idle",
+    # saturation gate over the window (`analysis/steady.py`, `saturation`)
+    "saturated", "saturated_reason"})
 
 NUMERIC_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS)
 COMPARE_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS if m.compare)

@@ -34,6 +34,8 @@ SWEEP_KEYS: tuple[str, ...] = (
     # queue wait: what `size` reads to name queueing as binding
     "queue_time_p95_s", "queue_share_of_ttft", "window_queue_share_of_ttft",
     "server_queue_time_mean_s",
+    # saturation gate: TTFT and in-flight slopes over the window
+    "saturated", "saturated_reason", "window_ttft_slope", "window_in_flight_slope",
 )
 
 THROUGHPUT_METRICS = frozenset({
@@ -129,7 +131,7 @@ class SizingResult:
     confirmed: bool = False
     binding: str | None = None          # the SLO (or limit) that stops one more session
     binding_kind: str | None = None     # throughput | latency | queueing | kv_capacity |
-    #                                     not_steady | max_sessions
+    #                                     saturated | not_steady | max_sessions
     kv_capacity_sessions: int | None = None
     notes: list[str] = field(default_factory=list)
     answers: list[int] = field(default_factory=list)   # one per seed (first: the search's)
@@ -194,6 +196,8 @@ def _binding(probe: Probe, slos: tuple[Slo, ...]) -> tuple[str, str]:
     """The constraint that failed at answer + 1: preemptions mean KV capacity; a TTFT
     SLO failing while queue wait is most of TTFT means queueing; else the most violated
     SLO (relative to its threshold)."""
+    if probe.summary.get("saturated"):
+        return str(probe.summary.get("saturated_reason")), "saturated"
     if probe.summary.get("steady_state") is False:
         return str(probe.failed[0]), "not_steady"
     worst = max((s for s in slos if str(s) in probe.failed),
@@ -217,7 +221,9 @@ def size(run_point: RunPoint, slos: list[Slo], max_sessions: int, *,
 
     Assumes the figures get worse as sessions grow (monotone); a non-monotone server
     still gets an answer, and the probes are kept for inspection. A probe that never
-    reached steady state fails (it did not measure n sessions).
+    reached steady state fails (it did not measure n sessions); so does a saturated one
+    (TTFT and in-flight still rising over the window: a longer run would read worse),
+    so a saturated probe is never the passing bound of the search.
     `kv_capacity_tokens` (the twin's profile) or the server's `vllm:cache_config_info`
     (summary key `kv_capacity_tokens`) gives the KV-capacity bound in sessions.
     """
@@ -367,7 +373,8 @@ def format_sweep_table(rows: list[dict[str, Any]]) -> str:
     widths = [max(len(t[i]) for t in table) for i in range(len(_SWEEP_COLUMNS))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(t, widths, strict=True)) for t in table]
     title = "sweep — SIMULATED (twin)" if sim else "sweep — real endpoint"
-    notes = [f"NOT STEADY at {r['sessions']} sessions (achieved "
+    notes = [f"{'SATURATED' if r.get('saturated') else 'NOT STEADY'} at {r['sessions']} "
+             f"sessions (achieved "
              f"{_fmt_cell('{:,.1f}', r.get('achieved_sessions'))}): {r.get('steady_state_reason')}"
              for r in rows if r.get("steady_state") is False]
     if any(r.get("steady_state") is not None for r in rows):

@@ -17,11 +17,16 @@ arrival: each request's output tokens are apportioned to the window as its first
 at the first-token time and the other n − 1 spread evenly over its decode interval
 (first → last token). TTFT counts requests whose first token falls in the window, ITL
 ((last − first) / (n − 1) per request) those whose decode midpoint does.
+
+A window is also tested for saturation (`saturation`): when TTFT and in-flight requests
+both rise significantly over it, the backlog was still growing and the point is not a
+steady state (`saturated: true`, `steady_state: false`).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +36,15 @@ import pandas as pd
 from simulator.analysis.queueing import queue_share
 
 STEADY_THRESHOLD = 0.9   # achieved / requested below this: not a measurement of N
+
+# Saturation gate (load-methodology.md §4/§6, GuideLLM's over-saturation defaults): the
+# slopes of TTFT and of in-flight requests over the window, each a one-sided t-test at
+# this confidence; both significantly positive, with TTFT at the window's end at least
+# SATURATION_MIN_TTFT_S, means the backlog was still growing: not a steady state.
+SATURATION_CONFIDENCE = 0.95
+SATURATION_MIN_WINDOW_S = 30.0
+SATURATION_MIN_SAMPLES = 10
+SATURATION_MIN_TTFT_S = 2.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,12 +209,15 @@ def steady_figures(turns: pd.DataFrame, cfg: SteadyConfig,
 
     `achieved_sessions` is the window's mean of active sessions, or the whole run's
     when there is no window; `steady_state` is False (with `steady_state_reason`) when
-    there is no window or it holds fewer than 90% of the requested sessions.
+    there is no window, it holds fewer than 90% of the requested sessions, or the
+    saturation gate fires (`saturation`).
     """
     n = cfg.requested_sessions
     out: dict[str, Any] = {"requested_sessions": n, "window_start_s": None,
                            "window_end_s": None, "window_s": None,
-                           **dict.fromkeys(WINDOW_KEYS), "window_usd_per_mtok": None}
+                           **dict.fromkeys(WINDOW_KEYS), "window_usd_per_mtok": None,
+                           "saturated": None, "saturated_reason": None,
+                           "window_ttft_slope": None, "window_in_flight_slope": None}
     spans = session_spans(turns)
     if spans.empty:
         return out | {"achieved_sessions": 0.0, "achieved_sessions_run": 0.0,
@@ -230,13 +247,89 @@ def steady_figures(turns: pd.DataFrame, cfg: SteadyConfig,
         agg = out["window_aggregate_tok_s"]
         if price_per_hour is not None and agg:
             out["window_usd_per_mtok"] = price_per_hour / (agg * 3600.0) * 1e6
+        out |= saturation(turns, w)
     achieved = out["achieved_sessions"] or 0.0
     if w is not None and achieved < STEADY_THRESHOLD * n:
         why = f"achieved {achieved:.1f} of {n} sessions in the window"
+    elif out.get("saturated"):
+        why = str(out["saturated_reason"])
     if cfg.deadline_reached and why:
         why += " (deadline reached)"
     out["steady_state"] = w is not None and not why
     out["steady_state_reason"] = why or None
+    return out
+
+
+def t_critical(df: int, confidence: float = SATURATION_CONFIDENCE) -> float:
+    """One-sided Student-t quantile (Cornish–Fisher expansion around the normal one;
+    within 0.5% of the exact value for df ≥ 5, 2% at df = 3)."""
+    if df < 1:
+        raise ValueError("t_critical: df must be ≥ 1")
+    z = statistics.NormalDist().inv_cdf(confidence)
+    return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
+
+
+def slope_test(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
+    """Least-squares slope of y on x and its t statistic (slope / standard error);
+    None with fewer than 3 points or no spread in x. A perfect fit gives t = ±inf."""
+    n = len(x)
+    if n < 3:
+        return None
+    xm, ym = float(x.mean()), float(y.mean())
+    sxx = float(((x - xm) ** 2).sum())
+    if sxx <= 0:
+        return None
+    slope = float(((x - xm) * (y - ym)).sum()) / sxx
+    resid = y - (ym + slope * (x - xm))
+    se = math.sqrt(float((resid ** 2).sum()) / (n - 2) / sxx)
+    if se == 0:
+        return slope, (math.inf if slope > 0 else -math.inf if slope < 0 else 0.0)
+    return slope, slope / se
+
+
+def in_flight_at(r0: np.ndarray, r1: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """How many [start, end) request intervals cover each time in t."""
+    return (np.searchsorted(np.sort(r0), t, side="right")
+            - np.searchsorted(np.sort(r1), t, side="right")).astype(float)
+
+
+def saturation(turns: pd.DataFrame, w: Window) -> dict[str, Any]:
+    """The validity gate over the window: `saturated` (None when the window is too short
+    or has too few requests to test), its reason, and the two slopes (TTFT in s per s,
+    in-flight requests per s) tested on requests sent in the window."""
+    out: dict[str, Any] = {"saturated": None, "saturated_reason": None,
+                           "window_ttft_slope": None, "window_in_flight_slope": None}
+    if w.length_s < SATURATION_MIN_WINDOW_S:
+        out["saturated_reason"] = (f"not tested: window {w.length_s:.1f} s < "
+                                   f"{SATURATION_MIN_WINDOW_S:g} s")
+        return out
+    r0 = turns["started_mono_s"].to_numpy(float)
+    r1 = _ends(turns).to_numpy(float)
+    sent_in = np.sort(r0[(r0 >= w.start_s) & (r0 <= w.end_s)])
+    ok = turns[turns["ok"].astype(bool) & (turns["request_kind"] == "turn")]
+    ttft = ok["ttft_s"].to_numpy(dtype=float)
+    first = ok["started_mono_s"].to_numpy(dtype=float) + ttft
+    keep = ~np.isnan(first) & (first >= w.start_s) & (first <= w.end_s)
+    if min(int(keep.sum()), len(sent_in)) < SATURATION_MIN_SAMPLES:
+        out["saturated_reason"] = (f"not tested: fewer than {SATURATION_MIN_SAMPLES} "
+                                   "requests in the window")
+        return out
+    tt = slope_test(first[keep], ttft[keep])
+    fl = slope_test(sent_in, in_flight_at(r0, r1, sent_in))
+    if tt is None or fl is None:
+        out["saturated_reason"] = "not tested: no spread in time"
+        return out
+    out["window_ttft_slope"], out["window_in_flight_slope"] = tt[0], fl[0]
+    crit_t, crit_f = t_critical(int(keep.sum()) - 2), t_critical(len(sent_in) - 2)
+    ttft_end = float(ttft[keep].mean()) + tt[0] * (w.end_s - float(first[keep].mean()))
+    fired = tt[1] > crit_t and fl[1] > crit_f and ttft_end >= SATURATION_MIN_TTFT_S
+    out["saturated"] = bool(fired)
+    if fired:
+        out["saturated_reason"] = (
+            f"saturated: TTFT rising {tt[0]:.3g} s/s (t={tt[1]:.1f}) to {ttft_end:.1f} s "
+            f"and in-flight requests rising {fl[0]:.3g}/s (t={fl[1]:.1f}) over the window "
+            f"({SATURATION_CONFIDENCE:.0%} one-sided)")
     return out
 
 
