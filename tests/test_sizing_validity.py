@@ -126,6 +126,12 @@ def test_saturation_gate_fires_only_when_ttft_and_in_flight_both_rise() -> None:
     # TTFT rising but in-flight flat (e.g. contexts growing): not saturation
     ttft_only = saturation(_stream(200, lambda i: 5.0, lambda i: 2.0 + 0.05 * i + noise[i]), w)
     assert ttft_only["saturated"] is False
+    # … unless in-flight is pinned at the closed loop's cap: every active session waits
+    # (5 requests of 5 s sent per second: 5 in flight, 5 sessions active)
+    flat = _stream(200, lambda i: 5.0, lambda i: 2.0 + 0.05 * i + noise[i])
+    pinned = saturation(flat, w, active_sessions=5.0)
+    assert pinned["saturated"] is True and "pinned at the sessions" in pinned["saturated_reason"]
+    assert saturation(flat, w, active_sessions=10.0)["saturated"] is False
     # both rising, but TTFT far below the 2.5 s floor: not saturation either
     small = saturation(_stream(200, lambda i: 0.5 + 0.01 * i,
                                lambda i: 0.01 + 0.001 * i), w)

@@ -40,11 +40,17 @@ STEADY_THRESHOLD = 0.9   # achieved / requested below this: not a measurement of
 # Saturation gate (load-methodology.md §4/§6, GuideLLM's over-saturation defaults): the
 # slopes of TTFT and of in-flight requests over the window, each a one-sided t-test at
 # this confidence; both significantly positive, with TTFT at the window's end at least
-# SATURATION_MIN_TTFT_S, means the backlog was still growing: not a steady state.
+# SATURATION_MIN_TTFT_S and rising by SATURATION_MIN_RISE of its mean across the window
+# (queue waits are autocorrelated, so a t-test alone over-reads small drifts), means the
+# backlog was still growing: not a steady state. Closed loop: in-flight requests cannot
+# exceed the active sessions; when they are pinned there (SATURATION_PINNED of them in
+# flight on average) the in-flight slope is capped at 0, and the rising TTFT alone fires.
 SATURATION_CONFIDENCE = 0.95
 SATURATION_MIN_WINDOW_S = 30.0
 SATURATION_MIN_SAMPLES = 10
 SATURATION_MIN_TTFT_S = 2.5
+SATURATION_MIN_RISE = 0.2
+SATURATION_PINNED = 0.95
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +253,7 @@ def steady_figures(turns: pd.DataFrame, cfg: SteadyConfig,
         agg = out["window_aggregate_tok_s"]
         if price_per_hour is not None and agg:
             out["window_usd_per_mtok"] = price_per_hour / (agg * 3600.0) * 1e6
-        out |= saturation(turns, w)
+        out |= saturation(turns, w, out["achieved_sessions"])
     achieved = out["achieved_sessions"] or 0.0
     if w is not None and achieved < STEADY_THRESHOLD * n:
         why = f"achieved {achieved:.1f} of {n} sessions in the window"
@@ -294,10 +300,12 @@ def in_flight_at(r0: np.ndarray, r1: np.ndarray, t: np.ndarray) -> np.ndarray:
             - np.searchsorted(np.sort(r1), t, side="right")).astype(float)
 
 
-def saturation(turns: pd.DataFrame, w: Window) -> dict[str, Any]:
+def saturation(turns: pd.DataFrame, w: Window,
+               active_sessions: float | None = None) -> dict[str, Any]:
     """The validity gate over the window: `saturated` (None when the window is too short
     or has too few requests to test), its reason, and the two slopes (TTFT in s per s,
-    in-flight requests per s) tested on requests sent in the window."""
+    in-flight requests per s) tested on requests sent in the window. `active_sessions`
+    (the window's mean) tells when in-flight requests are pinned at the closed loop's cap."""
     out: dict[str, Any] = {"saturated": None, "saturated_reason": None,
                            "window_ttft_slope": None, "window_in_flight_slope": None}
     if w.length_s < SATURATION_MIN_WINDOW_S:
@@ -322,14 +330,22 @@ def saturation(turns: pd.DataFrame, w: Window) -> dict[str, Any]:
         return out
     out["window_ttft_slope"], out["window_in_flight_slope"] = tt[0], fl[0]
     crit_t, crit_f = t_critical(int(keep.sum()) - 2), t_critical(len(sent_in) - 2)
-    ttft_end = float(ttft[keep].mean()) + tt[0] * (w.end_s - float(first[keep].mean()))
-    fired = tt[1] > crit_t and fl[1] > crit_f and ttft_end >= SATURATION_MIN_TTFT_S
-    out["saturated"] = bool(fired)
-    if fired:
+    mean_ttft = float(ttft[keep].mean())
+    ttft_end = mean_ttft + tt[0] * (w.end_s - float(first[keep].mean()))
+    rise = tt[0] * w.length_s
+    ttft_up = (tt[1] > crit_t and ttft_end >= SATURATION_MIN_TTFT_S
+               and rise >= SATURATION_MIN_RISE * mean_ttft)
+    in_flight = mean_overlap_count(r0, r1, w.start_s, w.end_s)
+    pinned = (active_sessions is not None and active_sessions > 0
+              and in_flight >= SATURATION_PINNED * active_sessions)
+    out["saturated"] = bool(ttft_up and (fl[1] > crit_f or pinned))
+    if out["saturated"]:
+        why = (f"in-flight requests rising {fl[0]:.3g}/s (t={fl[1]:.1f})" if fl[1] > crit_f
+               else f"in-flight requests pinned at the sessions ({in_flight:.1f} of "
+                    f"{active_sessions:.1f} on average)")
         out["saturated_reason"] = (
-            f"saturated: TTFT rising {tt[0]:.3g} s/s (t={tt[1]:.1f}) to {ttft_end:.1f} s "
-            f"and in-flight requests rising {fl[0]:.3g}/s (t={fl[1]:.1f}) over the window "
-            f"({SATURATION_CONFIDENCE:.0%} one-sided)")
+            f"saturated: TTFT rising {tt[0]:.3g} s/s (t={tt[1]:.1f}, +{rise:.1f} s over the "
+            f"window) to {ttft_end:.1f} s, {why} ({SATURATION_CONFIDENCE:.0%} one-sided)")
     return out
 
 
