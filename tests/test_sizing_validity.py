@@ -162,3 +162,20 @@ def test_a_saturated_probe_never_passes_and_is_named() -> None:
     rows = sweep(run, [4, 8])
     assert rows[1]["saturated"] is True
     assert "SATURATED at 8 sessions" in format_sweep_table(rows)
+
+
+def test_schedule_lag_shows_the_client_limiter_and_rates_sit_beside_latency(
+        tmp_path: Path) -> None:
+    """8 sessions, no think time, at most 2 requests in flight: the other sessions'
+    turns are sent late (schedule lag); without the limit nothing is late."""
+    capped = _run(tmp_path, TEAM, "sessions=8", "turns=3", "think_time_s=0",
+                  "arrival.pattern=all_at_once", "limits.max_in_flight=2")
+    t = pd.read_parquet(capped["run_dir"] / "turns.parquet")
+    assert t["schedule_lag_s"].notna().all() and (t["schedule_lag_s"] >= 0).all()
+    assert capped["schedule_lag_p95_s"] > 1.0
+    free = _run(tmp_path, TEAM, "sessions=8", "turns=3", "think_time_s=0",
+                "arrival.pattern=all_at_once")
+    assert free["schedule_lag_max_s"] == pytest.approx(0.0, abs=1e-6)
+    for s in (capped, free):
+        assert s["turns_per_s"] == pytest.approx(s["ok_turns"] / s["wall_window_s"])
+    assert capped["turns_per_s"] < free["turns_per_s"]

@@ -230,6 +230,31 @@ METRICS += (
            "OLS slope over requests sent in the window", fmt="{:,.4f}", source="steady"),
 )
 
+# Coordinated omission (`analysis/closed_loop.py`): the loop's rates beside latency, and
+# how late requests were sent against their planned start.
+METRICS += (
+    Metric("turns_per_s", "turns/s", "successful turns per second over the whole run (a "
+           "closed loop: a slower server lowers it, latency percentiles alone hide that)",
+           "ok_turns / wall_window_s", row="turns/s / sessions/s (whole run)", fmt="{:,.3f}",
+           compare=True),
+    Metric("sessions_per_s", "sessions/s", "sessions served per second over the whole run",
+           "sessions / wall_window_s", row="turns/s / sessions/s (whole run)", fmt="{:,.4f}"),
+    Metric("schedule_lag_p95_s", "s", "95th percentile of how late a request was sent "
+           "against its planned start (previous reply + think/tool time, or a back-off's "
+           "end): the client's own delay (limiter, busy loop)",
+           "95th percentile over attempts with schedule_lag_s", fmt="{:,.3f}",
+           row="schedule lag p95 / max (s)", compare=True),
+    Metric("schedule_lag_max_s", "s", "largest schedule lag of any attempt",
+           "max over attempts with schedule_lag_s", fmt="{:,.3f}",
+           row="schedule lag p95 / max (s)"),
+    Metric("window_turns_per_s", "turns/s", "successful turns whose reply ended in the "
+           "steady-state window, per second", "count / window_s", fmt="{:,.3f}",
+           source="steady", sweep=True, sweep_header="turns/s"),
+    Metric("window_sessions_per_s", "sessions/s", "sessions that ended in the steady-state "
+           "window, per second (constant-load runs; a fixed-turn window ends when the first "
+           "session does)", "count / window_s", fmt="{:,.4f}", source="steady"),
+)
+
 REGISTRY: Mapping[str, Metric] = {m.key: m for m in METRICS}
 
 # Keys older summary.json files used → the registry key (read, never written).

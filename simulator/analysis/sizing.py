@@ -36,6 +36,8 @@ SWEEP_KEYS: tuple[str, ...] = (
     "server_queue_time_mean_s",
     # saturation gate: TTFT and in-flight slopes over the window
     "saturated", "saturated_reason", "window_ttft_slope", "window_in_flight_slope",
+    # coordinated omission: the closed loop's rates beside latency, and schedule lag
+    "window_turns_per_s", "window_sessions_per_s", "turns_per_s", "schedule_lag_p95_s",
 )
 
 THROUGHPUT_METRICS = frozenset({
@@ -337,7 +339,8 @@ def kv_capacity_sessions(kv_capacity_tokens: int, peak_context_tokens: int,
 _SWEEP_COLUMNS: tuple[str, ...] = (
     "sessions", "achieved_sessions", "steady_state", "aggregate_tok_s",
     "window_n_x_per_session_tok_s", "per_session_tok_s", "ttft_p50_s", "ttft_p95_s",
-    "cache_shared_pct", "kv_usage_peak", "preemptions", "usd_per_mtok", "run_aggregate_tok_s")
+    "window_turns_per_s", "cache_shared_pct", "kv_usage_peak", "preemptions", "usd_per_mtok",
+    "run_aggregate_tok_s")
 _COLUMN_HEADERS: dict[str, str] = {"steady_state": "steady",
                                    "run_aggregate_tok_s": "run aggregate tok/s"}
 

@@ -176,6 +176,7 @@ def window_figures(turns: pd.DataFrame, w: Window, n: int) -> dict[str, Any]:
     total = float(tok.sum())
     per_session = total / float(busy.sum()) if busy.sum() > 0 else None
     turn = ok[ok["request_kind"] == "turn"]
+    t_done = _ends(turn).to_numpy(dtype=float)
     t_sent = turn["started_mono_s"].to_numpy(dtype=float)
     ttft = turn["ttft_s"].to_numpy(dtype=float)
     queue = (pd.to_numeric(turn["queue_s"], errors="coerce").to_numpy(dtype=float)
@@ -199,6 +200,8 @@ def window_figures(turns: pd.DataFrame, w: Window, n: int) -> dict[str, Any]:
         "window_requests": int(in_w.sum()),
         "window_queue_time_p95_s": _pct(queue[in_w], 0.95),
         "window_queue_share_of_ttft": queue_share(queue[in_w], ttft[in_w]),
+        "window_turns_per_s": float(((t_done >= w.start_s) & (t_done <= w.end_s)).sum())
+        / w.length_s,
     }
 
 
@@ -206,7 +209,7 @@ WINDOW_KEYS: tuple[str, ...] = (
     "window_output_tokens", "window_aggregate_tok_s", "window_per_session_tok_s",
     "window_n_x_per_session_tok_s", "window_ttft_p50_s", "window_ttft_p95_s",
     "window_itl_p50_s", "window_itl_p95_s", "window_requests", "window_queue_time_p95_s",
-    "window_queue_share_of_ttft")
+    "window_queue_share_of_ttft", "window_turns_per_s")
 
 
 def steady_figures(turns: pd.DataFrame, cfg: SteadyConfig,
@@ -222,6 +225,7 @@ def steady_figures(turns: pd.DataFrame, cfg: SteadyConfig,
     out: dict[str, Any] = {"requested_sessions": n, "window_start_s": None,
                            "window_end_s": None, "window_s": None,
                            **dict.fromkeys(WINDOW_KEYS), "window_usd_per_mtok": None,
+                           "window_sessions_per_s": None,
                            "saturated": None, "saturated_reason": None,
                            "window_ttft_slope": None, "window_in_flight_slope": None}
     spans = session_spans(turns)
@@ -250,6 +254,9 @@ def steady_figures(turns: pd.DataFrame, cfg: SteadyConfig,
                    achieved_sessions=_finite(mean_overlap_count(s0, e0, w.start_s, w.end_s)),
                    achieved_in_flight=_finite(mean_overlap_count(r0, r1, w.start_s, w.end_s)))
         out |= window_figures(turns, w, n)
+        ends = spans["end_s"].to_numpy(float)
+        out["window_sessions_per_s"] = float(
+            ((ends >= w.start_s) & (ends <= w.end_s)).sum()) / w.length_s
         agg = out["window_aggregate_tok_s"]
         if price_per_hour is not None and agg:
             out["window_usd_per_mtok"] = price_per_hour / (agg * 3600.0) * 1e6

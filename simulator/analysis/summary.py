@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.analysis import metrics_registry as registry
+from simulator.analysis.closed_loop import closed_loop_figures
 from simulator.analysis.queueing import queue_figures, server_queue_mean_s
 from simulator.analysis.steady import SteadyConfig, config_from_manifest, steady_figures
 
@@ -219,6 +220,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     out |= _cache_figures(ok)
     out |= server_figures(server_metrics)
     out |= queue_figures(turn_ok, out["server_queue_time_mean_s"])
+    out |= closed_loop_figures(turns, len(turn_ok), window)
     if engine_stats:
         out |= {k: v for k, v in engine_figures(engine_stats).items() if out.get(k) is None}
         out["engine"] = dict(engine_stats)
