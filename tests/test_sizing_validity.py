@@ -179,3 +179,26 @@ def test_schedule_lag_shows_the_client_limiter_and_rates_sit_beside_latency(
     for s in (capped, free):
         assert s["turns_per_s"] == pytest.approx(s["ok_turns"] / s["wall_window_s"])
     assert capped["turns_per_s"] < free["turns_per_s"]
+
+
+def test_progress_bar_counts_the_duration_not_turns_under_constant_load() -> None:
+    import asyncio
+
+    from simulator import runs
+    from simulator.scenario.load import load_scenario
+    from simulator.vtime import run_virtual
+
+    bar = runs._progress(0, True, duration_s=100.0)
+    with bar as advance:
+        async def main() -> None:
+            bar.start_clock()
+            await asyncio.sleep(40.0)       # virtual seconds
+            advance(7)
+        run_virtual(main())
+        task = bar._bar.tasks[0]
+        assert task.total == 100.0 and task.completed == pytest.approx(40.0)
+        assert task.fields == {"tok": 7, "turns": 1}
+    s, _ = load_scenario(TEAM, ["sessions=6", "turns=10"])
+    assert runs.progress_total(s) == 60
+    warm, _ = load_scenario(TEAM, ["sessions=6", "turns=10", "load.warm_start=true"])
+    assert 6 <= runs.progress_total(warm) < 60      # skipped turns are never sent

@@ -383,6 +383,8 @@ def format_sweep_table(rows: list[dict[str, Any]]) -> str:
     if any(r.get("steady_state") is not None for r in rows):
         notes.append("aggregate, per-session, TTFT and $/1M: steady-state window "
                      "(n/a when never steady); run aggregate: whole run incl. ramp and tail")
+        notes.append("closed loop: each session waits for its reply, so a slower server is "
+                     "offered fewer turns/s (coordinated omission); read turns/s with TTFT")
     return "\n".join([title, *lines, *notes])
 
 
