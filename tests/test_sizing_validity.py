@@ -202,3 +202,27 @@ def test_progress_bar_counts_the_duration_not_turns_under_constant_load() -> Non
     assert runs.progress_total(s) == 60
     warm, _ = load_scenario(TEAM, ["sessions=6", "turns=10", "load.warm_start=true"])
     assert 6 <= runs.progress_total(warm) < 60      # skipped turns are never sent
+
+
+async def test_http_twin_exposes_vllm_queue_time_histogram() -> None:
+    """The HTTP twin observes each request's queue time as vLLM does, so a scrape of
+    its /metrics gives the windowed mean a real server would."""
+    import asyncio
+
+    import httpx2
+
+    from simulator.twin.engine import TwinEngine
+    from simulator.twin.server import ServerConfig, create_app, serving
+    from tests.test_twin_server import FakePerf, body
+
+    cfg = ServerConfig(model="qwen3-coder-30b-a3b-awq", hardware="a40",
+                       context_window=32_768, time_scale=1000.0)
+    async with serving(create_app(TwinEngine(FakePerf()), cfg)) as url, \
+            httpx2.AsyncClient(base_url=url) as c:
+        before = parse_metrics((await c.get("/metrics")).text)
+        await asyncio.gather(*(c.post("/v1/messages", json=body(user=f"u{i}"))
+                               for i in range(3)))
+        after = parse_metrics((await c.get("/metrics")).text)
+    figs = server_figures(pd.DataFrame(window_rows(before, after, 0.0, 1.0)))
+    assert after.counters["queue_time_count"] - before.counters.get("queue_time_count", 0) == 3
+    assert figs["server_queue_time_mean_s"] is not None and figs["server_queue_time_mean_s"] >= 0
