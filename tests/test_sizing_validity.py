@@ -44,6 +44,8 @@ def test_ttft_failing_from_queue_wait_is_named_queueing(share: float, pre: int,
     assert res.sessions == 6 and res.binding_kind == kind
     if kind == "queueing":
         assert res.binding == "ttft_p95_s<=3 (queue wait 80% of TTFT)"
+    if kind == "kv_capacity":    # KV pressure is why requests queue: named first
+        assert res.binding == "ttft_p95_s<=3 (with 3 preemptions; queue wait 80% of TTFT)"
 
 
 def test_queue_share_and_figures_from_rows() -> None:

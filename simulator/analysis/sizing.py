@@ -204,9 +204,11 @@ def _binding(probe: Probe, slos: tuple[Slo, ...]) -> tuple[str, str]:
         return str(probe.failed[0]), "not_steady"
     worst = max((s for s in slos if str(s) in probe.failed),
                 key=lambda s: s.violation(probe.summary))
-    if (probe.summary.get("preemptions") or 0) > 0:
-        return f"{worst} (with {probe.summary['preemptions']} preemptions)", "kv_capacity"
     share = queue_share_of(probe.summary)
+    if (probe.summary.get("preemptions") or 0) > 0:
+        queued = f"; queue wait {share:.0%} of TTFT" if share is not None else ""
+        return (f"{worst} (with {probe.summary['preemptions']} preemptions{queued})",
+                "kv_capacity")
     if "ttft" in worst.metric and share is not None and share >= QUEUE_BOUND_SHARE:
         return f"{worst} (queue wait {share:.0%} of TTFT)", "queueing"
     return str(worst), worst.kind
