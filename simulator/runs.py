@@ -407,13 +407,15 @@ def run_background(endpoint: Endpoint, recorder: Recorder,
 def _run_loop(s: Scenario, spec: RunSpec, endpoint: Endpoint, recorder: Recorder,
               run_id: str, state: ResumeState | None = None) -> RunOutcome:
     background, on_finish = run_background(endpoint, recorder, spec.endpoint_url)
-    total = s.sessions * s.turns
-    with _progress(total, spec.show_progress and sys.stderr.isatty()) as advance:
+    bar = _progress(progress_total(s), spec.show_progress and sys.stderr.isatty(),
+                    duration_s=s.load.duration_s)
+    with bar as advance:
         grace = STOP_GRACE_S if spec.stop_grace_s is None else spec.stop_grace_s
         runner = Runner(s, endpoint, recorder, run_id, progress=advance, background=background,
                         on_finish=on_finish, stop_grace_s=grace, resume=state)
 
         async def main() -> RunOutcome:
+            bar.start_clock()
             try:
                 return await runner.run()
             finally:
@@ -437,27 +439,61 @@ def _run_real(coro: Coroutine[Any, Any, RunOutcome]) -> RunOutcome:
         return asyncio.run(coro)
 
 
-class _progress:
-    """A rich progress bar on stderr (a no-op when not a terminal)."""
+def progress_total(s: Scenario) -> int:
+    """Turns a fixed-turn run will send: N × turns, less the turns a warm start skips
+    (each session begins at its seeded turn). Constant-load runs count time instead."""
+    if s.load.warm_start and s.replay is None:
+        from simulator.session.runner import warm_start_turn
+        return sum(s.turns - warm_start_turn(s.seed, i, s.turns) for i in range(s.sessions))
+    return s.sessions * s.turns
 
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.enabled = total, enabled
+
+class _progress:
+    """A rich progress bar on stderr (a no-op when not a terminal). Fixed-turn runs
+    count turns; constant-load runs (`duration_s`) count the run's clock (virtual
+    seconds on the twin) against the duration, the turns done shown beside it."""
+
+    def __init__(self, total: int, enabled: bool, duration_s: float | None = None) -> None:
+        self.total, self.enabled, self.duration_s = total, enabled, duration_s
         self._bar: Any = None
+        self._t0: float | None = None
+
+    def start_clock(self) -> None:
+        """Call inside the run's event loop as it starts: the duration counts from here."""
+        self._t0 = asyncio.get_running_loop().time()
+
+    def _elapsed(self) -> float:
+        if self._t0 is None or self.duration_s is None:
+            return 0.0
+        return min(self.duration_s, asyncio.get_running_loop().time() - self._t0)
 
     def __enter__(self) -> Callable[[int], None]:
         if not self.enabled:
             return lambda n: None
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-        self._bar = Progress(TextColumn("turns"), BarColumn(), MofNCompleteColumn(),
-                             TextColumn("{task.fields[tok]} output tokens"),
-                             TimeElapsedColumn(), transient=True)
+        if self.duration_s is not None:
+            cols: tuple[Any, ...] = (
+                TextColumn("constant load"), BarColumn(),
+                TextColumn("{task.completed:,.0f}/{task.total:,.0f} s"),
+                TextColumn("{task.fields[turns]} turns, {task.fields[tok]} output tokens"))
+            total: float = self.duration_s
+        else:
+            cols = (TextColumn("turns"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[tok]} output tokens"))
+            total = self.total
+        self._bar = Progress(*cols, TimeElapsedColumn(), transient=True)
         self._bar.start()
-        task = self._bar.add_task("run", total=self.total, tok=0)
-        state = {"tok": 0}
+        task = self._bar.add_task("run", total=total, tok=0, turns=0)
+        state = {"tok": 0, "turns": 0}
 
         def advance(n: int) -> None:
             state["tok"] += n
-            self._bar.update(task, advance=1, tok=state["tok"])
+            state["turns"] += 1
+            if self.duration_s is None:
+                self._bar.update(task, advance=1, tok=state["tok"])
+            else:
+                self._bar.update(task, completed=self._elapsed(), tok=state["tok"],
+                                 turns=state["turns"])
         return advance
 
     def __exit__(self, *exc: object) -> None:

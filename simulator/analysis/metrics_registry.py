@@ -213,6 +213,67 @@ METRICS += (
            source="steady", fmt="{:,.3f}"),
 )
 
+# Queue wait (`analysis/queueing.py`): arrival at the server → first scheduled.
+METRICS += (
+    Metric("queue_time_p50_s", "s", "median server queue wait of a turn (arrival → first "
+           "scheduled; the twin records it, a real server's rows do not)",
+           "50th percentile over ok turn rows with queue_s", fmt="{:,.2f}",
+           row="queue wait p50 / p95 (s), share of TTFT"),
+    Metric("queue_time_p95_s", "s", "95th percentile server queue wait of a turn",
+           "95th percentile over ok turn rows with queue_s", fmt="{:,.2f}",
+           row="queue wait p50 / p95 (s), share of TTFT"),
+    Metric("queue_share_of_ttft", "share", "share of TTFT spent waiting in the server's queue",
+           "Σ queue_s / Σ ttft_s over ok turn rows; else server_queue_time_mean_s / mean TTFT",
+           row="queue wait p50 / p95 (s), share of TTFT", compare=True),
+    Metric("server_queue_time_mean_s", "s", "server counters: mean queue time over the run "
+           "(vLLM's vllm:request_queue_time_seconds histogram)",
+           "Δ histogram sum / Δ histogram count over the run's scrape windows",
+           source="server", fmt="{:,.3f}"),
+    Metric("window_queue_time_p95_s", "s", "95th percentile queue wait of requests whose "
+           "first token falls in the steady-state window", "95th percentile",
+           fmt="{:,.2f}", source="steady"),
+    Metric("window_queue_share_of_ttft", "share", "share of TTFT spent queueing in the "
+           "steady-state window (what `size` reads to name `queueing` as binding)",
+           "Σ queue_s / Σ ttft_s over those requests", source="steady"),
+)
+
+# Saturation gate (`analysis/steady.py`): slopes over the steady-state window.
+METRICS += (
+    Metric("window_ttft_slope", "s/s", "least-squares slope of TTFT against first-token time "
+           "in the window; with the in-flight slope, both significantly positive (one-sided "
+           "t-test, 95%) and TTFT ≥ 2.5 s at the window's end → `saturated`",
+           "OLS slope over ok turns whose first token falls in the window", fmt="{:,.4f}",
+           source="steady"),
+    Metric("window_in_flight_slope", "requests/s", "least-squares slope of in-flight requests "
+           "(sampled at each request sent in the window) against time",
+           "OLS slope over requests sent in the window", fmt="{:,.4f}", source="steady"),
+)
+
+# Coordinated omission (`analysis/closed_loop.py`): the loop's rates beside latency, and
+# how late requests were sent against their planned start.
+METRICS += (
+    Metric("turns_per_s", "turns/s", "successful turns per second over the whole run (a "
+           "closed loop: a slower server lowers it, latency percentiles alone hide that)",
+           "ok_turns / wall_window_s", row="turns/s / sessions/s (whole run)", fmt="{:,.3f}",
+           compare=True),
+    Metric("sessions_per_s", "sessions/s", "sessions served per second over the whole run",
+           "sessions / wall_window_s", row="turns/s / sessions/s (whole run)", fmt="{:,.4f}"),
+    Metric("schedule_lag_p95_s", "s", "95th percentile of how late a request was sent "
+           "against its planned start (previous reply + think/tool time, or a back-off's "
+           "end): the client's own delay (limiter, busy loop)",
+           "95th percentile over attempts with schedule_lag_s", fmt="{:,.3f}",
+           row="schedule lag p95 / max (s)", compare=True),
+    Metric("schedule_lag_max_s", "s", "largest schedule lag of any attempt",
+           "max over attempts with schedule_lag_s", fmt="{:,.3f}",
+           row="schedule lag p95 / max (s)"),
+    Metric("window_turns_per_s", "turns/s", "successful turns whose reply ended in the "
+           "steady-state window, per second", "count / window_s", fmt="{:,.3f}",
+           source="steady", sweep=True, sweep_header="turns/s"),
+    Metric("window_sessions_per_s", "sessions/s", "sessions that ended in the steady-state "
+           "window, per second (constant-load runs; a fixed-turn window ends when the first "
+           "session does)", "count / window_s", fmt="{:,.4f}", source="steady"),
+)
+
 REGISTRY: Mapping[str, Metric] = {m.key: m for m in METRICS}
 
 # Keys older summary.json files used → the registry key (read, never written).
@@ -226,7 +287,9 @@ FACT_KEYS: frozenset[str] = frozenset({
     "run_id", "contains_verbatim_content", "workers",
     # steady state: flags and bounds (`analysis/steady.py`)
     "steady_state", "steady_state_reason", "window_start_s", "window_end_s",
-    "usd_per_mtok_counts_idle"})
+    "usd_per_mtok_counts_idle",
+    # saturation gate over the window (`analysis/steady.py`, `saturation`)
+    "saturated", "saturated_reason"})
 
 NUMERIC_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS)
 COMPARE_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS if m.compare)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulator.analysis import metrics_registry as registry
+from simulator.analysis.queueing import QUEUE_BOUND_SHARE
 from simulator.analysis.summary import NUMERIC_KEYS
 from simulator.errors import InputError
 
@@ -30,6 +31,13 @@ SWEEP_KEYS: tuple[str, ...] = (
     "window_n_x_per_session_tok_s", "window_itl_p95_s",
     "run_aggregate_tok_s", "run_per_session_tok_s", "run_ttft_p95_s", "run_usd_per_mtok",
     "usd_per_mtok_counts_idle",
+    # queue wait: what `size` reads to name queueing as binding
+    "queue_time_p95_s", "queue_share_of_ttft", "window_queue_share_of_ttft",
+    "server_queue_time_mean_s",
+    # saturation gate: TTFT and in-flight slopes over the window
+    "saturated", "saturated_reason", "window_ttft_slope", "window_in_flight_slope",
+    # coordinated omission: the closed loop's rates beside latency, and schedule lag
+    "window_turns_per_s", "window_sessions_per_s", "turns_per_s", "schedule_lag_p95_s",
 )
 
 THROUGHPUT_METRICS = frozenset({
@@ -124,7 +132,8 @@ class SizingResult:
     probes: list[Probe] = field(default_factory=list)
     confirmed: bool = False
     binding: str | None = None          # the SLO (or limit) that stops one more session
-    binding_kind: str | None = None     # throughput | latency | kv_capacity | max_sessions
+    binding_kind: str | None = None     # throughput | latency | queueing | kv_capacity |
+    #                                     saturated | not_steady | max_sessions
     kv_capacity_sessions: int | None = None
     notes: list[str] = field(default_factory=list)
     answers: list[int] = field(default_factory=list)   # one per seed (first: the search's)
@@ -176,15 +185,32 @@ def probe_counts(max_sessions: int) -> list[int]:
     return [*out, max_sessions]
 
 
+def queue_share_of(summary: dict[str, Any]) -> float | None:
+    """Share of TTFT spent queueing: the steady-state window's, else the whole run's."""
+    for key in ("window_queue_share_of_ttft", "queue_share_of_ttft"):
+        v = summary.get(key)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return float(v)
+    return None
+
+
 def _binding(probe: Probe, slos: tuple[Slo, ...]) -> tuple[str, str]:
-    """The constraint that failed at answer + 1: preemptions mean KV capacity, else
-    the most violated SLO (relative to its threshold)."""
+    """The constraint that failed at answer + 1: preemptions mean KV capacity; a TTFT
+    SLO failing while queue wait is most of TTFT means queueing; else the most violated
+    SLO (relative to its threshold)."""
+    if probe.summary.get("saturated"):
+        return str(probe.summary.get("saturated_reason")), "saturated"
     if probe.summary.get("steady_state") is False:
         return str(probe.failed[0]), "not_steady"
     worst = max((s for s in slos if str(s) in probe.failed),
                 key=lambda s: s.violation(probe.summary))
+    share = queue_share_of(probe.summary)
     if (probe.summary.get("preemptions") or 0) > 0:
-        return f"{worst} (with {probe.summary['preemptions']} preemptions)", "kv_capacity"
+        queued = f"; queue wait {share:.0%} of TTFT" if share is not None else ""
+        return (f"{worst} (with {probe.summary['preemptions']} preemptions{queued})",
+                "kv_capacity")
+    if "ttft" in worst.metric and share is not None and share >= QUEUE_BOUND_SHARE:
+        return f"{worst} (queue wait {share:.0%} of TTFT)", "queueing"
     return str(worst), worst.kind
 
 
@@ -199,7 +225,9 @@ def size(run_point: RunPoint, slos: list[Slo], max_sessions: int, *,
 
     Assumes the figures get worse as sessions grow (monotone); a non-monotone server
     still gets an answer, and the probes are kept for inspection. A probe that never
-    reached steady state fails (it did not measure n sessions).
+    reached steady state fails (it did not measure n sessions); so does a saturated one
+    (TTFT and in-flight still rising over the window: a longer run would read worse),
+    so a saturated probe is never the passing bound of the search.
     `kv_capacity_tokens` (the twin's profile) or the server's `vllm:cache_config_info`
     (summary key `kv_capacity_tokens`) gives the KV-capacity bound in sessions.
     """
@@ -313,7 +341,8 @@ def kv_capacity_sessions(kv_capacity_tokens: int, peak_context_tokens: int,
 _SWEEP_COLUMNS: tuple[str, ...] = (
     "sessions", "achieved_sessions", "steady_state", "aggregate_tok_s",
     "window_n_x_per_session_tok_s", "per_session_tok_s", "ttft_p50_s", "ttft_p95_s",
-    "cache_shared_pct", "kv_usage_peak", "preemptions", "usd_per_mtok", "run_aggregate_tok_s")
+    "window_turns_per_s", "cache_shared_pct", "kv_usage_peak", "preemptions", "usd_per_mtok",
+    "run_aggregate_tok_s")
 _COLUMN_HEADERS: dict[str, str] = {"steady_state": "steady",
                                    "run_aggregate_tok_s": "run aggregate tok/s"}
 
@@ -349,12 +378,15 @@ def format_sweep_table(rows: list[dict[str, Any]]) -> str:
     widths = [max(len(t[i]) for t in table) for i in range(len(_SWEEP_COLUMNS))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(t, widths, strict=True)) for t in table]
     title = "sweep — SIMULATED (twin)" if sim else "sweep — real endpoint"
-    notes = [f"NOT STEADY at {r['sessions']} sessions (achieved "
+    notes = [f"{'SATURATED' if r.get('saturated') else 'NOT STEADY'} at {r['sessions']} "
+             f"sessions (achieved "
              f"{_fmt_cell('{:,.1f}', r.get('achieved_sessions'))}): {r.get('steady_state_reason')}"
              for r in rows if r.get("steady_state") is False]
     if any(r.get("steady_state") is not None for r in rows):
         notes.append("aggregate, per-session, TTFT and $/1M: steady-state window "
                      "(n/a when never steady); run aggregate: whole run incl. ramp and tail")
+        notes.append("closed loop: each session waits for its reply, so a slower server is "
+                     "offered fewer turns/s (coordinated omission); read turns/s with TTFT")
     return "\n".join([title, *lines, *notes])
 
 

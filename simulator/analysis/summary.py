@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 
 from simulator.analysis import metrics_registry as registry
+from simulator.analysis.closed_loop import closed_loop_figures
+from simulator.analysis.queueing import queue_figures, server_queue_mean_s
 from simulator.analysis.steady import SteadyConfig, config_from_manifest, steady_figures
 
 # Metrics that are numbers a user may put in an SLO or compare across runs (the registry's).
@@ -224,6 +226,8 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     out |= _cache_figures(ok)
     out |= spec_figures(ok)
     out |= server_figures(server_metrics)
+    out |= queue_figures(turn_ok, out["server_queue_time_mean_s"])
+    out |= closed_loop_figures(turns, len(turn_ok), window)
     if engine_stats:
         out |= {k: v for k, v in engine_figures(engine_stats).items() if out.get(k) is None}
         out["engine"] = dict(engine_stats)
@@ -273,7 +277,7 @@ def server_figures(server_metrics: pd.DataFrame | None) -> dict[str, Any]:
     Never lifetime values: the scraper emits counter deltas per window only.
     """
     none = {"server_prefix_cache_hit_share": None, "kv_usage_peak": None, "preemptions": None,
-            "kv_capacity_tokens": None}
+            "kv_capacity_tokens": None, "server_queue_time_mean_s": None}
     if server_metrics is None or server_metrics.empty:
         return none
     deltas = server_metrics[server_metrics["kind"] == "delta"].groupby("metric")["value"].sum()
@@ -284,6 +288,7 @@ def server_figures(server_metrics: pd.DataFrame | None) -> dict[str, Any]:
         "kv_usage_peak": _num(gauges.get("kv_usage")),
         "preemptions": int(deltas["preemptions"]) if "preemptions" in deltas else None,
         "kv_capacity_tokens": _num(gauges.get("kv_capacity_tokens")),
+        "server_queue_time_mean_s": server_queue_mean_s(deltas),
     }
 
 
@@ -296,6 +301,7 @@ def engine_figures(stats: Mapping[str, Any]) -> dict[str, Any]:
         "kv_usage_peak": _num(stats.get("kv_usage_peak")),
         "preemptions": None if pre is None else int(pre),
         "kv_capacity_tokens": _num(stats.get("kv_capacity_tokens")),
+        "server_queue_time_mean_s": None,    # the twin's rows carry queue_s instead
     }
 
 

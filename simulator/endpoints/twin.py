@@ -153,7 +153,9 @@ class InProcessTwin:
                                   "spec_drafts": res.spec_drafts,
                                   "spec_draft_tokens": res.spec_draft_tokens,
                                   "spec_accepted_tokens": res.spec_accepted_tokens,
-                                  "forward_passes": res.decode_steps})
+                                  "forward_passes": res.decode_steps,
+                                  "queue_s": (None if res.first_scheduled is None
+                                              else max(0.0, res.first_scheduled - sent))})
 
     def _wake_event(self) -> asyncio.Event:
         if self._wake is None:

@@ -45,6 +45,9 @@ DIALECTS: dict[str, dict[str, tuple[str, Kind, Agg]]] = {
         "vllm:gpu_cache_usage_perc": ("kv_usage", "gauge", "mean"),
         "vllm:num_requests_running": ("requests_running", "gauge", "sum"),
         "vllm:num_requests_waiting": ("requests_waiting", "gauge", "sum"),
+        # histogram of arrival → first scheduled: its sum and count give a windowed mean
+        "vllm:request_queue_time_seconds_sum": ("queue_time_sum_s", "counter", "sum"),
+        "vllm:request_queue_time_seconds_count": ("queue_time_count", "counter", "sum"),
     },
     "sglang": {
         "sglang:cached_tokens_total": ("prefix_cache_hits", "counter", "sum"),

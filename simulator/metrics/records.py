@@ -53,6 +53,12 @@ class TurnRecord:
     spec_draft_tokens: int | None = None      # draft tokens proposed
     spec_accepted_tokens: int | None = None   # draft tokens accepted
     spec_forward_passes: int | None = None    # forward passes that emitted its tokens
+    # server queue wait: request arrived → first scheduled (s); the twin's engine knows
+    # it, a real server's rows leave it None (its /metrics histogram gives a mean)
+    queue_s: float | None = None
+    # coordinated omission: sent − planned start (previous reply + think/tool time, or
+    # the end of a retry back-off), s; the client's own delay (limiter, a busy loop)
+    schedule_lag_s: float | None = None
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)

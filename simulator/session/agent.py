@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from simulator import tokens
@@ -82,6 +82,7 @@ class Attempt:
     event: comp.CompactionEvent | None
     template: TurnTemplate | None
     think_s: float
+    lag_s: float | None = None       # sent − planned start (coordinated omission)
 
 
 class ReplaySource:
@@ -154,6 +155,7 @@ class Agent:
         self.pending: _Pending | None = None
         self.last_read = ""
         self.replay = ReplaySource(ctx.replay.get(self.session_id, {}))
+        self._due: float | None = None   # planned start of the next request (monotonic)
 
     def rng(self, turn: int, purpose: str = "") -> random.Random:
         """The generator for one purpose of one turn: independent streams, so draws for
@@ -179,6 +181,7 @@ class Agent:
             user_msg, wait_s = self._next_user_message(turn, rng)
             if turn == self.start_turn > 0:
                 wait_s = 0.0        # a warm-started session sends its first request at once
+            self._due = self.ctx.clock.monotonic() + wait_s
             if wait_s > 0 and not replaying and await self._idle(wait_s):
                 return
             template = self._draw_template(rng)
@@ -296,9 +299,12 @@ class Agent:
             ctx_tokens = req.prefix.tokens_est + sum(m.tokens_est for m in messages)
             att = Attempt(turn, kind, number, ctx_tokens, reusable, max_tokens, event,
                           template, think_s)
+            due = self.ctx.clock.monotonic() if self._due is None else self._due
+            self._due = None        # a later request (after a summary) is due when built
             async with self.ctx.limiter:
                 started_wall = self.ctx.clock.wall()
                 sent = self.ctx.clock.monotonic()
+                att = replace(att, lag_s=max(0.0, sent - due))
                 try:
                     resp = await self.ctx.endpoint.send(req)
                 except EndpointError as exc:
@@ -337,7 +343,9 @@ class Agent:
                 raise SessionFailed(f"{self.session_id} turn {turn}: {err.error_type.value} "
                                     f"after {number} attempt(s): {err}")
             u = self.rng(turn, f"{kind}:jitter:{number}").random()
-            if await self._idle(backoff_delay(retry, number, u, err.retry_after_s)):
+            delay = backoff_delay(retry, number, u, err.retry_after_s)
+            self._due = self.ctx.clock.monotonic() + delay
+            if await self._idle(delay):
                 raise SessionStopped(f"{self.session_id}: stopped while backing off")
 
     def _replayed(self, stored: StoredReply, kind: str,
@@ -370,7 +378,8 @@ class Agent:
             turn_kind=tpl.name if tpl else "summary", think_time_s=a.think_s,
             compaction=ev.kind if ev else None,
             compaction_messages_removed=ev.messages_removed if ev else 0,
-            compaction_tokens_removed=ev.tokens_removed if ev else 0, **kw)
+            compaction_tokens_removed=ev.tokens_removed if ev else 0,
+            schedule_lag_s=a.lag_s, **kw)
 
     def _record_success(self, b: Attempt, wall: float, sent: float, r: LLMResponse) -> None:
         t = r.timing
@@ -385,7 +394,7 @@ class Agent:
             prompt_tokens=r.usage.prompt_tokens, output_tokens=n_out,
             output_tokens_est=r.output_tokens_est, ttft_s=ttft, decode_tok_s=decode,
             turn_tok_s=turn_rate, e2e_s=e2e, stop_reason=r.stop_reason, http_status=r.status,
-            **spec_columns(r.extra)))
+            queue_s=_opt_float(r.extra.get("queue_s")), **spec_columns(r.extra)))
 
     def _record_failure(self, b: Attempt, wall: float, sent: float,
                         exc: EndpointError) -> None:
@@ -455,3 +464,8 @@ class Agent:
 def _tool_name(kind: str) -> str:
     return {"read": "Read", "grep": "Grep", "glob": "Glob", "bash": "Bash", "edit": "Edit",
             "write": "Write", "task": "Task", "todo": "TodoWrite", "web": "WebFetch"}[kind]
+
+
+def _opt_float(x: Any) -> float | None:
+    """A float from an endpoint's extras (None when it did not report one)."""
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None

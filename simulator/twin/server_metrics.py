@@ -108,6 +108,9 @@ class TwinMetrics:
         self.e2e = Histogram("vllm:e2e_request_latency_seconds",
                              "Histogram of e2e request latency in seconds.",
                              buckets=E2E_BUCKETS, **kw).labels(model)
+        self.queue = Histogram("vllm:request_queue_time_seconds",
+                               "Histogram of time spent in WAITING phase for request.",
+                               buckets=E2E_BUCKETS, **kw).labels(model)
 
     def attach(self, service: TwinService, info: dict[str, str], *, spec_enabled: bool,
                faults: FaultInjector | None) -> None:
@@ -115,7 +118,8 @@ class TwinMetrics:
                                                 faults))
 
     def observe(self, stream: RequestStream) -> None:
-        """Finish hook: TTFT, one ITL per emission after the first, e2e (wall seconds)."""
+        """Finish hook: TTFT, one ITL per emission after the first, e2e, queue time
+        (arrival → first scheduled; wall seconds)."""
         times = stream.emit_times
         if times:
             self.ttft.observe(times[0] - stream.received)
@@ -123,6 +127,8 @@ class TwinMetrics:
                 self.itl.observe(b - a)
         if stream.finished_at is not None:
             self.e2e.observe(stream.finished_at - stream.received)
+        if stream.queue_s is not None:
+            self.queue.observe(stream.queue_s)
 
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))

@@ -49,6 +49,7 @@ class RequestStream:
     engine_token_times: list[float] = field(default_factory=list)  # engine clock
     engine_arrival: float = 0.0
     finished_at: float | None = None
+    queue_s: float | None = None          # arrival → first scheduled (wall seconds)
     abandoned: bool = False
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -223,6 +224,8 @@ class TwinService:
         s.spec_drafts, s.spec_draft_tokens = result.spec_drafts, result.spec_draft_tokens
         s.spec_accepted_tokens = result.spec_accepted_tokens
         s.engine_token_times = list(result.token_times)
+        if result.first_scheduled is not None:
+            s.queue_s = max(0.0, result.first_scheduled - s.engine_arrival) / self.time_scale
         s.finished, s.finished_at = True, now
         s.changed.set()
         self._ring[rid] = s  # recorded when asked: the writer may still be writing
