@@ -54,7 +54,9 @@ def test_running_slots_grow_with_lookahead_and_fail_without_change() -> None:
     before = list(s.blocks)
     assert not kv.allocate_slots(s, 1, None, 12)                    # needs 2, 1 free
     assert s.blocks == before and kv.num_used == 3
-    assert kv.num_slots(s) == 12 and kv.allocate_block(s) and not kv.allocate_block(s)
+    room = kv.room([s])
+    assert room == [7] and kv.allocate_blocks([s], room, 7) and room == [11]
+    assert not kv.allocate_blocks([s], room, 11) and len(s.blocks) == 4
 
 
 def test_a_blocked_admission_changes_nothing() -> None:

@@ -10,7 +10,7 @@ What the scheduler asks (see `engine` for when):
 - `free(s)`: give back a finished or preempted request's blocks, tail first (the hash
   chain is kept, so a preempted request finds its prefix again on readmission);
 - `usage()`, `num_used`: blocks in use; `make_prefix_cache_stats()`: hit/query counters;
-- for the decode fast path: `num_slots`, `allocate_block`, `cache_blocks`.
+- for the decode fast path: `room`, `allocate_blocks`, `cache_blocks`.
 Eviction is the pool's: freed blocks keep their hash in an LRU queue until reallocated.
 
 It owns the pool, the prefix-cache counters and the recent hash chains, and a request's
@@ -95,9 +95,24 @@ class KVCacheManager:
         changed, when the pool is short."""
         if new_computed_blocks is not None:
             return self._admit(s, num_new_tokens, new_computed_blocks)
-        if not self._grow(s, s.num_computed + num_new_tokens + num_lookahead_tokens):
-            return False
-        self.cache_blocks(s, min(s.num_computed + num_new_tokens, s.num_tokens))
+        # a running request: the scheduler's per-step hot path, hence inlined
+        bs, c = self.block_size, s.num_computed
+        need = -(-(c + num_new_tokens + num_lookahead_tokens) // bs) - len(s.blocks)
+        if need == 1:
+            b = self._pool.allocate_one()
+            if b is None:
+                return False
+            s.blocks.append(b)
+        elif need > 1:
+            got = self._pool.allocate(need)
+            if got is None:
+                return False
+            s.blocks.extend(got)
+        upto = c + num_new_tokens
+        if upto > s.num_tokens:
+            upto = s.num_tokens
+        if upto // bs > s.n_cached:
+            self.cache_blocks(s, upto)
         return True
 
     def free(self, s: Seq) -> None:
@@ -108,16 +123,23 @@ class KVCacheManager:
         s.n_cached = 0
 
     # -- the decode fast path (`decode_burst`) ---------------------------------------
-    def num_slots(self, s: Seq) -> int:
-        """Tokens `s`'s block table holds."""
-        return len(s.blocks) * self.block_size
+    def room(self, seqs: list[Seq]) -> list[int]:
+        """Tokens each of `seqs` can still compute before its block table is full."""
+        bs = self.block_size
+        return [len(s.blocks) * bs - s.num_computed for s in seqs]
 
-    def allocate_block(self, s: Seq) -> bool:
-        """One more block for `s`; False when none is free."""
-        b = self._pool.allocate_one()
-        if b is None:
-            return False
-        s.blocks.append(b)
+    def allocate_blocks(self, seqs: list[Seq], room: list[int], done: int) -> bool:
+        """One more block for each of `seqs` whose `room` (see `room`) is `done` tokens,
+        raising its room by a block; False when the pool runs dry (the sequences before
+        keep theirs, the rest get none)."""
+        bs, allocate_one = self.block_size, self._pool.allocate_one
+        for j, s in enumerate(seqs):
+            if room[j] == done:
+                b = allocate_one()
+                if b is None:
+                    return False
+                s.blocks.append(b)
+                room[j] += bs
         return True
 
     def cache_blocks(self, s: Seq, num_tokens: int) -> None:
@@ -149,24 +171,6 @@ class KVCacheManager:
         if not s.admitted:                  # its first admission: share its chain
             self._recent.appendleft((s.tokens, s.hashes))
         self.cache_blocks(s, hit + n)
-        return True
-
-    def _grow(self, s: Seq, upto: int) -> bool:
-        """Give `s` blocks for `upto` tokens; False when the pool is short."""
-        bs = self.block_size
-        need = -(-upto // bs) - len(s.blocks)
-        if need <= 0:
-            return True
-        if need == 1:
-            b = self._pool.allocate_one()
-            if b is None:
-                return False
-            s.blocks.append(b)
-            return True
-        got = self._pool.allocate(need)
-        if got is None:
-            return False
-        s.blocks.extend(got)
         return True
 
     def _seed_hashes(self, s: Seq) -> None:

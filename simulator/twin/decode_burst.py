@@ -80,7 +80,7 @@ def run_burst(running: list[Seq], kv: KVCacheManager, k: int, now: float, stop: 
     Returns (steps run, new now in s)."""
     r = len(running)
     ctx = sum(s.num_computed for s in running) + r
-    room = [kv.num_slots(s) - s.num_computed for s in running]  # steps w/o alloc
+    room = kv.room(running)                     # steps each can run without a block
     next_alloc = min(room)
     ends: list[float] = []
     append = ends.append
@@ -89,7 +89,7 @@ def run_burst(running: list[Seq], kv: KVCacheManager, k: int, now: float, stop: 
         base, mem0, coef, scale = terms.base, terms.mem0, terms.kv_coef, terms.kv_scale
         state, comp = terms.state, terms.comp
     while done < k and now < stop:
-        if done == next_alloc and not _alloc(running, kv, room, done):
+        if done == next_alloc and not kv.allocate_blocks(running, room, done):
             break
         if terms is not None:
             t_mem = mem0 + coef * (ctx + r) * scale + state
@@ -106,14 +106,3 @@ def run_burst(running: list[Seq], kv: KVCacheManager, k: int, now: float, stop: 
             s.result.token_times.extend(ends)
     return done, now
 
-
-def _alloc(running: list[Seq], kv: KVCacheManager, room: list[int], done: int) -> bool:
-    """Give a block to every sequence whose table is full after `done` burst steps;
-    False (nothing allocated for the rest) when the pool runs dry."""
-    bs = kv.block_size
-    for j, s in enumerate(running):
-        if room[j] == done:
-            if not kv.allocate_block(s):
-                return False
-            room[j] += bs
-    return True
