@@ -15,8 +15,8 @@ Eviction is the pool's: freed blocks keep their hash in an LRU queue until reall
 
 It owns the pool, the prefix-cache counters and the recent hash chains, and a request's
 KV state on its `Seq` (`blocks`, `n_cached`, `hashes`), which nothing else writes; it
-reads the request's token positions (`tokens`, `num_tokens`, `num_computed`), which the
-scheduler owns.
+reads the request's token positions (`tokens`, `num_tokens`, `num_computed`) and
+whether it was ever `admitted`, which the scheduler owns.
 """
 
 from __future__ import annotations
@@ -90,9 +90,9 @@ class KVCacheManager:
                        num_lookahead_tokens: int = 0) -> bool:
         """Slots for `num_new_tokens` past `s.num_computed` (+ lookahead slots), and
         register the blocks those tokens fill. With `new_computed_blocks` (from
-        `get_computed_blocks`) `s` is being admitted: its table becomes those blocks plus
-        fresh ones and the lookup counts in the prefix-cache stats. False, with nothing
-        changed, when the pool is short."""
+        `get_computed_blocks`) `s` is being admitted and the new tokens follow those
+        blocks': its table becomes them plus fresh ones, and the lookup counts in the
+        prefix-cache stats. False, with nothing changed, when the pool is short."""
         if new_computed_blocks is not None:
             return self._admit(s, num_new_tokens, new_computed_blocks)
         # a running request: the scheduler's per-step hot path, hence inlined

@@ -211,7 +211,7 @@ class TwinEngine:
         self.counters.decode_steps += done
         for s in running:
             s.result.decode_steps += done
-        used = self.kv_cache_manager.num_used
+        used = kv.num_used
         if used > self._peak_used:
             self._peak_used = used
         return done
