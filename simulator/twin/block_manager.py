@@ -1,8 +1,22 @@
-"""The engine's block management: admission with prefix-cache lookup, block growth,
-preemption and cache registration (vLLM V1's KV-cache manager side of `schedule()`).
+"""The twin's KV cache manager: a paged, prefix-cached block pool as the scheduler sees
+it (vLLM V1's `KVCacheManager`, which its scheduler holds and asks for
+`get_computed_blocks`, `allocate_slots`, `free`, `usage` and prefix-cache stats).
 
-A mixin of `TwinEngine` (see `engine` for the scheduling rules); it only touches the
-state declared below.
+What the scheduler asks (see `engine` for when):
+- `get_computed_blocks(s)`: the cached prefix blocks of a waiting request;
+- `allocate_slots(s, n, computed, lookahead)`: KV slots for n new tokens (plus lookahead
+  slots for speculation), admitting a request on top of its computed blocks; False when
+  the pool is short (the scheduler then preempts, or stops admitting);
+- `free(s)`: give back a finished or preempted request's blocks, tail first (the hash
+  chain is kept, so a preempted request finds its prefix again on readmission);
+- `usage()`, `num_used`: blocks in use; `make_prefix_cache_stats()`: hit/query counters;
+- for the decode fast path: `room`, `allocate_blocks`, `cache_blocks`.
+Eviction is the pool's: freed blocks keep their hash in an LRU queue until reallocated.
+
+It owns the pool, the prefix-cache counters and the recent hash chains, and a request's
+KV state on its `Seq` (`blocks`, `n_cached`, `hashes`), which nothing else writes; it
+reads the request's token positions (`tokens`, `num_tokens`, `num_computed`) and
+whether it was ever `admitted`, which the scheduler owns.
 """
 
 from __future__ import annotations
@@ -12,77 +26,156 @@ from collections import deque
 
 from simulator.twin.kv_cache import BlockPool, extend_hash_chain
 from simulator.twin.seq import Seq
-from simulator.twin.types import EngineCounters
+
+RECENT_CHAINS = 256       # ≈ 0.2 MB each at 35k-token prompts (token array + chain)
 
 
-class BlockManager:
-    """Admission, block growth, preemption and prefix-cache registration."""
+class KVCacheManager:
+    """Blocks, prefix-cache lookups and registration for the twin's scheduler.
 
-    pool: BlockPool
-    counters: EngineCounters
-    now: float
-    max_num_seqs: int
-    _waiting: deque[Seq]
-    _running: list[Seq]
-    _admit_blocked: bool
-    _recent: deque[tuple[array[int], list[int]]]
-    prefix_caching: bool = True     # vLLM --no-enable-prefix-caching turns lookups off
+    Token counts are in tokens; blocks hold `block_size` tokens each.
+    """
 
-    def _grow(self, s: Seq, upto: int) -> bool:
-        """Give `s` blocks for `upto` tokens; False when the pool is short."""
-        bs = self.pool.block_size
-        need = -(-upto // bs) - len(s.blocks)
-        if need <= 0:
-            return True
+    __slots__ = ("_hits", "_pool", "_queries", "_recent", "block_size", "enable_caching",
+                 "num_blocks")
+
+    def __init__(self, num_blocks: int, block_size: int, *, enable_caching: bool = True,
+                 recent_chains: int = RECENT_CHAINS) -> None:
+        self._pool = BlockPool(num_blocks, block_size)
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        # vLLM --no-enable-prefix-caching: lookups find nothing (blocks still registered)
+        self.enable_caching = enable_caching
+        # prefix-cache stats since the last `make_prefix_cache_stats` (tokens)
+        self._queries = self._hits = 0
+        # token arrays and hash chains of recently admitted requests: a follow-up turn
+        # that extends one of them reuses its hashes instead of rehashing the prompt
+        self._recent: deque[tuple[array[int], list[int]]] = deque(maxlen=recent_chains)
+
+    # -- usage -----------------------------------------------------------------------
+    @property
+    def capacity_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+    @property
+    def num_used(self) -> int:
+        """Blocks referenced by running requests."""
+        return self._pool.num_used
+
+    def usage(self) -> float:
+        """Fraction of blocks referenced by running requests (0..1)."""
+        return self._pool.usage()
+
+    def make_prefix_cache_stats(self) -> tuple[int, int]:
+        """(queried, hit) tokens of the admissions since the last call; resets them."""
+        out = (self._queries, self._hits)
+        self._queries = self._hits = 0
+        return out
+
+    # -- admission -------------------------------------------------------------------
+    def get_computed_blocks(self, s: Seq) -> list[int]:
+        """Blocks of the longest cached prefix of `s`'s known tokens, capped so at least
+        one token is computed (none with caching off). Touches and counts nothing."""
+        bs = self.block_size
+        known = s.num_tokens
+        if not s.hashes:
+            self._seed_hashes(s)
+        extend_hash_chain(s.tokens, known, bs, s.hashes)
+        if not self.enable_caching:
+            return []
+        return self._pool.lookup(s.hashes, (known - 1) // bs)
+
+    def allocate_slots(self, s: Seq, num_new_tokens: int,
+                       new_computed_blocks: list[int] | None = None,
+                       num_lookahead_tokens: int = 0) -> bool:
+        """Slots for `num_new_tokens` past `s.num_computed` (+ lookahead slots), and
+        register the blocks those tokens fill. With `new_computed_blocks` (from
+        `get_computed_blocks`) `s` is being admitted and the new tokens follow those
+        blocks': its table becomes them plus fresh ones, and the lookup counts in the
+        prefix-cache stats. False, with nothing changed, when the pool is short."""
+        if new_computed_blocks is not None:
+            return self._admit(s, num_new_tokens, new_computed_blocks)
+        # a running request: the scheduler's per-step hot path, hence inlined
+        bs, c = self.block_size, s.num_computed
+        need = -(-(c + num_new_tokens + num_lookahead_tokens) // bs) - len(s.blocks)
         if need == 1:
-            b = self.pool.allocate_one()
+            b = self._pool.allocate_one()
             if b is None:
                 return False
             s.blocks.append(b)
-            return True
-        got = self.pool.allocate(need)
-        if got is None:
-            return False
-        s.blocks.extend(got)
+        elif need > 1:
+            got = self._pool.allocate(need)
+            if got is None:
+                return False
+            s.blocks.extend(got)
+        upto = c + num_new_tokens
+        if upto > s.num_tokens:
+            upto = s.num_tokens
+        if upto // bs > s.n_cached:
+            self.cache_blocks(s, upto)
         return True
 
-    def _preempt_for(self, s: Seq, upto: int) -> bool:
-        """Preempt the most recently admitted running requests until `s` fits.
-        Returns False when `s` itself had to go."""
-        running = self._running
-        while True:
-            victim = running.pop()
-            self._preempt(victim)
-            if victim is s:
-                return False
-            if self._grow(s, upto):
-                return True
+    def free(self, s: Seq) -> None:
+        """Give back `s`'s blocks, tail first (a prefix's end is evicted before its
+        beginning); its hash chain stays for readmission."""
+        self._pool.free(s.blocks[::-1])
+        s.blocks = []
+        s.n_cached = 0
 
-    def _preempt(self, v: Seq) -> None:
-        self.pool.free(v.blocks[::-1])
-        v.blocks = []
-        v.n_cached = 0
-        v.num_computed = 0
-        v.d_count = 0
-        v.result.num_preemptions += 1
-        self.counters.preemptions += 1
-        self._waiting.appendleft(v)
+    # -- the decode fast path (`decode_burst`) ---------------------------------------
+    def room(self, seqs: list[Seq]) -> list[int]:
+        """Tokens each of `seqs` can still compute before its block table is full."""
+        bs = self.block_size
+        return [len(s.blocks) * bs - s.num_computed for s in seqs]
 
-    def _cache_full(self, s: Seq, upto: int) -> None:
-        """Register the full blocks of tokens[:upto] (upto ≤ known) in the prefix cache."""
-        bs = self.pool.block_size
-        n_full = upto // bs
+    def allocate_blocks(self, seqs: list[Seq], room: list[int], done: int) -> bool:
+        """One more block for each of `seqs` whose `room` (see `room`) is `done` tokens,
+        raising its room by a block; False when the pool runs dry (the sequences before
+        keep theirs, the rest get none)."""
+        bs, allocate_one = self.block_size, self._pool.allocate_one
+        for j, s in enumerate(seqs):
+            if room[j] == done:
+                b = allocate_one()
+                if b is None:
+                    return False
+                s.blocks.append(b)
+                room[j] += bs
+        return True
+
+    def cache_blocks(self, s: Seq, num_tokens: int) -> None:
+        """Register the full blocks of tokens[:num_tokens] (≤ known) in the prefix cache."""
+        bs = self.block_size
+        n_full = num_tokens // bs
         if n_full <= s.n_cached:
             return
         hashes = extend_hash_chain(s.tokens, n_full * bs, bs, s.hashes)
-        pool, blocks = self.pool, s.blocks
+        pool, blocks = self._pool, s.blocks
         for j in range(s.n_cached, n_full):
             pool.cache_block(blocks[j], hashes[j])
         s.n_cached = n_full
 
+    # -- internals -------------------------------------------------------------------
+    def _admit(self, s: Seq, n: int, hit_blocks: list[int]) -> bool:
+        pool, bs = self._pool, self.block_size
+        hit = len(hit_blocks) * bs
+        need = -(-(hit + n) // bs) - len(hit_blocks)
+        if need > pool.num_free - pool.num_evictable(hit_blocks):
+            return False
+        pool.touch(hit_blocks)
+        new = pool.allocate(need)
+        assert new is not None
+        s.blocks = hit_blocks + new
+        s.n_cached = len(hit_blocks)
+        self._queries += s.num_tokens
+        self._hits += hit
+        if not s.admitted:                  # its first admission: share its chain
+            self._recent.appendleft((s.tokens, s.hashes))
+        self.cache_blocks(s, hit + n)
+        return True
+
     def _seed_hashes(self, s: Seq) -> None:
         """Copy the hash chain of a recent request whose known blocks `s` starts with."""
-        bs = self.pool.block_size
+        bs = self.block_size
         limit = s.num_tokens // bs
         tokens = s.tokens
         for toks, hashes in self._recent:
@@ -94,48 +187,3 @@ class BlockManager:
             if tokens[end - bs:end] == toks[end - bs:end] and tokens[:end] == toks[:end]:
                 s.hashes = hashes[:m]
                 return
-
-    def _admit(self, budget: int, sched: list[Seq], nums: list[int],
-               admitted: list[str] | None) -> int:
-        """Admit waiting requests FCFS while budget, seats and blocks allow."""
-        pool, bs = self.pool, self.pool.block_size
-        waiting, running = self._waiting, self._running
-        while waiting and budget > 0 and len(running) < self.max_num_seqs:
-            s = waiting[0]
-            known = s.num_tokens
-            if not s.hashes:
-                self._seed_hashes(s)
-            extend_hash_chain(s.tokens, known, bs, s.hashes)
-            hit_blocks = (pool.lookup(s.hashes, (known - 1) // bs) if self.prefix_caching
-                          else [])
-            hit = len(hit_blocks) * bs
-            n = min(known - hit, budget)
-            need = -(-(hit + n) // bs) - len(hit_blocks)
-            if need > pool.num_free - pool.num_evictable(hit_blocks):
-                self._admit_blocked = True       # stays so until blocks are freed
-                break
-            pool.touch(hit_blocks)
-            new = pool.allocate(need)
-            assert new is not None
-            waiting.popleft()
-            s.blocks = hit_blocks + new
-            s.n_cached = len(hit_blocks)
-            s.num_computed = hit
-            pool.record_query(known, hit)
-            self.counters.prefix_cache_queries += known
-            self.counters.prefix_cache_hits += hit
-            if not s.admitted:
-                s.admitted = True
-                self._recent.appendleft((s.tokens, s.hashes))
-                s.result.cached_tokens = hit
-                s.result.first_scheduled = self.now
-                if admitted is not None:
-                    admitted.append(s.rid)
-            running.append(s)
-            self._cache_full(s, hit + n)
-            sched.append(s)
-            nums.append(n)
-            budget -= n
-        if waiting and len(running) >= self.max_num_seqs:
-            self._admit_blocked = True           # stays so until a seat frees up
-        return budget

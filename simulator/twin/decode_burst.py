@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from simulator.twin.kv_cache import BlockPool
+from simulator.twin.block_manager import KVCacheManager
 from simulator.twin.seq import Seq
 from simulator.twin.types import StepShape
 
@@ -71,7 +71,7 @@ def burst_len(running: list[Seq], max_num_batched_tokens: int) -> int:
     return k
 
 
-def run_burst(running: list[Seq], pool: BlockPool, k: int, now: float, stop: float,
+def run_burst(running: list[Seq], kv: KVCacheManager, k: int, now: float, stop: float,
               step_time: Callable[[StepShape], float], terms: DecodeTerms | None,
               ) -> tuple[int, float]:
     """Up to k pure decode steps of `running` from `now`; stops once now ≥ stop, or when
@@ -79,9 +79,8 @@ def run_burst(running: list[Seq], pool: BlockPool, k: int, now: float, stop: flo
     token times and gives blocks as the tables fill; the caller advances positions.
     Returns (steps run, new now in s)."""
     r = len(running)
-    kv = sum(s.num_computed for s in running) + r
-    bs = pool.block_size
-    room = [len(s.blocks) * bs - s.num_computed for s in running]  # steps w/o alloc
+    ctx = sum(s.num_computed for s in running) + r
+    room = kv.room(running)                     # steps each can run without a block
     next_alloc = min(room)
     ends: list[float] = []
     append = ends.append
@@ -90,15 +89,15 @@ def run_burst(running: list[Seq], pool: BlockPool, k: int, now: float, stop: flo
         base, mem0, coef, scale = terms.base, terms.mem0, terms.kv_coef, terms.kv_scale
         state, comp = terms.state, terms.comp
     while done < k and now < stop:
-        if done == next_alloc and not _alloc(running, pool, room, done):
+        if done == next_alloc and not kv.allocate_blocks(running, room, done):
             break
         if terms is not None:
-            t_mem = mem0 + coef * (kv + r) * scale + state
+            t_mem = mem0 + coef * (ctx + r) * scale + state
             now += base + (t_mem if t_mem > comp else comp)
         else:
-            now += step_time(StepShape(r, r, kv, 0, 0.0))
+            now += step_time(StepShape(r, r, ctx, 0, 0.0))
         append(now)
-        kv += r
+        ctx += r
         done += 1
         if done > next_alloc:
             next_alloc = min(room)
@@ -107,16 +106,3 @@ def run_burst(running: list[Seq], pool: BlockPool, k: int, now: float, stop: flo
             s.result.token_times.extend(ends)
     return done, now
 
-
-def _alloc(running: list[Seq], pool: BlockPool, room: list[int], done: int) -> bool:
-    """Give a block to every sequence whose table is full after `done` burst steps;
-    False (nothing allocated for the rest) when the pool runs dry."""
-    bs = pool.block_size
-    for j, s in enumerate(running):
-        if room[j] == done:
-            b = pool.allocate_one()
-            if b is None:
-                return False
-            s.blocks.append(b)
-            room[j] += bs
-    return True

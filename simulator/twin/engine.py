@@ -11,7 +11,9 @@ a block and none is free, the most recently admitted running request is preempte
 the waiting queue with its generated tokens now part of its prompt). A prefix-cache
 lookup runs at every admission. The step that computes a sequence's last known token
 samples a new one, so the first token comes from the step that ends the prefill.
-Step durations come from the performance model; the clock is `now` (seconds).
+Step durations come from the performance model; the clock is `now` (seconds). The
+engine is the scheduler; blocks, prefix-cache lookups and their counters belong to the
+`KVCacheManager` it holds (`block_manager`).
 """
 
 from __future__ import annotations
@@ -21,9 +23,8 @@ from array import array
 from collections import deque
 from typing import Any
 
-from simulator.twin.block_manager import BlockManager
+from simulator.twin.block_manager import KVCacheManager
 from simulator.twin.decode_burst import DecodeTerms, burst_len, decode_terms, run_burst
-from simulator.twin.kv_cache import BlockPool
 from simulator.twin.seq import Seq
 from simulator.twin.spec_decode import (
     ModelDraftSpec,
@@ -44,7 +45,6 @@ from simulator.twin.types import (
 DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_BLOCK_SIZE = 16
-RECENT_CHAINS = 256       # ≈ 0.2 MB each at 35k-token prompts (token array + chain)
 SPARE_INDEXES = 8         # n-gram indexes of finished requests kept for adoption
 
 
@@ -59,7 +59,7 @@ def _setting(explicit: int | None, perf: Any, name: str, default: int) -> int:
     return int(value) if value is not None else default
 
 
-class TwinEngine(BlockManager):
+class TwinEngine:
     """Simulated vLLM V1 engine implementing `simulator.twin.types.Engine`."""
 
     def __init__(self, perf_model: PerfModel, *, max_num_seqs: int | None = None,
@@ -76,13 +76,13 @@ class TwinEngine(BlockManager):
             DEFAULT_MAX_NUM_BATCHED_TOKENS)
         if spec is None:
             spec = getattr(perf_model, "spec", None)
-        self.prefix_caching = bool(getattr(getattr(perf_model, "engine", None),
-                                           "enable_prefix_caching", True))
+        prefix_caching = bool(getattr(getattr(perf_model, "engine", None),
+                                      "enable_prefix_caching", True))
         self.spec: Spec | None = (spec if isinstance(spec, NgramSpec | ModelDraftSpec)
                                   else None)
         # this step's proposer work (see `_draft`): sequences it ran for, context scanned
         self._spec_seqs = self._spec_ctx = 0
-        self.pool = BlockPool(int(nb), bs)
+        self.kv_cache_manager = KVCacheManager(int(nb), bs, enable_caching=prefix_caching)
         self.perf_model = perf_model
         self._step_time = perf_model.step_time
         self.now = 0.0
@@ -95,9 +95,6 @@ class TwinEngine(BlockManager):
         # the last admission pass stopped for want of blocks or seats, and nothing has
         # freed any since: pure decode steps can then be batched (see `_burst`)
         self._admit_blocked = False
-        # token arrays and hash chains of recently admitted requests: a follow-up turn
-        # that extends one of them reuses its hashes instead of rehashing the prompt
-        self._recent: deque[tuple[array[int], list[int]]] = deque(maxlen=RECENT_CHAINS)
         self._spare_indexes: deque[NgramIndex] = deque(maxlen=SPARE_INDEXES)
         self._terms: dict[int, DecodeTerms | None] = {}   # batch size → inline step terms
         self._peak_used = 0                                # most blocks in use after a step
@@ -105,20 +102,20 @@ class TwinEngine(BlockManager):
     # -- Engine protocol: introspection ------------------------------------------------
     @property
     def block_size(self) -> int:
-        return self.pool.block_size
+        return self.kv_cache_manager.block_size
 
     @property
     def num_blocks(self) -> int:
-        return self.pool.num_blocks
+        return self.kv_cache_manager.num_blocks
 
     def kv_usage(self) -> float:
-        return self.pool.usage()
+        return self.kv_cache_manager.usage()
 
     @property
     def kv_usage_peak(self) -> float:
         """Highest KV usage (blocks in use / total, 0..1) seen at the end of any step's
         scheduling, i.e. with that step's blocks allocated."""
-        return self._peak_used / self.pool.num_blocks
+        return self._peak_used / self.kv_cache_manager.num_blocks
 
     def num_running(self) -> int:
         return len(self._running)
@@ -148,7 +145,7 @@ class TwinEngine(BlockManager):
         if prompt_len == 0:
             raise ValueError(f"request {rid!r} has an empty prompt")
         tokens.extend(request.output_plan)
-        capacity = self.pool.num_blocks * self.pool.block_size
+        capacity = self.kv_cache_manager.capacity_tokens
         if len(tokens) > capacity:
             raise RequestTooLong(f"request {rid!r}: {len(tokens)} tokens exceed the KV "
                                  f"cache of {capacity} tokens")
@@ -197,25 +194,24 @@ class TwinEngine(BlockManager):
     def _burst(self, k: int, t: float) -> int:
         """Up to k pure decode steps (see `decode_burst`), stopping at t or the next
         arrival; full blocks are registered at the end. Returns the steps run."""
-        running = self._running
+        running, kv = self._running, self.kv_cache_manager
         r = len(running)
         if r in self._terms:
             terms = self._terms[r]
         else:
             terms = self._terms[r] = decode_terms(self.perf_model, r)
         stop = min(t, self._pending[0][0]) if self._pending else t
-        done, self.now = run_burst(running, self.pool, k, self.now, stop, self._step_time,
-                                   terms)
+        done, self.now = run_burst(running, kv, k, self.now, stop, self._step_time, terms)
         for s in running:
             s.num_computed += done
             s.num_tokens += done
-            self._cache_full(s, s.num_tokens)
+            kv.cache_blocks(s, s.num_tokens)
         self.counters.generation_tokens += r * done
         self.counters.steps += done
         self.counters.decode_steps += done
         for s in running:
             s.result.decode_steps += done
-        used = self.pool.num_used
+        used = kv.num_used
         if used > self._peak_used:
             self._peak_used = used
         return done
@@ -232,7 +228,7 @@ class TwinEngine(BlockManager):
         sched, nums = self._schedule(admitted)
         if not sched:
             raise RuntimeError("engine invariant: nothing schedulable although work queued")
-        used = self.pool.num_used
+        used = self.kv_cache_manager.num_used
         if used > self._peak_used:
             self._peak_used = used
         kv = pre = drafts = 0
@@ -311,8 +307,7 @@ class TwinEngine(BlockManager):
         s.d_count = 0
 
     def _finish(self, s: Seq, end: float) -> None:
-        self.pool.free(s.blocks[::-1])
-        s.blocks = []
+        self.kv_cache_manager.free(s)
         if s.index is not None:
             self._spare_indexes.appendleft(s.index)
             s.index = None
@@ -326,7 +321,7 @@ class TwinEngine(BlockManager):
         budget = self.max_num_batched_tokens
         sched: list[Seq] = []
         nums: list[int] = []
-        running = self._running
+        running, kv = self._running, self.kv_cache_manager
         preempted = False
         i = 0
         while i < len(running) and budget > 0:
@@ -339,12 +334,11 @@ class TwinEngine(BlockManager):
                     look = self.spec.num_speculative_tokens   # lookahead KV slots
             elif n > budget:
                 n = budget
-            if not self._grow(s, s.num_computed + n + look):
+            if not kv.allocate_slots(s, n, None, look):
                 preempted = True
-                if not self._preempt_for(s, s.num_computed + n + look):
+                if not self._preempt_for(s, n, look):
                     s.d_count = 0
                     break                       # s itself was preempted
-            self._cache_full(s, min(s.num_computed + n, s.num_tokens))
             sched.append(s)
             nums.append(n)
             budget -= n
@@ -353,6 +347,63 @@ class TwinEngine(BlockManager):
         if not preempted:
             budget = self._admit(budget, sched, nums, admitted)
         return sched, nums
+
+    def _preempt_for(self, s: Seq, n: int, look: int) -> bool:
+        """Preempt the most recently admitted running requests until `s` gets slots for
+        n new tokens (+ look). Returns False when `s` itself had to go."""
+        running, kv = self._running, self.kv_cache_manager
+        while True:
+            victim = running.pop()
+            self._preempt(victim)
+            if victim is s:
+                return False
+            if kv.allocate_slots(s, n, None, look):
+                return True
+
+    def _preempt(self, v: Seq) -> None:
+        """Recompute preemption: free its blocks (hashes kept), back to the waiting
+        queue's front with nothing computed."""
+        self.kv_cache_manager.free(v)
+        v.num_computed = 0
+        v.d_count = 0
+        v.result.num_preemptions += 1
+        self.counters.preemptions += 1
+        self._waiting.appendleft(v)
+
+    def _admit(self, budget: int, sched: list[Seq], nums: list[int],
+               admitted: list[str] | None) -> int:
+        """Admit waiting requests FCFS while budget, seats and blocks allow."""
+        kv = self.kv_cache_manager
+        bs = kv.block_size
+        waiting, running = self._waiting, self._running
+        n_sched = len(sched)
+        while waiting and budget > 0 and len(running) < self.max_num_seqs:
+            s = waiting[0]
+            hit_blocks = kv.get_computed_blocks(s)
+            hit = len(hit_blocks) * bs
+            n = min(s.num_tokens - hit, budget)
+            if not kv.allocate_slots(s, n, hit_blocks):
+                self._admit_blocked = True       # stays so until blocks are freed
+                break
+            waiting.popleft()
+            s.num_computed = hit
+            if not s.admitted:
+                s.admitted = True
+                s.result.cached_tokens = hit
+                s.result.first_scheduled = self.now
+                if admitted is not None:
+                    admitted.append(s.rid)
+            running.append(s)
+            sched.append(s)
+            nums.append(n)
+            budget -= n
+        if waiting and len(running) >= self.max_num_seqs:
+            self._admit_blocked = True           # stays so until a seat frees up
+        if len(sched) > n_sched:
+            queries, hits = kv.make_prefix_cache_stats()
+            self.counters.prefix_cache_queries += queries
+            self.counters.prefix_cache_hits += hits
+        return budget
 
     def _draft(self, s: Seq, room: int) -> int:
         """Propose this step's draft for a decoding sequence; returns its length.

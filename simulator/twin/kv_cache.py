@@ -41,13 +41,9 @@ def extend_hash_chain(tokens: array[int], num_tokens: int, block_size: int,
 
 
 class BlockPool:
-    """Fixed pool of KV blocks with reference counts, hashes and an LRU free queue.
+    """Fixed pool of KV blocks with reference counts, hashes and an LRU free queue."""
 
-    Prefix-cache counters (`queries`, `hits`) are in tokens, with vLLM's meaning.
-    """
-
-    __slots__ = ("_block_hash", "_cached", "_free", "_ref", "block_size", "hits",
-                 "num_blocks", "queries")
+    __slots__ = ("_block_hash", "_cached", "_free", "_ref", "block_size", "num_blocks")
 
     def __init__(self, num_blocks: int, block_size: int) -> None:
         if num_blocks <= 0 or block_size <= 0:
@@ -59,8 +55,6 @@ class BlockPool:
         self._block_hash: list[int | None] = [None] * num_blocks
         self._cached: dict[int, int] = {}          # hash → block id
         self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
-        self.queries = 0
-        self.hits = 0
 
     # -- queries ---------------------------------------------------------------------
     @property
@@ -94,17 +88,13 @@ class BlockPool:
         """Blocks of the longest cached prefix: walk the chain until the first miss.
 
         `max_blocks` caps the hit (vLLM: (num_tokens − 1) // block_size, so at least one
-        token is computed). Does not touch or count; see `record_query`.
+        token is computed). Does not touch.
         """
         found = list(map(self._cached.get, hashes[:max_blocks]))
         try:
             return found[:found.index(None)]     # type: ignore[return-value]
         except ValueError:
             return found                          # type: ignore[return-value]
-
-    def record_query(self, query_tokens: int, hit_tokens: int) -> None:
-        self.queries += query_tokens
-        self.hits += hit_tokens
 
     def num_evictable(self, block_ids: Sequence[int]) -> int:
         """How many of `block_ids` sit in the free queue (touching them uses them up)."""

@@ -11,7 +11,10 @@ from simulator.twin.types import RequestResult
 
 @dataclass(slots=True, eq=False)
 class Seq:
-    """One request's engine state; token counts are in tokens, `blocks` are block ids."""
+    """One request's engine state; token counts are in tokens, `blocks` are block ids.
+
+    `blocks`, `n_cached` and `hashes` are its KV state, written only by the
+    `KVCacheManager`; the rest is the scheduler's."""
 
     rid: str
     tokens: array[int]         # prompt + planned output; tokens[:num_tokens] are known

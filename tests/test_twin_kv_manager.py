@@ -1,0 +1,103 @@
+"""The twin's KV cache manager through the interface the scheduler uses: computed
+prefix blocks, slot allocation (+ lookahead), free, usage, prefix-cache stats."""
+
+from __future__ import annotations
+
+from array import array
+
+from simulator.twin.block_manager import KVCacheManager
+from simulator.twin.kv_cache import extend_hash_chain
+from simulator.twin.seq import Seq
+from simulator.twin.types import RequestResult
+
+BS = 4
+
+
+def _seq(rid: str, tokens: list[int]) -> Seq:
+    arr = array("I", tokens)
+    return Seq(rid, arr, len(arr), len(arr), RequestResult(rid, len(arr)), len(arr))
+
+
+def _admit(kv: KVCacheManager, s: Seq, budget: int = 1 << 30) -> bool:
+    """What the scheduler does at admission; returns whether `s` got in."""
+    hit_blocks = kv.get_computed_blocks(s)
+    hit = len(hit_blocks) * BS
+    n = min(s.num_tokens - hit, budget)
+    if not kv.allocate_slots(s, n, hit_blocks):
+        return False
+    s.num_computed, s.admitted = hit, True
+    return True
+
+
+def test_a_shared_prefix_is_found_and_counted_once_admitted() -> None:
+    kv = KVCacheManager(16, BS)
+    a = _seq("a", list(range(10)))
+    assert kv.get_computed_blocks(a) == [] and _admit(kv, a)
+    assert len(a.blocks) == 3 and kv.num_used == 3 and kv.usage() == 3 / 16
+    assert kv.make_prefix_cache_stats() == (10, 0)
+    assert kv.make_prefix_cache_stats() == (0, 0)              # taken: reset
+    b = _seq("b", [*range(8), 99, 98, 97])
+    hit = kv.get_computed_blocks(b)
+    assert hit == a.blocks[:2]                                 # 2 full shared blocks
+    assert kv.make_prefix_cache_stats() == (0, 0)              # a lookup alone counts nothing
+    assert _admit(kv, b) and b.num_computed == 8 and b.blocks[:2] == hit
+    assert kv.num_used == 4                                    # shared blocks counted once
+    assert kv.make_prefix_cache_stats() == (11, 8)
+
+
+def test_running_slots_grow_with_lookahead_and_fail_without_change() -> None:
+    kv = KVCacheManager(4, BS)
+    s = _seq("s", list(range(5)))
+    assert _admit(kv, s) and len(s.blocks) == 2
+    s.num_computed = 5
+    assert kv.allocate_slots(s, 1, None, 3) and len(s.blocks) == 3   # 5 + 1 + 3 slots
+    before = list(s.blocks)
+    assert not kv.allocate_slots(s, 1, None, 12)                    # needs 2, 1 free
+    assert s.blocks == before and kv.num_used == 3
+    room = kv.room([s])
+    assert room == [7] and kv.allocate_blocks([s], room, 7) and room == [11]
+    assert not kv.allocate_blocks([s], room, 11) and len(s.blocks) == 4
+
+
+def test_a_blocked_admission_changes_nothing() -> None:
+    kv = KVCacheManager(2, BS)
+    s = _seq("s", list(range(12)))
+    assert not _admit(kv, s)
+    assert s.blocks == [] and kv.num_used == 0 and kv.make_prefix_cache_stats() == (0, 0)
+    assert _admit(kv, s, budget=8) and len(s.blocks) == 2            # a first chunk fits
+
+
+def test_free_keeps_the_chain_so_a_preempted_request_finds_its_prefix() -> None:
+    kv = KVCacheManager(8, BS)
+    s = _seq("s", list(range(13)))
+    assert _admit(kv, s)
+    blocks, hashes = list(s.blocks), list(s.hashes)
+    kv.free(s)                                                 # preemption or finish
+    assert s.blocks == [] and s.n_cached == 0 and s.hashes == hashes and kv.num_used == 0
+    s.num_computed = 0
+    assert kv.get_computed_blocks(s) == blocks[:3]             # recompute from the cache
+    assert _admit(kv, s) and s.num_computed == 12
+
+
+def test_caching_off_finds_nothing_but_counts_queries() -> None:
+    kv = KVCacheManager(8, BS, enable_caching=False)
+    a, b = _seq("a", list(range(9))), _seq("b", list(range(9)))
+    assert _admit(kv, a) and kv.get_computed_blocks(b) == [] and _admit(kv, b)
+    assert kv.make_prefix_cache_stats() == (18, 0)
+
+
+def test_freed_blocks_stay_findable_until_evicted_tail_first() -> None:
+    kv = KVCacheManager(4, BS)
+    a = _seq("a", list(range(9)))
+    assert _admit(kv, a)
+    a_blocks = list(a.blocks)
+    kv.free(a)
+    b = _seq("b", [*range(9), 50, 51, 52])
+    assert kv.get_computed_blocks(b) == a_blocks[:2]           # freed, still cached
+    assert b.hashes == extend_hash_chain(b.tokens, 12, BS, [])  # seeded chain is right
+    c = _seq("c", [7] * 8)
+    assert _admit(kv, c)              # takes the never-used block, then a's tail block
+    assert kv.get_computed_blocks(b) == a_blocks[:2]
+    d = _seq("d", [8] * 4)
+    assert _admit(kv, d)              # evicts a's second block: the prefix shrinks
+    assert kv.get_computed_blocks(b) == a_blocks[:1]
