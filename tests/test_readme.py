@@ -22,6 +22,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -268,7 +269,9 @@ def test_every_readme_command_works_on_a_fresh_copy(tmp_path: Path) -> None:
         for cmd in cmds:
             if cmd.skip is not None:
                 continue
+            t = time.monotonic()
             argv, proc = _execute(cmd, st)
+            print(f"{time.monotonic() - t:6.1f} s  {cmd.text[:150]}", flush=True)
             assert proc.returncode == cmd.expect_rc, (
                 f"{cmd.text}\n→ exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
             _check_effects(argv, proc, st)
