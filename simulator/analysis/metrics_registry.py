@@ -4,7 +4,7 @@ The terminal/HTML summary table, `summary.json` (via `RunSummary`), `compare`, `
 and the README's vocabulary table all read this registry, so a metric is added, renamed
 or redefined here once. To add one: compute it in `analysis/summary.py` (or take it
 from the engine's counters in `engine_figures`), then register it below; the test
-`tests/test_metrics_registry.py` fails while a summary key is unregistered or the
+`tests/analysis/test_metrics_registry.py` fails while a summary key is unregistered or the
 README table is stale (`python -m simulator.analysis.metrics_registry` prints it).
 """
 

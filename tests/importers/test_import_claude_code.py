@@ -15,7 +15,7 @@ from simulator.importers.claude_code import parse_transcripts
 from simulator.scenario.load import load_scenario
 from simulator.scenario.replay import parse_spans
 
-FIXTURE = Path(__file__).parent / "fixtures" / "claude_code" / "proj"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "claude_code" / "proj"
 PLANTED = ("ghp_FIXTURESECRET123", "/home/bob", "bob-laptop", "bob@example.org", "private-repo",
            "bob")
 

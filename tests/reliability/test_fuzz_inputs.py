@@ -284,7 +284,7 @@ def test_generated_scenario_documents_are_accepted_or_refused_in_one_line(
 
 
 # ------------------------------------------------------------------ real processes
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow

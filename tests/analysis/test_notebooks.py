@@ -20,7 +20,7 @@ from nbclient import NotebookClient
 from simulator import lab as nbh
 from simulator.errors import InputError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 
 # notebook → (least PNG figures it must show, text its outputs must contain)

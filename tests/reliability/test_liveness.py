@@ -27,9 +27,9 @@ from simulator.liveness import (
 )
 from simulator.runs import RunSpec, execute
 from tests.conftest import run_scenario, small_scenario, turns_of
-from tests.test_reliability_resume import cut
+from tests.reliability.test_reliability_resume import cut
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _gone(pid: int, timeout_s: float = 15.0) -> bool:

@@ -17,7 +17,7 @@ from simulator.cli import main
 from simulator.errors import InputError
 from simulator.parallel import bisection_frontier, map_points
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")
 
 

@@ -14,7 +14,7 @@ from simulator.analysis.sizing import kv_capacity_sessions
 from simulator.cli import main
 from simulator.lab import kv_capacity_tokens, run_summary, shared_prefix_tokens
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")
 TWIN = "a40/qwen3-coder-30b-a3b-awq"
 JSON_KEYS = {"sessions", "aggregate_tok_s", "per_session_tok_s", "ttft_p50_s", "ttft_p95_s",

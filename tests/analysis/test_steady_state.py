@@ -22,7 +22,7 @@ from simulator.analysis.steady import (
 from simulator.runs import RunSpec, execute
 from simulator.session.runner import warm_start_turn
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")
 
 # A busy-loop scenario: no think time, no tool latency, so a session is always busy.

@@ -13,7 +13,7 @@ from simulator.scenario.model import Scenario
 from simulator.session.runner import Runner, RunOutcome, arrival_offsets
 from simulator.vtime import run_virtual
 from tests.conftest import small_scenario
-from tests.test_agent_unit import MemoryRecorder
+from tests.session.test_agent_unit import MemoryRecorder
 
 
 def scenario(**over: Any) -> Scenario:

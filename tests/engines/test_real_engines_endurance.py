@@ -33,7 +33,7 @@ from tests.conftest import run_scenario, turns_of
 
 pytestmark = pytest.mark.real_engine
 
-SCENARIO = Path(__file__).parent / "fixtures" / "real-engine-endurance.yaml"
+SCENARIO = Path(__file__).resolve().parents[1] / "fixtures" / "real-engine-endurance.yaml"
 SESSIONS, TURNS = 2, 36
 COLLAPSE = 0.5      # mean cache-read share of the turns where the prefix broke
 # One seed per policy: the system prompt and tools derive from the seed, and the servers

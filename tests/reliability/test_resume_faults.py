@@ -23,7 +23,7 @@ from simulator.scenario.model import RetryPolicy
 from simulator.session.agent import backoff_delay
 from simulator.session.conversation import TextBlock
 from tests.conftest import run_scenario, small_scenario, turns_of
-from tests.test_reliability_resume import SAME, cut
+from tests.reliability.test_reliability_resume import SAME, cut
 
 FAULTS = (ErrorType.RATE_LIMITED, ErrorType.OVERLOADED, ErrorType.SERVER, ErrorType.DISCONNECT)
 

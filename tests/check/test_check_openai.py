@@ -14,7 +14,7 @@ from simulator.check.openai_checks import (
     tool_calls_of,
 )
 from simulator.cli import main
-from tests.test_endpoints_openai import chat_server, reply_chunks
+from tests.endpoints.test_endpoints_openai import chat_server, reply_chunks
 
 
 def test_validators() -> None:

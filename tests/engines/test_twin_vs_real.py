@@ -7,7 +7,7 @@ Shares, not counts: the twin tokenises with cl100k, the tiny model with its own
 byte-level BPE. The scenario's `history: scripted` makes the client send both servers
 byte-identical requests (with live history each server's reply text would feed back into
 the context, so compaction would fire at different turns and the rows would not be
-comparable). The vLLM runs are shared with tests/test_real_engines_endurance.py (same
+comparable). The vLLM runs are shared with tests/engines/test_real_engines_endurance.py (same
 overrides → one run per policy per test session).
 """
 
@@ -18,7 +18,7 @@ import pytest
 
 from simulator.engines.server import EngineServer
 from tests.conftest import run_scenario, turns_of
-from tests.test_real_engines_endurance import APIS, SCENARIO, api_extra, engine_run, overrides
+from tests.engines.test_real_engines_endurance import APIS, SCENARIO, api_extra, engine_run, overrides
 
 pytestmark = pytest.mark.real_engine
 

@@ -24,7 +24,7 @@ from simulator.analysis.summary import server_figures
 from simulator.metrics.prometheus import parse_metrics, window_rows
 from simulator.runs import RunSpec, execute
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")
 
 
@@ -215,7 +215,7 @@ async def test_http_twin_exposes_vllm_queue_time_histogram() -> None:
 
     from simulator.twin.engine import TwinEngine
     from simulator.twin.server import ServerConfig, create_app, serving
-    from tests.test_twin_server import FakePerf, body
+    from tests.twin.test_twin_server import FakePerf, body
 
     cfg = ServerConfig(model="qwen3-coder-30b-a3b-awq", hardware="a40",
                        context_window=32_768, time_scale=1000.0)

@@ -15,7 +15,7 @@ from simulator.analysis.sizing import SWEEP_KEYS, format_sweep_table
 from simulator.analysis.summary import summarize, summary_table
 from simulator.metrics.records import COLUMNS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rows() -> pd.DataFrame:
