@@ -213,9 +213,10 @@ def check_shardable(spec: RunSpec, workers: int) -> None:
         raise InputError(f"--workers must be >= 1, got {workers}")
     if spec.endpoint_url is None and spec.resume_dir is None:
         raise InputError(
-            "--workers needs --endpoint: the in-process twin is one simulated card shared "
-            "by all sessions, and N processes would each simulate their own card; serve the "
-            "twin over HTTP (`endurance twin serve`) and pass its URL as --endpoint")
+            "--workers (and --executor ray) need --endpoint: the in-process twin is one "
+            "simulated card shared by all sessions, and N processes would each simulate their "
+            "own card; serve the twin over HTTP (`endurance twin serve`) and pass its URL as "
+            "--endpoint")
 
 
 def shard_scenario(s: Scenario, limits: Sequence[str]) -> Scenario:
