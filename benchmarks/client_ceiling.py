@@ -207,11 +207,14 @@ from simulator.machine import machine  # noqa: E402  (after the sys.path insert)
 PEER_PATHS = list(peer_runner.PROTOCOL)
 
 
-def peers() -> dict[str, str]:
-    """AIPerf / GuideLLM: detected from their venvs (never installed by this script)."""
+def peers(protocol: str = "anthropic") -> dict[str, str]:
+    """AIPerf / GuideLLM: detected from their venvs (never installed by this script);
+    with `--protocol openai` every peer speaks Chat Completions."""
     found = peer_runner.installed()
+    wire = {name: peer_runner.OPENAI_WIRE if protocol == "openai" else peer_runner.WIRE[name]
+            for name in PEER_PATHS}
     return {name: (f"{peer_runner.version(name)} at {found[name].parent.parent} "
-                   f"({peer_runner.WIRE[name]})" if name in found else
+                   f"({wire[name]})" if name in found else
                    f"not installed (bash benchmarks/install_peers.sh → "
                    f"{peer_runner.PEERS_DIR / name})") for name in PEER_PATHS}
 
@@ -374,9 +377,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"machine: {machine()}")
     print(f"client pinned to cpu {a.client_cpu}, fake server to cpu {a.server_cpu}; "
           f"protocol {a.protocol}")
-    for name, state in peers().items():
+    for name, state in peers(a.protocol).items():
         print(f"peer {name}: {state}")
-    out: dict[str, Any] = {"machine": machine(), "peers": peers()}
+    out: dict[str, Any] = {"machine": machine(), "peers": peers(a.protocol)}
     for mode in a.regimes:
         counts = a.sessions or ([1, 16, 256] if a.quick else [1, 4, 16, 64, 256, 1024])
         if mode == "paced" and not a.sessions:

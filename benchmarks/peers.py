@@ -58,7 +58,13 @@ WIRE = {"aiperf": "anthropic messages SSE", "guidellm": "openai chat-completions
 # `--protocol openai` (client_ceiling's one-protocol side-by-side): AIPerf speaks Chat
 # Completions too; GuideLLM only speaks it anyway.
 AIPERF_ENDPOINT = {"anthropic": "messages", "openai": "chat"}
-_OPENAI_WIRE = "openai chat-completions SSE"
+OPENAI_WIRE = "openai chat-completions SSE"
+
+
+def wire(name: str) -> str:
+    """The protocol a peer speaks in this run (`--protocol openai` puts every peer on
+    Chat Completions)."""
+    return OPENAI_WIRE if os.environ.get("ENDURANCE_PEER_PROTOCOL") == "openai" else WIRE[name]
 SAMPLE_S = 0.1
 PROMPT_TOKENS = 32
 _CLK = os.sysconf("SC_CLK_TCK")
@@ -326,8 +332,7 @@ def run_peer(name: str, url: str, sessions: int, requests: int, tokens: int, cpu
             peak_rss_mb=max(s[2] for s in sampler.samples) / 2**20,
             max_proc_rss_mb=ru1.ru_maxrss / 1024,
             runner_cpu_s=me.ru_utime + me.ru_stime,  # this sampler, not in cpu_s
-            protocol=(_OPENAI_WIRE if os.environ.get("ENDURANCE_PEER_PROTOCOL") == "openai"
-                      else WIRE[name]), version=version(name), workers=workers,
+            protocol=wire(name), version=version(name), workers=workers,
             cpu_source=f"/proc tree samples every {SAMPLE_S * 1000:.0f} ms, in-window",
             rss_source="peak of summed tree RSS (samples)")
         if server_pid:
