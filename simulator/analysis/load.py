@@ -16,6 +16,7 @@ import pandas as pd
 from simulator.analysis import metrics_registry as registry
 from simulator.errors import InputError
 from simulator.metrics.prometheus import SERVER_METRICS_COLUMNS
+from simulator.metrics.recorder import load_manifest as load_manifest  # beside its writer
 from simulator.metrics.records import COLUMNS
 
 # Columns the analysis cannot do without (the rest may be absent in older runs).
@@ -27,22 +28,6 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:200] or type(exc).__name__
-
-
-def load_manifest(run_dir: Path) -> dict[str, Any]:
-    """The run's manifest as a dict (InputError when missing or not a JSON object)."""
-    path = run_dir / "manifest.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: missing; is {run_dir} a run directory?") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}: corrupted JSON: {exc.msg}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: unreadable: {_one_line(exc)}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
 
 
 def _read_parquet(path: Path, required: tuple[str, ...]) -> pd.DataFrame:

@@ -229,7 +229,9 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     out |= queue_figures(turn_ok, out["server_queue_time_mean_s"])
     out |= closed_loop_figures(turns, len(turn_ok), window)
     if engine_stats:
-        out |= {k: v for k, v in engine_figures(engine_stats).items() if out.get(k) is None}
+        # The in-process engine's own counters are exact; its timeline (like a scrape)
+        # only samples gauges every few seconds and misses peaks between samples.
+        out |= {k: v for k, v in engine_figures(engine_stats).items() if v is not None}
         out["engine"] = dict(engine_stats)
     agg = out["aggregate_tok_s"]
     out["price_per_hour"] = price_per_hour

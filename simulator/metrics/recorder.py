@@ -187,6 +187,24 @@ def turns_arrow_schema() -> Any:
                       for f in fields(TurnRecord)])
 
 
+def load_manifest(run_dir: Path) -> dict[str, Any]:
+    """The run's manifest as a dict (InputError when missing or not a JSON object). Here,
+    beside its writer, so the resume path reads it without importing pandas."""
+    path = run_dir / "manifest.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing; is {run_dir} a run directory?") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: corrupted JSON: {exc.msg}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise InputError(f"{path}: unreadable: {why}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
 def lock_journal(f: IO[str], run_dir: Path) -> None:
     """Hold an exclusive lock on an open journal for the writer's lifetime, so a second
     writer (a `--resume` of a run that is still going) is refused, not interleaved."""

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.analysis.load import load_manifest
 from simulator.endpoints.base import LLMResponse, Timing, Usage
 from simulator.errors import InputError
+from simulator.metrics.recorder import load_manifest
 from simulator.session.conversation import Block, TextBlock, ToolUseBlock
 
 ReplayKey = tuple[int, str]          # (turn_index, request_kind)
