@@ -19,10 +19,12 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
+
+if TYPE_CHECKING:
+    import aiohttp
 
 Kind = Literal["counter", "gauge"]
 Agg = Literal["sum", "mean"]
@@ -189,6 +191,7 @@ class MetricsScraper:
     async def _get(self, session: aiohttp.ClientSession | None) -> tuple[int, str]:
         if self._fetch is not None:
             return await self._fetch(self.url)
+        import aiohttp
         assert session is not None
         timeout = aiohttp.ClientTimeout(total=max(self.interval_s, 2.0))
         async with session.get(self.url, timeout=timeout) as resp:
@@ -196,6 +199,7 @@ class MetricsScraper:
 
     async def scrape_once(self, session: aiohttp.ClientSession | None = None) -> bool:
         """One scrape → rows to the sink. False when the endpoint is unusable."""
+        import aiohttp  # only when scraping: the in-process twin's timeline needs none
         now = self._clock() - self._t0
         try:
             status, text = await self._get(session)
@@ -223,6 +227,7 @@ class MetricsScraper:
 
     async def run(self) -> None:
         """Scrape until `stop()`; never raises for endpoint problems (they are notes)."""
+        import aiohttp
         async with aiohttp.ClientSession() as session:
             use = None if self._fetch is not None else session
             if not await self.scrape_once(use):
