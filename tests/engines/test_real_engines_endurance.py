@@ -152,7 +152,12 @@ def _check_collapse(run: EngineRun, kind: str, block: int, *, per_slot: bool = F
         prev = s.prompt_tokens.shift(1)
         broken = (s.cache_read_tokens < prev - slack) & judged
         fired = s.compaction.eq(kind) & judged
-        assert fired.sum() >= (2 if kind == "block" else TURNS // 3), (sid, fired.sum())
+        # The client's own record counts every compaction; a turn next to one whose
+        # usage is missing (llama.cpp, see _check_complete) cannot be judged, so the
+        # count comes from all of the session's rows, the comparison from judged ones.
+        every = run.turns[run.turns.session_id == sid].compaction.eq(kind).sum()
+        assert every >= (2 if kind == "block" else TURNS // 3), (sid, every)
+        assert fired.any(), (sid, "no compaction turn could be judged")
         if kind == "block":
             assert set(s.index[broken]) == set(s.index[fired]), sid
         else:
