@@ -308,7 +308,9 @@ class StreamState(DeltaTimes):
             self.stopped = True
         elif name == "error":
             err = body.get("error")
-            msg = err.get("message", "") if isinstance(err, dict) else ""
+            msg = err.get("message", "") if isinstance(err, dict) else err
+            if not isinstance(msg, str) or not msg:    # keep what the server did say
+                msg = str(dict(body))[:200]
             raise StreamFault(stream_error_type(body), f"error event after HTTP 200: {msg}")
 
     # -- results ---------------------------------------------------------------------------
