@@ -412,7 +412,8 @@ def _run_loop(s: Scenario, spec: RunSpec, endpoint: Endpoint, recorder: Recorder
     with bar as advance:
         grace = STOP_GRACE_S if spec.stop_grace_s is None else spec.stop_grace_s
         runner = Runner(s, endpoint, recorder, run_id, progress=advance, background=background,
-                        on_finish=on_finish, stop_grace_s=grace, resume=state)
+                        on_finish=on_finish, stop_grace_s=grace, resume=state,
+                        time_scale=float(recorder.manifest.get("time_scale") or 1.0))
 
         async def main() -> RunOutcome:
             bar.start_clock()

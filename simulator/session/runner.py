@@ -68,8 +68,12 @@ class Runner:
                  background: list[Callable[[], Coroutine[Any, Any, Any]]] | None = None,
                  session_range: range | None = None,
                  on_finish: list[Callable[[], None]] | None = None,
-                 stop_grace_s: float = STOP_GRACE_S, resume: ResumeState | None = None) -> None:
+                 stop_grace_s: float = STOP_GRACE_S, resume: ResumeState | None = None,
+                 time_scale: float = 1.0) -> None:
         self.s = scenario
+        # an HTTP twin's time scale: think time is waited at 1/K so the client keeps
+        # pace with the twin's simulated clock (1 for any other endpoint)
+        self.time_scale = time_scale
         self.endpoint = endpoint
         self.recorder = recorder
         self.run_id = run_id
@@ -83,12 +87,6 @@ class Runner:
         self._stop = asyncio.Event()
         self._signalled = 0
 
-    def _time_scale(self) -> float:
-        """The HTTP twin's time scale from the run's manifest (1 elsewhere): think time is
-        waited at 1/K so the client keeps pace with the twin's simulated clock."""
-        manifest = getattr(self.recorder, "manifest", None) or {}
-        return float(manifest.get("time_scale") or 1.0)
-
     async def run(self) -> RunOutcome:
         loop = asyncio.get_running_loop()
         main = asyncio.current_task()
@@ -101,7 +99,7 @@ class Runner:
                          clock, Limiter(self.s.limits.max_in_flight, self.s.limits.requests_per_s),
                          base, tools_json(base), self._stop, t0, self.progress,
                          replay=self.resume.replay, prior_attempts=self.resume.prior_attempts,
-                         time_scale=self._time_scale())
+                         time_scale=self.time_scale)
         try:
             await self._run_all(ctx)
         except asyncio.CancelledError:
