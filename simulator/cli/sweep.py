@@ -10,6 +10,7 @@ import json
 import secrets
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -148,13 +149,21 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
     rows = sweep(point, counts)
     for r in rows:
         r["run_dirs"] = point.run_dirs.get(r["sessions"], [])
+    _save_and_show(rows, folder, "sweep", write_sweep_plot, format_sweep_table, as_json)
+
+
+def _save_and_show(rows: list[dict[str, Any]], folder: Path, name: str,
+                   write_plot: Callable[[list[dict[str, Any]], Path], Path],
+                   table: Callable[[list[dict[str, Any]]], str], as_json: bool) -> None:
+    """`<name>.json` and `<name>.png` in the sweep's folder; then the JSON alone, or the
+    table, the plot's path and the folder (its last line, as `run` prints its run)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sweep.json").write_text(json.dumps(rows, indent=2) + "\n")
-    plot = write_sweep_plot(rows, folder / "sweep.png")
+    (folder / f"{name}.json").write_text(json.dumps(rows, indent=2) + "\n")
+    plot = write_plot(rows, folder / f"{name}.png")
     if as_json:
         click.echo(json.dumps(rows))
         return
-    click.echo(format_sweep_table(rows))
+    click.echo(table(rows))
     click.echo(f"plot: {plot}")
     click.echo(str(folder))
 
@@ -178,15 +187,7 @@ def _spec_sweep(scenario: str, base: list[str], folder: Path, opts: dict[str, An
     rows = run_spec_sweep(lambda s, n: runners[s](n), specs, counts)
     for r in rows:
         r["run_dirs"] = runners[r["spec"]].run_dirs.get(r["sessions"], [])
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "spec-sweep.json").write_text(json.dumps(rows, indent=2) + "\n")
-    plot = write_spec_plot(rows, folder / "spec-sweep.png")
-    if as_json:
-        click.echo(json.dumps(rows))
-        return
-    click.echo(format_spec_table(rows))
-    click.echo(f"plot: {plot}")
-    click.echo(str(folder))
+    _save_and_show(rows, folder, "spec-sweep", write_spec_plot, format_spec_table, as_json)
 
 
 @main.command(name="size")
