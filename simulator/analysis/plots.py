@@ -30,6 +30,16 @@ def new_figure(width: float = 10.0, height: float = 4.5, *, right: float = 0.98)
     return fig
 
 
+def legend_entries(ax: Any, *twins: Any) -> tuple[list[Any], list[str]]:
+    """Legend handles and labels of a panel and its twin axes (`twinx`), in order, so
+    one legend names the lines of both y axes."""
+    handles, labels = ax.get_legend_handles_labels()
+    for t in twins:
+        h, lab = t.get_legend_handles_labels()
+        handles, labels = handles + h, labels + lab
+    return handles, labels
+
+
 def legend_below(fig: Figure, ax: Any, *, ncol: int = 3, title: str | None = None) -> None:
     """The axes' legend under the plot, outside the data: the bottom margin grows by
     the legend's rows (inches, turned into a fraction of the figure's height)."""
@@ -248,7 +258,5 @@ def plot_sweep(rows: Sequence[dict[str, Any]]) -> Figure:
     ax.set_ylim(bottom=0)
     ax2.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    h1, l1 = ax.get_legend_handles_labels()
-    h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, loc="center right")
+    ax.legend(*legend_entries(ax, ax2), loc="center right")
     return fig

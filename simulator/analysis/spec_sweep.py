@@ -81,7 +81,7 @@ def format_spec_table(rows: Sequence[dict[str, Any]]) -> str:
 
 def write_spec_plot(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
     """PNG: N × per-session (solid) and per-session (dashed) tok/s vs N per setting."""
-    from simulator.analysis.plots import new_figure
+    from simulator.analysis.plots import legend_entries, new_figure
     from simulator.analysis.render import figure_png
     fig = new_figure(8.0, 4.5, right=1.0 - 0.8 / 8.0)
     ax = fig.add_subplot()
@@ -103,9 +103,7 @@ def write_spec_plot(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
     ax.set_ylim(bottom=0)
     ax2.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    h1, l1 = ax.get_legend_handles_labels()
-    h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, loc="best", fontsize="small")
+    ax.legend(*legend_entries(ax, ax2), loc="best", fontsize="small")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(figure_png(fig))

@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from simulator.analysis.plots import mode_word, new_figure
+from simulator.analysis.plots import legend_entries, mode_word, new_figure
 
 PERCENTILES = (50, 90, 99)
 
@@ -148,10 +148,7 @@ def _bar_width(srv: pd.DataFrame) -> float:
 
 def _legend_right(ax: Axes, *twins: Axes) -> None:
     """The panel's legend beside it, outside the data."""
-    handles, labels = ax.get_legend_handles_labels()
-    for t in twins:
-        h, lab = t.get_legend_handles_labels()
-        handles, labels = handles + h, labels + lab
+    handles, labels = legend_entries(ax, *twins)
     offset = 1.1 if twins else 1.01
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(offset, 1.0),
               fontsize="small", frameon=False)
