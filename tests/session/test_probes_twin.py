@@ -39,7 +39,9 @@ def _timing_free(df: pd.DataFrame) -> list[dict[str, Any]]:
             for r in rows.to_dict("records")]
 
 
-@pytest.mark.parametrize("kind", ["none", "prune", "block", "summarize", "clear_tool_results"])
+@pytest.mark.parametrize("kind", [pytest.param("none", marks=pytest.mark.slow),
+                                  pytest.param("prune", marks=pytest.mark.slow),
+                                  "block", "summarize", "clear_tool_results"])
 def test_probes_never_change_the_turn_rows(tmp_path: Path, kind: str) -> None:
     asked = _run(tmp_path, "asked", kind, PROBES)
     quiet = _run(tmp_path, "quiet", kind, QUIET)
