@@ -169,3 +169,45 @@ def split_listed_set(sets: Sequence[str]) -> tuple[str, list[str], list[str]] | 
     key, _, val = sets[listed[0]].partition("=")
     values = [v.strip() for v in val.split(",") if v.strip()]
     return key.strip(), values, [s for j, s in enumerate(sets) if j != listed[0]]
+
+
+def _age_key(label: str) -> float:
+    head = label.split("-")[0].rstrip("+")
+    return float(head) if head.isdigit() else float("inf")
+
+
+def plot_recall_by_age(series: Sequence[tuple[str, dict[str, Any]]], *,
+                       simulated: bool) -> Figure:
+    """Probe recall (solid) and fact retention (dotted) against fact age, one line per
+    run or policy (`recall_by_age` breakdowns)."""
+    fig = plots.new_figure(8.0, 4.5)
+    ax = fig.add_subplot()
+    labels = sorted({b for _, by_age in series for b in by_age}, key=_age_key)
+    x = list(range(len(labels)))
+    for i, (name, by_age) in enumerate(series):
+        color = f"C{i % 10}"
+        rec = [by_age.get(b, {}).get("probe_recall") for b in labels]
+        ret = [by_age.get(b, {}).get("fact_retention") for b in labels]
+        ax.plot(x, [np.nan if v is None else 100 * v for v in rec], "o-", color=color,
+                label=f"{name}: recall")
+        ax.plot(x, [np.nan if v is None else 100 * v for v in ret], ":", color=color,
+                label=f"{name}: retention")
+    ax.set_xticks(x, labels)
+    ax.set(title=f"Recall vs fact age — {plots.mode_word(simulated)}",
+           xlabel="fact age (turns since planted)", ylabel="% of probes")
+    ax.set_ylim(-2, 102)
+    ax.grid(alpha=0.3)
+    plots.legend_below(fig, ax, ncol=2)
+    return fig
+
+
+def write_age_plot(rows: Sequence[dict[str, Any]], path: Any) -> Any:
+    """Save recall vs fact age, one line per swept value, as PNG; returns its path."""
+    from pathlib import Path
+
+    from simulator.analysis.render import figure_png
+    p = Path(path)
+    p.write_bytes(figure_png(plot_recall_by_age(
+        [(str(r["value"]), r.get("recall_by_age") or {}) for r in rows],
+        simulated=any(r.get("simulated") for r in rows))))
+    return p

@@ -24,6 +24,7 @@ def setting_sweep(scenario: str, listed: tuple[str, list[str]], base: list[str],
         format_policy_table,
         mark_frontier,
         point_row,
+        write_age_plot,
         write_frontier_plot,
     )
     from simulator.parallel import map_points
@@ -72,6 +73,8 @@ def setting_sweep(scenario: str, listed: tuple[str, list[str]], base: list[str],
         rows.append(row | {"sessions": n, "run_dirs": [r.run_dir for r in done]})
     save_and_show(mark_frontier(rows), folder, "policy-sweep", write_frontier_plot,
                   format_policy_table, as_json)
+    if any(r.get("probe_requests") for r in rows):
+        write_age_plot(rows, folder / "recall-vs-age.png")
 
 
 def _safe(value: str) -> str:
