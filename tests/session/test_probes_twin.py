@@ -3,6 +3,7 @@ answered from the prompt (recall = retention), facts unique per session."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,8 @@ import pytest
 import yaml
 
 from simulator.facts import FACT_KINDS
+from simulator.scenario.load import load_scenario
+from simulator.session.prefix import build_base_prefix
 from tests.conftest import run_scenario, small_scenario, turns_of
 
 # Fields that depend on when things happened, not on what was sent or received.
@@ -86,3 +89,8 @@ def test_facts_unique_per_session(tmp_path: Path) -> None:
     assert p["session_id"].nunique() == 3
     # the twin answers right only from its own session's context
     assert p["probe_correct"].astype(bool).all()
+    # and no fact rides in the prefix every session shares
+    scenario, _ = load_scenario(str(tmp_path / "u.yaml"))
+    prefix = build_base_prefix(scenario)
+    shared = prefix.system + json.dumps(list(prefix.tools))
+    assert not any(v in shared for v in p["probe_expected"])
