@@ -38,7 +38,9 @@ def point_row(setting: str, value: str, summaries: Sequence[dict[str, Any]],
     """One value of the swept setting: speed over replicates, recall pooled."""
     speeds = [_speed(s) for s in summaries]
     known = [v for v in speeds if v is not None]
-    pooled = recall_figures(pd.concat(list(turns), ignore_index=True)) if turns else {}
+    allrows = pd.concat(list(turns), ignore_index=True) if turns else None
+    pooled = recall_figures(allrows) if allrows is not None else {}
+    shared = recall_figures(scheduled_probes(allrows)) if allrows is not None else {}
     return {
         "setting": setting, "value": value, "replicates": len(summaries),
         "sustained_tok_s": _mean(speeds),
@@ -53,14 +55,38 @@ def point_row(setting: str, value: str, summaries: Sequence[dict[str, Any]],
             "probe_requests", "probes_answered", "probe_recall", "probe_recall_ci_low",
             "probe_recall_ci_high", "fact_retention", "fact_retention_ci_low",
             "fact_retention_ci_high", "recall_ci_unit", "recall_by_kind", "recall_by_age")},
+        # the probes every policy asks (every_turns, at_turns, the end): comparable
+        # across policies, where after-compaction probes come at policy-chosen moments
+        **{f"scheduled_{k}": shared.get(k) for k in (
+            "probe_requests", "probe_recall", "probe_recall_ci_low", "probe_recall_ci_high",
+            "fact_retention")},
         "simulated": any(bool(s.get("simulated")) for s in summaries),
     }
 
 
+def scheduled_probes(turns: pd.DataFrame) -> pd.DataFrame:
+    """Probe rows asked at a scheduled point (`turn` or `end` among their reasons) and
+    every non-probe row."""
+    if "probe_reason" not in turns.columns:
+        return turns
+    reason = turns["probe_reason"].fillna("").astype(str)
+    keep = (turns["request_kind"] != "probe") | reason.str.contains(r"\b(?:turn|end)\b")
+    return turns[keep]
+
+
+def frontier_recall(r: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
+    """(recall, low, high) a point is placed by: the scheduled probes' (the same moments
+    under every policy) when there are any, else all probes'."""
+    if r.get("scheduled_probe_recall") is not None:
+        return (r["scheduled_probe_recall"], r.get("scheduled_probe_recall_ci_low"),
+                r.get("scheduled_probe_recall_ci_high"))
+    return r.get("probe_recall"), r.get("probe_recall_ci_low"), r.get("probe_recall_ci_high")
+
+
 def mark_frontier(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows with `frontier` set: not dominated in (sustained tok/s, probe recall)."""
+    """Rows with `frontier` set: not dominated in (sustained tok/s, recall)."""
     def pt(r: dict[str, Any]) -> tuple[float, float] | None:
-        s, c = r.get("sustained_tok_s"), r.get("probe_recall")
+        s, c = r.get("sustained_tok_s"), frontier_recall(r)[0]
         return None if s is None or c is None else (float(s), float(c))
     out = []
     for r in rows:
@@ -84,17 +110,21 @@ def format_policy_table(rows: Sequence[dict[str, Any]]) -> str:
     """Terminal table: one line per value, speed beside recall (95% CI)."""
     sim = any(r.get("simulated") for r in rows)
     head = ["value", "runs", "sustained tok/s (min–max)", "cache read", "retention",
-            "probe recall [95% CI]", "probes", "frontier"]
+            "probe recall [95% CI]", "probes", "scheduled recall [95% CI]", "frontier"]
     table = [head]
     for r in rows:
         ci = "" if r.get("probe_recall_ci_low") is None else \
             f" [{_pct(r['probe_recall_ci_low'])}–{_pct(r['probe_recall_ci_high'])}]"
+        sci = "" if r.get("scheduled_probe_recall_ci_low") is None else \
+            f" [{_pct(r['scheduled_probe_recall_ci_low'])}–" \
+            f"{_pct(r['scheduled_probe_recall_ci_high'])}]"
         span = "" if r.get("replicates", 1) < 2 or r.get("sustained_tok_s_min") is None else \
             f" ({_num(r['sustained_tok_s_min'])}–{_num(r['sustained_tok_s_max'])})"
         table.append([str(r["value"]), str(r["replicates"]),
                       _num(r.get("sustained_tok_s")) + span,
                       _pct(r.get("server_cache_read_share")), _pct(r.get("fact_retention")),
                       _pct(r.get("probe_recall")) + ci, str(r.get("probe_requests") or 0),
+                      _pct(r.get("scheduled_probe_recall")) + sci,
                       "yes" if r.get("frontier") else ""])
     widths = [max(len(t[i]) for t in table) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip()
@@ -102,7 +132,9 @@ def format_policy_table(rows: Sequence[dict[str, Any]]) -> str:
     setting = rows[0]["setting"] if rows else "?"
     title = f"sweep over {setting} — " + ("SIMULATED (twin)" if sim else "real endpoint")
     notes = ["sustained tok/s: Σ output / Σ e2e per session (whole run, mean over runs); "
-             "recall and retention pooled over every run's probes"]
+             "recall and retention pooled over every run's probes; scheduled recall: "
+             "only the probes every policy asks (every_turns, at_turns, the end), the "
+             "comparable figure (after-compaction probes come when each policy compacts)"]
     if sim:
         notes.append("twin: recall = retention by construction (it answers from the prompt)")
     if not any(r.get("probe_requests") for r in rows):
@@ -116,25 +148,27 @@ def plot_frontier(rows: Sequence[dict[str, Any]]) -> Figure:
     fig = plots.new_figure(8.0, 5.0)
     ax = fig.add_subplot()
     pts = [r for r in rows if r.get("sustained_tok_s") is not None
-           and r.get("probe_recall") is not None]
+           and frontier_recall(r)[0] is not None]
     for r in pts:
-        x, y = 100 * float(r["probe_recall"]), float(r["sustained_tok_s"])
-        lo, hi = r.get("probe_recall_ci_low"), r.get("probe_recall_ci_high")
+        rec, lo, hi = frontier_recall(r)
+        x, y = 100 * float(rec or 0.0), float(r["sustained_tok_s"])
         xerr = None if lo is None or hi is None else [[x - 100 * float(lo)], [100 * float(hi) - x]]
         ax.errorbar([x], [y], xerr=xerr, fmt="o", capsize=3,
                     label=f"{r['value']} ({_pct(r.get('fact_retention'))} retained)")
         ax.annotate(str(r["value"]), (x, y), textcoords="offset points",
                     xytext=(-5, 6) if x > 75 else (5, 6), ha="right" if x > 75 else "left",
                     fontsize="small")
-    front = sorted((r for r in pts if r.get("frontier")), key=lambda r: float(r["probe_recall"]))
+    front = sorted((r for r in pts if r.get("frontier")),
+                   key=lambda r: float(frontier_recall(r)[0] or 0.0))
     if len(front) > 1:
-        ax.plot([100 * float(r["probe_recall"]) for r in front],
+        ax.plot([100 * float(frontier_recall(r)[0] or 0.0) for r in front],
                 [float(r["sustained_tok_s"]) for r in front], "--", color="grey",
                 alpha=0.6, label="frontier")
     sim = any(r.get("simulated") for r in rows)
     setting = rows[0]["setting"] if rows else ""
     ax.set(title=f"Speed vs recall over {setting} — {plots.mode_word(sim)}",
-           xlabel="probe recall (%)", ylabel="sustained tok/s (per session)")
+           xlabel="probe recall (%) at the scheduled probes (every_turns, the end)",
+           ylabel="sustained tok/s (per session)")
     ax.set_xlim(-2, 102)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)

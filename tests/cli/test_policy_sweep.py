@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
 
-from simulator.analysis.policy_sweep import mark_frontier, split_listed_set
+from simulator.analysis.policy_sweep import mark_frontier, scheduled_probes, split_listed_set
 from simulator.cli import main
 from simulator.errors import InputError
 from tests.conftest import small_scenario
@@ -67,3 +68,19 @@ def test_frontier() -> None:
             {"value": "c", "sustained_tok_s": 80.0, "probe_recall": 0.4},
             {"value": "d", "sustained_tok_s": 70.0, "probe_recall": None}]
     assert [r["frontier"] for r in mark_frontier(rows)] == [True, True, False, False]
+
+
+def test_scheduled_probes_are_the_shared_points() -> None:
+    df = pd.DataFrame({"request_kind": ["turn", "probe", "probe", "probe", "summary"],
+                       "probe_reason": [None, "compaction", "compaction+turn", "end", None]})
+    assert list(scheduled_probes(df).index) == [0, 2, 3, 4]
+
+
+def test_frontier_prefers_the_scheduled_recall() -> None:
+    rows = [{"value": "a", "sustained_tok_s": 100.0, "probe_recall": 0.9,
+             "scheduled_probe_recall": 0.1},
+            {"value": "b", "sustained_tok_s": 90.0, "probe_recall": 0.2,
+             "scheduled_probe_recall": 0.5}]
+    assert [r["frontier"] for r in mark_frontier(rows)] == [True, True]
+    rows[1]["scheduled_probe_recall"] = 0.05
+    assert [r["frontier"] for r in mark_frontier(rows)] == [True, False]
