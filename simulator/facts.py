@@ -117,7 +117,8 @@ def answer_from(text: str) -> str | None:
     return UNKNOWN_ANSWER if value is None else value
 
 
-_SALIENT = re.compile(r"Remember for later: the [^\n]*?\.(?=\s|$)|Decision: the [^\n]*?\.(?=\s|$)")
+_SALIENT = re.compile(rf"Remember for later: the [^\n]*? is {_VALUE}\."
+                      rf"|Decision: the [^\n]*? will be {_VALUE}\.")
 
 
 def summary_keeps(text: str) -> list[str]:

@@ -71,3 +71,5 @@ def test_summary_keeps_user_notes_and_decisions_once_each() -> None:
     tool = fx.statement("tool_value", "db_address", "10.0.0.1:20001")
     text = f"a {user} b\n{tool}\n{dec}\nc {user}"
     assert fx.summary_keeps(text) == [user, dec]
+    # at the very end of a message, right before the chat template's end marker
+    assert fx.summary_keeps(f"x\n\n{user}<|im_end|>\n<|im_start|>") == [user]

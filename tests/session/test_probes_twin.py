@@ -69,6 +69,8 @@ def test_twin_recall_equals_retention(tmp_path: Path, kind: str) -> None:
         kept = p[p["fact_retained"] == "summary"]
         assert len(kept) > 0
         assert set(kept["fact_kind"]) <= {"user_value", "decision"}   # what the twin keeps
+        said = p[p["fact_kind"].isin(["user_value", "decision"])]
+        assert len(said) > 0 and (said["fact_retained"] != "dropped").all()
     if kind in ("block", "clear_tool_results"):
         assert (p["fact_retained"] == "dropped").any()
         assert not (p["fact_retained"] == "summary").any()
