@@ -203,10 +203,12 @@ class Agent:
             self._append_reply(resp, template, turn)
             if self.ctx.progress is not None and not replaying:
                 self.ctx.progress(resp.usage.output_tokens or resp.output_tokens_est)
-            if self.prober is not None and not replaying:
-                started = self.ctx.clock.monotonic()
-                await self.prober.after_turn(turn, sent, event is not None)
-                self._probe_s = self.ctx.clock.monotonic() - started
+            if self.prober is not None:
+                self.prober.note_turn(turn, event is not None)   # resumed turns too
+                if not replaying:
+                    started = self.ctx.clock.monotonic()
+                    await self.prober.after_turn(turn, sent, event is not None)
+                    self._probe_s = self.ctx.clock.monotonic() - started
 
     def _synthesise_turn(self, turn: int) -> None:
         """Warm start: build turn `turn`'s history as the live loop would — same draws
@@ -223,6 +225,8 @@ class Agent:
                                       self.rng(turn, "summary"))
             out = comp.finish_summary(policy, self.conv, text, self.prefix.tokens_est)
         self.conv = out.conversation
+        if self.prober is not None:
+            self.prober.note_turn(turn, out.event is not None)
         n = self._max_tokens(template, rng)
         # live history appends the reply's content; scripted makes its own text of n tokens
         blocks = (TextBlock(self._scripted_text(template, n, self.rng(turn, "reply"))),) \

@@ -36,10 +36,13 @@ class Prober:
         self.book = recall.FactBook(recall.plan_facts(
             spec, ctx.scenario.seed, session_id, index, ctx.scenario.turns))
 
-    async def after_turn(self, turn: int, sent: tuple[Message, ...], compacted: bool) -> None:
-        """Probe turn `turn`'s context `sent` when the spec asks for it."""
+    def note_turn(self, turn: int, compacted: bool) -> None:
+        """Every turn, sent or replayed on resume: the compactions facts cross."""
         if compacted:
             self.book.compaction_turns.append(turn)
+
+    async def after_turn(self, turn: int, sent: tuple[Message, ...], compacted: bool) -> None:
+        """Probe turn `turn`'s context `sent` when the spec asks for it."""
         reason = recall.probe_reasons(self.spec, turn, self.ctx.scenario.turns - 1, compacted)
         if reason is None or not sent:
             return
