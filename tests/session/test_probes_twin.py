@@ -24,15 +24,21 @@ QUIET: dict[str, Any] = {**PROBES, "every_turns": None, "after_compaction": Fals
                          "at_end": False}
 
 
-def _run(tmp_path: Path, name: str, kind: str, probes: dict[str, Any] | None,
+_CACHE: dict[tuple[str, str, int], pd.DataFrame] = {}
+
+
+def _run(tmp_path: Path, name: str, kind: str, probes: dict[str, Any],
          sessions: int = 2) -> pd.DataFrame:
-    data = small_scenario(turns=40, sessions=sessions, probes=probes)
-    data["compaction"]["kind"] = kind
-    if probes is None:
-        del data["probes"]
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return turns_of(run_scenario(path, tmp_path / name))
+    """The twin run of the small scenario under `kind` (runs are deterministic: one run
+    per (probes, kind, sessions) serves every test of this module)."""
+    key = (json.dumps(probes, sort_keys=True), kind, sessions)
+    if key not in _CACHE:
+        data = small_scenario(turns=40, sessions=sessions, probes=probes)
+        data["compaction"]["kind"] = kind
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        _CACHE[key] = turns_of(run_scenario(path, tmp_path / name))
+    return _CACHE[key]
 
 
 def _timing_free(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -44,7 +50,8 @@ def _timing_free(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("kind", [pytest.param("none", marks=pytest.mark.slow),
                                   pytest.param("prune", marks=pytest.mark.slow),
-                                  "block", "summarize", "clear_tool_results"])
+                                  pytest.param("clear_tool_results", marks=pytest.mark.slow),
+                                  "block", "summarize"])
 def test_probes_never_change_the_turn_rows(tmp_path: Path, kind: str) -> None:
     asked = _run(tmp_path, "asked", kind, PROBES)
     quiet = _run(tmp_path, "quiet", kind, QUIET)
@@ -77,7 +84,7 @@ def test_twin_recall_equals_retention(tmp_path: Path, kind: str) -> None:
 
 
 def test_probes_ride_the_prefix_cache(tmp_path: Path) -> None:
-    p = _run(tmp_path, "c", "block", PROBES)
+    p = _run(tmp_path, "r", "block", PROBES)
     p = p[p["request_kind"] == "probe"]
     share = p["cache_read_tokens"].sum() / p["prompt_tokens"].sum()
     assert share > 0.9
