@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator import facts as fx
@@ -15,6 +15,7 @@ values = st.from_regex(r"[A-Z]{3,8}-[0-9]{3,6}[a-z]", fullmatch=True)
 filler = st.text(alphabet="abcdefghij klmnop\n=.:0123456789", max_size=300)
 
 
+@settings(max_examples=50)
 @given(keys, values, filler, filler)
 def test_twin_reads_back_each_kind_it_is_told(key: str, value: str, before: str,
                                                 after: str) -> None:
@@ -31,6 +32,7 @@ def test_twin_reads_back_each_kind_it_is_told(key: str, value: str, before: str,
         assert fx.is_correct(answer, value_k)
 
 
+@settings(max_examples=50)
 @given(keys, values, filler)
 def test_no_statement_no_answer(key: str, value: str, text: str) -> None:
     for kind in fx.FACT_KINDS:

@@ -144,14 +144,18 @@ def age_bins(age: pd.Series, edges: Sequence[int] = AGE_EDGES) -> pd.Series:
 
 
 def breakdown(p: pd.DataFrame, groups: pd.Series) -> dict[str, dict[str, Any]]:
-    """Per group: probes, retention and recall (JSON-safe)."""
+    """Per group: probes, retention and recall with their 95% intervals (resampling
+    the same units as the whole run's; JSON-safe)."""
+    clusters, _ = _clusters(p)
     out: dict[str, dict[str, Any]] = {}
     for g, sub in p.groupby(groups, sort=True):
         ans = _answered(sub)
-        out[str(g)] = {"probes": len(sub),
-                       "fact_retention": float(_retained(sub).mean()),
-                       "probe_recall": (float(ans["probe_correct"].astype(bool).mean())
-                                        if not ans.empty else None)}
+        ret, tlo, thi = _share_ci(_retained(sub), clusters.loc[sub.index])
+        rec, rlo, rhi = _share_ci(ans["probe_correct"].astype(bool), clusters.loc[ans.index])
+        out[str(g)] = {"probes": len(sub), "fact_retention": ret,
+                       "fact_retention_ci_low": tlo, "fact_retention_ci_high": thi,
+                       "probe_recall": rec, "probe_recall_ci_low": rlo,
+                       "probe_recall_ci_high": rhi}
     return out
 
 

@@ -62,6 +62,9 @@ def test_probe_rows_never_enter_the_turn_figures() -> None:
     assert probed["recall_ci_unit"] == "session"
     assert probed["retention_by_state"] == {"dropped": 2, "summary": 1, "verbatim": 2}
     assert probed["recall_by_age"]["0-9"]["probes"] == 5
+    kind = probed["recall_by_kind"]["user_value"]
+    assert kind["probe_recall"] == 0.75
+    assert kind["probe_recall_ci_low"] <= 0.75 <= kind["probe_recall_ci_high"]
 
 
 def test_bootstrap_is_seeded_and_resamples_clusters() -> None:
