@@ -115,3 +115,11 @@ def test_recall_metrics_are_registered_and_documented() -> None:
         "\n<!-- metrics-registry-recall:end -->")[0]
     assert block == registry.vocabulary_markdown(recall=True), \
         "docs/recall.md table is stale: python -m simulator.analysis.metrics_registry --recall"
+
+
+def test_a_probe_run_pairs_with_the_same_run_without_probes() -> None:
+    from simulator.analysis.load import workload_identity
+    base = {"seed": 7, "scenario_resolved": {"name": "x", "turns": 10, "probes": None}}
+    probed = {"seed": 7, "scenario_resolved": {"name": "x", "turns": 10,
+                                               "probes": {"facts": 8}}}
+    assert workload_identity(base) == workload_identity(probed) is not None
