@@ -36,8 +36,9 @@ def weka(run_dir: Path, out: Path, force: bool) -> None:
     traces = build_traces(info, list(sent_requests(run_dir)))
     if not traces:
         raise InputError(f"{run_dir}: no successful request to export")
-    _target(out, force)
-    if len(traces) == 1:
+    if not out.is_dir():
+        _target(out, force)
+    if len(traces) == 1 and not out.is_dir():
         files = {out: next(iter(traces.values()))}
     else:
         out.mkdir(parents=True, exist_ok=True)
