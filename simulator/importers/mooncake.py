@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import InputError
-from simulator.importers.trace_build import HashScope, TraceRequest, TraceSession, common_prefix
+from simulator.importers.trace_build import (
+    HashScope,
+    TraceRequest,
+    TraceSession,
+    common_prefix,
+    hit_tokens,
+)
 from simulator.importers.weka import _field
 
 BLOCK_SIZE = 512
@@ -92,7 +98,7 @@ def read_mooncake(path: Path, block_size: int = BLOCK_SIZE) -> tuple[list[TraceS
             s.requests.append(TraceRequest(
                 t=t, in_tokens=inp, out_tokens=out, blocks=len(ids),
                 shared_prev_blocks=common_prefix(ids, prev) if prev else 0,
-                implied_hit_tokens=min(inp, scope.observe(ids) * block_size),
+                implied_hit_tokens=hit_tokens(scope.observe(ids), len(ids), inp, block_size),
                 model=_field(d, "model", where, "text"),
                 think_time=None if first else think))
             if sid is not None:

@@ -88,6 +88,17 @@ class HashScope:
         return n
 
 
+def hit_tokens(matched: int, blocks: int, in_tokens: int, block_size: int) -> int:
+    """Tokens the `matched` leading blocks stand for. In a trace whose blocks cover its
+    `in` (cc-traces: full blocks only; Mooncake: a partial tail too) that is
+    matched × block size. A trace whose ids were hashed over another tokenisation
+    than `in` counts (endurance's export: client cl100k blocks, server prompt
+    sizes) gets the matched share of `in`, so its implied share stays a share."""
+    if blocks * block_size >= in_tokens - block_size:
+        return min(in_tokens, matched * block_size)
+    return round(in_tokens * matched / blocks) if blocks else 0
+
+
 def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
     n = 0
     for x, y in zip(a, b, strict=False):

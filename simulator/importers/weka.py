@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import InputError
-from simulator.importers.trace_build import HashScope, TraceRequest, TraceSession, common_prefix
+from simulator.importers.trace_build import (
+    HashScope,
+    TraceRequest,
+    TraceSession,
+    common_prefix,
+    hit_tokens,
+)
 from simulator.importers.trace_stream import ITEMS, StreamError, iter_object
 
 REQUEST_TYPES = frozenset({"n", "s", "subagent"})
@@ -140,7 +146,8 @@ def read_trace(path: Path) -> tuple[list[TraceSession], dict[str, Any]]:
         if s.block_size == 0:
             raise InputError(f"{path}: field 'block_size': must be positive")
         for q in s.requests:
-            q.implied_hit_tokens = min(q.in_tokens, q.implied_hit_tokens * s.block_size)
+            q.implied_hit_tokens = hit_tokens(q.implied_hit_tokens, q.blocks, q.in_tokens,
+                                              s.block_size)
         if s.prefix_tokens >= s.requests[0].in_tokens:   # the prefix must fit its first call
             s.prefix_tokens = max(0, s.requests[0].in_tokens - 2 * s.block_size)
     return r.sessions, head

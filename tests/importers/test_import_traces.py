@@ -170,8 +170,8 @@ def test_export_import_round_trip(tmp_path: Path) -> None:
     # hash-implied reuse of the exported run = what the run's server read from cache
     server = df.cache_read_tokens.sum() / df.prompt_tokens.sum()
     for res in (back, moon):
-        assert abs(res.summary["implied_cache_read_share"] - server) < 0.03, (res.summary,
-                                                                                 server)
+        assert abs(res.summary["implied_cache_read_share"] - server) < 0.015, (res.summary,
+                                                                                  server)
     # and the re-imported trace replays to the same per-request sizes
     df2 = _turns(_run(_import(tmp_path, tmp_path / "rt.json", "rt2.yaml"), tmp_path))
     a = df.sort_values(["session_id", "turn_index"]).prompt_tokens.to_numpy()

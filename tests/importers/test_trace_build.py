@@ -18,6 +18,7 @@ from simulator.importers.trace_build import (
     TraceSession,
     common_prefix,
     drop_kind,
+    hit_tokens,
     replay_sessions,
 )
 from simulator.metrics.blocks import BlockRecorder, chain
@@ -86,6 +87,14 @@ def test_drop_kinds_and_prefix_matching() -> None:
     h = HashScope()
     assert h.observe([1, 2, 3]) == 0
     assert h.observe([1, 2, 9]) == 2 and h.observe([1, 2, 9, 10]) == 3
+
+
+def test_hit_tokens_spec_blocks_and_foreign_tokenisation() -> None:
+    assert hit_tokens(3, 4, 4 * 64 + 10, 64) == 192          # cc-traces: full blocks
+    assert hit_tokens(4, 4, 4 * 64 + 10, 64) == 256
+    assert hit_tokens(2, 2, 1000, 512) == 1000               # Mooncake: a partial tail
+    # ids over another tokenisation than `in` (an endurance export): the share of `in`
+    assert hit_tokens(99, 100, 100 * 64 * 11 // 10, 64) == round(7040 * 0.99)
 
 
 def _from_scratch(texts: list[str], bs: int) -> list[str]:
