@@ -138,6 +138,8 @@ def read_trace(path: Path) -> tuple[list[TraceSession], dict[str, Any]]:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except StreamError as exc:
         raise InputError(f"{path}: not a cc-traces JSON object ({exc})") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to be a cc-traces file") from None
     if main < 0:
         raise InputError(f"{path}: field 'requests': missing (not a cc-traces file)")
     if not r.sessions[main].requests:

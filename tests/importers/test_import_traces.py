@@ -234,3 +234,19 @@ def test_mooncake_bad_row_and_sessions(tmp_path: Path) -> None:
     p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     r = CliRunner().invoke(main, ["import", "mooncake", str(p), "-o", str(tmp_path / "o.yaml")])
     assert r.exit_code == 2 and "request 2" in r.output and "output_length" in r.output
+
+
+@pytest.mark.parametrize(("fmt", "body", "why"), [
+    ("weka", b"[1, 2]", "expected '{'"),
+    ("weka", b'{"requests":' + b"[" * 50_000 + b"]" * 50_000 + b"}", "nested too deeply"),
+    ("weka", b'{"block_size": 64}', "field 'requests': missing"),
+    ("mooncake", b"\xff\xfe{}\n", "not UTF-8"),
+    ("mooncake", b'{"timestamp": 1}\n', "field 'hash_ids': missing"),
+])
+def test_hostile_files_one_line_exit_2(tmp_path: Path, fmt: str, body: bytes, why: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(body)
+    r = CliRunner().invoke(main, ["import", fmt, str(bad), "-o", str(tmp_path / "o.yaml")])
+    assert r.exit_code == 2 and why in r.output and len(r.output.strip().splitlines()) == 1, \
+        r.output
+    assert not (tmp_path / "o.yaml").exists()
