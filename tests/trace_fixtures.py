@@ -83,3 +83,33 @@ def make_trace(requests: int = 40, *, seed: int = 1, subagent: bool = True,
 def write_trace(path: Path, **kw: Any) -> Path:
     path.write_text(json.dumps(make_trace(**kw)), encoding="utf-8")
     return path
+
+
+def make_mooncake_tree(rows: int = 60, *, seed: int = 2, bs: int = 512) -> list[dict[str, Any]]:
+    """Independent Mooncake requests (no session_id) whose prompts share prefixes as a
+    tree: one of 4 system prompts (6 blocks), then maybe one of 5 shared documents
+    (4 blocks), then a unique question (1–4 blocks and a partial one). Ids are chained:
+    the same content after a different prefix gets a different id."""
+    rng = random.Random(seed)
+    table: dict[tuple[int, str], int] = {}
+
+    def nid(parent: int, label: str) -> int:
+        return table.setdefault((parent, label), len(table))
+
+    out = []
+    for i in range(rows):
+        ids: list[int] = []
+        sysp = rng.randrange(4)
+        for b in range(6):
+            ids.append(nid(ids[-1] if ids else -1, f"sys{sysp}.{b}"))
+        if rng.random() < 0.6:
+            doc = rng.randrange(5)
+            for b in range(4):
+                ids.append(nid(ids[-1], f"doc{doc}.{b}"))
+        for b in range(rng.randint(1, 4)):
+            ids.append(nid(ids[-1], f"q{i}.{b}"))
+        partial = rng.randint(20, bs - 20)
+        ids.append(nid(ids[-1], f"q{i}.tail"))
+        out.append({"timestamp": i * 3000, "input_length": (len(ids) - 1) * bs + partial,
+                    "output_length": rng.randint(20, 300), "hash_ids": ids})
+    return out

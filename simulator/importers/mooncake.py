@@ -108,7 +108,8 @@ def _rows(path: Path, fh: IO[str], block_size: int) -> tuple[list[TraceSession],
             shared_prev_blocks=common_prefix(ids, prev) if prev else 0,
             implied_hit_tokens=hit_tokens(scope.observe(ids), len(ids), inp, block_size),
             model=_field(d, "model", where, "text"),
-            think_time=None if first else think))
+            think_time=None if first else think,
+            block_ids=tuple(ids) if first else None))
         if sid is not None:
             prev_ids[si] = list(ids)
     if not sessions:

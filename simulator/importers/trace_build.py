@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulator.protocol.messages import BLOCK_OVERHEAD_TOKENS, MESSAGE_OVERHEAD_TOKENS
+from simulator.scenario.replay import format_spans
 
 SPAN_MAX_TOKENS = 4096          # a block's text is cut into spans of at most this size
 DROP_KEEP_SHARE = 0.5           # cc-traces: a "major reset" keeps < 50% of the blocks
@@ -54,6 +55,9 @@ class TraceRequest:
     ttft: float | None = None
     think_time: float | None = None
     input_types: tuple[str, ...] = ()
+    # A session's first request in a file whose ids are global (Mooncake): its hash ids,
+    # so sessions that share leading blocks are given the same text for them.
+    block_ids: tuple[Any, ...] | None = None
 
 
 @dataclass
@@ -114,6 +118,30 @@ class SpanTable:
 
     def __init__(self) -> None:
         self.tokens: list[int] = []
+        self._blocks: dict[Any, int] = {}
+
+    def blocks(self, ids: Sequence[Any], block_size: int, total: int) -> str:
+        """Spans of `total` tokens, one per hash id: an id seen before gets the same
+        span (so the same text), a full block is `block_size` − 1 tokens (the joining
+        newline is the last), the final span takes what is left."""
+        out: list[int] = []
+        left = total
+        for j, h in enumerate(ids):
+            last = j == len(ids) - 1
+            sid = self._blocks.get(h)
+            if sid is None:
+                if left <= 0:
+                    break
+                n = min(left, block_size - 1) if not last else left
+                sid = len(self.tokens)
+                self.tokens.append(n)
+                self._blocks[h] = sid
+            out.append(sid)
+            left -= self.tokens[sid] + 1
+        if left > 1:                                   # a reused last block left a gap
+            out.append(len(self.tokens))
+            self.tokens.append(left - 1)
+        return format_spans(out) if out else self.new(total)
 
     def new(self, n: int) -> str:
         first = len(self.tokens)
@@ -204,6 +232,11 @@ def session_calls(s: TraceSession, spans: SpanTable, spawn_at: dict[int, list[in
                 call["compaction"] = {"trigger": "auto", "pre_tokens": prev.in_tokens, "at": 0,
                                       "keep_messages": m, "inferred": kind}
                 history = history[:m]
+        elif r.block_ids is not None:
+            n = max(1, r.in_tokens - p - _MSG - _BLK)
+            skip = p // s.block_size
+            call["user"] = [{"kind": "text", "tokens": n,
+                             "spans": spans.blocks(r.block_ids[skip:], s.block_size, n)}]
         else:
             call["user"] = [_text(spans, r.in_tokens - p - _MSG - _BLK)]
         history.append(("user", _msg_tokens(call["user"])))

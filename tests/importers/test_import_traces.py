@@ -250,3 +250,27 @@ def test_hostile_files_one_line_exit_2(tmp_path: Path, fmt: str, body: bytes, wh
     assert r.exit_code == 2 and why in r.output and len(r.output.strip().splitlines()) == 1, \
         r.output
     assert not (tmp_path / "o.yaml").exists()
+
+
+def test_mooncake_prefix_tree_replays_its_implied_reuse(tmp_path: Path) -> None:
+    """Independent requests (FAST'25 style) share text wherever their hash ids agree,
+    so the twin's cache reads what the ids imply."""
+    from tests.trace_fixtures import make_mooncake_tree
+    p = tmp_path / "tree.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in make_mooncake_tree()))
+    out = tmp_path / "tree.yaml"
+    r = CliRunner().invoke(main, ["import", "mooncake", str(p), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    implied = import_mooncake(p, out_path=out).summary["implied_cache_read_share"]
+    res = execute(RunSpec(str(out), [], out_dir=tmp_path / "runs", show_progress=False),
+                  echo=lambda _: None)
+    assert res.status == "completed"
+    df = _turns(res.run_dir)
+    assert len(df) == 60
+    s, _ = load_scenario(out, [])
+    assert s.replay is not None
+    rec = np.array([c.calls[0].usage.prompt_tokens for c in s.replay.sessions if c.calls[0].usage])
+    got = df.sort_values("session_id").prompt_tokens.to_numpy()
+    assert float(np.max(np.abs(got - rec) / rec)) < 0.02
+    server = df.cache_read_tokens.sum() / df.prompt_tokens.sum()
+    assert implied > 0.4 and abs(server - implied) < 0.05, (server, implied)
