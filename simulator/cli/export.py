@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,18 @@ def _target(out: Path, force: bool) -> None:
         raise InputError(f"{out}: already exists; choose another -o path or pass --force")
 
 
+def _options(output_help: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """RUN_DIR, -o and --force, shared by both formats."""
+    def wrap(f: Callable[..., None]) -> Callable[..., None]:
+        f = click.option("--force", is_flag=True, help="Overwrite existing output.")(f)
+        f = click.option("-o", "--output", "out", required=True,
+                         type=click.Path(path_type=Path), help=output_help)(f)
+        return click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))(f)
+    return wrap
+
+
 @export_group.command("weka")
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
-@click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path),
-              help="Trace file (one top-level session) or folder (one file per session).")
-@click.option("--force", is_flag=True, help="Overwrite existing output.")
+@_options("Trace file (one top-level session) or folder (one file per session).")
 def weka(run_dir: Path, out: Path, force: bool) -> None:
     """cc-traces JSON (Weka / SemiAnalysis; kv-cache-tester, AIPerf, inference-perf)."""
     from simulator.exporters.run_requests import run_info, sent_requests
@@ -55,10 +63,7 @@ def _count(reqs: list[dict[str, Any]]) -> int:
 
 
 @export_group.command("mooncake")
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
-@click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path),
-              help="Trace file to write (JSONL).")
-@click.option("--force", is_flag=True, help="Overwrite existing output.")
+@_options("Trace file to write (JSONL).")
 def mooncake(run_dir: Path, out: Path, force: bool) -> None:
     """Mooncake JSONL (512-token blocks; session_id + delay as Dynamo reads them)."""
     from simulator.exporters.mooncake import mooncake_row

@@ -101,11 +101,17 @@ def build_scenario(sessions: list[TraceSession], *, name: str, fmt: str, seed: i
         "record_blocks": True,
         "limits": {"max_failed_sessions_frac": 0.0},
         "turn_templates": [], "replay": replay}
+    validate_imported(data, out_path)
+    return data, _summary(sessions, drops, 0, fmt, base_prefix)
+
+
+def validate_imported(data: dict[str, Any], out_path: Path) -> None:
+    """An importer's scenario must load as `run` will load it (relative files resolve
+    from the output's folder); InputError otherwise."""
     try:
         Scenario.model_validate({**data, "base_dir": str(out_path.parent)})
     except ValueError as exc:
         raise InputError(f"imported scenario does not validate: {exc}") from None
-    return data, _summary(sessions, drops, 0, fmt, base_prefix)
 
 
 def import_weka(paths: list[Path], *, out_path: Path, seed: int = 0,
