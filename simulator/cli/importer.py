@@ -133,3 +133,47 @@ def format_import_summary(s: dict[str, Any], out: Path | None, keep_content: boo
     else:
         lines.append("anonymised: structure and token sizes only; no original text.")
     return "\n".join(lines)
+
+
+@import_group.command("weka")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path),
+              help="Scenario file to write (YAML).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+def weka(paths: tuple[Path, ...], out: Path, seed: int, force: bool) -> None:
+    """Import Weka / SemiAnalysis cc-traces (FILE or folders of *.json): sizes, timings,
+    sub-agents and the prefix sharing their hash ids imply. A bad file in a folder is
+    reported and skipped."""
+    from simulator.importers.trace_import import format_summary, import_weka
+    from simulator.importers.weka import trace_files
+    check_output(out, list(trace_files(list(paths))), force)
+    res = import_weka(list(paths), out_path=out, seed=seed)
+    write_atomically(out, trace_yaml(res.data, "cc-traces"))
+    click.echo(format_summary(res.summary, out, res.file_errors))
+
+
+@import_group.command("mooncake")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path),
+              help="Scenario file to write (YAML).")
+@click.option("--block-size", type=click.IntRange(1, 1 << 20), default=512,
+              show_default=True, help="Tokens per hash id (Mooncake: 512).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+def mooncake(path: Path, out: Path, block_size: int, seed: int, force: bool) -> None:
+    """Import a Mooncake JSONL trace (timestamp, input_length, output_length, hash_ids;
+    Dynamo's session_id/delay rows become closed-loop sessions)."""
+    from simulator.importers.trace_import import format_summary, import_mooncake
+    check_output(out, [path], force)
+    res = import_mooncake(path, out_path=out, seed=seed, block_size=block_size)
+    write_atomically(out, trace_yaml(res.data, "Mooncake"))
+    click.echo(format_summary(res.summary, out, res.file_errors))
+
+
+def trace_yaml(data: dict[str, Any], fmt: str) -> str:
+    import yaml
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return (f"# Imported from a {fmt} trace: sizes, timings and hash-implied prefix sharing; "
+            f"every text is seeded synthetic content.\n"
+            + yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=None, width=100))

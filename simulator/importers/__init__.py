@@ -23,9 +23,9 @@ from simulator.importers.build import (
     planned_errors,
 )
 from simulator.importers.claude_code import Transcript, parse_transcripts, prompt_tokens
+from simulator.importers.trace_import import validate_imported
 from simulator.scenario import content
 from simulator.scenario.load import load_tools_file
-from simulator.scenario.model import Scenario
 
 VERBATIM_WARNING = ("WARNING: this scenario contains VERBATIM transcript content "
                     "(imported with --keep-content): source code, paths and secrets may be in it.")
@@ -203,10 +203,7 @@ def import_claude_code(paths: list[Path], *, out_path: Path, keep_content: bool 
         # fails the run (exit 1) instead of a quiet partial replay.
         "limits": {"max_failed_sessions_frac": 0.0},
         "turn_templates": [], "replay": replay}
-    try:
-        Scenario.model_validate({**data, "base_dir": str(out_path.parent)})
-    except ValueError as exc:
-        raise InputError(f"imported scenario does not validate: {exc}") from None
+    validate_imported(data, out_path)
     return ImportResult(data, _summary(t, fit, prefix_tokens))
 
 

@@ -406,6 +406,9 @@ class Scenario(_WithDists):
     # A recorded session script (`endurance import claude-code`) replayed instead of
     # synthetic turns; `contains_verbatim_content` says loudly that it holds real text.
     replay: ReplaySpec | None = None
+    # Journal each request's chained token-block hashes (blocks.jsonl) so the run can
+    # be exported as a cc-traces / Mooncake trace (`endurance export`).
+    record_blocks: bool = False
     contains_verbatim_content: bool = False
 
     @model_validator(mode="after")

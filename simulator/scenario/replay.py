@@ -65,6 +65,10 @@ class CompactionPoint(_Frozen):
     trigger: str = "auto"
     pre_tokens: int | None = None
     at: int = Field(default=0, ge=0)
+    # Block-hash traces: the leading messages of the old history the new one keeps
+    # (the shared blocks), and the kind of drop inferred from the sizes.
+    keep_messages: int = Field(default=0, ge=0)
+    inferred: str | None = None
 
 
 class ReplayCall(_Frozen):
@@ -79,13 +83,14 @@ class ReplayCall(_Frozen):
     model_s: float | None = Field(default=None, ge=0)  # request → last reply line
     compaction: CompactionPoint | None = None
     spawns: tuple[int, ...] = ()     # sub-agent sessions its Task/Agent call starts
+    model: str | None = None         # the model the trace recorded (kept, not sent)
 
 
 class ReplaySession(_Frozen):
     id: str
     parent: int | None = None        # index of the parent session (sub-agents)
     parent_call: int | None = None   # the parent's call whose Task/Agent tool_use starts it
-    start_offset_s: float = Field(default=0.0, ge=0)   # since the parent session began
+    start_offset_s: float = Field(default=0.0, ge=0)   # since the parent (else the run) began
     prefix_tokens: int | None = Field(default=None, ge=0)  # recorded system+tools size
     calls: tuple[ReplayCall, ...] = Field(min_length=1)
 
@@ -94,7 +99,8 @@ class ReplaySpec(_Frozen):
     """How to replay, and what was recorded."""
 
     mode: Literal["recorded", "live"] = "recorded"
-    compaction: Literal["recorded", "policy"] = "recorded"
+    # auto: the recorded compactions unless the scenario names a policy (kind != none)
+    compaction: Literal["recorded", "policy", "auto"] = "recorded"
     summary_request: bool = True     # recorded compactions: send the summary call too
     timing: Literal["recorded", "none"] = "recorded"
     max_wait_s: float = Field(default=600.0, ge=0)

@@ -101,6 +101,10 @@ class ReplayAgent(Agent):
         try:
             if self.script.parent is not None and not await self._await_start():
                 return
+            if self.script.parent is None and self.script.start_offset_s > 0 \
+                    and self.spec.timing == "recorded" \
+                    and await self._idle(self.script.start_offset_s):
+                return                      # a trace session starts at its recorded time
             for k, call in enumerate(self.script.calls[: self.s.turns]):
                 if self.ctx.stop.is_set():
                     return
@@ -161,12 +165,18 @@ class ReplayAgent(Agent):
         if self.ctx.progress is not None:
             self.ctx.progress(resp.usage.output_tokens or resp.output_tokens_est)
 
+    @property
+    def _policy(self) -> bool:
+        """Compact by the scenario's policy instead of as recorded."""
+        mode = self.spec.compaction
+        return mode == "policy" or (mode == "auto" and self.s.compaction.kind != "none")
+
     async def _apply_compaction(self, k: int, call: ReplayCall) -> comp.CompactionEvent | None:
         point = call.compaction
-        if self.spec.compaction == "policy" or point is None:
+        if self._policy or point is None:
             user = [b for b in call.user if not b.summary]
             self._append_user(user)
-            return await self._compact(k) if self.spec.compaction == "policy" else None
+            return await self._compact(k) if self._policy else None
         before = self.conv
         if self.spec.summary_request and before.messages:
             summary_tokens = sum(b.tokens for b in call.user[point.at:] if b.summary) or 1
@@ -175,6 +185,8 @@ class ReplayAgent(Agent):
             msgs = comp.summary_request_messages(before, prompt)
             await self._request(k, None, None, 0.0, msgs, "summary", summary_tokens)
         self.conv = Conversation(pinned=before.pinned)
+        if point.keep_messages:             # a trace's drop kept the history's head
+            self.conv = self.conv.replace(before.messages[:point.keep_messages])
         self._append_user(list(call.user[point.at:]))
         return comp.CompactionEvent("recorded", len(before.messages), before.tokens_est
                                     + self.prefix.tokens_est, self.conv.tokens_est

@@ -20,6 +20,7 @@ from typing import Any
 from simulator.clock import LoopClock
 from simulator.endpoints.base import Endpoint
 from simulator.errors import RunError
+from simulator.metrics.blocks import BLOCKS_JOURNAL, BlockRecorder
 from simulator.metrics.recorder import Recorder, prewarm_finalize
 from simulator.metrics.reuse import PrefixTracker
 from simulator.scenario.model import Scenario
@@ -95,7 +96,9 @@ class Runner:
         clock = LoopClock()
         base = build_base_prefix(self.s)
         t0 = clock.monotonic() - self.resume.mono_offset_s   # a resumed timeline continues
-        ctx = RunContext(self.run_id, self.s, self.endpoint, self.recorder, PrefixTracker(),
+        tracker = BlockRecorder(self.recorder.run_dir / BLOCKS_JOURNAL) \
+            if self.s.record_blocks else PrefixTracker()
+        ctx = RunContext(self.run_id, self.s, self.endpoint, self.recorder, tracker,
                          clock, Limiter(self.s.limits.max_in_flight, self.s.limits.requests_per_s),
                          base, tools_json(base), self._stop, t0, self.progress,
                          replay=self.resume.replay, prior_attempts=self.resume.prior_attempts,
