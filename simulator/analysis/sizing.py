@@ -403,8 +403,9 @@ def judged_on(probes: list[Probe]) -> str:
     return "the whole run's figures (ramp and tail included)"
 
 
-def format_sizing(result: SizingResult) -> str:
-    """The answer, the binding constraint and every probe, for the terminal."""
+def format_sizing(result: SizingResult, target: str | None = None) -> str:
+    """The answer, what was sized (`target`: hardware, model, scenario), the binding
+    constraint, the range over seeds, the cards for a team, then every probe."""
     slos = " and ".join(str(s) for s in result.slos)
     sim = any(p.summary.get("simulated") for p in result.probes)
     again = "with another seed" if result.reseeded else "with the same seed"
@@ -414,7 +415,8 @@ def format_sizing(result: SizingResult) -> str:
     if result.sessions == 0:
         head = f"no session count meets {slos}" + (" — SIMULATED (twin)" if sim else "")
     lo, hi = result.sessions_range
-    lines = [head, f"binding constraint: {result.binding} [{result.binding_kind}]",
+    lines = [head, *([f"sized: {target}"] if target else []),
+             f"binding constraint: {result.binding} [{result.binding_kind}]",
              f"SLOs judged on {judged_on(result.probes)}"]
     if len(result.answers) > 1:
         over = (f"{len(result.answers)} seeds" if result.reseeded

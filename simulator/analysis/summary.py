@@ -381,9 +381,10 @@ def _ms(v: float | None) -> float | None:
     return None if v is None else 1000.0 * v
 
 
-def format_summary(s: dict[str, Any]) -> str:
-    """A compact two-column table for the terminal; SIMULATED is flagged in the title."""
-    rows = summary_table(s) + steady_table(s)
+def format_summary(s: dict[str, Any], target: str | None = None) -> str:
+    """A compact two-column table for the terminal; SIMULATED is flagged in the title and
+    `target` (`analysis.target.describe_target`: hardware, model, scenario) leads it."""
+    rows = ([("what ran", target)] if target else []) + summary_table(s) + steady_table(s)
     width = max(len(k) for k, _ in rows)
     title = ("=== endurance summary — SIMULATED (twin, not a real server) ==="
              if s["simulated"] else "=== endurance summary — real endpoint ===")

@@ -163,7 +163,11 @@ def _save_and_show(rows: list[dict[str, Any]], folder: Path, name: str,
     if as_json:
         click.echo(json.dumps(rows))
         return
+    from simulator.analysis.target import target_of_runs
+    target = target_of_runs(d for r in rows for d in r.get("run_dirs") or [])
     click.echo(table(rows))
+    if target is not None:
+        click.echo(f"swept: {target}")
     click.echo(f"plot: {plot}")
     click.echo(str(folder))
 
@@ -214,6 +218,7 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
     Exit code 0 when some count meets every SLO, 1 when not even one session does
     (the JSON and size.json are written either way)."""
     from simulator.analysis.sizing import format_sizing, parse_slo, size
+    from simulator.analysis.target import target_of_runs
     parsed = [parse_slo(s) for s in slos]
     folder = out / f"size-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     point = _PointRunner(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
@@ -227,13 +232,14 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
     folder.mkdir(parents=True, exist_ok=True)
     data = result.to_dict()
     data["run_dirs"] = point.run_dirs
+    data["target"] = target_of_runs(d for ds in point.run_dirs.values() for d in ds)
     if point.unused_run_dirs():
         data["unused_run_dirs"] = point.unused_run_dirs()
     (folder / "size.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
     if as_json:
         click.echo(json.dumps(data, default=str))
     else:
-        click.echo(format_sizing(result))
+        click.echo(format_sizing(result, data["target"]))
         click.echo(str(folder))
     sys.exit(0 if result.sessions > 0 else 1)
 
