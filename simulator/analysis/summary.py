@@ -389,6 +389,10 @@ def format_summary(s: dict[str, Any], target: str | None = None) -> str:
     title = ("=== endurance summary — SIMULATED (twin, not a real server) ==="
              if s["simulated"] else "=== endurance summary — real endpoint ===")
     lines = [title, *(f"{k:<{width}}  {v}" for k, v in rows)]
+    from simulator.analysis.cache_bound import cache_bound_warning
+    warning = cache_bound_warning(s)
+    if warning:
+        lines.append(f"WARNING: {warning}")
     if s.get("contains_verbatim_content"):
         lines.insert(0, VERBATIM_WARNING)
     return "\n".join(lines)
