@@ -287,7 +287,8 @@ for twin in TWINS:
     print(format_sizing(answers[twin]), end="\\n\\n")
 """),
     new_code_cell("""\
-pd.DataFrame([{"twin": t, "sessions": a.sessions, "confirmed": a.confirmed, "binding": a.binding,
+pd.DataFrame([{"twin": t, "sessions": a.sessions, "confirmed": "yes" if a.confirmed else "no",
+               "range over seeds": "–".join(map(str, a.sessions_range)), "binding": a.binding,
                "binding_kind": a.binding_kind, "kv_capacity_sessions": a.kv_capacity_sessions,
                "probes": len(a.probes)} for t, a in answers.items()]).set_index("twin")
 """),
