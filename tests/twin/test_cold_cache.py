@@ -77,3 +77,24 @@ def test_reset_needs_an_endpoint() -> None:
     res = CliRunner().invoke(main, ["run", str(SCENARIOS / "claude-code-endurance.yaml"),
                                     "--reset-prefix-cache"])
     assert res.exit_code == 2 and "needs --endpoint" in res.output
+
+
+def _sweep(url: str, out: Path, *extra: str) -> list[dict[str, object]]:
+    res = CliRunner().invoke(main, ["sweep", str(SCENARIOS / "claude-code-endurance.yaml"),
+                                    "--endpoint", url, "--sessions", "1,1", "--turns", "4",
+                                    "--json", "--out", str(out), *FAST, *extra])
+    assert res.exit_code == 0, res.output
+    rows: list[dict[str, object]] = json.loads(res.stdout)
+    return rows
+
+
+@pytest.mark.slow
+def test_sweep_points_start_cold_with_the_flag(tmp_path: Path) -> None:
+    with twin_server(time_scale=2000.0, log=tmp_path / "twin.log") as url:
+        warm = _sweep(url, tmp_path)
+        cold = _sweep(url, tmp_path, "--reset-prefix-cache")
+    assert warm[1]["cache_shared_pct"] > warm[0]["cache_shared_pct"]  # type: ignore[operator]
+    assert cold[0]["cache_shared_pct"] == pytest.approx(cold[1]["cache_shared_pct"])
+    res = CliRunner().invoke(main, ["size", str(SCENARIOS / "claude-code-endurance.yaml"),
+                                    "--slo", "ttft_p95_s<=9", "--reset-prefix-cache"])
+    assert res.exit_code == 2 and "needs --endpoint" in res.output
