@@ -217,8 +217,10 @@ when they exist.
 **Why the answer differs from `endurance size`.** `endurance size
 scenarios/claude-code-team.yaml …` runs the scenario's own 120-turn sessions; here they
 last `TURNS` turns, so contexts stay short, each turn re-reads less and per-session tok/s
-stays higher: more sessions pass the same SLO (e.g. 5 here against 2 from `size` on the
-A40). Set `TURNS = None` to size the scenario as written — the two then agree (slower)."""),
+stays higher: more sessions pass the same SLO than `size` finds on the A40. Set
+`TURNS = None` to size the scenario as written — the two then agree (slower). As in
+`endurance sweep` and `size`, every figure below is the steady-state window's (`run_…`
+columns hold the whole run's) and the repeat run uses another seed."""),
     new_code_cell(setup_cell("""\
 import pandas as pd
 from IPython.display import Image, display
@@ -241,11 +243,11 @@ OVERRIDES = [] if TURNS is None else [f"turns={TURNS}"]
 """)),
     new_markdown_cell("## Sweep"),
     new_code_cell("""\
-sweeps = {}
-for twin in TWINS:
-    points = nb.TwinPoints(path, OVERRIDES, RESULTS, twin=twin)
-    sweeps[twin] = sweep(points, COUNTS)
-    print(nb.describe_run(points.run_dirs[COUNTS[-1]][-1]))
+sweeps, points = {}, {}
+for twin in TWINS:      # figures of each point's steady-state window, as `endurance sweep`
+    points[twin] = nb.TwinPoints(path, OVERRIDES, RESULTS, twin=twin)
+    sweeps[twin] = sweep(points[twin], COUNTS)
+    print(nb.describe_run(points[twin].run_dirs[COUNTS[-1]][-1]))
     print(format_sweep_table(sweeps[twin]), end="\\n\\n")
 table = pd.concat({t: pd.DataFrame(rows).set_index("sessions") for t, rows in sweeps.items()},
                   names=["twin"])
@@ -277,14 +279,16 @@ for rows in sweeps.values():
 slos = [parse_slo(s) for s in SLOS]
 answers = {}
 for twin in TWINS:
-    answers[twin] = size(nb.TwinPoints(path, OVERRIDES, RESULTS, twin=twin), slos, MAX_SESSIONS,
+    # SLOs judged on the steady-state window; the repeat reruns the answer with seed + 1
+    answers[twin] = size(points[twin], slos, MAX_SESSIONS, run_seeded=points[twin].seeded,
                          kv_capacity_tokens=nb.kv_capacity_tokens(twin),
                          shared_prefix_tokens=nb.shared_prefix_tokens(path))
     print(twin)
     print(format_sizing(answers[twin]), end="\\n\\n")
 """),
     new_code_cell("""\
-pd.DataFrame([{"twin": t, "sessions": a.sessions, "confirmed": a.confirmed, "binding": a.binding,
+pd.DataFrame([{"twin": t, "sessions": a.sessions, "confirmed": "yes" if a.confirmed else "no",
+               "range over seeds": "–".join(map(str, a.sessions_range)), "binding": a.binding,
                "binding_kind": a.binding_kind, "kv_capacity_sessions": a.kv_capacity_sessions,
                "probes": len(a.probes)} for t, a in answers.items()]).set_index("twin")
 """),

@@ -27,6 +27,7 @@ from simulator.analysis.notebook import (
     scenario_path,
 )
 from simulator.errors import RunError
+from simulator.points import point_figures
 from simulator.runs import RunSpec, execute, parse_twin
 from simulator.scenario.load import load_scenario
 from simulator.session.prefix import build_base_prefix
@@ -59,10 +60,12 @@ def ensure_run(scenario: str | Path, overrides: Sequence[str] = (), out_dir: str
 
 
 class TwinPoints:
-    """`run_point(n) -> summary` for `sizing.sweep`/`sizing.size` on the twin.
+    """`run_point(n) -> figures` for `sizing.sweep`/`sizing.size` on the twin, the figures
+    `endurance sweep`/`size` judge (`points.point_figures`: the steady-state window's, the
+    whole run's as `run_<key>`), and `seeded(n, k)` for `size`'s repeats (seed + k).
 
     The first call at a session count reuses a matching run (`ensure_run`); a repeat
-    call (`size` confirms its answer) makes a fresh run. `run_dirs[n]` lists the runs.
+    call makes a fresh run. `run_dirs[n]` lists the runs.
     """
 
     def __init__(self, scenario: str | Path, overrides: Sequence[str] = (),
@@ -72,12 +75,21 @@ class TwinPoints:
         self.run_dirs: dict[int, list[Path]] = {}
 
     def __call__(self, n: int) -> dict[str, Any]:
+        return self.seeded(n, 0)
+
+    def seeded(self, n: int, seed_offset: int) -> dict[str, Any]:
+        """The point at n sessions with the scenario's seed + seed_offset (as the CLI's
+        `points.run_point`): a repeat with the same seed would only return the same run."""
         over = [*self.overrides, f"sessions={n}"]
+        if seed_offset:
+            s, _ = load_scenario(self.scenario, over)
+            over.append(f"seed={s.seed + seed_offset}")
         done = self.run_dirs.setdefault(n, [])
-        make = new_run if done else ensure_run
-        run_dir = make(self.scenario, over, self.out_dir, twin=self.twin, label=f"{n} sessions")
+        make = new_run if done and not seed_offset else ensure_run
+        label = f"{n} sessions" + (f" (seed +{seed_offset})" if seed_offset else "")
+        run_dir = make(self.scenario, over, self.out_dir, twin=self.twin, label=label)
         done.append(run_dir)
-        return run_summary(run_dir)
+        return point_figures(run_summary(run_dir))
 
 
 def kv_capacity_tokens(twin: str) -> int:

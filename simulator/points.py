@@ -36,6 +36,7 @@ class PointSpec:
     spec: str | None = None
     price_per_hour: float | None = None
     client: str | None = None
+    reset_prefix_cache: bool = False   # POST /reset_prefix_cache before the run (cold start)
 
 
 @dataclass(slots=True)
@@ -75,6 +76,9 @@ def run_point(p: PointSpec) -> PointResult:
     spec = RunSpec(p.scenario_path, overrides, out_dir=Path(p.out_dir), label=label,
                    show_progress=False, endpoint_url=p.endpoint_url, twin=p.twin, spec=p.spec,
                    price_per_hour=p.price_per_hour, client=p.client)
+    if p.reset_prefix_cache and p.endpoint_url:
+        from simulator.endpoints.cache_reset import reset_prefix_cache
+        reset_prefix_cache(p.endpoint_url)
     res = execute(spec, echo=lambda s: None)
     return PointResult(p.sessions, p.seed_offset, str(res.run_dir), res.status,
                        res.outcome.reason, point_figures(res.summary))

@@ -346,7 +346,8 @@ def _execute_single(spec: RunSpec, echo: Callable[[str], None],
         with signals_deferred():      # a second Ctrl-C must not tear the finalize
             summary = finish_or_fail(recorder, endpoint, outcome)
     from simulator.analysis.summary import format_summary
-    echo(format_summary(summary))
+    from simulator.analysis.target import describe_target
+    echo(format_summary(summary, describe_target(recorder.manifest)))
     if outcome.reason:
         echo(f"status: {outcome.status} ({outcome.reason})")
     return RunResult(run_dir, outcome.status, summary, outcome, recorder.manifest)

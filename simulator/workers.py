@@ -348,7 +348,8 @@ def execute_sharded(spec: RunSpec, workers: int, *, echo: Callable[[str], None] 
     finally:
         with runs.signals_deferred():
             summary = runs.finish_or_fail(recorder, endpoint, outcome)
-    echo(format_summary(summary))
+    from simulator.analysis.target import describe_target
+    echo(format_summary(summary, describe_target(recorder.manifest)))
     if outcome.reason:
         echo(f"status: {outcome.status} ({outcome.reason})")
     return RunResult(run_dir, outcome.status, summary, outcome, recorder.manifest)

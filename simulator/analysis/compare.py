@@ -219,10 +219,18 @@ def _recall_line(p: dict[str, Any], key: str) -> str:
                                  "; CI includes 0" if d["ci_low"] is not None else ""))
 
 
+def compare_folder(runs: list[RunInfo]) -> Path:
+    """The comparison's own folder beside the first run (never inside a run directory,
+    which belongs to that run): `compare-<id>-vs-<id>…` from the runs' short ids."""
+    ids = "-vs-".join(r.run_dir.name.rsplit("-", 1)[-1] for r in runs)
+    return runs[0].run_dir.parent / f"compare-{ids}"
+
+
 def overlay_figure_path(runs: list[RunInfo], out: Path | None) -> Path:
-    """Where the overlay PNG goes: `out` (a file or a folder) or next to the first run."""
+    """Where the overlay PNG goes: `out` (a file or a folder) or the comparison's own
+    folder (`compare_folder`)."""
     if out is None:
-        return runs[0].run_dir / "compare_overlay.png"
+        return compare_folder(runs) / "compare_overlay.png"
     return out / "compare_overlay.png" if out.suffix.lower() != ".png" else out
 
 

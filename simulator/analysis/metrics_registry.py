@@ -1,17 +1,19 @@
 """One place per summary metric: its key, unit, definition and how it aggregates.
 
 The terminal/HTML summary table, `summary.json` (via `RunSummary`), `compare`, `sweep`
-and the README's vocabulary table all read this registry, so a metric is added, renamed
+and the docs' metric reference (docs/metrics.md) all read this registry, so a metric is added, renamed
 or redefined here once. To add one: compute it in `analysis/summary.py` (or take it
 from the engine's counters in `engine_figures`), then register it below; the test
 `tests/analysis/test_metrics_registry.py` fails while a summary key is unregistered or the
-README table is stale (`python -m simulator.analysis.metrics_registry` prints it).
+docs/metrics.md table is stale (`python -m simulator.analysis.metrics_registry` prints
+it, `--write` puts it between the page's markers).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 Source = Literal["rows", "server", "engine", "run", "steady", "probes"]
@@ -357,8 +359,8 @@ def table_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def vocabulary_markdown(recall: bool = False) -> str:
-    """The README's metric table (between its `metrics-registry` markers); with
-    `recall`, docs/recall.md's table of the probe metrics instead."""
+    """The metric reference table of docs/metrics.md (between its `metrics-registry`
+    markers); with `recall`, docs/recall.md's table of the probe metrics instead."""
     lines = ["| metric | unit | what it is | how it aggregates |", "|---|---|---|---|"]
     for m in METRICS:
         if (m.source == "probes") != recall:
@@ -368,6 +370,18 @@ def vocabulary_markdown(recall: bool = False) -> str:
     return "\n".join(lines)
 
 
+def write_vocabulary(page: Path) -> None:
+    """Replace the table between the page's `metrics-registry` markers."""
+    begin, end = "<!-- metrics-registry:begin -->\n", "\n<!-- metrics-registry:end -->"
+    text = page.read_text(encoding="utf-8")
+    head, rest = text.split(begin, 1)
+    page.write_text(head + begin + vocabulary_markdown() + end + rest.split(end, 1)[1],
+                    encoding="utf-8")
+
+
 if __name__ == "__main__":
     import sys
-    print(vocabulary_markdown(recall="--recall" in sys.argv[1:]))
+    if sys.argv[1:] == ["--write"]:
+        write_vocabulary(Path(__file__).resolve().parents[2] / "docs" / "metrics.md")
+    else:
+        print(vocabulary_markdown(recall="--recall" in sys.argv[1:]))

@@ -251,6 +251,13 @@ def plot_sweep(rows: Sequence[dict[str, Any]]) -> Figure:
     ax.set_xticks(n, [str(x) for x in n])
     ax2 = ax.twinx()
     ax2.plot(n, per, "s--", color="tab:orange", label="per-session sustained tok/s")
+    # A point that never reached steady state has no window figure: a gap in the line,
+    # and a hollow marker at its whole-run aggregate (never a value drawn at 0).
+    bad = [(float(r["sessions"]), float(r["run_aggregate_tok_s"])) for r in rows
+           if r.get("steady_state") is False and isinstance(r.get("run_aggregate_tok_s"), int | float)]
+    if bad:
+        ax.plot([x for x, _ in bad], [y for _, y in bad], "o", mfc="none", color="tab:red",
+                ms=9, label="not steady (whole-run aggregate)")
     sim = {bool(r.get("simulated")) for r in rows}
     ax.set(title=f"Throughput vs sessions — {' + '.join(mode_word(s) for s in sorted(sim))}",
            xlabel="concurrent sessions", ylabel="aggregate tok/s")

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from simulator.analysis import plots, timeline
 from simulator.analysis.load import load_run, load_saved_summary, run_label
 from simulator.analysis.summary import VERBATIM_WARNING, ok_rows, summarize_run, summary_table
+from simulator.analysis.target import describe_target
 from simulator.errors import InputError
 
 
@@ -82,6 +83,7 @@ def _run_facts(manifest: dict[str, Any], run_dir: Path) -> list[tuple[str, str]]
     scen_name = scen.get("name") if isinstance(scen, dict) else scen
     facts = [
         ("run", run_label(manifest, run_dir)),
+        ("what ran", describe_target(manifest)),
         ("scenario", f"{scen_name} (compaction: {manifest.get('compaction', 'n/a')})"),
         ("endpoint", _endpoint_text(manifest.get("endpoint"))),
         ("mode", "SIMULATED (twin)" if manifest.get("simulated") else "real endpoint"),

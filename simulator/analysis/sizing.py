@@ -138,6 +138,7 @@ class SizingResult:
     notes: list[str] = field(default_factory=list)
     answers: list[int] = field(default_factory=list)   # one per seed (first: the search's)
     team_sessions: int | None = None                   # --team M: sessions to serve
+    reseeded: bool = False      # repeats ran with other seeds (False: the same run again)
 
     @property
     def sessions_range(self) -> tuple[int, int]:
@@ -156,6 +157,7 @@ class SizingResult:
         return {
             "sessions": self.sessions, "slos": [str(s) for s in self.slos],
             "max_sessions": self.max_sessions, "confirmed": self.confirmed,
+            "repeats_reseeded": self.reseeded,
             "binding": self.binding, "binding_kind": self.binding_kind,
             "kv_capacity_sessions": self.kv_capacity_sessions, "notes": list(self.notes),
             "sessions_range": list(self.sessions_range), "answers_by_seed": list(self.answers),
@@ -259,7 +261,10 @@ def size(run_point: RunPoint, slos: list[Slo], max_sessions: int, *,
             lo, hi = (mid, hi) if probe(mid).passed else (lo, mid)
     res.sessions = lo
     res.answers = [lo]
+    # Without a seeded runner a repeat re-runs the same seed: a real server's noise, but
+    # on the deterministic twin the same figures; the result says which it was.
     seeded = run_seeded or (lambda n, k: run_point(n))
+    res.reseeded = run_seeded is not None
     for k in range(1, repeats + 1 if lo > 0 else 1):
         res.answers.append(_search_from(seeded, k, lo, max_sessions, slo_t, res))
     if lo > 0 and repeats >= 1:
@@ -390,20 +395,34 @@ def format_sweep_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join([title, *lines, *notes])
 
 
-def format_sizing(result: SizingResult) -> str:
-    """The answer, the binding constraint and every probe, for the terminal."""
+def judged_on(probes: list[Probe]) -> str:
+    """What figures the SLOs were checked against: `points.point_figures` keeps the whole
+    run's as `run_<key>` beside the window's; a plain summary is the whole run's."""
+    if probes and all("run_aggregate_tok_s" in p.summary for p in probes):
+        return "the steady-state window's figures"
+    return "the whole run's figures (ramp and tail included)"
+
+
+def format_sizing(result: SizingResult, target: str | None = None) -> str:
+    """The answer, what was sized (`target`: hardware, model, scenario), the binding
+    constraint, the range over seeds, the cards for a team, then every probe."""
     slos = " and ".join(str(s) for s in result.slos)
     sim = any(p.summary.get("simulated") for p in result.probes)
+    again = "with another seed" if result.reseeded else "with the same seed"
     head = (f"{result.sessions} session(s) meet {slos}"
-            + (" (confirmed by a repeat with another seed)" if result.confirmed else "")
+            + (f" (confirmed by a repeat {again})" if result.confirmed else "")
             + (" — SIMULATED (twin)" if sim else ""))
     if result.sessions == 0:
         head = f"no session count meets {slos}" + (" — SIMULATED (twin)" if sim else "")
     lo, hi = result.sessions_range
-    lines = [head, f"binding constraint: {result.binding} [{result.binding_kind}]"]
+    lines = [head, *([f"sized: {target}"] if target else []),
+             f"binding constraint: {result.binding} [{result.binding_kind}]",
+             f"SLOs judged on {judged_on(result.probes)}"]
     if len(result.answers) > 1:
-        lines.append(f"range over {len(result.answers)} seeds: {lo}–{hi} sessions "
-                     f"(per seed: {', '.join(map(str, result.answers))}); steady-state window")
+        over = (f"{len(result.answers)} seeds" if result.reseeded
+                else f"{len(result.answers)} searches with the same seed")
+        lines.append(f"range over {over}: {lo}–{hi} sessions "
+                     f"(per search: {', '.join(map(str, result.answers))})")
     cards = result.cards()
     if cards is not None:
         lines.append(f"a team of {result.team_sessions} sessions needs "

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from simulator.analysis.plots import mode_word, new_figure
 from simulator.analysis.render import build_html, figure_png
 from simulator.analysis.steady import session_spans
+from simulator.analysis.target import target_of_runs
 from simulator.errors import InputError
 
 
@@ -73,9 +74,9 @@ def _metric_plot(rows: list[dict[str, Any]], panels: list[tuple[str, str, str | 
         if run_key is not None:
             _, yr, _ = _xy(rows, run_key)
             ax.plot(n, yr, ".:", color="tab:gray", label="whole run")
-        if bad.any():
-            ax.plot(n[bad], np.zeros(int(bad.sum())), "x", color="tab:red", ms=9,
-                    label="not steady")
+        for i, x in enumerate(n[bad]):      # no value to draw: mark N, imply none
+            ax.axvline(x, color="tab:red", ls=":", lw=1,
+                       label="not steady (no window figure)" if i == 0 else None)
         _slo_lines(ax, slos, key)
         ax.set_xscale("log", base=2)
         ax.set_xticks(n, [str(int(x)) for x in n])
@@ -98,7 +99,7 @@ def _achieved_plot(rows: list[dict[str, Any]]) -> Figure:
     ax.plot(n, ach, "o-", color="tab:blue", label="achieved (window, or run if none)")
     ax.plot(n, run, ".:", color="tab:gray", label="achieved, whole run")
     if bad.any():
-        ax.plot(n[bad], ach[bad], "x", color="tab:red", ms=10, label="not steady")
+        ax.plot(n[bad], ach[bad], "o", mfc="none", color="tab:red", ms=10, label="not steady")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xticks(n, [str(int(x)) for x in n])
@@ -161,6 +162,8 @@ def _table_html(rows: list[dict[str, Any]]) -> str:
     def cell(fmt: str, v: Any) -> str:
         if v is None:
             return "n/a"
+        if isinstance(v, bool):
+            return "yes" if v else "no"
         if fmt == "{:d}":
             return str(int(v))
         return fmt.format(v) if fmt == "{}" else fmt.format(float(v))
@@ -169,6 +172,66 @@ def _table_html(rows: list[dict[str, Any]]) -> str:
     body = "\n".join("<tr>" + "".join(f"<td>{html.escape(cell(f, r.get(k)))}</td>"
                                       for k, _, f in cols) + "</tr>" for r in rows)
     return f"<table><tr>{head}</tr>\n{body}</table>"
+
+
+def _size_data(folder: Path) -> dict[str, Any] | None:
+    f = folder / "size.json"
+    return json.loads(f.read_text()) if f.is_file() else None
+
+
+def _target(folder: Path, rows: list[dict[str, Any]]) -> str:
+    """Hardware, model, quantisation and scenario: from size.json, else the first run."""
+    data = _size_data(folder) or {}
+    found = data.get("target") or target_of_runs(d for r in rows for d in r.get("run_dirs") or [])
+    return str(found) if found else "unknown (no readable run directory)"
+
+
+def answer_facts(folder: Path) -> list[tuple[str, str]]:
+    """A size folder's answer first: sessions meeting the SLOs, the binding constraint,
+    the range over seeds and the cards for the team (none for a sweep)."""
+    data = _size_data(folder)
+    if data is None:
+        return []
+    n, slos = data.get("sessions", 0), " and ".join(data.get("slos", []))
+    out = [("answer", f"{n} session(s) per card meet {slos}" if n else
+            f"no session count meets {slos}")]
+    out.append(("binding constraint", f"{data.get('binding')} [{data.get('binding_kind')}]"))
+    answers = data.get("answers_by_seed") or []
+    if len(answers) > 1:
+        lo, hi = min(answers), max(answers)
+        seeds = "seeds" if data.get("repeats_reseeded", True) else "searches (same seed)"
+        out.append(("range over seeds", f"{lo}–{hi} sessions over {len(answers)} {seeds} "
+                    f"(per search: {', '.join(map(str, answers))})"))
+    cards, team = data.get("cards"), data.get("team_sessions")
+    if cards and team:
+        lo_c, hi_c = cards
+        out.append(("cards for the team", f"a team of {team} sessions needs "
+                    + (f"{lo_c} card(s)" if lo_c == hi_c else f"{lo_c}–{hi_c} cards")))
+    if data.get("kv_capacity_sessions") is not None:
+        out.append(("KV-capacity bound", f"{data['kv_capacity_sessions']} sessions at peak context"))
+    return out
+
+
+def _probes_html(folder: Path) -> str:
+    """Every probe of a size search, the repeats with other seeds included."""
+    data = _size_data(folder)
+    if not data or not data.get("probes"):
+        return ""
+    head = "".join(f"<th>{h}</th>" for h in ("sessions", "seed", "passed", "failed",
+                                             "per-session tok/s", "TTFT p95 s", "steady"))
+
+    def num(v: Any, fmt: str) -> str:
+        return "n/a" if not isinstance(v, int | float) or isinstance(v, bool) else fmt.format(v)
+
+    body = "\n".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in (
+            str(p["sessions"]), f"+{p.get('seed_offset', 0)}", "yes" if p.get("passed") else "no",
+            ", ".join(p.get("failed") or []) or "—", num(p.get("per_session_tok_s"), "{:,.1f}"),
+            num(p.get("ttft_p95_s"), "{:.2f}"),
+            {True: "yes", False: "no"}.get(p.get("steady_state"), "n/a"))) + "</tr>"
+        for p in data["probes"])
+    return f"\n<h2>Probes, in the order run (repeats with other seeds included)</h2>\n" \
+           f"<table><tr>{head}</tr>\n{body}</table>"
 
 
 def render_sizing_report(folder: str | Path) -> Path:
@@ -195,7 +258,8 @@ def render_sizing_report(folder: str | Path) -> Path:
         ("Active sessions over time, steady-state window shaded", _timeline_plot(rows)),
     ]
     images = [(cap, figure_png(f)) for cap, f in figs if f is not None]
-    facts = [("folder", str(folder)), ("points", ", ".join(str(r["sessions"]) for r in rows)),
+    facts = [*answer_facts(folder), ("what was sized", _target(folder, rows)),
+             ("folder", str(folder)), ("points", ", ".join(str(r["sessions"]) for r in rows)),
              ("SLOs", ", ".join(slos) or "none (a sweep)"),
              ("figures", "steady-state window unless named whole run; a point below 90% "
               "of the requested sessions is not a measurement of N")]
@@ -204,7 +268,7 @@ def render_sizing_report(folder: str | Path) -> Path:
                       "sessions think or wait on tools"))
     page = build_html(f"endurance sizing report — {folder.name}", facts, [], images, sim)
     page = page.replace("<h2>Summary</h2>\n<table>\n\n</table>",
-                        "<h2>Points</h2>\n" + _table_html(rows))
+                        "<h2>Points</h2>\n" + _table_html(rows) + _probes_html(folder))
     out = folder / "sizing_report.html"
     out.write_text(page, encoding="utf-8")
     return out

@@ -387,13 +387,18 @@ def _ms(v: float | None) -> float | None:
     return None if v is None else 1000.0 * v
 
 
-def format_summary(s: dict[str, Any]) -> str:
-    """A compact two-column table for the terminal; SIMULATED is flagged in the title."""
-    rows = summary_table(s) + steady_table(s)
+def format_summary(s: dict[str, Any], target: str | None = None) -> str:
+    """A compact two-column table for the terminal; SIMULATED is flagged in the title and
+    `target` (`analysis.target.describe_target`: hardware, model, scenario) leads it."""
+    rows = ([("what ran", target)] if target else []) + summary_table(s) + steady_table(s)
     width = max(len(k) for k, _ in rows)
     title = ("=== endurance summary — SIMULATED (twin, not a real server) ==="
              if s["simulated"] else "=== endurance summary — real endpoint ===")
     lines = [title, *(f"{k:<{width}}  {v}" for k, v in rows)]
+    from simulator.analysis.cache_bound import cache_bound_warning
+    warning = cache_bound_warning(s)
+    if warning:
+        lines.append(f"WARNING: {warning}")
     if s.get("contains_verbatim_content"):
         lines.insert(0, VERBATIM_WARNING)
     return "\n".join(lines)

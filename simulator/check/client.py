@@ -24,6 +24,7 @@ class RawReply:
     content_type: str
     body: bytes
     elapsed_s: float
+    twin: bool = False          # the server announced itself as endurance's HTTP twin
 
     def json(self) -> Any:
         """The body as JSON, or None when it is not JSON."""
@@ -74,7 +75,7 @@ class CheckClient:
                                                 headers=self.headers) as resp:
                     body = await resp.read()
                     return RawReply(resp.status, resp.headers.get("content-type", ""), body,
-                                    _now() - loop_time)
+                                    _now() - loop_time, "x-endurance-twin" in resp.headers)
             except STALE_CONNECTION_ERRORS as exc:
                 if retry or isinstance(exc, aiohttp.ClientConnectorError):
                     raise

@@ -167,8 +167,9 @@ async def check_tool_calls(c: CheckClient, base: dict[str, Any]) -> list[CheckRe
     chunks = stream_chunks(reply.body)[0]
     calls = tool_calls_of(chunks)
     if not calls:
-        return [warned("streamed_tool_calls", "the model answered without a tool call "
-                                              "(tool parser off? endurance sends tools)")]
+        why = ("the twin plans text replies only" if reply.twin
+               else "tool parser off? endurance sends tools")
+        return [warned("streamed_tool_calls", f"the model answered without a tool call ({why})")]
     call = calls[min(calls)]
     try:
         args = json.loads(call["arguments"] or "{}")

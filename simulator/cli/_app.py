@@ -36,6 +36,7 @@ def main() -> None:
     """endurance: agentic endurance simulator for LLM serving endpoints.
 
     Replays Claude-Code-style sessions (hundreds of turns, tool results, live
-    compaction) against an Anthropic Messages endpoint, or against the built-in
+    compaction) against an Anthropic Messages or OpenAI Chat Completions endpoint
+    (--api openai-chat), or against the built-in
     simulated vLLM engine (the twin) when no --endpoint is given.
     """

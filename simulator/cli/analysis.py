@@ -40,7 +40,7 @@ def report(run_dir: Path) -> None:
 @click.argument("run_dirs", nargs=-1, type=_RUN_DIR)
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @click.option("--out", type=click.Path(path_type=Path),
-              help="Overlay PNG path or folder (default: next to the first run).")
+              help="Overlay PNG path or folder (default: a compare-… folder beside the first run).")
 @click.option("--resamples", type=click.IntRange(100, 100_000), default=2000,
               show_default=True, help="Bootstrap resamples for the paired ratio.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
@@ -53,6 +53,7 @@ def compare(run_dirs: tuple[Path, ...], as_json: bool, out: Path | None, resampl
     runs = load_runs(list(run_dirs))
     result = compare_runs(runs, resamples=resamples, seed=seed)
     result["overlay_png"] = str(write_overlay(runs, out))
+    (Path(result["overlay_png"]).parent / "compare.json").write_text(json.dumps(result, indent=2) + "\n")
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:

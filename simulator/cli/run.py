@@ -55,7 +55,8 @@ def _remember_api(ctx: click.Context, _: click.Parameter, value: str | None) -> 
 def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
     """Options shared by run, sweep and size."""
     opts = [
-        click.option("--endpoint", metavar="URL", help="Anthropic Messages endpoint base URL "
+        click.option("--endpoint", metavar="URL", help="Endpoint base URL: Anthropic "
+                     "Messages, or OpenAI Chat Completions with --api openai-chat "
                      "(default: the in-process twin, simulated)."),
         click.option("--twin", "twin", metavar="HARDWARE/MODEL",
                      help="Twin profile (default from the scenario, e.g. a40/qwen3-coder-30b-a3b-awq)."),
@@ -118,6 +119,9 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
               "ray://head:10001 or auto); default: $RAY_ADDRESS, else a local Ray.")
 @click.option("--ray-shared-fs", is_flag=True, help="Every Ray node sees the results "
               "directory at the same path: shards journal there, nothing is shipped.")
+@click.option("--reset-prefix-cache", is_flag=True, help="With --endpoint: POST "
+              "/reset_prefix_cache first, so the run starts from a cold cache (the HTTP "
+              "twin serves it; vLLM with VLLM_SERVER_DEV_MODE=1).")
 def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str | None,
         model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
         price_per_hour: float | None, client: str | None, out: Path, sessions: int | None,
@@ -125,7 +129,8 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
         kv_dtype: str | None, gpu_memory_utilization: float | None,
         kv_cache_gib: float | None, no_prefix_caching: bool,
         stop_grace_s: float | None, api_key_file: str | None, executor: str = "local",
-        ray_address: str | None = None, ray_shared_fs: bool = False) -> None:
+        ray_address: str | None = None, ray_shared_fs: bool = False,
+        reset_prefix_cache: bool = False) -> None:
     """Run SCENARIO and write results/<run-id>/ (the last line printed is its path).
 
     Exit codes: 0 completed, 1 failed (or endpoint unreachable / rejecting us),
@@ -146,6 +151,12 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
                  price_per_hour=price_per_hour, client=client, show_progress=not quiet,
                  stop_grace_s=stop_grace_s, resume_dir=resume, workers=workers,
                  api_key_file=api_key_file)
+    if reset_prefix_cache:
+        if endpoint is None:
+            raise InputError("--reset-prefix-cache needs --endpoint (the in-process twin "
+                             "starts cold every run)")
+        from simulator.endpoints.cache_reset import reset_prefix_cache as reset
+        click.echo(reset(endpoint), err=True)
     if workers > 1 or executor != "local":
         result = _execute_sharded(rs, executor, ray_address, ray_shared_fs)
     else:

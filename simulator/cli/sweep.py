@@ -106,9 +106,28 @@ class _RunFailed(RunError):
 
 
 def _opts(endpoint: str | None, twin: str | None, spec: str | None,
-          price_per_hour: float | None, client: str | None) -> dict[str, Any]:
+          price_per_hour: float | None, client: str | None,
+          reset: bool = False) -> dict[str, Any]:
     return {"endpoint_url": endpoint, "twin": twin, "spec": spec,
-            "price_per_hour": price_per_hour, "client": client}
+            "price_per_hour": price_per_hour, "client": client, "reset_prefix_cache": reset}
+
+
+def cold_cache_option(f: Any) -> Any:
+    """`--reset-prefix-cache`: every point starts from a cold server cache (as `run`'s)."""
+    return click.option("--reset-prefix-cache", is_flag=True, help="With --endpoint: POST "
+                        "/reset_prefix_cache before each point, so no point reads the "
+                        "previous one's cache (serial points only).")(f)
+
+
+def _check_reset(reset: bool, endpoint: str | None, parallel: int, executor: str) -> None:
+    if not reset:
+        return
+    if endpoint is None:
+        raise InputError("--reset-prefix-cache needs --endpoint (the in-process twin "
+                         "starts cold every point)")
+    if parallel > 1 or executor != "local":
+        raise InputError("--reset-prefix-cache with --parallel/--executor: points running "
+                         "at once share the server's cache; run them serially")
 
 
 def parallel_options(f: Any) -> Any:
@@ -131,11 +150,13 @@ def parallel_options(f: Any) -> Any:
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
               help="With --set KEY=a,b,c: runs per value, seeds +0 … +R−1 (recall pooled).")
 @parallel_options
+@cold_cache_option
 def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: str | None,
                   model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
                   price_per_hour: float | None, client: str | None, out: Path,
                   sessions_list: str | None, as_json: bool, repeats: int = 1, parallel: int = 1,
-                  executor: str = "local", ray_address: str | None = None) -> None:
+                  executor: str = "local", ray_address: str | None = None,
+                  reset_prefix_cache: bool = False) -> None:
     """Run SCENARIO at each session count; one row per count, plus a plot.
 
     With `--set KEY=a,b,c` (e.g. compaction.kind=none,prune,block,summarize,
@@ -144,13 +165,14 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
     from simulator.analysis.policy_sweep import split_listed_set
     from simulator.analysis.render import write_sweep_plot
     from simulator.analysis.sizing import format_sweep_table, sweep
+    _check_reset(reset_prefix_cache, endpoint, parallel, executor)
     folder = out / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     listed = split_listed_set(sets)
     if listed is not None:
         from simulator.cli.setting_sweep import setting_sweep
         setting_sweep(scenario, listed[:2], scenario_overrides(None, turns, seed, model,
                                                                   tuple(listed[2])),
-                      folder, _opts(endpoint, twin, spec, price_per_hour, client),
+                      folder, _opts(endpoint, twin, spec, price_per_hour, client, reset_prefix_cache),
                       sessions_list, repeats, as_json, (parallel, executor, ray_address),
                       _save_and_show)
         return
@@ -160,11 +182,13 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
     counts = _counts(sessions_list or "1,2,4,8,16,32")
     if spec is not None and "," in spec:     # --spec off,ngram:5,…: one sweep per setting
         _spec_sweep(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
-                    _opts(endpoint, twin, None, price_per_hour, client), spec, counts,
+                    _opts(endpoint, twin, None, price_per_hour, client, reset_prefix_cache),
+                    spec, counts,
                     as_json, (parallel, executor, ray_address))
         return
     point = _PointRunner(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
-                         _opts(endpoint, twin, spec, price_per_hour, client), not as_json)
+                         _opts(endpoint, twin, spec, price_per_hour, client, reset_prefix_cache),
+                         not as_json)
     _prefetch(point, counts, parallel, executor, ray_address)
     rows = sweep(point, counts)
     for r in rows:
@@ -183,7 +207,11 @@ def _save_and_show(rows: list[dict[str, Any]], folder: Path, name: str,
     if as_json:
         click.echo(json.dumps(rows))
         return
+    from simulator.analysis.target import target_of_runs
+    target = target_of_runs(d for r in rows for d in r.get("run_dirs") or [])
     click.echo(table(rows))
+    if target is not None:
+        click.echo(f"swept: {target}")
     click.echo(f"plot: {plot}")
     click.echo(str(folder))
 
@@ -222,22 +250,27 @@ def _spec_sweep(scenario: str, base: list[str], folder: Path, opts: dict[str, An
 @click.option("--team", "team", type=click.IntRange(min=1), default=None, metavar="M",
               help="Sessions a team runs at once: print how many cards (replicas) it needs.")
 @parallel_options
+@cold_cache_option
 def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: str | None,
                  model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
                  price_per_hour: float | None, client: str | None, out: Path,
                  slos: tuple[str, ...], max_sessions: int, as_json: bool,
                  repeats: int = 1, team: int | None = None, parallel: int = 1,
-                 executor: str = "local", ray_address: str | None = None) -> None:
+                 executor: str = "local", ray_address: str | None = None,
+                 reset_prefix_cache: bool = False) -> None:
     """Largest session count that meets every SLO at steady state (geometric probe,
     bisection, then --repeats searches with other seeds giving a range).
 
     Exit code 0 when some count meets every SLO, 1 when not even one session does
     (the JSON and size.json are written either way)."""
     from simulator.analysis.sizing import format_sizing, parse_slo, size
+    from simulator.analysis.target import target_of_runs
     parsed = [parse_slo(s) for s in slos]
+    _check_reset(reset_prefix_cache, endpoint, parallel, executor)
     folder = out / f"size-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     point = _PointRunner(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
-                         _opts(endpoint, twin, spec, price_per_hour, client), not as_json)
+                         _opts(endpoint, twin, spec, price_per_hour, client, reset_prefix_cache),
+                         not as_json)
     kv_cap, shared = _kv_facts(scenario, point.base, endpoint, twin)
     if max_sessions >= 1:
         _prefetch_size(point, parsed, max_sessions, parallel, executor, ray_address)
@@ -247,13 +280,14 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
     folder.mkdir(parents=True, exist_ok=True)
     data = result.to_dict()
     data["run_dirs"] = point.run_dirs
+    data["target"] = target_of_runs(d for ds in point.run_dirs.values() for d in ds)
     if point.unused_run_dirs():
         data["unused_run_dirs"] = point.unused_run_dirs()
     (folder / "size.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
     if as_json:
         click.echo(json.dumps(data, default=str))
     else:
-        click.echo(format_sizing(result))
+        click.echo(format_sizing(result, data["target"]))
         click.echo(str(folder))
     sys.exit(0 if result.sessions > 0 else 1)
 

@@ -36,8 +36,9 @@ from simulator.twin.faults import parse_faults
 def serve_command(hardware: str, model: str, host: str, port: int, time_scale: float,
                   faults: str, cutoff_s: float | None, spec: str, seed: int,
                   max_model_len: int | None, instant: bool) -> None:
-    """Serve the simulated engine over HTTP: POST /v1/messages, /v1/messages/count_tokens,
-    GET /v1/models, /health, /metrics (vLLM names), /debug/requests/{id}."""
+    """Serve the simulated engine over HTTP: POST /v1/messages, /v1/chat/completions,
+    /v1/messages/count_tokens, /reset_prefix_cache, GET /v1/models, /health, /metrics
+    (vLLM names), /debug/requests/{id}. Time runs at --time-scale (default 1: real time)."""
     if not 0 < time_scale <= 1e6:
         raise InputError(f"--time-scale {time_scale}: must be within (0, 1e6]")
     if cutoff_s is not None and not 0 < cutoff_s <= 86_400:
@@ -48,9 +49,13 @@ def serve_command(hardware: str, model: str, host: str, port: int, time_scale: f
                               context_window=max_model_len)
 
     def announce(url: str) -> None:
+        pace = ("real time: one simulated second takes one wall second; --time-scale K "
+                "runs K× faster" if time_scale == 1 else
+                f"{time_scale:g} simulated seconds per wall second")
         click.echo(f"endurance twin (simulated) {model} on {hardware}: {url} "
                    f"[{described.get('num_blocks')} KV blocks, time scale {time_scale:g}"
-                   f"{', instant' if instant else ''}]", err=True)
+                   f"{', instant' if instant else ''}: {pace}; the prefix cache persists "
+                   "across runs: POST /reset_prefix_cache]", err=True)
 
     try:
         with contextlib.suppress(KeyboardInterrupt):

@@ -176,7 +176,8 @@ class InProcessTwin:
                     await asyncio.sleep(0)
                 continue
             horizon = next_timer()
-            finished = engine.run_until(math.inf if horizon is None else horizon)
+            finished = engine.run_until(min(math.inf if horizon is None else horizon,
+                                            self.timeline.next_due()))
             self.timeline.observe(engine.now, engine)
             delay = engine.now - loop.time()
             if delay > 0:

@@ -72,6 +72,14 @@ class KVCacheManager:
         self._queries = self._hits = 0
         return out
 
+    def reset_prefix_cache(self) -> bool:
+        """A cold cache from now on (`BlockPool.reset_prefix_cache`); False while any
+        request holds blocks. The recent chains go too (they would only save hashing)."""
+        if not self._pool.reset_prefix_cache():
+            return False
+        self._recent.clear()
+        return True
+
     # -- admission -------------------------------------------------------------------
     def get_computed_blocks(self, s: Seq) -> list[int]:
         """Blocks of the longest cached prefix of `s`'s known tokens, capped so at least

@@ -101,6 +101,16 @@ class BlockPool:
         return list(map(self._ref.__getitem__, block_ids)).count(0)   # C-speed loop
 
     # -- mutations -------------------------------------------------------------------
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached block hash (vLLM's `reset_prefix_cache`): the next request
+        starts from a cold cache. Refused (False) while any block is referenced, as vLLM
+        refuses while running requests hold blocks."""
+        if len(self._free) != self.num_blocks:
+            return False
+        self._cached.clear()
+        self._block_hash = [None] * self.num_blocks
+        return True
+
     def touch(self, block_ids: Sequence[int]) -> None:
         """Take a reference on cached blocks (a prefix hit); pull free ones off the queue."""
         ref, free = self._ref, self._free

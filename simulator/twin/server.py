@@ -25,7 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from simulator.twin import openai_wire, reply, wire
-from simulator.twin.engine import RequestTooLong
+from simulator.twin.engine import RequestTooLong, TwinEngine
 from simulator.twin.faults import (
     ERROR_REPLIES,
     FaultDecision,
@@ -241,6 +241,14 @@ async def handle_debug(request: web.Request) -> web.Response:
     return web.json_response(record)
 
 
+async def handle_reset_prefix_cache(request: web.Request) -> web.Response:
+    """POST /reset_prefix_cache, as vLLM serves it (in its dev mode): `{"success": bool}`,
+    false while requests hold blocks; `endurance run --reset-prefix-cache` calls it."""
+    engine = request.app[STATE_KEY].service.engine
+    ok = isinstance(engine, TwinEngine) and engine.kv_cache_manager.reset_prefix_cache()
+    return web.json_response({"success": ok})
+
+
 async def _not_found(request: web.Request) -> web.Response:
     return _error(404, "not_found_error", f"no route for {request.method} {request.path}")
 
@@ -277,6 +285,7 @@ def create_app(engine: Engine, config: ServerConfig,
     app.router.add_get("/health", handle_health)
     app.router.add_get("/metrics", handle_metrics)
     app.router.add_get("/debug/requests/{rid}", handle_debug)
+    app.router.add_post("/reset_prefix_cache", handle_reset_prefix_cache)
     app.router.add_route("*", "/{tail:.*}", _not_found)
     return app
 

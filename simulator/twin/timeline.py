@@ -10,6 +10,7 @@ timeline page reads either.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,15 @@ class EngineTimeline:
     def start(self, now: float, engine: TwinEngine) -> None:
         self.origin = now
         self.samples = [(0.0, engine_snapshot(engine))]
+
+    def next_due(self) -> float:
+        """Engine time of the next sample (inf before `start`): the driver stops each
+        advance there, so a lone request in flight is sampled mid-way (with one session
+        nothing else would stop the engine before the request had finished and freed its
+        KV, and every gauge would read 0)."""
+        if self.origin is None:
+            return math.inf
+        return self.origin + self.samples[-1][0] + self.interval_s
 
     def observe(self, now: float, engine: TwinEngine) -> None:
         """Called by the driver after each advance; samples when a window has passed."""

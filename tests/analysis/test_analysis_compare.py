@@ -97,6 +97,16 @@ def test_cli_compare_json(tmp_path: Path) -> None:
     assert [r["label"] for r in data["runs"]] == ["block", "prune"]
     png = Path(data["overlay_png"])
     assert png.parent == out and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((out / "compare.json").read_text())["runs"] == data["runs"]
+
+
+def test_cli_compare_writes_its_own_folder_not_into_a_run(tmp_path: Path) -> None:
+    a, b = _two_runs(tmp_path)
+    res = CliRunner().invoke(main, ["compare", str(a), str(b), "--resamples", "200"])
+    assert res.exit_code == 0, res.output
+    png = Path(res.output.split("overlay: ")[1].split()[0])
+    assert png.parent.parent == a.parent and png.parent.name.startswith("compare-")
+    assert not (a / "compare_overlay.png").exists() and (png.parent / "compare.json").is_file()
 
 
 def test_cli_compare_needs_two_runs(tmp_path: Path) -> None:

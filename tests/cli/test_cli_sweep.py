@@ -62,6 +62,7 @@ def test_sweep_table(tmp_path: Path) -> None:
     plot = Path(next(ln for ln in lines if ln.startswith("plot: ")).removeprefix("plot: "))
     assert plot.is_file() and plot.parent.parent == tmp_path
     assert "sessions:" in res.stderr        # per-point progress goes to stderr
+    assert any(ln.startswith("swept: hardware a40") and "quantization awq" in ln for ln in lines)
 
 
 def _size_json(tmp_path: Path, *slos: str, max_sessions: int) -> dict[str, Any]:
