@@ -31,7 +31,7 @@ from simulator import __version__
 from simulator.endpoints.base import Endpoint
 from simulator.endpoints.preflight import preflight
 from simulator.errors import InputError, RunError
-from simulator.metrics.recorder import Recorder
+from simulator.metrics.recorder import Recorder, prewarm_finalize
 from simulator.redact import check_endpoint_url, check_key, read_key_file, redact_url
 from simulator.scenario.load import load_scenario, scenario_hash
 from simulator.scenario.model import Scenario
@@ -422,11 +422,11 @@ def _run_loop(s: Scenario, spec: RunSpec, endpoint: Endpoint, recorder: Recorder
             finally:
                 await endpoint.aclose()
 
+        # What finalize needs is imported now, on this thread, before the first request:
+        # a stop then finds it loaded (a second Ctrl-C never waits for imports), and no
+        # import ever runs on a background thread (that raced circular imports, issue 23).
+        prewarm_finalize()
         if endpoint.simulated:
-            from simulator.metrics.recorder import prewarm_finalize
-            # Virtual time: imports meanwhile cost no measured time, and a stop (which is
-            # instant here) then finds them done.
-            threading.Thread(target=prewarm_finalize, name="prewarm", daemon=True).start()
             return run_virtual(main())
         return _run_real(main())
 

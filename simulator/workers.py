@@ -42,6 +42,7 @@ from simulator.metrics.recorder import (
     TURNS_JOURNAL,
     Recorder,
     iter_journal,
+    prewarm_finalize,
 )
 from simulator.runs import RunResult, RunSpec
 from simulator.session.runner import Runner, RunOutcome
@@ -275,6 +276,7 @@ def _drive(s: Scenario, spec: RunSpec, job: ShardJob, endpoint: Any,
         kw["resume"] = job.resume
     runner = Runner(s, endpoint, recorder, job.run_id, background=background,
                     session_range=range(job.start, job.stop), on_finish=on_finish, **kw)
+    prewarm_finalize()     # on this thread, before the first request (see runs._run_loop)
 
     async def main() -> tuple[float, float, RunOutcome]:
         t0, t0_wall = time.monotonic(), time.time()

@@ -77,8 +77,10 @@ def salvage_failed(run_dir: Path, status_reason: str) -> None:
 
 def prewarm_finalize() -> None:
     """Import what `finalize` and the summary need (≈1–2 s of imports on a busy machine)
-    ahead of time: started in a thread when the run begins to stop, so a second Ctrl-C
-    does not wait for imports."""
+    ahead of time, on the calling (main) thread before the run starts, so a stop never
+    waits for imports. Never call it from a background thread: a thread importing while
+    the main thread imports the same circular package gets a partially initialised
+    module (`ImportError: cannot import name ...`, issue 23)."""
     import importlib
     for name in ("pandas", "pyarrow.parquet", "simulator.analysis.summary"):
         try:

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import random
 import signal
-import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 from simulator.clock import LoopClock
 from simulator.endpoints.base import Endpoint
 from simulator.errors import RunError
-from simulator.metrics.recorder import Recorder, prewarm_finalize
+from simulator.metrics.recorder import Recorder
 from simulator.metrics.reuse import PrefixTracker
 from simulator.scenario.model import Scenario
 from simulator.session.agent import Agent, FatalEndpointError, RunContext, SessionFailed
@@ -207,7 +206,6 @@ class Runner:
             self._stop.set()
             if self._signalled == 1:
                 loop.call_later(self.stop_grace_s, main.cancel)
-                threading.Thread(target=prewarm_finalize, name="prewarm", daemon=True).start()
             else:
                 main.cancel()
 
