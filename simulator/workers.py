@@ -108,10 +108,12 @@ class Executor(Protocol):
 class ProcessExecutor:
     """One spawned process per shard on this machine.
 
-    SIGTERM sent to the parent (a `kill`, a job scheduler's stop) is forwarded to every
-    live worker, whose runner then stops as a single-process run would (a second
-    SIGTERM cancels in-flight requests at once). Ctrl-C needs no forwarding: the
-    terminal sends SIGINT to the whole foreground process group, workers included."""
+    SIGTERM and SIGINT sent to the parent (a `kill`, `kill -INT`, a supervisor's or a
+    job scheduler's stop, Ctrl-C) are forwarded to every live worker, whose runner then
+    stops as a single-process run would (a second signal cancels in-flight requests at
+    once). Each worker runs in a process group of its own, so a terminal's Ctrl-C —
+    SIGINT to the foreground group — reaches the parent only and each worker gets it
+    once, by forwarding, exactly as for a signal sent to the parent alone."""
 
     name = "local"
     parent_scrapes_metrics = False
@@ -131,7 +133,9 @@ class ProcessExecutor:
     def run_shards(self, jobs: Sequence[ShardJob]) -> list[ShardResult]:
         ctx = get_context("spawn")
         results = ctx.SimpleQueue()
-        with runs.signals_handled({signal.SIGTERM: lambda _sig, _frame: self.stop()}):
+        forward = {sig: (lambda sig, _frame: self.stop(sig)) for sig in (signal.SIGTERM,
+                                                                          signal.SIGINT)}
+        with runs.signals_handled(forward):
             self._procs = [ctx.Process(target=_shard_main, args=(job, results),
                                        name=f"endurance-worker-{job.index}", daemon=False)
                            for job in jobs]
@@ -166,6 +170,8 @@ def _shard_main(job: ShardJob, results: Any) -> None:
     """A worker process: run the shard and report its result (or its crash) to the
     parent. It dies with the parent: a SIGKILLed parent must not leave it running."""
     from simulator.liveness import die_with_parent
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)    # Ctrl-C reaches the parent only, which forwards it (see above)
     die_with_parent()
     try:
         result = run_shard(job)
@@ -337,9 +343,8 @@ def execute_sharded(spec: RunSpec, workers: int, *, echo: Callable[[str], None] 
     outcome = RunOutcome("failed", reason="workers did not start")
     t0, t0_wall = time.monotonic(), time.time()
     try:
-        # workers get Ctrl-C themselves (same process group) and stop cleanly
-        with runs.signals_handled({signal.SIGINT: signal.SIG_IGN}), \
-                _parent_scrape(recorder, spec.endpoint_url if parent_scrape else None):
+        # the executor owns SIGINT/SIGTERM while shards run: it tells every shard to stop
+        with _parent_scrape(recorder, spec.endpoint_url if parent_scrape else None):
             results = executor.run_shards(jobs)
         with runs.signals_deferred():  # a late signal must not tear the merge
             merge_shards(recorder, jobs, results, t0, t0_wall)

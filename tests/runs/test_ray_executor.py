@@ -138,8 +138,10 @@ def _wait_shipped(out: Path, n: int, alive: Callable[[], bool], timeout_s: float
         time.sleep(0.2)
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
 def test_sigterm_on_the_driver_stops_every_shard_keeps_rows_and_resumes(
-        ray_head: dict[str, Any], tmp_path: Path) -> None:
+        ray_head: dict[str, Any], tmp_path: Path, sig: int) -> None:
+    """SIGTERM or SIGINT sent to the driver alone (issue 29, item 7) stops every shard."""
     path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=4, turns=400))
     out = tmp_path / "out"
     with TwinThread() as twin:
@@ -148,7 +150,7 @@ def test_sigterm_on_the_driver_stops_every_shard_keeps_rows_and_resumes(
                          "--out", str(out), "--quiet", "--stop-grace-s", "1")
         _wait_shipped(out, 4, lambda: proc.poll() is None)
         t = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
         stopped_in = time.monotonic() - t
         assert proc.returncode == 130, err[-2000:]
