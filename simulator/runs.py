@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from simulator import __version__
+from simulator import __version__, server_info
+from simulator.clock import RunClock
 from simulator.endpoints.base import Endpoint
 from simulator.endpoints.preflight import preflight
 from simulator.errors import InputError, RunError
@@ -35,6 +36,7 @@ from simulator.metrics.recorder import Recorder, prewarm_finalize
 from simulator.redact import check_endpoint_url, check_key, read_key_file, redact_url
 from simulator.scenario.load import load_scenario, scenario_hash
 from simulator.scenario.model import Scenario
+from simulator.server_info import ServerInfo
 from simulator.session.resume import ResumeState
 from simulator.session.resume_run import open_resumed
 from simulator.session.runner import STOP_GRACE_S, Runner, RunOutcome
@@ -43,6 +45,7 @@ from simulator.vtime import run_virtual
 __all__ = [
     "DEFAULT_TWIN",
     "SCRAPE_INTERVAL_S",
+    "OpenedRun",
     "RunResult",
     "RunSpec",
     "build_manifest",
@@ -52,11 +55,13 @@ __all__ = [
     "make_endpoint",
     "new_run_id",
     "open_recorder",
+    "open_run",
     "parse_twin",
     "preflight",
     "redact_url",
     "resolve",
     "run_background",
+    "run_to_end",
     "signals_deferred",
     "signals_handled",
 ]
@@ -232,47 +237,6 @@ def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoin
     }
 
 
-def _models(url: str, timeout_s: float) -> list[dict[str, Any]]:
-    """The entries of the server's `/v1/models` (empty when it has none or no answer)."""
-    import json
-    import urllib.request
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/v1/models", timeout=timeout_s) as r:
-            data = json.loads(r.read(1 << 20))
-    except (OSError, ValueError):
-        return []
-    entries = data.get("data") if isinstance(data, dict) else None
-    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
-
-
-def detect_twin(url: str, timeout_s: float) -> dict[str, Any] | None:
-    """The HTTP twin's self-description from `/v1/models` (`endurance_twin`), or None
-    for any other server (or no answer): a run against the twin is simulated."""
-    for entry in _models(url, timeout_s):
-        info = entry.get("endurance_twin")
-        if isinstance(info, dict) and info.get("simulated") is True:
-            return info
-    return None
-
-
-def server_max_model_len(url: str, timeout_s: float, model: str) -> int | None:
-    """The context window `/v1/models` states for `model` (vLLM and the twin list
-    `max_model_len`), else None: the fallback target of a forced compaction when an
-    overflow error names no limit."""
-    entries = _models(url, timeout_s)
-    picked = [e for e in entries if e.get("id") == model] or entries[:1]
-    value = picked[0].get("max_model_len") if picked else None
-    return int(value) if isinstance(value, int) and value > 0 else None
-
-
-def twin_manifest_fields(info: dict[str, Any] | None) -> dict[str, Any]:
-    """Manifest fields for a run against the HTTP twin: simulated, with its time scale."""
-    if info is None:
-        return {}
-    scale = float(info.get("time_scale") or 1.0)
-    return {"simulated": True, "time_scale": scale if scale > 0 else 1.0, "http_twin": info}
-
-
 def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
             endpoint: Endpoint | None = None) -> RunResult:
     """Run a scenario and write its results directory; returns what happened.
@@ -304,37 +268,66 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
         return _execute_single(spec, echo, endpoint)
 
 
-def _execute_single(spec: RunSpec, echo: Callable[[str], None],
-                    endpoint: Endpoint | None) -> RunResult:
+@dataclass
+class OpenedRun:
+    """A run whose results directory is open: its scenario (context window clamped to
+    what the server states), spec, endpoint, the server's facts and the recorder."""
+
+    scenario: Scenario
+    spec: RunSpec
+    endpoint: Endpoint
+    recorder: Recorder
+    server: ServerInfo
+    state: ResumeState | None = None   # --resume: what the sessions did before
+
+    @property
+    def run_id(self) -> str:
+        return str(self.recorder.manifest["run_id"])
+
+    @property
+    def run_dir(self) -> Path:
+        return self.recorder.run_dir
+
+
+def open_run(spec: RunSpec, endpoint: Endpoint | None = None,
+             extra: Callable[[Scenario], Mapping[str, Any]] | None = None) -> OpenedRun:
+    """The first half of every run, in one process or sharded: scenario → endpoint →
+    pre-flight → `ServerInfo` (probed once) → manifest → recorder (its clock at the
+    server's rate). `extra(scenario)` adds manifest fields (a sharded run's workers).
+    A `--resume` reopens the run with the facts its manifest recorded."""
     if spec.resume_dir is not None:
         s, spec, recorder, state = open_resumed(spec, endpoint)
         endpoint = endpoint or make_endpoint(s, spec)
+        server = ServerInfo.from_manifest(recorder.manifest, spec.endpoint_url) \
+            if spec.endpoint_url is not None else ServerInfo.in_process(endpoint)
         timeline = getattr(endpoint, "timeline", None)   # the in-process twin's engine log
         if timeline is not None:
             timeline.offset_s = state.mono_offset_s
-        run_id, run_dir = recorder.manifest["run_id"], recorder.run_dir
+        return OpenedRun(s, spec, endpoint, recorder, server, state)
+    s, resolved = resolve(spec)
+    endpoint = endpoint or make_endpoint(s, spec)
+    if spec.endpoint_url is not None:
+        preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+        server = server_info.probe(spec.endpoint_url, s.endpoint.connect_timeout_s, s.model)
+        if server.context_limit is not None and server.context_limit < s.context_window_tokens:
+            s = s.model_copy(update={"context_window_tokens": server.context_limit})
     else:
-        s, resolved = resolve(spec)
-        endpoint = endpoint or make_endpoint(s, spec)
-        twin_info, window = None, None
-        if spec.endpoint_url is not None:
-            preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
-            twin_info = detect_twin(spec.endpoint_url, s.endpoint.connect_timeout_s)
-            window = server_max_model_len(spec.endpoint_url, s.endpoint.connect_timeout_s,
-                                          s.model)
-            if window is not None and window < s.context_window_tokens:
-                s = s.model_copy(update={"context_window_tokens": window})
-        run_id = new_run_id(s.name)
-        run_dir = spec.out_dir / run_id
-        recorder = open_recorder(
-            run_dir, {**build_manifest(s, resolved, spec, endpoint, run_id),
-                      **twin_manifest_fields(twin_info),
-                      **({"server_max_model_len": window} if window else {})}, spec.out_dir)
-        state = None
+        server = ServerInfo.in_process(endpoint)
+    run_id = new_run_id(s.name)
+    manifest = {**build_manifest(s, resolved, spec, endpoint, run_id), **server.manifest_fields(),
+                **(extra(s) if extra is not None else {})}
+    recorder = open_recorder(spec.out_dir / run_id, manifest, spec.out_dir, clock=server.clock())
+    return OpenedRun(s, spec, endpoint, recorder, server)
+
+
+def run_to_end(run: OpenedRun, drive: Callable[[], RunOutcome],
+               echo: Callable[[str], None]) -> RunResult:
+    """The second half of every run: `drive()` runs the sessions (here or in shards);
+    whatever happens, the directory is finalized with its summary, then reported."""
     outcome = RunOutcome("failed", reason="run did not start")
     summary: dict[str, Any] = {}
     try:
-        outcome = _run_loop(s, spec, endpoint, recorder, run_id, state)
+        outcome = drive()
     except KeyboardInterrupt:
         outcome = RunOutcome("interrupted", reason="interrupted")
     except Exception as exc:
@@ -344,12 +337,18 @@ def _execute_single(spec: RunSpec, echo: Callable[[str], None],
         outcome = RunOutcome("failed", reason=f"cannot write results: {_describe(err)}")
     finally:
         with signals_deferred():      # a second Ctrl-C must not tear the finalize
-            summary = finish_or_fail(recorder, endpoint, outcome)
+            summary = finish_or_fail(run.recorder, run.endpoint, outcome)
     from simulator.analysis.summary import format_summary
     echo(format_summary(summary))
     if outcome.reason:
         echo(f"status: {outcome.status} ({outcome.reason})")
-    return RunResult(run_dir, outcome.status, summary, outcome, recorder.manifest)
+    return RunResult(run.run_dir, outcome.status, summary, outcome, run.recorder.manifest)
+
+
+def _execute_single(spec: RunSpec, echo: Callable[[str], None],
+                    endpoint: Endpoint | None) -> RunResult:
+    run = open_run(spec, endpoint)
+    return run_to_end(run, lambda: _run_loop(run), echo)
 
 
 @contextlib.contextmanager
@@ -386,34 +385,32 @@ def run_background(endpoint: Endpoint, recorder: Recorder,
     on_finish: list[Callable[[], None]] = []
     if scrape_url is not None:
         from simulator.metrics.prometheus import MetricsScraper, metrics_url_for
-        # A time-compressed HTTP twin: windows in simulated seconds, like the turn rows,
-        # and scraped as often in simulated time as a real server (no faster than 0.5 s).
-        scale = float(recorder.manifest.get("time_scale") or 1.0)
+        # Scraped as often in simulated time as a real server (no faster than 0.5 s);
+        # the recorder writes the windows in simulated seconds, like the turn rows.
+        interval = max(recorder.clock.to_loop(SCRAPE_INTERVAL_S), min(0.5, SCRAPE_INTERVAL_S))
 
         def sink(rows: list[dict[str, Any]]) -> None:
             for row in rows:
-                if scale != 1.0:
-                    row = {**row, "t_start_s": row["t_start_s"] * scale,
-                           "t_end_s": row["t_end_s"] * scale}
                 recorder.write_metrics(row)
 
-        scraper = MetricsScraper(metrics_url_for(scrape_url),
-                                 max(SCRAPE_INTERVAL_S / scale, min(0.5, SCRAPE_INTERVAL_S)), sink)
+        scraper = MetricsScraper(metrics_url_for(scrape_url), interval, sink)
         background.append(scraper.run)
         on_finish.append(scraper.stop)
     return background, on_finish
 
 
-def _run_loop(s: Scenario, spec: RunSpec, endpoint: Endpoint, recorder: Recorder,
-              run_id: str, state: ResumeState | None = None) -> RunOutcome:
+def _run_loop(run: OpenedRun) -> RunOutcome:
+    """The sessions of `run`, in this process (the single-process executor)."""
+    s, spec, endpoint, recorder = run.scenario, run.spec, run.endpoint, run.recorder
     background, on_finish = run_background(endpoint, recorder, spec.endpoint_url)
+    clock = run.server.clock()
     bar = _progress(progress_total(s), spec.show_progress and sys.stderr.isatty(),
-                    duration_s=s.load.duration_s)
+                    duration_s=s.load.duration_s, clock=clock)
     with bar as advance:
         grace = STOP_GRACE_S if spec.stop_grace_s is None else spec.stop_grace_s
-        runner = Runner(s, endpoint, recorder, run_id, progress=advance, background=background,
-                        on_finish=on_finish, stop_grace_s=grace, resume=state,
-                        time_scale=float(recorder.manifest.get("time_scale") or 1.0))
+        runner = Runner(s, endpoint, recorder, run.run_id, progress=advance,
+                        background=background, on_finish=on_finish, stop_grace_s=grace,
+                        resume=run.state, clock=clock)
 
         async def main() -> RunOutcome:
             bar.start_clock()
@@ -454,8 +451,10 @@ class _progress:
     count turns; constant-load runs (`duration_s`) count the run's clock (virtual
     seconds on the twin) against the duration, the turns done shown beside it."""
 
-    def __init__(self, total: int, enabled: bool, duration_s: float | None = None) -> None:
+    def __init__(self, total: int, enabled: bool, duration_s: float | None = None,
+                 clock: RunClock | None = None) -> None:
         self.total, self.enabled, self.duration_s = total, enabled, duration_s
+        self.clock = clock or RunClock()
         self._bar: Any = None
         self._t0: float | None = None
 
@@ -466,7 +465,8 @@ class _progress:
     def _elapsed(self) -> float:
         if self._t0 is None or self.duration_s is None:
             return 0.0
-        return min(self.duration_s, asyncio.get_running_loop().time() - self._t0)
+        return min(self.duration_s,
+                   self.clock.to_sim(asyncio.get_running_loop().time() - self._t0))
 
     def __enter__(self) -> Callable[[int], None]:
         if not self.enabled:
@@ -515,11 +515,12 @@ def check_spec_numbers(spec: RunSpec) -> None:
             raise InputError(f"{name} {value}: must be a finite number within [0, {hi:g}]")
 
 
-def open_recorder(run_dir: Path, manifest: dict[str, Any], out: Path) -> Recorder:
+def open_recorder(run_dir: Path, manifest: dict[str, Any], out: Path,
+                  clock: RunClock | None = None) -> Recorder:
     """A recorder for a new run directory under `out`; one InputError line when `--out`
     cannot hold it (not a directory, not writable, under /proc, a name too long)."""
     try:
-        return Recorder(run_dir, manifest)
+        return Recorder(run_dir, manifest, clock=clock)
     except (OSError, ValueError) as exc:   # ValueError: a NUL byte in the path
         why = _describe(exc) if isinstance(exc, OSError) else str(exc)
         raise InputError(f"--out {str(out)[:200]!r}: cannot create the results directory "

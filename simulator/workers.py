@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from simulator import runs
+from simulator.clock import RunClock
 from simulator.errors import InputError
 from simulator.metrics.recorder import (
     HISTORY_JOURNAL,
@@ -45,6 +46,7 @@ from simulator.metrics.recorder import (
     prewarm_finalize,
 )
 from simulator.runs import RunResult, RunSpec
+from simulator.server_info import ServerInfo
 from simulator.session.runner import Runner, RunOutcome
 
 if TYPE_CHECKING:
@@ -71,6 +73,7 @@ class ShardJob:
     # a shard on another node then needs no scenario file
     scenario: Scenario | None = None
     resume: ResumeState | None = None   # --resume: what this shard's sessions did before
+    server: ServerInfo | None = None    # the parent's probe: the shard's clock rate
 
 
 @dataclass(frozen=True)
@@ -133,8 +136,8 @@ class ProcessExecutor:
     def run_shards(self, jobs: Sequence[ShardJob]) -> list[ShardResult]:
         ctx = get_context("spawn")
         results = ctx.SimpleQueue()
-        forward = {sig: (lambda sig, _frame: self.stop(sig)) for sig in (signal.SIGTERM,
-                                                                          signal.SIGINT)}
+        forward: dict[int, Any] = {int(sig): lambda sig, _frame: self.stop(sig)
+                                   for sig in (signal.SIGTERM, signal.SIGINT)}
         with runs.signals_handled(forward):
             self._procs = [ctx.Process(target=_shard_main, args=(job, results),
                                        name=f"endurance-worker-{job.index}", daemon=False)
@@ -257,7 +260,7 @@ def run_shard(job: ShardJob) -> ShardResult:
     endpoint = runs.make_endpoint(s, spec)
     recorder = Recorder(job.shard_dir, {"run_id": job.run_id, "worker": job.index,
                                         "sessions": [job.start, job.stop],
-                                        "pid": os.getpid()})
+                                        "pid": os.getpid()}, clock=RunClock())
     outcome = RunOutcome("failed", reason="worker did not start")
     t0, t0_wall = time.monotonic(), time.time()
     try:
@@ -280,8 +283,12 @@ def _drive(s: Scenario, spec: RunSpec, job: ShardJob, endpoint: Any,
         kw["stop_grace_s"] = spec.stop_grace_s
     if job.resume is not None:
         kw["resume"] = job.resume
+    # Waits at the server's rate; rows journal on the loop clock (the shard's recorder
+    # runs at rate 1) and the parent's recorder puts them in simulated time as it merges.
+    clock = job.server.clock() if job.server is not None else RunClock()
     runner = Runner(s, endpoint, recorder, job.run_id, background=background,
-                    session_range=range(job.start, job.stop), on_finish=on_finish, **kw)
+                    session_range=range(job.start, job.stop), on_finish=on_finish,
+                    clock=clock, **kw)
     prewarm_finalize()     # on this thread, before the first request (see runs._run_loop)
 
     async def main() -> tuple[float, float, RunOutcome]:
@@ -302,63 +309,48 @@ def _drive(s: Scenario, spec: RunSpec, job: ShardJob, endpoint: Any,
 # -------------------------------------------------------------------- parent side --
 def execute_sharded(spec: RunSpec, workers: int, *, echo: Callable[[str], None] = print,
                     executor: Executor | None = None) -> RunResult:
-    """Run `spec` over `workers` shards and merge them into one results directory."""
-    from simulator.analysis.summary import format_summary
-
+    """Run `spec` over `workers` shards and merge them into one results directory:
+    opened and finished by the same path as a single-process run (`runs.open_run`,
+    `runs.run_to_end`), the shards' sessions driven by `executor`."""
     check_shardable(spec, workers)
-    executor = executor or ProcessExecutor()
-    state: ResumeState | None = None
+    ex = executor or ProcessExecutor()
     shards_dir = WORKERS_DIR
     if spec.resume_dir is not None:    # continue a run, sharded: each shard its sessions
         from simulator.session.resume import read_manifest_for_resume
-        from simulator.session.resume_run import open_resumed
         prior = read_manifest_for_resume(spec.resume_dir).get("run_spec") or {}
         check_shardable(dataclasses.replace(   # refuse before the run is reopened
             spec, resume_dir=None, endpoint_url=spec.endpoint_url or prior.get("endpoint_url")),
             workers)
-        s, spec, recorder, state = open_resumed(spec, None)
-        endpoint = runs.make_endpoint(s, spec)
-        run_id, run_dir = recorder.manifest["run_id"], recorder.run_dir
-        shards_dir = f"{WORKERS_DIR}/resume{len(recorder.manifest.get('resumes', []))}"
-        ranges = split_sessions(s.sessions, workers)
-    else:
-        s, resolved = runs.resolve(spec)
-        endpoint = runs.make_endpoint(s, spec)
-        assert spec.endpoint_url is not None
-        runs.preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
-        run_id = runs.new_run_id(s.name)
-        run_dir = spec.out_dir / run_id
-        ranges = split_sessions(s.sessions, workers)
-        manifest = runs.build_manifest(s, resolved, spec, endpoint, run_id)
-        manifest["workers"] = len(ranges)
-        manifest["executor"] = executor.name
-        recorder = runs.open_recorder(run_dir, manifest, spec.out_dir)
+    run = runs.open_run(spec, extra=lambda s: {"workers": len(split_sessions(s.sessions,
+                                                                              workers)),
+                                               "executor": ex.name})
+    if run.state is not None:
+        shards_dir = f"{WORKERS_DIR}/resume{len(run.recorder.manifest.get('resumes', []))}"
+    return runs.run_to_end(run, lambda: _drive_shards(run, workers, ex, shards_dir), echo)
+
+
+def _drive_shards(run: runs.OpenedRun, workers: int, executor: Executor,
+                  shards_dir: str) -> RunOutcome:
+    """The sessions of `run`, split over shards that `executor` runs, merged back."""
+    s, spec, recorder, state = run.scenario, run.spec, run.recorder, run.state
+    ranges = split_sessions(s.sessions, workers)
     limits = shard_limits(s, len(ranges))
     parent_scrape = executor.parent_scrapes_metrics
     scenario = shard_scenario(s, limits)
-    jobs = [ShardJob(i, r.start, r.stop, spec, run_id, run_dir / shards_dir / f"w{i}",
+    jobs = [ShardJob(i, r.start, r.stop, spec, run.run_id, run.run_dir / shards_dir / f"w{i}",
                      i == 0 and not parent_scrape, limits, scenario,
-                     None if state is None else shard_resume(state, r))
+                     None if state is None else shard_resume(state, r), run.server)
             for i, r in enumerate(ranges)]
-    outcome = RunOutcome("failed", reason="workers did not start")
     t0, t0_wall = time.monotonic(), time.time()
-    try:
-        # the executor owns SIGINT/SIGTERM while shards run: it tells every shard to stop
-        with _parent_scrape(recorder, spec.endpoint_url if parent_scrape else None):
-            results = executor.run_shards(jobs)
-        with runs.signals_deferred():  # a late signal must not tear the merge
-            merge_shards(recorder, jobs, results, t0, t0_wall)
-            alignment = clock_alignment(results)
-            if alignment is not None:
-                recorder.update_manifest(clock_alignment=alignment)
-        outcome = merge_outcomes(results)
-    finally:
-        with runs.signals_deferred():
-            summary = runs.finish_or_fail(recorder, endpoint, outcome)
-    echo(format_summary(summary))
-    if outcome.reason:
-        echo(f"status: {outcome.status} ({outcome.reason})")
-    return RunResult(run_dir, outcome.status, summary, outcome, recorder.manifest)
+    # the executor owns SIGINT/SIGTERM while shards run: it tells every shard to stop
+    with _parent_scrape(recorder, spec.endpoint_url if parent_scrape else None):
+        results = executor.run_shards(jobs)
+    with runs.signals_deferred():  # a late signal must not tear the merge
+        merge_shards(recorder, jobs, results, t0, t0_wall)
+        alignment = clock_alignment(results)
+        if alignment is not None:
+            recorder.update_manifest(clock_alignment=alignment)
+    return merge_outcomes(results)
 
 
 @contextlib.contextmanager
@@ -376,7 +368,8 @@ def _parent_scrape(recorder: Recorder, url: str | None) -> Iterator[None]:
         for row in rows:
             recorder.write_metrics(row)
 
-    scraper = MetricsScraper(metrics_url_for(url), runs.SCRAPE_INTERVAL_S, sink)
+    interval = max(recorder.clock.to_loop(runs.SCRAPE_INTERVAL_S), min(0.5, runs.SCRAPE_INTERVAL_S))
+    scraper = MetricsScraper(metrics_url_for(url), interval, sink)
     started = threading.Event()
     loops: list[asyncio.AbstractEventLoop] = []
 
