@@ -27,6 +27,7 @@ from simulator.endpoints.base import (
 )
 from simulator.protocol.messages import TextBlock
 from simulator.twin import reply
+from simulator.twin.config import engine_config
 from simulator.twin.engine import RequestTooLong, TwinEngine
 from simulator.twin.perf_model import build_perf_model
 from simulator.twin.prompt import PromptError, PromptTokenizer
@@ -52,7 +53,8 @@ class InProcessTwin:
         self.engine = TwinEngine(self.perf)
         self.tokenizer = PromptTokenizer()
         self.seed = seed
-        self.context_window = context_window or int(getattr(self.perf, "max_model_len", 262_144))
+        self.config = engine_config(self.perf, context_window=context_window)
+        self.context_window = self.config.scheduler.max_model_len   # the model's, by profile
         self._waiters: dict[str, asyncio.Future[RequestResult]] = {}
         self._wake: asyncio.Event | None = None
         self._ids = itertools.count()
