@@ -25,13 +25,13 @@ from simulator.endpoints.base import (
     Timing,
     Usage,
 )
+from simulator.endpoints.twin_timeline import EngineTimeline
 from simulator.protocol.messages import TextBlock
 from simulator.twin import reply
 from simulator.twin.config import engine_config
 from simulator.twin.engine import RequestTooLong, TwinEngine
 from simulator.twin.perf_model import build_perf_model
 from simulator.twin.prompt import PromptError, PromptTokenizer
-from simulator.twin.timeline import EngineTimeline
 from simulator.twin.types import EngineRequest, RequestResult
 from simulator.twin.wire import ReplyUsage
 from simulator.vtime import next_timer
