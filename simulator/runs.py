@@ -29,7 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from simulator import __version__, server_info
 from simulator.clock import RunClock
-from simulator.endpoints.base import Endpoint
+from simulator.endpoints.base import Endpoint, EngineEndpoint
 from simulator.endpoints.preflight import preflight
 from simulator.errors import InputError, RunError
 from simulator.metrics.recorder import Recorder, prewarm_finalize
@@ -155,7 +155,7 @@ def make_endpoint(s: Scenario, spec: RunSpec) -> Endpoint:
     url = spec.endpoint_url
     try:
         check_endpoint_url(url)
-        key_file = getattr(spec, "api_key_file", None)
+        key_file = spec.api_key_file
         key = check_key(read_key_file(key_file), f"--api-key-file {key_file}") if key_file \
             else check_key(os.environ.get(s.endpoint.api_key_env, ""), f"${s.endpoint.api_key_env}")
     except ValueError as exc:
@@ -300,9 +300,8 @@ def open_run(spec: RunSpec, endpoint: Endpoint | None = None,
         endpoint = endpoint or make_endpoint(s, spec)
         server = ServerInfo.from_manifest(recorder.manifest, spec.endpoint_url) \
             if spec.endpoint_url is not None else ServerInfo.in_process(endpoint)
-        timeline = getattr(endpoint, "timeline", None)   # the in-process twin's engine log
-        if timeline is not None:
-            timeline.offset_s = state.mono_offset_s
+        if isinstance(endpoint, EngineEndpoint):   # the in-process twin's engine log
+            endpoint.continue_timeline(state.mono_offset_s)
         return OpenedRun(s, spec, endpoint, recorder, server, state)
     s, resolved = resolve(spec)
     endpoint = endpoint or make_endpoint(s, spec)
@@ -379,9 +378,8 @@ def run_background(endpoint: Endpoint, recorder: Recorder,
     """The run's background tasks and their stop hooks: the endpoint's own (the twin's
     engine driver) and, against a real server, a /metrics scraper into the recorder."""
     background: Background = []
-    bg_factory = getattr(endpoint, "background", None)
-    if callable(bg_factory):
-        background.extend(bg_factory())
+    if isinstance(endpoint, EngineEndpoint):
+        background.extend(endpoint.background())
     on_finish: list[Callable[[], None]] = []
     if scrape_url is not None:
         from simulator.metrics.prometheus import MetricsScraper, metrics_url_for
@@ -562,16 +560,15 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> d
     """Summarise from the journal and finalize the directory (never raises past it)."""
     from simulator.analysis.run_summary import RunSummary
     from simulator.analysis.steady import config_from_manifest
-    timeline_rows = getattr(endpoint, "timeline_rows", None)   # the in-process twin's log
-    if callable(timeline_rows):
-        for row in timeline_rows():
+    engine = endpoint if isinstance(endpoint, EngineEndpoint) else None  # the in-process twin
+    if engine is not None:
+        for row in engine.timeline_rows():
             recorder.write_metrics(row)
     turns, server = recorder.frames()
     simulated = endpoint.simulated or bool(recorder.manifest.get("simulated"))
-    stats = getattr(endpoint, "stats", None)
     built = RunSummary.build(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
                              simulated=simulated, server_metrics=server,
-                             engine_stats=stats() if callable(stats) else None,
+                             engine_stats=engine.engine_stats().to_dict() if engine else None,
                              steady=config_from_manifest(recorder.manifest,
                                                          outcome.deadline_reached))
     built = built.with_facts(
