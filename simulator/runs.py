@@ -49,6 +49,7 @@ __all__ = [
     "RunResult",
     "RunSpec",
     "build_manifest",
+    "drive_sessions",
     "execute",
     "finish_or_fail",
     "finish_run",
@@ -347,7 +348,7 @@ def run_to_end(run: OpenedRun, drive: Callable[[], RunOutcome],
 def _execute_single(spec: RunSpec, echo: Callable[[str], None],
                     endpoint: Endpoint | None) -> RunResult:
     run = open_run(spec, endpoint)
-    return run_to_end(run, lambda: _run_loop(run), echo)
+    return run_to_end(run, lambda: drive_sessions(run), echo)
 
 
 @contextlib.contextmanager
@@ -373,10 +374,11 @@ def signals_deferred() -> contextlib.AbstractContextManager[None]:
 Background = list[Callable[[], Coroutine[Any, Any, Any]]]
 
 
-def run_background(endpoint: Endpoint, recorder: Recorder,
-                   scrape_url: str | None) -> tuple[Background, list[Callable[[], None]]]:
+def run_background(endpoint: Endpoint, recorder: Recorder, scrape_url: str | None,
+                   clock: RunClock | None = None) -> tuple[Background, list[Callable[[], None]]]:
     """The run's background tasks and their stop hooks: the endpoint's own (the twin's
-    engine driver) and, against a real server, a /metrics scraper into the recorder."""
+    engine driver) and, against a real server, a /metrics scraper into the recorder,
+    scraping on `clock` (the run's; default the recorder's)."""
     background: Background = []
     if isinstance(endpoint, EngineEndpoint):
         background.extend(endpoint.background())
@@ -385,7 +387,8 @@ def run_background(endpoint: Endpoint, recorder: Recorder,
         from simulator.metrics.prometheus import MetricsScraper, metrics_url_for
         # Scraped as often in simulated time as a real server (no faster than 0.5 s);
         # the recorder writes the windows in simulated seconds, like the turn rows.
-        interval = max(recorder.clock.to_loop(SCRAPE_INTERVAL_S), min(0.5, SCRAPE_INTERVAL_S))
+        interval = max((clock or recorder.clock).to_loop(SCRAPE_INTERVAL_S),
+                       min(0.5, SCRAPE_INTERVAL_S))
 
         def sink(rows: list[dict[str, Any]]) -> None:
             for row in rows:
@@ -397,21 +400,30 @@ def run_background(endpoint: Endpoint, recorder: Recorder,
     return background, on_finish
 
 
-def _run_loop(run: OpenedRun) -> RunOutcome:
-    """The sessions of `run`, in this process (the single-process executor)."""
+def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: bool = True,
+                   progress: bool = True,
+                   started: Callable[[], None] | None = None) -> RunOutcome:
+    """Run the sessions of `run` (all, or the shard `sessions`) in this process on its
+    own event loop — the virtual-time loop for the in-process twin — and return how it
+    ended. The one-process environment: `runs.execute` drives a whole run with it, each
+    worker of a sharded run its shard (`workers.run_shard`). `scrape`: this process
+    reads the server's /metrics; `started()` is called as the loop starts."""
     s, spec, endpoint, recorder = run.scenario, run.spec, run.endpoint, run.recorder
-    background, on_finish = run_background(endpoint, recorder, spec.endpoint_url)
     clock = run.server.clock()
-    bar = _progress(progress_total(s), spec.show_progress and sys.stderr.isatty(),
+    background, on_finish = run_background(endpoint, recorder,
+                                           spec.endpoint_url if scrape else None, clock=clock)
+    bar = _progress(progress_total(s), progress and spec.show_progress and sys.stderr.isatty(),
                     duration_s=s.load.duration_s, clock=clock)
     with bar as advance:
         grace = STOP_GRACE_S if spec.stop_grace_s is None else spec.stop_grace_s
         runner = Runner(s, endpoint, recorder, run.run_id, progress=advance,
                         background=background, on_finish=on_finish, stop_grace_s=grace,
-                        resume=run.state, clock=clock)
+                        resume=run.state, clock=clock, session_range=sessions)
 
         async def main() -> RunOutcome:
             bar.start_clock()
+            if started is not None:
+                started()
             try:
                 return await runner.run()
             finally:

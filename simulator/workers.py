@@ -43,11 +43,10 @@ from simulator.metrics.recorder import (
     TURNS_JOURNAL,
     Recorder,
     iter_journal,
-    prewarm_finalize,
 )
 from simulator.runs import RunResult, RunSpec
 from simulator.server_info import ServerInfo
-from simulator.session.runner import Runner, RunOutcome
+from simulator.session.runner import RunOutcome
 
 if TYPE_CHECKING:
     from simulator.scenario.model import Scenario
@@ -253,18 +252,28 @@ def shard_resume(state: ResumeState, sessions: range) -> ResumeState:
 # -------------------------------------------------------------------- worker side --
 def run_shard(job: ShardJob) -> ShardResult:
     """Run one shard in this process; its rows go to `job.shard_dir` (never raises for
-    a failed run: the result says how it ended)."""
-
+    a failed run: the result says how it ended). The shard is driven as a one-process
+    run is (`runs.drive_sessions`), on its sessions only, at the parent's clock rate;
+    its recorder journals on the loop clock (rate 1) and the parent's recorder puts
+    the rows in simulated time as it merges them."""
     spec = dataclasses.replace(job.spec, overrides=[*job.spec.overrides, *job.limit_overrides])
     s = job.scenario if job.scenario is not None else runs.resolve(spec)[0]
     endpoint = runs.make_endpoint(s, spec)
     recorder = Recorder(job.shard_dir, {"run_id": job.run_id, "worker": job.index,
                                         "sessions": [job.start, job.stop],
                                         "pid": os.getpid()}, clock=RunClock())
+    run = runs.OpenedRun(s, spec, endpoint, recorder, job.server or ServerInfo(), job.resume)
     outcome = RunOutcome("failed", reason="worker did not start")
     t0, t0_wall = time.monotonic(), time.time()
+
+    def started() -> None:
+        nonlocal t0, t0_wall
+        t0, t0_wall = time.monotonic(), time.time()
+
     try:
-        t0, t0_wall, outcome = _drive(s, spec, job, endpoint, recorder)
+        outcome = runs.drive_sessions(run, sessions=range(job.start, job.stop),
+                                      scrape=job.scrape_metrics, progress=False,
+                                      started=started)
     except KeyboardInterrupt:
         outcome = RunOutcome("interrupted", reason="interrupted")
     finally:
@@ -272,38 +281,6 @@ def run_shard(job: ShardJob) -> ShardResult:
     return ShardResult(job.index, outcome.status, outcome.reason,
                        tuple(outcome.failed_sessions), outcome.deadline_reached,
                        outcome.wall_window_s, t0, t0_wall)
-
-
-def _drive(s: Scenario, spec: RunSpec, job: ShardJob, endpoint: Any,
-           recorder: Recorder) -> tuple[float, float, RunOutcome]:
-    background, on_finish = runs.run_background(
-        endpoint, recorder, spec.endpoint_url if job.scrape_metrics else None)
-    kw: dict[str, Any] = {}
-    if spec.stop_grace_s is not None:
-        kw["stop_grace_s"] = spec.stop_grace_s
-    if job.resume is not None:
-        kw["resume"] = job.resume
-    # Waits at the server's rate; rows journal on the loop clock (the shard's recorder
-    # runs at rate 1) and the parent's recorder puts them in simulated time as it merges.
-    clock = job.server.clock() if job.server is not None else RunClock()
-    runner = Runner(s, endpoint, recorder, job.run_id, background=background,
-                    session_range=range(job.start, job.stop), on_finish=on_finish,
-                    clock=clock, **kw)
-    prewarm_finalize()     # on this thread, before the first request (see runs._run_loop)
-
-    async def main() -> tuple[float, float, RunOutcome]:
-        t0, t0_wall = time.monotonic(), time.time()
-        try:
-            return t0, t0_wall, await runner.run()
-        finally:
-            await endpoint.aclose()
-
-    try:
-        import uvloop
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as r:
-            return r.run(main())
-    except ImportError:
-        return asyncio.run(main())
 
 
 # -------------------------------------------------------------------- parent side --
