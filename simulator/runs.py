@@ -32,6 +32,7 @@ from simulator.clock import RunClock
 from simulator.endpoints.base import Endpoint, EngineEndpoint
 from simulator.endpoints.preflight import preflight
 from simulator.errors import InputError, RunError
+from simulator.metrics.prometheus import MetricsScraper, metrics_url_for
 from simulator.metrics.recorder import Recorder, prewarm_finalize
 from simulator.redact import check_endpoint_url, check_key, read_key_file, redact_url
 from simulator.scenario.load import load_scenario, scenario_hash
@@ -54,6 +55,7 @@ __all__ = [
     "finish_or_fail",
     "finish_run",
     "make_endpoint",
+    "metrics_scraper",
     "new_run_id",
     "open_recorder",
     "open_run",
@@ -377,27 +379,35 @@ Background = list[Callable[[], Coroutine[Any, Any, Any]]]
 def run_background(endpoint: Endpoint, recorder: Recorder, scrape_url: str | None,
                    clock: RunClock | None = None) -> tuple[Background, list[Callable[[], None]]]:
     """The run's background tasks and their stop hooks: the endpoint's own (the twin's
-    engine driver) and, against a real server, a /metrics scraper into the recorder,
-    scraping on `clock` (the run's; default the recorder's)."""
+    engine driver) and, against the server at `scrape_url`, a /metrics scraper."""
+    return _background(endpoint, recorder, metrics_url_for(scrape_url) if scrape_url else None,
+                       clock or recorder.clock)
+
+
+def _background(endpoint: Endpoint, recorder: Recorder, metrics_url: str | None,
+                clock: RunClock) -> tuple[Background, list[Callable[[], None]]]:
     background: Background = []
     if isinstance(endpoint, EngineEndpoint):
         background.extend(endpoint.background())
     on_finish: list[Callable[[], None]] = []
-    if scrape_url is not None:
-        from simulator.metrics.prometheus import MetricsScraper, metrics_url_for
-        # Scraped as often in simulated time as a real server (no faster than 0.5 s);
-        # the recorder writes the windows in simulated seconds, like the turn rows.
-        interval = max((clock or recorder.clock).to_loop(SCRAPE_INTERVAL_S),
-                       min(0.5, SCRAPE_INTERVAL_S))
-
-        def sink(rows: list[dict[str, Any]]) -> None:
-            for row in rows:
-                recorder.write_metrics(row)
-
-        scraper = MetricsScraper(metrics_url_for(scrape_url), interval, sink)
+    if metrics_url is not None:
+        scraper = metrics_scraper(metrics_url, recorder, clock)
         background.append(scraper.run)
         on_finish.append(scraper.stop)
     return background, on_finish
+
+
+def metrics_scraper(metrics_url: str, recorder: Recorder, clock: RunClock) -> MetricsScraper:
+    """A scraper of `metrics_url` into `recorder`: as often in simulated time as a real
+    server is scraped (no faster than 0.5 s); the recorder writes the windows in
+    simulated seconds, like the turn rows."""
+    interval = max(clock.to_loop(SCRAPE_INTERVAL_S), min(0.5, SCRAPE_INTERVAL_S))
+
+    def sink(rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            recorder.write_metrics(row)
+
+    return MetricsScraper(metrics_url, interval, sink)
 
 
 def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: bool = True,
@@ -410,8 +420,8 @@ def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: boo
     reads the server's /metrics; `started()` is called as the loop starts."""
     s, spec, endpoint, recorder = run.scenario, run.spec, run.endpoint, run.recorder
     clock = run.server.clock()
-    background, on_finish = run_background(endpoint, recorder,
-                                           spec.endpoint_url if scrape else None, clock=clock)
+    background, on_finish = _background(endpoint, recorder,
+                                        run.server.metrics_url if scrape else None, clock)
     bar = _progress(progress_total(s), progress and spec.show_progress and sys.stderr.isatty(),
                     duration_s=s.load.duration_s, clock=clock)
     with bar as advance:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from simulator import runs
 from simulator.clock import RunClock
 from simulator.errors import InputError
+from simulator.metrics.prometheus import metrics_url_for
 from simulator.metrics.recorder import (
     HISTORY_JOURNAL,
     METRICS_JOURNAL,
@@ -262,7 +263,9 @@ def run_shard(job: ShardJob) -> ShardResult:
     recorder = Recorder(job.shard_dir, {"run_id": job.run_id, "worker": job.index,
                                         "sessions": [job.start, job.stop],
                                         "pid": os.getpid()}, clock=RunClock())
-    run = runs.OpenedRun(s, spec, endpoint, recorder, job.server or ServerInfo(), job.resume)
+    server = job.server or ServerInfo(   # a job made without the parent's probe
+        metrics_url=metrics_url_for(spec.endpoint_url) if spec.endpoint_url else None)
+    run = runs.OpenedRun(s, spec, endpoint, recorder, server, job.resume)
     outcome = RunOutcome("failed", reason="worker did not start")
     t0, t0_wall = time.monotonic(), time.time()
 
@@ -320,7 +323,7 @@ def _drive_shards(run: runs.OpenedRun, workers: int, executor: Executor,
             for i, r in enumerate(ranges)]
     t0, t0_wall = time.monotonic(), time.time()
     # the executor owns SIGINT/SIGTERM while shards run: it tells every shard to stop
-    with _parent_scrape(recorder, spec.endpoint_url if parent_scrape else None):
+    with _parent_scrape(recorder, run.server, parent_scrape):
         results = executor.run_shards(jobs)
     with runs.signals_deferred():  # a late signal must not tear the merge
         merge_shards(recorder, jobs, results, t0, t0_wall)
@@ -331,22 +334,15 @@ def _drive_shards(run: runs.OpenedRun, workers: int, executor: Executor,
 
 
 @contextlib.contextmanager
-def _parent_scrape(recorder: Recorder, url: str | None) -> Iterator[None]:
+def _parent_scrape(recorder: Recorder, server: ServerInfo, enabled: bool) -> Iterator[None]:
     """Scrape the server's /metrics from the parent (in a thread with its own loop)
     while the block runs: one owner of the scrape however many nodes generate load."""
-    if url is None:
+    if not enabled or server.metrics_url is None:
         yield
         return
     import threading
 
-    from simulator.metrics.prometheus import MetricsScraper, metrics_url_for
-
-    def sink(rows: list[dict[str, Any]]) -> None:
-        for row in rows:
-            recorder.write_metrics(row)
-
-    interval = max(recorder.clock.to_loop(runs.SCRAPE_INTERVAL_S), min(0.5, runs.SCRAPE_INTERVAL_S))
-    scraper = MetricsScraper(metrics_url_for(url), interval, sink)
+    scraper = runs.metrics_scraper(server.metrics_url, recorder, server.clock())
     started = threading.Event()
     loops: list[asyncio.AbstractEventLoop] = []
 
