@@ -5,6 +5,11 @@ resolves the scenario and its overrides, picks the endpoint (the in-process twin
 virtual time when no URL is given), owns the results directory, and always leaves it
 in a consistent state — `finalize` runs on every exit path.
 
+Every run, in one process or sharded, is put together by the same three calls:
+`open_run` (pre-flight, the server's facts probed once as `ServerInfo`, manifest,
+recorder), a drive (`drive_sessions` here; `workers` drives shards, each of which
+runs `drive_sessions` on its sessions) and `run_to_end` (finalize, summary, report).
+
 Its public API (`__all__`) is what `workers`, the CLI and notebooks build on; `runs`
 itself never imports `workers` (sharded runs start from `workers.execute_sharded`),
 so the two modules do not import each other.

@@ -2,8 +2,9 @@
 
 One Python process drives a few hundred streaming sessions before its event loop, not
 the server, sets the pace. Sharding splits the scenario's sessions into N contiguous
-ranges; each shard runs the ordinary `Runner` (with `session_range`) in its own
-process against the same endpoint and records into its own journal under
+ranges; each shard runs the ordinary `Runner` (`runs.drive_sessions` with its session
+range, at the parent's `ServerInfo` clock rate) in its own process against the same
+endpoint and records into its own journal under
 `<run>/workers/w<i>/`. The parent then merges every shard's rows into the run's one
 `turns.jsonl` → `turns.parquet`, one manifest and one summary, exactly as a
 single-process run would have written them.
