@@ -52,6 +52,7 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+@pytest.mark.slow
 def test_execute_from_a_fresh_interpreter_imports_nothing_off_the_main_thread(
         tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-c", SCRIPT, str(_scenario(tmp_path)),
