@@ -344,7 +344,7 @@ def run_to_end(run: OpenedRun, drive: Callable[[], RunOutcome],
         outcome = RunOutcome("failed", reason=f"cannot write results: {_describe(err)}")
     finally:
         with signals_deferred():      # a second Ctrl-C must not tear the finalize
-            summary = finish_or_fail(run.recorder, run.endpoint, outcome)
+            summary = finish_or_fail(run.recorder, run.endpoint, outcome, run.server)
     from simulator.analysis.summary import format_summary
     echo(format_summary(summary))
     if outcome.reason:
@@ -567,11 +567,12 @@ def _os_error(exc: BaseException) -> OSError | None:
     return None
 
 
-def finish_or_fail(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
+def finish_or_fail(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
+                   server: ServerInfo | None = None) -> dict[str, Any]:
     """`finish_run`, or — when the disk is full or gone — the manifest marked failed (if it
     can still be written) and one RunError line; the journaled rows stay as they are."""
     try:
-        return finish_run(recorder, endpoint, outcome)
+        return finish_run(recorder, endpoint, outcome, server)
     except OSError as exc:
         reason = f"cannot write results: {_describe(exc)}"
         if outcome.reason and outcome.reason != reason:
@@ -583,18 +584,24 @@ def finish_or_fail(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) 
             from None
 
 
-def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
-    """Summarise from the journal and finalize the directory (never raises past it)."""
+def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
+               server: ServerInfo | None = None) -> dict[str, Any]:
+    """Summarise from the journal and finalize the directory (never raises past it).
+    The label (simulated, the twin, its time scale) comes from the run's `server`
+    facts (default: what the endpoint and the manifest say)."""
+    if server is None:
+        server = ServerInfo.in_process(endpoint) if endpoint.simulated \
+            else ServerInfo.from_manifest(recorder.manifest, None)
     from simulator.analysis.run_summary import RunSummary
     from simulator.analysis.steady import config_from_manifest
     engine = endpoint if isinstance(endpoint, EngineEndpoint) else None  # the in-process twin
     if engine is not None:
         for row in engine.timeline_rows():
             recorder.write_metrics(row)
-    turns, server = recorder.frames()
-    simulated = endpoint.simulated or bool(recorder.manifest.get("simulated"))
+    turns, scraped = recorder.frames()
+    simulated = server.simulated or endpoint.simulated   # a simulated endpoint never loses it
     built = RunSummary.build(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
-                             simulated=simulated, server_metrics=server,
+                             simulated=simulated, server_metrics=scraped,
                              engine_stats=engine.engine_stats().to_dict() if engine else None,
                              steady=config_from_manifest(recorder.manifest,
                                                          outcome.deadline_reached))
@@ -603,14 +610,12 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> d
         failed_sessions=outcome.failed_sessions, deadline_reached=outcome.deadline_reached,
         run_id=recorder.manifest["run_id"], simulated=simulated,
         contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")))
-    if endpoint.simulated:
-        built = built.with_facts(twin={k: v for k, v in endpoint.describe().items()
-                                       if k != "profile"})
-    elif recorder.manifest.get("http_twin"):
-        built = built.with_facts(twin=recorder.manifest["http_twin"],
-                                 time_scale=recorder.manifest.get("time_scale"))
+    if server.http_twin:
+        built = built.with_facts(twin=dict(server.twin or {}), time_scale=server.time_scale)
+    elif server.simulated:
+        built = built.with_facts(twin=dict(server.twin or {}))
     summary = built.to_json()
     recorder.manifest.update(status_reason=outcome.reason,
                              failed_sessions=list(outcome.failed_sessions))
-    recorder.finalize(outcome.status, summary, (turns, server))
+    recorder.finalize(outcome.status, summary, (turns, scraped))
     return summary
