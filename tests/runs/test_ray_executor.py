@@ -157,9 +157,14 @@ def test_sigterm_on_the_driver_stops_every_shard_keeps_rows_and_resumes(
         (run_dir,) = out.iterdir()
         manifest = json.loads((run_dir / "manifest.json").read_text())
         assert manifest["status"] == "interrupted", manifest.get("status_reason")
-        for worker in (0, 1):                # every remote shard got the stop
-            assert f"worker {worker}: stopped by signal" in manifest["status_reason"]
         df = pd.read_parquet(run_dir / "turns.parquet")
+        done = df[df.ok & (df.request_kind == "turn")].groupby("session_id").size()
+        for worker, sessions in ((0, ("s0000", "s0001")), (1, ("s0002", "s0003"))):
+            # every remote shard got the stop — unless it had already run all its turns:
+            # on a loaded machine one shard can start seconds after the other and finish
+            # its 800 requests first (seen on main too: worker 0 800 rows, worker 1 291)
+            if not all(done.get(sid, 0) == 400 for sid in sessions):
+                assert f"worker {worker}: stopped by signal" in manifest["status_reason"]
         assert 8 <= len(df) <= twin.messages and len(df) < 4 * 400
         assert stopped_in < 1 + 10 + 15      # grace, cancel margin, Ray's own teardown
         # the interrupted Ray run resumes, sharded over Ray again, and completes
