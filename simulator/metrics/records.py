@@ -68,7 +68,9 @@ class TurnRecord:
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TurnRecord))
 
-_SCALED_DURATIONS = ("started_mono_s", "ttft_s", "e2e_s")   # seconds on the loop's clock
+# seconds on the loop's clock (the schedule lag too: a client's delay of d wall seconds
+# is d × K of the scaled twin's simulated time, like the e2e it adds to)
+_SCALED_DURATIONS = ("started_mono_s", "ttft_s", "e2e_s", "schedule_lag_s")
 _SCALED_RATES = ("decode_tok_s", "turn_tok_s")               # tokens per loop second
 _METRICS_TIMES = ("t_start_s", "t_end_s")                    # a /metrics window's bounds
 

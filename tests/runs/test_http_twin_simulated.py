@@ -19,10 +19,11 @@ from tests.http_twin import twin_in_thread
 
 def test_in_simulated_time_scales_durations_and_rates() -> None:
     row = {"started_mono_s": 1.0, "ttft_s": 0.1, "e2e_s": 2.0, "decode_tok_s": 500.0,
-           "turn_tok_s": 400.0, "think_time_s": 3.0, "ttft_x": None}
+           "turn_tok_s": 400.0, "think_time_s": 3.0, "ttft_x": None, "schedule_lag_s": 0.5}
     out = in_simulated_time(row, RunClock(rate=10.0))
     assert out == {"started_mono_s": 10.0, "ttft_s": 1.0, "e2e_s": 20.0, "decode_tok_s": 50.0,
-                   "turn_tok_s": 40.0, "think_time_s": 3.0, "ttft_x": None}
+                   "turn_tok_s": 40.0, "think_time_s": 3.0, "ttft_x": None,
+                   "schedule_lag_s": 5.0}
     assert in_simulated_time(row, RunClock()) is row
 
 
