@@ -10,6 +10,7 @@ import urllib.request
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from simulator.clock import RunClock
 from simulator.metrics.records import in_simulated_time
@@ -126,3 +127,19 @@ def test_a_scaled_deadline_is_simulated_seconds(tmp_path: Path, write_scenario) 
     assert wall < 15.0
     end = float((turns_of(res).started_mono_s).max())
     assert end <= 25.0, end
+
+
+@pytest.mark.slow
+def test_a_scaled_duration_is_simulated_seconds(tmp_path: Path, write_scenario) -> None:  # type: ignore[no-untyped-def]
+    """`--duration` (`load.duration_s`) counts simulated seconds against a
+    time-compressed twin: 20 s at time scale 20 stop new turns after ~1 s of wall time."""
+    path = write_scenario(small_scenario(sessions=1, turns=1000, think_time_s=5.0,
+                                         load={"duration_s": 20.0}))
+    with twin_in_thread(time_scale=20.0) as url:
+        t0 = time.monotonic()
+        res = run_scenario(path, tmp_path, endpoint_url=url)
+        wall = time.monotonic() - t0
+    assert res.status == "completed", res.outcome.reason
+    assert wall < 15.0
+    starts = turns_of(res).started_mono_s
+    assert 10.0 < float(starts.max()) <= 25.0, float(starts.max())   # not 20 × 20
