@@ -592,7 +592,7 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
     if server is None:
         server = ServerInfo.in_process(endpoint) if endpoint.simulated \
             else ServerInfo.from_manifest(recorder.manifest, None)
-    from simulator.analysis.run_summary import RunSummary
+    from simulator.analysis.run_summary import RunFacts, RunSummary
     from simulator.analysis.steady import config_from_manifest
     engine = endpoint if isinstance(endpoint, EngineEndpoint) else None  # the in-process twin
     if engine is not None:
@@ -605,15 +605,13 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
                              engine_stats=engine.engine_stats().to_dict() if engine else None,
                              steady=config_from_manifest(recorder.manifest,
                                                          outcome.deadline_reached))
-    built = built.with_facts(
+    built = built.with_run_facts(RunFacts(
         status=outcome.status, status_reason=outcome.reason,
         failed_sessions=outcome.failed_sessions, deadline_reached=outcome.deadline_reached,
-        run_id=recorder.manifest["run_id"], simulated=simulated,
-        contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")))
-    if server.http_twin:
-        built = built.with_facts(twin=dict(server.twin or {}), time_scale=server.time_scale)
-    elif server.simulated:
-        built = built.with_facts(twin=dict(server.twin or {}))
+        run_id=str(recorder.manifest["run_id"]), simulated=simulated,
+        contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")),
+        twin=dict(server.twin or {}) if server.http_twin or server.simulated else None,
+        time_scale=server.time_scale if server.http_twin else None))
     summary = built.to_json()
     recorder.manifest.update(status_reason=outcome.reason,
                              failed_sessions=list(outcome.failed_sessions))
