@@ -343,6 +343,8 @@ def _parent_scrape(recorder: Recorder, server: ServerInfo, enabled: bool) -> Ite
         return
     import threading
 
+    import aiohttp  # noqa: F401  (the scraper's client, imported here: never on the thread)
+
     scraper = runs.metrics_scraper(server.metrics_url, recorder, server.clock())
     started = threading.Event()
     loops: list[asyncio.AbstractEventLoop] = []
