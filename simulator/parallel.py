@@ -7,9 +7,9 @@ function, or a bound method of a picklable object) and its result too. Results c
 back in the order of `items` whatever order the points finish in, so a deterministic
 `fn` (the twin runs in virtual time) gives exactly the serial answer.
 
-`bisection_frontier` is the pure helper that lets a bisection use K workers: the
-next K points of the bisection tree, breadth first, all of which a serial bisection
-might ask for next.
+`bisection_frontier` (re-exported from `analysis.sizing`, where the sizing search
+is) gives the next K points of a bisection tree, breadth first, all of which a serial
+bisection might ask for next.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from simulator.analysis.sizing import bisection_frontier as bisection_frontier
 from simulator.errors import InputError
 
 T = TypeVar("T")
@@ -87,19 +88,3 @@ def _map_ray(fn: Callable[[T], R], items: Sequence[T], order: list[int], paralle
 
 def _apply(fn: Callable[[T], R], x: T) -> R:
     return fn(x)
-
-
-def bisection_frontier(lo: int, hi: int, k: int) -> list[int]:
-    """Up to `k` points a bisection of (lo, hi) may probe next, breadth first: the
-    midpoint, then the midpoints of both halves, … (the next levels of its tree). With
-    all of them known, a serial bisection descends `log2(k + 1)` levels at once."""
-    out: list[int] = []
-    queue = [(lo, hi)]
-    while queue and len(out) < k:
-        a, b = queue.pop(0)
-        if b - a <= 1:
-            continue
-        mid = (a + b) // 2
-        out.append(mid)
-        queue += [(a, mid), (mid, b)]
-    return out

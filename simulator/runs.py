@@ -5,6 +5,11 @@ resolves the scenario and its overrides, picks the endpoint (the in-process twin
 virtual time when no URL is given), owns the results directory, and always leaves it
 in a consistent state — `finalize` runs on every exit path.
 
+Every run, in one process or sharded, is put together by the same three calls:
+`open_run` (pre-flight, the server's facts probed once as `ServerInfo`, manifest,
+recorder), a drive (`drive_sessions` here; `workers` drives shards, each of which
+runs `drive_sessions` on its sessions) and `run_to_end` (finalize, summary, report).
+
 Its public API (`__all__`) is what `workers`, the CLI and notebooks build on; `runs`
 itself never imports `workers` (sharded runs start from `workers.execute_sharded`),
 so the two modules do not import each other.
@@ -27,14 +32,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from simulator import __version__
-from simulator.endpoints.base import Endpoint
+from simulator import __version__, server_info
+from simulator.clock import RunClock
+from simulator.endpoints.base import Endpoint, EngineEndpoint
 from simulator.endpoints.preflight import preflight
 from simulator.errors import InputError, RunError
-from simulator.metrics.recorder import Recorder
+from simulator.metrics.prometheus import MetricsScraper, metrics_url_for
+from simulator.metrics.recorder import Recorder, prewarm_finalize
 from simulator.redact import check_endpoint_url, check_key, read_key_file, redact_url
 from simulator.scenario.load import load_scenario, scenario_hash
 from simulator.scenario.model import Scenario
+from simulator.server_info import ServerInfo
 from simulator.session.resume import ResumeState
 from simulator.session.resume_run import open_resumed
 from simulator.session.runner import STOP_GRACE_S, Runner, RunOutcome
@@ -43,20 +51,25 @@ from simulator.vtime import run_virtual
 __all__ = [
     "DEFAULT_TWIN",
     "SCRAPE_INTERVAL_S",
+    "OpenedRun",
     "RunResult",
     "RunSpec",
     "build_manifest",
+    "drive_sessions",
     "execute",
     "finish_or_fail",
     "finish_run",
     "make_endpoint",
+    "metrics_scraper",
     "new_run_id",
     "open_recorder",
+    "open_run",
     "parse_twin",
     "preflight",
     "redact_url",
     "resolve",
     "run_background",
+    "run_to_end",
     "signals_deferred",
     "signals_handled",
 ]
@@ -150,7 +163,7 @@ def make_endpoint(s: Scenario, spec: RunSpec) -> Endpoint:
     url = spec.endpoint_url
     try:
         check_endpoint_url(url)
-        key_file = getattr(spec, "api_key_file", None)
+        key_file = spec.api_key_file
         key = check_key(read_key_file(key_file), f"--api-key-file {key_file}") if key_file \
             else check_key(os.environ.get(s.endpoint.api_key_env, ""), f"${s.endpoint.api_key_env}")
     except ValueError as exc:
@@ -232,47 +245,6 @@ def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoin
     }
 
 
-def _models(url: str, timeout_s: float) -> list[dict[str, Any]]:
-    """The entries of the server's `/v1/models` (empty when it has none or no answer)."""
-    import json
-    import urllib.request
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/v1/models", timeout=timeout_s) as r:
-            data = json.loads(r.read(1 << 20))
-    except (OSError, ValueError):
-        return []
-    entries = data.get("data") if isinstance(data, dict) else None
-    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
-
-
-def detect_twin(url: str, timeout_s: float) -> dict[str, Any] | None:
-    """The HTTP twin's self-description from `/v1/models` (`endurance_twin`), or None
-    for any other server (or no answer): a run against the twin is simulated."""
-    for entry in _models(url, timeout_s):
-        info = entry.get("endurance_twin")
-        if isinstance(info, dict) and info.get("simulated") is True:
-            return info
-    return None
-
-
-def server_max_model_len(url: str, timeout_s: float, model: str) -> int | None:
-    """The context window `/v1/models` states for `model` (vLLM and the twin list
-    `max_model_len`), else None: the fallback target of a forced compaction when an
-    overflow error names no limit."""
-    entries = _models(url, timeout_s)
-    picked = [e for e in entries if e.get("id") == model] or entries[:1]
-    value = picked[0].get("max_model_len") if picked else None
-    return int(value) if isinstance(value, int) and value > 0 else None
-
-
-def twin_manifest_fields(info: dict[str, Any] | None) -> dict[str, Any]:
-    """Manifest fields for a run against the HTTP twin: simulated, with its time scale."""
-    if info is None:
-        return {}
-    scale = float(info.get("time_scale") or 1.0)
-    return {"simulated": True, "time_scale": scale if scale > 0 else 1.0, "http_twin": info}
-
-
 def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
             endpoint: Endpoint | None = None) -> RunResult:
     """Run a scenario and write its results directory; returns what happened.
@@ -304,37 +276,65 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
         return _execute_single(spec, echo, endpoint)
 
 
-def _execute_single(spec: RunSpec, echo: Callable[[str], None],
-                    endpoint: Endpoint | None) -> RunResult:
+@dataclass
+class OpenedRun:
+    """A run whose results directory is open: its scenario (context window clamped to
+    what the server states), spec, endpoint, the server's facts and the recorder."""
+
+    scenario: Scenario
+    spec: RunSpec
+    endpoint: Endpoint
+    recorder: Recorder
+    server: ServerInfo
+    state: ResumeState | None = None   # --resume: what the sessions did before
+
+    @property
+    def run_id(self) -> str:
+        return str(self.recorder.manifest["run_id"])
+
+    @property
+    def run_dir(self) -> Path:
+        return self.recorder.run_dir
+
+
+def open_run(spec: RunSpec, endpoint: Endpoint | None = None,
+             extra: Callable[[Scenario], Mapping[str, Any]] | None = None) -> OpenedRun:
+    """The first half of every run, in one process or sharded: scenario → endpoint →
+    pre-flight → `ServerInfo` (probed once) → manifest → recorder (its clock at the
+    server's rate). `extra(scenario)` adds manifest fields (a sharded run's workers).
+    A `--resume` reopens the run with the facts its manifest recorded."""
     if spec.resume_dir is not None:
         s, spec, recorder, state = open_resumed(spec, endpoint)
         endpoint = endpoint or make_endpoint(s, spec)
-        timeline = getattr(endpoint, "timeline", None)   # the in-process twin's engine log
-        if timeline is not None:
-            timeline.offset_s = state.mono_offset_s
-        run_id, run_dir = recorder.manifest["run_id"], recorder.run_dir
+        server = ServerInfo.from_manifest(recorder.manifest, spec.endpoint_url) \
+            if spec.endpoint_url is not None else ServerInfo.in_process(endpoint)
+        if isinstance(endpoint, EngineEndpoint):   # the in-process twin's engine log
+            endpoint.continue_timeline(state.mono_offset_s)
+        return OpenedRun(s, spec, endpoint, recorder, server, state)
+    s, resolved = resolve(spec)
+    endpoint = endpoint or make_endpoint(s, spec)
+    if spec.endpoint_url is not None:
+        preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+        server = server_info.probe(spec.endpoint_url, s.endpoint.connect_timeout_s, s.model)
+        if server.context_limit is not None and server.context_limit < s.context_window_tokens:
+            s = s.model_copy(update={"context_window_tokens": server.context_limit})
     else:
-        s, resolved = resolve(spec)
-        endpoint = endpoint or make_endpoint(s, spec)
-        twin_info, window = None, None
-        if spec.endpoint_url is not None:
-            preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
-            twin_info = detect_twin(spec.endpoint_url, s.endpoint.connect_timeout_s)
-            window = server_max_model_len(spec.endpoint_url, s.endpoint.connect_timeout_s,
-                                          s.model)
-            if window is not None and window < s.context_window_tokens:
-                s = s.model_copy(update={"context_window_tokens": window})
-        run_id = new_run_id(s.name)
-        run_dir = spec.out_dir / run_id
-        recorder = open_recorder(
-            run_dir, {**build_manifest(s, resolved, spec, endpoint, run_id),
-                      **twin_manifest_fields(twin_info),
-                      **({"server_max_model_len": window} if window else {})}, spec.out_dir)
-        state = None
+        server = ServerInfo.in_process(endpoint)
+    run_id = new_run_id(s.name)
+    manifest = {**build_manifest(s, resolved, spec, endpoint, run_id), **server.manifest_fields(),
+                **(extra(s) if extra is not None else {})}
+    recorder = open_recorder(spec.out_dir / run_id, manifest, spec.out_dir, clock=server.clock())
+    return OpenedRun(s, spec, endpoint, recorder, server)
+
+
+def run_to_end(run: OpenedRun, drive: Callable[[], RunOutcome],
+               echo: Callable[[str], None]) -> RunResult:
+    """The second half of every run: `drive()` runs the sessions (here or in shards);
+    whatever happens, the directory is finalized with its summary, then reported."""
     outcome = RunOutcome("failed", reason="run did not start")
     summary: dict[str, Any] = {}
     try:
-        outcome = _run_loop(s, spec, endpoint, recorder, run_id, state)
+        outcome = drive()
     except KeyboardInterrupt:
         outcome = RunOutcome("interrupted", reason="interrupted")
     except Exception as exc:
@@ -344,13 +344,19 @@ def _execute_single(spec: RunSpec, echo: Callable[[str], None],
         outcome = RunOutcome("failed", reason=f"cannot write results: {_describe(err)}")
     finally:
         with signals_deferred():      # a second Ctrl-C must not tear the finalize
-            summary = finish_or_fail(recorder, endpoint, outcome)
+            summary = finish_or_fail(run.recorder, run.endpoint, outcome, run.server)
     from simulator.analysis.summary import format_summary
     from simulator.analysis.target import describe_target
-    echo(format_summary(summary, describe_target(recorder.manifest)))
+    echo(format_summary(summary, describe_target(run.recorder.manifest)))
     if outcome.reason:
         echo(f"status: {outcome.status} ({outcome.reason})")
-    return RunResult(run_dir, outcome.status, summary, outcome, recorder.manifest)
+    return RunResult(run.run_dir, outcome.status, summary, outcome, run.recorder.manifest)
+
+
+def _execute_single(spec: RunSpec, echo: Callable[[str], None],
+                    endpoint: Endpoint | None) -> RunResult:
+    run = open_run(spec, endpoint)
+    return run_to_end(run, lambda: drive_sessions(run), echo)
 
 
 @contextlib.contextmanager
@@ -376,58 +382,74 @@ def signals_deferred() -> contextlib.AbstractContextManager[None]:
 Background = list[Callable[[], Coroutine[Any, Any, Any]]]
 
 
-def run_background(endpoint: Endpoint, recorder: Recorder,
-                   scrape_url: str | None) -> tuple[Background, list[Callable[[], None]]]:
+def run_background(endpoint: Endpoint, recorder: Recorder, scrape_url: str | None,
+                   clock: RunClock | None = None) -> tuple[Background, list[Callable[[], None]]]:
     """The run's background tasks and their stop hooks: the endpoint's own (the twin's
-    engine driver) and, against a real server, a /metrics scraper into the recorder."""
+    engine driver) and, against the server at `scrape_url`, a /metrics scraper."""
+    return _background(endpoint, recorder, metrics_url_for(scrape_url) if scrape_url else None,
+                       clock or recorder.clock)
+
+
+def _background(endpoint: Endpoint, recorder: Recorder, metrics_url: str | None,
+                clock: RunClock) -> tuple[Background, list[Callable[[], None]]]:
     background: Background = []
-    bg_factory = getattr(endpoint, "background", None)
-    if callable(bg_factory):
-        background.extend(bg_factory())
+    if isinstance(endpoint, EngineEndpoint):
+        background.extend(endpoint.background())
     on_finish: list[Callable[[], None]] = []
-    if scrape_url is not None:
-        from simulator.metrics.prometheus import MetricsScraper, metrics_url_for
-        # A time-compressed HTTP twin: windows in simulated seconds, like the turn rows,
-        # and scraped as often in simulated time as a real server (no faster than 0.5 s).
-        scale = float(recorder.manifest.get("time_scale") or 1.0)
-
-        def sink(rows: list[dict[str, Any]]) -> None:
-            for row in rows:
-                if scale != 1.0:
-                    row = {**row, "t_start_s": row["t_start_s"] * scale,
-                           "t_end_s": row["t_end_s"] * scale}
-                recorder.write_metrics(row)
-
-        scraper = MetricsScraper(metrics_url_for(scrape_url),
-                                 max(SCRAPE_INTERVAL_S / scale, min(0.5, SCRAPE_INTERVAL_S)), sink)
+    if metrics_url is not None:
+        scraper = metrics_scraper(metrics_url, recorder, clock)
         background.append(scraper.run)
         on_finish.append(scraper.stop)
     return background, on_finish
 
 
-def _run_loop(s: Scenario, spec: RunSpec, endpoint: Endpoint, recorder: Recorder,
-              run_id: str, state: ResumeState | None = None) -> RunOutcome:
-    background, on_finish = run_background(endpoint, recorder, spec.endpoint_url)
-    bar = _progress(progress_total(s), spec.show_progress and sys.stderr.isatty(),
-                    duration_s=s.load.duration_s)
+def metrics_scraper(metrics_url: str, recorder: Recorder, clock: RunClock) -> MetricsScraper:
+    """A scraper of `metrics_url` into `recorder`: as often in simulated time as a real
+    server is scraped (no faster than 0.5 s); the recorder writes the windows in
+    simulated seconds, like the turn rows."""
+    interval = max(clock.to_loop(SCRAPE_INTERVAL_S), min(0.5, SCRAPE_INTERVAL_S))
+
+    def sink(rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            recorder.write_metrics(row)
+
+    return MetricsScraper(metrics_url, interval, sink)
+
+
+def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: bool = True,
+                   progress: bool = True,
+                   started: Callable[[], None] | None = None) -> RunOutcome:
+    """Run the sessions of `run` (all, or the shard `sessions`) in this process on its
+    own event loop — the virtual-time loop for the in-process twin — and return how it
+    ended. The one-process environment: `runs.execute` drives a whole run with it, each
+    worker of a sharded run its shard (`workers.run_shard`). `scrape`: this process
+    reads the server's /metrics; `started()` is called as the loop starts."""
+    s, spec, endpoint, recorder = run.scenario, run.spec, run.endpoint, run.recorder
+    clock = run.server.clock()
+    background, on_finish = _background(endpoint, recorder,
+                                        run.server.metrics_url if scrape else None, clock)
+    bar = _progress(progress_total(s), progress and spec.show_progress and sys.stderr.isatty(),
+                    duration_s=s.load.duration_s, clock=clock)
     with bar as advance:
         grace = STOP_GRACE_S if spec.stop_grace_s is None else spec.stop_grace_s
-        runner = Runner(s, endpoint, recorder, run_id, progress=advance, background=background,
-                        on_finish=on_finish, stop_grace_s=grace, resume=state,
-                        time_scale=float(recorder.manifest.get("time_scale") or 1.0))
+        runner = Runner(s, endpoint, recorder, run.run_id, progress=advance,
+                        background=background, on_finish=on_finish, stop_grace_s=grace,
+                        resume=run.state, clock=clock, session_range=sessions)
 
         async def main() -> RunOutcome:
             bar.start_clock()
+            if started is not None:
+                started()
             try:
                 return await runner.run()
             finally:
                 await endpoint.aclose()
 
+        # What finalize needs is imported now, on this thread, before the first request:
+        # a stop then finds it loaded (a second Ctrl-C never waits for imports), and no
+        # import ever runs on a background thread (that raced circular imports, issue 23).
+        prewarm_finalize()
         if endpoint.simulated:
-            from simulator.metrics.recorder import prewarm_finalize
-            # Virtual time: imports meanwhile cost no measured time, and a stop (which is
-            # instant here) then finds them done.
-            threading.Thread(target=prewarm_finalize, name="prewarm", daemon=True).start()
             return run_virtual(main())
         return _run_real(main())
 
@@ -455,8 +477,10 @@ class _progress:
     count turns; constant-load runs (`duration_s`) count the run's clock (virtual
     seconds on the twin) against the duration, the turns done shown beside it."""
 
-    def __init__(self, total: int, enabled: bool, duration_s: float | None = None) -> None:
+    def __init__(self, total: int, enabled: bool, duration_s: float | None = None,
+                 clock: RunClock | None = None) -> None:
         self.total, self.enabled, self.duration_s = total, enabled, duration_s
+        self.clock = clock or RunClock()
         self._bar: Any = None
         self._t0: float | None = None
 
@@ -467,7 +491,8 @@ class _progress:
     def _elapsed(self) -> float:
         if self._t0 is None or self.duration_s is None:
             return 0.0
-        return min(self.duration_s, asyncio.get_running_loop().time() - self._t0)
+        return min(self.duration_s,
+                   self.clock.to_sim(asyncio.get_running_loop().time() - self._t0))
 
     def __enter__(self) -> Callable[[int], None]:
         if not self.enabled:
@@ -516,11 +541,12 @@ def check_spec_numbers(spec: RunSpec) -> None:
             raise InputError(f"{name} {value}: must be a finite number within [0, {hi:g}]")
 
 
-def open_recorder(run_dir: Path, manifest: dict[str, Any], out: Path) -> Recorder:
+def open_recorder(run_dir: Path, manifest: dict[str, Any], out: Path,
+                  clock: RunClock | None = None) -> Recorder:
     """A recorder for a new run directory under `out`; one InputError line when `--out`
     cannot hold it (not a directory, not writable, under /proc, a name too long)."""
     try:
-        return Recorder(run_dir, manifest)
+        return Recorder(run_dir, manifest, clock=clock)
     except (OSError, ValueError) as exc:   # ValueError: a NUL byte in the path
         why = _describe(exc) if isinstance(exc, OSError) else str(exc)
         raise InputError(f"--out {str(out)[:200]!r}: cannot create the results directory "
@@ -542,11 +568,12 @@ def _os_error(exc: BaseException) -> OSError | None:
     return None
 
 
-def finish_or_fail(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
+def finish_or_fail(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
+                   server: ServerInfo | None = None) -> dict[str, Any]:
     """`finish_run`, or — when the disk is full or gone — the manifest marked failed (if it
     can still be written) and one RunError line; the journaled rows stay as they are."""
     try:
-        return finish_run(recorder, endpoint, outcome)
+        return finish_run(recorder, endpoint, outcome, server)
     except OSError as exc:
         reason = f"cannot write results: {_describe(exc)}"
         if outcome.reason and outcome.reason != reason:
@@ -558,35 +585,36 @@ def finish_or_fail(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) 
             from None
 
 
-def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> dict[str, Any]:
-    """Summarise from the journal and finalize the directory (never raises past it)."""
-    from simulator.analysis.run_summary import RunSummary
+def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
+               server: ServerInfo | None = None) -> dict[str, Any]:
+    """Summarise from the journal and finalize the directory (never raises past it).
+    The label (simulated, the twin, its time scale) comes from the run's `server`
+    facts (default: what the endpoint and the manifest say)."""
+    if server is None:
+        server = ServerInfo.in_process(endpoint) if endpoint.simulated \
+            else ServerInfo.from_manifest(recorder.manifest, None)
+    from simulator.analysis.run_summary import RunFacts, RunSummary
     from simulator.analysis.steady import config_from_manifest
-    timeline_rows = getattr(endpoint, "timeline_rows", None)   # the in-process twin's log
-    if callable(timeline_rows):
-        for row in timeline_rows():
+    engine = endpoint if isinstance(endpoint, EngineEndpoint) else None  # the in-process twin
+    if engine is not None:
+        for row in engine.timeline_rows():
             recorder.write_metrics(row)
-    turns, server = recorder.frames()
-    simulated = endpoint.simulated or bool(recorder.manifest.get("simulated"))
-    stats = getattr(endpoint, "stats", None)
+    turns, scraped = recorder.frames()
+    simulated = server.simulated or endpoint.simulated   # a simulated endpoint never loses it
     built = RunSummary.build(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
-                             simulated=simulated, server_metrics=server,
-                             engine_stats=stats() if callable(stats) else None,
+                             simulated=simulated, server_metrics=scraped,
+                             engine_stats=engine.engine_stats().to_dict() if engine else None,
                              steady=config_from_manifest(recorder.manifest,
                                                          outcome.deadline_reached))
-    built = built.with_facts(
+    built = built.with_run_facts(RunFacts(
         status=outcome.status, status_reason=outcome.reason,
         failed_sessions=outcome.failed_sessions, deadline_reached=outcome.deadline_reached,
-        run_id=recorder.manifest["run_id"], simulated=simulated,
-        contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")))
-    if endpoint.simulated:
-        built = built.with_facts(twin={k: v for k, v in endpoint.describe().items()
-                                       if k != "profile"})
-    elif recorder.manifest.get("http_twin"):
-        built = built.with_facts(twin=recorder.manifest["http_twin"],
-                                 time_scale=recorder.manifest.get("time_scale"))
+        run_id=str(recorder.manifest["run_id"]), simulated=simulated,
+        contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")),
+        twin=dict(server.twin or {}) if server.http_twin or server.simulated else None,
+        time_scale=server.time_scale if server.http_twin else None))
     summary = built.to_json()
     recorder.manifest.update(status_reason=outcome.reason,
                              failed_sessions=list(outcome.failed_sessions))
-    recorder.finalize(outcome.status, summary, (turns, server))
+    recorder.finalize(outcome.status, summary, (turns, scraped))
     return summary

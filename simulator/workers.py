@@ -2,8 +2,9 @@
 
 One Python process drives a few hundred streaming sessions before its event loop, not
 the server, sets the pace. Sharding splits the scenario's sessions into N contiguous
-ranges; each shard runs the ordinary `Runner` (with `session_range`) in its own
-process against the same endpoint and records into its own journal under
+ranges; each shard runs the ordinary `Runner` (`runs.drive_sessions` with its session
+range, at the parent's `ServerInfo` clock rate) in its own process against the same
+endpoint and records into its own journal under
 `<run>/workers/w<i>/`. The parent then merges every shard's rows into the run's one
 `turns.jsonl` → `turns.parquet`, one manifest and one summary, exactly as a
 single-process run would have written them.
@@ -35,7 +36,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from simulator import runs
+from simulator.clock import RunClock
 from simulator.errors import InputError
+from simulator.metrics.prometheus import metrics_url_for
 from simulator.metrics.recorder import (
     HISTORY_JOURNAL,
     METRICS_JOURNAL,
@@ -44,7 +47,8 @@ from simulator.metrics.recorder import (
     iter_journal,
 )
 from simulator.runs import RunResult, RunSpec
-from simulator.session.runner import Runner, RunOutcome
+from simulator.server_info import ServerInfo
+from simulator.session.runner import RunOutcome
 
 if TYPE_CHECKING:
     from simulator.scenario.model import Scenario
@@ -70,6 +74,7 @@ class ShardJob:
     # a shard on another node then needs no scenario file
     scenario: Scenario | None = None
     resume: ResumeState | None = None   # --resume: what this shard's sessions did before
+    server: ServerInfo | None = None    # the parent's probe: the shard's clock rate
 
 
 @dataclass(frozen=True)
@@ -107,10 +112,12 @@ class Executor(Protocol):
 class ProcessExecutor:
     """One spawned process per shard on this machine.
 
-    SIGTERM sent to the parent (a `kill`, a job scheduler's stop) is forwarded to every
-    live worker, whose runner then stops as a single-process run would (a second
-    SIGTERM cancels in-flight requests at once). Ctrl-C needs no forwarding: the
-    terminal sends SIGINT to the whole foreground process group, workers included."""
+    SIGTERM and SIGINT sent to the parent (a `kill`, `kill -INT`, a supervisor's or a
+    job scheduler's stop, Ctrl-C) are forwarded to every live worker, whose runner then
+    stops as a single-process run would (a second signal cancels in-flight requests at
+    once). Each worker runs in a process group of its own, so a terminal's Ctrl-C —
+    SIGINT to the foreground group — reaches the parent only and each worker gets it
+    once, by forwarding, exactly as for a signal sent to the parent alone."""
 
     name = "local"
     parent_scrapes_metrics = False
@@ -130,7 +137,9 @@ class ProcessExecutor:
     def run_shards(self, jobs: Sequence[ShardJob]) -> list[ShardResult]:
         ctx = get_context("spawn")
         results = ctx.SimpleQueue()
-        with runs.signals_handled({signal.SIGTERM: lambda _sig, _frame: self.stop()}):
+        forward: dict[int, Any] = {int(sig): lambda sig, _frame: self.stop(sig)
+                                   for sig in (signal.SIGTERM, signal.SIGINT)}
+        with runs.signals_handled(forward):
             self._procs = [ctx.Process(target=_shard_main, args=(job, results),
                                        name=f"endurance-worker-{job.index}", daemon=False)
                            for job in jobs]
@@ -165,6 +174,8 @@ def _shard_main(job: ShardJob, results: Any) -> None:
     """A worker process: run the shard and report its result (or its crash) to the
     parent. It dies with the parent: a SIGKILLed parent must not leave it running."""
     from simulator.liveness import die_with_parent
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)    # Ctrl-C reaches the parent only, which forwards it (see above)
     die_with_parent()
     try:
         result = run_shard(job)
@@ -243,18 +254,30 @@ def shard_resume(state: ResumeState, sessions: range) -> ResumeState:
 # -------------------------------------------------------------------- worker side --
 def run_shard(job: ShardJob) -> ShardResult:
     """Run one shard in this process; its rows go to `job.shard_dir` (never raises for
-    a failed run: the result says how it ended)."""
-
+    a failed run: the result says how it ended). The shard is driven as a one-process
+    run is (`runs.drive_sessions`), on its sessions only, at the parent's clock rate;
+    its recorder journals on the loop clock (rate 1) and the parent's recorder puts
+    the rows in simulated time as it merges them."""
     spec = dataclasses.replace(job.spec, overrides=[*job.spec.overrides, *job.limit_overrides])
     s = job.scenario if job.scenario is not None else runs.resolve(spec)[0]
     endpoint = runs.make_endpoint(s, spec)
     recorder = Recorder(job.shard_dir, {"run_id": job.run_id, "worker": job.index,
                                         "sessions": [job.start, job.stop],
-                                        "pid": os.getpid()})
+                                        "pid": os.getpid()}, clock=RunClock())
+    server = job.server or ServerInfo(   # a job made without the parent's probe
+        metrics_url=metrics_url_for(spec.endpoint_url) if spec.endpoint_url else None)
+    run = runs.OpenedRun(s, spec, endpoint, recorder, server, job.resume)
     outcome = RunOutcome("failed", reason="worker did not start")
     t0, t0_wall = time.monotonic(), time.time()
+
+    def started() -> None:
+        nonlocal t0, t0_wall
+        t0, t0_wall = time.monotonic(), time.time()
+
     try:
-        t0, t0_wall, outcome = _drive(s, spec, job, endpoint, recorder)
+        outcome = runs.drive_sessions(run, sessions=range(job.start, job.stop),
+                                      scrape=job.scrape_metrics, progress=False,
+                                      started=started)
     except KeyboardInterrupt:
         outcome = RunOutcome("interrupted", reason="interrupted")
     finally:
@@ -264,113 +287,65 @@ def run_shard(job: ShardJob) -> ShardResult:
                        outcome.wall_window_s, t0, t0_wall)
 
 
-def _drive(s: Scenario, spec: RunSpec, job: ShardJob, endpoint: Any,
-           recorder: Recorder) -> tuple[float, float, RunOutcome]:
-    background, on_finish = runs.run_background(
-        endpoint, recorder, spec.endpoint_url if job.scrape_metrics else None)
-    kw: dict[str, Any] = {}
-    if spec.stop_grace_s is not None:
-        kw["stop_grace_s"] = spec.stop_grace_s
-    if job.resume is not None:
-        kw["resume"] = job.resume
-    runner = Runner(s, endpoint, recorder, job.run_id, background=background,
-                    session_range=range(job.start, job.stop), on_finish=on_finish, **kw)
-
-    async def main() -> tuple[float, float, RunOutcome]:
-        t0, t0_wall = time.monotonic(), time.time()
-        try:
-            return t0, t0_wall, await runner.run()
-        finally:
-            await endpoint.aclose()
-
-    try:
-        import uvloop
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as r:
-            return r.run(main())
-    except ImportError:
-        return asyncio.run(main())
-
-
 # -------------------------------------------------------------------- parent side --
 def execute_sharded(spec: RunSpec, workers: int, *, echo: Callable[[str], None] = print,
                     executor: Executor | None = None) -> RunResult:
-    """Run `spec` over `workers` shards and merge them into one results directory."""
-    from simulator.analysis.summary import format_summary
-
+    """Run `spec` over `workers` shards and merge them into one results directory:
+    opened and finished by the same path as a single-process run (`runs.open_run`,
+    `runs.run_to_end`), the shards' sessions driven by `executor`."""
     check_shardable(spec, workers)
-    executor = executor or ProcessExecutor()
-    state: ResumeState | None = None
+    ex = executor or ProcessExecutor()
     shards_dir = WORKERS_DIR
     if spec.resume_dir is not None:    # continue a run, sharded: each shard its sessions
         from simulator.session.resume import read_manifest_for_resume
-        from simulator.session.resume_run import open_resumed
         prior = read_manifest_for_resume(spec.resume_dir).get("run_spec") or {}
         check_shardable(dataclasses.replace(   # refuse before the run is reopened
             spec, resume_dir=None, endpoint_url=spec.endpoint_url or prior.get("endpoint_url")),
             workers)
-        s, spec, recorder, state = open_resumed(spec, None)
-        endpoint = runs.make_endpoint(s, spec)
-        run_id, run_dir = recorder.manifest["run_id"], recorder.run_dir
-        shards_dir = f"{WORKERS_DIR}/resume{len(recorder.manifest.get('resumes', []))}"
-        ranges = split_sessions(s.sessions, workers)
-    else:
-        s, resolved = runs.resolve(spec)
-        endpoint = runs.make_endpoint(s, spec)
-        assert spec.endpoint_url is not None
-        runs.preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
-        run_id = runs.new_run_id(s.name)
-        run_dir = spec.out_dir / run_id
-        ranges = split_sessions(s.sessions, workers)
-        manifest = runs.build_manifest(s, resolved, spec, endpoint, run_id)
-        manifest["workers"] = len(ranges)
-        manifest["executor"] = executor.name
-        recorder = runs.open_recorder(run_dir, manifest, spec.out_dir)
+    run = runs.open_run(spec, extra=lambda s: {"workers": len(split_sessions(s.sessions,
+                                                                              workers)),
+                                               "executor": ex.name})
+    if run.state is not None:
+        shards_dir = f"{WORKERS_DIR}/resume{len(run.recorder.manifest.get('resumes', []))}"
+    return runs.run_to_end(run, lambda: _drive_shards(run, workers, ex, shards_dir), echo)
+
+
+def _drive_shards(run: runs.OpenedRun, workers: int, executor: Executor,
+                  shards_dir: str) -> RunOutcome:
+    """The sessions of `run`, split over shards that `executor` runs, merged back."""
+    s, spec, recorder, state = run.scenario, run.spec, run.recorder, run.state
+    ranges = split_sessions(s.sessions, workers)
     limits = shard_limits(s, len(ranges))
     parent_scrape = executor.parent_scrapes_metrics
     scenario = shard_scenario(s, limits)
-    jobs = [ShardJob(i, r.start, r.stop, spec, run_id, run_dir / shards_dir / f"w{i}",
+    jobs = [ShardJob(i, r.start, r.stop, spec, run.run_id, run.run_dir / shards_dir / f"w{i}",
                      i == 0 and not parent_scrape, limits, scenario,
-                     None if state is None else shard_resume(state, r))
+                     None if state is None else shard_resume(state, r), run.server)
             for i, r in enumerate(ranges)]
-    outcome = RunOutcome("failed", reason="workers did not start")
     t0, t0_wall = time.monotonic(), time.time()
-    try:
-        # workers get Ctrl-C themselves (same process group) and stop cleanly
-        with runs.signals_handled({signal.SIGINT: signal.SIG_IGN}), \
-                _parent_scrape(recorder, spec.endpoint_url if parent_scrape else None):
-            results = executor.run_shards(jobs)
-        with runs.signals_deferred():  # a late signal must not tear the merge
-            merge_shards(recorder, jobs, results, t0, t0_wall)
-            alignment = clock_alignment(results)
-            if alignment is not None:
-                recorder.update_manifest(clock_alignment=alignment)
-        outcome = merge_outcomes(results)
-    finally:
-        with runs.signals_deferred():
-            summary = runs.finish_or_fail(recorder, endpoint, outcome)
-    from simulator.analysis.target import describe_target
-    echo(format_summary(summary, describe_target(recorder.manifest)))
-    if outcome.reason:
-        echo(f"status: {outcome.status} ({outcome.reason})")
-    return RunResult(run_dir, outcome.status, summary, outcome, recorder.manifest)
+    # the executor owns SIGINT/SIGTERM while shards run: it tells every shard to stop
+    with _parent_scrape(recorder, run.server, parent_scrape):
+        results = executor.run_shards(jobs)
+    with runs.signals_deferred():  # a late signal must not tear the merge
+        merge_shards(recorder, jobs, results, t0, t0_wall)
+        alignment = clock_alignment(results)
+        if alignment is not None:
+            recorder.update_manifest(clock_alignment=alignment)
+    return merge_outcomes(results)
 
 
 @contextlib.contextmanager
-def _parent_scrape(recorder: Recorder, url: str | None) -> Iterator[None]:
+def _parent_scrape(recorder: Recorder, server: ServerInfo, enabled: bool) -> Iterator[None]:
     """Scrape the server's /metrics from the parent (in a thread with its own loop)
     while the block runs: one owner of the scrape however many nodes generate load."""
-    if url is None:
+    if not enabled or server.metrics_url is None:
         yield
         return
     import threading
 
-    from simulator.metrics.prometheus import MetricsScraper, metrics_url_for
+    import aiohttp  # noqa: F401  (the scraper's client, imported here: never on the thread)
 
-    def sink(rows: list[dict[str, Any]]) -> None:
-        for row in rows:
-            recorder.write_metrics(row)
-
-    scraper = MetricsScraper(metrics_url_for(url), runs.SCRAPE_INTERVAL_S, sink)
+    scraper = runs.metrics_scraper(server.metrics_url, recorder, server.clock())
     started = threading.Event()
     loops: list[asyncio.AbstractEventLoop] = []
 

@@ -1,4 +1,5 @@
-"""The packages of simulator/ import each other without cycles (docs/architecture.md).
+"""The packages of simulator/ import only down the layers of docs/architecture.md, and
+without cycles.
 
 A package is a first-level folder (`session`, `endpoints`, …) or a top-level module
 (`runs`, `workers`, `lab`, …). Every import counts, also the ones inside functions: a
@@ -10,10 +11,12 @@ from __future__ import annotations
 import ast
 import functools
 import itertools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "simulator"
+ARCHITECTURE = ROOT.parent / "docs" / "architecture.md"
 
 # Edges allowed to close a cycle for now, each with the branch that removes it.
 KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()   # none: every package edge is one-way
@@ -115,3 +118,46 @@ def test_the_bottom_layer_imports_nothing_above_it() -> None:
     assert "session" not in graph.get("metrics", {})
     assert "session" not in graph.get("importers", {})
     assert not {"runs", "workers", "lab", "cli"} & set(graph.get("analysis", {}))
+
+
+def layer_table(text: str) -> dict[str, tuple[int, int]]:
+    """package → (layer, position in its row) from the layer table of the architecture
+    page: rows `| N name | `a`, `b` | … |`."""
+    out: dict[str, tuple[int, int]] = {}
+    for line in text.splitlines():
+        m = re.match(r"\|\s*(\d+)\s[^|]*\|([^|]*)\|", line)
+        if m:
+            for pos, name in enumerate(re.findall(r"`([^`]+)`", m.group(2))):
+                out[name.strip("*")] = (int(m.group(1)), pos)
+    return out
+
+
+def upward(graph: dict[str, dict[str, list[str]]],
+           layers: dict[str, tuple[int, int]]) -> list[str]:
+    """Each import against the table: to a higher layer, or within a row to a package
+    listed after the importer (one line per edge, with its file:line)."""
+    bad = []
+    for src, dsts in sorted(graph.items()):
+        for dst, where in sorted(dsts.items()):
+            if src in layers and dst in layers and layers[dst] >= layers[src]:
+                bad.append(f"{src} (layer {layers[src][0]}) → {dst} (layer "
+                           f"{layers[dst][0]}): {', '.join(where)}")
+    return bad
+
+
+def test_the_direction_check_catches_an_upward_and_a_sideways_import() -> None:
+    layers = layer_table("| 0 base | `a`, `b` | x |\n| 1 top | `c` | y |\n")
+    assert layers == {"a": (0, 0), "b": (0, 1), "c": (1, 0)}
+    assert upward({"b": {"a": ["b.py:1"]}, "c": {"b": ["c.py:2"]}}, layers) == []
+    assert upward({"a": {"c": ["a.py:3"], "b": ["a.py:4"]}}, layers) == [
+        "a (layer 0) → b (layer 0): a.py:4", "a (layer 0) → c (layer 1): a.py:3"]
+
+
+def test_every_import_points_down_the_layers_of_the_architecture_page() -> None:
+    layers = layer_table(ARCHITECTURE.read_text(encoding="utf-8"))
+    graph = package_graph()
+    units = {_unit(_module_name(p)) for p in ROOT.rglob("*.py")} - {"simulator"}  # __init__
+    missing = sorted(units - set(layers))
+    assert not missing, f"packages missing from the layer table of {ARCHITECTURE.name}: {missing}"
+    bad = upward(graph, layers)
+    assert not bad, "imports against the layer table:\n  " + "\n  ".join(bad)

@@ -24,6 +24,35 @@ Figure = float | int | None
 
 
 @dataclass(frozen=True, slots=True)
+class RunFacts:
+    """How a run ended and what it ran against: the facts `runs` adds to a summary when
+    the run finishes (typed, so a misspelt or mistyped fact fails mypy, not a reader)."""
+
+    status: str                          # completed | interrupted | failed
+    status_reason: str
+    failed_sessions: list[str]
+    deadline_reached: bool
+    run_id: str
+    simulated: bool
+    contains_verbatim_content: bool
+    twin: Mapping[str, Any] | None = None   # the twin's description (simulated runs)
+    time_scale: float | None = None         # an HTTP twin's --time-scale
+
+    def as_facts(self) -> dict[str, Any]:
+        """The summary's fact keys, in the order summary.json has always had them."""
+        out: dict[str, Any] = {
+            "status": self.status, "status_reason": self.status_reason,
+            "failed_sessions": self.failed_sessions, "deadline_reached": self.deadline_reached,
+            "run_id": self.run_id, "simulated": self.simulated,
+            "contains_verbatim_content": self.contains_verbatim_content}
+        if self.twin is not None:
+            out["twin"] = dict(self.twin)
+        if self.time_scale is not None:
+            out["time_scale"] = self.time_scale
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class RunSummary:
     """Registry metrics by key (every one present, None when unknown) and the facts."""
 
@@ -64,6 +93,10 @@ class RunSummary:
     def with_facts(self, **facts: Any) -> RunSummary:
         """A copy with these facts added or replaced (status, run id, …)."""
         return dataclasses.replace(self, facts={**self.facts, **facts})
+
+    def with_run_facts(self, facts: RunFacts) -> RunSummary:
+        """A copy with how the run ended and what it ran against."""
+        return self.with_facts(**facts.as_facts())
 
     def to_json(self) -> dict[str, Any]:
         """The flat dict saved as summary.json: figures in registry order, then facts."""

@@ -170,12 +170,77 @@ class SizingResult:
         }
 
 
+def failures(summary: dict[str, Any], slos: tuple[Slo, ...] | list[Slo]) -> tuple[str, ...]:
+    """Why a probe of this summary fails (empty: it passes): each SLO it misses, and
+    not having reached steady state (then it did not measure n sessions)."""
+    failed = tuple(str(s) for s in slos if not s.check(summary))
+    if summary.get("steady_state") is False:
+        failed = (f"not steady: {summary.get('steady_state_reason')}", *failed)
+    return failed
+
+
 def _evaluate(run_point: RunPoint, n: int, slos: tuple[Slo, ...]) -> Probe:
     summary = run_point(n)
-    failed = tuple(str(s) for s in slos if not s.check(summary))
-    if summary.get("steady_state") is False:   # not a measurement of n sessions
-        failed = (f"not steady: {summary.get('steady_state_reason')}", *failed)
+    failed = failures(summary, slos)
     return Probe(n, not failed, failed, summary)
+
+
+def bisection_frontier(lo: int, hi: int, k: int) -> list[int]:
+    """Up to `k` points a bisection of (lo, hi) may probe next, breadth first: the
+    midpoint, then the midpoints of both halves, … (the next levels of its tree). With
+    all of them known, a serial bisection descends `log2(k + 1)` levels at once."""
+    out: list[int] = []
+    queue = [(lo, hi)]
+    while queue and len(out) < k:
+        a, b = queue.pop(0)
+        if b - a <= 1:
+            continue
+        mid = (a + b) // 2
+        out.append(mid)
+        queue += [(a, mid), (mid, b)]
+    return out
+
+
+@dataclass
+class SizeSearch:
+    """The search `size` runs, as data (pure): geometric probes 1, 2, 4, … up to the
+    first failure, then a bisection between the last pass and that failure.
+
+    `passed` holds the counts known so far; `next_counts(k)` says which counts the
+    search needs next — one for the serial search, up to k at once for `--parallel K`
+    (the next geometric probes, or the next levels of the bisection tree), so the CLI
+    runs them ahead without a search of its own and the answer is the serial one."""
+
+    max_sessions: int
+    passed: dict[int, bool] = field(default_factory=dict)
+
+    def bounds(self) -> tuple[int, int | None, bool]:
+        """(highest count known to pass, lowest above it known to fail or None, done)."""
+        lo, hi = 0, None
+        for n in probe_counts(self.max_sessions):
+            if n not in self.passed:
+                return lo, None, False
+            if not self.passed[n]:
+                hi = n
+                break
+            lo = n
+        if hi is None:
+            return lo, None, True
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if mid not in self.passed:
+                return lo, hi, False
+            lo, hi = (mid, hi) if self.passed[mid] else (lo, mid)
+        return lo, hi, True
+
+    def next_counts(self, k: int = 1) -> list[int]:
+        """Up to `k` counts the search will ask for next (empty: it is done)."""
+        lo, hi, done = self.bounds()
+        if done:
+            return []
+        if hi is None:
+            return [n for n in probe_counts(self.max_sessions) if n not in self.passed][:k]
+        return [n for n in bisection_frontier(lo, hi, k) if n not in self.passed]
 
 
 def probe_counts(max_sessions: int) -> list[int]:
@@ -249,16 +314,10 @@ def size(run_point: RunPoint, slos: list[Slo], max_sessions: int, *,
             res.probes.append(seen[n])
         return seen[n]
 
-    lo, hi = 0, None
-    for n in probe_counts(max_sessions):
-        if not probe(n).passed:
-            hi = n
-            break
-        lo = n
-    if hi is not None:
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if probe(mid).passed else (lo, mid)
+    search = SizeSearch(max_sessions)
+    while counts := search.next_counts():
+        search.passed[counts[0]] = probe(counts[0]).passed
+    lo, hi, _ = search.bounds()
     res.sessions = lo
     res.answers = [lo]
     # Without a seeded runner a repeat re-runs the same seed: a real server's noise, but

@@ -1,28 +1,22 @@
-"""Prometheus `/metrics` text → dialect and prefix-cache counters (pure, no I/O).
+"""Prometheus `/metrics` text → dialect and prefix-cache counters, for `check` (pure).
 
-Three dialects are known: vLLM (`vllm:`), SGLang (`sglang:`) and llama.cpp
-(`llamacpp:`). Each counts prefix-cache reuse in tokens, under different names:
+The parsing and the dialect table are the run scraper's (`metrics.prometheus`: vLLM,
+SGLang, llama.cpp, mapped to one canonical vocabulary); this module only reads the two
+prefix-cache counters `check` compares, in tokens:
 
-| dialect  | cached tokens (counter)             | prompt tokens (counter)            |
-|----------|-------------------------------------|------------------------------------|
-| vllm     | vllm:prefix_cache_hits_total        | vllm:prefix_cache_queries_total    |
-| sglang   | sglang:cached_tokens_total          | sglang:prompt_tokens_total         |
-| llamacpp | llamacpp:prompt_tokens_cached_total | llamacpp:prompt_tokens_total (+ cached) |
+| dialect  | cached tokens                 | prompt tokens                              |
+|----------|-------------------------------|--------------------------------------------|
+| vllm     | prefix_cache_hits             | prefix_cache_queries                       |
+| sglang   | prefix_cache_hits (cached)    | prompt_tokens                              |
+| llamacpp | prefix_cache_hits (cached)    | prompt_tokens + cached (it counts apart)   |
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
-
-DIALECTS = ("vllm", "sglang", "llamacpp")
-_CACHED = {"vllm": "vllm:prefix_cache_hits_total",
-           "sglang": "sglang:cached_tokens_total",
-           "llamacpp": "llamacpp:prompt_tokens_cached_total"}
-_PROMPT = {"vllm": "vllm:prefix_cache_queries_total",
-           "sglang": "sglang:prompt_tokens_total",
-           "llamacpp": "llamacpp:prompt_tokens_total"}
+from simulator.metrics import prometheus
+from simulator.metrics.prometheus import DIALECTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,18 +30,6 @@ class MetricsSnapshot:
     block_size: int | None
 
 
-def _sums(text: str) -> tuple[dict[str, float], dict[str, str]]:
-    """Sum of every sample per name (over labels), and vLLM's cache_config_info labels."""
-    sums: dict[str, float] = {}
-    info: dict[str, str] = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            sums[s.name] = sums.get(s.name, 0.0) + float(s.value)
-            if s.name.endswith("cache_config_info"):
-                info.update(s.labels)
-    return sums, info
-
-
 def dialect_of(names: list[str] | set[str]) -> str | None:
     """The dialect whose prefix most sample names carry (None when none does)."""
     counts = {d: sum(n.startswith(d + ":") for n in names) for d in DIALECTS}
@@ -57,15 +39,17 @@ def dialect_of(names: list[str] | set[str]) -> str | None:
 
 def parse_metrics(text: str) -> MetricsSnapshot:
     """Parse a scrape; raises ValueError when the text is not Prometheus exposition."""
-    sums, info = _sums(text)
-    dialect = dialect_of(set(sums))
-    cached = sums.get(_CACHED[dialect]) if dialect else None
-    prompt = sums.get(_PROMPT[dialect]) if dialect else None
-    if dialect == "llamacpp" and prompt is not None:
-        prompt += cached or 0.0   # llama.cpp's prompt counter excludes cached tokens
-    bs = info.get("block_size")
-    block = int(bs) if bs and bs.isdigit() else (1 if dialect == "llamacpp" else None)
-    return MetricsSnapshot(dialect, len(sums), cached, prompt, block)
+    snap = prometheus.parse_metrics(text)
+    dialect, c = snap.dialect, snap.counters
+    cached = c.get("prefix_cache_hits") if dialect else None
+    if dialect == "vllm":
+        prompt = c.get("prefix_cache_queries")
+    else:
+        prompt = c.get("prompt_tokens") if dialect else None
+        if dialect == "llamacpp" and prompt is not None:
+            prompt += cached or 0.0   # llama.cpp's prompt counter excludes cached tokens
+    block = snap.block_size or (1 if dialect == "llamacpp" else None)
+    return MetricsSnapshot(dialect, snap.samples, cached, prompt, block)
 
 
 def delta(before: float | None, after: float | None) -> float | None:

@@ -326,35 +326,15 @@ def _prefetch(point: _PointRunner, counts: list[int], parallel: int, executor: s
 
 def _prefetch_size(point: _PointRunner, slos: list[Any], max_sessions: int, parallel: int,
                    executor: str, ray_address: str | None) -> None:
-    """The probes `size` will ask for, K per round: its geometric probes in chunks of K
-    (stopping at the first failure), then the next levels of its bisection tree."""
-    from simulator.analysis.sizing import probe_counts
-    from simulator.parallel import bisection_frontier
+    """Run ahead, K per round, the probes `size` will ask for: the sizing search itself
+    (`analysis.sizing.SizeSearch`) says which counts come next."""
+    from simulator.analysis.sizing import SizeSearch, failures
     if parallel == 1 and executor == "local":
         return
-    passed: dict[int, bool] = {}
-
-    def run(ns: list[int]) -> None:
-        ns = [n for n in ns if n not in passed]
-        _prefetch(point, ns, parallel, executor, ray_address)
-        for n in ns:
+    search = SizeSearch(max_sessions)
+    while counts := search.next_counts(parallel):
+        _prefetch(point, counts, parallel, executor, ray_address)
+        for n in counts:
             res, error, _ = point.prefetched[(n, 0)][-1]
-            passed[n] = error is None and res is not None \
-                and res.figures.get("steady_state") is not False \
-                and all(slo.check(res.figures) for slo in slos)
-
-    counts, lo, hi = probe_counts(max_sessions), 0, None
-    for i in range(0, len(counts), parallel):
-        run(counts[i:i + parallel])
-        for n in counts[i:i + parallel]:
-            if not passed[n]:
-                hi = n
-                break
-            lo = n
-        if hi is not None:
-            break
-    while hi is not None and hi - lo > 1:
-        run(bisection_frontier(lo, hi, parallel))
-        while hi - lo > 1 and (lo + hi) // 2 in passed:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if passed[mid] else (lo, mid)
+            search.passed[n] = error is None and res is not None \
+                and not failures(res.figures, slos)

@@ -8,9 +8,11 @@ measured before the failure. Times are seconds on the loop's monotonic clock.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
+from simulator.endpoints.engine_stats import EngineStats
 from simulator.protocol.messages import Block, Message, Prefix
 
 
@@ -204,4 +206,26 @@ class Endpoint(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """What to write into the manifest (no secrets)."""
+        ...
+
+
+@runtime_checkable
+class EngineEndpoint(Endpoint, Protocol):
+    """An endpoint that runs its own engine in this process (the in-process twin): the
+    run drives it, samples its log and reads its counters — typed, never by `getattr`."""
+
+    def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+        """The engine's driver tasks, run beside the sessions."""
+        ...
+
+    def timeline_rows(self) -> list[dict[str, Any]]:
+        """The engine log as `server_metrics` rows."""
+        ...
+
+    def engine_stats(self) -> EngineStats:
+        """The engine's counters at the end of the run."""
+        ...
+
+    def continue_timeline(self, offset_s: float) -> None:
+        """A resumed run's engine log continues from `offset_s`."""
         ...

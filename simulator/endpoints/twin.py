@@ -25,12 +25,14 @@ from simulator.endpoints.base import (
     Timing,
     Usage,
 )
+from simulator.endpoints.engine_stats import EngineStats, SpecStats
+from simulator.endpoints.twin_timeline import EngineTimeline
 from simulator.protocol.messages import TextBlock
 from simulator.twin import reply
+from simulator.twin.config import engine_config
 from simulator.twin.engine import RequestTooLong, TwinEngine
 from simulator.twin.perf_model import build_perf_model
 from simulator.twin.prompt import PromptError, PromptTokenizer
-from simulator.twin.timeline import EngineTimeline
 from simulator.twin.types import EngineRequest, RequestResult
 from simulator.twin.wire import ReplyUsage
 from simulator.vtime import next_timer
@@ -52,7 +54,8 @@ class InProcessTwin:
         self.engine = TwinEngine(self.perf)
         self.tokenizer = PromptTokenizer()
         self.seed = seed
-        self.context_window = context_window or int(getattr(self.perf, "max_model_len", 262_144))
+        self.config = engine_config(self.perf, context_window=context_window)
+        self.context_window = self.config.scheduler.max_model_len   # the model's, by profile
         self._waiters: dict[str, asyncio.Future[RequestResult]] = {}
         self._wake: asyncio.Event | None = None
         self._ids = itertools.count()
@@ -71,31 +74,27 @@ class InProcessTwin:
         return d
 
     def stats(self) -> dict[str, Any]:
-        c = self.engine.counters
-        return {"prefix_cache_queries": c.prefix_cache_queries,
-                "prefix_cache_hits": c.prefix_cache_hits, "preemptions": c.preemptions,
-                "kv_usage_peak": self.engine.kv_usage_peak, "num_gpu_blocks": self.engine.num_blocks,
-                "block_size": self.engine.block_size,
-                "kv_capacity_tokens": self.engine.num_blocks * self.engine.block_size,
-                "spec_drafts": c.spec_drafts, "spec_accepted_tokens": c.spec_accepted_tokens,
-                **self._spec_stats()}
+        return self.engine_stats().to_dict()
 
-    def _spec_stats(self) -> dict[str, Any]:
-        """Why speculation won or lost (vLLM's spec_decode counters, derived): tokens
-        emitted per forward pass that emitted any, mean acceptance length (1 + accepted
-        per draft, bonus token included, as vLLM logs it), acceptance per position."""
-        c = self.engine.counters
-        if self.engine.spec is None:
-            return {}
-        drafts = c.spec_drafts
-        return {"spec_draft_tokens": c.spec_draft_tokens,
-                "spec_accepted_tokens_per_pos": list(c.spec_accepted_per_pos),
-                "spec_acceptance_per_pos": [n / drafts if drafts else 0.0
-                                            for n in c.spec_accepted_per_pos],
-                "spec_mean_acceptance_length": (1 + c.spec_accepted_tokens / drafts
-                                                if drafts else None),
-                "tokens_per_forward_pass": (c.generation_tokens / c.decode_steps
-                                            if c.decode_steps else None)}
+    def engine_stats(self) -> EngineStats:
+        """The engine's counters now, typed (see `endpoints.engine_stats`)."""
+        c, e = self.engine.counters, self.engine
+        spec = None
+        if e.spec is not None:
+            drafts = c.spec_drafts
+            spec = SpecStats(
+                draft_tokens=c.spec_draft_tokens,
+                accepted_tokens_per_pos=tuple(c.spec_accepted_per_pos),
+                mean_acceptance_length=1 + c.spec_accepted_tokens / drafts if drafts else None,
+                tokens_per_forward_pass=(c.generation_tokens / c.decode_steps
+                                         if c.decode_steps else None), drafts=drafts)
+        return EngineStats(c.prefix_cache_queries, c.prefix_cache_hits, c.preemptions,
+                           e.kv_usage_peak, e.num_blocks, e.block_size, c.spec_drafts,
+                           c.spec_accepted_tokens, spec)
+
+    def continue_timeline(self, offset_s: float) -> None:
+        """A resumed run: the engine log continues where the journal ended (s)."""
+        self.timeline.offset_s = offset_s
 
     def timeline_rows(self) -> list[dict[str, Any]]:
         """The engine log as `server_metrics` rows (seconds since the run started)."""

@@ -78,6 +78,10 @@ class Snapshot:
     counters: dict[str, float] = field(default_factory=dict)
     gauges: dict[str, float] = field(default_factory=dict)
     info: dict[str, float] = field(default_factory=dict)   # e.g. kv_capacity_tokens
+    # how many sample names the scrape held, and the engine's KV block size (vLLM's
+    # cache_config_info): what `endurance check` reports; not recorded by a run
+    samples: int = field(default=0, compare=False)
+    block_size: int | None = field(default=None, compare=False)
 
 
 def _kv_capacity(labels: dict[str, str]) -> float | None:
@@ -95,18 +99,23 @@ def parse_metrics(text: str) -> Snapshot:
     """
     values: dict[str, list[float]] = {}
     info: dict[str, float] = {}
+    names: set[str] = set()
+    block_size: int | None = None
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
+            names.add(sample.name)
             if sample.name == "vllm:cache_config_info":
                 cap = _kv_capacity(sample.labels)
                 if cap is not None:
                     info["kv_capacity_tokens"] = cap
+                bs = sample.labels.get("block_size", "")
+                block_size = int(bs) if bs.isdigit() else block_size
                 continue
             values.setdefault(sample.name, []).append(float(sample.value))
     prefix_counts = {d: sum(1 for n in values if n.startswith(d + ":")) for d in DIALECTS}
     dialect = max(prefix_counts, key=lambda d: prefix_counts[d])
     if prefix_counts[dialect] == 0 and not info:
-        return Snapshot(dialect=None)
+        return Snapshot(dialect=None, samples=len(names))
     counters: dict[str, float] = {}
     gauges: dict[str, float] = {}
     for name, (canon, kind, agg) in DIALECTS[dialect].items():
@@ -116,7 +125,8 @@ def parse_metrics(text: str) -> Snapshot:
         v = sum(vals) if agg == "sum" else sum(vals) / len(vals)
         target = counters if kind == "counter" else gauges
         target[canon] = target.get(canon, 0.0) + v
-    return Snapshot(dialect=dialect, counters=counters, gauges=gauges, info=info)
+    return Snapshot(dialect=dialect, counters=counters, gauges=gauges, info=info,
+                    samples=len(names), block_size=block_size)
 
 
 def counter_delta(prev: float, cur: float) -> float:

@@ -20,9 +20,15 @@ from dataclasses import fields
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from simulator.clock import RunClock
 from simulator.errors import InputError
 from simulator.liveness import clear_owner, write_owner
-from simulator.metrics.records import COLUMNS, TurnRecord, in_simulated_time
+from simulator.metrics.records import (
+    COLUMNS,
+    TurnRecord,
+    in_simulated_time,
+    metrics_in_simulated_time,
+)
 from simulator.redact import redact
 
 if TYPE_CHECKING:  # pandas is imported when a run finishes: start-up stays short
@@ -77,8 +83,10 @@ def salvage_failed(run_dir: Path, status_reason: str) -> None:
 
 def prewarm_finalize() -> None:
     """Import what `finalize` and the summary need (≈1–2 s of imports on a busy machine)
-    ahead of time: started in a thread when the run begins to stop, so a second Ctrl-C
-    does not wait for imports."""
+    ahead of time, on the calling (main) thread before the run starts, so a stop never
+    waits for imports. Never call it from a background thread: a thread importing while
+    the main thread imports the same circular package gets a partially initialised
+    module (`ImportError: cannot import name ...`, issue 23)."""
     import importlib
     for name in ("pandas", "pyarrow.parquet", "simulator.analysis.summary"):
         try:
@@ -217,9 +225,14 @@ def lock_journal(f: IO[str], run_dir: Path) -> None:
 
 
 class Recorder:
-    def __init__(self, run_dir: Path, manifest: dict[str, Any], *, resume: bool = False) -> None:
+    def __init__(self, run_dir: Path, manifest: dict[str, Any], *, resume: bool = False,
+                 clock: RunClock | None = None) -> None:
         self.run_dir = run_dir
         self.manifest = dict(manifest)
+        # rows are measured on the loop clock and written in the run's simulated time;
+        # a resumed run's clock comes back from its manifest (the run's server facts)
+        self.clock = clock if clock is not None else RunClock(
+            rate=float(self.manifest.get("time_scale") or 1.0))
         run_dir.mkdir(parents=True, exist_ok=resume)
         mode = "a" if resume else "x"
         self._turns: IO[str] = open(run_dir / TURNS_JOURNAL, mode, encoding="utf-8")
@@ -236,7 +249,7 @@ class Recorder:
         _write_json_atomic(run_dir / MANIFEST, self.manifest)
 
     def write(self, record: TurnRecord) -> None:
-        row = in_simulated_time(record.to_row(), float(self.manifest.get("time_scale") or 1.0))
+        row = in_simulated_time(record.to_row(), self.clock)
         self._turns.write(json.dumps(row, separators=(",", ":")) + "\n")
         self._turns.flush()
         self.rows_written += 1
@@ -247,6 +260,7 @@ class Recorder:
         self._history.flush()
 
     def write_metrics(self, row: dict[str, Any]) -> None:
+        row = metrics_in_simulated_time(row, self.clock)
         self._metrics.write(json.dumps(row, separators=(",", ":"), default=str) + "\n")
         self._metrics.flush()
 

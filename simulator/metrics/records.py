@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
+from simulator.clock import RunClock
+
 RequestKind = Literal["turn", "summary", "probe"]
 
 
@@ -78,25 +80,34 @@ class TurnRecord:
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TurnRecord))
 
-_SCALED_DURATIONS = ("started_mono_s", "ttft_s", "e2e_s")   # seconds: × time scale
-_SCALED_RATES = ("decode_tok_s", "turn_tok_s")               # tokens/s: ÷ time scale
+# seconds on the loop's clock (the schedule lag too: a client's delay of d wall seconds
+# is d × K of the scaled twin's simulated time, like the e2e it adds to)
+_SCALED_DURATIONS = ("started_mono_s", "ttft_s", "e2e_s", "schedule_lag_s")
+_SCALED_RATES = ("decode_tok_s", "turn_tok_s")               # tokens per loop second
+_METRICS_TIMES = ("t_start_s", "t_end_s")                    # a /metrics window's bounds
 
 
-def in_simulated_time(row: dict[str, Any], time_scale: float) -> dict[str, Any]:
-    """A row measured against a time-compressed HTTP twin (`--time-scale K`: K simulated
-    seconds per wall second), expressed in the twin's simulated time: durations × K,
-    rates ÷ K. `think_time_s` is drawn in simulated time already (the agent waits
-    think / K wall seconds), and `started_at` stays a wall-clock label."""
-    if time_scale == 1.0:
+def in_simulated_time(row: dict[str, Any], clock: RunClock) -> dict[str, Any]:
+    """A row measured on the run's loop clock, in the run's simulated time (against a
+    twin at `--time-scale K`: durations × K, rates ÷ K, by `clock`). `think_time_s` is
+    drawn in simulated time already, and `started_at` stays a wall-clock label."""
+    if clock.rate == 1.0:
         return row
     out = dict(row)
     for k in _SCALED_DURATIONS:
         if out.get(k) is not None:
-            out[k] = out[k] * time_scale
+            out[k] = clock.to_sim(out[k])
     for k in _SCALED_RATES:
         if out.get(k) is not None:
-            out[k] = out[k] / time_scale
+            out[k] = clock.rate_to_sim(out[k])
     return out
+
+
+def metrics_in_simulated_time(row: dict[str, Any], clock: RunClock) -> dict[str, Any]:
+    """A /metrics window row (`t_start_s`, `t_end_s` on the loop clock) in simulated time."""
+    if clock.rate == 1.0:
+        return row
+    return {**row, **{k: clock.to_sim(row[k]) for k in _METRICS_TIMES if row.get(k) is not None}}
 
 
 # TurnRecord column ← the in-process twin's reply extra (`endpoints/twin.py`)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from simulator import tokens
-from simulator.clock import Clock
+from simulator.clock import RunClock
 from simulator.endpoints.base import (
     Endpoint,
     EndpointError,
@@ -123,7 +123,7 @@ class RunContext:
     endpoint: Endpoint
     recorder: Recorder
     tracker: PrefixTracker
-    clock: Clock
+    clock: RunClock
     limiter: Limiter
     base_prefix: Prefix
     tools_text: str
@@ -133,8 +133,6 @@ class RunContext:
     # Resume: stored replies per session (replayed, not re-sent) and attempts already made.
     replay: dict[str, dict[ReplayKey, StoredReply]] = field(default_factory=dict)
     prior_attempts: dict[tuple[str, int, str], int] = field(default_factory=dict)
-    # Simulated seconds per wall second of a time-compressed HTTP twin: waits shrink with it.
-    time_scale: float = 1.0
 
 
 @dataclass
@@ -189,10 +187,11 @@ class Agent:
             if turn == self.start_turn > 0:
                 wait_s = 0.0        # a warm-started session sends its first request at once
             # the last turn's probes ran in this wait: it starts when the reply came
-            now = self.ctx.clock.monotonic()
-            self._due = now - self._probe_s + wait_s
+            clock = self.ctx.clock
+            now = clock.monotonic()
+            self._due = now - self._probe_s + clock.to_loop(wait_s)
             idle, self._probe_s = self._due - now, 0.0
-            if idle > 0 and not replaying and await self._idle(idle):
+            if idle > 0 and not replaying and await self._idle(clock.to_sim(idle)):
                 return
             template = self._draw_template(rng)
             self.conv = self.conv.append(user_msg)
@@ -235,12 +234,9 @@ class Agent:
         self._append_reply(reply, template, turn)
 
     async def _idle(self, seconds: float) -> bool:
-        """Think time / tool latency; True when the run is stopping meanwhile."""
-        try:
-            await asyncio.wait_for(self.ctx.stop.wait(), timeout=seconds / self.ctx.time_scale)
-        except TimeoutError:
-            return False
-        return True
+        """Think time / tool latency (simulated seconds); True when the run is stopping
+        meanwhile."""
+        return await self.ctx.clock.wait(self.ctx.stop, seconds)
 
     def _draw_template(self, rng: random.Random) -> TurnTemplate:
         ts = self.s.turn_templates
@@ -375,7 +371,7 @@ class Agent:
                                     f"after {number} attempt(s): {err}")
             u = self.rng(turn, f"{kind}:jitter:{number}").random()
             delay = backoff_delay(retry, number, u, err.retry_after_s)
-            self._due = self.ctx.clock.monotonic() + delay
+            self._due = self.ctx.clock.monotonic() + self.ctx.clock.to_loop(delay)
             if await self._idle(delay):
                 raise SessionStopped(f"{self.session_id}: stopped while backing off")
 

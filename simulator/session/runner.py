@@ -9,19 +9,17 @@ failed-session threshold — and nothing about what a turn is (see `agent`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import signal
-import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulator.clock import LoopClock
+from simulator.clock import RunClock
 from simulator.endpoints.base import Endpoint
 from simulator.errors import RunError
 from simulator.metrics.blocks import BLOCKS_JOURNAL, BlockRecorder
-from simulator.metrics.recorder import Recorder, prewarm_finalize
+from simulator.metrics.recorder import Recorder
 from simulator.metrics.reuse import PrefixTracker
 from simulator.scenario.model import Scenario
 from simulator.session.agent import Agent, FatalEndpointError, RunContext, SessionFailed
@@ -70,11 +68,12 @@ class Runner:
                  session_range: range | None = None,
                  on_finish: list[Callable[[], None]] | None = None,
                  stop_grace_s: float = STOP_GRACE_S, resume: ResumeState | None = None,
-                 time_scale: float = 1.0) -> None:
+                 time_scale: float = 1.0, clock: RunClock | None = None) -> None:
         self.s = scenario
-        # an HTTP twin's time scale: think time is waited at 1/K so the client keeps
-        # pace with the twin's simulated clock (1 for any other endpoint)
-        self.time_scale = time_scale
+        # the run's clock: every wait (arrivals, think time, back-off, duration,
+        # deadline) is simulated seconds through it; against an HTTP twin at
+        # --time-scale K it runs at rate K (`time_scale` is the shorthand for that)
+        self.clock = clock if clock is not None else RunClock(rate=time_scale)
         self.endpoint = endpoint
         self.recorder = recorder
         self.run_id = run_id
@@ -93,16 +92,16 @@ class Runner:
         main = asyncio.current_task()
         assert main is not None
         installed = self._install_signals(loop, main)
-        clock = LoopClock()
+        clock = self.clock
         base = build_base_prefix(self.s)
-        t0 = clock.monotonic() - self.resume.mono_offset_s   # a resumed timeline continues
+        # a resumed timeline continues (its offset is in simulated seconds, as recorded)
+        t0 = clock.monotonic() - clock.to_loop(self.resume.mono_offset_s)
         tracker = BlockRecorder(self.recorder.run_dir / BLOCKS_JOURNAL) \
             if self.s.record_blocks else PrefixTracker()
         ctx = RunContext(self.run_id, self.s, self.endpoint, self.recorder, tracker,
                          clock, Limiter(self.s.limits.max_in_flight, self.s.limits.requests_per_s),
                          base, tools_json(base), self._stop, t0, self.progress,
-                         replay=self.resume.replay, prior_attempts=self.resume.prior_attempts,
-                         time_scale=self.time_scale)
+                         replay=self.resume.replay, prior_attempts=self.resume.prior_attempts)
         try:
             await self._run_all(ctx)
         except asyncio.CancelledError:
@@ -111,14 +110,14 @@ class Runner:
             self.outcome.status = "interrupted"
             self.outcome.reason = "stopped by signal; in-flight requests cancelled after grace"
         finally:
-            self.outcome.wall_window_s = clock.monotonic() - t0
+            self.outcome.wall_window_s = clock.to_sim(clock.monotonic() - t0)
             for sig in installed:
                 loop.remove_signal_handler(sig)
         return self.outcome
 
     async def _run_all(self, ctx: RunContext) -> None:
         try:
-            async with asyncio.timeout(self.s.deadline_s):
+            async with self.clock.timeout(self.s.deadline_s):
                 await self._group(ctx)
         except TimeoutError:
             self.outcome.deadline_reached = True
@@ -154,8 +153,7 @@ class Runner:
     async def _stop_dispatch_at(self, duration_s: float) -> None:
         """Constant-load runs: after `duration_s` no new turn starts; in-flight requests
         finish (the same stop a signal gives, without marking the run interrupted)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stop.wait(), timeout=duration_s)
+        await self.clock.wait(self._stop, duration_s)
         self._stop.set()
 
     async def _slot(self, ctx: RunContext, slot: int, offset: float) -> None:
@@ -174,8 +172,7 @@ class Runner:
         if sid in self.resume.replay:
             offset = 0.0    # a resumed session had arrived already
         if offset > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), timeout=offset)
+            await self.clock.wait(self._stop, offset)
             if self._stop.is_set():
                 return
         prefix = ctx.base_prefix
@@ -210,7 +207,6 @@ class Runner:
             self._stop.set()
             if self._signalled == 1:
                 loop.call_later(self.stop_grace_s, main.cancel)
-                threading.Thread(target=prewarm_finalize, name="prewarm", daemon=True).start()
             else:
                 main.cancel()
 

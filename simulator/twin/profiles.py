@@ -161,6 +161,9 @@ class ModelProfile(_Strict):
     num_kv_heads: int = Field(gt=0)
     head_dim: int = Field(gt=0)
     kv_bytes_per_token_bf16: float = Field(gt=0)
+    # the longest sequence the model serves (config.json `max_position_embeddings`, or
+    # what the model card states); None: `twin.config.DEFAULT_CONTEXT_LENGTH`
+    context_length: int | None = Field(default=None, gt=0)
     attn_flops_per_pair: float | None = None
     recurrent_state_bytes_per_layer: float = 0.0   # per linear-attention layer, per sequence
     params: Params

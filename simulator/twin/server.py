@@ -317,7 +317,8 @@ def twin_app(hardware: str, model: str, *, spec: str = "off", seed: int = 0,
     from simulator.twin.perf_model import build_perf_model
 
     perf = build_perf_model(hardware, model, spec=spec)
-    window = context_window or int(getattr(perf, "max_model_len", 262_144))
+    from simulator.twin.config import engine_config
+    window = engine_config(perf, context_window=context_window).scheduler.max_model_len
     config = ServerConfig(model=model, hardware=hardware, context_window=window, seed=seed,
                           faults=faults or FaultSpec(), cutoff_s=cutoff_s, spec=spec,
                           time_scale=time_scale, instant=instant)

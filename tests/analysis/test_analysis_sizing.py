@@ -164,3 +164,34 @@ def test_a_probe_that_never_reached_steady_state_fails() -> None:
     res = size(run, [parse_slo("per_session_tok_s>=1")], 64)
     assert res.sessions == 4 and res.binding_kind == "not_steady"
     assert res.binding is not None and "ramp longer" in res.binding
+
+
+def test_the_search_as_data_asks_for_what_size_probes_in_the_same_order() -> None:
+    """`SizeSearch` is the one sizing search: serially it asks for exactly the counts
+    `size` probes, and K at a time for a superset, in rounds (the CLI's --parallel
+    prefetch renders it instead of re-implementing it, issue 23)."""
+    from pathlib import Path
+
+    from simulator.analysis.sizing import SizeSearch
+    limit = 11
+    probed: list[int] = []
+
+    def run_point(n: int) -> dict[str, Any]:
+        probed.append(n)
+        return {"per_session_tok_s": 100.0 if n <= limit else 10.0}
+
+    res = size(run_point, [parse_slo("per_session_tok_s>=50")], 40, repeats=0)
+    search, order = SizeSearch(40), []
+    while counts := search.next_counts():
+        order += counts
+        search.passed[counts[0]] = counts[0] <= limit
+    assert order == probed and search.bounds() == (limit, limit + 1, True) \
+        and res.sessions == limit
+    wide, rounds = SizeSearch(40), 0
+    while counts := wide.next_counts(3):
+        assert len(counts) <= 3
+        rounds += 1
+        wide.passed.update({n: n <= limit for n in counts})
+    assert set(probed) <= set(wide.passed) and wide.bounds()[0] == limit and rounds < len(probed)
+    cli = (Path(__file__).resolve().parents[2] / "simulator" / "cli" / "sweep.py").read_text()
+    assert "probe_counts" not in cli and "bisection_frontier" not in cli

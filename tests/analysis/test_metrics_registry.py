@@ -76,3 +76,18 @@ def test_format_prints_units_and_unknowns() -> None:
     assert r["kv_usage_peak"].format(0.125) == "12.5%"
     assert r["ok_turns"].format(7) == "7" and r["ttft_p95_s"].format(None) == "n/a"
     assert r["drift_pct"].format(-3.0) == "-3.0%" and r["usd_per_mtok"].format(1) == "1.000"
+
+
+def test_run_facts_are_typed_and_keep_summary_json_s_keys() -> None:
+    """The facts a finished run adds (`RunFacts`) land under the keys summary.json has
+    always used; the twin and its time scale only where they apply."""
+    from simulator.analysis.run_summary import RunFacts, RunSummary
+    base = RunSummary.from_json(summarize(_rows(), price_per_hour=None, simulated=True))
+    real = base.with_run_facts(RunFacts("completed", "", [], False, "r1", False, False))
+    assert real["status"] == "completed" and real["run_id"] == "r1"
+    assert "twin" not in real.facts and "time_scale" not in real.facts
+    twin = base.with_run_facts(RunFacts("interrupted", "stopped by signal", ["s0001"], True,
+                                        "r2", True, False, twin={"kind": "twin"},
+                                        time_scale=20.0))
+    assert twin.simulated and twin["twin"] == {"kind": "twin"} and twin["time_scale"] == 20.0
+    assert not twin.unregistered()

@@ -350,3 +350,25 @@ async def test_check_passes_on_the_http_twin() -> None:
     assert report.ok, [r for r in report.results if r.status is Status.FAIL]
     assert report.by_name("metrics").details["dialect"] == "vllm"
     assert report.by_name("prefix_reuse").status is Status.PASS
+
+
+def test_check_reads_metrics_through_the_run_s_one_parser() -> None:
+    """`check` and the run's scraper share one Prometheus parser and one dialect table
+    (`metrics.prometheus`): there were two, with their own names (issue 23)."""
+    from pathlib import Path
+
+    import simulator.check.metrics as check_metrics_mod
+    from simulator.metrics import prometheus
+    src = Path(check_metrics_mod.__file__).read_text(encoding="utf-8")
+    assert "prometheus_client" not in src and "_total" not in src
+    text = ('# TYPE vllm:prefix_cache_queries_total counter\n'
+            'vllm:prefix_cache_queries_total{model="m"} 500\n'
+            '# TYPE vllm:prefix_cache_hits_total counter\n'
+            'vllm:prefix_cache_hits_total{model="m"} 320\n'
+            '# TYPE vllm:cache_config_info gauge\n'
+            'vllm:cache_config_info{block_size="16",num_gpu_blocks="100"} 1\n')
+    snap, run_snap = parse_metrics(text), prometheus.parse_metrics(text)
+    assert (snap.dialect, snap.cached_tokens, snap.prompt_tokens, snap.block_size,
+            snap.samples) == ("vllm", 320.0, 500.0, 16, 3)
+    assert run_snap.counters["prefix_cache_hits"] == snap.cached_tokens
+    assert run_snap.info["kv_capacity_tokens"] == 1600.0

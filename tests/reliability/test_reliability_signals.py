@@ -57,21 +57,26 @@ def test_sigkill_leaves_an_intact_journal_that_never_looks_complete(tmp_path: Pa
 
 
 def _sigterm_stalled_run(tmp_path: Path, sessions: int, *args: str,
-                         start_within_s: float = 30) -> tuple[str, float]:
-    """Run `sessions` sessions whose replies all stall mid-stream, SIGTERM the process
-    once every session has a request in flight; (stdout, seconds it took to stop).
-    Asserts exit code 130."""
+                         start_within_s: float = 30, sig: int = signal.SIGTERM,
+                         group: bool = False) -> tuple[str, float]:
+    """Run `sessions` sessions whose replies all stall mid-stream, send `sig` (SIGTERM)
+    to the process — or, `group`, to its whole process group as a terminal's Ctrl-C
+    does — once every session has a request in flight; (stdout, seconds it took to
+    stop). Asserts exit code 130."""
     path = write_yaml(tmp_path / "s.yaml", soak_scenario(
         sessions=sessions, turns=40, endpoint={"timeout_s": 120.0}))
     with TwinThread(faults="stall:1.0:60") as twin:   # every reply stalls mid-stream
         proc = endurance("run", str(path), "--endpoint", twin.url, "--out", str(tmp_path),
-                         "--quiet", "--stop-grace-s", "0.5", *args)
+                         "--quiet", "--stop-grace-s", "0.5", *args, start_new_session=group)
         deadline = time.monotonic() + start_within_s
         while twin.messages < sessions and time.monotonic() < deadline:
             time.sleep(0.05)
         assert twin.messages == sessions
         t0 = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
         stopped_in = time.monotonic() - t0
     assert proc.returncode == 130, err[-2000:]
@@ -111,10 +116,17 @@ def test_resume_refuses_a_run_that_is_still_going(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sigterm_to_the_workers_parent_stops_every_worker(tmp_path: Path) -> None:
-    """`--workers 2`: SIGTERM to the parent alone (as `kill` or a scheduler sends it)
-    reaches both workers; the run stops within the grace, merges and exits 130."""
-    out, stopped_in = _sigterm_stalled_run(tmp_path, 4, "--workers", "2", start_within_s=60)
+@pytest.mark.parametrize(("sig", "group"), [(signal.SIGTERM, False), (signal.SIGINT, False),
+                                            (signal.SIGINT, True)],
+                         ids=["sigterm-parent", "sigint-parent", "ctrl-c-group"])
+def test_sigterm_to_the_workers_parent_stops_every_worker(tmp_path: Path, sig: int,
+                                                          group: bool) -> None:
+    """`--workers 2`: SIGTERM or SIGINT to the parent alone (as `kill`, `kill -INT` or a
+    supervisor sends it), or Ctrl-C to the whole group, reaches both workers; the run
+    stops within the grace, merges and exits 130, status interrupted, rows kept
+    (SIGINT to the parent alone was ignored: issue 29, item 7)."""
+    out, stopped_in = _sigterm_stalled_run(tmp_path, 4, "--workers", "2", start_within_s=60,
+                                           sig=sig, group=group)
     assert stopped_in < 15
     run_dir = Path(out.strip().splitlines()[-1])
     df = pd.read_parquet(run_dir / "turns.parquet")

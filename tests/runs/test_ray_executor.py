@@ -138,8 +138,10 @@ def _wait_shipped(out: Path, n: int, alive: Callable[[], bool], timeout_s: float
         time.sleep(0.2)
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
 def test_sigterm_on_the_driver_stops_every_shard_keeps_rows_and_resumes(
-        ray_head: dict[str, Any], tmp_path: Path) -> None:
+        ray_head: dict[str, Any], tmp_path: Path, sig: int) -> None:
+    """SIGTERM or SIGINT sent to the driver alone (issue 29, item 7) stops every shard."""
     path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=4, turns=400))
     out = tmp_path / "out"
     with TwinThread() as twin:
@@ -148,16 +150,21 @@ def test_sigterm_on_the_driver_stops_every_shard_keeps_rows_and_resumes(
                          "--out", str(out), "--quiet", "--stop-grace-s", "1")
         _wait_shipped(out, 4, lambda: proc.poll() is None)
         t = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
         stopped_in = time.monotonic() - t
         assert proc.returncode == 130, err[-2000:]
         (run_dir,) = out.iterdir()
         manifest = json.loads((run_dir / "manifest.json").read_text())
         assert manifest["status"] == "interrupted", manifest.get("status_reason")
-        for worker in (0, 1):                # every remote shard got the stop
-            assert f"worker {worker}: stopped by signal" in manifest["status_reason"]
         df = pd.read_parquet(run_dir / "turns.parquet")
+        done = df[df.ok & (df.request_kind == "turn")].groupby("session_id").size()
+        for worker, sessions in ((0, ("s0000", "s0001")), (1, ("s0002", "s0003"))):
+            # every remote shard got the stop — unless it had already run all its turns:
+            # on a loaded machine one shard can start seconds after the other and finish
+            # its 800 requests first (seen on main too: worker 0 800 rows, worker 1 291)
+            if not all(done.get(sid, 0) == 400 for sid in sessions):
+                assert f"worker {worker}: stopped by signal" in manifest["status_reason"]
         assert 8 <= len(df) <= twin.messages and len(df) < 4 * 400
         assert stopped_in < 1 + 10 + 15      # grace, cancel margin, Ray's own teardown
         # the interrupted Ray run resumes, sharded over Ray again, and completes

@@ -114,6 +114,9 @@ def test_two_workers_write_one_run(tmp_path: Path) -> None:
     assert summary["status"] == "completed" and manifest["workers"] == 2
     assert manifest["status"] == "completed" and manifest["rows"] == 15
     assert df.started_mono_s.min() >= 0.0
+    # the twin over HTTP stays labelled simulated, with its time scale (issue 23)
+    assert manifest["simulated"] is True and manifest["time_scale"] == 1000.0
+    assert summary["simulated"] is True and summary["time_scale"] == 1000.0
 
 
 def test_workers_build_on_runs_public_api_without_a_cycle() -> None:

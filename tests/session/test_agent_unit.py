@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from simulator.clock import LoopClock
+from simulator.clock import RunClock
 from simulator.endpoints.base import ErrorType
 from simulator.endpoints.fake import FakeEndpoint
 from simulator.metrics.records import TurnRecord
@@ -50,7 +50,7 @@ def run_agent(s: Scenario, endpoint: FakeEndpoint) -> tuple[Agent, MemoryRecorde
     rec = MemoryRecorder()
 
     async def main() -> tuple[Agent, float]:
-        clock = LoopClock()
+        clock = RunClock()
         base = build_base_prefix(s)
         ctx = RunContext("r", s, endpoint, rec, PrefixTracker(), clock,  # type: ignore[arg-type]
                          Limiter(None, None), base, tools_json(base), asyncio.Event(),

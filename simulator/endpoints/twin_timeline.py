@@ -6,6 +6,10 @@ A run against a real server scrapes its `/metrics` every 5 s into
 sampled from the driver loop instead (reading state only: sampling never changes what
 the engine computes) and the same rows are written, with dialect `twin`. The report's
 timeline page reads either.
+
+It lives beside the in-process twin's endpoint, not in `twin/`: it speaks the
+scraper's vocabulary (`metrics.prometheus.Snapshot`), and the twin imports nothing
+above layer 0 (docs/architecture.md).
 """
 
 from __future__ import annotations
