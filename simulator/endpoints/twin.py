@@ -78,7 +78,23 @@ class InProcessTwin:
                 "block_size": self.engine.block_size,
                 "kv_capacity_tokens": self.engine.num_blocks * self.engine.block_size,
                 "spec_drafts": c.spec_drafts, "spec_accepted_tokens": c.spec_accepted_tokens,
-                **self._spec_stats()}
+                **self._spec_stats(), **self._tier_stats()}
+
+    def _tier_stats(self) -> dict[str, Any]:
+        """The host KV tier's counters (vLLM's offload metrics), only with a tier."""
+        tier = getattr(self.engine, "host_tier", None)
+        if tier is None:
+            return {}
+        c = self.engine.counters
+        return {"kv_offload_blocks": tier.capacity, "kv_offload_blocks_used": len(tier),
+                "kv_offload_evicted_blocks": tier.evicted,
+                "external_prefix_cache_queries": c.external_prefix_cache_queries,
+                "external_prefix_cache_hits": c.external_prefix_cache_hits,
+                "kv_offload_load_bytes": c.offload_load_bytes,
+                "kv_offload_load_time_s": c.offload_load_time_s,
+                "kv_offload_store_bytes": c.offload_store_bytes,
+                "kv_offload_store_time_s": c.offload_store_time_s,
+                "kv_offload_stall_s": c.offload_stall_s}
 
     def _spec_stats(self) -> dict[str, Any]:
         """Why speculation won or lost (vLLM's spec_decode counters, derived): tokens
@@ -155,7 +171,14 @@ class InProcessTwin:
                                   "spec_accepted_tokens": res.spec_accepted_tokens,
                                   "forward_passes": res.decode_steps,
                                   "queue_s": (None if res.first_scheduled is None
-                                              else max(0.0, res.first_scheduled - sent))})
+                                              else max(0.0, res.first_scheduled - sent)),
+                                  **self._tier_extra(res)})
+
+    def _tier_extra(self, res: RequestResult) -> dict[str, Any]:
+        """The host tier's share of the hit, only when the engine has a tier."""
+        if getattr(self.engine, "host_tier", None) is None:
+            return {}
+        return {"host_cached_tokens": res.host_cached_tokens}
 
     def _wake_event(self) -> asyncio.Event:
         if self._wake is None:

@@ -353,6 +353,7 @@ class TwinSpec(_Frozen):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     kv_cache_gib: float | None = Field(default=None, gt=0)
     prefix_caching: bool = True
+    kv_offload_gib: float = Field(default=0.0, ge=0)   # host KV tier (--kv-offload-gib)
 
     def engine_overrides(self) -> dict[str, object]:
         """These settings as `build_perf_model` overrides."""
@@ -363,6 +364,8 @@ class TwinSpec(_Frozen):
             out["kv_cache_gib"] = self.kv_cache_gib
         if not self.prefix_caching:
             out["enable_prefix_caching"] = False
+        if self.kv_offload_gib > 0:
+            out["kv_offload_gib"] = self.kv_offload_gib
         return out
 
 

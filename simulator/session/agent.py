@@ -33,7 +33,7 @@ from simulator.endpoints.base import (
     Usage,
 )
 from simulator.metrics.recorder import Recorder
-from simulator.metrics.records import TurnRecord, derive_rates, spec_columns
+from simulator.metrics.records import TurnRecord, derive_rates, spec_columns, tier_columns
 from simulator.metrics.reuse import PrefixTracker
 from simulator.redact import redact_text
 from simulator.scenario import content
@@ -394,7 +394,8 @@ class Agent:
             prompt_tokens=r.usage.prompt_tokens, output_tokens=n_out,
             output_tokens_est=r.output_tokens_est, ttft_s=ttft, decode_tok_s=decode,
             turn_tok_s=turn_rate, e2e_s=e2e, stop_reason=r.stop_reason, http_status=r.status,
-            queue_s=_opt_float(r.extra.get("queue_s")), **spec_columns(r.extra)))
+            queue_s=_opt_float(r.extra.get("queue_s")), **spec_columns(r.extra),
+            **tier_columns(r.extra)))
 
     def _record_failure(self, b: Attempt, wall: float, sent: float,
                         exc: EndpointError) -> None:
