@@ -299,12 +299,19 @@ class LoadShape(_Frozen):
     `warmup_s`/`cooldown_s` bound the steady-state window (s since the run started /
     s before dispatch stops). `warm_start`: each initial session begins at a seeded
     random turn with its history synthesised to that point (nothing sent for it).
+    `warm_start_prime` (with warm start): as mid-day, every initial session is active
+    from t = 0 (the arrival ramp is skipped for them) and its first request, which
+    prefills its history into the cache, waits a seeded random fraction of that turn's
+    own think/tool time, so first requests are spread over a think-time interval, not
+    ramped; the window opens once they are all answered (docs/kv-tiers.md). False: the
+    old warm start (the arrival pattern, first requests at once).
     """
 
     duration_s: float | None = Field(default=None, gt=0)
     warmup_s: float | None = Field(default=None, ge=0)
     cooldown_s: float = Field(default=0.0, ge=0)
     warm_start: bool = False
+    warm_start_prime: bool = True
 
 
 class RetryPolicy(_Frozen):

@@ -145,9 +145,11 @@ class _Pending:
 
 class Agent:
     def __init__(self, ctx: RunContext, index: int, prefix: Prefix, *,
-                 start_turn: int = 0) -> None:
+                 start_turn: int = 0, first_wait_share: float = 0.0) -> None:
         self.ctx = ctx
         self.start_turn = start_turn     # warm start: turns before it are synthesised
+        # primed warm start: the share of its first turn's think/tool time still to wait
+        self.first_wait_share = first_wait_share
         self.s = ctx.scenario
         self.session_id = f"s{index:04d}"
         self.prefix = prefix
@@ -180,7 +182,9 @@ class Agent:
             rng = self.rng(turn)
             user_msg, wait_s = self._next_user_message(turn, rng)
             if turn == self.start_turn > 0:
-                wait_s = 0.0        # a warm-started session sends its first request at once
+                # a warm-started session sends its first request at once, or (primed)
+                # after the rest of the idle gap it was met in
+                wait_s *= self.first_wait_share
             self._due = self.ctx.clock.monotonic() + wait_s
             if wait_s > 0 and not replaying and await self._idle(wait_s):
                 return
