@@ -57,10 +57,13 @@ def sweep_per_tier(tiers: list[float], run_sweep: Any, folder: Path,
         mine = run_sweep((tier_set(gib),), folder / f"tier-{gib:g}gib")
         for r in mine:
             r["kv_offload_gib"] = gib
-            tier = r.get("kv_tier") or {}
+            tier = _kv_tier(r.get("run_dirs") or [])
             r["post_idle_ttft_p50_s"] = tier.get("post_idle_ttft_p50_s")
+            r["host_share_of_cached"] = tier.get("host_share_of_cached")
         rows += mine
-        tables.append(f"host KV tier {gib:g} GiB\n{format_sweep_table(mine)}")
+        post = ", ".join(f"{r['sessions']}: {_s(r['post_idle_ttft_p50_s'])}" for r in mine)
+        tables.append(f"host KV tier {gib:g} GiB\n{format_sweep_table(mine)}\n"
+                      f"post-idle TTFT p50 (whole run) by sessions: {post}")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "sweep-tiers.json").write_text(json.dumps(rows, indent=2, default=str) + "\n")
     if as_json:
@@ -68,3 +71,19 @@ def sweep_per_tier(tiers: list[float], run_sweep: Any, folder: Path,
         return
     click.echo("\n\n".join(tables))
     click.echo(str(folder))
+
+
+def _kv_tier(run_dirs: list[str]) -> dict[str, Any]:
+    """The `kv_tier` figures of a point's last run (`summary.json`), {} when absent."""
+    if not run_dirs:
+        return {}
+    try:
+        data = json.loads((Path(run_dirs[-1]) / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    tier = data.get("kv_tier") if isinstance(data, dict) else None
+    return tier if isinstance(tier, dict) else {}
+
+
+def _s(v: Any) -> str:
+    return "n/a" if v is None else f"{float(v):.2f} s"
