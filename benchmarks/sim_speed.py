@@ -11,6 +11,8 @@ start, imports, tokenizer load and run), which is what the ≤ 10 s target is ab
 
     python benchmarks/sim_speed.py                       # 1, 8, 32, 128 sessions
     python benchmarks/sim_speed.py --sessions 32 --turns 100 --no-cli
+    python benchmarks/sim_speed.py --sessions 128 --no-cli --kv-offload-gib 0 256
+                                     # the same points without and with a host KV tier
 """
 
 from __future__ import annotations
@@ -40,13 +42,15 @@ def turns_for(sessions: int, budget: int) -> int:
     return FULL_TURNS if sessions == 1 else min(FULL_TURNS, math.ceil(budget / sessions))
 
 
-def run_point(sessions: int, turns: int) -> dict[str, Any]:
+def run_point(sessions: int, turns: int, offload_gib: float = 0.0) -> dict[str, Any]:
     """One run; wall and CPU seconds of `execute` only (imports are already paid)."""
     import pandas as pd
 
     from simulator.runs import RunSpec, execute
+    tier = [f"twin.kv_offload_gib={offload_gib:g}"] if offload_gib else []
     with tempfile.TemporaryDirectory() as tmp:
-        spec = RunSpec(str(SCENARIO), overrides=[f"sessions={sessions}", f"turns={turns}"],
+        spec = RunSpec(str(SCENARIO), overrides=[f"sessions={sessions}", f"turns={turns}",
+                                                 *tier],
                        out_dir=Path(tmp), show_progress=False)
         t0, c0 = time.perf_counter(), time.process_time()
         result = execute(spec, echo=lambda _line: None)
@@ -55,6 +59,7 @@ def run_point(sessions: int, turns: int) -> dict[str, Any]:
     done = int((df["request_kind"] == "turn").sum())
     sim_s = result.outcome.wall_window_s
     return {"sessions": sessions, "turns_per_session": turns, "status": result.status,
+            "kv_offload_gib": offload_gib,
             "turns": done, "requests": len(df), "wall_s": wall, "cpu_s": cpu,
             "turns_per_wall_s": done / wall, "sim_s": sim_s, "sim_s_per_wall_s": sim_s / wall,
             "kv_usage_peak": result.summary.get("kv_usage_peak")}
@@ -90,6 +95,8 @@ def main() -> None:
                     help="total turns per point above 1 session (default 2048)")
     ap.add_argument("--no-cli", action="store_true", help="skip the end-to-end CLI run")
     ap.add_argument("--json", action="store_true", help="also print one JSON line per point")
+    ap.add_argument("--kv-offload-gib", type=float, nargs="+", default=[0.0],
+                    help="host KV tier sizes to time each point at (0: off)")
     args = ap.parse_args()
     print(f"machine: {machine()}")
     print(f"startup (imports + tokenizer load): {startup():.2f} s")
@@ -99,13 +106,14 @@ def main() -> None:
         print(f"CLI end to end, 1 session × {FULL_TURNS} turns: {cli['wall_s']:.2f} s wall, "
               f"{cli['child_cpu_s']:.2f} s CPU (rc {cli['rc']}; target ≤ {TARGET_WALL_S:.0f} s "
               f"wall: {verdict})")
-    print(f"{'sessions':>8} {'turns/s':>8} {'turns':>7} {'wall s':>8} {'CPU s':>7} "
-          f"{'sim s':>9} {'sim s/wall s':>12} {'KV peak':>8}  status")
-    for n in args.sessions:
-        p = run_point(n, args.turns or turns_for(n, args.budget))
+    print(f"{'sessions':>8} {'tier GiB':>8} {'turns/s':>8} {'turns':>7} {'wall s':>8} "
+          f"{'CPU s':>7} {'sim s':>9} {'sim s/wall s':>12} {'KV peak':>8}  status")
+    for n, gib in [(n, g) for n in args.sessions for g in args.kv_offload_gib]:
+        p = run_point(n, args.turns or turns_for(n, args.budget), gib)
         peak = p["kv_usage_peak"]
-        print(f"{n:>8} {p['turns_per_wall_s']:>8.1f} {p['turns']:>7} {p['wall_s']:>8.2f} "
-              f"{p['cpu_s']:>7.2f} {p['sim_s']:>9.0f} {p['sim_s_per_wall_s']:>12.0f} "
+        print(f"{n:>8} {gib:>8g} {p['turns_per_wall_s']:>8.1f} {p['turns']:>7} "
+              f"{p['wall_s']:>8.2f} {p['cpu_s']:>7.2f} {p['sim_s']:>9.0f} "
+              f"{p['sim_s_per_wall_s']:>12.0f} "
               f"{(f'{peak:.1%}' if peak is not None else '-'):>8}  {p['status']} "
               f"({p['turns_per_session']} turns/session)", flush=True)
         if args.json:

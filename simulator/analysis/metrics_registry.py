@@ -319,6 +319,8 @@ FACT_KEYS: frozenset[str] = frozenset({
     # steady state: flags and bounds (`analysis/steady.py`)
     "steady_state", "steady_state_reason", "window_start_s", "window_end_s",
     "usd_per_mtok_counts_idle",
+    # KV tiers: post-idle TTFT, host-tier share, preempted turns (`analysis/kv_tier.py`)
+    "kv_tier",
     # saturation gate over the window (`analysis/steady.py`, `saturation`)
     "saturated", "saturated_reason",
     # recall breakdowns (`analysis/recall.py`)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.closed_loop import closed_loop_figures
+from simulator.analysis.kv_tier import tier_figures
 from simulator.analysis.queueing import queue_figures, server_queue_mean_s
 from simulator.analysis.recall import recall_figures, recall_table_row, without_probes
 from simulator.analysis.steady import SteadyConfig, config_from_manifest, steady_figures
@@ -231,6 +232,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     out |= server_figures(server_metrics)
     out |= queue_figures(turn_ok, out["server_queue_time_mean_s"])
     out |= closed_loop_figures(turns, len(turn_ok), window)
+    out |= tier_figures(turn_ok)
     if engine_stats:
         # The in-process engine's own counters are exact; its timeline (like a scrape)
         # only samples gauges every few seconds and misses peaks between samples.

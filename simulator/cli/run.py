@@ -106,6 +106,9 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
 @click.option("--kv-cache-gib", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Twin: a fixed KV-cache budget in GiB instead of the utilisation rule.")
 @click.option("--no-prefix-caching", is_flag=True, help="Twin: prefix caching off.")
+@click.option("--kv-offload-gib", type=click.FloatRange(min=0), default=None,
+              help="Twin: a host-memory KV tier of this many GiB (vLLM "
+              "--kv-offloading-size; 0: off). See docs/kv-tiers.md.")
 @click.option("--stop-grace-s", type=click.FloatRange(min=0, max=3600), default=None,
               help="On Ctrl-C/SIGTERM: seconds in-flight requests may finish before they "
               "are cancelled (default 10, at most 3600).")
@@ -128,6 +131,7 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
         label: str | None, quiet: bool, workers: int, resume: Path | None,
         kv_dtype: str | None, gpu_memory_utilization: float | None,
         kv_cache_gib: float | None, no_prefix_caching: bool,
+        kv_offload_gib: float | None = None, *,
         stop_grace_s: float | None, api_key_file: str | None, executor: str = "local",
         ray_address: str | None = None, ray_shared_fs: bool = False,
         reset_prefix_cache: bool = False) -> None:
@@ -143,7 +147,7 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
         raise InputError("run: give a SCENARIO file, or --resume RUN_DIR (not both)")
     twin_sets = [f"twin.{k}={v}" for k, v in (
         ("kv_dtype", kv_dtype), ("gpu_memory_utilization", gpu_memory_utilization),
-        ("kv_cache_gib", kv_cache_gib),
+        ("kv_cache_gib", kv_cache_gib), ("kv_offload_gib", kv_offload_gib),
         ("prefix_caching", "false" if no_prefix_caching else None)) if v is not None]
     rs = RunSpec(scenario or "", scenario_overrides(sessions, turns, seed, model,
                                                     (*twin_sets, *sets)),

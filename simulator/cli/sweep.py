@@ -130,6 +130,12 @@ def _check_reset(reset: bool, endpoint: str | None, parallel: int, executor: str
                          "at once share the server's cache; run them serially")
 
 
+_TIERS_OPTION = click.option(
+    "--kv-offload-gib", default=None, metavar="GIB[,GIB…]",
+    help="Twin: host KV tier sizes, e.g. 0,64,256: the search/sweep once per size, "
+    "one table (docs/kv-tiers.md).")
+
+
 def parallel_options(f: Any) -> Any:
     f = click.option("--ray-address", metavar="ADDR",
                      help="Ray cluster for --executor ray (default $RAY_ADDRESS, else local).")(f)
@@ -151,12 +157,13 @@ def parallel_options(f: Any) -> Any:
               help="With --set KEY=a,b,c: runs per value, seeds +0 … +R−1 (recall pooled).")
 @parallel_options
 @cold_cache_option
+@_TIERS_OPTION
 def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: str | None,
                   model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
                   price_per_hour: float | None, client: str | None, out: Path,
                   sessions_list: str | None, as_json: bool, repeats: int = 1, parallel: int = 1,
                   executor: str = "local", ray_address: str | None = None,
-                  reset_prefix_cache: bool = False) -> None:
+                  reset_prefix_cache: bool = False, kv_offload_gib: str | None = None) -> None:
     """Run SCENARIO at each session count; one row per count, plus a plot.
 
     With `--set KEY=a,b,c` (e.g. compaction.kind=none,prune,block,summarize,
@@ -180,6 +187,20 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
         raise InputError("--repeats: a session-count sweep runs one seed per count (use "
                          "`size --repeats`, or sweep a --set list)")
     counts = _counts(sessions_list or "1,2,4,8,16,32")
+    if kv_offload_gib is not None:           # one sweep per host KV tier size
+        from simulator.analysis.tier_sizing import parse_tiers
+        from simulator.cli.tier_sweep import sweep_per_tier
+
+        def run_tier(extra: tuple[str, ...], sub: Path) -> list[dict[str, Any]]:
+            p = _PointRunner(scenario, scenario_overrides(None, turns, seed, model,
+                                                          (*sets, *extra)), sub,
+                             _opts(endpoint, twin, spec, price_per_hour, client, reset_prefix_cache),
+                             not as_json)
+            _prefetch(p, counts, parallel, executor, ray_address)
+            return [{**r, "run_dirs": p.run_dirs.get(r["sessions"], [])}
+                    for r in sweep(p, counts)]
+        sweep_per_tier(parse_tiers(kv_offload_gib), run_tier, folder, as_json)
+        return
     if spec is not None and "," in spec:     # --spec off,ngram:5,…: one sweep per setting
         _spec_sweep(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
                     _opts(endpoint, twin, None, price_per_hour, client, reset_prefix_cache),
@@ -251,13 +272,14 @@ def _spec_sweep(scenario: str, base: list[str], folder: Path, opts: dict[str, An
               help="Sessions a team runs at once: print how many cards (replicas) it needs.")
 @parallel_options
 @cold_cache_option
+@_TIERS_OPTION
 def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: str | None,
                  model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
                  price_per_hour: float | None, client: str | None, out: Path,
                  slos: tuple[str, ...], max_sessions: int, as_json: bool,
                  repeats: int = 1, team: int | None = None, parallel: int = 1,
                  executor: str = "local", ray_address: str | None = None,
-                 reset_prefix_cache: bool = False) -> None:
+                 reset_prefix_cache: bool = False, kv_offload_gib: str | None = None) -> None:
     """Largest session count that meets every SLO at steady state (geometric probe,
     bisection, then --repeats searches with other seeds giving a range).
 
@@ -268,6 +290,22 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
     parsed = [parse_slo(s) for s in slos]
     _check_reset(reset_prefix_cache, endpoint, parallel, executor)
     folder = out / f"size-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    if kv_offload_gib is not None:           # one search per host KV tier size
+        from simulator.analysis.tier_sizing import parse_tiers
+        from simulator.cli.tier_sweep import size_per_tier
+
+        def run_tier(extra: tuple[str, ...], sub: Path) -> Any:
+            p = _PointRunner(scenario, scenario_overrides(None, turns, seed, model,
+                                                          (*sets, *extra)), sub,
+                             _opts(endpoint, twin, spec, price_per_hour, client, reset_prefix_cache),
+                             not as_json)
+            cap, shr = _kv_facts(scenario, p.base, endpoint, twin)
+            if max_sessions >= 1:
+                _prefetch_size(p, parsed, max_sessions, parallel, executor, ray_address)
+            return size(p, parsed, max_sessions, kv_capacity_tokens=cap,
+                        shared_prefix_tokens=shr, repeats=repeats, run_seeded=p.seeded,
+                        team_sessions=team)
+        sys.exit(size_per_tier(parse_tiers(kv_offload_gib), run_tier, sets, folder, as_json))
     point = _PointRunner(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
                          _opts(endpoint, twin, spec, price_per_hour, client, reset_prefix_cache),
                          not as_json)

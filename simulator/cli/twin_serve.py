@@ -31,11 +31,13 @@ from simulator.twin.faults import parse_faults
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--max-model-len", type=click.IntRange(min=1), default=None,
               help="Context window in tokens (default: the model profile's, else 262144).")
+@click.option("--kv-offload-gib", type=click.FloatRange(min=0), default=0.0,
+              help="A host-memory KV tier of this many GiB (vLLM --kv-offloading-size).")
 @click.option("--instant", is_flag=True,
               help="Zero latency: write whole replies at once (client-ceiling benchmarks).")
 def serve_command(hardware: str, model: str, host: str, port: int, time_scale: float,
                   faults: str, cutoff_s: float | None, spec: str, seed: int,
-                  max_model_len: int | None, instant: bool) -> None:
+                  max_model_len: int | None, instant: bool, kv_offload_gib: float = 0.0) -> None:
     """Serve the simulated engine over HTTP: POST /v1/messages, /v1/chat/completions,
     /v1/messages/count_tokens, /reset_prefix_cache, GET /v1/models, /health, /metrics
     (vLLM names), /debug/requests/{id}. Time runs at --time-scale (default 1: real time)."""
@@ -46,7 +48,9 @@ def serve_command(hardware: str, model: str, host: str, port: int, time_scale: f
     from simulator.twin.server import serve_forever, twin_app  # aiohttp: only when serving
     app, described = twin_app(hardware, model, spec=spec, seed=seed, time_scale=time_scale,
                               instant=instant, faults=parse_faults(faults), cutoff_s=cutoff_s,
-                              context_window=max_model_len)
+                              context_window=max_model_len,
+                              overrides={"kv_offload_gib": kv_offload_gib} if kv_offload_gib
+                              else None)
 
     def announce(url: str) -> None:
         pace = ("real time: one simulated second takes one wall second; --time-scale K "

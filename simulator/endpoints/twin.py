@@ -74,7 +74,23 @@ class InProcessTwin:
         return d
 
     def stats(self) -> dict[str, Any]:
-        return self.engine_stats().to_dict()
+        return {**self.engine_stats().to_dict(), **self._tier_stats()}
+
+    def _tier_stats(self) -> dict[str, Any]:
+        """The host KV tier's counters (vLLM's offload metrics), only with a tier."""
+        tier = getattr(self.engine, "host_tier", None)
+        if tier is None:
+            return {}
+        c = self.engine.counters
+        return {"kv_offload_blocks": tier.capacity, "kv_offload_blocks_used": len(tier),
+                "kv_offload_evicted_blocks": tier.evicted,
+                "external_prefix_cache_queries": c.external_prefix_cache_queries,
+                "external_prefix_cache_hits": c.external_prefix_cache_hits,
+                "kv_offload_load_bytes": c.offload_load_bytes,
+                "kv_offload_load_time_s": c.offload_load_time_s,
+                "kv_offload_store_bytes": c.offload_store_bytes,
+                "kv_offload_store_time_s": c.offload_store_time_s,
+                "kv_offload_stall_s": c.offload_stall_s}
 
     def engine_stats(self) -> EngineStats:
         """The engine's counters now, typed (see `endpoints.engine_stats`)."""
@@ -154,7 +170,14 @@ class InProcessTwin:
                                   "spec_accepted_tokens": res.spec_accepted_tokens,
                                   "forward_passes": res.decode_steps,
                                   "queue_s": (None if res.first_scheduled is None
-                                              else max(0.0, res.first_scheduled - sent))})
+                                              else max(0.0, res.first_scheduled - sent)),
+                                  **self._tier_extra(res)})
+
+    def _tier_extra(self, res: RequestResult) -> dict[str, Any]:
+        """The host tier's share of the hit, only when the engine has a tier."""
+        if getattr(self.engine, "host_tier", None) is None:
+            return {}
+        return {"host_cached_tokens": res.host_cached_tokens}
 
     def _wake_event(self) -> asyncio.Event:
         if self._wake is None:

@@ -73,6 +73,10 @@ class TurnRecord:
     probe_expected: str | None = None         # the planted value
     probe_reply: str | None = None            # the reply's text (first 200 characters)
     probe_correct: bool | None = None         # the reply names the value (normalised)
+    # KV tiers, per request (the in-process twin's; None elsewhere): preemptions it
+    # suffered, and the share of its cached tokens loaded from the host tier
+    preemptions: int | None = None
+    kv_host_cached_tokens: int | None = None
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -114,13 +118,26 @@ def metrics_in_simulated_time(row: dict[str, Any], clock: RunClock) -> dict[str,
 _SPEC_EXTRAS = (("spec_drafts", "spec_drafts"), ("spec_draft_tokens", "spec_draft_tokens"),
                 ("spec_accepted_tokens", "spec_accepted_tokens"),
                 ("spec_forward_passes", "forward_passes"))
+_TIER_EXTRAS = (("preemptions", "num_preemptions"),
+                ("kv_host_cached_tokens", "host_cached_tokens"))
 
 
 def spec_columns(extra: Mapping[str, Any]) -> dict[str, int | None]:
     """The per-request speculation columns from a reply's extras (None where absent,
     i.e. for every real server)."""
+    return _int_columns(extra, _SPEC_EXTRAS)
+
+
+def tier_columns(extra: Mapping[str, Any]) -> dict[str, int | None]:
+    """The per-request KV columns (preemptions, tokens loaded from the host tier) from a
+    reply's extras; None where absent (real servers; the host column without a tier)."""
+    return _int_columns(extra, _TIER_EXTRAS)
+
+
+def _int_columns(extra: Mapping[str, Any], pairs: tuple[tuple[str, str], ...]
+                 ) -> dict[str, int | None]:
     out: dict[str, int | None] = {}
-    for col, key in _SPEC_EXTRAS:
+    for col, key in pairs:
         v = extra.get(key)
         out[col] = int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
     return out

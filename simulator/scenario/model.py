@@ -300,12 +300,19 @@ class LoadShape(_Frozen):
     `warmup_s`/`cooldown_s` bound the steady-state window (s since the run started /
     s before dispatch stops). `warm_start`: each initial session begins at a seeded
     random turn with its history synthesised to that point (nothing sent for it).
+    `warm_start_prime` (with warm start): as mid-day, every initial session is active
+    from t = 0 (the arrival ramp is skipped for them) and its first request, which
+    prefills its history into the cache, waits a seeded random fraction of that turn's
+    own think/tool time, so first requests are spread over a think-time interval, not
+    ramped; the window opens once they are all answered (docs/kv-tiers.md). False: the
+    old warm start (the arrival pattern, first requests at once).
     """
 
     duration_s: float | None = Field(default=None, gt=0)
     warmup_s: float | None = Field(default=None, ge=0)
     cooldown_s: float = Field(default=0.0, ge=0)
     warm_start: bool = False
+    warm_start_prime: bool = True
 
 
 class RetryPolicy(_Frozen):
@@ -354,6 +361,7 @@ class TwinSpec(_Frozen):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     kv_cache_gib: float | None = Field(default=None, gt=0)
     prefix_caching: bool = True
+    kv_offload_gib: float = Field(default=0.0, ge=0)   # host KV tier (--kv-offload-gib)
 
     def engine_overrides(self) -> dict[str, object]:
         """These settings as `build_perf_model` overrides."""
@@ -364,6 +372,8 @@ class TwinSpec(_Frozen):
             out["kv_cache_gib"] = self.kv_cache_gib
         if not self.prefix_caching:
             out["enable_prefix_caching"] = False
+        if self.kv_offload_gib > 0:
+            out["kv_offload_gib"] = self.kv_offload_gib
         return out
 
 

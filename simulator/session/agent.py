@@ -34,7 +34,7 @@ from simulator.endpoints.base import (
 )
 from simulator.facts import edit_input
 from simulator.metrics.recorder import Recorder
-from simulator.metrics.records import TurnRecord, derive_rates, spec_columns
+from simulator.metrics.records import TurnRecord, derive_rates, spec_columns, tier_columns
 from simulator.metrics.reuse import PrefixTracker
 from simulator.redact import redact_text
 from simulator.scenario import content
@@ -146,9 +146,11 @@ class _Pending:
 
 class Agent:
     def __init__(self, ctx: RunContext, index: int, prefix: Prefix, *,
-                 start_turn: int = 0) -> None:
+                 start_turn: int = 0, first_wait_share: float = 0.0) -> None:
         self.ctx = ctx
         self.start_turn = start_turn     # warm start: turns before it are synthesised
+        # primed warm start: the share of its first turn's think/tool time still to wait
+        self.first_wait_share = first_wait_share
         self.s = ctx.scenario
         self.session_id = f"s{index:04d}"
         self.prefix = prefix
@@ -185,7 +187,9 @@ class Agent:
             rng = self.rng(turn)
             user_msg, wait_s = self._next_user_message(turn, rng)
             if turn == self.start_turn > 0:
-                wait_s = 0.0        # a warm-started session sends its first request at once
+                # a warm-started session sends its first request at once, or (primed)
+                # after the rest of the idle gap it was met in
+                wait_s *= self.first_wait_share
             # the last turn's probes ran in this wait: it starts when the reply came
             clock = self.ctx.clock
             now = clock.monotonic()
@@ -421,7 +425,8 @@ class Agent:
             prompt_tokens=r.usage.prompt_tokens, output_tokens=n_out,
             output_tokens_est=r.output_tokens_est, ttft_s=ttft, decode_tok_s=decode,
             turn_tok_s=turn_rate, e2e_s=e2e, stop_reason=r.stop_reason, http_status=r.status,
-            queue_s=_opt_float(r.extra.get("queue_s")), **spec_columns(r.extra)))
+            queue_s=_opt_float(r.extra.get("queue_s")), **spec_columns(r.extra),
+            **tier_columns(r.extra)))
 
     def _record_failure(self, b: Attempt, wall: float, sent: float,
                         exc: EndpointError) -> None:

@@ -61,6 +61,21 @@ def warm_start_turn(seed: int, index: int, turns: int) -> int:
     return random.Random(f"{seed}:warm:{index}").randrange(turns)
 
 
+def warm_start_phase(seed: int, index: int) -> float:
+    """Primed warm start: the share (0..1) of its first turn's think/tool time a
+    warm-started session still has to wait at t = 0, seeded by (seed, session index): a
+    session met mid-idle is a uniform way through its gap."""
+    return random.Random(f"{seed}:warm-phase:{index}").random()
+
+
+def primed_offsets(s: Scenario, offsets: list[float]) -> list[float]:
+    """Arrival offsets with a primed warm start: the initial sessions are all active
+    from t = 0 (mid-day), so the arrival ramp is not applied to them."""
+    if not (s.load.warm_start and s.load.warm_start_prime and s.replay is None):
+        return offsets
+    return [0.0] * len(offsets)
+
+
 class Runner:
     def __init__(self, scenario: Scenario, endpoint: Endpoint, recorder: Recorder, run_id: str,
                  *, progress: Callable[[int], None] | None = None,
@@ -127,7 +142,7 @@ class Runner:
             self.outcome.reason = "stopped by signal"
 
     async def _group(self, ctx: RunContext) -> None:
-        offsets = arrival_offsets(self.s)
+        offsets = primed_offsets(self.s, arrival_offsets(self.s))
         try:
             async with asyncio.TaskGroup() as outer:
                 bg: list[asyncio.Task[Any]] = [outer.create_task(f()) for f in self.background]
@@ -184,7 +199,9 @@ class Runner:
             start = 0
             if self.s.load.warm_start and index < self.s.sessions:  # not replacements
                 start = warm_start_turn(self.s.seed, index, self.s.turns)
-            agent = Agent(ctx, index, prefix, start_turn=start)
+            agent = Agent(ctx, index, prefix, start_turn=start,
+                          first_wait_share=(warm_start_phase(self.s.seed, index) if start
+                                            and self.s.load.warm_start_prime else 0.0))
         try:
             await agent.run()
         except SessionFailed as exc:

@@ -25,6 +25,7 @@ from array import array
 from collections import deque
 
 from simulator.twin.kv_cache import BlockPool, extend_hash_chain
+from simulator.twin.kv_offload import HostTier
 from simulator.twin.seq import Seq
 
 RECENT_CHAINS = 256       # ≈ 0.2 MB each at 35k-token prompts (token array + chain)
@@ -37,10 +38,10 @@ class KVCacheManager:
     """
 
     __slots__ = ("_hits", "_pool", "_queries", "_recent", "block_size", "enable_caching",
-                 "num_blocks")
+                 "num_blocks", "stored_blocks", "tier")
 
     def __init__(self, num_blocks: int, block_size: int, *, enable_caching: bool = True,
-                 recent_chains: int = RECENT_CHAINS) -> None:
+                 recent_chains: int = RECENT_CHAINS, tier: HostTier | None = None) -> None:
         self._pool = BlockPool(num_blocks, block_size)
         self.num_blocks = num_blocks
         self.block_size = block_size
@@ -51,6 +52,11 @@ class KVCacheManager:
         # token arrays and hash chains of recently admitted requests: a follow-up turn
         # that extends one of them reuses its hashes instead of rehashing the prompt
         self._recent: deque[tuple[array[int], list[int]]] = deque(maxlen=recent_chains)
+        # host-memory tier (`kv_offload`): every newly registered block is offered to it
+        # (vLLM's write-through store); `stored_blocks` counts the new ones not yet
+        # timed, which the engine drains each step
+        self.tier = tier
+        self.stored_blocks = 0
 
     # -- usage -----------------------------------------------------------------------
     @property
@@ -160,7 +166,18 @@ class KVCacheManager:
         pool, blocks = self._pool, s.blocks
         for j in range(s.n_cached, n_full):
             pool.cache_block(blocks[j], hashes[j])
+        if self.tier is not None:
+            self.stored_blocks += self.tier.store(hashes[s.n_cached:n_full])
         s.n_cached = n_full
+
+    def host_hit(self, s: Seq, device_blocks: int) -> int:
+        """Blocks past `s`'s HBM hit of `device_blocks` that the host tier holds in an
+        unbroken run (capped as the HBM lookup is: one token is left to compute).
+        Call after `get_computed_blocks`; touches the tier's blocks it finds."""
+        if self.tier is None or not self.enable_caching:
+            return 0
+        return self.tier.lookup(s.hashes, device_blocks,
+                                (s.num_tokens - 1) // self.block_size)
 
     # -- internals -------------------------------------------------------------------
     def _admit(self, s: Seq, n: int, hit_blocks: list[int]) -> bool:

@@ -13,7 +13,11 @@ lookup runs at every admission. The step that computes a sequence's last known t
 samples a new one, so the first token comes from the step that ends the prefill.
 Step durations come from the performance model; the clock is `now` (seconds). The
 engine is the scheduler; blocks, prefix-cache lookups and their counters belong to the
-`KVCacheManager` it holds (`block_manager`).
+`KVCacheManager` it holds (`block_manager`). With a host KV tier (`kv_offload_gib` > 0,
+vLLM's `--kv-offloading-size`; see `kv_offload`) newly full blocks are stored to host
+memory as they fill, and an admission whose prefix continues in the tier loads it
+instead of recomputing it: the request holds its blocks and waits off the batch while
+the copy runs, then is scheduled with those tokens computed. Tier off runs none of it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 from simulator.twin.block_manager import KVCacheManager
 from simulator.twin.decode_burst import DecodeTerms, burst_len, decode_terms, run_burst
+from simulator.twin.kv_offload import HostLinkTimes, HostTier, tier_blocks
 from simulator.twin.seq import Seq
 from simulator.twin.spec_decode import (
     ModelDraftSpec,
@@ -82,7 +87,13 @@ class TwinEngine:
                                   else None)
         # this step's proposer work (see `_draft`): sequences it ran for, context scanned
         self._spec_seqs = self._spec_ctx = 0
-        self.kv_cache_manager = KVCacheManager(int(nb), bs, enable_caching=prefix_caching)
+        self._link, tier = self._host_tier(perf_model, bs)
+        self.kv_cache_manager = KVCacheManager(int(nb), bs, enable_caching=prefix_caching,
+                                               tier=tier)
+        self._block_bytes = bs * float(getattr(perf_model, "kv_bytes_per_token", 0.0))
+        self._loading: list[tuple[float, int, Seq]] = []   # heap: (load done, n, seq)
+        self._store_free_at = self._load_free_at = 0.0     # host link busy until
+        self._store_fence = 0.0     # stores issued before the last boundary done by then
         self.perf_model = perf_model
         self._step_time = perf_model.step_time
         self.now = 0.0
@@ -98,6 +109,21 @@ class TwinEngine:
         self._spare_indexes: deque[NgramIndex] = deque(maxlen=SPARE_INDEXES)
         self._terms: dict[int, DecodeTerms | None] = {}   # batch size → inline step terms
         self._peak_used = 0                                # most blocks in use after a step
+
+    @staticmethod
+    def _host_tier(perf: Any, bs: int) -> tuple[HostLinkTimes | None, HostTier | None]:
+        """The host tier and its link from the perf model's settings (None, None: off)."""
+        gib = float(getattr(getattr(perf, "engine", None), "kv_offload_gib", 0.0) or 0.0)
+        link = getattr(getattr(perf, "hardware", None), "host_link", None)
+        if gib <= 0 or link is None:
+            return None, None
+        block_bytes = bs * float(perf.kv_bytes_per_token)
+        times = HostLinkTimes(link.h2d_bytes_s, link.d2h_bytes_s, link.latency_s)
+        return times, HostTier(max(1, tier_blocks(gib, block_bytes)))
+
+    @property
+    def host_tier(self) -> HostTier | None:
+        return self.kv_cache_manager.tier
 
     # -- Engine protocol: introspection ------------------------------------------------
     @property
@@ -121,10 +147,10 @@ class TwinEngine:
         return len(self._running)
 
     def num_waiting(self) -> int:
-        return len(self._waiting) + len(self._pending)
+        return len(self._waiting) + len(self._pending) + len(self._loading)
 
     def is_idle(self) -> bool:
-        return not (self._running or self._waiting or self._pending)
+        return not (self._running or self._waiting or self._pending or self._loading)
 
     def result(self, request_id: str) -> RequestResult:
         return self._results[request_id]
@@ -163,7 +189,10 @@ class TwinEngine:
         """Run one step from `now` (None when nothing has arrived to run)."""
         self._take_arrivals()
         if not (self._running or self._waiting):
-            return None
+            if not self._loading:
+                return None
+            self.now = max(self.now, self._loading[0][0])    # only loads in flight
+            self._take_arrivals()
         start = self.now
         emitted: list[tuple[str, int]] = []
         admitted: list[str] = []
@@ -174,11 +203,13 @@ class TwinEngine:
         """Run steps while now < t; return the ids finished by the first step that
         finishes any. An idle engine jumps to the next arrival, or to t."""
         while self.now < t:
-            if self._pending and self._pending[0][0] <= self.now:
+            if (self._pending and self._pending[0][0] <= self.now) or (
+                    self._loading and self._loading[0][0] <= self.now):
                 self._take_arrivals()
             if not (self._running or self._waiting):
-                if self._pending and self._pending[0][0] < t:
-                    self.now = self._pending[0][0]
+                nxt = self._next_event()
+                if nxt is not None and nxt < t:
+                    self.now = nxt
                     continue
                 self.now = t
                 break
@@ -201,6 +232,8 @@ class TwinEngine:
         else:
             terms = self._terms[r] = decode_terms(self.perf_model, r)
         stop = min(t, self._pending[0][0]) if self._pending else t
+        if self._loading and self._loading[0][0] < stop:
+            stop = self._loading[0][0]
         done, self.now = run_burst(running, kv, k, self.now, stop, self._step_time, terms)
         for s in running:
             s.num_computed += done
@@ -214,6 +247,8 @@ class TwinEngine:
         used = kv.num_used
         if used > self._peak_used:
             self._peak_used = used
+        if kv.stored_blocks:
+            self._issue_stores(self.now)
         return done
 
     # -- internals ---------------------------------------------------------------------
@@ -221,11 +256,67 @@ class TwinEngine:
         pending, now = self._pending, self.now
         while pending and pending[0][0] <= now:
             self._waiting.append(heapq.heappop(pending)[2])
+        if self._loading:
+            self._take_loaded()
+
+    def _next_event(self) -> float | None:
+        """The next arrival or load completion (None: nothing ahead)."""
+        nxt = self._pending[0][0] if self._pending else None
+        if self._loading and (nxt is None or self._loading[0][0] < nxt):
+            nxt = self._loading[0][0]
+        return nxt
+
+    # -- the host tier (only ever reached with one configured) -----------------------
+    def _take_loaded(self) -> None:
+        """Requests whose host → HBM load is done rejoin the waiting queue's front, in
+        the order they were admitted (vLLM: WAITING_FOR_REMOTE_KVS → WAITING)."""
+        loading, now = self._loading, self.now
+        done: list[Seq] = []
+        while loading and loading[0][0] <= now:
+            done.append(heapq.heappop(loading)[2])
+        for s in reversed(done):
+            self._waiting.appendleft(s)
+        if done:
+            self._admit_blocked = False
+
+    def _issue_stores(self, at: float) -> None:
+        """Queue the blocks registered since the last call on the device → host channel
+        (one transfer job), starting at `at` or when the channel frees up."""
+        kv, link, ctr = self.kv_cache_manager, self._link, self.counters
+        assert link is not None
+        nbytes = kv.stored_blocks * self._block_bytes
+        kv.stored_blocks = 0
+        dur = link.store_s(nbytes)
+        # the stores issued a boundary earlier have had a whole step to finish: the
+        # next step waits for them (vLLM flushes them before it reuses their blocks)
+        self._store_fence = self._store_free_at
+        self._store_free_at = max(self._store_free_at, at) + dur
+        ctr.offload_store_bytes += int(nbytes)
+        ctr.offload_store_time_s += dur
+
+    def _start_load(self, s: Seq, host_blocks: int) -> None:
+        """Copy `host_blocks` blocks host → HBM for `s` (admitted, holding its blocks);
+        it waits off the batch until the copy is done."""
+        link, ctr = self._link, self.counters
+        assert link is not None
+        nbytes = host_blocks * self._block_bytes
+        dur = link.load_s(nbytes)
+        done = max(self._load_free_at, self.now) + dur
+        self._load_free_at = done
+        ctr.offload_load_bytes += int(nbytes)
+        ctr.offload_load_time_s += dur
+        s.result.kv_load_s += done - self.now
+        self._seqno += 1
+        heapq.heappush(self._loading, (done, self._seqno, s))
 
     def _run_step(self, emitted: list[tuple[str, int]] | None,
                   admitted: list[str] | None) -> list[str]:
         """Schedule, time and apply one step; returns the ids it finished."""
         sched, nums = self._schedule(admitted)
+        if not sched and self._loading:      # all it admitted went to host loads
+            self.now = max(self.now, self._loading[0][0])
+            self._take_arrivals()
+            return []
         if not sched:
             raise RuntimeError("engine invariant: nothing schedulable although work queued")
         used = self.kv_cache_manager.num_used
@@ -244,8 +335,20 @@ class TwinEngine:
                           self._spec_ctx)
         self._spec_seqs = self._spec_ctx = 0
         self.counters.steps += 1
+        if self._link is None:
+            end = self.now + self._step_time(shape)
+            self.now = end
+            return self._apply(sched, nums, end, emitted)
+        # host tier: a step waits for a store channel more than a step behind (vLLM
+        # flushes a store before its GPU blocks are reused); its own stores follow it
+        stall = self._store_fence - self.now
+        if stall > 0:
+            self.counters.offload_stall_s += stall
+            self.now = self._store_fence
         end = self.now + self._step_time(shape)
         self.now = end
+        if self.kv_cache_manager.stored_blocks:
+            self._issue_stores(end)
         return self._apply(sched, nums, end, emitted)
 
     def _apply(self, sched: list[Seq], nums: list[int], end: float,
@@ -377,8 +480,20 @@ class TwinEngine:
         bs = kv.block_size
         waiting, running = self._waiting, self._running
         n_sched = len(sched)
+        tier = kv.tier is not None
         while waiting and budget > 0 and len(running) < self.max_num_seqs:
             s = waiting[0]
+            if tier:
+                if s.blocks:                     # back from a host load
+                    if not self._resume_loaded(s, budget, sched, nums):
+                        break
+                    budget -= nums[-1]
+                    continue
+                loaded = self._admit_with_load(s, admitted)
+                if loaded is None:               # no room for the loaded blocks
+                    break
+                if loaded:
+                    continue
             hit_blocks = kv.get_computed_blocks(s)
             hit = len(hit_blocks) * bs
             n = min(s.num_tokens - hit, budget)
@@ -387,6 +502,8 @@ class TwinEngine:
                 break
             waiting.popleft()
             s.num_computed = hit
+            if tier:
+                self.counters.external_prefix_cache_queries += s.num_tokens - hit
             if not s.admitted:
                 s.admitted = True
                 s.result.cached_tokens = hit
@@ -404,6 +521,55 @@ class TwinEngine:
             self.counters.prefix_cache_queries += queries
             self.counters.prefix_cache_hits += hits
         return budget
+
+    def _admit_with_load(self, s: Seq, admitted: list[str] | None) -> bool | None:
+        """Admit `s` to a host load when the tier continues its HBM hit: it takes blocks
+        for the loaded tokens now and waits off the batch (True). False when there is
+        nothing to load (admit as usual); None when there is no room for them."""
+        kv = self.kv_cache_manager
+        bs = kv.block_size
+        hit_blocks = kv.get_computed_blocks(s)
+        host = kv.host_hit(s, len(hit_blocks))
+        if not host:
+            return False
+        hit = len(hit_blocks) * bs
+        if not kv.allocate_slots(s, host * bs, hit_blocks):
+            self._admit_blocked = True
+            return None
+        ctr = self.counters
+        queries, hits = kv.make_prefix_cache_stats()
+        ctr.prefix_cache_queries += queries
+        ctr.prefix_cache_hits += hits
+        ctr.external_prefix_cache_queries += s.num_tokens - hit
+        ctr.external_prefix_cache_hits += host * bs
+        self._waiting.popleft()
+        s.num_computed = hit + host * bs
+        if not s.admitted:
+            s.admitted = True
+            s.result.cached_tokens = hit + host * bs
+            s.result.host_cached_tokens = host * bs
+            s.result.first_scheduled = self.now
+            if admitted is not None:
+                admitted.append(s.rid)
+        self._start_load(s, host)
+        return True
+
+    def _resume_loaded(self, s: Seq, budget: int, sched: list[Seq],
+                       nums: list[int]) -> bool:
+        """Schedule `s` whose load is done on top of its blocks; when the pool is short
+        it lets them go (still in the HBM prefix cache) and waits as a fresh request."""
+        kv = self.kv_cache_manager
+        n = min(s.num_tokens - s.num_computed, budget)
+        if not kv.allocate_slots(s, n, None):
+            kv.free(s)
+            s.num_computed = 0
+            self._admit_blocked = True
+            return False
+        self._waiting.popleft()
+        self._running.append(s)
+        sched.append(s)
+        nums.append(n)
+        return True
 
     def _draft(self, s: Seq, room: int) -> int:
         """Propose this step's draft for a decoding sequence; returns its length.

@@ -320,13 +320,29 @@ class RooflinePerfModel:
                       "weights_bytes": round(self.weights.total),
                       "kv_bytes_per_token": self.kv_bytes_per_token,
                       "state_bytes_per_seq": self.state_bytes_per_seq},
-            "engine": {**self.engine.model_dump(exclude={"sources"}),
+            "engine": {**self.engine.model_dump(exclude=self._undescribed()),
                        "attention_block_size": self.block_size},
             "kv_capacity_tokens": self.kv_capacity_tokens(),
+            **self._describe_tier(),
             "num_blocks": self.num_blocks,
             "efficiency": self.efficiency.model_dump(exclude={"source"}),
             "calibration_source": self.efficiency_source,
         }
+
+
+    def _undescribed(self) -> set[str]:
+        return {"sources"} if self.engine.kv_offload_gib > 0 else {"sources", "kv_offload_gib"}
+
+    def _describe_tier(self) -> dict[str, Any]:
+        """The host KV tier's size and link, only when one is configured (tier off
+        leaves the manifest as it was)."""
+        gib, link = self.engine.kv_offload_gib, self.hardware.host_link
+        if gib <= 0 or link is None:
+            return {}
+        block = self.block_size * self.kv_bytes_per_token
+        return {"kv_offload": {"gib": gib, "blocks": int(gib * 2**30 // block),
+                               "tokens": int(gib * 2**30 // block) * self.block_size,
+                               "host_link": link.model_dump()}}
 
 
 def split_quantization(model: str) -> tuple[str, str | None]:
@@ -371,6 +387,9 @@ def build_perf_model(hardware: str, model: str, *, spec: str = "off",
         base = load_engine_settings(hw, {**over, "spec": spec})
         over["max_num_batched_tokens"] = base.spec_max_num_batched_tokens
     engine = load_engine_settings(hw, {**over, "spec": spec})
+    if engine.kv_offload_gib > 0 and hw.host_link is None:
+        raise InputError(f"hardware {hw.name}: --kv-offload-gib needs the card's host_link "
+                         f"(bandwidth to host memory) in its profile; it has none")
     return RooflinePerfModel(hw, mp, engine, eff, efficiency_source=source,
                              quantization=str(quant) if quant else None)
 

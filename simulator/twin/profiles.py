@@ -69,6 +69,8 @@ class EngineSettings(_Strict):
     kv_dtype: KvDtype
     spec: str = "off"
     enable_prefix_caching: bool = True
+    kv_offload_gib: float = Field(default=0.0, ge=0)   # vLLM --kv-offloading-size (GiB of
+    #                                                    host memory for evicted KV); 0: off
     spec_max_num_batched_tokens: int = Field(default=2048, gt=0)   # budget with spec on
     #                                                      unless max_num_batched_tokens is set
     sources: dict[str, str] = Field(default_factory=dict)
@@ -82,6 +84,17 @@ class EngineSettings(_Strict):
         return v
 
 
+class HostLink(_Strict):
+    """The card's path to host memory, for a KV offload tier (`--kv-offload-gib`):
+    sustained pinned-copy bandwidth per direction and a fixed cost per transfer job."""
+
+    kind: str                              # "pcie4x16", "pcie5x16", "nvlink-c2c", "unified"
+    h2d_bytes_s: float = Field(gt=0)       # host → device (a load)
+    d2h_bytes_s: float = Field(gt=0)       # device → host (a store)
+    latency_s: float = Field(ge=0)         # per transfer job (launch + DMA setup)
+    source: str
+
+
 class HardwareProfile(_Strict):
     name: str
     description: str = ""
@@ -91,6 +104,7 @@ class HardwareProfile(_Strict):
     usd_per_hour: float = Field(ge=0)
     kv_cache_bytes: int | None = None      # fixed KV pool (vLLM CPU) instead of utilisation
     efficiency: Efficiency | None = None
+    host_link: HostLink | None = None      # for a host KV tier; None: the card has none modelled
     engine: dict[str, Any] = Field(default_factory=dict)   # overrides of engine.yaml
     sources: dict[str, str]
 
@@ -191,7 +205,7 @@ class ModelProfile(_Strict):
 
 
 def _numeric_fields(model: BaseModel) -> list[str]:
-    skip = {"efficiency", "engine", "sources", "quantizations", "sliding_window",
+    skip = {"efficiency", "engine", "host_link", "sources", "quantizations", "sliding_window",
             "drafters", "spec_disables_cuda_graphs", "kv_dtype_default",
             "attn_flops_per_pair", "kv_cache_bytes", "recurrent_state_bytes_per_layer"}
     return [k for k, v in model if k not in skip and not isinstance(v, str) and v is not None]

@@ -311,12 +311,13 @@ async def serving(app: web.Application, host: str = "127.0.0.1",
 def twin_app(hardware: str, model: str, *, spec: str = "off", seed: int = 0,
              time_scale: float = 1.0, instant: bool = False, faults: FaultSpec | None = None,
              cutoff_s: float | None = None,
-             context_window: int | None = None) -> tuple[web.Application, dict[str, Any]]:
+             context_window: int | None = None,
+             overrides: dict[str, Any] | None = None) -> tuple[web.Application, dict[str, Any]]:
     """The HTTP twin for profile names (InputError for unknown ones) and its description."""
     from simulator.twin.engine import TwinEngine
     from simulator.twin.perf_model import build_perf_model
 
-    perf = build_perf_model(hardware, model, spec=spec)
+    perf = build_perf_model(hardware, model, spec=spec, overrides=overrides)
     from simulator.twin.config import engine_config
     window = engine_config(perf, context_window=context_window).scheduler.max_model_len
     config = ServerConfig(model=model, hardware=hardware, context_window=window, seed=seed,

@@ -42,6 +42,37 @@ _SPEC_COUNTERS = (
      "Number of accepted tokens."),
 )
 
+# the host KV tier's counters, named as vLLM 0.32's OffloadingConnector exposes them
+# (`kv_connector/v1/offloading/metrics.py`, `v1/metrics/loggers.py`); only with a tier.
+# Transfer times are the twin's engine seconds (vLLM's: measured copy time).
+_TIER_COUNTERS = (
+    ("vllm:kv_offload_load_bytes", "offload_load_bytes",
+     "Total bytes loaded from offload storage to GPU."),
+    ("vllm:kv_offload_load_time", "offload_load_time_s",
+     "Total load time from offload storage to GPU, in seconds."),
+    ("vllm:kv_offload_store_bytes", "offload_store_bytes",
+     "Total bytes stored from GPU to offload storage."),
+    ("vllm:kv_offload_store_time", "offload_store_time_s",
+     "Total store time from GPU to offload storage, in seconds."),
+    ("vllm:external_prefix_cache_queries", "external_prefix_cache_queries",
+     "External prefix cache queries from KV connector (tokens)."),
+    ("vllm:external_prefix_cache_hits", "external_prefix_cache_hits",
+     "External prefix cache hits from KV connector (tokens)."),
+)
+
+
+def _tier_families(counters: Any, labels: list[str], values: list[str]) -> Iterator[Metric]:
+    for name, attr, doc in _TIER_COUNTERS:
+        fam = CounterMetricFamily(name, doc, labels=labels)
+        fam.add_metric(values, float(getattr(counters, attr)))
+        yield fam
+    src = CounterMetricFamily("vllm:prompt_tokens_cached_by_source",
+                              "Prefix-cache hit tokens by the cache tier that supplied them.",
+                              labels=[*labels, "source"])
+    src.add_metric([*values, "device"], float(counters.prefix_cache_hits))
+    src.add_metric([*values, "host"], float(counters.external_prefix_cache_hits))
+    yield src
+
 
 class _EngineCollector:
     """Reads the engine's counters and gauges at scrape time."""
@@ -69,6 +100,8 @@ class _EngineCollector:
             for i, n in enumerate(snap.counters.spec_accepted_per_pos):
                 pos.add_metric([*values, str(i)], float(n))
             yield pos
+        if getattr(self._service.engine, "host_tier", None) is not None:
+            yield from _tier_families(snap.counters, labels, values)
         for name, value, doc in (
                 ("vllm:num_requests_running", snap.num_running, "Requests in model execution."),
                 ("vllm:num_requests_waiting", snap.num_waiting, "Requests waiting."),

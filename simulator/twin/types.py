@@ -78,6 +78,8 @@ class RequestResult:
     spec_draft_tokens: int = 0
     spec_accepted_tokens: int = 0
     decode_steps: int = 0             # steps that emitted tokens for it (tokens/pass)
+    host_cached_tokens: int = 0       # of cached_tokens, loaded from the host KV tier
+    kv_load_s: float = 0.0            # waiting for host → HBM loads (engine seconds)
 
     @property
     def first_token(self) -> float | None:
@@ -109,6 +111,14 @@ class EngineCounters:
     spec_accepted_per_pos: list[int] = field(default_factory=list)   # index = position
     steps: int = 0                  # forward passes run
     decode_steps: int = 0           # of which emitted at least one token
+    # host KV tier (vLLM's OffloadingConnector; zero with it off)
+    external_prefix_cache_queries: int = 0   # tokens looked up in the tier
+    external_prefix_cache_hits: int = 0      # of which loaded from it
+    offload_load_bytes: int = 0
+    offload_load_time_s: float = 0.0
+    offload_store_bytes: int = 0
+    offload_store_time_s: float = 0.0
+    offload_stall_s: float = 0.0    # steps delayed by a store channel behind (fence)
 
 
 class Engine(Protocol):
