@@ -93,7 +93,11 @@ class RunResult:
 
 
 def resolve(spec: RunSpec) -> tuple[Scenario, dict[str, Any]]:
-    return load_scenario(spec.scenario_path, spec.overrides)
+    from simulator.endpoints.bounds import check_runnable  # the twin: only when running
+    s, resolved = load_scenario(spec.scenario_path, spec.overrides)
+    check_runnable(s, twin=parse_twin(spec.twin) if spec.twin else None, spec=spec.spec,
+                   in_process=spec.endpoint_url is None)   # the check `validate` makes
+    return s, resolved
 
 
 def _split_profile_paths(value: str) -> tuple[str, str] | None:

@@ -11,8 +11,9 @@ import math
 import random
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from simulator.scenario.names import check_name
 from simulator.scenario.replay import ReplaySpec
 
 # Upper bounds (issue 15): numbers a scenario may hold, so that no value can make a run
@@ -343,6 +344,10 @@ class Timeouts(_Frozen):
     retry_after_max_s: float = Field(default=300.0, ge=0, le=86_400)
 
 
+# A scenario's name goes into its run id, a directory name (255 bytes on most file systems).
+MAX_NAME_CHARS = 100
+
+
 class TwinSpec(_Frozen):
     hardware: str = "a40"
     model: str = "qwen3-coder-30b-a3b-awq"
@@ -367,7 +372,7 @@ class TwinSpec(_Frozen):
 
 
 class Scenario(_WithDists):
-    name: str
+    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)   # part of the run id
     description: str = ""
     model: str = "default"
     max_tokens: int = Field(default=32000, gt=0, le=MAX_TOKENS)
@@ -404,6 +409,11 @@ class Scenario(_WithDists):
     # synthetic turns; `contains_verbatim_content` says loudly that it holds real text.
     replay: ReplaySpec | None = None
     contains_verbatim_content: bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_file_name(cls, v: str) -> str:
+        return check_name(v)
 
     @model_validator(mode="after")
     def _unique_template_names(self) -> Scenario:
