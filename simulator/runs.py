@@ -29,6 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from simulator import __version__
 from simulator.endpoints.base import Endpoint
+from simulator.endpoints.preflight import models as preflight_models
 from simulator.endpoints.preflight import preflight
 from simulator.errors import InputError, RunError
 from simulator.metrics.recorder import Recorder
@@ -238,15 +239,7 @@ def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoin
 
 def _models(url: str, timeout_s: float) -> list[dict[str, Any]]:
     """The entries of the server's `/v1/models` (empty when it has none or no answer)."""
-    import json
-    import urllib.request
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/v1/models", timeout=timeout_s) as r:
-            data = json.loads(r.read(1 << 20))
-    except (OSError, ValueError):
-        return []
-    entries = data.get("data") if isinstance(data, dict) else None
-    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    return preflight_models(url, timeout_s)   # read once, under the run's limits
 
 
 def detect_twin(url: str, timeout_s: float) -> dict[str, Any] | None:
@@ -322,7 +315,7 @@ def _execute_single(spec: RunSpec, echo: Callable[[str], None],
         endpoint = endpoint or make_endpoint(s, spec)
         twin_info, window = None, None
         if spec.endpoint_url is not None:
-            preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+            preflight(spec.endpoint_url, s.endpoint.connect_timeout_s, s.timeouts)
             twin_info = detect_twin(spec.endpoint_url, s.endpoint.connect_timeout_s)
             window = server_max_model_len(spec.endpoint_url, s.endpoint.connect_timeout_s,
                                           s.model)

@@ -317,7 +317,7 @@ def execute_sharded(spec: RunSpec, workers: int, *, echo: Callable[[str], None] 
         s, resolved = runs.resolve(spec)
         endpoint = runs.make_endpoint(s, spec)
         assert spec.endpoint_url is not None
-        runs.preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+        runs.preflight(spec.endpoint_url, s.endpoint.connect_timeout_s, s.timeouts)
         run_id = runs.new_run_id(s.name)
         run_dir = spec.out_dir / run_id
         ranges = split_sessions(s.sessions, workers)

@@ -410,8 +410,9 @@ class HTTP1Pool:
         self._open: set[_Conn] = set()
         self.connections_opened = 0
 
-    def request_bytes(self, path: str, headers: dict[str, str], body: bytes) -> bytes:
-        lines = [f"POST {self.base_path}{path} HTTP/1.1", f"host: {self.host_header}",
+    def request_bytes(self, path: str, headers: dict[str, str], body: bytes,
+                      method: str = "POST") -> bytes:
+        lines = [f"{method} {self.base_path}{path} HTTP/1.1", f"host: {self.host_header}",
                  f"content-length: {len(body)}"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body

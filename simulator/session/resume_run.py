@@ -67,7 +67,7 @@ def open_resumed(spec: Any, endpoint: Endpoint | None) -> tuple[Scenario, Any, R
         price_per_hour=spec.price_per_hour if spec.price_per_hour is not None
         else m.get("price_per_hour"))
     if spec.endpoint_url is not None and endpoint is None:
-        preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+        preflight(spec.endpoint_url, s.endpoint.connect_timeout_s, s.timeouts)
     prior_status = m.get("status")
     recorder = Recorder(run_dir, m, resume=True)
     merged = merge_worker_journals(recorder, run_dir)
