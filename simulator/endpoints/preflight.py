@@ -32,9 +32,14 @@ MODELS_BODY_LIMIT = 4 * 2**20     # bytes of a /v1/models listing (vLLM's is ~1 
 class ProbeLimits(Protocol):
     """What the probe reads of the scenario's `timeouts` (seconds; None = unbounded)."""
 
-    first_byte_s: float | None
-    idle_s: float | None
-    total_s: float | None
+    @property
+    def first_byte_s(self) -> float | None: ...
+
+    @property
+    def idle_s(self) -> float | None: ...
+
+    @property
+    def total_s(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
