@@ -97,19 +97,23 @@ async def _all_checks(c: CheckClient, model: str | None,
 
 async def run_check_async(base_url: str, *, api_key: str | None = None,
                           model: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                          api: str = "anthropic") -> CheckReport:
+                          api: str = "anthropic",
+                          wall_s: float | None = None) -> CheckReport:
     """Run every check against `base_url` (e.g. http://127.0.0.1:8000); `timeout_s` bounds
-    each HTTP request (seconds)."""
+    each HTTP request, `wall_s` the whole check (seconds): once it is spent, the checks
+    left fail as not run."""
     url = validate_base_url(base_url)
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     async with aiohttp.ClientSession(timeout=timeout) as session:
-        c = CheckClient(session, url, api_key=api_key)
+        c = CheckClient(session, url, api_key=api_key,
+                        deadline=None if wall_s is None else t0 + wall_s)
         try:
             await c.get("/v1/models")
         except (aiohttp.ClientError, TimeoutError) as exc:
-            results = [failed("reachable", f"cannot reach {url}: {type(exc).__name__}")]
+            why = " ".join(f"{type(exc).__name__} {exc}".split())[:200]
+            results = [failed("reachable", f"cannot reach {url}: {why}")]
             return CheckReport(url, model or "", tuple(results), loop.time() - t0)
         used, results = await _all_checks(c, model, api)
         if c.stale_connections:
@@ -121,8 +125,9 @@ async def run_check_async(base_url: str, *, api_key: str | None = None,
 
 
 def run_check(base_url: str, *, api_key: str | None = None, model: str | None = None,
-              timeout_s: float = DEFAULT_TIMEOUT_S, api: str = "anthropic") -> CheckReport:
+              timeout_s: float = DEFAULT_TIMEOUT_S, api: str = "anthropic",
+              wall_s: float | None = None) -> CheckReport:
     """Blocking wrapper of `run_check_async` (for the CLI and notebooks); `api` is
     "anthropic" (Messages) or "openai-chat" (Chat Completions)."""
     return asyncio.run(run_check_async(base_url, api_key=api_key, model=model,
-                                       timeout_s=timeout_s, api=api))
+                                       timeout_s=timeout_s, api=api, wall_s=wall_s))
