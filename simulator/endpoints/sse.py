@@ -51,6 +51,20 @@ class StreamFault(Exception):
 MAX_EVENT_BYTES = 8 * 2**20
 
 
+# The most reply content (text and tool input, bytes) decoded and token-counted: 16 MiB
+# is ~4M tokens, far past any max_tokens; counting more would take minutes and
+# gigabytes (the issue's 1 GB delta stream), so a larger reply is RESPONSE_TOO_LARGE.
+MAX_REPLY_CONTENT_BYTES = 16 * 2**20
+
+
+def check_content_size(pieces: Iterable[list[bytes] | list[str]]) -> None:
+    """StreamFault (RESPONSE_TOO_LARGE) when the pieces add up past the content cap."""
+    total = sum(len(p) for parts in pieces for p in parts)
+    if total > MAX_REPLY_CONTENT_BYTES:
+        raise StreamFault(ErrorType.RESPONSE_TOO_LARGE, f"reply content of {total} bytes "
+                          f"(more than {MAX_REPLY_CONTENT_BYTES})")
+
+
 class SSEParser:
     """Splits a byte stream into complete SSE event blocks (blank-line separated)."""
 
@@ -396,6 +410,7 @@ class StreamState(DeltaTimes):
 
     def content(self) -> tuple[tuple[Block, ...], int]:
         """(content blocks, cl100k estimate of the generated text and tool input)."""
+        check_content_size([*self._esc.values(), *self._txt.values()])
         blocks: list[Block] = []
         total = 0
         used = {i for i, v in self._esc.items() if v} | self._txt.keys()

@@ -195,3 +195,26 @@ async def test_anthropic_events_out_of_grammar_are_malformed_naming_the_event(
     err = info.value
     assert err.error_type is ErrorType.MALFORMED, f"{case}: {err.error_type}: {err}"
     assert needle in str(err) and "(event " in str(err), str(err)
+
+
+def test_a_reply_past_the_content_cap_is_too_large_without_counting_it() -> None:
+    """The issue's 1 GB delta stream: 17 MiB of one unbroken word would take a minute
+    and gigabytes to token-count; it is refused, and the partial count is the deltas."""
+    import time
+
+    from simulator.endpoints.sse import MAX_REPLY_CONTENT_BYTES, SSEParser, StreamFault, StreamState
+    state = StreamState(0.0)
+    piece = _ev("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                        "delta": {"type": "text_delta",
+                                                  "text": "ab" * 32768}})
+    state.feed_blocks(SSEParser().feed(START + BLOCK), 0.5)
+    n = MAX_REPLY_CONTENT_BYTES // 65536 + 2
+    t0 = time.monotonic()
+    for _ in range(n):
+        state.feed_bytes(piece, 1.0)
+    state.feed_bytes(END, 2.0)
+    with pytest.raises(StreamFault) as info:
+        state.response(3.0)
+    assert info.value.error_type is ErrorType.RESPONSE_TOO_LARGE
+    assert state.partial_output_tokens() == n
+    assert time.monotonic() - t0 < 2.0
