@@ -61,7 +61,11 @@ async def _guard(name: str, step: Awaitable[list[CheckResult]]) -> list[CheckRes
     try:
         return await step
     except (aiohttp.ClientError, TimeoutError) as exc:
-        return [failed(name, f"{type(exc).__name__}: {exc}".strip(": "))]
+        return [failed(name, _why(exc))]
+
+
+def _why(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".strip(": ").split())[:300]
 
 
 async def _one(make: Callable[[], Awaitable[CheckResult]]) -> list[CheckResult]:
@@ -71,7 +75,10 @@ async def _one(make: Callable[[], Awaitable[CheckResult]]) -> list[CheckResult]:
 async def _all_checks(c: CheckClient, model: str | None,
                       api: str = "anthropic") -> tuple[str, list[CheckResult]]:
     """(the model used, every result in order)."""
-    used_model, models = await _discover_model(c, model)
+    try:
+        used_model, models = await _discover_model(c, model)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        used_model, models = model or "default", failed("models", _why(exc))
     if api == "openai-chat":
         from simulator.check.openai_checks import all_checks
         return used_model, [models, *await all_checks(c, used_model, _guard, _one)]
@@ -89,7 +96,7 @@ async def _all_checks(c: CheckClient, model: str | None,
     results += await _guard("count_tokens", _one(
         lambda: check_count_tokens(c, base, prompt_tokens(usage))))
     results += await _guard("error_shape", _one(lambda: check_error_shape(c, used_model)))
-    metrics_result, snap = await check_metrics(c)
+    metrics_result, snap = await check_metrics(c)     # a failed scrape is a result
     results.append(metrics_result)
     results += await _guard("prefix_reuse", _one(lambda: check_prefix_reuse(c, base, snap)))
     return used_model, results

@@ -43,10 +43,18 @@ async def one_gb_json(w: asyncio.StreamWriter) -> None:
         await w.drain()
 
 
+async def models_ok(w: asyncio.StreamWriter) -> None:
+    body = b'{"object": "list", "data": [{"id": "m", "object": "model"}]}'
+    w.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+            + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+@pytest.mark.parametrize("models", [None, models_ok], ids=["all-lie", "models-answer"])
 @pytest.mark.parametrize("reply", [complete_no_close, http10_no_length, length_larger],
                          ids=["complete-no-close", "http10-no-length", "length-too-large"])
-def test_check_timeout_bounds_the_whole_check(reply: Reply) -> None:
-    with lying_server(reply) as url:
+def test_check_timeout_bounds_the_whole_check(reply: Reply, models: Reply | None) -> None:
+    """Each of the ~8 requests used to wait its own --timeout (66 s for --timeout 10)."""
+    with lying_server(reply, models) as url:
         t0 = time.monotonic()
         r = CliRunner().invoke(main, ["check", url, "--timeout", "2"])
         elapsed = time.monotonic() - t0

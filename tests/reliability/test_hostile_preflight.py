@@ -55,17 +55,24 @@ async def not_found(w: asyncio.StreamWriter) -> None:
 
 
 @contextlib.contextmanager
-def lying_server(reply: Reply) -> Iterator[str]:
-    """A raw server on 127.0.0.1:0 in its own thread and loop, stopped at exit."""
+def lying_server(reply: Reply, models: Reply | None = None) -> Iterator[str]:
+    """A raw server on 127.0.0.1:0 in its own thread and loop, stopped at exit; every
+    request gets `reply`, except GET /v1/models which gets `models` when given."""
     ready = threading.Event()
     box: dict[str, object] = {}
 
     async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         try:
-            await r.readuntil(b"\r\n\r\n")
-            await reply(w)
-            await w.drain()
-            await asyncio.sleep(3600)
+            while True:
+                head = await r.readuntil(b"\r\n\r\n")
+                n = next((int(x.split(b":")[1]) for x in head.lower().split(b"\r\n")
+                          if x.startswith(b"content-length:")), 0)
+                if n:
+                    await r.readexactly(n)
+                use = models if models is not None and head.startswith(b"GET /v1/models") \
+                    else reply
+                await use(w)
+                await w.drain()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
         finally:
