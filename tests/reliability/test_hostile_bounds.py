@@ -99,7 +99,7 @@ def test_node_limit_leaves_an_imported_replay_alone(tmp_path: Path) -> None:
     calls = [{"user": [{"kind": "text", "spans": "0", "tokens": 22}],
               "assistant": [{"kind": "text", "spans": "1", "tokens": 10}],
               "stop_reason": "end_turn", "wait_s": 0.0} for _ in range(2000)]
-    text = yaml.safe_dump({"s": calls})
+    text = yaml.dump({"s": calls}, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper))
     load.safe_yaml(text, "replay.yaml")      # no error
 
 
