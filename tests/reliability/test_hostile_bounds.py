@@ -95,10 +95,10 @@ def test_node_limit_refuses_while_parsing(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_node_limit_leaves_an_imported_replay_alone(tmp_path: Path) -> None:
-    """A replay is few nodes of long text: 2,000 calls stay far under the limit."""
+    """A replay is few nodes of long text: 500 calls (~10,000 nodes) pass the limit."""
     calls = [{"user": [{"kind": "text", "spans": "0", "tokens": 22}],
               "assistant": [{"kind": "text", "spans": "1", "tokens": 10}],
-              "stop_reason": "end_turn", "wait_s": 0.0} for _ in range(2000)]
+              "stop_reason": "end_turn", "wait_s": 0.0} for _ in range(500)]
     text = yaml.dump({"s": calls}, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper))
     load.safe_yaml(text, "replay.yaml")      # no error
 
