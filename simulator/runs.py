@@ -106,7 +106,11 @@ class RunResult:
 
 
 def resolve(spec: RunSpec) -> tuple[Scenario, dict[str, Any]]:
-    return load_scenario(spec.scenario_path, spec.overrides)
+    from simulator.endpoints.bounds import check_runnable  # the twin: only when running
+    s, resolved = load_scenario(spec.scenario_path, spec.overrides)
+    check_runnable(s, twin=parse_twin(spec.twin) if spec.twin else None, spec=spec.spec,
+                   in_process=spec.endpoint_url is None)   # the check `validate` makes
+    return s, resolved
 
 
 def _split_profile_paths(value: str) -> tuple[str, str] | None:
@@ -314,7 +318,7 @@ def open_run(spec: RunSpec, endpoint: Endpoint | None = None,
     s, resolved = resolve(spec)
     endpoint = endpoint or make_endpoint(s, spec)
     if spec.endpoint_url is not None:
-        preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+        preflight(spec.endpoint_url, s.endpoint.connect_timeout_s, s.timeouts)
         server = server_info.probe(spec.endpoint_url, s.endpoint.connect_timeout_s, s.model)
         if server.context_limit is not None and server.context_limit < s.context_window_tokens:
             s = s.model_copy(update={"context_window_tokens": server.context_limit})

@@ -9,14 +9,13 @@ one therefore cannot disagree on them (they did: a `--workers 2` run against
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from simulator.clock import RunClock
 from simulator.endpoints.base import Endpoint
+from simulator.endpoints.preflight import models as preflight_models
 from simulator.metrics.prometheus import metrics_url_for
 
 
@@ -85,14 +84,9 @@ class ServerInfo:
 
 
 def models(url: str, timeout_s: float) -> list[dict[str, Any]]:
-    """The entries of the server's `/v1/models` (empty when it has none or no answer)."""
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/v1/models", timeout=timeout_s) as r:
-            data = json.loads(r.read(1 << 20))
-    except (OSError, ValueError):
-        return []
-    entries = data.get("data") if isinstance(data, dict) else None
-    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    """The entries of the server's `/v1/models` (empty when it has none or no answer):
+    the pre-flight's bounded read (first-byte, idle, total and size limits), once."""
+    return preflight_models(url, timeout_s)
 
 
 def probe(url: str, timeout_s: float, model: str) -> ServerInfo:

@@ -18,6 +18,7 @@ from simulator.errors import InputError
 from simulator.metrics.prometheus import SERVER_METRICS_COLUMNS
 from simulator.metrics.recorder import load_manifest as load_manifest  # beside its writer
 from simulator.metrics.records import COLUMNS
+from simulator.visible import visible
 
 # Columns the analysis cannot do without (the rest may be absent in older runs).
 REQUIRED_COLUMNS: tuple[str, ...] = (
@@ -86,7 +87,7 @@ def load_run(run_dir: str | Path) -> tuple[dict[str, Any], pd.DataFrame, pd.Data
 def run_label(manifest: dict[str, Any], run_dir: Path) -> str:
     """A short name for legends and table headers: the label, else the run id."""
     label = manifest.get("label") or manifest.get("run_id") or run_dir.name
-    return str(label)
+    return visible(str(label), 200)     # data, never layout: control/bidi chars escaped
 
 
 # Scenario settings that may differ between runs that still replay the same turns:

@@ -17,6 +17,7 @@ from simulator.analysis.load import load_run, load_saved_summary, run_label
 from simulator.analysis.summary import VERBATIM_WARNING, ok_rows, summarize_run, summary_table
 from simulator.analysis.target import describe_target
 from simulator.errors import InputError
+from simulator.visible import visible
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,7 @@ def _run_facts(manifest: dict[str, Any], run_dir: Path) -> list[tuple[str, str]]
 
 
 def _html_table(rows: list[tuple[str, str]]) -> str:
-    body = "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+    body = "\n".join(f"<tr><th>{_html(k)}</th><td>{_html(v)}</td></tr>"
                      for k, v in rows)
     return f"<table>\n{body}\n</table>"
 
@@ -116,23 +117,30 @@ def build_html(title: str, facts: list[tuple[str, str]], table: list[tuple[str, 
     banner = ('<p class="sim">SIMULATED: figures come from the twin, not a real server.</p>'
               if simulated else "")
     imgs = "\n".join(
-        f"<h2>{html.escape(cap)}</h2>\n<img alt=\"{html.escape(cap)}\" "
+        f"<h2>{_html(cap)}</h2>\n<img alt=\"{_html(cap)}\" "
         f"src=\"data:image/png;base64,{base64.b64encode(png).decode('ascii')}\">"
         for cap, png in images)
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(title)}</title><style>{_CSS}</style></head>\n<body>\n"
-            f"<h1>{html.escape(title)}</h1>\n{banner}\n{_html_table(facts)}\n"
+            f"<title>{_html(title)}</title><style>{_CSS}</style></head>\n<body>\n"
+            f"<h1>{_html(title)}</h1>\n{banner}\n{_html_table(facts)}\n"
             f"<h2>Summary</h2>\n{_html_table(table)}\n{imgs}\n</body></html>\n")
 
 
+def _html(s: str) -> str:
+    """Text as HTML data: escaped, control and bidi characters shown as escapes."""
+    return html.escape(visible(s))
+
+
 def _md_escape(s: str) -> str:
-    return s.replace("|", "\\|")
+    """Text as Markdown data: HTML escaped (Markdown renders raw HTML), table pipes
+    escaped, control and bidi characters (a newline would split a heading) shown."""
+    return html.escape(visible(s), quote=False).replace("|", "\\|")
 
 
 def build_markdown(title: str, facts: list[tuple[str, str]], table: list[tuple[str, str]],
                    images: list[tuple[str, str]], simulated: bool) -> str:
     """report.md: the same tables, images linked by relative path."""
-    lines = [f"# {title}", ""]
+    lines = [f"# {_md_escape(title)}", ""]
     if simulated:
         lines += ["**SIMULATED**: figures come from the twin, not a real server.", ""]
     for rows in (facts, table):
@@ -140,7 +148,7 @@ def build_markdown(title: str, facts: list[tuple[str, str]], table: list[tuple[s
         lines += [f"| {_md_escape(k)} | {_md_escape(v)} |" for k, v in rows]
         lines.append("")
     for cap, name in images:
-        lines += [f"## {cap}", "", f"![{cap}]({name})", ""]
+        lines += [f"## {_md_escape(cap)}", "", f"![{_md_escape(cap)}]({name})", ""]
     return "\n".join(lines)
 
 

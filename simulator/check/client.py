@@ -41,13 +41,36 @@ class RawReply:
 # before our request got an answer (ClientConnectorError, a refused connect, is not one).
 STALE_CONNECTION_ERRORS = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 
+# The most body bytes one check reply may hold (a reply is kilobytes; a lying server's
+# 1 GB JSON body fails the check that asked, in bounded memory).
+MAX_BODY_BYTES = 16 * 2**20
+
+
+class BodyTooLarge(aiohttp.ClientPayloadError):
+    """A reply body past MAX_BODY_BYTES (an aiohttp.ClientError: the check fails)."""
+
+
+async def _read_bounded(content: aiohttp.StreamReader) -> bytes:
+    """The body, stopping once it passes MAX_BODY_BYTES (at most one read more)."""
+    parts: list[bytes] = []
+    got = 0
+    while got <= MAX_BODY_BYTES:
+        chunk = await content.read(MAX_BODY_BYTES + 1 - got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
 
 class CheckClient:
     """POSTs/GETs against one base URL with Anthropic headers; one session per check run."""
 
     def __init__(self, session: aiohttp.ClientSession, base_url: str, *,
-                 api_key: str | None) -> None:
+                 api_key: str | None, deadline: float | None = None) -> None:
         self.session = session
+        # loop time after which no request may run (`check --timeout`: the whole check)
+        self.deadline = deadline
         self.base_url = base_url.rstrip("/")
         self.stale_connections = 0
         self.headers = {"content-type": "application/json",
@@ -70,10 +93,17 @@ class CheckClient:
         counted in `stale_connections` so the check can report it."""
         for retry in (False, True):
             loop_time = _now()
+            left = None if self.deadline is None else self.deadline - loop_time
+            if left is not None and left <= 0:
+                raise TimeoutError("not run: the check's --timeout was spent")
             try:
-                async with self.session.request(method, self.base_url + path, data=data,
-                                                headers=self.headers) as resp:
-                    body = await resp.read()
+                async with asyncio.timeout(left), self.session.request(
+                        method, self.base_url + path, data=data,
+                        headers=self.headers) as resp:
+                    body = await _read_bounded(resp.content)
+                    if len(body) > MAX_BODY_BYTES:
+                        raise BodyTooLarge(f"{method} {path}: reply body larger than "
+                                           f"{MAX_BODY_BYTES} bytes")
                     return RawReply(resp.status, resp.headers.get("content-type", ""), body,
                                     _now() - loop_time, "x-endurance-twin" in resp.headers)
             except STALE_CONNECTION_ERRORS as exc:

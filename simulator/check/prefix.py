@@ -13,6 +13,8 @@ import random
 import secrets
 from typing import Any
 
+import aiohttp
+
 from simulator.check.client import CheckClient
 from simulator.check.metrics import MetricsSnapshot, delta, parse_metrics
 from simulator.check.report import CheckResult, failed, passed, warned
@@ -33,7 +35,10 @@ def long_prefix(seed: str, n_words: int = PREFIX_WORDS) -> str:
 
 async def scrape(c: CheckClient) -> tuple[MetricsSnapshot | None, str]:
     """One scrape of /metrics → (snapshot or None, why not)."""
-    reply = await c.get("/metrics")
+    try:
+        reply = await c.get("/metrics")
+    except (aiohttp.ClientError, TimeoutError) as exc:   # no answer is "no /metrics"
+        return None, " ".join(f"{type(exc).__name__} {exc}".split())[:200]
     if reply.status != 200:
         return None, f"HTTP {reply.status}"
     try:

@@ -61,7 +61,11 @@ async def _guard(name: str, step: Awaitable[list[CheckResult]]) -> list[CheckRes
     try:
         return await step
     except (aiohttp.ClientError, TimeoutError) as exc:
-        return [failed(name, f"{type(exc).__name__}: {exc}".strip(": "))]
+        return [failed(name, _why(exc))]
+
+
+def _why(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".strip(": ").split())[:300]
 
 
 async def _one(make: Callable[[], Awaitable[CheckResult]]) -> list[CheckResult]:
@@ -71,7 +75,10 @@ async def _one(make: Callable[[], Awaitable[CheckResult]]) -> list[CheckResult]:
 async def _all_checks(c: CheckClient, model: str | None,
                       api: str = "anthropic") -> tuple[str, list[CheckResult]]:
     """(the model used, every result in order)."""
-    used_model, models = await _discover_model(c, model)
+    try:
+        used_model, models = await _discover_model(c, model)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        used_model, models = model or "default", failed("models", _why(exc))
     if api == "openai-chat":
         from simulator.check.openai_checks import all_checks
         return used_model, [models, *await all_checks(c, used_model, _guard, _one)]
@@ -89,7 +96,7 @@ async def _all_checks(c: CheckClient, model: str | None,
     results += await _guard("count_tokens", _one(
         lambda: check_count_tokens(c, base, prompt_tokens(usage))))
     results += await _guard("error_shape", _one(lambda: check_error_shape(c, used_model)))
-    metrics_result, snap = await check_metrics(c)
+    metrics_result, snap = await check_metrics(c)     # a failed scrape is a result
     results.append(metrics_result)
     results += await _guard("prefix_reuse", _one(lambda: check_prefix_reuse(c, base, snap)))
     return used_model, results
@@ -97,19 +104,23 @@ async def _all_checks(c: CheckClient, model: str | None,
 
 async def run_check_async(base_url: str, *, api_key: str | None = None,
                           model: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                          api: str = "anthropic") -> CheckReport:
+                          api: str = "anthropic",
+                          wall_s: float | None = None) -> CheckReport:
     """Run every check against `base_url` (e.g. http://127.0.0.1:8000); `timeout_s` bounds
-    each HTTP request (seconds)."""
+    each HTTP request, `wall_s` the whole check (seconds): once it is spent, the checks
+    left fail as not run."""
     url = validate_base_url(base_url)
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     async with aiohttp.ClientSession(timeout=timeout) as session:
-        c = CheckClient(session, url, api_key=api_key)
+        c = CheckClient(session, url, api_key=api_key,
+                        deadline=None if wall_s is None else t0 + wall_s)
         try:
             await c.get("/v1/models")
         except (aiohttp.ClientError, TimeoutError) as exc:
-            results = [failed("reachable", f"cannot reach {url}: {type(exc).__name__}")]
+            why = " ".join(f"{type(exc).__name__} {exc}".split())[:200]
+            results = [failed("reachable", f"cannot reach {url}: {why}")]
             return CheckReport(url, model or "", tuple(results), loop.time() - t0)
         used, results = await _all_checks(c, model, api)
         if c.stale_connections:
@@ -121,8 +132,9 @@ async def run_check_async(base_url: str, *, api_key: str | None = None,
 
 
 def run_check(base_url: str, *, api_key: str | None = None, model: str | None = None,
-              timeout_s: float = DEFAULT_TIMEOUT_S, api: str = "anthropic") -> CheckReport:
+              timeout_s: float = DEFAULT_TIMEOUT_S, api: str = "anthropic",
+              wall_s: float | None = None) -> CheckReport:
     """Blocking wrapper of `run_check_async` (for the CLI and notebooks); `api` is
     "anthropic" (Messages) or "openai-chat" (Chat Completions)."""
     return asyncio.run(run_check_async(base_url, api_key=api_key, model=model,
-                                       timeout_s=timeout_s, api=api))
+                                       timeout_s=timeout_s, api=api, wall_s=wall_s))

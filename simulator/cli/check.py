@@ -42,7 +42,8 @@ def report_table(report: CheckReport) -> Table:
 @click.option("--api-key-file", type=click.Path(dir_okay=False), default=None,
               help="Read the key from the first line of this file.")
 @click.option("--timeout", "timeout_s", type=float, default=DEFAULT_TIMEOUT_S,
-              show_default=True, help="Seconds allowed per HTTP request.")
+              show_default=True, help="Seconds the whole check may take (each "
+              "request at most this; checks left when it is spent fail as not run).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--against", "against", metavar="URL2",
               help="Instead: send the same greedy code probes to URL and URL2 (e.g. the "
@@ -84,7 +85,8 @@ def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | No
     if against is not None:
         ctx.exit(_compare(url, validate_base_url(against), model, api_key, timeout_s,
                           as_json))
-    report = run_check(url, api_key=api_key, model=model, timeout_s=timeout_s, api=api)
+    report = run_check(url, api_key=api_key, model=model, timeout_s=timeout_s, api=api,
+                       wall_s=timeout_s)
     unreachable = next((r for r in report.results if r.name == "reachable"
                         and r.status is Status.FAIL), None)
     if unreachable is not None and not as_json:

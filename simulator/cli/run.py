@@ -189,6 +189,8 @@ def _execute_sharded(rs: RunSpec, executor: str, ray_address: str | None,
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE")
 def validate(scenario: str, sets: tuple[str, ...]) -> None:
     """Check SCENARIO (and overrides) without running it."""
+    from simulator.endpoints.bounds import check_runnable
     s, _ = load_scenario(scenario, list(sets))
+    check_runnable(s)      # what `run` checks on the twin (hardware, KV budget, sessions)
     click.echo(f"{scenario}: ok — {s.name}: {s.sessions} session(s) × {s.turns} turns, "
                f"compaction {s.compaction.kind}, {len(s.turn_templates)} turn template(s)")

@@ -80,6 +80,16 @@ class AiohttpTransport:
                 raise tp.StaleConnection from e
             raise tp.TransportFailure(ErrorType.DISCONNECT, f"{type(e).__name__}: {e}",
                                    200) from e
+        except aiohttp.ClientResponseError as e:
+            # not an HTTP response at all (a garbage status line, a broken head)
+            raise tp.TransportFailure(ErrorType.MALFORMED, "malformed HTTP response: "
+                                      + " ".join(str(e.message).split())[:200],
+                                      200 if started else None) from e
+        except aiohttp.ClientPayloadError as e:
+            # a body that cannot be de-chunked or decompressed: the server's bytes are bad
+            bad = "decode" in str(e).lower() or "compress" in str(e).lower()
+            raise tp.TransportFailure(ErrorType.MALFORMED if bad else ErrorType.DISCONNECT,
+                                      f"{type(e).__name__}: {e}", 200) from e
         except (aiohttp.ClientError, ConnectionError) as e:
             kind = ErrorType.DISCONNECT if started else ErrorType.CONNECTION
             raise tp.TransportFailure(kind, f"{type(e).__name__}: {e}",

@@ -27,6 +27,8 @@ APIS: tuple[Api, ...] = ("anthropic", "openai-chat")
 class ReplyState(Protocol):
     """One attempt's accumulator (times are the caller's monotonic clock, seconds)."""
 
+    stopped: bool     # the stream's own end (message_stop / [DONE]) was received
+
     def feed_bytes(self, chunk: bytes, now: float) -> None: ...
 
     def end_of_body(self, now: float) -> None: ...

@@ -33,6 +33,10 @@ _T = TypeVar("_T")
 Sink = Callable[[bytes, float], None]  # (decoded body bytes, clock reading at receipt)
 
 _MAX_HEAD = 64 * 1024  # a response head larger than this is not HTTP we want
+_INFLATE_STEP = 256 * 1024  # bytes inflated per step of a compressed body
+# An event stream compresses 5-20×; past this ratio (and a few MiB) it is a bomb.
+_MAX_INFLATE_RATIO = 200
+_INFLATE_FREE = 4 * 2**20
 
 
 class HTTPError(Exception):
@@ -108,6 +112,8 @@ class _Conn(asyncio.Protocol):
         self._early: list[tuple[bytes, float]] = []  # body bytes before a sink was set
         self._mode = ""            # "chunked" | "length" | "close"
         self._inflate: Any = None
+        self._zipped = 0           # compressed body bytes in, inflated bytes out
+        self._unzipped = 0
         self.last_rx = 0.0
         self._active = False       # a request is in flight and its body is not complete
         self._parser: Any = None   # httptools.HttpResponseParser of the request in flight
@@ -222,10 +228,35 @@ class _Conn(asyncio.Protocol):
             raise ProtocolViolation(f"unsupported content-encoding {enc!r}", responded=True)
 
     def _emit(self, payload: bytes, now: float) -> None:
-        if self._inflate is not None:
-            payload = self._inflate.decompress(payload)
-            if not payload:
-                return
+        inflate = self._inflate
+        if inflate is not None:
+            # At most _INFLATE_STEP bytes out per call, each piece checked and handed on
+            # at once, so a decompression bomb is stopped before it is inflated.
+            self._zipped += len(payload)
+            try:
+                out = inflate.decompress(payload, _INFLATE_STEP)
+                while True:
+                    self._unzipped += len(out)
+                    if self._unzipped > max(_INFLATE_FREE,
+                                            _MAX_INFLATE_RATIO * self._zipped):
+                        raise ProtocolViolation(
+                            f"compressed body inflates more than {_MAX_INFLATE_RATIO}× "
+                            f"({self._zipped} bytes → {self._unzipped}+): a "
+                            "decompression bomb", responded=True)
+                    if not inflate.unconsumed_tail:
+                        break
+                    self._deliver(out, now)
+                    out = inflate.decompress(inflate.unconsumed_tail, _INFLATE_STEP)
+            except zlib.error as e:
+                raise ProtocolViolation(f"undecodable compressed body ({e})",
+                                        responded=True) from None
+            self._deliver(out, now)
+            return
+        self._deliver(payload, now)
+
+    def _deliver(self, payload: bytes, now: float) -> None:
+        if not payload:
+            return
         if self._sink is not None:
             self._sink(payload, now)
         else:
@@ -235,10 +266,13 @@ class _Conn(asyncio.Protocol):
         self._active = False
         fut = self._done_fut
         if self._inflate is not None:
-            tail = self._inflate.flush()
-            self._inflate = None
+            inflate, self._inflate = self._inflate, None
+            try:
+                tail = inflate.flush()
+            except zlib.error:
+                tail = b""
             if tail:
-                self._emit(tail, self.last_rx)
+                self._deliver(tail, self.last_rx)
         head = self._head
         reusable = (not extra and self._mode != "close" and head is not None
                     and "close" not in head.headers.get("connection", "").lower())
@@ -376,8 +410,9 @@ class HTTP1Pool:
         self._open: set[_Conn] = set()
         self.connections_opened = 0
 
-    def request_bytes(self, path: str, headers: dict[str, str], body: bytes) -> bytes:
-        lines = [f"POST {self.base_path}{path} HTTP/1.1", f"host: {self.host_header}",
+    def request_bytes(self, path: str, headers: dict[str, str], body: bytes,
+                      method: str = "POST") -> bytes:
+        lines = [f"{method} {self.base_path}{path} HTTP/1.1", f"host: {self.host_header}",
                  f"content-length: {len(body)}"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body

@@ -23,7 +23,13 @@ from typing import Any
 
 from simulator import tokens
 from simulator.endpoints.base import ErrorType, LLMRequest, LLMResponse, Usage
-from simulator.endpoints.sse import DeltaTimes, SSEParser, StreamFault, parse_block
+from simulator.endpoints.sse import (
+    DeltaTimes,
+    SSEParser,
+    StreamFault,
+    check_content_size,
+    parse_block,
+)
 from simulator.protocol.messages import (
     Block,
     Message,
@@ -289,6 +295,7 @@ class ChatStreamState(DeltaTimes):
 
     # -- results ------------------------------------------------------------------------
     def content(self) -> tuple[tuple[Block, ...], int]:
+        check_content_size([self._text, *(c.args for c in self._calls.values())])
         blocks: list[Block] = []
         total = 0
         text = ""

@@ -32,6 +32,7 @@ from simulator.endpoints.base import (
     classify_status,
 )
 from simulator.protocol.messages import Block, TextBlock, ToolUseBlock
+from simulator.visible import visible
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -44,23 +45,60 @@ class StreamFault(Exception):
         self.error_type = error_type
 
 
+# The longest SSE event (bytes up to its blank line) a stream may send: a delta is tens
+# of bytes, a whole tool call sent as one chunk some hundreds of kilobytes. Enforced as
+# bytes arrive, so a stream with no line feed ends here, not at the response limit.
+MAX_EVENT_BYTES = 8 * 2**20
+
+
+# The most reply content (text and tool input, bytes) decoded and token-counted: 16 MiB
+# is ~4M tokens, far past any max_tokens; counting more would take minutes and
+# gigabytes (the issue's 1 GB delta stream), so a larger reply is RESPONSE_TOO_LARGE.
+MAX_REPLY_CONTENT_BYTES = 16 * 2**20
+
+
+def check_content_size(pieces: Iterable[list[bytes] | list[str]]) -> None:
+    """StreamFault (RESPONSE_TOO_LARGE) when the pieces add up past the content cap."""
+    total = sum(len(p) for parts in pieces for p in parts)
+    if total > MAX_REPLY_CONTENT_BYTES:
+        raise StreamFault(ErrorType.RESPONSE_TOO_LARGE, f"reply content of {total} bytes "
+                          f"(more than {MAX_REPLY_CONTENT_BYTES})")
+
+
 class SSEParser:
     """Splits a byte stream into complete SSE event blocks (blank-line separated)."""
 
-    __slots__ = ("_buf",)
+    __slots__ = ("_buf", "limit")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = MAX_EVENT_BYTES) -> None:
         self._buf = b""
+        self.limit = limit
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        """Complete event blocks in `chunk` (plus what was buffered); keeps the tail."""
-        buf = self._buf + chunk if self._buf else chunk
+        """Complete event blocks in `chunk` (plus what was buffered); keeps the tail.
+        StreamFault (MALFORMED) once the unfinished event passes `limit` bytes."""
+        old = self._buf
+        if old and b"\r" not in chunk and not old.endswith(b"\r") \
+                and b"\n\n" not in old[-1:] + chunk[:1] and b"\n\n" not in chunk:
+            # no event ends in this chunk: append without rescanning what was buffered
+            if len(old) + len(chunk) > self.limit:
+                raise StreamFault(ErrorType.MALFORMED, f"an SSE event longer than "
+                                  f"{self.limit} bytes (no blank line)")
+            self._buf = old + chunk
+            return []
+        buf = old + chunk if old else chunk
         if b"\r" in buf:
             buf = _normalise_newlines(buf)
         end = buf.rfind(b"\n\n")
         if end < 0:
+            if len(buf) > self.limit:
+                raise StreamFault(ErrorType.MALFORMED, f"an SSE event longer than "
+                                  f"{self.limit} bytes (no blank line)")
             self._buf = buf
             return []
+        if len(buf) - end - 2 > self.limit:
+            raise StreamFault(ErrorType.MALFORMED, f"an SSE event longer than "
+                              f"{self.limit} bytes (no blank line)")
         self._buf = buf[end + 2:]
         return buf[:end].split(b"\n\n")
 
@@ -114,6 +152,9 @@ class _BlockInfo:
     id: str = ""
     name: str = ""
 
+
+# Prefixes that never match (b"\x00"): every delta takes the slow, checked path.
+_NO_FAST_PATH: tuple[bytes, bytes, list[bytes]] = (b"\x00", b"\x00", [])
 
 _FIELD = {"text": ("text_delta", "text"), "tool_use": ("input_json_delta", "partial_json")}
 
@@ -184,8 +225,8 @@ class StreamState(DeltaTimes):
     decoded with one `json.loads` at the end. SDK path: decoded strings via `add_delta`.
     """
 
-    __slots__ = ("_blocks", "_esc", "_fast", "_parser", "_txt", "stop_reason", "stopped",
-                 "usage")
+    __slots__ = ("_blocks", "_esc", "_fast", "_open", "_parser", "_started", "_txt",
+                 "stop_reason", "stopped", "usage")
 
     def __init__(self, sent: float) -> None:
         super().__init__(sent)
@@ -195,8 +236,11 @@ class StreamState(DeltaTimes):
         self._blocks: dict[int, _BlockInfo] = {}
         self._esc: dict[int, list[bytes]] = {}   # escaped payload pieces (lean path)
         self._txt: dict[int, list[str]] = {}     # decoded payload pieces (SDK path)
-        self._fast = (*_fast_prefixes(0, "text"), self._esc.setdefault(0, []))
+        # No fast path before a block is started: a delta then is a grammar error.
+        self._fast: tuple[bytes, bytes, list[bytes]] = _NO_FAST_PATH
         self._parser: SSEParser | None = None
+        self._started = False            # message_start seen
+        self._open: set[int] = set()     # content blocks started and not stopped
 
     # -- raw byte paths (lean, aiohttp) ----------------------------------------------
     def feed_bytes(self, chunk: bytes, now: float) -> None:
@@ -273,29 +317,68 @@ class StreamState(DeltaTimes):
         delta = body.get("delta")
         if not isinstance(delta, dict):
             raise StreamFault(ErrorType.MALFORMED, "content_block_delta without a delta")
+        self._expect_delta(_index(body, "content_block_delta"), body)
         kind = delta.get("type")
         payload = delta.get("text") if kind == "text_delta" else (
             delta.get("partial_json") if kind == "input_json_delta" else None)
         if isinstance(payload, str):
             esc = json.dumps(payload)[1:-1].encode()
-            self._esc.setdefault(int(body.get("index", 0)), []).append(esc)
+            self._esc.setdefault(_index(body, "content_block_delta"), []).append(esc)
         self.mark(now)
 
     # -- both paths: decoded events ----------------------------------------------------
     def add_delta(self, index: int, kind: str, payload: str, now: float) -> None:
         """A decoded content delta (SDK path); `payload` is text or partial JSON."""
+        self._expect_delta(index, {"index": index, "delta": {"type": kind}})
         if kind in ("text_delta", "input_json_delta"):
             self._txt.setdefault(index, []).append(payload)
         self.mark(now)
 
+    # -- the event grammar (issue 29): message_start, then blocks started before their
+    # deltas and stopped after them, message_delta, message_stop last; ping and error
+    # anywhere. Anything else ends the attempt as MALFORMED, naming the event.
+    def _expect_delta(self, index: int, body: Mapping[str, Any]) -> None:
+        if not self._started or self.stopped or index not in self._open:
+            where = ("before message_start" if not self._started else "after message_stop"
+                     if self.stopped else f"for block {index}, which was not started")
+            raise _grammar_fault(f"content_block_delta {where}", "content_block_delta", body)
+
+    def _expect(self, name: str, body: Mapping[str, Any]) -> None:
+        if name == "error":
+            return
+        if self.stopped:
+            raise _grammar_fault(f"{name} after message_stop", name, body)
+        if name == "message_start":
+            if self._started:
+                raise _grammar_fault("a second message_start", name, body)
+            self._started = True
+            return
+        if not self._started:
+            raise _grammar_fault(f"{name} before message_start", name, body)
+        if name == "content_block_start":
+            index = _index(body, name)
+            if index in self._blocks:
+                raise _grammar_fault(f"block {index} started twice", name, body)
+            self._open.add(index)
+        elif name == "content_block_stop":
+            index = _index(body, name)
+            if index not in self._open:
+                raise _grammar_fault(f"content_block_stop for block {index}, which is "
+                                     "not open", name, body)
+            self._open.discard(index)
+
     def on_event(self, name: str, body: Mapping[str, Any]) -> None:
-        """A decoded non-delta event. Raises `StreamFault` for an `error` event."""
+        """A decoded non-delta event. Raises `StreamFault` for an `error` event and for
+        an event out of the stream's grammar."""
+        self._expect(name, body)
         if name == "message_start":
             msg = body.get("message") or {}
             self.usage = self.usage.merged(Usage.from_mapping(msg.get("usage")))
         elif name == "content_block_start":
             cb = body.get("content_block") or {}
-            index, kind = int(body.get("index", 0)), str(cb.get("type", ""))
+            if not isinstance(cb, dict):
+                raise _grammar_fault("content_block is not an object", name, body)
+            index, kind = _index(body, name), str(cb.get("type", ""))
             self._blocks[index] = _BlockInfo(kind, str(cb.get("id", "")),
                                              str(cb.get("name", "")))
             self._fast = (*_fast_prefixes(index, kind), self._esc.setdefault(index, []))
@@ -304,8 +387,11 @@ class StreamState(DeltaTimes):
             if delta.get("stop_reason") is not None:
                 self.stop_reason = str(delta["stop_reason"])
             self.usage = self.usage.merged(Usage.from_mapping(body.get("usage")))
+        elif name == "content_block_stop":
+            self._fast = _NO_FAST_PATH    # its deltas are over: the slow path checks
         elif name == "message_stop":
             self.stopped = True
+            self._fast = _NO_FAST_PATH
         elif name == "error":
             err = body.get("error")
             msg = err.get("message", "") if isinstance(err, dict) else err
@@ -324,6 +410,7 @@ class StreamState(DeltaTimes):
 
     def content(self) -> tuple[tuple[Block, ...], int]:
         """(content blocks, cl100k estimate of the generated text and tool input)."""
+        check_content_size([*self._esc.values(), *self._txt.values()])
         blocks: list[Block] = []
         total = 0
         used = {i for i, v in self._esc.items() if v} | self._txt.keys()
@@ -360,8 +447,23 @@ def request_id(get: Callable[[str], str | None]) -> str | None:
     return get("x-endurance-request-id") or get("request-id")
 
 
-_HANDLED = frozenset({"message_start", "content_block_start", "message_delta",
-                      "message_stop", "error"})
+_HANDLED = frozenset({"message_start", "content_block_start", "content_block_stop",
+                      "message_delta", "message_stop", "error"})
+
+
+def _index(body: Mapping[str, Any], name: str) -> int:
+    """A block event's `index` (a non-negative int; MALFORMED otherwise)."""
+    index = body.get("index", 0)
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 10_000:
+        raise _grammar_fault("index is not a block number", name, body)
+    return index
+
+
+def _grammar_fault(what: str, name: str, body: Mapping[str, Any]) -> StreamFault:
+    """MALFORMED, with the offending event (cut, control characters escaped)."""
+    shown = visible(json.dumps(dict(body), separators=(",", ":"), default=str), 160)
+    return StreamFault(ErrorType.MALFORMED, f"out of the stream grammar: {what} "
+                                            f"(event {name}: {shown})")
 
 
 def request_headers(api_key: str) -> dict[str, str]:

@@ -32,6 +32,10 @@ from simulator.endpoints.dialects import ANTHROPIC, Dialect, ReplyState
 from simulator.endpoints.sse import StreamFault, hint_headers, request_id
 
 ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error page read to classify it
+# A stream that reached its end (message_stop / [DONE]) but whose body does not end —
+# a connection the server never closes, an HTTP/1.0 reply with no length, a
+# content-length larger than what was sent — is a complete reply after this grace.
+COMPLETE_GRACE_S = 0.5
 # Sends repeated on a fresh connection when a pooled one proves stale (bounded: each
 # failure drops one dead connection from the pool).
 STALE_RETRIES = 8
@@ -115,11 +119,14 @@ class _AttemptSink:
     """Wraps a dialect's reply state: the head's content type, the byte limit and the
     moment the first byte arrived."""
 
-    __slots__ = ("bytes", "get", "head_at", "limit", "state", "status")
+    __slots__ = ("bytes", "complete_at", "deadline", "get", "head_at", "limit", "state",
+                 "status")
 
     def __init__(self, state: ReplyState, limit: int | None) -> None:
         self.state = state
         self.limit = limit
+        self.deadline: AttemptDeadline | None = None
+        self.complete_at: float | None = None   # the stream's own end was received
         self.bytes = 0
         self.status: int | None = None
         self.head_at: float | None = None
@@ -138,7 +145,12 @@ class _AttemptSink:
             if self.bytes > self.limit:
                 raise StreamFault(ErrorType.RESPONSE_TOO_LARGE,
                                   f"response exceeded {self.limit} bytes")
-        self.state.feed_bytes(chunk, now)
+        state = self.state
+        state.feed_bytes(chunk, now)
+        if state.stopped and self.complete_at is None:
+            self.complete_at = now
+            if self.deadline is not None:
+                self.deadline.complete()
 
     def end(self, now: float) -> None:
         self.state.end_of_body(now)
@@ -195,8 +207,14 @@ class StreamingClient:
         state = self.dialect.new_state(clock())
         sink = _AttemptSink(state, limits.max_response_bytes)
         try:
-            async with AttemptDeadline(limits, lambda: sink.head_at is not None):
-                await self.transport.post(self.dialect.path, headers, body, sink, fresh=fresh)
+            sink.deadline = AttemptDeadline(limits, lambda: sink.head_at is not None)
+            try:
+                async with sink.deadline:
+                    await self.transport.post(self.dialect.path, headers, body, sink,
+                                              fresh=fresh)
+            except StreamCompleted:
+                assert sink.complete_at is not None
+                return state.response(sink.complete_at, request_id(sink.get))
             return state.response(clock(), request_id(sink.get))
         except EndpointError as e:
             e.timing = state.timing(clock())
@@ -228,6 +246,10 @@ class TransportEndpoint(StreamingClient):
                                                     idle_s=timeout_s))
 
 
+class StreamCompleted(Exception):
+    """The stream's end arrived and the body did not end within COMPLETE_GRACE_S."""
+
+
 class AttemptTimeout(Exception):
     def __init__(self, error_type: ErrorType, message: str) -> None:
         super().__init__(message)
@@ -244,14 +266,28 @@ class AttemptDeadline:
         self._task: asyncio.Task[Any] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._fired: ErrorType | None = None
+        self._completed = False
+        self._grace: asyncio.TimerHandle | None = None
         self._t0 = 0.0
+
+    def complete(self) -> None:
+        """The reply's last event came: end the attempt after COMPLETE_GRACE_S unless
+        the body ends first (one timer, only once per attempt)."""
+        if self._task is not None and self._grace is None:
+            self._grace = asyncio.get_running_loop().call_later(COMPLETE_GRACE_S,
+                                                                 self._end_completed)
+
+    def _end_completed(self) -> None:
+        if self._fired is None and self._task is not None:
+            self._completed = True
+            self._task.cancel()
 
     async def __aenter__(self) -> AttemptDeadline:
         lim = self._limits
-        if lim.first_byte_s is None and lim.total_s is None:
-            return self
         loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
+        if lim.first_byte_s is None and lim.total_s is None:
+            return self
         self._t0 = loop.time()
         first = lim.first_byte_s if lim.first_byte_s is not None else lim.total_s
         assert first is not None
@@ -261,6 +297,8 @@ class AttemptDeadline:
         return self
 
     def _check(self) -> None:
+        if self._completed:
+            return
         lim = self._limits
         loop = asyncio.get_running_loop()
         elapsed = loop.time() - self._t0
@@ -280,6 +318,12 @@ class AttemptDeadline:
                         tb: object) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        if self._grace is not None:
+            self._grace.cancel()
+        if self._completed and et is asyncio.CancelledError:
+            assert self._task is not None
+            if self._task.uncancel() == 0:
+                raise StreamCompleted from e
         if self._fired is not None and et is asyncio.CancelledError:
             assert self._task is not None
             if self._task.uncancel() == 0:

@@ -244,6 +244,8 @@ class Recorder:
         self._metrics: IO[str] = open(run_dir / METRICS_JOURNAL, mode, encoding="utf-8")
         self._history: IO[str] = open(run_dir / HISTORY_JOURNAL, mode, encoding="utf-8")
         self.rows_written = 0
+        self._stamp = {k: v for k, v in (("run", self.manifest.get("run_id")), (
+            "scenario_hash", self.manifest.get("scenario_hash"))) if v is not None}
         self.manifest["status"] = "running"
         self.manifest.setdefault("started_at", time.time())
         _write_json_atomic(run_dir / MANIFEST, self.manifest)
@@ -255,7 +257,10 @@ class Recorder:
         self.rows_written += 1
 
     def write_history(self, row: dict[str, Any]) -> None:
-        """One row of `history.jsonl` (a stored reply or a session's failure)."""
+        """One row of `history.jsonl` (a stored reply or a session's failure), stamped
+        with the run id and scenario hash (kept when the row has them: a merged worker
+        row) so `--resume` can refuse rows of another run."""
+        row = {**self._stamp, **row}
         self._history.write(json.dumps(row, separators=(",", ":")) + "\n")
         self._history.flush()
 

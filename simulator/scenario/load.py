@@ -42,7 +42,47 @@ _COMPACTION_MODELS: dict[str, type[Any]] = {
 
 MAX_FILE_BYTES = 256 * 2**20     # a scenario file (imported replays can be large)
 MAX_DEPTH = 64                   # nesting of mappings and lists
-MAX_NODES = 10_000_000           # nodes after alias expansion (billion-laughs guard)
+# Nodes after alias expansion (billion-laughs guard) and in the file itself: counted
+# from the parser's event stream before any tree is built, so a 50 MB flow list is
+# refused after its first million items (~1 s), not parsed for minutes. Imported
+# replays are few nodes of long text (a 1,000-turn replay is ~20,000 nodes).
+MAX_NODES = 1_000_000
+
+
+def _check_events(text: str, file: str) -> None:
+    """Refuse, while parsing, documents nested deeper than MAX_DEPTH or with more than
+    MAX_NODES nodes (each alias counted as the size of what it names)."""
+    total, depth = 0, 0
+    open_anchors: list[tuple[str | None, int]] = []   # (anchor, total when it began)
+    sizes: dict[str, int] = {}
+    for ev in yaml.parse(text, Loader=_LOADER):
+        if isinstance(ev, yaml.AliasEvent):
+            total += sizes.get(ev.anchor or "", 1)
+        elif isinstance(ev, yaml.ScalarEvent):
+            total += 1
+            if ev.anchor:
+                sizes[ev.anchor] = 1
+        elif isinstance(ev, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            total += 1
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ScenarioError(f"nested more than {MAX_DEPTH} levels deep", file=file,
+                                    line=_line(ev))
+            open_anchors.append((ev.anchor, total - 1))
+        elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+            anchor, start = open_anchors.pop()
+            if anchor:
+                sizes[anchor] = total - start
+        else:
+            continue
+        if total > MAX_NODES:
+            raise ScenarioError(f"more than {MAX_NODES:,} YAML nodes (aliases expanded)",
+                                file=file, line=_line(ev))
+
+
+def _line(ev: yaml.Event) -> int | None:
+    return ev.start_mark.line + 1 if ev.start_mark is not None else None
 
 
 def _check_tree(root: yaml.Node, file: str) -> None:
@@ -104,6 +144,7 @@ def safe_yaml(text: str, file: str) -> Any:
     """YAML → plain data with the same guards as scenarios (duplicate keys, nesting,
     alias bombs); ScenarioError naming `file` and the line otherwise."""
     try:
+        _check_events(text, file)
         root = yaml.compose(text, Loader=_LOADER)
         if root is not None:
             _check_tree(root, file)
@@ -144,6 +185,7 @@ def _line_map(text: str, file: str = "") -> dict[tuple[str, ...], int]:
             for i, v in enumerate(node.value):
                 walk(v, (*path, str(i)))
 
+    _check_events(text, file)
     root = yaml.compose(text, Loader=_LOADER)
     if root is not None:
         _check_tree(root, file)

@@ -11,8 +11,9 @@ import math
 import random
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from simulator.scenario.names import check_name
 from simulator.scenario.probes import ProbesSpec
 from simulator.scenario.replay import ReplaySpec
 
@@ -351,6 +352,10 @@ class Timeouts(_Frozen):
     retry_after_max_s: float = Field(default=300.0, ge=0, le=86_400)
 
 
+# A scenario's name goes into its run id, a directory name (255 bytes on most file systems).
+MAX_NAME_CHARS = 100
+
+
 class TwinSpec(_Frozen):
     hardware: str = "a40"
     model: str = "qwen3-coder-30b-a3b-awq"
@@ -378,7 +383,7 @@ class TwinSpec(_Frozen):
 
 
 class Scenario(_WithDists):
-    name: str
+    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)   # part of the run id
     description: str = ""
     model: str = "default"
     max_tokens: int = Field(default=32000, gt=0, le=MAX_TOKENS)
@@ -420,6 +425,11 @@ class Scenario(_WithDists):
     # be exported as a cc-traces / Mooncake trace (`endurance export`).
     record_blocks: bool = False
     contains_verbatim_content: bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_file_name(cls, v: str) -> str:
+        return check_name(v)
 
     @model_validator(mode="after")
     def _unique_template_names(self) -> Scenario:

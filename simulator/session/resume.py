@@ -108,3 +108,21 @@ def read_manifest_for_resume(run_dir: Path) -> dict[str, Any]:
     if not (run_dir / "turns.jsonl").is_file():
         raise InputError(f"{run_dir / 'turns.jsonl'}: missing; cannot resume without the journal")
     return data
+
+
+def check_own_rows(path: Path, rows: list[dict[str, Any]], manifest: dict[str, Any]) -> None:
+    """InputError (one line) when a journal holds a row of another run: a turn row
+    whose `run_id`, or a history row whose `run` / `scenario_hash`, is not the
+    manifest's (a journal copied or appended from elsewhere would otherwise stand in
+    for this run's first turns). Rows without the stamp (older journals) pass."""
+    run_id, digest = manifest.get("run_id"), manifest.get("scenario_hash")
+    for i, row in enumerate(rows, 1):
+        theirs = row.get("run_id", row.get("run"))
+        if theirs is not None and run_id is not None and theirs != run_id:
+            raise InputError(f"{path}: row {i} belongs to run {str(theirs)[:80]!r}, not "
+                             f"{run_id!r}; refusing to resume a journal with another "
+                             "run's rows")
+        other = row.get("scenario_hash")
+        if other is not None and digest is not None and other != digest:
+            raise InputError(f"{path}: row {i} was written for scenario {str(other)[:40]!r}, "
+                             f"not this run's {digest!r}; refusing to resume it")

@@ -28,7 +28,12 @@ from simulator.metrics.recorder import (
 )
 from simulator.metrics.records import TurnRecord
 from simulator.scenario.model import Scenario
-from simulator.session.resume import ResumeState, read_manifest_for_resume, resume_state
+from simulator.session.resume import (
+    ResumeState,
+    check_own_rows,
+    read_manifest_for_resume,
+    resume_state,
+)
 
 
 def _scenario(run_dir: Path, m: dict[str, Any]) -> Scenario:
@@ -51,7 +56,7 @@ def open_resumed(spec: Any, endpoint: Endpoint | None) -> tuple[Scenario, Any, R
     m = read_manifest_for_resume(run_dir)
     refuse_if_running(run_dir)
     for path in _journals(run_dir):      # a corrupted journal refuses before anything changes
-        read_journal(path)
+        check_own_rows(path, read_journal(path), m)
     if spec.overrides:
         raise InputError("--resume: scenario overrides (--set, --turns, --sessions, --seed, "
                          "--model) cannot change a run being resumed")
@@ -67,7 +72,7 @@ def open_resumed(spec: Any, endpoint: Endpoint | None) -> tuple[Scenario, Any, R
         price_per_hour=spec.price_per_hour if spec.price_per_hour is not None
         else m.get("price_per_hour"))
     if spec.endpoint_url is not None and endpoint is None:
-        preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+        preflight(spec.endpoint_url, s.endpoint.connect_timeout_s, s.timeouts)
     prior_status = m.get("status")
     recorder = Recorder(run_dir, m, resume=True)
     merged = merge_worker_journals(recorder, run_dir)

@@ -100,6 +100,11 @@ def weight_bytes(model: ModelProfile, quantization: str | None = None) -> Weight
     return WeightBytes(total * scale, (dense + head) * scale, expert * scale)
 
 
+# The twin's block pool holds per-block lists (~150 bytes a block): 2M blocks (32M
+# tokens at 16 per block) keep it near 300 MiB; a larger budget is refused, not allocated.
+MAX_KV_BLOCKS = 2**21
+
+
 class RooflinePerfModel:
     """`simulator.twin.types.PerfModel` for one (card, model, engine settings)."""
 
@@ -168,6 +173,12 @@ class RooflinePerfModel:
 
     def _num_blocks(self) -> int:
         blocks = int(self._pool_bytes() // (self.block_size * self.kv_bytes_per_token))
+        if blocks > MAX_KV_BLOCKS:
+            raise InputError(
+                f"twin: a KV cache of {blocks:,} blocks ({self.hardware.name}, "
+                f"{self.model.name}) is more than the twin models ({MAX_KV_BLOCKS:,} "
+                f"blocks, about {MAX_KV_BLOCKS * 150 // 2**20} MiB of its own memory): "
+                "lower twin.kv_cache_gib or twin.gpu_memory_utilization")
         if blocks <= 0:
             raise InputError(
                 f"model {self.model.name} ({self.quantization}, "
@@ -366,8 +377,10 @@ def build_perf_model(hardware: str, model: str, *, spec: str = "off",
     quant = over.pop("quantization", None) or suffix
     kv_gib = over.pop("kv_cache_gib", None)
     if kv_gib is not None:          # vLLM --kv-cache-memory: a fixed KV budget
-        if float(kv_gib) <= 0:
-            raise InputError(f"twin: kv_cache_gib must be > 0, got {kv_gib}")
+        card_gib = hw.memory_bytes / 2**30
+        if not 0 < float(kv_gib) <= card_gib:    # also refuses NaN and inf
+            raise InputError(f"twin: kv_cache_gib {float(kv_gib):g} must be > 0 and at most "
+                             f"the {hw.name} card's memory ({card_gib:.1f} GiB)")
         hw = hw.model_copy(update={"kv_cache_bytes": int(float(kv_gib) * 2**30)})
     if over.get("kv_dtype", "auto") in ("auto", None):
         over.pop("kv_dtype", None)

@@ -35,8 +35,9 @@ def _chunk(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
 
-async def _forever(w: asyncio.StreamWriter, data: bytes, pause_s: float) -> None:
-    w.write(SSE_HEAD)
+async def _forever(w: asyncio.StreamWriter, data: bytes, pause_s: float,
+                   start: bytes = b"") -> None:
+    w.write(SSE_HEAD + (_chunk(start) if start else b""))
     while True:
         w.write(_chunk(data))
         await w.drain()
@@ -63,15 +64,23 @@ DELTA = {"anthropic": b'event: content_block_delta\ndata: {"type":"content_block
          "openai-chat": b'data: {"choices":[{"index":0,"delta":{"content":"ab"}}]}\n\n'}
 
 
+# What comes before the first delta in each protocol's grammar.
+START = {"anthropic": b'event: message_start\ndata: {"type":"message_start","message":'
+                      b'{"usage":{"input_tokens":1}}}\n\nevent: content_block_start\n'
+                      b'data: {"type":"content_block_start","index":0,"content_block":'
+                      b'{"type":"text","text":""}}\n\n',
+         "openai-chat": b""}
+
+
 def endless_deltas(api: str) -> Writer:
     async def write(w: asyncio.StreamWriter) -> None:
-        await _forever(w, DELTA[api], 0.01)
+        await _forever(w, DELTA[api], 0.01, START[api])
     return write
 
 
 def huge_body(api: str) -> Writer:
     async def write(w: asyncio.StreamWriter) -> None:
-        await _forever(w, DELTA[api] * 2000, 0.0)
+        await _forever(w, DELTA[api] * 2000, 0.0, START[api])
     return write
 
 

@@ -30,6 +30,12 @@ def _delta(i: int, text: str) -> bytes:
                                        "delta": {"type": "text_delta", "text": text}})
 
 
+PRELUDE = b"".join([
+    _ev("message_start", {"type": "message_start", "message": {"usage": {}}}),
+    _ev("content_block_start", {"type": "content_block_start", "index": 0,
+                                "content_block": {"type": "text", "text": ""}}),
+])
+
 STREAM = b"".join([
     _ev("message_start", {"type": "message_start", "message": {
         "usage": {"input_tokens": 5, "output_tokens": 1, "cache_creation_input_tokens": 2}}}),
@@ -127,7 +133,7 @@ def test_missing_message_stop_is_a_disconnect() -> None:
                                                  ("api_error", ErrorType.STREAM_ERROR)])
 def test_error_event_raises_after_counting_earlier_deltas(etype: str,
                                                           expected: ErrorType) -> None:
-    data = _delta(0, "x") + _ev("error", {"type": "error", "error": {"type": etype}})
+    data = PRELUDE + _delta(0, "x") + _ev("error", {"type": "error", "error": {"type": etype}})
     state = StreamState(0.0)
     with pytest.raises(StreamFault) as info:
         state.feed_blocks(SSEParser().feed(data), 1.0)
@@ -147,6 +153,7 @@ def test_bad_json_is_malformed(bad: bytes) -> None:
 
 def test_tool_use_with_bad_json_input_is_malformed() -> None:
     state = StreamState(0.0)
+    state.on_event("message_start", {})
     state.on_event("content_block_start", {"index": 0, "content_block": {
         "type": "tool_use", "id": "t", "name": "Bash"}})
     state.add_delta(0, "input_json_delta", '{"cmd": ', 1.0)
@@ -177,6 +184,9 @@ def test_fast_path_keeps_escapes_exact(sep: tuple[str, str]) -> None:
         return f"event: {name}\ndata: {json.dumps(body, separators=sep)}\n\n".encode()
 
     data = b"".join([
+        ev("message_start", {"type": "message_start", "message": {}}),
+        ev("content_block_start", {"type": "content_block_start", "index": 0,
+                                   "content_block": {"type": "text", "text": ""}}),
         *(ev("content_block_delta", {"type": "content_block_delta", "index": 0,
                                      "delta": {"type": "text_delta", "text": t}})
           for t in pieces),

@@ -1,0 +1,146 @@
+"""The pre-flight `GET /v1/models` under the run's limits (issue 29 item 2): a server
+that accepts and then lies — never answers, trickles pings forever, sends garbage for a
+status line, an endless body — ends `endurance run` in one line, exit 1, within the
+scenario's limits, before any results directory exists. A server without the route
+(404) or without JSON still runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from simulator.cli import main
+from simulator.endpoints import preflight
+from simulator.errors import RunError
+from tests.conftest import small_scenario
+from tests.reliability_twin import write_yaml
+
+Reply = Callable[[asyncio.StreamWriter], Awaitable[None]]
+
+
+async def silent(w: asyncio.StreamWriter) -> None:
+    await asyncio.sleep(3600)
+
+
+async def trickle_pings(w: asyncio.StreamWriter) -> None:
+    w.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            b"transfer-encoding: chunked\r\n\r\n")
+    while True:
+        w.write(b"1\r\n \r\n")
+        await w.drain()
+        await asyncio.sleep(0.05)
+
+
+async def garbage_status(w: asyncio.StreamWriter) -> None:
+    w.write(b"\x00\xffHELLO garbage\r\n\r\n")
+
+
+async def endless_body(w: asyncio.StreamWriter) -> None:
+    w.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            b"content-length: 99999999999\r\n\r\n")
+    while True:
+        w.write(b"[" * 65536)
+        await w.drain()
+
+
+async def not_found(w: asyncio.StreamWriter) -> None:
+    w.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+
+
+@contextlib.contextmanager
+def lying_server(reply: Reply, models: Reply | None = None) -> Iterator[str]:
+    """A raw server on 127.0.0.1:0 in its own thread and loop, stopped at exit; every
+    request gets `reply`, except GET /v1/models which gets `models` when given."""
+    ready = threading.Event()
+    box: dict[str, object] = {}
+
+    async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await r.readuntil(b"\r\n\r\n")
+                n = next((int(x.split(b":")[1]) for x in head.lower().split(b"\r\n")
+                          if x.startswith(b"content-length:")), 0)
+                if n:
+                    await r.readexactly(n)
+                use = models if models is not None and head.startswith(b"GET /v1/models") \
+                    else reply
+                await use(w)
+                await w.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            w.close()
+
+    async def serve() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        box["url"] = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        stop = asyncio.Event()
+        box["stop"], box["loop"] = stop, asyncio.get_running_loop()
+        ready.set()
+        await stop.wait()
+        server.close()
+        for t in asyncio.all_tasks() - {asyncio.current_task()}:
+            t.cancel()
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    thread.start()
+    assert ready.wait(5)
+    try:
+        yield str(box["url"])
+    finally:
+        loop = box["loop"]
+        loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
+        thread.join(5)
+
+
+LIMITS = ["--set", "timeouts.first_byte_s=0.5", "--set", "endpoint.timeout_s=0.5",
+          "--set", "timeouts.total_s=1.5", "--set", "endpoint.connect_timeout_s=1"]
+
+
+@pytest.mark.parametrize(("reply", "needle"), [
+    (silent, "first_byte_s=0.5"),
+    (trickle_pings, "total_s=1.5"),
+    (garbage_status, "not an HTTP reply"),
+    (endless_body, "more than"),
+], ids=["silent", "trickle-pings", "garbage-status-line", "endless-body"])
+def test_a_lying_models_route_ends_the_run_in_one_line(tmp_path: Path, reply: Reply,
+                                                       needle: str) -> None:
+    path = write_yaml(tmp_path / "s.yaml", small_scenario(turns=1))
+    with lying_server(reply) as url:
+        t0 = time.monotonic()
+        r = CliRunner().invoke(main, ["run", str(path), "--endpoint", url, "--out",
+                                      str(tmp_path / "r"), "--quiet", *LIMITS])
+        elapsed = time.monotonic() - t0
+    assert r.exit_code == 1, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.output
+    assert "GET /v1/models" in lines[0] and needle in lines[0], lines[0]
+    assert "no results directory" in lines[0]
+    assert elapsed < 5.0, elapsed
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_models_body_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preflight, "MODELS_BODY_LIMIT", 256 * 1024)
+    with lying_server(endless_body) as url, pytest.raises(RunError, match="more than"):
+        preflight.preflight(url, 1.0)
+
+
+def test_a_server_without_the_route_lists_no_models() -> None:
+    with lying_server(not_found) as url:
+        preflight.preflight(url, 1.0)              # no error
+        assert preflight.models(url, 1.0) == []
+
+
+def test_nothing_listening_is_unreachable() -> None:
+    with lying_server(silent) as url:
+        pass                                       # stopped: the port is closed now
+    with pytest.raises(RunError, match="unreachable"):
+        preflight.preflight(url, 1.0)
