@@ -105,6 +105,11 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
 @click.option("--kv-cache-gib", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Twin: a fixed KV-cache budget in GiB instead of the utilisation rule.")
 @click.option("--no-prefix-caching", is_flag=True, help="Twin: prefix caching off.")
+@click.option("--max-num-batched-tokens", type=click.IntRange(min=1), default=None,
+              help="Twin: vLLM's per-step token budget (drafts count against it; with "
+              "speculation on the profile lowers it to 2048 unless this is given).")
+@click.option("--max-num-seqs", type=click.IntRange(min=1), default=None,
+              help="Twin: vLLM's cap on running sequences (the profile's by default).")
 @click.option("--stop-grace-s", type=click.FloatRange(min=0, max=3600), default=None,
               help="On Ctrl-C/SIGTERM: seconds in-flight requests may finish before they "
               "are cancelled (default 10, at most 3600).")
@@ -124,6 +129,7 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
         label: str | None, quiet: bool, workers: int, resume: Path | None,
         kv_dtype: str | None, gpu_memory_utilization: float | None,
         kv_cache_gib: float | None, no_prefix_caching: bool,
+        max_num_batched_tokens: int | None, max_num_seqs: int | None,
         stop_grace_s: float | None, api_key_file: str | None, executor: str = "local",
         ray_address: str | None = None, ray_shared_fs: bool = False) -> None:
     """Run SCENARIO and write results/<run-id>/ (the last line printed is its path).
@@ -139,7 +145,9 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
     twin_sets = [f"twin.{k}={v}" for k, v in (
         ("kv_dtype", kv_dtype), ("gpu_memory_utilization", gpu_memory_utilization),
         ("kv_cache_gib", kv_cache_gib),
-        ("prefix_caching", "false" if no_prefix_caching else None)) if v is not None]
+        ("prefix_caching", "false" if no_prefix_caching else None),
+        ("max_num_batched_tokens", max_num_batched_tokens),
+        ("max_num_seqs", max_num_seqs)) if v is not None]
     rs = RunSpec(scenario or "", scenario_overrides(sessions, turns, seed, model,
                                                     (*twin_sets, *sets)),
                  endpoint_url=endpoint, twin=twin, spec=spec, out_dir=out, label=label,

@@ -32,6 +32,7 @@ from simulator.twin.spec_decode import (
     NgramSpec,
     Spec,
     accepted_length,
+    drafting_slots,
 )
 from simulator.twin.types import (
     EngineCounters,
@@ -82,6 +83,7 @@ class TwinEngine:
                                   else None)
         # this step's proposer work (see `_draft`): sequences it ran for, context scanned
         self._spec_seqs = self._spec_ctx = 0
+        self._slots = drafting_slots(self.spec)   # budget per request beyond its tokens
         self.kv_cache_manager = KVCacheManager(int(nb), bs, enable_caching=prefix_caching)
         self.perf_model = perf_model
         self._step_time = perf_model.step_time
@@ -323,17 +325,22 @@ class TwinEngine:
         nums: list[int] = []
         running, kv = self._running, self.kv_cache_manager
         preempted = False
+        slots = self._slots
         i = 0
-        while i < len(running) and budget > 0:
+        # vLLM 0.32 schedule(): a request's drafts are part of its tokens, so they come
+        # out of the budget (truncated when it is short; the requests after it wait a
+        # step); a drafter's extra slots are charged on top (`drafting_slots`)
+        while i < len(running) and budget > slots:
             s = running[i]
             n = s.num_tokens - s.num_computed
+            room = budget - slots
             look = 0
             if n == 1 and self.spec is not None:
-                n += self._draft(s, budget - 1)
+                n += self._draft(s, room - 1)
                 if isinstance(self.spec, ModelDraftSpec):
                     look = self.spec.num_speculative_tokens   # lookahead KV slots
-            elif n > budget:
-                n = budget
+            elif n > room:
+                n = room
             if not kv.allocate_slots(s, n, None, look):
                 preempted = True
                 if not self._preempt_for(s, n, look):
@@ -341,7 +348,7 @@ class TwinEngine:
                     break                       # s itself was preempted
             sched.append(s)
             nums.append(n)
-            budget -= n
+            budget -= n + slots
             i += 1
         self._admit_blocked = False
         if not preempted:
@@ -377,11 +384,12 @@ class TwinEngine:
         bs = kv.block_size
         waiting, running = self._waiting, self._running
         n_sched = len(sched)
-        while waiting and budget > 0 and len(running) < self.max_num_seqs:
+        slots = self._slots
+        while waiting and budget > slots and len(running) < self.max_num_seqs:
             s = waiting[0]
             hit_blocks = kv.get_computed_blocks(s)
             hit = len(hit_blocks) * bs
-            n = min(s.num_tokens - hit, budget)
+            n = min(s.num_tokens - hit, budget - slots)
             if not kv.allocate_slots(s, n, hit_blocks):
                 self._admit_blocked = True       # stays so until blocks are freed
                 break
@@ -396,7 +404,7 @@ class TwinEngine:
             running.append(s)
             sched.append(s)
             nums.append(n)
-            budget -= n
+            budget -= n + slots
         if waiting and len(running) >= self.max_num_seqs:
             self._admit_blocked = True           # stays so until a seat frees up
         if len(sched) > n_sched:
