@@ -258,7 +258,8 @@ def spec_figures(ok: pd.DataFrame) -> dict[str, Any]:
     """Tokens per forward pass and acceptance from the per-request speculation columns
     (only the in-process twin fills them; None for real servers and older runs)."""
     none: dict[str, Any] = {"tokens_per_forward_pass": None,
-                            "spec_mean_acceptance_length": None, "spec_acceptance_share": None}
+                            "spec_mean_acceptance_length": None, "spec_acceptance_share": None,
+                            "ngram_reference_tokens_per_pass": ngram_reference(ok)}
     if "spec_forward_passes" not in ok.columns:
         return none
     rows = ok[ok["spec_forward_passes"].notna() & ok["output_tokens"].notna()]
@@ -270,7 +271,18 @@ def spec_figures(ok: pd.DataFrame) -> dict[str, Any]:
     acc = float(rows["spec_accepted_tokens"].fillna(0).sum())
     return {"tokens_per_forward_pass": float(rows["output_tokens"].sum()) / passes,
             "spec_mean_acceptance_length": 1.0 + acc / drafts if drafts else None,
-            "spec_acceptance_share": acc / draft_toks if draft_toks else None}
+            "spec_acceptance_share": acc / draft_toks if draft_toks else None,
+            "ngram_reference_tokens_per_pass": none["ngram_reference_tokens_per_pass"]}
+
+
+def ngram_reference(ok: pd.DataFrame) -> float | None:
+    """Σ output / Σ passes under the reference n-gram proposer (`ngram_ref_passes`, set
+    by the twin with speculation on or off; None for real servers and older runs)."""
+    if "ngram_ref_passes" not in ok.columns:
+        return None
+    rows = ok[ok["ngram_ref_passes"].notna() & ok["output_tokens"].notna()]
+    passes = float(rows["ngram_ref_passes"].sum()) if not rows.empty else 0.0
+    return float(rows["output_tokens"].sum()) / passes if passes > 0 else None
 
 
 def server_figures(server_metrics: pd.DataFrame | None) -> dict[str, Any]:
