@@ -79,6 +79,9 @@ class ReplayCall(_Frozen):
     model_s: float | None = Field(default=None, ge=0)  # request → last reply line
     compaction: CompactionPoint | None = None
     spawns: tuple[int, ...] = ()     # sub-agent sessions its Task/Agent call starts
+    # how much of the twin's reply copies its context (the import measures the real
+    # reply's predictability); None: edit tools copy at the template default, others not
+    repeat_fraction: float | None = Field(default=None, ge=0, le=1)
 
 
 class ReplaySession(_Frozen):

@@ -13,6 +13,7 @@ to the reference and one stream, it counts the same passes as the engine.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 
 from simulator.twin.spec_decode import NgramIndex, NgramSpec, accepted_length
 
@@ -68,3 +69,46 @@ def tokens_per_pass(pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
         out += len(reply)
         passes += meter.passes(context, reply) or 0
     return out / passes if passes else None
+
+
+_CURVE: list[tuple[float, float]] = []
+CURVE_FRACTIONS = tuple(i / 10 for i in range(11))
+CURVE_SEEDS = 12
+
+
+def copy_curve() -> list[tuple[float, float]]:
+    """(repeat_fraction, reference tokens/pass) of the twin's own code-edit replies
+    (textgen: 900-token replies after a fresh 3,000-token code context), computed once;
+    the map from a measured predictability back to the twin's knob."""
+    if not _CURVE:
+        import random
+
+        from simulator import tokens as tok
+        from simulator.twin import textgen
+        rng = random.Random(11)
+        context: list[int] = tok.encoding().encode_ordinary(
+            textgen._assemble(rng, 3000, [], 0.0))
+        for f in CURVE_FRACTIONS:
+            figures = []
+            for seed in range(CURVE_SEEDS):
+                _, ids = textgen.plan_reply(context, 900, seed=1000 + seed, natural_tokens=900,
+                                            code_edit=f > 0, repeat_fraction=f)
+                figures.append(tokens_per_pass([(context, ids)]) or 1.0)
+            _CURVE.append((f, sum(figures) / len(figures)))
+        for i in range(1, len(_CURVE)):               # monotone, for the inverse
+            if _CURVE[i][1] < _CURVE[i - 1][1]:
+                _CURVE[i] = (_CURVE[i][0], _CURVE[i - 1][1])
+    return _CURVE
+
+
+def repeat_fraction_for(tokens_per_forward_pass: float) -> float:
+    """The twin's `repeat_fraction` whose code-edit replies give this reference
+    tokens/pass (linear between the curve's points; 0 at or below fresh text, 1 at or
+    above the curve's top)."""
+    curve = copy_curve()
+    if tokens_per_forward_pass <= curve[0][1]:
+        return 0.0
+    for (f0, t0), (f1, t1) in pairwise(curve):
+        if tokens_per_forward_pass <= t1:
+            return f0 if t1 <= t0 else f0 + (f1 - f0) * (tokens_per_forward_pass - t0) / (t1 - t0)
+    return 1.0
