@@ -220,7 +220,7 @@ def import_claude_code(paths: list[Path], *, out_path: Path, keep_content: bool 
     except ValueError as exc:
         raise InputError(f"imported scenario does not validate: {exc}") from None
     return ImportResult(data, {**_summary(t, fit, prefix_tokens),
-                               **predictability.summary(measures)})
+                               **predictability.summary(measures, hidden_thinking)})
 
 
 def scenario_yaml(data: dict[str, Any]) -> str:

@@ -96,12 +96,14 @@ def repeat_fractions(measures: list[list[CallMeasure]],
              for r in rows] for rows in measures]
 
 
-def summary(measures: list[list[CallMeasure]]) -> dict[str, object]:
+def summary(measures: list[list[CallMeasure]],
+            hidden_thinking: HiddenThinking = "fresh") -> dict[str, object]:
     """What the import prints: the transcript's measured predictability."""
     flat = [r for rows in measures for r in rows]
     overall = _ratio(flat)
     return {"ngram_reference": REFERENCE_LABEL,
             "ngram_reference_tokens_per_pass": None if overall is None else round(overall, 4),
             "ngram_reference_by_kind": {k: round(v, 4) for k, v in by_kind(measures).items()},
+            "hidden_thinking": hidden_thinking,
             "hidden_output_share": round(sum(r.hidden_share for r in flat) / len(flat), 4)
             if flat else None}
