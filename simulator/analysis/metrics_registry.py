@@ -168,7 +168,7 @@ METRICS: tuple[Metric, ...] = (
            "reference n-gram proposer (ngram:24, lookup 5) would give the run's replies "
            "alone, speculation on or off: how much the replies copy their context",
            "Σ output_tokens / Σ ngram_ref_passes over successful requests that report it "
-           "(twin only; the first 32 sessions of a run, twin/predictability.py)",
+           "(twin only; the first 8 sessions of a run, twin/predictability.py)",
            row="what n-gram speculation would see (ngram:24 tokens/pass)", compare=True,
            fmt="{:,.2f}"),
     Metric("spec_acceptance_share", "share", "accepted / proposed draft tokens (a "

@@ -19,7 +19,7 @@ from simulator.twin.spec_decode import NgramIndex, NgramSpec, accepted_length
 
 REFERENCE = NgramSpec(24)            # ngram:24, prompt lookup 5–5 (vLLM's default bounds)
 REFERENCE_LABEL = "ngram:24"
-MAX_SESSIONS = 32                    # sessions metered per run (bounds CPU and memory)
+MAX_SESSIONS = 8                     # sessions metered per run (bounds CPU and memory)
 
 
 class ReferenceMeter:
