@@ -225,6 +225,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     out |= _compaction_figures(turns, turn_ok)
     out |= _cache_figures(ok)
     out |= spec_figures(ok)
+    out["ngram_reference_tokens_per_pass"] = ngram_reference(ok)
     out |= server_figures(server_metrics)
     out |= queue_figures(turn_ok, out["server_queue_time_mean_s"])
     out |= closed_loop_figures(turns, len(turn_ok), window)
@@ -258,8 +259,7 @@ def spec_figures(ok: pd.DataFrame) -> dict[str, Any]:
     """Tokens per forward pass and acceptance from the per-request speculation columns
     (only the in-process twin fills them; None for real servers and older runs)."""
     none: dict[str, Any] = {"tokens_per_forward_pass": None,
-                            "spec_mean_acceptance_length": None, "spec_acceptance_share": None,
-                            "ngram_reference_tokens_per_pass": ngram_reference(ok)}
+                            "spec_mean_acceptance_length": None, "spec_acceptance_share": None}
     if "spec_forward_passes" not in ok.columns:
         return none
     rows = ok[ok["spec_forward_passes"].notna() & ok["output_tokens"].notna()]
@@ -271,8 +271,7 @@ def spec_figures(ok: pd.DataFrame) -> dict[str, Any]:
     acc = float(rows["spec_accepted_tokens"].fillna(0).sum())
     return {"tokens_per_forward_pass": float(rows["output_tokens"].sum()) / passes,
             "spec_mean_acceptance_length": 1.0 + acc / drafts if drafts else None,
-            "spec_acceptance_share": acc / draft_toks if draft_toks else None,
-            "ngram_reference_tokens_per_pass": none["ngram_reference_tokens_per_pass"]}
+            "spec_acceptance_share": acc / draft_toks if draft_toks else None}
 
 
 def ngram_reference(ok: pd.DataFrame) -> float | None:
