@@ -166,6 +166,13 @@ METRICS: tuple[Metric, ...] = (
            "1 + accepted / drafts (bonus token included)",
            "1 + Σ spec_accepted_tokens / Σ spec_drafts (twin only, None without drafts)",
            fmt="{:,.2f}"),
+    Metric("ngram_reference_tokens_per_pass", "tokens", "tokens per forward pass the "
+           "reference n-gram proposer (ngram:24, lookup 5) would give the run's replies "
+           "alone, speculation on or off: how much the replies copy their context",
+           "Σ output_tokens / Σ ngram_ref_passes over successful requests that report it "
+           "(twin only; the first 8 sessions of a run, twin/predictability.py)",
+           row="what n-gram speculation would see (ngram:24 tokens/pass)", compare=True,
+           fmt="{:,.2f}"),
     Metric("spec_acceptance_share", "share", "accepted / proposed draft tokens (a "
            "misleading indicator alone, as the published measurements note)",
            "Σ spec_accepted_tokens / Σ spec_draft_tokens (twin only)"),

@@ -229,6 +229,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     out |= _compaction_figures(turns, turn_ok)
     out |= _cache_figures(ok)
     out |= spec_figures(ok)
+    out["ngram_reference_tokens_per_pass"] = ngram_reference(ok)
     out |= server_figures(server_metrics)
     out |= queue_figures(turn_ok, out["server_queue_time_mean_s"])
     out |= closed_loop_figures(turns, len(turn_ok), window)
@@ -277,6 +278,16 @@ def spec_figures(ok: pd.DataFrame) -> dict[str, Any]:
     return {"tokens_per_forward_pass": float(rows["output_tokens"].sum()) / passes,
             "spec_mean_acceptance_length": 1.0 + acc / drafts if drafts else None,
             "spec_acceptance_share": acc / draft_toks if draft_toks else None}
+
+
+def ngram_reference(ok: pd.DataFrame) -> float | None:
+    """Σ output / Σ passes under the reference n-gram proposer (`ngram_ref_passes`, set
+    by the twin with speculation on or off; None for real servers and older runs)."""
+    if "ngram_ref_passes" not in ok.columns:
+        return None
+    rows = ok[ok["ngram_ref_passes"].notna() & ok["output_tokens"].notna()]
+    passes = float(rows["ngram_ref_passes"].sum()) if not rows.empty else 0.0
+    return float(rows["output_tokens"].sum()) / passes if passes > 0 else None
 
 
 def server_figures(server_metrics: pd.DataFrame | None) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -36,8 +36,13 @@ def import_group() -> None:
                    "the import (exit 1, nothing written). Default: skip and count.")
 @click.option("--force", is_flag=True,
               help="Overwrite an existing output file (never one of the inputs).")
+@click.option("--hidden-thinking", type=click.Choice(["fresh", "like-visible"]),
+              default="fresh", show_default=True,
+              help="How the twin synthesises output the transcript hides (redacted "
+                   "thinking): fresh text, or copying its context like the visible text.")
 def claude_code(paths: tuple[Path, ...], out: Path, keep_content: bool, system_file: Path | None,
-                tools_file: Path | None, seed: int, strict: bool, force: bool) -> None:
+                tools_file: Path | None, seed: int, strict: bool, force: bool,
+                hidden_thinking: Literal["fresh", "like-visible"] = "fresh") -> None:
     """Import Claude Code transcripts: files or project folders
     (~/.claude/projects/<project>/, with <session>/subagents/agent-*.jsonl)."""
     from simulator.importers import import_claude_code, lost, scenario_yaml
@@ -49,7 +54,7 @@ def claude_code(paths: tuple[Path, ...], out: Path, keep_content: bool, system_f
                  + [p for p in (system_file, tools_file) if p is not None], force)
     res = import_claude_code(list(paths), out_path=out, keep_content=keep_content,
                              system_file=system_file, tools_file=tools_file, seed=seed,
-                             strict=strict)
+                             strict=strict, hidden_thinking=hidden_thinking)
     if strict and lost(res.summary):
         click.echo(format_import_summary(res.summary, None, keep_content))
         click.echo(f"error: --strict: {lost(res.summary)} record(s)/call(s) dropped or unpaired; "
@@ -119,6 +124,13 @@ def format_import_summary(s: dict[str, Any], out: Path | None, keep_content: boo
         + (f"; sub-agent prefixes {', '.join(f'{p:,}' for p in s['subagent_prefix_tokens'])}"
            if s["subagent_prefix_tokens"] else ""),
     ]
+    if s.get("ngram_reference_tokens_per_pass") is not None:
+        kinds = ", ".join(f"{k} {v:.2f}" for k, v in s["ngram_reference_by_kind"].items())
+        lines.append(f"predictability of the visible assistant text: "
+                     f"{s['ngram_reference_tokens_per_pass']:.2f} tokens per forward pass at "
+                     f"{s['ngram_reference']} ({kinds}); hidden output "
+                     f"{_pct(s['hidden_output_share'])} of the recorded, replayed as "
+                     f"{'fresh text' if s.get('hidden_thinking', 'fresh') == 'fresh' else 'copying'}")
     if s["dropped"]:
         lines.append("DROPPED: " + ", ".join(f"{k} {v}" for k, v in s["dropped"].items()))
     if s["skipped"]:

@@ -109,6 +109,11 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
 @click.option("--kv-offload-gib", type=click.FloatRange(min=0), default=None,
               help="Twin: a host-memory KV tier of this many GiB (vLLM "
               "--kv-offloading-size; 0: off). See docs/kv-tiers.md.")
+@click.option("--max-num-batched-tokens", type=click.IntRange(min=1), default=None,
+              help="Twin: vLLM's per-step token budget (drafts count against it; with "
+              "speculation on the profile lowers it to 2048 unless this is given).")
+@click.option("--max-num-seqs", type=click.IntRange(min=1), default=None,
+              help="Twin: vLLM's cap on running sequences (the profile's by default).")
 @click.option("--stop-grace-s", type=click.FloatRange(min=0, max=3600), default=None,
               help="On Ctrl-C/SIGTERM: seconds in-flight requests may finish before they "
               "are cancelled (default 10, at most 3600).")
@@ -131,6 +136,7 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
         label: str | None, quiet: bool, workers: int, resume: Path | None,
         kv_dtype: str | None, gpu_memory_utilization: float | None,
         kv_cache_gib: float | None, no_prefix_caching: bool,
+        max_num_batched_tokens: int | None, max_num_seqs: int | None,
         kv_offload_gib: float | None = None, *,
         stop_grace_s: float | None, api_key_file: str | None, executor: str = "local",
         ray_address: str | None = None, ray_shared_fs: bool = False,
@@ -148,7 +154,9 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
     twin_sets = [f"twin.{k}={v}" for k, v in (
         ("kv_dtype", kv_dtype), ("gpu_memory_utilization", gpu_memory_utilization),
         ("kv_cache_gib", kv_cache_gib), ("kv_offload_gib", kv_offload_gib),
-        ("prefix_caching", "false" if no_prefix_caching else None)) if v is not None]
+        ("prefix_caching", "false" if no_prefix_caching else None),
+        ("max_num_batched_tokens", max_num_batched_tokens),
+        ("max_num_seqs", max_num_seqs)) if v is not None]
     rs = RunSpec(scenario or "", scenario_overrides(sessions, turns, seed, model,
                                                     (*twin_sets, *sets)),
                  endpoint_url=endpoint, twin=twin, spec=spec, out_dir=out, label=label,

@@ -32,6 +32,7 @@ from simulator.twin import reply
 from simulator.twin.config import engine_config
 from simulator.twin.engine import RequestTooLong, TwinEngine
 from simulator.twin.perf_model import build_perf_model
+from simulator.twin.predictability import ReferenceMeter
 from simulator.twin.prompt import PromptError, PromptTokenizer
 from simulator.twin.types import EngineRequest, RequestResult
 from simulator.twin.wire import ReplyUsage
@@ -60,6 +61,7 @@ class InProcessTwin:
         self._wake: asyncio.Event | None = None
         self._ids = itertools.count()
         self.timeline = EngineTimeline()   # engine log for the report's timeline
+        self.ngram_meter = ReferenceMeter()  # what n-gram speculation would see
 
     def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
         return [self._drive]
@@ -139,6 +141,7 @@ class InProcessTwin:
             raise EndpointError(ErrorType.CONTEXT_OVERFLOW, str(exc), status=400) from None
         planned = reply.plan_for(prompt, request.max_tokens, request.hints,
                                  context_window=self.context_window, seed=self.seed)
+        ref_passes = self.ngram_meter.passes(prompt, planned.token_ids, request.session_id)
         rid = f"req-{next(self._ids)}"
         if self.engine.is_idle():
             self.engine.run_until(sent)
@@ -153,9 +156,10 @@ class InProcessTwin:
             res = await fut
         finally:
             self._waiters.pop(rid, None)
-        return self._response(res, planned, sent)
+        return self._response(res, planned, sent, ref_passes)
 
-    def _response(self, res: RequestResult, planned: reply.PlannedReply, sent: float) -> LLMResponse:
+    def _response(self, res: RequestResult, planned: reply.PlannedReply, sent: float,
+                  ref_passes: int | None = None) -> LLMResponse:
         text = tokens.decode(planned.token_ids)
         usage = ReplyUsage(res.prompt_len, res.cached_tokens, self.engine.block_size,
                            len(planned.token_ids)).as_dict()
@@ -169,6 +173,7 @@ class InProcessTwin:
                                   "spec_draft_tokens": res.spec_draft_tokens,
                                   "spec_accepted_tokens": res.spec_accepted_tokens,
                                   "forward_passes": res.decode_steps,
+                                  "ngram_ref_passes": ref_passes,
                                   "queue_s": (None if res.first_scheduled is None
                                               else max(0.0, res.first_scheduled - sent)),
                                   **self._tier_extra(res)})

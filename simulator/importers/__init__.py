@@ -14,6 +14,7 @@ import yaml
 
 from simulator import tokens
 from simulator.errors import InputError, ScenarioError
+from simulator.importers import predictability
 from simulator.importers.build import (
     Encoder,
     Fit,
@@ -23,6 +24,7 @@ from simulator.importers.build import (
     planned_errors,
 )
 from simulator.importers.claude_code import Transcript, parse_transcripts, prompt_tokens
+from simulator.importers.predictability import HiddenThinking
 from simulator.importers.trace_import import validate_imported
 from simulator.scenario import content
 from simulator.scenario.load import load_tools_file
@@ -104,12 +106,17 @@ def _prefix(t: Transcript, system_file: Path | None, tools_file: Path | None,
     return system, tools, fit, main_total
 
 
-def _sessions(t: Transcript, enc: Encoder, prefixes: list[int | None]) -> list[dict[str, Any]]:
+def _sessions(t: Transcript, enc: Encoder, prefixes: list[int | None],
+              fractions: list[list[float]] | None = None) -> list[dict[str, Any]]:
     links = link_subagents(t)
     out: list[dict[str, Any]] = []
     for si, s in enumerate(t.sessions):
+        calls = [call_data(c, enc) for c in s.calls]
+        if fractions is not None:     # the twin copies as the real text did
+            for call, f in zip(calls, fractions[si], strict=True):
+                call["repeat_fraction"] = f
         d: dict[str, Any] = {"id": f"{'agent' if s.sidechain else 'main'}-{si}",
-                             "calls": [call_data(c, enc) for c in s.calls]}
+                             "calls": calls}
         if si in links:
             p, pc = links[si]
             d.update(parent=p, parent_call=pc,
@@ -178,12 +185,17 @@ def lost(summary: dict[str, Any]) -> int:
 
 def import_claude_code(paths: list[Path], *, out_path: Path, keep_content: bool = False,
                        system_file: Path | None = None, tools_file: Path | None = None,
-                       seed: int = 0, strict: bool = False, name: str | None = None) -> ImportResult:
-    """Read Claude Code transcripts and build a validated replay scenario."""
+                       seed: int = 0, strict: bool = False, name: str | None = None,
+                       hidden_thinking: HiddenThinking = "fresh") -> ImportResult:
+    """Read Claude Code transcripts and build a validated replay scenario. Each call
+    carries the `repeat_fraction` that makes the twin's reply as predictable as the
+    real one (`importers.predictability`; hidden thinking fresh unless told)."""
     t = parse_transcripts(paths, strict=strict)
     system, tools, fit, prefix_tokens = _prefix(t, system_file, tools_file, out_path.parent)
     enc = Encoder(fit.scale, keep_content)
-    sessions = _sessions(t, enc, fit.prefixes)
+    measures = predictability.measure(t, fit.scale)
+    sessions = _sessions(t, enc, fit.prefixes,
+                         predictability.repeat_fractions(measures, hidden_thinking))
     replay: dict[str, Any] = {
         "token_scale": round(fit.scale, 6), "thinking_in_context": fit.thinking_in_context,
         "contains_verbatim_content": keep_content, "sessions": sessions}
@@ -204,7 +216,8 @@ def import_claude_code(paths: list[Path], *, out_path: Path, keep_content: bool 
         "limits": {"max_failed_sessions_frac": 0.0},
         "turn_templates": [], "replay": replay}
     validate_imported(data, out_path)
-    return ImportResult(data, _summary(t, fit, prefix_tokens))
+    return ImportResult(data, {**_summary(t, fit, prefix_tokens),
+                               **predictability.summary(measures, hidden_thinking)})
 
 
 def scenario_yaml(data: dict[str, Any]) -> str:

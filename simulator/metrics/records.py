@@ -55,6 +55,9 @@ class TurnRecord:
     spec_draft_tokens: int | None = None      # draft tokens proposed
     spec_accepted_tokens: int | None = None   # draft tokens accepted
     spec_forward_passes: int | None = None    # forward passes that emitted its tokens
+    # passes the reply would take under the reference n-gram proposer (twin only; set
+    # with speculation off too: what n-gram speculation would see, twin/predictability)
+    ngram_ref_passes: int | None = None
     # server queue wait: request arrived → first scheduled (s); the twin's engine knows
     # it, a real server's rows leave it None (its /metrics histogram gives a mean)
     queue_s: float | None = None
@@ -117,7 +120,8 @@ def metrics_in_simulated_time(row: dict[str, Any], clock: RunClock) -> dict[str,
 # TurnRecord column ← the in-process twin's reply extra (`endpoints/twin.py`)
 _SPEC_EXTRAS = (("spec_drafts", "spec_drafts"), ("spec_draft_tokens", "spec_draft_tokens"),
                 ("spec_accepted_tokens", "spec_accepted_tokens"),
-                ("spec_forward_passes", "forward_passes"))
+                ("spec_forward_passes", "forward_passes"),
+                ("ngram_ref_passes", "ngram_ref_passes"))
 _TIER_EXTRAS = (("preemptions", "num_preemptions"),
                 ("kv_host_cached_tokens", "host_cached_tokens"))
 

@@ -367,10 +367,18 @@ class TwinSpec(_Frozen):
     kv_cache_gib: float | None = Field(default=None, gt=0)
     prefix_caching: bool = True
     kv_offload_gib: float = Field(default=0.0, ge=0)   # host KV tier (--kv-offload-gib)
+    # vLLM --max-num-batched-tokens / --max-num-seqs; None keeps the profile's (with
+    # speculation on, the profile's spec_max_num_batched_tokens unless this is set)
+    max_num_batched_tokens: int | None = Field(default=None, gt=0, le=1 << 24)
+    max_num_seqs: int | None = Field(default=None, gt=0, le=1 << 16)
 
     def engine_overrides(self) -> dict[str, object]:
         """These settings as `build_perf_model` overrides."""
         out: dict[str, object] = {"kv_dtype": self.kv_dtype}
+        for key in ("max_num_batched_tokens", "max_num_seqs"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
         if self.gpu_memory_utilization is not None:
             out["gpu_memory_utilization"] = self.gpu_memory_utilization
         if self.kv_cache_gib is not None:

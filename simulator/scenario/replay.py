@@ -84,6 +84,9 @@ class ReplayCall(_Frozen):
     compaction: CompactionPoint | None = None
     spawns: tuple[int, ...] = ()     # sub-agent sessions its Task/Agent call starts
     model: str | None = None         # the model the trace recorded (kept, not sent)
+    # how much of the twin's reply copies its context (the import measures the real
+    # reply's predictability); None: edit tools copy at the template default, others not
+    repeat_fraction: float | None = Field(default=None, ge=0, le=1)
 
 
 class ReplaySession(_Frozen):

@@ -92,7 +92,7 @@ class ReplayAgent(Agent):
                 self.prefix = with_nonce(self.prefix, f"{self.s.seed:x}{index:06x}")
         self.co = _coordinator(ctx, self.spec)
         self.awaiting: dict[str, list[int]] = {}     # Task tool_use id → sub-agent indexes
-        self._templates: dict[tuple[str, bool], TurnTemplate] = {}
+        self._templates: dict[tuple[str, bool, float | None], TurnTemplate] = {}
 
     def _global(self, rec_index: int) -> int:
         return rec_index + self.copy * len(self.spec.sessions)
@@ -195,10 +195,16 @@ class ReplayAgent(Agent):
     def _template(self, call: ReplayCall, max_tokens: int) -> TurnTemplate:
         tool = next((b.tool for b in call.assistant if b.kind == "tool_use" and b.tool), None)
         name = tool or "text"
-        key = (name, name in _EDIT_TOOLS)
+        if call.repeat_fraction is not None:    # measured at import: copy as the real did
+            frac = round(call.repeat_fraction, 2)
+            key: tuple[str, bool, float | None] = (name, frac > 0, frac)
+        else:
+            key = (name, name in _EDIT_TOOLS, None)
         t = self._templates.get(key)
         if t is None:
-            t = TurnTemplate(name=name, weight=1, output_tokens=max_tokens, code_edit=key[1])
+            extra = {} if key[2] is None else {"repeat_fraction": key[2]}
+            t = TurnTemplate(name=name, weight=1, output_tokens=max_tokens, code_edit=key[1],
+                             **extra)
             self._templates[key] = t
         return t
 

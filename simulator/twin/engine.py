@@ -37,6 +37,7 @@ from simulator.twin.spec_decode import (
     NgramSpec,
     Spec,
     accepted_length,
+    drafting_slots,
 )
 from simulator.twin.types import (
     EngineCounters,
@@ -94,6 +95,7 @@ class TwinEngine:
         self._loading: list[tuple[float, int, Seq]] = []   # heap: (load done, n, seq)
         self._store_free_at = self._load_free_at = 0.0     # host link busy until
         self._store_fence = 0.0     # stores issued before the last boundary done by then
+        self._slots = drafting_slots(self.spec)   # budget per request beyond its tokens
         self.perf_model = perf_model
         self._step_time = perf_model.step_time
         self.now = 0.0
@@ -426,17 +428,22 @@ class TwinEngine:
         nums: list[int] = []
         running, kv = self._running, self.kv_cache_manager
         preempted = False
+        slots = self._slots
         i = 0
-        while i < len(running) and budget > 0:
+        # vLLM 0.32 schedule(): a request's drafts are part of its tokens, so they come
+        # out of the budget (truncated when it is short; the requests after it wait a
+        # step); a drafter's extra slots are charged on top (`drafting_slots`)
+        while i < len(running) and budget > slots:
             s = running[i]
             n = s.num_tokens - s.num_computed
+            room = budget - slots
             look = 0
             if n == 1 and self.spec is not None:
-                n += self._draft(s, budget - 1)
+                n += self._draft(s, room - 1)
                 if isinstance(self.spec, ModelDraftSpec):
                     look = self.spec.num_speculative_tokens   # lookahead KV slots
-            elif n > budget:
-                n = budget
+            elif n > room:
+                n = room
             if not kv.allocate_slots(s, n, None, look):
                 preempted = True
                 if not self._preempt_for(s, n, look):
@@ -444,7 +451,7 @@ class TwinEngine:
                     break                       # s itself was preempted
             sched.append(s)
             nums.append(n)
-            budget -= n
+            budget -= n + slots
             i += 1
         self._admit_blocked = False
         if not preempted:
@@ -480,8 +487,9 @@ class TwinEngine:
         bs = kv.block_size
         waiting, running = self._waiting, self._running
         n_sched = len(sched)
+        slots = self._slots
         tier = kv.tier is not None
-        while waiting and budget > 0 and len(running) < self.max_num_seqs:
+        while waiting and budget > slots and len(running) < self.max_num_seqs:
             s = waiting[0]
             if tier:
                 if s.blocks:                     # back from a host load
@@ -496,7 +504,7 @@ class TwinEngine:
                     continue
             hit_blocks = kv.get_computed_blocks(s)
             hit = len(hit_blocks) * bs
-            n = min(s.num_tokens - hit, budget)
+            n = min(s.num_tokens - hit, budget - slots)
             if not kv.allocate_slots(s, n, hit_blocks):
                 self._admit_blocked = True       # stays so until blocks are freed
                 break
@@ -513,7 +521,7 @@ class TwinEngine:
             running.append(s)
             sched.append(s)
             nums.append(n)
-            budget -= n
+            budget -= n + slots
         if waiting and len(running) >= self.max_num_seqs:
             self._admit_blocked = True           # stays so until a seat frees up
         if len(sched) > n_sched:

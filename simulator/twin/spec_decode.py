@@ -102,6 +102,17 @@ def parse_spec(text: str | None) -> Spec | None:
     return ModelDraftSpec(kind, int(k))
 
 
+def drafting_slots(spec: Spec | None) -> int:
+    """Budget slots a scheduled request takes beyond its scheduled tokens (vLLM
+    `SpeculativeConfig.max_num_new_slots_for_drafting`, config/speculative.py): 0 for
+    n-gram and MTP (the drafts are already part of the request's tokens), 1 for a
+    sequential draft model (its extra drafter query). The scheduler charges
+    `num_new_tokens + slots` to `max_num_batched_tokens` per request it schedules."""
+    if isinstance(spec, ModelDraftSpec) and spec.kind == "draft":
+        return 1
+    return 0
+
+
 def _key(tokens: Sequence[int], end: int, n: int) -> int:
     """Key of the n-gram tokens[end−n:end] (same as `_bulk_keys`)."""
     return hash(tuple(tokens[end - n:end]))

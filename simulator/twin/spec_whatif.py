@@ -30,6 +30,8 @@ class WhatIf:
     accepted_per_draft: float       # vLLM's mean accepted length − 1
     acceptance: float               # accepted ÷ draft tokens
     accepted_per_pos: tuple[int, ...]
+    throughput_tok_s: float = 0.0   # all output tokens ÷ simulated time (queueing included)
+    steps: int = 0                  # engine steps (forward passes of the batch)
 
     @property
     def aggregate_tok_s(self) -> float:
@@ -87,4 +89,5 @@ def run_sessions(pm: RooflinePerfModel, sessions: int, *, turns: int = 3,
                   c.spec_drafts / max(c.generation_tokens, 1),
                   c.spec_accepted_tokens / max(c.spec_drafts, 1),
                   c.spec_accepted_tokens / max(c.spec_draft_tokens, 1),
-                  tuple(c.spec_accepted_per_pos))
+                  tuple(c.spec_accepted_per_pos),
+                  c.generation_tokens / engine.now if engine.now > 0 else 0.0, c.steps)

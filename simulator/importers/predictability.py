@@ -1,0 +1,109 @@
+"""How much a transcript's real assistant text copies its context, and the twin knob
+that reproduces it.
+
+Each call's visible reply (text blocks and tool-use arguments; thinking is redacted in
+the files, so it is not measured) is run through the reference n-gram meter
+(`twin.predictability`) against the session's history so far (the user blocks, tool
+results and earlier replies, cl100k). Per turn kind (the tool the reply calls, or
+`text`) the measured tokens per pass become the twin's `repeat_fraction` through the
+twin's own copy curve; a call whose recorded output is partly hidden thinking gets that
+fraction scaled by its visible share, so the hidden part is synthesised as fresh text
+(`hidden_thinking="like-visible"` copies at the visible rate instead).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Literal
+
+from simulator import tokens
+from simulator.importers.claude_code import RawBlock, RawCall, Transcript
+from simulator.twin.predictability import REFERENCE_LABEL, ReferenceMeter, repeat_fraction_for
+
+HiddenThinking = Literal["fresh", "like-visible"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallMeasure:
+    kind: str             # the tool the reply calls, or "text"
+    visible: int          # cl100k tokens of the visible reply
+    passes: int           # reference passes for them
+    hidden_share: float   # recorded output not visible (thinking), 0..1
+
+
+def _text(b: RawBlock) -> str:
+    if b.kind == "tool_use":
+        return json.dumps(b.args or {}, separators=(",", ":"))
+    return b.text
+
+
+def _kind(call: RawCall) -> str:
+    return next((b.tool for b in call.assistant if b.kind == "tool_use" and b.tool), "text")
+
+
+def measure(t: Transcript, scale: float = 1.0) -> list[list[CallMeasure]]:
+    """Per session, per call: the visible reply's reference passes against its
+    history. `scale` is the import's token scale (recorded tokens per cl100k token)."""
+    out: list[list[CallMeasure]] = []
+    for s in t.sessions:
+        meter = ReferenceMeter(max_sessions=1)
+        history: list[int] = []
+        rows: list[CallMeasure] = []
+        for call in s.calls:
+            user = call.user
+            if call.compaction is not None:
+                history, user = [], call.user[call.compaction[2]:]
+                meter = ReferenceMeter(max_sessions=1)
+            for b in user:
+                history += tokens.encode(_text(b))
+            reply: list[int] = []
+            for b in call.assistant:
+                if b.kind != "thinking":
+                    reply += tokens.encode(_text(b))
+            passes = meter.passes(history, reply) or 0
+            recorded = call.usage["output_tokens"] if call.usage else 0
+            shown = len(reply) * scale
+            hidden = max(0.0, 1.0 - shown / recorded) if recorded > 0 else 0.0
+            rows.append(CallMeasure(_kind(call), len(reply), passes, hidden))
+            history += reply
+        out.append(rows)
+    return out
+
+
+def _ratio(rows: list[CallMeasure]) -> float | None:
+    passes = sum(r.passes for r in rows)
+    return sum(r.visible for r in rows) / passes if passes else None
+
+
+def by_kind(measures: list[list[CallMeasure]]) -> dict[str, float]:
+    """Reference tokens/pass of the visible text per turn kind."""
+    groups: dict[str, list[CallMeasure]] = defaultdict(list)
+    for rows in measures:
+        for r in rows:
+            groups[r.kind].append(r)
+    return {k: v for k, rows in sorted(groups.items()) if (v := _ratio(rows)) is not None}
+
+
+def repeat_fractions(measures: list[list[CallMeasure]],
+                     hidden_thinking: HiddenThinking = "fresh") -> list[list[float]]:
+    """Per session, per call: the twin's repeat_fraction that reproduces the measured
+    predictability of its kind (hidden thinking fresh unless told otherwise)."""
+    frac = {k: repeat_fraction_for(v) for k, v in by_kind(measures).items()}
+    return [[round(frac.get(r.kind, 0.0)
+                   * (1.0 if hidden_thinking == "like-visible" else 1.0 - r.hidden_share), 4)
+             for r in rows] for rows in measures]
+
+
+def summary(measures: list[list[CallMeasure]],
+            hidden_thinking: HiddenThinking = "fresh") -> dict[str, object]:
+    """What the import prints: the transcript's measured predictability."""
+    flat = [r for rows in measures for r in rows]
+    overall = _ratio(flat)
+    return {"ngram_reference": REFERENCE_LABEL,
+            "ngram_reference_tokens_per_pass": None if overall is None else round(overall, 4),
+            "ngram_reference_by_kind": {k: round(v, 4) for k, v in by_kind(measures).items()},
+            "hidden_thinking": hidden_thinking,
+            "hidden_output_share": round(sum(r.hidden_share for r in flat) / len(flat), 4)
+            if flat else None}

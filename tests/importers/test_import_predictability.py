@@ -1,0 +1,101 @@
+"""The importer measures how much the real assistant text copies its context and gives
+the twin the knob that reproduces it; hidden thinking is synthesised as fresh text
+unless the user says otherwise."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from simulator.importers import import_claude_code, scenario_yaml
+from simulator.runs import RunSpec, execute
+
+_WORDS = ("parser", "config", "retry", "handler", "cache", "window", "budget", "token")
+
+
+def _file(rng: random.Random, n: int) -> list[str]:
+    return [f"    {rng.choice(_WORDS)}_{rng.randrange(10**6)} = compute("
+            f"{rng.choice(_WORDS)}_{rng.randrange(10**6)}, {rng.randrange(10**6)})"
+            for _ in range(n)]
+
+
+def _transcript(path: Path, *, copy: float, hidden: int = 0, calls: int = 4) -> Path:
+    """`calls` turns: the user pastes a fresh 80-line file, the reply rewrites it: each
+    block of 8 lines copied with probability `copy`, else fresh lines; `hidden` output
+    tokens of redacted thinking."""
+    rng = random.Random(7)
+    recs: list[dict[str, Any]] = []
+    parent = None
+    for i in range(calls):
+        lines = _file(rng, 80)
+        reply = [ln for j in range(0, 80, 8)
+                 for ln in (lines[j:j + 8] if rng.random() < copy else _file(rng, 8))]
+        text = "\n".join(reply)
+        out_tokens = len(text) // 3 + hidden
+        recs.append({"type": "user", "uuid": f"u{i}", "parentUuid": parent,
+                     "timestamp": f"2025-06-02T09:{i:02d}:00Z",
+                     "message": {"role": "user", "content": "fix this:\n" + "\n".join(lines)}})
+        content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        if hidden:
+            content.insert(0, {"type": "thinking", "thinking": "", "signature": "x"})
+        recs.append({"type": "assistant", "uuid": f"a{i}", "parentUuid": f"u{i}",
+                     "timestamp": f"2025-06-02T09:{i:02d}:30Z",
+                     "message": {"id": f"m{i}", "role": "assistant", "model": "claude-x",
+                                 "content": content,
+                                 "usage": {"input_tokens": 5,
+                                           "cache_read_input_tokens": 19000 + 2000 * i,
+                                           "cache_creation_input_tokens": 1500,
+                                           "output_tokens": out_tokens}}})
+        parent = f"a{i}"
+    path.write_text("\n".join(json.dumps(r) for r in recs) + "\n", encoding="utf-8")
+    return path
+
+
+def _fractions(data: dict[str, Any]) -> list[float]:
+    return [c["repeat_fraction"] for s in data["replay"]["sessions"] for c in s["calls"]]
+
+
+def test_copying_is_measured_and_given_to_the_twin(tmp_path: Path) -> None:
+    copy = import_claude_code([_transcript(tmp_path / "copy.jsonl", copy=1.0)],
+                              out_path=tmp_path / "copy.yaml")
+    fresh = import_claude_code([_transcript(tmp_path / "fresh.jsonl", copy=0.0)],
+                               out_path=tmp_path / "fresh.yaml")
+    assert fresh.summary["ngram_reference_tokens_per_pass"] < 1.05
+    assert copy.summary["ngram_reference_tokens_per_pass"] > 8
+    assert max(_fractions(fresh.data)) < 0.01
+    assert min(_fractions(copy.data)) > 0.5
+
+
+def test_hidden_thinking_is_fresh_unless_told(tmp_path: Path) -> None:
+    src = _transcript(tmp_path / "think.jsonl", copy=1.0, hidden=3000)
+    fresh = import_claude_code([src], out_path=tmp_path / "a.yaml")
+    alike = import_claude_code([src], out_path=tmp_path / "b.yaml",
+                               hidden_thinking="like-visible")
+    visible = import_claude_code([_transcript(tmp_path / "v.jsonl", copy=1.0)],
+                                 out_path=tmp_path / "v.yaml")
+    assert fresh.summary["hidden_output_share"] > 0.5
+    f, a, v = _fractions(fresh.data), _fractions(alike.data), _fractions(visible.data)
+    assert all(x < 0.5 * y for x, y in zip(f, a, strict=True))
+    # like-visible: the hidden part copies at the measured rate (the visible-only
+    # transcript's calls, whose recorded output is the text alone)
+    assert all(abs(x - y) < 0.05 for x, y in zip(a, v, strict=True))
+
+
+def test_the_twin_replay_reproduces_the_measured_predictability(tmp_path: Path) -> None:
+    figures = {}
+    for name, copy in (("copy", 0.5), ("fresh", 0.0)):
+        out = tmp_path / f"{name}.yaml"
+        res = import_claude_code([_transcript(tmp_path / f"{name}.jsonl", copy=copy)],
+                                 out_path=out)
+        out.write_text(scenario_yaml(res.data), encoding="utf-8")
+        run = execute(RunSpec(str(out), ["replay.timing=none"], out_dir=tmp_path / "runs",
+                              show_progress=False), echo=lambda _: None)
+        assert run.status == "completed"
+        figures[name] = (res.summary["ngram_reference_tokens_per_pass"],
+                         run.summary["ngram_reference_tokens_per_pass"])
+    measured, twin = figures["fresh"]
+    assert measured < 1.05 and twin < 1.1
+    measured, twin = figures["copy"]
+    assert 0.6 * measured < twin < 1.5 * measured, figures

@@ -1,0 +1,69 @@
+"""The reference n-gram meter: what vLLM's n-gram proposer would give a reply."""
+
+from __future__ import annotations
+
+import random
+
+from simulator.twin.engine import TwinEngine
+from simulator.twin.perf_model import build_perf_model
+from simulator.twin.predictability import REFERENCE, ReferenceMeter, tokens_per_pass
+from simulator.twin.types import EngineRequest
+
+
+def _fresh(rng: random.Random, n: int) -> list[int]:
+    return [rng.randrange(1_000_000) for _ in range(n)]
+
+
+def test_fresh_text_gives_one_token_per_pass() -> None:
+    rng = random.Random(1)
+    context, reply = _fresh(rng, 2000), _fresh(rng, 300)
+    assert ReferenceMeter().passes(context, reply) == 300
+    assert tokens_per_pass([(context, reply)]) == 1.0
+
+
+def test_a_verbatim_copy_gives_depth_plus_one_per_pass() -> None:
+    # the reply copies 600 tokens of the context after 5 fresh tokens: the prefill pass
+    # samples the first, one pass a token until the last 5 emitted are the copied run's
+    # first 5 (lookup n = 5), then 24 drafted + 1 a pass
+    rng = random.Random(2)
+    context = _fresh(rng, 3000)
+    reply = _fresh(rng, 5) + context[1000:1600]
+    k = REFERENCE.num_speculative_tokens
+    assert ReferenceMeter().passes(context, reply) == 1 + 4 + 5 + -(-595 // (k + 1))
+
+
+def test_known_copying_share_orders_the_figure() -> None:
+    rng = random.Random(3)
+    context = _fresh(rng, 4000)
+    figures = []
+    for share in (0.0, 0.5, 0.9):
+        reply: list[int] = []
+        while len(reply) < 900:
+            if rng.random() < share:
+                i = rng.randrange(3000)
+                reply += context[i:i + 60]
+            else:
+                reply += _fresh(rng, 60)
+        figures.append(tokens_per_pass([(context, reply)]))
+    assert figures[0] == 1.0 and figures[0] < figures[1] < figures[2]   # type: ignore[operator]
+
+
+def test_the_meter_counts_the_engines_passes_for_one_stream() -> None:
+    rng = random.Random(4)
+    context = _fresh(rng, 1500)
+    reply = _fresh(rng, 40) + context[200:500] + _fresh(rng, 30) + context[900:1100]
+    eng = TwinEngine(build_perf_model("a40", "qwen3-coder-30b-a3b-awq", spec="ngram:24"))
+    eng.submit(EngineRequest("r", tuple(context), tuple(reply), 0.0))
+    eng.run_until(float("inf"))
+    assert eng.result("r").decode_steps == ReferenceMeter().passes(context, reply)
+
+
+def test_follow_up_turns_reuse_the_sessions_index_and_sessions_are_capped() -> None:
+    rng = random.Random(5)
+    meter = ReferenceMeter(max_sessions=1)
+    first, reply = _fresh(rng, 500), _fresh(rng, 50)
+    assert meter.passes(first, reply, "s0") == 50
+    later = first + reply + _fresh(rng, 100)
+    assert meter.passes(later, later[10:60], "s0") is not None
+    assert meter.passes(first, reply, "s1") is None     # beyond the metered sessions
+    assert meter.passes(first, [], "s0") == 0
