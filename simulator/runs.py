@@ -81,6 +81,7 @@ class RunSpec:
     resume_dir: Path | None = None        # continue this interrupted run (see `resume`)
     workers: int = 1                      # > 1: sessions sharded over processes (`workers`)
     api_key_file: str | None = None       # the key's file (else $scenario.endpoint.api_key_env)
+    endpoint_urls: tuple[str, ...] = ()   # several --endpoint URLs: routed on the client
 
 
 @dataclass
@@ -145,8 +146,18 @@ def make_endpoint(s: Scenario, spec: RunSpec) -> Endpoint:
     if spec.endpoint_url is None:
         from simulator.endpoints.twin import InProcessTwin
         hw, model = parse_twin(spec.twin) if spec.twin else (s.twin.hardware, s.twin.model)
+        if s.fleet.replicas > 1:
+            from simulator.endpoints.fleet import InProcessFleet, router_config
+            return InProcessFleet(hw, model, replicas=s.fleet.replicas,
+                                  router=router_config(s.fleet), spec=spec.spec or s.twin.spec,
+                                  seed=s.seed, overrides=s.twin.engine_overrides())
         return InProcessTwin(hw, model, spec=spec.spec or s.twin.spec, seed=s.seed,
                              overrides=s.twin.engine_overrides())
+    if len(spec.endpoint_urls) > 1:
+        from simulator.endpoints.fleet import routed_endpoint
+        return routed_endpoint(s, spec.endpoint_urls,
+                               lambda u: make_endpoint(s, replace(spec, endpoint_url=u,
+                                                                  endpoint_urls=())))
     url = spec.endpoint_url
     try:
         check_endpoint_url(url)
@@ -293,6 +304,9 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
         if note is not None:
             echo(note)
             spec = replace(spec, endpoint_url=base)
+    if len(spec.endpoint_urls) > 1:       # a client-routed fleet: the first URL leads
+        urls = tuple(base_endpoint_url(u)[0] for u in spec.endpoint_urls)
+        spec = replace(spec, endpoint_url=urls[0], endpoint_urls=urls)
     if spec.workers != 1:
         raise InputError("runs.execute runs one process; a sharded run (--workers N) "
                          "starts from simulator.workers.execute_sharded")
@@ -318,7 +332,8 @@ def _execute_single(spec: RunSpec, echo: Callable[[str], None],
         endpoint = endpoint or make_endpoint(s, spec)
         twin_info, window = None, None
         if spec.endpoint_url is not None:
-            preflight(spec.endpoint_url, s.endpoint.connect_timeout_s)
+            for url in spec.endpoint_urls or (spec.endpoint_url,):
+                preflight(url, s.endpoint.connect_timeout_s)
             twin_info = detect_twin(spec.endpoint_url, s.endpoint.connect_timeout_s)
             window = server_max_model_len(spec.endpoint_url, s.endpoint.connect_timeout_s,
                                           s.model)
@@ -397,11 +412,20 @@ def run_background(endpoint: Endpoint, recorder: Recorder,
                            "t_end_s": row["t_end_s"] * scale}
                 recorder.write_metrics(row)
 
-        scraper = MetricsScraper(metrics_url_for(scrape_url),
-                                 max(SCRAPE_INTERVAL_S / scale, min(0.5, SCRAPE_INTERVAL_S)), sink)
-        background.append(scraper.run)
-        on_finish.append(scraper.stop)
+        interval = max(SCRAPE_INTERVAL_S / scale, min(0.5, SCRAPE_INTERVAL_S))
+        urls = getattr(endpoint, "replica_urls", None) or [scrape_url]
+        for i, url in enumerate(urls):   # a client-routed fleet: each URL, rows tagged
+            scraper = MetricsScraper(metrics_url_for(url), interval,
+                                     sink if len(urls) == 1 else _tagged(sink, str(i)))
+            background.append(scraper.run)
+            on_finish.append(scraper.stop)
     return background, on_finish
+
+
+def _tagged(sink: Callable[[list[dict[str, Any]]], None],
+            replica: str) -> Callable[[list[dict[str, Any]]], None]:
+    """A metrics sink that labels each row with the replica it was scraped from."""
+    return lambda rows: sink([{**row, "replica": replica} for row in rows])
 
 
 def _run_loop(s: Scenario, spec: RunSpec, endpoint: Endpoint, recorder: Recorder,
@@ -578,6 +602,10 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome) -> d
         failed_sessions=outcome.failed_sessions, deadline_reached=outcome.deadline_reached,
         run_id=recorder.manifest["run_id"], simulated=simulated,
         contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")))
+    from simulator.analysis.fleet import fleet_summary
+    fleet = fleet_summary(turns, stats() if callable(stats) else None, server)
+    if fleet is not None:
+        built = built.with_facts(fleet=fleet)
     if endpoint.simulated:
         built = built.with_facts(twin={k: v for k, v in endpoint.describe().items()
                                        if k != "profile"})

@@ -285,6 +285,7 @@ FACT_KEYS: frozenset[str] = frozenset({
     "compaction_tokens_removed", "cache_shared_source", "price_per_hour", "simulated",
     "engine", "twin", "status", "status_reason", "failed_sessions", "deadline_reached",
     "run_id", "contains_verbatim_content", "workers",
+    "fleet",   # replicas behind a router: per replica and aggregate (`analysis/fleet.py`)
     # steady state: flags and bounds (`analysis/steady.py`)
     "steady_state", "steady_state_reason", "window_start_s", "window_end_s",
     "usd_per_mtok_counts_idle",

@@ -153,6 +153,7 @@ class EndpointError(Exception):
         self.retry_after_s = retry_after_s
         self.timing = timing
         self.partial_output_tokens = partial_output_tokens
+        self.replica: str | None = None     # set by a fleet router: which replica failed
 
 
 def classify_status(status: int, body_text: str = "") -> ErrorType:

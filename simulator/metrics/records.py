@@ -59,6 +59,8 @@ class TurnRecord:
     # coordinated omission: sent − planned start (previous reply + think/tool time, or
     # the end of a retry back-off), s; the client's own delay (limiter, a busy loop)
     schedule_lag_s: float | None = None
+    # a fleet (`--replicas`, several `--endpoint`s): the replica that answered ("0", …)
+    replica: str | None = None
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)

@@ -366,6 +366,23 @@ class TwinSpec(_Frozen):
         return out
 
 
+class FleetSpec(_Frozen):
+    """Replicas behind a router (`docs/fleet.md`; policies: `twin/router.py`). On the
+    twin, `replicas` engines; against several `--endpoint`s, one replica per URL."""
+
+    replicas: int = Field(default=1, ge=1, le=1024)
+    router: Literal["round_robin", "least_loaded", "session_affinity",
+                    "prefix_aware", "kv_cost"] = "round_robin"
+    # session_affinity: a session leaves a replica holding ≥ floor in flight and more
+    # than (1 + tolerance) × the fleet's mean (or KV-bound with a queue)
+    affinity_floor: int = Field(default=2, ge=1)
+    affinity_tolerance: float = Field(default=0.5, ge=0)
+    # prefix_aware: llm-d's scorer weights (prefix, queue, KV utilisation)
+    prefix_weight: float = Field(default=3.0, ge=0)
+    queue_weight: float = Field(default=2.0, ge=0)
+    kv_weight: float = Field(default=2.0, ge=0)
+
+
 class Scenario(_WithDists):
     name: str
     description: str = ""
@@ -398,6 +415,7 @@ class Scenario(_WithDists):
     endpoint: EndpointSpec = Field(default_factory=EndpointSpec)
     timeouts: Timeouts = Field(default_factory=Timeouts)
     twin: TwinSpec = Field(default_factory=TwinSpec)
+    fleet: FleetSpec = Field(default_factory=FleetSpec)
     # Set by the loader: where relative file references resolve from.
     base_dir: str = "."
     # A recorded session script (`endurance import claude-code`) replayed instead of
