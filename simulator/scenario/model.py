@@ -375,8 +375,8 @@ class FleetSpec(_Frozen):
                     "prefix_aware", "kv_cost"] = "round_robin"
     # session_affinity: a session leaves a replica holding ≥ floor in flight and more
     # than (1 + tolerance) × the fleet's mean (or KV-bound with a queue)
-    affinity_floor: int = Field(default=2, ge=1)
-    affinity_tolerance: float = Field(default=0.5, ge=0)
+    affinity_floor: int = Field(default=4, ge=1)
+    affinity_tolerance: float = Field(default=1.0, ge=0)
     # prefix_aware: llm-d's scorer weights (prefix, queue, KV utilisation)
     prefix_weight: float = Field(default=3.0, ge=0)
     queue_weight: float = Field(default=2.0, ge=0)

@@ -29,9 +29,9 @@ Policies:
   (precise-prefix-cache-scorer 3, kv-cache-utilization-scorer 2, queue-scorer 2); the
   scores are llm-d's: the longest consecutive run of the request's block hashes found
   in the replica's cache over the request's blocks, min-max normalised queue depth, and
-  free KV share. q is the requests in flight that the router sent there (llm-d's queue
-  scorer reads vLLM's waiting queue; a client-side router knows only its own in-flight
-  count, and for a fleet behind one router the two differ only by the running batch).
+  free KV share. q is the replica's waiting queue, as llm-d's queue scorer reads it from
+  vLLM's metrics (the twin's engines report it); where a replica reports none, the
+  requests in flight that the router sent there stand in.
 - `kv_cost`: Dynamo's KV router, which weighs the same two forces as a cost in blocks
   instead (`dynamo_cost`: overlap weight 1.0 × blocks to prefill + the decode blocks
   the replica would then hold; lowest wins, temperature 0), so load counts by the KV
@@ -71,8 +71,8 @@ class RouterConfig:
     prefix_weight: float = PREFIX_WEIGHT
     queue_weight: float = QUEUE_WEIGHT
     kv_weight: float = KV_WEIGHT
-    affinity_floor: int = 2           # a replica with fewer in flight is never saturated
-    affinity_tolerance: float = 0.5   # … nor one within (1 + this) × the mean in flight
+    affinity_floor: int = 4           # a replica with fewer in flight is never saturated
+    affinity_tolerance: float = 1.0   # … nor one within (1 + this) × the mean in flight
     affinity_kv_usage: float = 0.95   # KV-bound: this usage with requests waiting
 
     def __post_init__(self) -> None:
@@ -150,12 +150,12 @@ def saturated(loads: Sequence[ReplicaLoad], i: int, cfg: RouterConfig) -> bool:
 def prefix_scores(loads: Sequence[ReplicaLoad], request_blocks: int,
                   cfg: RouterConfig) -> list[float]:
     """llm-d's weighted scorer sum per replica (higher is better)."""
-    qs = [x.in_flight for x in loads]
+    qs = [x.in_flight if x.waiting is None else x.waiting for x in loads]
     lo, hi = min(qs), max(qs)
     out = []
-    for x in loads:
+    for x, q in zip(loads, qs, strict=True):
         prefix = min(x.cached_blocks, request_blocks) / request_blocks if request_blocks > 0 else 0.0
-        queue = 1.0 if hi == lo else (hi - x.in_flight) / (hi - lo)
+        queue = 1.0 if hi == lo else (hi - q) / (hi - lo)
         kv = 1.0 - (x.kv_usage or 0.0)
         out.append(cfg.prefix_weight * prefix + cfg.queue_weight * queue + cfg.kv_weight * kv)
     return out
