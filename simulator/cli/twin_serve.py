@@ -12,6 +12,7 @@ import click
 
 from simulator.errors import InputError
 from simulator.twin.faults import parse_faults
+from simulator.twin.router import POLICIES, RouterConfig
 
 
 @click.command("serve")
@@ -33,9 +34,14 @@ from simulator.twin.faults import parse_faults
               help="Context window in tokens (default: the model profile's, else 262144).")
 @click.option("--instant", is_flag=True,
               help="Zero latency: write whole replies at once (client-ceiling benchmarks).")
+@click.option("--replicas", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Engines behind this one URL (a fleet; /metrics labelled per replica).")
+@click.option("--router", type=click.Choice(POLICIES), default="round_robin",
+              show_default=True, help="How the fleet routes requests (docs/fleet.md).")
 def serve_command(hardware: str, model: str, host: str, port: int, time_scale: float,
                   faults: str, cutoff_s: float | None, spec: str, seed: int,
-                  max_model_len: int | None, instant: bool) -> None:
+                  max_model_len: int | None, instant: bool, replicas: int = 1,
+                  router: str = "round_robin") -> None:
     """Serve the simulated engine over HTTP: POST /v1/messages, /v1/messages/count_tokens,
     GET /v1/models, /health, /metrics (vLLM names), /debug/requests/{id}."""
     if not 0 < time_scale <= 1e6:
@@ -45,12 +51,14 @@ def serve_command(hardware: str, model: str, host: str, port: int, time_scale: f
     from simulator.twin.server import serve_forever, twin_app  # aiohttp: only when serving
     app, described = twin_app(hardware, model, spec=spec, seed=seed, time_scale=time_scale,
                               instant=instant, faults=parse_faults(faults), cutoff_s=cutoff_s,
-                              context_window=max_model_len)
+                              context_window=max_model_len, replicas=replicas,
+                              router=RouterConfig(router))  # type: ignore[arg-type]
 
     def announce(url: str) -> None:
         click.echo(f"endurance twin (simulated) {model} on {hardware}: {url} "
                    f"[{described.get('num_blocks')} KV blocks, time scale {time_scale:g}"
-                   f"{', instant' if instant else ''}]", err=True)
+                   f"{', instant' if instant else ''}"
+                   f"{f', {replicas} replicas, {router}' if replicas > 1 else ''}]", err=True)
 
     try:
         with contextlib.suppress(KeyboardInterrupt):

@@ -13,12 +13,13 @@ Policies:
 - `least_loaded`: fewest requests in flight (ties: lowest index); llm-d's queue
   scorer alone, or LiteLLM's least-busy.
 - `session_affinity`: a session stays on the replica its first request went to (the
-  least loaded then), as a sticky header or llm-d's session-affinity scorer does —
-  unless that replica is *saturated* and another is not; the session then moves to the
-  least loaded replica and stays there. Saturated (`RouterConfig`): at least
-  `affinity_floor` in flight and more than (1 + `affinity_tolerance`) × the fleet's
-  mean in flight; or, where the replica reports them, requests waiting while its KV
-  usage is at or above `affinity_kv_usage` (it is KV-bound with a queue).
+  least loaded then; among equals, the one homing the fewest sessions), as a sticky
+  header or llm-d's session-affinity scorer does — unless that replica is *saturated*
+  and another is not; the session then moves to the least loaded replica and stays.
+  Saturated (`RouterConfig`): at least `affinity_floor` in flight and more than
+  (1 + `affinity_tolerance`) × the fleet's mean in flight; or, where the replica
+  reports them, requests waiting while its KV usage is at or above
+  `affinity_kv_usage` (it is KV-bound with a queue).
 - `prefix_aware`: llm-d's precise prefix-cache scorer with its load scorers, max-score
   picker. Each replica scores
       w_prefix × matched_blocks / request_blocks
@@ -90,6 +91,7 @@ class Router:
         self.replicas = replicas
         self._cursor = itertools.count()
         self._home: dict[str, int] = {}
+        self._homed = [0] * replicas         # sessions whose home each replica is
         self.moves = 0                   # session_affinity: sessions moved off a hot replica
 
     @property
@@ -115,22 +117,29 @@ class Router:
             return min(range(len(loads)), key=lambda i: (costs[i], loads[i].in_flight, i))
         return max_score(prefix_scores(loads, request_blocks, self.config), loads)
 
-    def forget(self, session_id: str) -> None:
-        """A session ended: drop its mapping."""
-        self._home.pop(session_id, None)
 
     def _affine(self, session_id: str, loads: Sequence[ReplicaLoad]) -> int:
         home = self._home.get(session_id)
         if home is None:
-            home = self._home[session_id] = least_loaded(loads)
+            home = self._home[session_id] = self._placement(loads)
+            self._homed[home] += 1
             return home
         if saturated(loads, home, self.config):
-            best = least_loaded(loads)
+            best = self._placement(loads)
             if best != home and not saturated(loads, best, self.config):
                 self._home[session_id] = best
+                self._homed[home] -= 1
+                self._homed[best] += 1
                 self.moves += 1
                 return best
         return home
+
+    def _placement(self, loads: Sequence[ReplicaLoad]) -> int:
+        """Least loaded; among equals the replica homing the fewest sessions (idle
+        replicas between turns would otherwise all tie and take every session at 0)."""
+        homed = self._homed
+        return min(range(len(loads)),
+                   key=lambda i: (loads[i].in_flight, loads[i].waiting or 0, homed[i], i))
 
 
 def least_loaded(loads: Sequence[ReplicaLoad]) -> int:

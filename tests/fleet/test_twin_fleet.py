@@ -17,7 +17,7 @@ from tests.conftest import SCENARIOS, run_scenario, turns_of
 
 TEAM = SCENARIOS / "claude-code-team.yaml"
 # a shared ~20k-token prefix, multi-turn sessions: what a router decides the cache of
-SMALL = ["sessions=6", "turns=6", "arrival.interval_s=0.5"]
+SMALL = ["sessions=4", "turns=5", "arrival.interval_s=0.5"]
 LABELS = ("started_at", "run_id", "replica")     # wall-clock labels and the fleet's tag
 
 
