@@ -227,13 +227,21 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
     folder.mkdir(parents=True, exist_ok=True)
     data = result.to_dict()
     data["run_dirs"] = point.run_dirs
+    from simulator.cli.fleet_size import fleet_team  # --team with --router (docs/fleet.md)
+    fleet = fleet_team(scenario, point.base, folder, point.opts, parsed, team, result,
+                       not as_json)
     if point.unused_run_dirs():
         data["unused_run_dirs"] = point.unused_run_dirs()
     (folder / "size.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+    if fleet is not None:
+        data["fleet"] = fleet.to_dict()
     if as_json:
         click.echo(json.dumps(data, default=str))
     else:
         click.echo(format_sizing(result))
+        if fleet is not None:
+            from simulator.analysis.fleet_sizing import format_fleet_sizing
+            click.echo(format_fleet_sizing(fleet))
         click.echo(str(folder))
     sys.exit(0 if result.sessions > 0 else 1)
 
