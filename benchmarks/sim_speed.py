@@ -11,6 +11,11 @@ start, imports, tokenizer load and run), which is what the ≤ 10 s target is ab
 
     python benchmarks/sim_speed.py                       # 1, 8, 32, 128 sessions
     python benchmarks/sim_speed.py --sessions 32 --turns 100 --no-cli
+    python benchmarks/sim_speed.py --fleet --no-cli      # 4 H100 replicas × 256 × 10
+
+`--fleet` times the fleet point of docs/fleet.md: 4 `h100` twin replicas behind a
+router (`--router`, default prefix_aware) running 256 sessions × 10 turns (target
+≤ 30 s wall on this machine).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ sys.path.insert(0, str(ROOT))
 SCENARIO = ROOT / "scenarios" / "claude-code-endurance.yaml"
 FULL_TURNS = 553
 TARGET_WALL_S = 10.0
+FLEET_TARGET_WALL_S = 30.0
+FLEET_TWIN = "h100/qwen3-coder-30b-a3b-awq"
 
 
 from simulator.machine import machine  # noqa: E402  (after the sys.path insert)
@@ -40,14 +47,16 @@ def turns_for(sessions: int, budget: int) -> int:
     return FULL_TURNS if sessions == 1 else min(FULL_TURNS, math.ceil(budget / sessions))
 
 
-def run_point(sessions: int, turns: int) -> dict[str, Any]:
+def run_point(sessions: int, turns: int, extra: tuple[str, ...] = (),
+              twin: str | None = None) -> dict[str, Any]:
     """One run; wall and CPU seconds of `execute` only (imports are already paid)."""
     import pandas as pd
 
     from simulator.runs import RunSpec, execute
     with tempfile.TemporaryDirectory() as tmp:
-        spec = RunSpec(str(SCENARIO), overrides=[f"sessions={sessions}", f"turns={turns}"],
-                       out_dir=Path(tmp), show_progress=False)
+        spec = RunSpec(str(SCENARIO), overrides=[f"sessions={sessions}", f"turns={turns}",
+                                                 *extra],
+                       out_dir=Path(tmp), show_progress=False, twin=twin)
         t0, c0 = time.perf_counter(), time.process_time()
         result = execute(spec, echo=lambda _line: None)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -90,9 +99,25 @@ def main() -> None:
                     help="total turns per point above 1 session (default 2048)")
     ap.add_argument("--no-cli", action="store_true", help="skip the end-to-end CLI run")
     ap.add_argument("--json", action="store_true", help="also print one JSON line per point")
+    ap.add_argument("--fleet", action="store_true",
+                    help=f"only the fleet point: 4 {FLEET_TWIN} replicas × 256 sessions × 10 turns")
+    ap.add_argument("--router", default="prefix_aware", help="the fleet point's router")
     args = ap.parse_args()
     print(f"machine: {machine()}")
     print(f"startup (imports + tokenizer load): {startup():.2f} s")
+    if args.fleet:
+        for replicas in (1, 4):
+            p = run_point(256, 10, ("fleet.replicas=" + str(replicas),
+                                    f"fleet.router={args.router}"), FLEET_TWIN)
+            verdict = "ok" if p["wall_s"] <= FLEET_TARGET_WALL_S else "over"
+            print(f"{replicas} × {FLEET_TWIN} ({args.router}), 256 sessions × 10 turns: "
+                  f"{p['wall_s']:.2f} s wall, {p['cpu_s']:.2f} s CPU, {p['turns']} turns, "
+                  f"{p['sim_s']:.0f} sim s, {p['status']}"
+                  + (f" (target ≤ {FLEET_TARGET_WALL_S:.0f} s: {verdict})" if replicas > 1 else ""),
+                  flush=True)
+            if args.json:
+                print(json.dumps(p))
+        return
     if not args.no_cli:
         cli = cli_run()
         verdict = "ok" if cli["wall_s"] <= TARGET_WALL_S else "over"
