@@ -18,6 +18,27 @@ from simulator.twin.router import POLICIES
 
 _META = "endurance.fleet_overrides"
 _URLS = "endurance.endpoint_urls"
+_REPLICAS = "endurance.replicas_list"
+MAX_REPLICAS = 1024
+
+
+def _replicas(ctx: click.Context, _param: Any, value: str | None) -> None:
+    """`--replicas R`, or `R1,R2,…` for `sweep` (one sweep per fleet size)."""
+    if value is None:
+        return
+    try:
+        counts = [int(x) for x in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: expected a replica count or a list such as "
+                                 "1,2,4") from None
+    if not counts or any(not 1 <= r <= MAX_REPLICAS for r in counts):
+        raise click.BadParameter(f"{value!r}: replica counts must be within 1..{MAX_REPLICAS}")
+    if len(counts) > 1:
+        if ctx.command.name != "sweep":
+            raise click.BadParameter(f"{value!r}: a list of replica counts is for `sweep`")
+        ctx.meta[_REPLICAS] = counts
+        return
+    ctx.meta.setdefault(_META, []).append(f"fleet.replicas={counts[0]}")
 
 
 def _store(key: str) -> Callable[[click.Context, Any, Any], None]:
@@ -46,9 +67,9 @@ def fleet_options() -> list[Callable[[Any], Any]]:
     """The click options (not exposed as parameters; see the module docstring)."""
     choice = click.Choice(POLICIES)
     return [
-        click.option("--replicas", type=click.IntRange(1, 1024), expose_value=False,
-                     callback=_store("replicas"),
-                     help="Twin: R engines behind one router, on one virtual clock."),
+        click.option("--replicas", metavar="R", expose_value=False, callback=_replicas,
+                     help="Twin: R engines behind one router, on one virtual clock "
+                     "(sweep: a list, e.g. 1,2,4)."),
         click.option("--router", type=choice, expose_value=False, callback=_store("router"),
                      help="Twin fleet routing policy (default round_robin)."),
         click.option("--route", type=click.Choice(POLICIES[:3]), expose_value=False,
@@ -60,6 +81,12 @@ def fleet_options() -> list[Callable[[Any], Any]]:
 def fleet_overrides() -> list[str]:
     ctx = click.get_current_context(silent=True)
     return list(ctx.meta.get(_META, [])) if ctx is not None else []
+
+
+def replicas_list() -> list[int]:
+    """`sweep --replicas 1,2,4`: the fleet sizes to sweep (empty: one)."""
+    ctx = click.get_current_context(silent=True)
+    return list(ctx.meta.get(_REPLICAS, [])) if ctx is not None else []
 
 
 def endpoint_urls() -> tuple[str, ...]:

@@ -43,3 +43,37 @@ def fleet_team(scenario: str, base: list[str], folder: Path, opts: dict[str, Any
         return res.figures
 
     return size_fleet(run_fleet, slos, team, routers[-1], start=cards[0] if cards else None)
+
+
+def replicas_sweep(scenario: str, base: list[str], folder: Path, opts: dict[str, Any],
+                   counts: list[int], as_json: bool) -> bool:
+    """`sweep --replicas R1,R2,…`: the session sweep once per fleet size (one JSON list,
+    rows tagged `replicas`; a table and a plot per size). False when not asked for."""
+    from simulator.cli.fleet_options import replicas_list
+    sizes = replicas_list()
+    if not sizes:
+        return False
+    import json
+
+    from simulator.analysis.render import write_sweep_plot
+    from simulator.analysis.sizing import format_sweep_table, sweep
+    from simulator.cli.sweep import _PointRunner
+    routers = [m.group(1) for o in fleet_overrides() if (m := _ROUTER.match(o))]
+    router = routers[-1] if routers else "round_robin"
+    rows: list[dict[str, Any]] = []
+    text: list[str] = []
+    for r in sizes:
+        sub = folder / f"replicas-{r}"
+        point = _PointRunner(scenario, [*base, f"fleet.replicas={r}"], sub, opts, not as_json)
+        part = sweep(point, counts)
+        for row in part:
+            row["replicas"], row["router"] = r, router
+            row["run_dirs"] = point.run_dirs.get(row["sessions"], [])
+        sub.mkdir(parents=True, exist_ok=True)
+        plot = write_sweep_plot(part, sub / "sweep.png")
+        text += [f"{r} replica(s) behind {router}:", format_sweep_table(part), f"plot: {plot}"]
+        rows += part
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sweep.json").write_text(json.dumps(rows, indent=2, default=str) + "\n")
+    click.echo(json.dumps(rows, default=str) if as_json else "\n".join([*text, str(folder)]))
+    return True

@@ -143,6 +143,10 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
                     _opts(endpoint, twin, None, price_per_hour, client), spec, counts,
                     as_json, (parallel, executor, ray_address))
         return
+    from simulator.cli.fleet_size import replicas_sweep  # --replicas 1,2,4 (docs/fleet.md)
+    if replicas_sweep(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
+                      _opts(endpoint, twin, spec, price_per_hour, client), counts, as_json):
+        return
     point = _PointRunner(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
                          _opts(endpoint, twin, spec, price_per_hour, client), not as_json)
     _prefetch(point, counts, parallel, executor, ray_address)

@@ -130,3 +130,17 @@ def test_prefix_aware_never_worse_than_both_over_seeds(tmp_path: Path, seed: int
     assert shares["round_robin"] < shares["session_affinity"]
     assert shares["prefix_aware"] >= max(shares["round_robin"], shares["least_loaded"])
     assert shares["prefix_aware"] >= shares["session_affinity"] - 0.005
+
+
+def test_sweep_over_replica_counts(tmp_path: Path) -> None:
+    r = CliRunner().invoke(main, ["sweep", str(TEAM), "--sessions", "2", "--turns", "2",
+                                  "--replicas", "1,2", "--router", "session_affinity",
+                                  "--json", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output.strip().splitlines()[-1])
+    assert [(x["replicas"], x["sessions"], x["router"]) for x in rows] == [
+        (1, 2, "session_affinity"), (2, 2, "session_affinity")]
+    r = CliRunner().invoke(main, ["run", str(TEAM), "--replicas", "1,2", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "is for `sweep`" in r.output
+    r = CliRunner().invoke(main, ["run", str(TEAM), "--replicas", "0", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "within 1..1024" in r.output
