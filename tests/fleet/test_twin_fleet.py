@@ -132,6 +132,7 @@ def test_prefix_aware_never_worse_than_both_over_seeds(tmp_path: Path, seed: int
     assert shares["prefix_aware"] >= shares["session_affinity"] - 0.005
 
 
+@pytest.mark.slow
 def test_sweep_over_replica_counts(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["sweep", str(TEAM), "--sessions", "2", "--turns", "2",
                                   "--replicas", "1,2", "--router", "session_affinity",
