@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from simulator.endpoints.base import Endpoint, EndpointError, LLMRequest, LLMResponse
+from simulator.redact import redact_url
 from simulator.twin.router import ReplicaLoad, Router
 
 
@@ -37,7 +38,7 @@ class RoutedEndpoint:
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "routed", "route": self.router.config.policy,
-                "replicas": [{**c.describe(), "replica": str(i), "url": u}
+                "replicas": [{**c.describe(), "replica": str(i), "url": redact_url(u)}
                              for i, (c, u) in enumerate(zip(self.children, self.replica_urls,
                                                             strict=True))]}
 
