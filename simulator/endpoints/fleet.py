@@ -13,11 +13,11 @@ Replies carry the replica's index in `extra["replica"]` (the rows' `replica` col
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from simulator.endpoints.base import Endpoint, EndpointError, LLMRequest, LLMResponse
+from simulator.endpoints.base import Endpoint, LLMRequest, LLMResponse
+from simulator.endpoints.routed import send_on
 from simulator.endpoints.twin import InProcessTwin
 from simulator.scenario.model import FleetSpec, Scenario
 from simulator.twin.fleet import block_hashes, cached_blocks, replica_load, replica_stats
@@ -121,16 +121,7 @@ class InProcessFleet:
         else:
             loads, blocks = self.loads(request)
             i = self.router.pick(request.session_id, loads, blocks)
-        self.in_flight[i] += 1
-        self.routed[i] += 1
-        try:
-            resp = await self.replicas[i].send(request)
-        except EndpointError as exc:
-            exc.replica = str(i)
-            raise
-        finally:
-            self.in_flight[i] -= 1
-        return dataclasses.replace(resp, extra={**resp.extra, "replica": str(i)})
+        return await send_on(self.replicas[i], i, self.in_flight, self.routed, request)
 
 
 def router_config(fleet: FleetSpec) -> RouterConfig:

@@ -49,13 +49,20 @@ class RoutedEndpoint:
     async def send(self, request: LLMRequest) -> LLMResponse:
         loads = [ReplicaLoad(in_flight=n) for n in self.in_flight]
         i = self.router.pick(request.session_id, loads)
-        self.in_flight[i] += 1
-        self.routed[i] += 1
-        try:
-            resp = await self.children[i].send(request)
-        except EndpointError as exc:
-            exc.replica = str(i)
-            raise
-        finally:
-            self.in_flight[i] -= 1
-        return dataclasses.replace(resp, extra={**resp.extra, "replica": str(i)})
+        return await send_on(self.children[i], i, self.in_flight, self.routed, request)
+
+
+async def send_on(child: Endpoint, i: int, in_flight: list[int], routed: list[int],
+                  request: LLMRequest) -> LLMResponse:
+    """Send on replica i, counted in flight meanwhile; the reply's extra (or the error)
+    names the replica, which the agent writes into the row."""
+    in_flight[i] += 1
+    routed[i] += 1
+    try:
+        resp = await child.send(request)
+    except EndpointError as exc:
+        exc.replica = str(i)
+        raise
+    finally:
+        in_flight[i] -= 1
+    return dataclasses.replace(resp, extra={**resp.extra, "replica": str(i)})
