@@ -13,6 +13,11 @@ start, imports, tokenizer load and run), which is what the ≤ 10 s target is ab
     python benchmarks/sim_speed.py --sessions 32 --turns 100 --no-cli
     python benchmarks/sim_speed.py --sessions 128 --no-cli --kv-offload-gib 0 256
                                      # the same points without and with a host KV tier
+    python benchmarks/sim_speed.py --fleet --no-cli      # 4 H100 replicas × 256 × 10
+
+`--fleet` times the fleet point of docs/fleet.md: 4 `h100` twin replicas behind a
+router (`--router`, default prefix_aware) running 256 sessions × 10 turns (target
+≤ 30 s wall on this machine).
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ sys.path.insert(0, str(ROOT))
 SCENARIO = ROOT / "scenarios" / "claude-code-endurance.yaml"
 FULL_TURNS = 553
 TARGET_WALL_S = 10.0
+FLEET_TARGET_WALL_S = 30.0
+FLEET_TWIN = "h100/qwen3-coder-30b-a3b-awq"
 
 
 from simulator.machine import machine  # noqa: E402  (after the sys.path insert)
@@ -42,7 +49,8 @@ def turns_for(sessions: int, budget: int) -> int:
     return FULL_TURNS if sessions == 1 else min(FULL_TURNS, math.ceil(budget / sessions))
 
 
-def run_point(sessions: int, turns: int, offload_gib: float = 0.0) -> dict[str, Any]:
+def run_point(sessions: int, turns: int, offload_gib: float = 0.0,
+              extra: tuple[str, ...] = (), twin: str | None = None) -> dict[str, Any]:
     """One run; wall and CPU seconds of `execute` only (imports are already paid)."""
     import pandas as pd
 
@@ -50,8 +58,8 @@ def run_point(sessions: int, turns: int, offload_gib: float = 0.0) -> dict[str, 
     tier = [f"twin.kv_offload_gib={offload_gib:g}"] if offload_gib else []
     with tempfile.TemporaryDirectory() as tmp:
         spec = RunSpec(str(SCENARIO), overrides=[f"sessions={sessions}", f"turns={turns}",
-                                                 *tier],
-                       out_dir=Path(tmp), show_progress=False)
+                                                 *tier, *extra],
+                       out_dir=Path(tmp), show_progress=False, twin=twin)
         t0, c0 = time.perf_counter(), time.process_time()
         result = execute(spec, echo=lambda _line: None)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -97,9 +105,25 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="also print one JSON line per point")
     ap.add_argument("--kv-offload-gib", type=float, nargs="+", default=[0.0],
                     help="host KV tier sizes to time each point at (0: off)")
+    ap.add_argument("--fleet", action="store_true",
+                    help=f"only the fleet point: 4 {FLEET_TWIN} replicas × 256 sessions × 10 turns")
+    ap.add_argument("--router", default="prefix_aware", help="the fleet point's router")
     args = ap.parse_args()
     print(f"machine: {machine()}")
     print(f"startup (imports + tokenizer load): {startup():.2f} s")
+    if args.fleet:
+        for replicas in (1, 4):
+            p = run_point(256, 10, ("fleet.replicas=" + str(replicas),
+                                    f"fleet.router={args.router}"), FLEET_TWIN)
+            verdict = "ok" if p["wall_s"] <= FLEET_TARGET_WALL_S else "over"
+            print(f"{replicas} × {FLEET_TWIN} ({args.router}), 256 sessions × 10 turns: "
+                  f"{p['wall_s']:.2f} s wall, {p['cpu_s']:.2f} s CPU, {p['turns']} turns, "
+                  f"{p['sim_s']:.0f} sim s, {p['status']}"
+                  + (f" (target ≤ {FLEET_TARGET_WALL_S:.0f} s: {verdict})" if replicas > 1 else ""),
+                  flush=True)
+            if args.json:
+                print(json.dumps(p))
+        return
     if not args.no_cli:
         cli = cli_run()
         verdict = "ok" if cli["wall_s"] <= TARGET_WALL_S else "over"

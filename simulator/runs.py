@@ -36,6 +36,7 @@ from simulator import __version__, server_info
 from simulator.clock import RunClock
 from simulator.endpoints.base import Endpoint, EngineEndpoint
 from simulator.endpoints.preflight import preflight
+from simulator.endpoints.routed import RoutedEndpoint
 from simulator.errors import InputError, RunError
 from simulator.metrics.prometheus import MetricsScraper, metrics_url_for
 from simulator.metrics.recorder import Recorder, prewarm_finalize
@@ -94,6 +95,7 @@ class RunSpec:
     resume_dir: Path | None = None        # continue this interrupted run (see `resume`)
     workers: int = 1                      # > 1: sessions sharded over processes (`workers`)
     api_key_file: str | None = None       # the key's file (else $scenario.endpoint.api_key_env)
+    endpoint_urls: tuple[str, ...] = ()   # several --endpoint URLs: routed on the client
 
 
 @dataclass
@@ -162,8 +164,18 @@ def make_endpoint(s: Scenario, spec: RunSpec) -> Endpoint:
     if spec.endpoint_url is None:
         from simulator.endpoints.twin import InProcessTwin
         hw, model = parse_twin(spec.twin) if spec.twin else (s.twin.hardware, s.twin.model)
+        if s.fleet.replicas > 1:
+            from simulator.endpoints.fleet import InProcessFleet, router_config
+            return InProcessFleet(hw, model, replicas=s.fleet.replicas,
+                                  router=router_config(s.fleet), spec=spec.spec or s.twin.spec,
+                                  seed=s.seed, overrides=s.twin.engine_overrides())
         return InProcessTwin(hw, model, spec=spec.spec or s.twin.spec, seed=s.seed,
                              overrides=s.twin.engine_overrides())
+    if len(spec.endpoint_urls) > 1:
+        from simulator.endpoints.fleet import routed_endpoint
+        return routed_endpoint(s, spec.endpoint_urls,
+                               lambda u: make_endpoint(s, replace(spec, endpoint_url=u,
+                                                                  endpoint_urls=())))
     url = spec.endpoint_url
     try:
         check_endpoint_url(url)
@@ -269,6 +281,9 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
         if note is not None:
             echo(note)
             spec = replace(spec, endpoint_url=base)
+    if len(spec.endpoint_urls) > 1:       # a client-routed fleet: the first URL leads
+        urls = tuple(base_endpoint_url(u)[0] for u in spec.endpoint_urls)
+        spec = replace(spec, endpoint_url=urls[0], endpoint_urls=urls)
     if spec.workers != 1:
         raise InputError("runs.execute runs one process; a sharded run (--workers N) "
                          "starts from simulator.workers.execute_sharded")
@@ -318,7 +333,8 @@ def open_run(spec: RunSpec, endpoint: Endpoint | None = None,
     s, resolved = resolve(spec)
     endpoint = endpoint or make_endpoint(s, spec)
     if spec.endpoint_url is not None:
-        preflight(spec.endpoint_url, s.endpoint.connect_timeout_s, s.timeouts)
+        for url in spec.endpoint_urls or (spec.endpoint_url,):   # every replica's
+            preflight(url, s.endpoint.connect_timeout_s, s.timeouts)
         server = server_info.probe(spec.endpoint_url, s.endpoint.connect_timeout_s, s.model)
         if server.context_limit is not None and server.context_limit < s.context_window_tokens:
             s = s.model_copy(update={"context_window_tokens": server.context_limit})
@@ -401,13 +417,19 @@ def _background(endpoint: Endpoint, recorder: Recorder, metrics_url: str | None,
         background.extend(endpoint.background())
     on_finish: list[Callable[[], None]] = []
     if metrics_url is not None:
-        scraper = metrics_scraper(metrics_url, recorder, clock)
-        background.append(scraper.run)
-        on_finish.append(scraper.stop)
+        # a client-routed fleet: each URL's /metrics, rows tagged with the replica
+        urls = endpoint.replica_urls if isinstance(endpoint, RoutedEndpoint) else []
+        targets = [metrics_url_for(u) for u in urls] if len(urls) > 1 else [metrics_url]
+        for i, url in enumerate(targets):
+            scraper = metrics_scraper(url, recorder, clock,
+                                      replica=str(i) if len(targets) > 1 else None)
+            background.append(scraper.run)
+            on_finish.append(scraper.stop)
     return background, on_finish
 
 
-def metrics_scraper(metrics_url: str, recorder: Recorder, clock: RunClock) -> MetricsScraper:
+def metrics_scraper(metrics_url: str, recorder: Recorder, clock: RunClock,
+                    replica: str | None = None) -> MetricsScraper:
     """A scraper of `metrics_url` into `recorder`: as often in simulated time as a real
     server is scraped (no faster than 0.5 s); the recorder writes the windows in
     simulated seconds, like the turn rows."""
@@ -415,7 +437,7 @@ def metrics_scraper(metrics_url: str, recorder: Recorder, clock: RunClock) -> Me
 
     def sink(rows: list[dict[str, Any]]) -> None:
         for row in rows:
-            recorder.write_metrics(row)
+            recorder.write_metrics(row if replica is None else {**row, "replica": replica})
 
     return MetricsScraper(metrics_url, interval, sink)
 
@@ -604,10 +626,11 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
         for row in engine.timeline_rows():
             recorder.write_metrics(row)
     turns, scraped = recorder.frames()
+    stats = engine.stats() if engine is not None else None   # typed fields + host tier / fleet
     simulated = server.simulated or endpoint.simulated   # a simulated endpoint never loses it
     built = RunSummary.build(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
                              simulated=simulated, server_metrics=scraped,
-                             engine_stats=engine.engine_stats().to_dict() if engine else None,
+                             engine_stats=stats,
                              steady=config_from_manifest(recorder.manifest,
                                                          outcome.deadline_reached))
     built = built.with_run_facts(RunFacts(
@@ -617,6 +640,10 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
         contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")),
         twin=dict(server.twin or {}) if server.http_twin or server.simulated else None,
         time_scale=server.time_scale if server.http_twin else None))
+    from simulator.analysis.fleet import fleet_summary
+    fleet = fleet_summary(turns, stats, scraped)
+    if fleet is not None:
+        built = built.with_facts(fleet=fleet)
     summary = built.to_json()
     recorder.manifest.update(status_reason=outcome.reason,
                              failed_sessions=list(outcome.failed_sessions))

@@ -323,6 +323,7 @@ FACT_KEYS: frozenset[str] = frozenset({
     "engine", "twin", "status", "status_reason", "failed_sessions", "deadline_reached",
     "run_id", "contains_verbatim_content", "workers",
     "time_scale",   # an HTTP twin's --time-scale (simulated runs against `twin serve`)
+    "fleet",   # replicas behind a router: per replica and aggregate (`analysis/fleet.py`)
     # steady state: flags and bounds (`analysis/steady.py`)
     "steady_state", "steady_state_reason", "window_start_s", "window_end_s",
     "usd_per_mtok_counts_idle",

@@ -31,8 +31,9 @@ def scenario_overrides(sessions: int | None, turns: int | None, seed: int | None
     api = ctx.meta.get(_API_KEY) if ctx is not None else None
     if api is not None:
         out.append(f"endpoint.api={api}")
+    from simulator.cli.fleet_options import fleet_overrides
     from simulator.cli.load_options import load_overrides
-    return [*out, *load_overrides(), *sets]
+    return [*out, *load_overrides(), *fleet_overrides(), *sets]
 
 
 def at_least_one(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
@@ -54,10 +55,9 @@ def _remember_api(ctx: click.Context, _: click.Parameter, value: str | None) -> 
 
 def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
     """Options shared by run, sweep and size."""
+    from simulator.cli.fleet_options import endpoint_option, fleet_options
     opts = [
-        click.option("--endpoint", metavar="URL", help="Endpoint base URL: Anthropic "
-                     "Messages, or OpenAI Chat Completions with --api openai-chat "
-                     "(default: the in-process twin, simulated)."),
+        endpoint_option(),
         click.option("--twin", "twin", metavar="HARDWARE/MODEL",
                      help="Twin profile (default from the scenario, e.g. a40/qwen3-coder-30b-a3b-awq)."),
         click.option("--spec", metavar="off|ngram:K|draft:K|mtp:K",
@@ -82,7 +82,7 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
                      "--set endpoint.api=…"),
     ]
     from simulator.cli.load_options import load_shape_options
-    opts += load_shape_options()
+    opts += load_shape_options() + fleet_options()
     for opt in reversed(opts):
         f = opt(f)
     return f
@@ -162,7 +162,7 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
                  endpoint_url=endpoint, twin=twin, spec=spec, out_dir=out, label=label,
                  price_per_hour=price_per_hour, client=client, show_progress=not quiet,
                  stop_grace_s=stop_grace_s, resume_dir=resume, workers=workers,
-                 api_key_file=api_key_file)
+                 api_key_file=api_key_file, endpoint_urls=_urls())
     if reset_prefix_cache:
         if endpoint is None:
             raise InputError("--reset-prefix-cache needs --endpoint (the in-process twin "
@@ -175,6 +175,12 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
         result = execute(rs, echo=click.echo)
     click.echo(str(result.run_dir))
     sys.exit({"completed": 0, "interrupted": 130}.get(result.status, 1))
+
+
+def _urls() -> tuple[str, ...]:
+    from simulator.cli.fleet_options import endpoint_urls
+    urls = endpoint_urls()
+    return urls if len(urls) > 1 else ()
 
 
 def _execute_sharded(rs: RunSpec, executor: str, ray_address: str | None,

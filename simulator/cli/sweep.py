@@ -207,6 +207,11 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
                     spec, counts,
                     as_json, (parallel, executor, ray_address))
         return
+    from simulator.cli.fleet_size import replicas_sweep  # --replicas 1,2,4 (docs/fleet.md)
+    if replicas_sweep(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
+                      _opts(endpoint, twin, spec, price_per_hour, client, reset_prefix_cache), counts,
+                      as_json):
+        return
     point = _PointRunner(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
                          _opts(endpoint, twin, spec, price_per_hour, client, reset_prefix_cache),
                          not as_json)
@@ -319,13 +324,21 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
     data = result.to_dict()
     data["run_dirs"] = point.run_dirs
     data["target"] = target_of_runs(d for ds in point.run_dirs.values() for d in ds)
+    from simulator.cli.fleet_size import fleet_team  # --team with --router (docs/fleet.md)
+    fleet = fleet_team(scenario, point.base, folder, point.opts, parsed, team, result,
+                       not as_json)
     if point.unused_run_dirs():
         data["unused_run_dirs"] = point.unused_run_dirs()
     (folder / "size.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+    if fleet is not None:
+        data["fleet"] = fleet.to_dict()
     if as_json:
         click.echo(json.dumps(data, default=str))
     else:
         click.echo(format_sizing(result, data["target"]))
+        if fleet is not None:
+            from simulator.analysis.fleet_sizing import format_fleet_sizing
+            click.echo(format_fleet_sizing(fleet))
         click.echo(str(folder))
     sys.exit(0 if result.sessions > 0 else 1)
 

@@ -12,6 +12,7 @@ import click
 
 from simulator.errors import InputError
 from simulator.twin.faults import parse_faults
+from simulator.twin.router import POLICIES, RouterConfig
 
 
 @click.command("serve")
@@ -35,9 +36,14 @@ from simulator.twin.faults import parse_faults
               help="A host-memory KV tier of this many GiB (vLLM --kv-offloading-size).")
 @click.option("--instant", is_flag=True,
               help="Zero latency: write whole replies at once (client-ceiling benchmarks).")
+@click.option("--replicas", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Engines behind this one URL (a fleet; /metrics labelled per replica).")
+@click.option("--router", type=click.Choice(POLICIES), default="round_robin",
+              show_default=True, help="How the fleet routes requests (docs/fleet.md).")
 def serve_command(hardware: str, model: str, host: str, port: int, time_scale: float,
                   faults: str, cutoff_s: float | None, spec: str, seed: int,
-                  max_model_len: int | None, instant: bool, kv_offload_gib: float = 0.0) -> None:
+                  max_model_len: int | None, instant: bool, kv_offload_gib: float = 0.0,
+                  replicas: int = 1, router: str = "round_robin") -> None:
     """Serve the simulated engine over HTTP: POST /v1/messages, /v1/chat/completions,
     /v1/messages/count_tokens, /reset_prefix_cache, GET /v1/models, /health, /metrics
     (vLLM names), /debug/requests/{id}. Time runs at --time-scale (default 1: real time)."""
@@ -50,7 +56,8 @@ def serve_command(hardware: str, model: str, host: str, port: int, time_scale: f
                               instant=instant, faults=parse_faults(faults), cutoff_s=cutoff_s,
                               context_window=max_model_len,
                               overrides={"kv_offload_gib": kv_offload_gib} if kv_offload_gib
-                              else None)
+                              else None, replicas=replicas,
+                              router=RouterConfig(router))  # type: ignore[arg-type]
 
     def announce(url: str) -> None:
         pace = ("real time: one simulated second takes one wall second; --time-scale K "
@@ -58,8 +65,9 @@ def serve_command(hardware: str, model: str, host: str, port: int, time_scale: f
                 f"{time_scale:g} simulated seconds per wall second")
         click.echo(f"endurance twin (simulated) {model} on {hardware}: {url} "
                    f"[{described.get('num_blocks')} KV blocks, time scale {time_scale:g}"
-                   f"{', instant' if instant else ''}: {pace}; the prefix cache persists "
-                   "across runs: POST /reset_prefix_cache]", err=True)
+                   f"{', instant' if instant else ''}"
+                   f"{f', {replicas} replicas, {router}' if replicas > 1 else ''}: {pace}; "
+                   "the prefix cache persists across runs: POST /reset_prefix_cache]", err=True)
 
     try:
         with contextlib.suppress(KeyboardInterrupt):

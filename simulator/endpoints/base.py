@@ -155,6 +155,7 @@ class EndpointError(Exception):
         self.retry_after_s = retry_after_s
         self.timing = timing
         self.partial_output_tokens = partial_output_tokens
+        self.replica: str | None = None     # set by a fleet router: which replica failed
 
 
 def classify_status(status: int, body_text: str = "") -> ErrorType:
@@ -224,6 +225,11 @@ class EngineEndpoint(Endpoint, Protocol):
 
     def engine_stats(self) -> EngineStats:
         """The engine's counters at the end of the run."""
+        ...
+
+    def stats(self) -> dict[str, Any]:
+        """`engine_stats()` as the summary reads it, with what has no typed field yet
+        (the host KV tier's counters, a fleet's per-replica entries)."""
         ...
 
     def continue_timeline(self, offset_s: float) -> None:

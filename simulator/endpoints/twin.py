@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import itertools
 import math
+from array import array
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -123,18 +124,22 @@ class InProcessTwin:
         for fut in self._waiters.values():
             fut.cancel()
 
-    async def send(self, request: LLMRequest) -> LLMResponse:
-        loop = asyncio.get_running_loop()
-        sent = loop.time()
+    def prompt_of(self, request: LLMRequest) -> array[int]:
+        """The request's prompt token ids (EndpointError 400 for an invalid prompt)."""
         def head() -> tuple[Any, Any]:
             kw = dataclasses.replace(request, messages=()).to_api_kwargs()
             return kw["system"], kw.get("tools")
 
         try:
             # prefix and messages are immutable: their token ids are cached by identity
-            prompt = self.tokenizer.encode_objects(request.prefix, head, request.messages)
+            return self.tokenizer.encode_objects(request.prefix, head, request.messages)
         except PromptError as exc:
             raise EndpointError(ErrorType.BAD_REQUEST, str(exc), status=400) from None
+
+    async def send(self, request: LLMRequest) -> LLMResponse:
+        loop = asyncio.get_running_loop()
+        sent = loop.time()
+        prompt = self.prompt_of(request)
         try:
             reply.check_window(len(prompt), self.context_window)
         except reply.PromptTooLong as exc:

@@ -80,6 +80,8 @@ class TurnRecord:
     # suffered, and the share of its cached tokens loaded from the host tier
     preemptions: int | None = None
     kv_host_cached_tokens: int | None = None
+    # a fleet (`--replicas`, several `--endpoint`s): the replica that answered ("0", …)
+    replica: str | None = None
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)

@@ -390,6 +390,23 @@ class TwinSpec(_Frozen):
         return out
 
 
+class FleetSpec(_Frozen):
+    """Replicas behind a router (`docs/fleet.md`; policies: `twin/router.py`). On the
+    twin, `replicas` engines; against several `--endpoint`s, one replica per URL."""
+
+    replicas: int = Field(default=1, ge=1, le=1024)
+    router: Literal["round_robin", "least_loaded", "session_affinity",
+                    "prefix_aware", "kv_cost"] = "round_robin"
+    # session_affinity: a session leaves a replica holding ≥ floor in flight and more
+    # than (1 + tolerance) × the fleet's mean (or KV-bound with a queue)
+    affinity_floor: int = Field(default=4, ge=1)
+    affinity_tolerance: float = Field(default=1.0, ge=0)
+    # prefix_aware: llm-d's scorer weights (prefix, queue, KV utilisation)
+    prefix_weight: float = Field(default=3.0, ge=0)
+    queue_weight: float = Field(default=2.0, ge=0)
+    kv_weight: float = Field(default=2.0, ge=0)
+
+
 class Scenario(_WithDists):
     name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)   # part of the run id
     description: str = ""
@@ -424,6 +441,7 @@ class Scenario(_WithDists):
     twin: TwinSpec = Field(default_factory=TwinSpec)
     # Planted facts and recall probes (issue 22; `scenario/probes.py`); None = off.
     probes: ProbesSpec | None = None
+    fleet: FleetSpec = Field(default_factory=FleetSpec)
     # Set by the loader: where relative file references resolve from.
     base_dir: str = "."
     # A recorded session script (`endurance import claude-code`) replayed instead of

@@ -425,8 +425,8 @@ class Agent:
             prompt_tokens=r.usage.prompt_tokens, output_tokens=n_out,
             output_tokens_est=r.output_tokens_est, ttft_s=ttft, decode_tok_s=decode,
             turn_tok_s=turn_rate, e2e_s=e2e, stop_reason=r.stop_reason, http_status=r.status,
-            queue_s=_opt_float(r.extra.get("queue_s")), **spec_columns(r.extra),
-            **tier_columns(r.extra)))
+            queue_s=_opt_float(r.extra.get("queue_s")), replica=r.extra.get("replica"),
+            **spec_columns(r.extra), **tier_columns(r.extra)))
 
     def _record_failure(self, b: Attempt, wall: float, sent: float,
                         exc: EndpointError) -> None:
@@ -436,7 +436,8 @@ class Agent:
         self.ctx.recorder.write(self._row(
             b, wall, sent, ok=False, error_type=exc.error_type.value,
             error_message=redact_text(str(exc))[:300], http_status=exc.status, ttft_s=ttft,
-            output_tokens=exc.partial_output_tokens or None, e2e_s=now - sent))
+            output_tokens=exc.partial_output_tokens or None, e2e_s=now - sent,
+            replica=exc.replica))
 
     # ------------------------------------------------------------------ history
     def _append_reply(self, resp: LLMResponse, template: TurnTemplate, turn: int) -> None:

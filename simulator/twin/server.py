@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 from array import array
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +33,9 @@ from simulator.twin.faults import (
     FaultKind,
     FaultSpec,
 )
+from simulator.twin.fleet_service import FleetService, session_key
 from simulator.twin.prompt import PromptError, PromptTokenizer
+from simulator.twin.router import Router, RouterConfig
 from simulator.twin.server_metrics import CONTENT_TYPE, TwinMetrics
 from simulator.twin.service import TwinService
 from simulator.twin.stream import ReplyWriter
@@ -61,7 +63,7 @@ SERVICE_KEY = web.AppKey("twin_service", TwinService)
 @dataclass(slots=True)
 class _State:
     config: ServerConfig
-    service: TwinService
+    service: TwinService | FleetService
     tokenizer: PromptTokenizer
     metrics: TwinMetrics
     faults: FaultInjector
@@ -175,11 +177,14 @@ async def _reply(request: web.Request, st: _State, body: dict[str, Any], prompt:
     cfg = st.config
     planned = reply.plan_for(prompt, max_tokens, request.headers,
                              context_window=cfg.context_window, seed=cfg.seed)
+    service = st.service
+    if isinstance(service, FleetService):       # a fleet: the router picks the replica
+        service = service.pick(prompt, session_key(body, request.headers))
     try:
-        stream = st.service.submit(prompt, planned.token_ids)
+        stream = service.submit(prompt, planned.token_ids)
     except RequestTooLong as exc:
         return _error(400, "invalid_request_error", str(exc), chat=fmt is not wire)
-    writer = ReplyWriter(request, st.service, stream, model=str(body.get("model") or cfg.model),
+    writer = ReplyWriter(request, service, stream, model=str(body.get("model") or cfg.model),
                          stop_reason=planned.stop_reason, decision=decision, deadline=deadline,
                          fmt=fmt)
     if body.get("stream") is True:
@@ -254,12 +259,18 @@ async def _not_found(request: web.Request) -> web.Response:
 
 
 def create_app(engine: Engine, config: ServerConfig,
-               *, tokenizer: PromptTokenizer | None = None) -> web.Application:
+               *, tokenizer: PromptTokenizer | None = None,
+               replicas: Sequence[Engine] = (), router: Router | None = None) -> web.Application:
     """The aiohttp app around `engine`; its real-time driver task runs for the app's
-    lifetime (started on startup, cancelled on cleanup)."""
+    lifetime (started on startup, cancelled on cleanup). With `replicas` (more engines)
+    and a `router`: a fleet behind this one URL (`fleet_service`)."""
     metrics = TwinMetrics(config.model)
-    service = TwinService(engine, time_scale=config.time_scale, instant=config.instant,
-                          on_finish=metrics.observe)
+    engines = [engine, *replicas]
+    services = [TwinService(e, time_scale=config.time_scale, instant=config.instant,
+                            on_finish=metrics.observe) for e in engines]
+    service: TwinService | FleetService = services[0]
+    if len(engines) > 1:
+        service = FleetService(services, router or Router(RouterConfig(), len(engines)))
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.on_response_prepare.append(_announce)
     faults = FaultInjector(config.faults, config.seed)
@@ -269,7 +280,7 @@ def create_app(engine: Engine, config: ServerConfig,
                    faults=faults if config.faults.enabled else None)
     app[STATE_KEY] = _State(config, service, tokenizer or PromptTokenizer(),
                             metrics, faults)
-    app[SERVICE_KEY] = service
+    app[SERVICE_KEY] = services[0]
 
     async def driver(app: web.Application) -> AsyncIterator[None]:
         task = asyncio.create_task(service.run(), name="twin-driver")
@@ -310,10 +321,12 @@ async def serving(app: web.Application, host: str = "127.0.0.1",
 
 def twin_app(hardware: str, model: str, *, spec: str = "off", seed: int = 0,
              time_scale: float = 1.0, instant: bool = False, faults: FaultSpec | None = None,
-             cutoff_s: float | None = None,
-             context_window: int | None = None,
-             overrides: dict[str, Any] | None = None) -> tuple[web.Application, dict[str, Any]]:
-    """The HTTP twin for profile names (InputError for unknown ones) and its description."""
+             cutoff_s: float | None = None, context_window: int | None = None,
+             overrides: dict[str, Any] | None = None,
+             replicas: int = 1, router: RouterConfig | None = None,
+             ) -> tuple[web.Application, dict[str, Any]]:
+    """The HTTP twin for profile names (InputError for unknown ones) and its description;
+    `replicas` > 1: that many engines behind `router` (default round robin)."""
     from simulator.twin.engine import TwinEngine
     from simulator.twin.perf_model import build_perf_model
 
@@ -323,7 +336,10 @@ def twin_app(hardware: str, model: str, *, spec: str = "off", seed: int = 0,
     config = ServerConfig(model=model, hardware=hardware, context_window=window, seed=seed,
                           faults=faults or FaultSpec(), cutoff_s=cutoff_s, spec=spec,
                           time_scale=time_scale, instant=instant)
-    return create_app(TwinEngine(perf), config), perf.describe()
+    more = [TwinEngine(build_perf_model(hardware, model, spec=spec, overrides=overrides))
+            for _ in range(replicas - 1)]
+    fleet = Router(router or RouterConfig(), replicas) if replicas > 1 else None
+    return create_app(TwinEngine(perf), config, replicas=more, router=fleet), perf.describe()
 
 
 async def serve_forever(app: web.Application, host: str, port: int,

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from simulator.twin.faults import FaultInjector
 from simulator.twin.service import RequestStream, TwinService
+
+if TYPE_CHECKING:
+    from simulator.twin.fleet_service import FleetService
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -77,7 +80,7 @@ def _tier_families(counters: Any, labels: list[str], values: list[str]) -> Itera
 class _EngineCollector:
     """Reads the engine's counters and gauges at scrape time."""
 
-    def __init__(self, service: TwinService, model: str, info: dict[str, str],
+    def __init__(self, service: TwinService | FleetService, model: str, info: dict[str, str],
                  spec_enabled: bool, faults: FaultInjector | None) -> None:
         self._service, self._model, self._info = service, model, info
         self._spec, self._faults = spec_enabled, faults
@@ -88,10 +91,16 @@ class _EngineCollector:
     def collect(self) -> Iterator[Metric]:
         snap = self._service.snapshot()
         labels, values = ["model_name"], [self._model]
+        # a fleet (`fleet_service`): one series per replica, labelled `replica`, for
+        # the counters and queue gauges (a scraper's sum over label sets is the fleet's)
+        per = getattr(self._service, "snapshots", None)
+        series = [(labels, values, snap)] if per is None else [
+            ([*labels, "replica"], [*values, str(i)], s) for i, s in enumerate(per())]
         rows = _COUNTERS + (_SPEC_COUNTERS if self._spec else ())
         for name, attr, doc in rows:
-            fam = CounterMetricFamily(name, doc, labels=labels)
-            fam.add_metric(values, float(getattr(snap.counters, attr)))
+            fam = CounterMetricFamily(name, doc, labels=series[0][0])
+            for _, vals, s in series:
+                fam.add_metric(vals, float(getattr(s.counters, attr)))
             yield fam
         if self._spec:
             pos = CounterMetricFamily("vllm:spec_decode_num_accepted_tokens_per_pos",
@@ -100,14 +109,16 @@ class _EngineCollector:
             for i, n in enumerate(snap.counters.spec_accepted_per_pos):
                 pos.add_metric([*values, str(i)], float(n))
             yield pos
-        if getattr(self._service.engine, "host_tier", None) is not None:
+        engine = getattr(self._service, "engine", None)   # one engine (a fleet: none)
+        if engine is not None and getattr(engine, "host_tier", None) is not None:
             yield from _tier_families(snap.counters, labels, values)
-        for name, value, doc in (
-                ("vllm:num_requests_running", snap.num_running, "Requests in model execution."),
-                ("vllm:num_requests_waiting", snap.num_waiting, "Requests waiting."),
-                ("vllm:kv_cache_usage_perc", snap.kv_usage, "KV-cache usage (1 = 100%).")):
-            g = GaugeMetricFamily(name, doc, labels=labels)
-            g.add_metric(values, float(value))
+        for name, attr, doc in (
+                ("vllm:num_requests_running", "num_running", "Requests in model execution."),
+                ("vllm:num_requests_waiting", "num_waiting", "Requests waiting."),
+                ("vllm:kv_cache_usage_perc", "kv_usage", "KV-cache usage (1 = 100%).")):
+            g = GaugeMetricFamily(name, doc, labels=series[0][0])
+            for _, vals, s in series:
+                g.add_metric(vals, float(getattr(s, attr)))
             yield g
         cfg = GaugeMetricFamily("vllm:cache_config_info", "Information of the cache config.",
                                 labels=["block_size", "num_gpu_blocks"])
@@ -145,7 +156,7 @@ class TwinMetrics:
                                "Histogram of time spent in WAITING phase for request.",
                                buckets=E2E_BUCKETS, **kw).labels(model)
 
-    def attach(self, service: TwinService, info: dict[str, str], *, spec_enabled: bool,
+    def attach(self, service: TwinService | FleetService, info: dict[str, str], *, spec_enabled: bool,
                faults: FaultInjector | None) -> None:
         self.registry.register(_EngineCollector(service, self._model, info, spec_enabled,
                                                 faults))

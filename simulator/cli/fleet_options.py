@@ -1,0 +1,95 @@
+"""`--replicas`, `--router`, `--route` and repeated `--endpoint`: fleets (docs/fleet.md).
+
+`--replicas R --router P` (the twin) and `--route P` (several real URLs) are sugar for
+`--set fleet.replicas=R` / `--set fleet.router=P`, stored in the click context and
+appended by `scenario_overrides` before the user's `--set`, as the load options are.
+`--endpoint` may be repeated: the first URL stays the command's `endpoint` parameter,
+and `endpoint_urls()` returns them all (`run` routes over them on the client).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from simulator.twin.router import POLICIES
+
+_META = "endurance.fleet_overrides"
+_URLS = "endurance.endpoint_urls"
+_REPLICAS = "endurance.replicas_list"
+MAX_REPLICAS = 1024
+
+
+def _replicas(ctx: click.Context, _param: Any, value: str | None) -> None:
+    """`--replicas R`, or `R1,R2,…` for `sweep` (one sweep per fleet size)."""
+    if value is None:
+        return
+    try:
+        counts = [int(x) for x in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: expected a replica count or a list such as "
+                                 "1,2,4") from None
+    if not counts or any(not 1 <= r <= MAX_REPLICAS for r in counts):
+        raise click.BadParameter(f"{value!r}: replica counts must be within 1..{MAX_REPLICAS}")
+    if len(counts) > 1:
+        if ctx.command.name != "sweep":
+            raise click.BadParameter(f"{value!r}: a list of replica counts is for `sweep`")
+        ctx.meta[_REPLICAS] = counts
+        return
+    ctx.meta.setdefault(_META, []).append(f"fleet.replicas={counts[0]}")
+
+
+def _store(key: str) -> Callable[[click.Context, Any, Any], None]:
+    def callback(ctx: click.Context, _param: Any, value: Any) -> None:
+        if value is not None:
+            ctx.meta.setdefault(_META, []).append(f"fleet.{key}={value}")
+    return callback
+
+
+def _endpoints(ctx: click.Context, _param: Any, value: tuple[str, ...]) -> str | None:
+    if len(value) > 1 and ctx.command.name != "run":
+        raise click.BadParameter(f"{len(value)} URLs: routing over several endpoints is "
+                                 "`endurance run` only", param_hint="--endpoint")
+    ctx.meta[_URLS] = tuple(value)
+    return value[0] if value else None
+
+
+def endpoint_option() -> Callable[[Any], Any]:
+    return click.option("--endpoint", metavar="URL", multiple=True, callback=_endpoints,
+                        help="Endpoint base URL: Anthropic Messages, or OpenAI Chat "
+                        "Completions with --api openai-chat (default: the in-process twin, "
+                        "simulated); repeat it to route over several servers (--route).")
+
+
+def fleet_options() -> list[Callable[[Any], Any]]:
+    """The click options (not exposed as parameters; see the module docstring)."""
+    choice = click.Choice(POLICIES)
+    return [
+        click.option("--replicas", metavar="R", expose_value=False, callback=_replicas,
+                     help="Twin: R engines behind one router, on one virtual clock "
+                     "(sweep: a list, e.g. 1,2,4)."),
+        click.option("--router", type=choice, expose_value=False, callback=_store("router"),
+                     help="Twin fleet routing policy (default round_robin)."),
+        click.option("--route", type=click.Choice(POLICIES[:3]), expose_value=False,
+                     callback=_store("router"),
+                     help="Routing over several --endpoint URLs, on the client."),
+    ]
+
+
+def fleet_overrides() -> list[str]:
+    ctx = click.get_current_context(silent=True)
+    return list(ctx.meta.get(_META, [])) if ctx is not None else []
+
+
+def replicas_list() -> list[int]:
+    """`sweep --replicas 1,2,4`: the fleet sizes to sweep (empty: one)."""
+    ctx = click.get_current_context(silent=True)
+    return list(ctx.meta.get(_REPLICAS, [])) if ctx is not None else []
+
+
+def endpoint_urls() -> tuple[str, ...]:
+    """Every --endpoint URL given (empty: none)."""
+    ctx = click.get_current_context(silent=True)
+    return tuple(ctx.meta.get(_URLS, ())) if ctx is not None else ()

@@ -1,0 +1,93 @@
+"""Two llama.cpp servers routed on the client (`--endpoint A --endpoint B --route …`),
+and the twin fleet predicting what each routing policy does to the servers' cache.
+
+One session, scripted history (byte-identical requests to both sides), no compaction:
+under `round_robin` the session's turns alternate between the servers, so each turn
+finds on its server only the prompt of two turns before (the first turn on the second
+server finds nothing); under `session_affinity` every turn extends the previous one on
+the same server. The twin fleet (2 × `cpu-2core/tiny-llama-2l`, block size 16: llama.cpp
+caches per token, and the twin's decode burst fails at block size 1) routes the same requests the same way; its cache-read
+share (Σ cache_read_tokens / Σ prompt_tokens) must be within 5 points of the servers'
+under each policy. Shares, not counts: the twin tokenises with cl100k, the tiny model
+with its own BPE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from simulator.endpoints.fleet import InProcessFleet
+from simulator.engines.install import ensure_llamacpp
+from simulator.engines.server import EngineServer, serve_llamacpp
+from simulator.twin.router import RouterConfig
+from tests.conftest import run_scenario, turns_of
+from tests.engines_fixtures import install_or_skip
+
+pytestmark = pytest.mark.real_engine
+
+SCENARIO = Path(__file__).resolve().parents[1] / "fixtures" / "real-engine-endurance.yaml"
+TURNS = 14
+TOLERANCE = 0.05
+# a seed per policy: the servers keep their caches between runs (and other tests')
+SEEDS = {"round_robin": 301, "session_affinity": 302}
+
+
+@pytest.fixture(scope="module")
+def second_llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineServer]:
+    install = install_or_skip(ensure_llamacpp, "llamacpp")
+    with serve_llamacpp(install, tmp_path_factory.mktemp("llamacpp-b")) as server:
+        yield server
+
+
+def _overrides(policy: str, model: str) -> list[str]:
+    return ["sessions=1", f"turns={TURNS}", "compaction.kind=none", f"seed={SEEDS[policy]}",
+            f"model={model}", f"fleet.router={policy}"]
+
+
+def _share(df: pd.DataFrame) -> float:
+    t = df[df.ok & df.prompt_tokens.notna()]
+    return float(t.cache_read_tokens.sum() / t.prompt_tokens.sum())
+
+
+def _real_and_twin(a: EngineServer, b: EngineServer, policy: str,
+                   tmp_path: Path) -> tuple[float, float]:
+    """(servers' share, twin fleet's share) for one policy, with the per-replica checks."""
+    real = run_scenario(SCENARIO, tmp_path, _overrides(policy, a.model), endpoint_url=a.base_url,
+                        endpoint_urls=(a.base_url, b.base_url), client="lean")
+    assert real.status == "completed", real.outcome.reason
+    rows = turns_of(real)
+    ok = rows[rows.ok]
+    assert ok.replica.nunique() == (2 if policy == "round_robin" else 1)
+    # scraped per endpoint: each URL's /metrics rows carry its replica
+    server = pd.read_parquet(real.run_dir / "server_metrics.parquet")
+    assert set(server.replica.dropna().astype(str)) == {"0", "1"}
+    fleet = InProcessFleet("cpu-2core", "tiny-llama-2l", replicas=2,
+                           router=RouterConfig(policy), seed=SEEDS[policy],
+                           overrides={"block_size": 16})
+    twin = run_scenario(SCENARIO, tmp_path, _overrides(policy, a.model), endpoint=fleet)
+    assert twin.status == "completed"
+    tw = turns_of(twin)
+    # the same turns went to the same replicas
+    keys = ["turn_index"]
+    assert tw[tw.ok].set_index(keys).replica.equals(
+        ok.drop_duplicates(keys, keep="last").set_index(keys).replica)
+    per = [(p["replica"], round(p["cache_read_share"] or 0, 3))
+           for p in real.summary["fleet"]["per_replica"]]
+    print(f"\n[fleet {policy}] cache-read share: servers {_share(rows):.3f}, twin "
+          f"{_share(tw):.3f} (servers per replica: {per})")
+    return _share(rows), _share(tw)
+
+
+def test_twin_fleet_predicts_two_servers_under_round_robin_and_affinity(
+        llamacpp_server: EngineServer, second_llamacpp: EngineServer, tmp_path: Path) -> None:
+    shares = {p: _real_and_twin(llamacpp_server, second_llamacpp, p, tmp_path)
+              for p in ("round_robin", "session_affinity")}
+    for policy, (real, twin) in shares.items():
+        assert abs(real - twin) <= TOLERANCE, policy
+    # round robin sends every other turn to the server that holds only the prompt of two
+    # turns before: the servers' share drops; affinity keeps it
+    assert shares["round_robin"][0] < shares["session_affinity"][0] - 0.05
