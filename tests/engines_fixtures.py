@@ -4,6 +4,10 @@ Import them into tests/conftest.py:
 
     from tests.engines_fixtures import llamacpp_server, vllm_server  # noqa: F401
 
+`llamacpp_server` / `vllm_server` serve the tiny random-weight model (replies run to
+max_tokens); `smol_llamacpp`, `smol_vllm` and `smol_vllm_spec` (n-gram speculation) serve
+the real SmolLM2-135M-Instruct, whose replies stop where the model does.
+
 Each installs its engine into the cache (`$ENDURANCE_ENGINES_DIR`, default
 ~/.cache/endurance-engines) when missing, starts one server for the whole session, yields
 an `EngineServer` (base_url, model, metrics_url, block_size, …) and stops it by PID.
@@ -17,15 +21,20 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
 from simulator.engines.install import (
+    SMOLLM2_CONTEXT,
     EngineUnavailable,
+    SmolInstall,
     engines_dir,
     ensure_llamacpp,
+    ensure_smollm2,
     ensure_vllm,
     install_limit,
 )
@@ -44,16 +53,27 @@ def in_ci() -> bool:
 # pytest-timeout's per-test 600 s; a failure there is remembered here and reported by
 # the fixture instead of being retried inside a test.
 INSTALL_LIMIT_S = float(os.environ.get("ENDURANCE_ENGINES_INSTALL_LIMIT_S", "5400"))
-_ENSURE: dict[str, Callable[[], object]] = {"vllm": ensure_vllm, "llamacpp": ensure_llamacpp}
-_FIXTURE_ENGINE = {"vllm_server": "vllm", "llamacpp_server": "llamacpp"}
+
+
+def _smol_gguf() -> SmolInstall:
+    return ensure_smollm2(hf=False)
+
+
+_ENSURE: dict[str, Callable[[], object]] = {
+    "vllm": ensure_vllm, "llamacpp": ensure_llamacpp, "smollm2-gguf": _smol_gguf,
+    "smollm2": ensure_smollm2}
+_FIXTURE_ENGINES: dict[str, tuple[str, ...]] = {
+    "vllm_server": ("vllm",), "llamacpp_server": ("llamacpp",),
+    "smol_llamacpp": ("llamacpp", "smollm2-gguf"), "smol_vllm": ("vllm", "smollm2"),
+    "smol_vllm_spec": ("vllm", "smollm2")}
 _PREINSTALL_ERRORS: dict[str, RunError] = {}
 
 
 def engines_needed(items: Iterable[pytest.Item]) -> list[str]:
     """The engines the selected tests use (through the server fixtures)."""
-    names = {_FIXTURE_ENGINE[f] for item in items
-             for f in getattr(item, "fixturenames", ()) if f in _FIXTURE_ENGINE}
-    return sorted(names)
+    names = {e for item in items for f in getattr(item, "fixturenames", ())
+             for e in _FIXTURE_ENGINES.get(f, ())}
+    return [e for e in _ENSURE if e in names]   # an engine before the model it needs
 
 
 def preinstall_engines(items: Iterable[pytest.Item], say: Callable[[str], None]) -> None:
@@ -126,3 +146,59 @@ def llamacpp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine
     except RunError:
         _dump_log(log_dir)
         raise
+
+
+SMOL_NAME = "smol"
+# vLLM's n-gram proposer as `../shared/tools/real-engine/make_smollm2.sh` ran it here
+SMOL_NGRAM = ('{"method":"ngram","num_speculative_tokens":8,"prompt_lookup_max":4,'
+              '"prompt_lookup_min":2}')
+
+
+@pytest.fixture(scope="session")
+def smol_llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineServer]:
+    """llama-server serving SmolLM2-135M-Instruct (the wheel's GGUF as it is): 2 slots
+    sharing one unified 8k KV cache, so no request can pass the model's 8k window."""
+    engine = install_or_skip(ensure_llamacpp, "llamacpp")
+    smol = install_or_skip(_smol_gguf, "smollm2-gguf")
+    log_dir = tmp_path_factory.mktemp("smol-llamacpp")
+    try:
+        with serve_llamacpp(replace(engine, gguf=smol.gguf), log_dir, slots=2,
+                            ctx_tokens=SMOLLM2_CONTEXT, model_name=SMOL_NAME,
+                            ignore_eos=False) as server:
+            _report(server)
+            yield server
+    except RunError:
+        _dump_log(log_dir)
+        raise
+
+
+@contextmanager
+def _smol_vllm(tmp_path_factory: pytest.TempPathFactory, name: str,
+               extra_args: tuple[str, ...] = ()) -> Iterator[EngineServer]:
+    engine = install_or_skip(ensure_vllm, "vllm")
+    smol = install_or_skip(ensure_smollm2, "smollm2")
+    assert smol.hf_dir is not None
+    log_dir = tmp_path_factory.mktemp(name)
+    try:
+        with serve_vllm(engine, log_dir, model_dir=smol.hf_dir, model_name=SMOL_NAME,
+                        max_model_len=SMOLLM2_CONTEXT, extra_args=extra_args) as server:
+            _report(server)
+            yield server
+    except RunError:
+        _dump_log(log_dir)
+        raise
+
+
+@pytest.fixture(scope="session")
+def smol_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineServer]:
+    """vLLM (CPU) serving SmolLM2-135M-Instruct (bf16), prefix caching, 8k window."""
+    with _smol_vllm(tmp_path_factory, "smol-vllm") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def smol_vllm_spec(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineServer]:
+    """The same as `smol_vllm`, with vLLM's n-gram speculation (8 draft tokens)."""
+    with _smol_vllm(tmp_path_factory, "smol-vllm-spec",
+                    ("--speculative-config", SMOL_NGRAM)) as server:
+        yield server
