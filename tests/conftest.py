@@ -12,6 +12,7 @@ import yaml
 from simulator.endpoints.base import Endpoint
 from simulator.runs import RunResult, RunSpec, execute
 from tests.engines_fixtures import (  # noqa: F401  (session fixtures)
+    _smol_vllm_pair,
     llamacpp_server,
     smol_llamacpp,
     smol_vllm,

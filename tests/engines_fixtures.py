@@ -21,7 +21,8 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
@@ -65,7 +66,7 @@ _ENSURE: dict[str, Callable[[], object]] = {
 _FIXTURE_ENGINES: dict[str, tuple[str, ...]] = {
     "vllm_server": ("vllm",), "llamacpp_server": ("llamacpp",),
     "smol_llamacpp": ("llamacpp", "smollm2-gguf"), "smol_vllm": ("vllm", "smollm2"),
-    "smol_vllm_spec": ("vllm", "smollm2")}
+    "smol_vllm_spec": ("vllm", "smollm2"), "_smol_vllm_pair": ("vllm", "smollm2")}
 _PREINSTALL_ERRORS: dict[str, RunError] = {}
 
 
@@ -149,6 +150,10 @@ def llamacpp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine
 
 
 SMOL_NAME = "smol"
+# float32, not bfloat16: with bf16 weights vLLM CPU's n-gram speculation changed 3 of the
+# 6 greedy code probes of `check --against` (the verify pass scores k+1 positions in one
+# matmul, so near-tied argmaxes flip); with fp32 all 6 were identical (docs/real-servers.md)
+SMOL_DTYPE = ("--dtype", "float32")
 # vLLM's n-gram proposer as `../shared/tools/real-engine/make_smollm2.sh` ran it here
 SMOL_NGRAM = ('{"method":"ngram","num_speculative_tokens":8,"prompt_lookup_max":4,'
               '"prompt_lookup_min":2}')
@@ -157,13 +162,15 @@ SMOL_NGRAM = ('{"method":"ngram","num_speculative_tokens":8,"prompt_lookup_max":
 @pytest.fixture(scope="session")
 def smol_llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineServer]:
     """llama-server serving SmolLM2-135M-Instruct (the wheel's GGUF as it is): 2 slots
-    sharing one unified 8k KV cache, so no request can pass the model's 8k window."""
+    sharing one unified 8k KV cache, so no request can pass the model's 8k window. One
+    thread: on a busy 2-core box a second, spin-waiting thread made decode 10-25x
+    slower (measured here: 0.4-1.1 tok/s with -t 2, 10 tok/s with -t 1)."""
     engine = install_or_skip(ensure_llamacpp, "llamacpp")
     smol = install_or_skip(_smol_gguf, "smollm2-gguf")
     log_dir = tmp_path_factory.mktemp("smol-llamacpp")
     try:
         with serve_llamacpp(replace(engine, gguf=smol.gguf), log_dir, slots=2,
-                            ctx_tokens=SMOLLM2_CONTEXT, model_name=SMOL_NAME,
+                            ctx_tokens=SMOLLM2_CONTEXT, threads=1, model_name=SMOL_NAME,
                             ignore_eos=False) as server:
             _report(server)
             yield server
@@ -172,33 +179,43 @@ def smol_llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineSe
         raise
 
 
-@contextmanager
-def _smol_vllm(tmp_path_factory: pytest.TempPathFactory, name: str,
-               extra_args: tuple[str, ...] = ()) -> Iterator[EngineServer]:
+@pytest.fixture(scope="session")
+def _smol_vllm_pair(tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[tuple[EngineServer, EngineServer]]:
+    """Both SmolLM2 vLLM servers, plain and with n-gram speculation, started at the same
+    time (each start is ~2 min of mostly single-threaded warm-up on 2 cores, so two in
+    parallel take little more than one); both stopped at the end of the session."""
     engine = install_or_skip(ensure_vllm, "vllm")
     smol = install_or_skip(ensure_smollm2, "smollm2")
     assert smol.hf_dir is not None
-    log_dir = tmp_path_factory.mktemp(name)
-    try:
-        with serve_vllm(engine, log_dir, model_dir=smol.hf_dir, model_name=SMOL_NAME,
-                        max_model_len=SMOLLM2_CONTEXT, extra_args=extra_args) as server:
-            _report(server)
-            yield server
-    except RunError:
-        _dump_log(log_dir)
-        raise
+    hf_dir = smol.hf_dir
+    logs = [tmp_path_factory.mktemp(n) for n in ("smol-vllm", "smol-vllm-spec")]
+    extras: list[tuple[str, ...]] = [SMOL_DTYPE, (*SMOL_DTYPE, "--speculative-config", SMOL_NGRAM)]
+    with ExitStack() as stack, ThreadPoolExecutor(2) as pool:
+        def start(i: int) -> EngineServer:
+            return stack.enter_context(serve_vllm(
+                engine, logs[i], model_dir=hf_dir, model_name=SMOL_NAME,
+                max_model_len=SMOLLM2_CONTEXT, extra_args=extras[i]))
+        futures = [pool.submit(start, i) for i in range(2)]
+        try:
+            plain, spec = (f.result() for f in futures)
+        except RunError:
+            for log_dir in logs:
+                _dump_log(log_dir)
+            raise
+        _report(plain)
+        _report(spec)
+        yield plain, spec
 
 
 @pytest.fixture(scope="session")
-def smol_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineServer]:
-    """vLLM (CPU) serving SmolLM2-135M-Instruct (bf16), prefix caching, 8k window."""
-    with _smol_vllm(tmp_path_factory, "smol-vllm") as server:
-        yield server
+def smol_vllm(_smol_vllm_pair: tuple[EngineServer, EngineServer]) -> EngineServer:
+    """vLLM (CPU) serving SmolLM2-135M-Instruct (fp32), prefix caching, 8k window."""
+    return _smol_vllm_pair[0]
 
 
 @pytest.fixture(scope="session")
-def smol_vllm_spec(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineServer]:
-    """The same as `smol_vllm`, with vLLM's n-gram speculation (8 draft tokens)."""
-    with _smol_vllm(tmp_path_factory, "smol-vllm-spec",
-                    ("--speculative-config", SMOL_NGRAM)) as server:
-        yield server
+def smol_vllm_spec(_smol_vllm_pair: tuple[EngineServer, EngineServer]) -> EngineServer:
+    """The same as `smol_vllm`, with vLLM's n-gram speculation (8 draft tokens,
+    lookup 2–4): started together with it."""
+    return _smol_vllm_pair[1]

@@ -104,9 +104,11 @@ def _chunks(n_tokens: int, rng: random.Random) -> list[str]:
 
 def build_case(length: int, depth: float, repeat: int, seed: int = 0) -> NeedleCase:
     """A prompt of about `length` cl100k tokens with the code word's line at `depth`
-    (0 the start of the haystack, 1 its end), seeded by (seed, length, depth, repeat)."""
-    rng = random.Random(f"needle:{seed}:{length}:{depth}:{repeat}")
-    word = code_word(rng)
+    (0 the start of the haystack, 1 its end). The haystack is seeded by (seed, length,
+    repeat), the same at every depth (only where the fact sits changes, and a server's
+    prefix cache can serve the part before it); the code word by the depth too."""
+    rng = random.Random(f"needle:{seed}:{length}:{repeat}")
+    word = code_word(random.Random(f"word:{seed}:{length}:{depth}:{repeat}"))
     fact = f'DEPLOY_CODE_WORD = "{word}"  # the code word for this deployment\n'
     fixed = tokens.count(INTRO) + tokens.count(fact) + tokens.count(QUESTION) + 2
     lines = "".join(_chunks(max(0, length - fixed), rng)).splitlines(keepends=True)

@@ -23,7 +23,7 @@ from simulator.check.openai_checks import context_window
 from simulator.endpoints.base import ErrorType, classify_status
 from simulator.twin.server import TWIN_FIELD
 
-MAX_TOKENS = 24
+MAX_TOKENS = 48     # a small model often restates the question before the value
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,11 @@ def test_cases_are_seeded_and_distinct_per_cell_and_repeat() -> None:
     assert a == again
     others = [build_case(2048, 0.5, 1), build_case(2048, 0.1, 0), build_case(2048, 0.5, 0, 9)]
     assert all(o.prompt != a.prompt for o in others)
+    # one haystack per (length, repeat): at another depth only the fact line moves
+    moved = build_case(2048, 0.1, 0)
+    assert moved.expected != a.expected
+    strip = [c.prompt.replace(f'DEPLOY_CODE_WORD = "{c.expected}"', "") for c in (a, moved)]
+    assert sorted(strip[0].splitlines()) == sorted(strip[1].splitlines())
     words = {code_word(random.Random(i)) for i in range(200)}
     assert len(words) > 190   # a fresh word per case: no guessing it
 
