@@ -135,9 +135,10 @@ def _watch_parent(parent: int) -> None:
             return
 
 
-def turn_key(row: dict[str, Any]) -> tuple[str, int, str, int]:
+def turn_key(row: dict[str, Any]) -> tuple[str, int, str, int, str | None]:
+    """A journal row's identity (a probe row's: its fact too — one probe per fact)."""
     return (str(row.get("session_id")), int(row.get("turn_index") or 0),
-            str(row.get("request_kind")), int(row.get("attempt") or 0))
+            str(row.get("request_kind")), int(row.get("attempt") or 0), row.get("fact_id"))
 
 
 def history_key(row: dict[str, Any]) -> tuple[str, Any, Any, bool]:

@@ -25,6 +25,7 @@ from simulator.analysis.load import (
 )
 from simulator.analysis.metrics_registry import COMPARE_KEYS, NUMERIC_KEYS
 from simulator.analysis.plots import plot_overlay
+from simulator.analysis.recall import paired_recall_difference
 from simulator.analysis.summary import ok_rows, summarize_run
 
 
@@ -150,7 +151,11 @@ def compare_runs(runs: list[RunInfo], *, resamples: int = 2000, seed: int = 0,
                              resamples=resamples, confidence=confidence, seed=seed)
         paired.append(asdict(res) | {"excludes_one": res.excludes_one,
                                      "differs_in": differing_settings(base.manifest,
-                                                                      r.manifest)})
+                                                                      r.manifest),
+                                     # recall probes both runs asked (issue 22)
+                                     "recall": paired_recall_difference(base.turns, r.turns),
+                                     "retention": paired_recall_difference(
+                                         base.turns, r.turns, key="fact_retained")})
     return {
         "runs": [{"label": r.label, "run_dir": str(r.run_dir),
                   "simulated": bool(r.summary["simulated"])} for r in runs],
@@ -192,8 +197,26 @@ def format_comparison(result: dict[str, Any]) -> str:
             f"({p['resamples']} block-bootstrap resamples"
             + (f"; runs differ in {', '.join(p['differs_in'])})" if p["differs_in"] else ")")
             + ("; the difference is clear" if p["excludes_one"] else "; CI includes 1"))
+        lines += [_recall_line(p, k) for k in ("recall", "retention")
+                  if (p.get(k) or {}).get("pairs")]
     lines += [f"note: {n}" for n in result["notes"]]
     return "\n".join(lines)
+
+
+def _recall_line(p: dict[str, Any], key: str) -> str:
+    """One paired recall (or retention) line: B − A in points with its interval."""
+    d = p[key]
+    what = "probe recall" if key == "recall" else "fact retention"
+
+    def pp(v: float | None) -> str:
+        return "n/a" if v is None else f"{100 * v:+.1f}"
+    ci = "no interval (one session, one fact)" if d["ci_low"] is None else \
+        f"95% CI [{pp(d['ci_low'])}, {pp(d['ci_high'])}] pp"
+    clear = d["ci_low"] is not None and not (d["ci_low"] <= 0.0 <= d["ci_high"])
+    return (f"paired {p['label_b']} − {p['label_a']}: {what} {100 * d['b']:.1f}% vs "
+            f"{100 * d['a']:.1f}%, {pp(d['difference'])} pp, {ci} over {d['pairs']} probes "
+            "both runs asked" + ("; the difference is clear" if clear else
+                                 "; CI includes 0" if d["ci_low"] is not None else ""))
 
 
 def overlay_figure_path(runs: list[RunInfo], out: Path | None) -> Path:

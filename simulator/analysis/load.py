@@ -91,7 +91,7 @@ def run_label(manifest: dict[str, Any], run_dir: Path) -> str:
 
 # Scenario settings that may differ between runs that still replay the same turns:
 # the compaction policy (the point of most comparisons), the twin's hardware, retries.
-UNPAIRED_SETTINGS = frozenset({"compaction", "twin", "retry", "description"})
+UNPAIRED_SETTINGS = frozenset({"compaction", "twin", "retry", "description", "probes"})
 
 
 def workload_identity(manifest: dict[str, Any]) -> str | None:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Source = Literal["rows", "server", "engine", "run", "steady"]
+Source = Literal["rows", "server", "engine", "run", "steady", "probes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +274,34 @@ METRICS += (
            "session does)", "count / window_s", fmt="{:,.4f}", source="steady"),
 )
 
+# Recall probes (`analysis/recall.py`, issue 22): from the probe rows only. Their table
+# is on docs/recall.md (`python -m simulator.analysis.metrics_registry --recall`).
+_BOOT = ("95% percentile bootstrap over sessions (over facts when there is one session), "
+         "2000 resamples, seeded")
+METRICS += (
+    Metric("probe_requests", "count", "recall probes sent (one question about one planted "
+           "fact on a turn's context; never counted as turns or requests above)",
+           "count of rows with request_kind=probe", fmt="{:d}", source="probes"),
+    Metric("probes_answered", "count", "probes that got a reply (a failed probe has no verdict)",
+           "count of ok probe rows", fmt="{:d}", source="probes"),
+    Metric("facts_probed", "count", "distinct planted facts asked about", "distinct fact_id "
+           "over probe rows", fmt="{:d}", source="probes"),
+    Metric("probe_recall", "share", "answered probes whose reply names the fact's value "
+           "(normalised match): what the model could still use",
+           "mean of probe_correct over ok probe rows", source="probes", compare=True),
+    Metric("probe_recall_ci_low", "share", "lower end of probe_recall's 95% interval", _BOOT,
+           source="probes"),
+    Metric("probe_recall_ci_high", "share", "upper end of probe_recall's 95% interval", _BOOT,
+           source="probes"),
+    Metric("fact_retention", "share", "probes whose fact was still in the context sent "
+           "(verbatim, or its value in a summary; client-side): what the policy kept",
+           "mean of fact_retained ≠ dropped over probe rows", source="probes", compare=True),
+    Metric("fact_retention_ci_low", "share", "lower end of fact_retention's 95% interval",
+           _BOOT, source="probes"),
+    Metric("fact_retention_ci_high", "share", "upper end of fact_retention's 95% interval",
+           _BOOT, source="probes"),
+)
+
 REGISTRY: Mapping[str, Metric] = {m.key: m for m in METRICS}
 
 # Keys older summary.json files used → the registry key (read, never written).
@@ -289,7 +317,10 @@ FACT_KEYS: frozenset[str] = frozenset({
     "steady_state", "steady_state_reason", "window_start_s", "window_end_s",
     "usd_per_mtok_counts_idle",
     # saturation gate over the window (`analysis/steady.py`, `saturation`)
-    "saturated", "saturated_reason"})
+    "saturated", "saturated_reason",
+    # recall breakdowns (`analysis/recall.py`)
+    "recall_ci_unit", "recall_by_kind", "recall_by_age", "retention_by_state",
+    "recall_by_compactions_crossed"})
 
 NUMERIC_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS)
 COMPARE_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS if m.compare)
@@ -325,14 +356,18 @@ def table_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(label, " / ".join(values)) for label, values in rows.items()]
 
 
-def vocabulary_markdown() -> str:
-    """The README's metric table (between its `metrics-registry` markers)."""
+def vocabulary_markdown(recall: bool = False) -> str:
+    """The README's metric table (between its `metrics-registry` markers); with
+    `recall`, docs/recall.md's table of the probe metrics instead."""
     lines = ["| metric | unit | what it is | how it aggregates |", "|---|---|---|---|"]
     for m in METRICS:
+        if (m.source == "probes") != recall:
+            continue
         unit = "share (0..1)" if m.unit == "share" else m.unit
         lines.append(f"| `{m.key}` | {unit} | {m.definition} | {m.aggregation} |")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    print(vocabulary_markdown())
+    import sys
+    print(vocabulary_markdown(recall="--recall" in sys.argv[1:]))

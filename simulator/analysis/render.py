@@ -34,7 +34,11 @@ def figure_png(fig: Figure) -> bytes:
 
 def build_figures(turns: pd.DataFrame, server: pd.DataFrame | None,
                   simulated: bool) -> list[tuple[str, str, Figure]]:
-    """(file stem, caption, figure) for every plot the run supports."""
+    """(file stem, caption, figure) for every plot the run supports (recall probes:
+    their own figure; every other plot reads the turns without them)."""
+    from simulator.analysis.recall import probe_rows, recall_figures, without_probes
+    probes = probe_rows(turns)
+    turns = without_probes(turns)
     turn_ok = ok_rows(turns, "turn")
     figs = [
         ("turn_throughput", "Turn throughput over turns",
@@ -55,6 +59,11 @@ def build_figures(turns: pd.DataFrame, server: pd.DataFrame | None,
         ("distributions", "Distributions: TTFT, inter-token time, turn tok/s (CDFs)",
          timeline.plot_cdfs(turn_ok, simulated=simulated)),
     ]
+    if not probes.empty:
+        from simulator.analysis.policy_sweep import plot_recall_by_age
+        by_age = recall_figures(probes)["recall_by_age"]
+        figs.append(("recall_vs_age", "Recall probes: recall and retention vs fact age",
+                     plot_recall_by_age([("this run", by_age)], simulated=simulated)))
     return figs
 
 

@@ -19,6 +19,7 @@ import pandas as pd
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.closed_loop import closed_loop_figures
 from simulator.analysis.queueing import queue_figures, server_queue_mean_s
+from simulator.analysis.recall import recall_figures, recall_table_row, without_probes
 from simulator.analysis.steady import SteadyConfig, config_from_manifest, steady_figures
 
 # Metrics that are numbers a user may put in an SLO or compare across runs (the registry's).
@@ -200,8 +201,10 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     in-process twin's counters, saved as `engine`) gives them where nothing was scraped.
     They are None otherwise. `steady` (requested N and load shape) adds achieved
     concurrency and the steady-state window's figures (`simulator.analysis.steady`).
-    Keys and meanings: `metrics_registry`.
+    Keys and meanings: `metrics_registry`. Recall probe rows enter only the recall
+    figures (`analysis/recall.py`), never the speed, cache or latency ones.
     """
+    all_rows, turns = turns, without_probes(turns)
     ok = ok_rows(turns)
     turn_ok = ok_rows(turns, "turn")
     window = wall_window_s if wall_window_s is not None else measure_wall_window_s(turns)
@@ -239,6 +242,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
                            if price_per_hour is not None and agg else None)
     out["simulated"] = bool(simulated)
     out |= _steady_part(turns, turn_ok, steady, price_per_hour)
+    out |= recall_figures(all_rows)
     return {k: (_num(v) if isinstance(v, float | np.floating) else v) for k, v in out.items()}
 
 
@@ -327,6 +331,8 @@ def summary_table(s: Mapping[str, Any]) -> list[tuple[str, str]]:
                              s.get("spec_mean_acceptance_length")) + ", "
                          + registry.REGISTRY["spec_acceptance_share"].format(
                              s.get("spec_acceptance_share")) + ")"))
+        if label == "cache: server counters hit share" and s.get("probe_requests"):
+            rows.append(recall_table_row(s))
         if label == "sessions / successful turns":
             rows.append(("requests (failed, summary)",
                          f"{s['requests']} ({s['failed_requests']} failed, "

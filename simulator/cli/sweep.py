@@ -124,20 +124,40 @@ def parallel_options(f: Any) -> Any:
 @main.command(name="sweep")
 @click.argument("scenario", type=click.Path(dir_okay=False))
 @common_run_options
-@click.option("--sessions", "sessions_list", default="1,2,4,8,16,32", show_default=True,
-              help="Comma-separated session counts.")
+@click.option("--sessions", "sessions_list", default=None,
+              help="Comma-separated session counts  [default: 1,2,4,8,16,32; with a "
+              "--set list, the scenario's sessions].")
 @click.option("--json", "as_json", is_flag=True, help="Print only a JSON list (one object per count).")
+@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --set KEY=a,b,c: runs per value, seeds +0 … +R−1 (recall pooled).")
 @parallel_options
 def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: str | None,
                   model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
                   price_per_hour: float | None, client: str | None, out: Path,
-                  sessions_list: str, as_json: bool, parallel: int = 1,
+                  sessions_list: str | None, as_json: bool, repeats: int = 1, parallel: int = 1,
                   executor: str = "local", ray_address: str | None = None) -> None:
-    """Run SCENARIO at each session count; one row per count, plus a plot."""
+    """Run SCENARIO at each session count; one row per count, plus a plot.
+
+    With `--set KEY=a,b,c` (e.g. compaction.kind=none,prune,block,summarize,
+    clear_tool_results): one row per value instead — speed beside recall — and the
+    speed–recall frontier plot."""
+    from simulator.analysis.policy_sweep import split_listed_set
     from simulator.analysis.render import write_sweep_plot
     from simulator.analysis.sizing import format_sweep_table, sweep
-    counts = _counts(sessions_list)
     folder = out / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    listed = split_listed_set(sets)
+    if listed is not None:
+        from simulator.cli.setting_sweep import setting_sweep
+        setting_sweep(scenario, listed[:2], scenario_overrides(None, turns, seed, model,
+                                                                  tuple(listed[2])),
+                      folder, _opts(endpoint, twin, spec, price_per_hour, client),
+                      sessions_list, repeats, as_json, (parallel, executor, ray_address),
+                      _save_and_show)
+        return
+    if repeats != 1:
+        raise InputError("--repeats: a session-count sweep runs one seed per count (use "
+                         "`size --repeats`, or sweep a --set list)")
+    counts = _counts(sessions_list or "1,2,4,8,16,32")
     if spec is not None and "," in spec:     # --spec off,ngram:5,…: one sweep per setting
         _spec_sweep(scenario, scenario_overrides(None, turns, seed, model, sets), folder,
                     _opts(endpoint, twin, None, price_per_hour, client), spec, counts,

@@ -1,6 +1,6 @@
 """The per-request record: frozen, flat, units in the names.
 
-One row per attempt sent (turns, summary requests, retries). Token fields named
+One row per attempt sent (turns, summary requests, retries, recall probes). Token fields named
 `*_est` are client-side cl100k estimates; the others are what the server reported
 (None when it did not report them). Times: `started_at` is Unix wall time for labels;
 every duration is computed from the monotonic clock.
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
-RequestKind = Literal["turn", "summary"]
+RequestKind = Literal["turn", "summary", "probe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +59,18 @@ class TurnRecord:
     # coordinated omission: sent − planned start (previous reply + think/tool time, or
     # the end of a retry back-off), s; the client's own delay (limiter, a busy loop)
     schedule_lag_s: float | None = None
+    # recall probes (request_kind = probe, `session/probing.py`); None on other rows.
+    # A probe is turn `turn_index`'s context plus one question about one planted fact.
+    fact_id: str | None = None                # "<session>:f<n>"
+    fact_kind: str | None = None              # user_value | tool_value | decision | edited_path
+    fact_turn: int | None = None              # the turn the fact was planted at
+    fact_age_turns: int | None = None         # turn_index − fact_turn
+    fact_compactions_crossed: int | None = None  # compactions since it entered the context
+    fact_retained: str | None = None          # verbatim | summary | dropped (client-side)
+    probe_reason: str | None = None           # compaction | turn | end, "+"-joined
+    probe_expected: str | None = None         # the planted value
+    probe_reply: str | None = None            # the reply's text (first 200 characters)
+    probe_correct: bool | None = None         # the reply names the value (normalised)
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from simulator.scenario.probes import ProbesSpec
 from simulator.scenario.replay import ReplaySpec
 
 # Upper bounds (issue 15): numbers a scenario may hold, so that no value can make a run
@@ -398,6 +399,8 @@ class Scenario(_WithDists):
     endpoint: EndpointSpec = Field(default_factory=EndpointSpec)
     timeouts: Timeouts = Field(default_factory=Timeouts)
     twin: TwinSpec = Field(default_factory=TwinSpec)
+    # Planted facts and recall probes (issue 22; `scenario/probes.py`); None = off.
+    probes: ProbesSpec | None = None
     # Set by the loader: where relative file references resolve from.
     base_dir: str = "."
     # A recorded session script (`endurance import claude-code`) replayed instead of

@@ -32,6 +32,7 @@ from simulator.endpoints.base import (
     Timing,
     Usage,
 )
+from simulator.facts import edit_input
 from simulator.metrics.recorder import Recorder
 from simulator.metrics.records import TurnRecord, derive_rates, spec_columns
 from simulator.metrics.reuse import PrefixTracker
@@ -39,6 +40,7 @@ from simulator.redact import redact_text
 from simulator.scenario import content
 from simulator.scenario.model import RetryPolicy, Scenario, SummarizeCompaction, TurnTemplate
 from simulator.session import compaction as comp
+from simulator.session import recall
 from simulator.session.conversation import (
     Block,
     Conversation,
@@ -51,6 +53,7 @@ from simulator.session.conversation import (
 from simulator.session.limiter import Limiter
 from simulator.session.overflow import overflow_target, parse_overflow
 from simulator.session.prefix import with_nonce
+from simulator.session.probing import Prober
 from simulator.session.resume import ReplayKey, StoredReply, reply_row
 
 # Errors after which no retry can help and the whole run should stop.
@@ -156,6 +159,10 @@ class Agent:
         self.last_read = ""
         self.replay = ReplaySource(ctx.replay.get(self.session_id, {}))
         self._due: float | None = None   # planned start of the next request (monotonic)
+        # planted facts and recall probes (scenario `probes:`), None when off
+        self.prober = Prober(ctx, self.session_id, index, prefix) \
+            if ctx.scenario.probes is not None else None
+        self._probe_s = 0.0              # seconds the last turn's probes took
 
     def rng(self, turn: int, purpose: str = "") -> random.Random:
         """The generator for one purpose of one turn: independent streams, so draws for
@@ -181,17 +188,27 @@ class Agent:
             user_msg, wait_s = self._next_user_message(turn, rng)
             if turn == self.start_turn > 0:
                 wait_s = 0.0        # a warm-started session sends its first request at once
-            self._due = self.ctx.clock.monotonic() + wait_s
-            if wait_s > 0 and not replaying and await self._idle(wait_s):
+            # the last turn's probes ran in this wait: it starts when the reply came
+            now = self.ctx.clock.monotonic()
+            self._due = now - self._probe_s + wait_s
+            idle, self._probe_s = self._due - now, 0.0
+            if idle > 0 and not replaying and await self._idle(idle):
                 return
             template = self._draw_template(rng)
             self.conv = self.conv.append(user_msg)
             event = await self._compact(turn)
             resp = await self._request(turn, template, event, wait_s, self.conv.messages,
                                        "turn", self._max_tokens(template, rng))
+            sent = self.conv.messages
             self._append_reply(resp, template, turn)
             if self.ctx.progress is not None and not replaying:
                 self.ctx.progress(resp.usage.output_tokens or resp.output_tokens_est)
+            if self.prober is not None:
+                self.prober.note_turn(turn, event is not None)   # resumed turns too
+                if not replaying:
+                    started = self.ctx.clock.monotonic()
+                    await self.prober.after_turn(turn, sent, event is not None)
+                    self._probe_s = self.ctx.clock.monotonic() - started
 
     def _synthesise_turn(self, turn: int) -> None:
         """Warm start: build turn `turn`'s history as the live loop would — same draws
@@ -208,6 +225,8 @@ class Agent:
                                       self.rng(turn, "summary"))
             out = comp.finish_summary(policy, self.conv, text, self.prefix.tokens_est)
         self.conv = out.conversation
+        if self.prober is not None:
+            self.prober.note_turn(turn, out.event is not None)
         n = self._max_tokens(template, rng)
         # live history appends the reply's content; scripted makes its own text of n tokens
         blocks = (TextBlock(self._scripted_text(template, n, self.rng(turn, "reply"))),) \
@@ -236,16 +255,28 @@ class Agent:
             n = max(1, int(round(dist.sample(rng))))
             text = content.synth_text("prose", n, rng)
             think = 0.0 if turn == 0 else self.s.think_time_s.sample(rng)
+            due = self._facts_due("user_value", turn)
+            if due:
+                return Message("user", (TextBlock(recall.plant_in_prompt(text, due)),)), think
             return Message("user", (TextBlock(text, n),)), think
         tool = self.pending.template.tool
         assert tool is not None
         size = content.cap_tool_result(tool.kind, max(1, int(round(tool.result_tokens.sample(rng)))))
         is_error = rng.random() < tool.error_rate
         body = content.tool_result_text(tool.kind, size, rng)
+        due = self._facts_due("tool_value", turn) if tool.kind == "read" else []
+        if due:
+            body = recall.plant_in_file(body, due, self.rng(turn, "facts"))
         if tool.kind == "read":
             self.last_read = body
-        block = ToolResultBlock(self.pending.tool_use_id, body, is_error, tool.kind, size + 6)
+        block = ToolResultBlock(self.pending.tool_use_id, body, is_error, tool.kind,
+                                -1 if due else size + 6)
         return Message("user", (block,)), tool.latency_s.sample(rng)
+
+    def _facts_due(self, kind: recall.FactKind, turn: int,
+                   limit: int | None = None) -> list[recall.Fact]:
+        """The planted facts this turn carries (none when probes are off)."""
+        return [] if self.prober is None else self.prober.book.due(kind, turn, limit)
 
     # ------------------------------------------------------------------ compaction
     async def _compact(self, turn: int) -> comp.CompactionEvent | None:
@@ -416,11 +447,18 @@ class Agent:
             n = resp.usage.output_tokens or resp.output_tokens_est or 1
             blocks = [TextBlock(self._scripted_text(template, n, self.rng(turn, "reply")))]
         server_tools = [b for b in blocks if isinstance(b, ToolUseBlock)]
+        decisions = self._facts_due("decision", turn)
+        if decisions:
+            blocks.insert(len(blocks) - len(server_tools), TextBlock(recall.decision_text(decisions)))
         self.pending = None
         if template.tool is not None and not server_tools:
             tid = f"toolu_{self.session_id}_{turn:05d}"
-            blocks.append(ToolUseBlock(tid, _tool_name(template.tool.kind),
-                                       self._tool_input(template, self.rng(turn, "tool"))))
+            tool_input = self._tool_input(template, self.rng(turn, "tool"))
+            edited = self._facts_due("edited_path", turn, 1) if template.tool.kind == "edit" else []
+            if edited:
+                tool_input = json.dumps(edit_input(edited[0].key, edited[0].value),
+                                        separators=(",", ":"))
+            blocks.append(ToolUseBlock(tid, _tool_name(template.tool.kind), tool_input))
             self.pending = _Pending(template, tid)
         elif server_tools and template.tool is not None:
             # The model asked for tools itself: answer the first one with this template's

@@ -26,6 +26,9 @@ from simulator.scenario.model import (
 )
 from simulator.session.conversation import Conversation, Message, TextBlock, ToolResultBlock
 
+# The first words of the message a summary replaces the history with.
+SUMMARY_HEAD = "This session is being continued from a previous conversation. Summary:\n"
+
 
 @dataclass(frozen=True, slots=True)
 class CompactionEvent:
@@ -180,8 +183,7 @@ def finish_summary(policy: SummarizeCompaction, conv: Conversation, summary_text
     tail = conv.messages[-keep:] if keep > 0 else ()
     if tail and tail[0].role != "assistant":
         tail = tail[1:]
-    head = Message("user", (TextBlock("This session is being continued from a previous "
-                                      "conversation. Summary:\n" + summary_text),))
+    head = Message("user", (TextBlock(SUMMARY_HEAD + summary_text),))
     new = Conversation((head, *tail), pinned=1)
     return Outcome(new, _event("summarize", conv, new, prefix_tokens, policy.threshold_tokens))
 

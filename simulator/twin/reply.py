@@ -14,7 +14,8 @@ from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from simulator.twin import textgen
+from simulator import tokens
+from simulator.twin import recall_reply, textgen
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,5 +76,14 @@ def plan_for(prompt: Sequence[int], max_tokens: int, hints: Mapping[str, str], *
     context window, shaped by the request's `x-endurance-*` hints."""
     edit, frac, natural = parse_hints(hints)
     limit = min(max_tokens, context_window - len(prompt))
-    return plan(prompt, max_tokens, limit, seed=seed, code_edit=edit,
-                repeat_fraction=frac, natural_tokens=natural)
+    answer = recall_reply.probe_answer(prompt)
+    if answer is not None:         # a recall probe: answered from the prompt
+        ids = tokens.encode(answer)
+        return PlannedReply(ids[:limit], "max_tokens" if len(ids) > limit else "end_turn")
+    planned = plan(prompt, max_tokens, limit, seed=seed, code_edit=edit,
+                   repeat_fraction=frac, natural_tokens=natural)
+    kind = hints.get("x-endurance-turn-kind", hints.get("turn-kind", ""))
+    if kind.strip().lower() == "summary":
+        return PlannedReply(recall_reply.summary_ids(prompt, planned.token_ids, limit),
+                            planned.stop_reason)
+    return planned
