@@ -30,7 +30,6 @@ from simulator.runs import RunResult
 from simulator.session.recall import entered_turn
 from tests.conftest import run_scenario, turns_of
 
-
 SCENARIO = Path(__file__).resolve().parents[1] / "fixtures" / "real-model-recall.yaml"
 ENGINES = ["smol_llamacpp", "smol_vllm"]
 POLICIES = ["none", "block", "summarize"]
