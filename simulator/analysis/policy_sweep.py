@@ -170,7 +170,8 @@ def plot_frontier(rows: Sequence[dict[str, Any]]) -> Figure:
            xlabel="probe recall (%) at the scheduled probes (every_turns, the end)",
            ylabel="sustained tok/s (per session)")
     ax.set_xlim(-2, 102)
-    ax.set_ylim(bottom=0)
+    top = max((float(r["sustained_tok_s"]) for r in pts), default=1.0)
+    ax.set_ylim(0, 1.15 * top)             # room for the labels above the top point
     ax.grid(alpha=0.3)
     plots.legend_below(fig, ax, ncol=3)
     return fig
