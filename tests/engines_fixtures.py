@@ -18,6 +18,7 @@ in CI every install or start failure fails loudly.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -39,7 +40,7 @@ from simulator.engines.install import (
     ensure_vllm,
     install_limit,
 )
-from simulator.engines.server import EngineServer, serve_llamacpp, serve_vllm
+from simulator.engines.server import EngineServer, serve_llamacpp, serve_vllm, stop
 from simulator.errors import RunError
 
 T = TypeVar("T")
@@ -191,17 +192,22 @@ def _smol_vllm_pair(tmp_path_factory: pytest.TempPathFactory
     hf_dir = smol.hf_dir
     logs = [tmp_path_factory.mktemp(n) for n in ("smol-vllm", "smol-vllm-spec")]
     extras: list[tuple[str, ...]] = [SMOL_DTYPE, (*SMOL_DTYPE, "--speculative-config", SMOL_NGRAM)]
+    spawned: list[subprocess.Popen[bytes]] = []
     with ExitStack() as stack, ThreadPoolExecutor(2) as pool:
         def start(i: int) -> EngineServer:
             return stack.enter_context(serve_vllm(
                 engine, logs[i], model_dir=hf_dir, model_name=SMOL_NAME,
-                max_model_len=SMOLLM2_CONTEXT, extra_args=extras[i]))
+                max_model_len=SMOLLM2_CONTEXT, extra_args=extras[i],
+                on_spawn=spawned.append))
         futures = [pool.submit(start, i) for i in range(2)]
         try:
             plain, spec = (f.result() for f in futures)
-        except RunError:
-            for log_dir in logs:
-                _dump_log(log_dir)
+        except BaseException as exc:   # a failed start, a timeout, Ctrl-C: stop both now
+            for proc in spawned:        # (the other start's wait ends when its process does)
+                stop(proc, grace_s=5.0)
+            if isinstance(exc, RunError):
+                for log_dir in logs:
+                    _dump_log(log_dir)
             raise
         _report(plain)
         _report(spec)

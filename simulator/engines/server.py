@@ -14,7 +14,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,13 +97,20 @@ def stop(proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
 
 @contextmanager
 def _serve(argv: Sequence[str | Path], env: Mapping[str, str], log: Path, health_url: str,
-           ready_timeout_s: float) -> Iterator[tuple[subprocess.Popen[bytes], float]]:
-    """Spawn `argv` in a new session (its own process group), yield once healthy."""
+           ready_timeout_s: float,
+           on_spawn: Callable[[subprocess.Popen[bytes]], None] | None = None
+           ) -> Iterator[tuple[subprocess.Popen[bytes], float]]:
+    """Spawn `argv` in a new session (its own process group), yield once healthy.
+    `on_spawn` gets the process as soon as it exists: a caller waiting for several
+    servers in threads can stop them all when it is interrupted (the wait ends as soon
+    as the process is gone)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         proc = subprocess.Popen(list(map(str, argv)), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env={**os.environ, **env},
                                 start_new_session=True)
+    if on_spawn is not None:
+        on_spawn(proc)
     try:
         ready = wait_healthy(proc, health_url, ready_timeout_s, log)
         yield proc, ready
@@ -123,7 +130,9 @@ def serve_vllm(install: VllmInstall, log_dir: Path, *, block_size: int | None = 
                max_model_len: int = 32768, kv_cache_gib: int = 1,
                ready_timeout_s: float = 600.0,
                extra_args: Sequence[str] = (), model_dir: Path | None = None,
-               model_name: str = MODEL_NAME) -> Iterator[EngineServer]:
+               model_name: str = MODEL_NAME,
+               on_spawn: Callable[[subprocess.Popen[bytes]], None] | None = None
+               ) -> Iterator[EngineServer]:
     """vLLM's OpenAI/Anthropic server with prefix caching: the tiny model with dummy
     weights, or the real weights in `model_dir` (served as `model_name`).
 
@@ -145,7 +154,7 @@ def serve_vllm(install: VllmInstall, log_dir: Path, *, block_size: int | None = 
            "VLLM_HOST_IP": HOST, "VLLM_LOOPBACK_IP": HOST, "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
     base, log = f"http://{HOST}:{port}", log_dir / "vllm.log"
-    with _serve(argv, env, log, base + "/health", ready_timeout_s) as (proc, ready):
+    with _serve(argv, env, log, base + "/health", ready_timeout_s, on_spawn) as (proc, ready):
         yield EngineServer("vllm", base, model_name, base + "/metrics",
                            _block_size(base + "/metrics", block_size or 128), proc.pid,
                            log, ready)
