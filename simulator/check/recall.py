@@ -38,7 +38,7 @@ class RecallReport:
     repeats: int
     outcomes: tuple[Outcome, ...]
     elapsed_s: float
-    simulated: bool = False     # the endpoint is endurance's twin (it does not read)
+    simulated: bool = False     # the endpoint is endurance's twin (it does not search)
 
     def to_dict(self) -> dict[str, Any]:
         return {"base_url": self.base_url, "model": self.model, "window": self.window,

@@ -21,7 +21,7 @@ def recall_table(report: RecallReport) -> Table:
     window = f"window {report.window}" if report.window else "window not reported"
     n = sum(o.status in ("hit", "miss") for o in report.outcomes)
     hits = sum(o.status == "hit" for o in report.outcomes)
-    sim = " (simulated: the twin does not read its prompt)" if report.simulated else ""
+    sim = " (simulated: the twin does not search a haystack)" if report.simulated else ""
     table = Table(title=f"recall check {report.base_url} (model {report.model}, {window})"
                         + sim,
                   caption=f"{hits} of {n} recalled, {report.repeats} per cell, greedy, "
