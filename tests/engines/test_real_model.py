@@ -113,7 +113,7 @@ async def test_recall_check_on_llamacpp_up_to_the_window(smol_llamacpp: EngineSe
     miss); one over it is reported beyond the limit, never as a miss: 12k by the window
     llama.cpp states (nothing sent), 7k because the server refuses it (~9.5k SmolLM2
     tokens: its tokenizer needs ~1.33x cl100k's count for this content)."""
-    lengths, depths = (1024, 4096, 7168, 12288), (0.1, 0.5, 0.9)
+    lengths, depths = (1024, 2048, 7168, 12288), (0.1, 0.5, 0.9)
     report = await run_recall_async(smol_llamacpp.base_url, lengths, depths,
                                     model=smol_llamacpp.model, timeout_s=600)
     for row in cells(report.outcomes, lengths, depths):
@@ -124,7 +124,7 @@ async def test_recall_check_on_llamacpp_up_to_the_window(smol_llamacpp: EngineSe
     assert all("window" in o.detail for o in by_len[12288])      # known, not sent
     assert {o.status for o in by_len[7168]} == {BEYOND}
     assert all(o.detail.startswith("HTTP 4") for o in by_len[7168])   # the server's refusal
-    ran = by_len[1024] + by_len[4096]
+    ran = by_len[1024] + by_len[2048]
     assert {o.status for o in ran} <= {HIT, MISS}, [o.detail for o in ran]
     assert all(o.server_tokens and o.server_tokens <= report.window for o in ran)
     assert all(o.reply for o in ran)   # a real model answers something
