@@ -73,8 +73,13 @@ _PREINSTALL_ERRORS: dict[str, RunError] = {}
 
 def engines_needed(items: Iterable[pytest.Item]) -> list[str]:
     """The engines the selected tests use (through the server fixtures)."""
-    names = {e for item in items for f in getattr(item, "fixturenames", ())
-             for e in _FIXTURE_ENGINES.get(f, ())}
+    def used(item: pytest.Item) -> list[str]:
+        # fixtures requested by name, and those a parametrized test gets through
+        # request.getfixturevalue(param) (tests/engines/test_real_model_recall.py)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        return [*getattr(item, "fixturenames", ()),
+                *(v for v in params.values() if isinstance(v, str))]
+    names = {e for item in items for f in used(item) for e in _FIXTURE_ENGINES.get(f, ())}
     return [e for e in _ENSURE if e in names]   # an engine before the model it needs
 
 

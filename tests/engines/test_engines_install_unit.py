@@ -107,6 +107,10 @@ def test_engines_needed_and_preinstall(monkeypatch: pytest.MonkeyPatch) -> None:
     smol: list[Any] = [SimpleNamespace(fixturenames=["smol_vllm_spec", "smol_llamacpp"])]
     assert engines_fixtures.engines_needed(smol) == ["vllm", "llamacpp", "smollm2-gguf",
                                                      "smollm2"]
+    by_param: list[Any] = [SimpleNamespace(fixturenames=["request"],
+                                           callspec=SimpleNamespace(params={
+                                               "engine": "smol_llamacpp", "kind": "none"}))]
+    assert engines_fixtures.engines_needed(by_param) == ["llamacpp", "smollm2-gguf"]
 
     def broken() -> None:
         raise RunError("cmake: not found")
