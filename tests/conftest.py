@@ -11,7 +11,14 @@ import yaml
 
 from simulator.endpoints.base import Endpoint
 from simulator.runs import RunResult, RunSpec, execute
-from tests.engines_fixtures import llamacpp_server, vllm_server  # noqa: F401  (session fixtures)
+from tests.engines_fixtures import (  # noqa: F401  (session fixtures)
+    _smol_vllm_pair,
+    llamacpp_server,
+    smol_llamacpp,
+    smol_vllm,
+    smol_vllm_spec,
+    vllm_server,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"

@@ -4,6 +4,10 @@ Import them into tests/conftest.py:
 
     from tests.engines_fixtures import llamacpp_server, vllm_server  # noqa: F401
 
+`llamacpp_server` / `vllm_server` serve the tiny random-weight model (replies run to
+max_tokens); `smol_llamacpp`, `smol_vllm` and `smol_vllm_spec` (n-gram speculation) serve
+the real SmolLM2-135M-Instruct, whose replies stop where the model does.
+
 Each installs its engine into the cache (`$ENDURANCE_ENGINES_DIR`, default
 ~/.cache/endurance-engines) when missing, starts one server for the whole session, yields
 an `EngineServer` (base_url, model, metrics_url, block_size, …) and stops it by PID.
@@ -14,22 +18,29 @@ in CI every install or start failure fails loudly.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
 from simulator.engines.install import (
+    SMOLLM2_CONTEXT,
     EngineUnavailable,
+    SmolInstall,
     engines_dir,
     ensure_llamacpp,
+    ensure_smollm2,
     ensure_vllm,
     install_limit,
 )
-from simulator.engines.server import EngineServer, serve_llamacpp, serve_vllm
+from simulator.engines.server import EngineServer, serve_llamacpp, serve_vllm, stop
 from simulator.errors import RunError
 
 T = TypeVar("T")
@@ -44,16 +55,32 @@ def in_ci() -> bool:
 # pytest-timeout's per-test 600 s; a failure there is remembered here and reported by
 # the fixture instead of being retried inside a test.
 INSTALL_LIMIT_S = float(os.environ.get("ENDURANCE_ENGINES_INSTALL_LIMIT_S", "5400"))
-_ENSURE: dict[str, Callable[[], object]] = {"vllm": ensure_vllm, "llamacpp": ensure_llamacpp}
-_FIXTURE_ENGINE = {"vllm_server": "vllm", "llamacpp_server": "llamacpp"}
+
+
+def _smol_gguf() -> SmolInstall:
+    return ensure_smollm2(hf=False)
+
+
+_ENSURE: dict[str, Callable[[], object]] = {
+    "vllm": ensure_vllm, "llamacpp": ensure_llamacpp, "smollm2-gguf": _smol_gguf,
+    "smollm2": ensure_smollm2}
+_FIXTURE_ENGINES: dict[str, tuple[str, ...]] = {
+    "vllm_server": ("vllm",), "llamacpp_server": ("llamacpp",),
+    "smol_llamacpp": ("llamacpp", "smollm2-gguf"), "smol_vllm": ("vllm", "smollm2"),
+    "smol_vllm_spec": ("vllm", "smollm2"), "_smol_vllm_pair": ("vllm", "smollm2")}
 _PREINSTALL_ERRORS: dict[str, RunError] = {}
 
 
 def engines_needed(items: Iterable[pytest.Item]) -> list[str]:
     """The engines the selected tests use (through the server fixtures)."""
-    names = {_FIXTURE_ENGINE[f] for item in items
-             for f in getattr(item, "fixturenames", ()) if f in _FIXTURE_ENGINE}
-    return sorted(names)
+    def used(item: pytest.Item) -> list[str]:
+        # fixtures requested by name, and those a parametrized test gets through
+        # request.getfixturevalue(param) (tests/engines/test_real_model_recall.py)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        return [*getattr(item, "fixturenames", ()),
+                *(v for v in params.values() if isinstance(v, str))]
+    names = {e for item in items for f in used(item) for e in _FIXTURE_ENGINES.get(f, ())}
+    return [e for e in _ENSURE if e in names]   # an engine before the model it needs
 
 
 def preinstall_engines(items: Iterable[pytest.Item], say: Callable[[str], None]) -> None:
@@ -126,3 +153,80 @@ def llamacpp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine
     except RunError:
         _dump_log(log_dir)
         raise
+
+
+SMOL_NAME = "smol"
+# float32, not bfloat16: with bf16 weights vLLM CPU's n-gram speculation changed 3 of the
+# 6 greedy code probes of `check --against` (the verify pass scores k+1 positions in one
+# matmul, so near-tied argmaxes flip); with fp32 all 6 were identical (docs/real-servers.md)
+SMOL_DTYPE = ("--dtype", "float32")
+# vLLM's n-gram proposer as `../shared/tools/real-engine/make_smollm2.sh` ran it here
+SMOL_NGRAM = ('{"method":"ngram","num_speculative_tokens":8,"prompt_lookup_max":4,'
+              '"prompt_lookup_min":2}')
+
+
+@pytest.fixture(scope="session")
+def smol_llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineServer]:
+    """llama-server serving SmolLM2-135M-Instruct (the wheel's GGUF as it is): 2 slots
+    sharing one unified 8k KV cache, so no request can pass the model's 8k window. One
+    thread: on a busy 2-core box a second, spin-waiting thread made decode 10-25x
+    slower (measured here: 0.4-1.1 tok/s with -t 2, 10 tok/s with -t 1)."""
+    engine = install_or_skip(ensure_llamacpp, "llamacpp")
+    smol = install_or_skip(_smol_gguf, "smollm2-gguf")
+    log_dir = tmp_path_factory.mktemp("smol-llamacpp")
+    try:
+        with serve_llamacpp(replace(engine, gguf=smol.gguf), log_dir, slots=2,
+                            ctx_tokens=SMOLLM2_CONTEXT, threads=1, model_name=SMOL_NAME,
+                            ignore_eos=False) as server:
+            _report(server)
+            yield server
+    except RunError:
+        _dump_log(log_dir)
+        raise
+
+
+@pytest.fixture(scope="session")
+def _smol_vllm_pair(tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[tuple[EngineServer, EngineServer]]:
+    """Both SmolLM2 vLLM servers, plain and with n-gram speculation, started at the same
+    time (each start is ~2 min of mostly single-threaded warm-up on 2 cores, so two in
+    parallel take little more than one); both stopped at the end of the session."""
+    engine = install_or_skip(ensure_vllm, "vllm")
+    smol = install_or_skip(ensure_smollm2, "smollm2")
+    assert smol.hf_dir is not None
+    hf_dir = smol.hf_dir
+    logs = [tmp_path_factory.mktemp(n) for n in ("smol-vllm", "smol-vllm-spec")]
+    extras: list[tuple[str, ...]] = [SMOL_DTYPE, (*SMOL_DTYPE, "--speculative-config", SMOL_NGRAM)]
+    spawned: list[subprocess.Popen[bytes]] = []
+    with ExitStack() as stack, ThreadPoolExecutor(2) as pool:
+        def start(i: int) -> EngineServer:
+            return stack.enter_context(serve_vllm(
+                engine, logs[i], model_dir=hf_dir, model_name=SMOL_NAME,
+                max_model_len=SMOLLM2_CONTEXT, extra_args=extras[i],
+                on_spawn=spawned.append))
+        futures = [pool.submit(start, i) for i in range(2)]
+        try:
+            plain, spec = (f.result() for f in futures)
+        except BaseException as exc:   # a failed start, a timeout, Ctrl-C: stop both now
+            for proc in spawned:        # (the other start's wait ends when its process does)
+                stop(proc, grace_s=5.0)
+            if isinstance(exc, RunError):
+                for log_dir in logs:
+                    _dump_log(log_dir)
+            raise
+        _report(plain)
+        _report(spec)
+        yield plain, spec
+
+
+@pytest.fixture(scope="session")
+def smol_vllm(_smol_vllm_pair: tuple[EngineServer, EngineServer]) -> EngineServer:
+    """vLLM (CPU) serving SmolLM2-135M-Instruct (fp32), prefix caching, 8k window."""
+    return _smol_vllm_pair[0]
+
+
+@pytest.fixture(scope="session")
+def smol_vllm_spec(_smol_vllm_pair: tuple[EngineServer, EngineServer]) -> EngineServer:
+    """The same as `smol_vllm`, with vLLM's n-gram speculation (8 draft tokens,
+    lookup 2–4): started together with it."""
+    return _smol_vllm_pair[1]

@@ -70,7 +70,8 @@ class ProbeResult:
                                             fromfile=label_a, tofile=label_b))
 
 
-async def _model(c: CheckClient, model: str | None) -> str:
+async def served_model(c: CheckClient, model: str | None) -> str:
+    """`model`, else the first id of /v1/models, else "default"."""
     if model:
         return model
     data = (await c.get("/v1/models")).json()
@@ -100,7 +101,8 @@ async def compare_endpoints(url_a: str, url_b: str, *, model_a: str | None = Non
             aiohttp.ClientSession(timeout=timeout) as sb:
         ca = CheckClient(sa, url_a, api_key=api_key)
         cb = CheckClient(sb, url_b, api_key=api_key)
-        ma, mb = await asyncio.gather(_model(ca, model_a), _model(cb, model_b))
+        ma, mb = await asyncio.gather(served_model(ca, model_a),
+                                        served_model(cb, model_b))
         out = []
         for name, prompt in PROBES:
             try:

@@ -51,17 +51,27 @@ def report_table(report: CheckReport) -> Table:
 @click.option("--api", type=click.Choice(["anthropic", "openai-chat"]), default="anthropic",
               show_default=True, help="Protocol to check: Anthropic Messages or OpenAI "
               "Chat Completions (/v1/chat/completions).")
+@click.option("--recall", is_flag=True, help="Instead: the long-context recall check, a "
+              "code word hidden at each depth of a haystack of agent-like content.")
+@click.option("--lengths", default="4k,16k,64k", show_default=True,
+              help="--recall: haystack sizes in tokens (0.5k, 4k, 3000, 1m).")
+@click.option("--depths", default="0.1,0.5,0.9", show_default=True,
+              help="--recall: where the fact sits, as fractions of the haystack.")
+@click.option("--repeats", type=int, default=1, show_default=True,
+              help="--recall: cases per (length, depth), each with its own haystack.")
 @click.pass_context
 def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | None,
               api_key_file: str | None, timeout_s: float, as_json: bool,
-              against: str | None, api: str) -> None:
+              against: str | None, api: str, recall: bool, lengths: str, depths: str,
+              repeats: int) -> None:
     """Check that URL speaks the Anthropic Messages API the way coding agents need:
     streaming grammar, usage and cache fields, tools, count_tokens, errors, /metrics.
     With --api openai-chat: Chat Completions (usage in the stream, streamed tool calls,
     cached_tokens, error bodies, context-overflow errors).
 
     With --against URL2: exit 0 when every probe's replies are identical, 1 when any
-    differ or fail."""
+    differ or fail. With --recall: a table of recall by length x depth; exit 0 when
+    any case ran, 1 when none could."""
     from simulator.check import run_check, validate_base_url  # aiohttp: only when checking
     from simulator.errors import InputError
     from simulator.redact import check_key, read_key_file
@@ -82,6 +92,10 @@ def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | No
             api_key = check_key(api_key, "--api-key / $ANTHROPIC_API_KEY")
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    if recall:
+        from simulator.cli.check_recall import run_recall_cli
+        ctx.exit(run_recall_cli(url, model, api_key, timeout_s, as_json, lengths, depths,
+                                repeats))
     if against is not None:
         ctx.exit(_compare(url, validate_base_url(against), model, api_key, timeout_s,
                           as_json))

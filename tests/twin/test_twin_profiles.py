@@ -33,7 +33,7 @@ def test_every_hardware_loads_with_sources(name: str) -> None:
     assert eff.eta_w > 0 and source
 
 
-@pytest.mark.parametrize("name", [*MODELS, "tiny-llama-2l"])
+@pytest.mark.parametrize("name", [*MODELS, "tiny-llama-2l", "smollm2-135m"])
 def test_every_model_loads_with_consistent_params(name: str) -> None:
     m = load_model(name)
     assert m.name == name
@@ -48,7 +48,7 @@ def test_every_model_loads_with_consistent_params(name: str) -> None:
 
 def test_shipped_names_are_exactly_the_issue_names() -> None:
     assert set(HARDWARE) | {"cpu-2core"} == set(known_names("hardware"))
-    assert set(MODELS) | {"tiny-llama-2l"} == set(known_names("models"))
+    assert set(MODELS) | {"tiny-llama-2l", "smollm2-135m"} == set(known_names("models"))
 
 
 def test_hybrids_are_marked() -> None:
