@@ -286,6 +286,9 @@ def _check_effects(argv: list[str], proc: subprocess.CompletedProcess[str], st: 
     elif sub == "size":
         assert "session(s) meet" in proc.stdout
         st.folders["size-dir"] = st.repo / last
+    elif sub == "check" and "--recall" in argv:
+        # a recall table (the twin labels its own: recall = retention by construction)
+        assert "recall check" in proc.stdout and "recalled" in proc.stdout, proc.stdout
     elif sub == "check":
         assert "0 fail" in proc.stdout
 
