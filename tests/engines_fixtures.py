@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
@@ -127,18 +127,25 @@ def _dump_log(log_dir: Path) -> None:
         print(f"--- {log} (last {len(lines)} lines)\n" + "\n".join(lines), file=sys.stderr)
 
 
+@contextmanager
+def _serving(server: AbstractContextManager[EngineServer], log_dir: Path) -> Iterator[EngineServer]:
+    """A started server, reported; a start that fails prints its logs, then raises."""
+    try:
+        with server as started:
+            _report(started)
+            yield started
+    except RunError:
+        _dump_log(log_dir)
+        raise
+
+
 @pytest.fixture(scope="session")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineServer]:
     """vLLM (CPU) serving the tiny model with prefix caching, block size 32."""
     install = install_or_skip(ensure_vllm, "vllm")
     log_dir = tmp_path_factory.mktemp("vllm")
-    try:
-        with serve_vllm(install, log_dir) as server:
-            _report(server)
-            yield server
-    except RunError:
-        _dump_log(log_dir)
-        raise
+    with _serving(serve_vllm(install, log_dir), log_dir) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
@@ -146,13 +153,8 @@ def llamacpp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine
     """llama.cpp's llama-server with 4 slots and a unified KV cache."""
     install = install_or_skip(ensure_llamacpp, "llamacpp")
     log_dir = tmp_path_factory.mktemp("llamacpp")
-    try:
-        with serve_llamacpp(install, log_dir) as server:
-            _report(server)
-            yield server
-    except RunError:
-        _dump_log(log_dir)
-        raise
+    with _serving(serve_llamacpp(install, log_dir), log_dir) as server:
+        yield server
 
 
 SMOL_NAME = "smol"
@@ -174,15 +176,10 @@ def smol_llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineSe
     engine = install_or_skip(ensure_llamacpp, "llamacpp")
     smol = install_or_skip(_smol_gguf, "smollm2-gguf")
     log_dir = tmp_path_factory.mktemp("smol-llamacpp")
-    try:
-        with serve_llamacpp(replace(engine, gguf=smol.gguf), log_dir, slots=2,
-                            ctx_tokens=SMOLLM2_CONTEXT, threads=1, model_name=SMOL_NAME,
-                            ignore_eos=False) as server:
-            _report(server)
-            yield server
-    except RunError:
-        _dump_log(log_dir)
-        raise
+    with _serving(serve_llamacpp(replace(engine, gguf=smol.gguf), log_dir, slots=2,
+                                 ctx_tokens=SMOLLM2_CONTEXT, threads=1, model_name=SMOL_NAME,
+                                 ignore_eos=False), log_dir) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
