@@ -240,7 +240,7 @@ class TwinEngine:
         for s in running:
             s.num_computed += done
             s.num_tokens += done
-            kv.cache_blocks(s, s.num_tokens)
+            kv.cache_blocks(s, s.num_computed)  # computed tokens only, as vLLM caches
         self.counters.generation_tokens += r * done
         self.counters.steps += done
         self.counters.decode_steps += done

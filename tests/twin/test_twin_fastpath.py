@@ -129,3 +129,22 @@ def test_prefix_tracker_heads_stay_bounded() -> None:
         assert tracker.observe(f"s{i}", prefix, conv, "") >= prefix.tokens_est
         tracker.forget(f"s{i}")
     assert len(tracker._heads) <= 6 and len(tracker._head_segs) <= 6
+
+
+@pytest.mark.parametrize("block_size", [1, 2, 3, 16])
+def test_burst_at_any_block_size_equals_the_step_loop(block_size: int,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block size of 1 used to crash the burst: it registered the block of the token
+    still to compute (vLLM caches only tokens scheduled so far), which had no slot yet."""
+    import simulator.twin.engine as engine_module
+    perf = build_perf_model("h100", "llama-3.1-8b")
+
+    def reqs() -> list[EngineRequest]:
+        return [EngineRequest(f"r{i}", _toks(200 + 37 * i, i), _toks(60 + 11 * i, 50 + i),
+                              0.01 * i) for i in range(4)]
+
+    burst = _drain(TwinEngine(perf, num_blocks=20_000, block_size=block_size), reqs())
+    monkeypatch.setattr(engine_module, "burst_len", lambda *_: 0)   # one step at a time
+    stepped = _drain(TwinEngine(perf, num_blocks=20_000, block_size=block_size), reqs())
+    assert burst == stepped
+    assert [len(t) for t in burst.values()] == [60 + 11 * i for i in range(4)]
