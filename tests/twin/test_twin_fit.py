@@ -121,3 +121,19 @@ def test_a_spec_point_scenario_is_found_next_to_its_points_file(tmp_path: Path) 
     near, other = load_points(path).points
     assert near.scenario == str(tmp_path / "s.yaml")
     assert other.scenario == "elsewhere.yaml"
+
+
+def test_cli_fit_runs_spec_points_as_endurance_run(tmp_path: Path) -> None:
+    """`twin fit` gives its spec_decode points a runner of the product's path: a point
+    measured at what `endurance run` gives on its scenario fits with zero error."""
+    from simulator.calibration_runs import CODE_EDIT_SCENARIO, run_point
+    rate = run_point(CODE_EDIT_SCENARIO, twin="a40/qwen3-coder-30b-a3b-awq", spec="ngram:5",
+                     overrides=("sessions=1", "turns=1")).decode_tok_s_median
+    path = tmp_path / "spec.yaml"
+    path.write_text("hardware: a40\nmodel: qwen3-coder-30b-a3b-awq\n"
+                    "points:\n  - {label: one edit, kind: spec_decode, spec: 'ngram:5', "
+                    f"turns: 1, measured: {rate!r}, unit: tok_s}}\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["twin", "fit", str(path), "--free", "spec_step_s"])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if "one edit" in line)
+    assert row.replace("│", " ").split()[-1] in ("+0.0", "-0.0"), row
