@@ -96,6 +96,9 @@ class RunSpec:
     workers: int = 1                      # > 1: sessions sharded over processes (`workers`)
     api_key_file: str | None = None       # the key's file (else $scenario.endpoint.api_key_env)
     endpoint_urls: tuple[str, ...] = ()   # several --endpoint URLs: routed on the client
+    # in-process twin only: efficiency terms / engine settings on top of the scenario's
+    # twin section (a fit's candidate terms, run without writing a profile file)
+    twin_overrides: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -164,13 +167,14 @@ def make_endpoint(s: Scenario, spec: RunSpec) -> Endpoint:
     if spec.endpoint_url is None:
         from simulator.endpoints.twin import InProcessTwin
         hw, model = parse_twin(spec.twin) if spec.twin else (s.twin.hardware, s.twin.model)
+        over = {**s.twin.engine_overrides(), **spec.twin_overrides}
         if s.fleet.replicas > 1:
             from simulator.endpoints.fleet import InProcessFleet, router_config
             return InProcessFleet(hw, model, replicas=s.fleet.replicas,
                                   router=router_config(s.fleet), spec=spec.spec or s.twin.spec,
-                                  seed=s.seed, overrides=s.twin.engine_overrides())
+                                  seed=s.seed, overrides=over)
         return InProcessTwin(hw, model, spec=spec.spec or s.twin.spec, seed=s.seed,
-                             overrides=s.twin.engine_overrides())
+                             overrides=over)
     if len(spec.endpoint_urls) > 1:
         from simulator.endpoints.fleet import routed_endpoint
         return routed_endpoint(s, spec.endpoint_urls,

@@ -67,8 +67,12 @@ def fit_command(points_file: Path, hardware: str | None, model: str | None,
     if not hw or not mp:
         raise InputError(f"{points_file}: give --hardware and --model (the file names none)")
     terms = [t.strip() for t in free.split(",") if t.strip()] if free else pf.fit
+    runner = None
+    if any(p.kind == "spec_decode" for p in pf.points):   # scenarios run as `endurance run`
+        from simulator.calibration_runs import point_runner
+        runner = point_runner(f"{hw}/{mp}")
     result = fit_terms(pf.points, hw, mp, free=tuple(terms or DEFAULT_FREE),
-                       engine=pf.engine)
+                       engine=pf.engine, runner=runner)
     console = Console()
     console.print(f"twin fit: {hw} × {mp}, {len(pf.points)} points, "
                   f"{result.iterations} iterations")

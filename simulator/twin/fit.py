@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -60,13 +60,44 @@ class Observation(BaseModel):
     weight: float = Field(default=1.0, ge=0)
     label: str = ""
     note: str = ""
-    # spec_decode: `batch` sessions of the twin's own turns (spec_whatif.run_sessions)
-    # with this speculation setting; unit tok_s = per-session rate × batch, ratio = that
-    # over the same run with speculation off
+    # spec_decode: a run of the product's path (`endurance run`, through the runner the
+    # caller injects: see `ScenarioRunner`) of `scenario` (None: the calibration's
+    # code-edit or fresh-text scenario, by `code_edit`) with `batch` sessions, `turns`
+    # turns, this speculation setting and `overrides` (`--set` style); the value is the
+    # summary's `figure`, × `batch` for a per-stream figure in tok_s (vLLM's published
+    # "aggregate", N × the per-session rate); ratio = that over the same run with
+    # speculation off
     spec: str = "off"
     code_edit: bool = True
     turns: int = Field(default=3, gt=0)
     max_num_batched_tokens: int | None = None
+    scenario: str | None = None
+    overrides: tuple[str, ...] = ()
+    figure: Literal["decode_tok_s_median", "per_session_tok_s", "aggregate_tok_s"] = \
+        "decode_tok_s_median"
+
+
+PER_STREAM_FIGURES = frozenset({"decode_tok_s_median", "per_session_tok_s"})
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioPoint:
+    """One run a spec_decode observation asks for: `endurance run SCENARIO --set
+    OVERRIDES --spec SPEC` on the fit's card × model with the candidate's efficiency
+    `terms` (the runner applies them to the in-process twin; no profile file is written).
+    `scenario` None: the calibration's default scenario for `code_edit`."""
+
+    scenario: str | None
+    code_edit: bool
+    overrides: tuple[str, ...]
+    spec: str
+    terms: tuple[tuple[str, float], ...]
+
+
+# Runs a ScenarioPoint through the product's path and returns its summary (summary.json's
+# figures). The twin layer cannot import the run path (it sits above), so the caller
+# injects it: `simulator.calibration_runs.point_runner` (benchmarks, `endurance twin fit`).
+ScenarioRunner = Callable[[ScenarioPoint], Mapping[str, Any]]
 
 
 class PointsFile(BaseModel):
@@ -97,44 +128,79 @@ def load_points(path: str | Path) -> PointsFile:
         except yaml.YAMLError as exc:
             raise InputError(f"{p}: not valid YAML ({str(exc).splitlines()[0]})") from exc
     try:
-        return PointsFile.model_validate(data)
+        pf = PointsFile.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
         raise InputError(f"{p}: {loc}: {err['msg']}") from exc
+    return pf.model_copy(update={"points": [_near(o, p.parent) for o in pf.points]})
 
 
-def predict(pm: RooflinePerfModel, obs: Observation, *, smooth: bool = False) -> float:
-    """The model's value for an observation, in the observation's unit."""
+def _near(obs: Observation, base: Path) -> Observation:
+    """A relative `scenario` found next to the points file is read from there (else it is
+    taken as given, relative to the working directory, as `endurance run` takes it)."""
+    if obs.scenario is None or Path(obs.scenario).is_absolute():
+        return obs
+    near = base / obs.scenario
+    return obs.model_copy(update={"scenario": str(near)}) if near.is_file() else obs
+
+
+def predict(pm: RooflinePerfModel, obs: Observation, *, smooth: bool = False,
+            runner: ScenarioRunner | None = None) -> float:
+    """The model's value for an observation, in the observation's unit (spec_decode
+    points: runs of the product's path, through `runner`)."""
     if obs.kind == "kv_capacity":
         return pm.kv_pool_tokens() if smooth else float(pm.kv_capacity_tokens())
     if obs.kind == "decode":
         return decode_tok_s(pm, obs.batch, obs.context)
     if obs.kind == "spec_decode":
-        return _spec_decode(pm, obs)
+        if runner is None:
+            raise InputError(f"fit: spec_decode point {obs.label or obs.spec!r} runs a "
+                             "scenario through `endurance run`'s path; give a runner "
+                             "(simulator.calibration_runs.point_runner)")
+        return _spec_decode(pm, obs, runner)
     seconds = prefill_seconds(pm, obs.prompt_tokens, obs.cached_tokens)
     return seconds if obs.unit == "s" else obs.prompt_tokens / seconds
 
 
-def _spec_decode(pm: RooflinePerfModel, obs: Observation) -> float:
-    """Closed-loop twin run with `obs.spec` on this model's card and efficiency terms."""
-    from simulator.twin.spec_whatif import run_sessions
+def scenario_point(pm: RooflinePerfModel, obs: Observation, spec: str) -> ScenarioPoint:
+    """The run behind a spec_decode observation, with `pm`'s efficiency terms."""
+    over = [f"sessions={obs.batch}", f"turns={obs.turns}"]
+    if spec.strip().lower() not in ("", "off", "none") and obs.max_num_batched_tokens:
+        over.append(f"twin.max_num_batched_tokens={obs.max_num_batched_tokens}")
+    terms = tuple((k, float(v)) for k, v in
+                  pm.efficiency.model_dump(exclude={"source"}).items())
+    return ScenarioPoint(obs.scenario, obs.code_edit, (*over, *obs.overrides), spec, terms)
 
-    def with_spec(spec: str) -> RooflinePerfModel:
-        update: dict[str, Any] = {"spec": spec}
-        if spec != "off":
-            update["max_num_batched_tokens"] = (obs.max_num_batched_tokens
-                                                or pm.engine.spec_max_num_batched_tokens)
-        engine = pm.engine.model_copy(update=update)
-        return RooflinePerfModel(pm.hardware, pm.model, engine, pm.efficiency,
-                                 quantization=pm.quantization)
 
-    def rate(spec: str) -> float:
-        return run_sessions(with_spec(spec), obs.batch, turns=obs.turns,
-                            code_edit=obs.code_edit).aggregate_tok_s
+def point_figure(summary: Mapping[str, Any], obs: Observation) -> float:
+    """The observation's figure from a run summary (× sessions for a per-stream rate)."""
+    value = summary.get(obs.figure)
+    if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise InputError(f"fit: point {obs.label or obs.spec!r}: its run has no "
+                         f"{obs.figure} (got {value!r})")
+    scale = obs.batch if obs.figure in PER_STREAM_FIGURES else 1
+    return float(value) * scale
 
-    on = rate(obs.spec)
-    return on / rate("off") if obs.unit == "ratio" else on
+
+def _spec_decode(pm: RooflinePerfModel, obs: Observation, runner: ScenarioRunner) -> float:
+    """The observation's scenario run on this model's efficiency terms (and, for a ratio,
+    the same run with speculation off)."""
+    on = point_figure(runner(scenario_point(pm, obs, obs.spec)), obs)
+    if obs.unit != "ratio":
+        return on
+    return on / point_figure(runner(scenario_point(pm, obs, "off")), obs)
+
+
+def cached(runner: ScenarioRunner) -> ScenarioRunner:
+    """`runner` remembering its summaries (a fit asks for the same run more than once)."""
+    seen: dict[ScenarioPoint, Mapping[str, Any]] = {}
+
+    def run(point: ScenarioPoint) -> Mapping[str, Any]:
+        if point not in seen:
+            seen[point] = runner(point)
+        return seen[point]
+    return run
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,8 +257,11 @@ def _solve_lm(resid: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.
 
 def fit_terms(points: Sequence[Observation], hardware: str, model: str, *,
               free: Sequence[str] = DEFAULT_FREE,
-              engine: dict[str, Any] | None = None) -> FitResult:
-    """Fit the `free` efficiency terms (others stay at the card's profile values)."""
+              engine: dict[str, Any] | None = None,
+              runner: ScenarioRunner | None = None) -> FitResult:
+    """Fit the `free` efficiency terms (others stay at the card's profile values).
+    spec_decode points need `runner` (see `ScenarioRunner`); the engine settings of their
+    runs are their scenarios', not `engine`."""
     unknown = [f for f in free if f not in BOUNDS]
     if unknown:
         raise InputError(f"fit: unknown term(s) {', '.join(unknown)} "
@@ -211,25 +280,29 @@ def fit_terms(points: Sequence[Observation], hardware: str, model: str, *,
         eff = base.model_copy(update=dict(zip(free, np.exp(x).tolist(), strict=True)))
         return RooflinePerfModel(hw, mp, settings, Efficiency.model_validate(eff.model_dump()))
 
+    run = cached(runner) if runner is not None else None
+
     def resid(x: np.ndarray) -> np.ndarray:
         pm = build(x)
-        pred = [predict(pm, p, smooth=True) for p in points]
+        pred = [predict(pm, p, smooth=True, runner=run) for p in points]
         return weights * np.log(np.array(pred) / [p.measured for p in points])
 
     x0 = np.log([max(getattr(base, f), BOUNDS[f][0]) for f in free])
-    # spec_decode points are closed-loop simulations (~0.1–2 s each): few iterations,
+    # spec_decode points are runs of the product's path (~0.3–2 s each): few iterations,
     # stopping at a 1e-4 relative gain
     sims = any(p.kind == "spec_decode" for p in points)
     x, iters = _solve_lm(resid, x0, lo, hi, max_iter=SIM_MAX_ITER if sims else 200,
                          rel_tol=1e-4 if sims else 0.0)
     pm = build(x)
-    rows = tuple(Row(p, predict(pm, p)) for p in points)
+    rows = tuple(Row(p, predict(pm, p, runner=run)) for p in points)
     r = resid(x)
     return FitResult(terms=pm.efficiency.model_dump(exclude={"source"}), free=tuple(free),
                      rows=rows, rms_log_error=float(math.sqrt(r @ r / r.size)),
                      iterations=iters)
 
 
-def evaluate(points: Sequence[Observation], pm: RooflinePerfModel) -> tuple[Row, ...]:
+def evaluate(points: Sequence[Observation], pm: RooflinePerfModel, *,
+             runner: ScenarioRunner | None = None) -> tuple[Row, ...]:
     """Predictions of an existing model for each point (no fitting)."""
-    return tuple(Row(p, predict(pm, p)) for p in points)
+    run = cached(runner) if runner is not None else None
+    return tuple(Row(p, predict(pm, p, runner=run)) for p in points)

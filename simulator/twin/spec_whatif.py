@@ -2,7 +2,9 @@
 on one simulated engine, with the twin's own content (code edits that copy the prompt,
 or fresh text), reporting per-session decode rate and the speculation telemetry.
 
-Used by `benchmarks/calibration.py` (the speculation rows) and the what-if table. Pure
+Used by `benchmarks/spec_whatif.py` (the what-if table) and engine tests. Calibration
+no longer runs on it: its points and rows are `endurance run`s of scenarios
+(`simulator/calibration_runs.py`), whose content and records are the product's. Pure
 simulation: no I/O, deterministic in its arguments.
 """
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
-from simulator.calibration_runs import CODE_EDIT_SCENARIO, run_point
+from simulator.calibration_runs import CODE_EDIT_SCENARIO, RUNS, run_point
 from simulator.cli import main
 
 
@@ -40,3 +41,36 @@ def test_every_run_prints_what_ngram_speculation_would_see() -> None:
     assert on.tokens_per_forward_pass is not None
     assert abs(ref - on.tokens_per_forward_pass) < 1e-9
     assert "what n-gram speculation would see" in format_summary(off.summary)
+
+
+# one run of each kind of calibration row in the fast subset; the rest run with -m slow
+_FAST = {"code-edit ngram:24", "isolated-20k seed 1", "fresh 1 stream ngram:5",
+         "kimi 1 ngram:5", "gb10 draft:7", "per-card 1"}
+
+
+def _cli_summary(args: list[str], out: Path) -> dict[str, object]:
+    res = CliRunner().invoke(main, ["run", *args, "--quiet", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    run_dir = Path(res.output.strip().splitlines()[-1])
+    summary: dict[str, object] = json.loads((run_dir / "summary.json").read_text("utf-8"))
+    return summary
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in _FAST else pytest.mark.slow)
+                                  for n in RUNS])
+def test_every_calibration_run_is_what_endurance_run_gives(name: str, tmp_path: Path) -> None:
+    """Each scenario run behind a row of benchmarks/calibration.py gives the bench the
+    figures `endurance run` prints for the same arguments (exactly: one path)."""
+    run = RUNS[name]
+    bench = run.run()
+    cli = _cli_summary(run.cli_args(), tmp_path)
+    assert bench.decode_tok_s_median is not None and bench.decode_tok_s_median > 0
+    for key in ("decode_tok_s_median", "per_session_tok_s", "aggregate_tok_s",
+                "tokens_per_forward_pass", "spec_mean_acceptance_length"):
+        assert cli.get(key) == bench.summary.get(key), key
+
+
+def test_every_kind_of_calibration_row_is_checked_in_the_fast_subset() -> None:
+    kinds = {n.split(" ")[0] for n in RUNS}
+    assert kinds == {n.split(" ")[0] for n in _FAST}
+    assert set(RUNS) >= _FAST

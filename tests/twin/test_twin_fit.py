@@ -79,3 +79,61 @@ def test_cli_fit_needs_profiles(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["twin", "fit", str(path)])
     assert result.exit_code == 2
     assert "--hardware" in result.output
+
+
+def test_spec_points_run_their_scenario_through_the_injected_runner() -> None:
+    """A spec_decode point asks the runner for its scenario with the candidate's terms
+    (sessions, turns and the budget as overrides); a ratio also asks for speculation off;
+    the figure is the summary's, × sessions for a per-stream rate in tok/s."""
+    from simulator.twin.fit import ScenarioPoint
+    asked: list[ScenarioPoint] = []
+
+    def runner(point: ScenarioPoint) -> dict[str, float]:
+        asked.append(point)
+        return {"decode_tok_s_median": 50.0 if point.spec == "off" else 20.0}
+
+    pm = build_perf_model("a40", "qwen3-coder-30b-a3b-awq", overrides={"spec_seq_s": 0.002})
+    obs = Observation(kind="spec_decode", spec="ngram:5", batch=4, turns=2, measured=1,
+                      unit="tok_s", max_num_batched_tokens=8192, scenario="x.yaml",
+                      overrides=("seed=3",))
+    assert predict(pm, obs, runner=runner) == 80.0          # 4 sessions × 20
+    (point,) = asked
+    assert point.scenario == "x.yaml" and point.spec == "ngram:5"
+    assert point.overrides == ("sessions=4", "turns=2", "twin.max_num_batched_tokens=8192",
+                               "seed=3")
+    assert dict(point.terms)["spec_seq_s"] == 0.002
+    ratio = obs.model_copy(update={"unit": "ratio"})
+    assert predict(pm, ratio, runner=runner) == 20.0 / 50.0
+    assert [p.spec for p in asked[1:]] == ["ngram:5", "off"]
+    assert "twin.max_num_batched_tokens=8192" not in asked[-1].overrides
+    with pytest.raises(InputError, match="runner"):
+        predict(pm, obs)
+
+
+def test_a_spec_point_scenario_is_found_next_to_its_points_file(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text("name: s\n", encoding="utf-8")
+    path = tmp_path / "p.yaml"
+    path.write_text("points:\n"
+                    "  - {kind: spec_decode, spec: 'ngram:5', measured: 1, unit: tok_s, "
+                    "scenario: s.yaml}\n"
+                    "  - {kind: spec_decode, spec: 'ngram:5', measured: 1, unit: tok_s, "
+                    "scenario: elsewhere.yaml}\n", encoding="utf-8")
+    near, other = load_points(path).points
+    assert near.scenario == str(tmp_path / "s.yaml")
+    assert other.scenario == "elsewhere.yaml"
+
+
+def test_cli_fit_runs_spec_points_as_endurance_run(tmp_path: Path) -> None:
+    """`twin fit` gives its spec_decode points a runner of the product's path: a point
+    measured at what `endurance run` gives on its scenario fits with zero error."""
+    from simulator.calibration_runs import CODE_EDIT_SCENARIO, run_point
+    rate = run_point(CODE_EDIT_SCENARIO, twin="a40/qwen3-coder-30b-a3b-awq", spec="ngram:5",
+                     overrides=("sessions=1", "turns=1")).decode_tok_s_median
+    path = tmp_path / "spec.yaml"
+    path.write_text("hardware: a40\nmodel: qwen3-coder-30b-a3b-awq\n"
+                    "points:\n  - {label: one edit, kind: spec_decode, spec: 'ngram:5', "
+                    f"turns: 1, measured: {rate!r}, unit: tok_s}}\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["twin", "fit", str(path), "--free", "spec_step_s"])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if "one edit" in line)
+    assert row.replace("│", " ").split()[-1] in ("+0.0", "-0.0"), row

@@ -245,12 +245,15 @@ def test_sweep_cli_over_spec_settings(tmp_path: Path) -> None:
 
 
 def test_spec_calibration_points_within_10_percent() -> None:
-    """The shipped A40 terms reproduce calibration.md's n-gram rows (twin fit's points):
-    depth 5, 12, 24 single stream and 32 streams at depth 5, each within 10%."""
+    """The shipped A40 terms reproduce calibration.md's n-gram rows (twin fit's points,
+    each an `endurance run` of its scenario): depth 5, 12, 24 single stream and 32
+    streams at depth 5, each within 10%."""
+    from simulator.calibration_runs import point_runner
     from simulator.twin.fit import evaluate, load_points
     from simulator.twin.profiles import PROFILE_DIR
     pf = load_points(PROFILE_DIR / "calibration" / "a40-qwen3-coder-30b-a3b-awq-spec.yaml")
-    rows = evaluate(pf.points, build_perf_model(HW, MODEL))
+    rows = evaluate(pf.points, build_perf_model(HW, MODEL),
+                    runner=point_runner(f"{HW}/{MODEL}"))
     assert len(rows) == 4
     for row in rows:
         assert abs(row.error_pct) < 10, (row.obs.label, row.predicted)
