@@ -12,6 +12,12 @@ What the scheduler asks (see `engine` for when):
 - `usage()`, `num_used`: blocks in use; `make_prefix_cache_stats()`: hit/query counters;
 - for the decode fast path: `room`, `allocate_blocks`, `cache_blocks`.
 Eviction is the pool's: freed blocks keep their hash in an LRU queue until reallocated.
+A hybrid model (`state_aligned`, vLLM's `align` state cache, see `hybrid_prefill`) also
+needs a linear-attention state at the hit's last block: states exist only at the block
+boundaries where some step ended (a prefill chunk's end, every boundary a decode step
+crosses), so a hit stops at the last such block (`MambaManager.find_longest_cache_hit`).
+A state lives as long as the attention block with its hash (their eviction together is
+the twin's simplification; vLLM's state blocks have an LRU entry of their own).
 
 It owns the pool, the prefix-cache counters and the recent hash chains, and a request's
 KV state on its `Seq` (`blocks`, `n_cached`, `hashes`), which nothing else writes; it
@@ -37,11 +43,12 @@ class KVCacheManager:
     Token counts are in tokens; blocks hold `block_size` tokens each.
     """
 
-    __slots__ = ("_hits", "_pool", "_queries", "_recent", "block_size", "enable_caching",
-                 "num_blocks", "stored_blocks", "tier")
+    __slots__ = ("_hits", "_pool", "_queries", "_recent", "_states", "block_size",
+                 "enable_caching", "num_blocks", "state_aligned", "stored_blocks", "tier")
 
     def __init__(self, num_blocks: int, block_size: int, *, enable_caching: bool = True,
-                 recent_chains: int = RECENT_CHAINS, tier: HostTier | None = None) -> None:
+                 recent_chains: int = RECENT_CHAINS, tier: HostTier | None = None,
+                 state_aligned: bool = False) -> None:
         self._pool = BlockPool(num_blocks, block_size)
         self.num_blocks = num_blocks
         self.block_size = block_size
@@ -57,6 +64,9 @@ class KVCacheManager:
         # timed, which the engine drains each step
         self.tier = tier
         self.stored_blocks = 0
+        # hybrids: hashes of the blocks at whose end a linear-attention state was saved
+        self.state_aligned = state_aligned
+        self._states: set[int] = set()
 
     # -- usage -----------------------------------------------------------------------
     @property
@@ -84,6 +94,7 @@ class KVCacheManager:
         if not self._pool.reset_prefix_cache():
             return False
         self._recent.clear()
+        self._states.clear()
         return True
 
     # -- admission -------------------------------------------------------------------
@@ -97,7 +108,18 @@ class KVCacheManager:
         extend_hash_chain(s.tokens, known, bs, s.hashes)
         if not self.enable_caching:
             return []
-        return self._pool.lookup(s.hashes, (known - 1) // bs)
+        found = self._pool.lookup(s.hashes, (known - 1) // bs)
+        if self.state_aligned:
+            return found[:self._last_state(s.hashes, len(found))]
+        return found
+
+    def _last_state(self, hashes: list[int], n: int) -> int:
+        """Blocks up to the last of the first n whose end holds a saved state."""
+        states = self._states
+        for j in range(n - 1, -1, -1):
+            if hashes[j] in states:
+                return j + 1
+        return 0
 
     def allocate_slots(self, s: Seq, num_new_tokens: int,
                        new_computed_blocks: list[int] | None = None,
@@ -126,7 +148,7 @@ class KVCacheManager:
         if upto > s.num_tokens:
             upto = s.num_tokens
         if upto // bs > s.n_cached:
-            self.cache_blocks(s, upto)
+            self.cache_blocks(s, upto, step_end_only=num_new_tokens > 1)
         return True
 
     def free(self, s: Seq) -> None:
@@ -156,8 +178,12 @@ class KVCacheManager:
                 room[j] += bs
         return True
 
-    def cache_blocks(self, s: Seq, num_tokens: int) -> None:
-        """Register the full blocks of tokens[:num_tokens] (≤ known) in the prefix cache."""
+    def cache_blocks(self, s: Seq, num_tokens: int, *, step_end_only: bool = False) -> None:
+        """Register the full blocks of tokens[:num_tokens] (≤ known) in the prefix cache.
+
+        Hybrids also record a state at each new block's end: all of them when one-token
+        decode steps filled them (the default), only a chunk's last block, and only when
+        the chunk ends on its boundary, for a prefill chunk (`step_end_only`)."""
         bs = self.block_size
         n_full = num_tokens // bs
         if n_full <= s.n_cached:
@@ -166,6 +192,9 @@ class KVCacheManager:
         pool, blocks = self._pool, s.blocks
         for j in range(s.n_cached, n_full):
             pool.cache_block(blocks[j], hashes[j])
+        if self.state_aligned:
+            self._save_states(hashes, s.n_cached, n_full,
+                              step_end_only and num_tokens % bs != 0, step_end_only)
         if self.tier is not None:
             self.stored_blocks += self.tier.store(hashes[s.n_cached:n_full])
         s.n_cached = n_full
@@ -180,6 +209,19 @@ class KVCacheManager:
                                 (s.num_tokens - 1) // self.block_size)
 
     # -- internals -------------------------------------------------------------------
+    def _save_states(self, hashes: list[int], first: int, n_full: int, none: bool,
+                     last_only: bool) -> None:
+        states = self._states
+        if none:
+            return
+        if last_only:
+            states.add(hashes[n_full - 1])
+        else:
+            states.update(hashes[first:n_full])
+        if len(states) > 4 * self.num_blocks + 1024:     # forget those whose block went
+            cached = self._pool.cached_hashes()
+            self._states = {h for h in states if h in cached}
+
     def _admit(self, s: Seq, n: int, hit_blocks: list[int]) -> bool:
         pool, bs = self._pool, self.block_size
         hit = len(hit_blocks) * bs
@@ -195,7 +237,7 @@ class KVCacheManager:
         self._hits += hit
         if not s.admitted:                  # its first admission: share its chain
             self._recent.appendleft((s.tokens, s.hashes))
-        self.cache_blocks(s, hit + n)
+        self.cache_blocks(s, hit + n, step_end_only=n > 1)
         return True
 
     def _seed_hashes(self, s: Seq) -> None:

@@ -80,6 +80,10 @@ class BlockPool:
     def block_hash(self, block_id: int) -> int | None:
         return self._block_hash[block_id]
 
+    def cached_hashes(self) -> set[int]:
+        """Hashes of the blocks the prefix cache holds now."""
+        return set(self._cached)
+
     def free_order(self) -> list[int]:
         """Free queue from head (next evicted) to tail; for tests and inspection."""
         return list(self._free)
