@@ -148,7 +148,9 @@ class KVCacheManager:
         if upto > s.num_tokens:
             upto = s.num_tokens
         if upto // bs > s.n_cached:
-            self.cache_blocks(s, upto, step_end_only=num_new_tokens > 1)
+            # a prefill chunk saves a state at its end only; decode steps (drafts
+            # included: vLLM keeps per-position states for them) at every boundary
+            self.cache_blocks(s, upto, step_end_only=s.num_tokens - c > 1)
         return True
 
     def free(self, s: Seq) -> None:
@@ -237,7 +239,7 @@ class KVCacheManager:
         self._hits += hit
         if not s.admitted:                  # its first admission: share its chain
             self._recent.appendleft((s.tokens, s.hashes))
-        self.cache_blocks(s, hit + n, step_end_only=n > 1)
+        self.cache_blocks(s, hit + n, step_end_only=s.num_tokens - hit > 1)
         return True
 
     def _seed_hashes(self, s: Seq) -> None:

@@ -4,12 +4,16 @@ the linear layers' chunk kernels and MLA's context expansion are charged."""
 
 from __future__ import annotations
 
+from array import array
+
 import pytest
 
+from simulator.twin.block_manager import KVCacheManager
 from simulator.twin.engine import TwinEngine
 from simulator.twin.hybrid_prefill import aligned_hit, aligned_split, prefill_chunks
 from simulator.twin.perf_model import RooflinePerfModel, build_perf_model, prefill_seconds
-from simulator.twin.types import EngineRequest, StepShape
+from simulator.twin.seq import Seq
+from simulator.twin.types import EngineRequest, RequestResult, StepShape
 
 KIMI, QWEN = "kimi-linear-48b-a3b-awq", "qwen3-coder-30b-a3b-awq"
 BS = 1888            # Kimi's attention block on the a40 (a page that holds a KDA state)
@@ -140,3 +144,29 @@ def test_engine_reproduces_the_chunk_end_hit_on_the_calibration_prompt() -> None
     _run(eng, "a", [*shared, *range(100_000, 102_600)], 1, 0.0)
     _run(eng, "b", [*shared, *range(200_000, 202_600)], 1, 1000.0)
     assert eng.result("b").cached_tokens == 4 * (4 * BS) == 30_208
+
+
+def _seq(rid: str, tokens: list[int], prompt: int) -> Seq:
+    return Seq(rid, array("I", tokens), prompt, len(tokens), RequestResult(rid, prompt), prompt)
+
+
+def test_decode_saves_a_state_at_every_boundary_it_crosses_a_chunk_only_at_its_end() -> None:
+    kv = KVCacheManager(64, 4, state_aligned=True)
+    a = _seq("a", list(range(20)), 10)
+    assert kv.allocate_slots(a, 10, kv.get_computed_blocks(a))   # one 10-token chunk
+    a.num_computed = 10
+    for _ in range(4):                                           # decode 10 → 14
+        a.num_tokens += 1
+        assert kv.allocate_slots(a, 1)
+        a.num_computed += 1
+    kv.free(a)
+    # shares 13 tokens: blocks 0–2 are cached, a state only at 12 (a decode step ended
+    # there); the chunk ended at 10, so blocks 0 and 1 (ends 4, 8) have none
+    b = _seq("b", [*range(13), 99, 98], 15)
+    assert len(kv.get_computed_blocks(b)) == 3
+    c = _seq("c", [*range(9), 99, 98], 11)
+    assert kv.get_computed_blocks(c) == []
+    plain = KVCacheManager(64, 4)
+    a2 = _seq("a", list(range(20)), 10)
+    assert plain.allocate_slots(a2, 10, plain.get_computed_blocks(a2))
+    assert len(plain.get_computed_blocks(_seq("c", [*range(9), 99, 98], 11))) == 2
