@@ -118,22 +118,40 @@ def test_kimi_profile_charges_the_kda_chunk_kernel_and_mla_context() -> None:
     assert qwen.hybrid_prefill_time(shape) == 0.0
 
 
-def test_kimi_warm_prefill_against_qwen_on_the_same_prompt() -> None:
-    """The issue's source puts Kimi-Linear's warm prefill at about half Qwen3-Coder's rate.
-    The sourced mechanism reproduces "slower" only where the shared prefix was computed
-    inside a longer prefill, so its last state sits at a chunk end: the calibration's
-    38,494-token prompt with 35,894 cached then resumes at 30,208 for Kimi (8,286 tokens
-    to compute) and 35,894 for Qwen (2,600). Where the request that cached the prefix
-    ended at it (an agentic turn), Kimi resumes at 35,872 and is faster than Qwen: its 7
-    MLA layers attend far less than Qwen's 48 full-attention layers. The ratio is printed
-    in docs/twin-fidelity.md; no term is tuned to it."""
+def _mean_warm_rate(pm: RooflinePerfModel, tail: int) -> float:
+    """Warm prefill tok/s of a ~20k-token prompt whose last `tail` tokens are new,
+    averaged over where the cached prefix ends within a 1,888-token block."""
+    rates = [(20_000 + off) / prefill_seconds(pm, 20_000 + off, 20_000 + off - tail)
+             for off in range(0, BS, 59)]
+    return sum(rates) / len(rates)
+
+
+def test_kimi_warm_prefill_is_about_half_qwens_at_a_typical_agentic_step() -> None:
+    """The issue's source puts Kimi-Linear's warm prefill at about half of Qwen3-Coder's
+    rate. A typical agentic step adds a few hundred tokens (agent-sessions reference:
+    +185 … +2,600, typically a few hundred); Kimi resumes at its last 1,888-token block
+    boundary, so it recomputes the tail plus half a block on average, and its rate is
+    about half of Qwen's (0.44 at 300 tokens). At the range's top (2,600 tokens) the
+    block matters less and Kimi's 7 MLA layers, far cheaper than Qwen's 48 attention
+    layers, make it faster. No term is tuned to the ratio."""
+    qwen, kimi = build_perf_model("a40", QWEN), build_perf_model("a40", KIMI)
+    typical = _mean_warm_rate(kimi, 300) / _mean_warm_rate(qwen, 300)
+    assert 0.3 < typical < 0.7
+    assert _mean_warm_rate(kimi, 2_600) > _mean_warm_rate(qwen, 2_600)
+
+
+def test_kimi_warm_prefill_on_the_calibration_prompt() -> None:
+    """The calibration's 38,494-token prompt with 35,894 cached: Kimi is slower than Qwen
+    only where the prefix's last state is a chunk end (it was computed inside a longer
+    cold prefill: hit 30,208, 8,286 tokens to compute); where the request that cached it
+    ended at it (hit 35,872) Kimi is faster."""
     prompt, cached = 38_494, 35_894
     qwen = prefill_seconds(build_perf_model("a40", QWEN), prompt, cached)
     kimi_pm = build_perf_model("a40", KIMI)
     kimi_inside = prefill_seconds(kimi_pm, prompt, 4 * (4 * BS))     # last chunk end
     kimi_ended = prefill_seconds(kimi_pm, prompt, cached)
-    assert qwen < kimi_inside < 2.5 * qwen          # slower, as the source has it
-    assert kimi_ended < qwen                         # the mechanism's other case
+    assert qwen < kimi_inside < 2.5 * qwen
+    assert kimi_ended < qwen
 
 
 def test_engine_reproduces_the_chunk_end_hit_on_the_calibration_prompt() -> None:
