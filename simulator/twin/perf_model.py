@@ -124,6 +124,14 @@ class RooflinePerfModel:
         # resume hits and end prefill chunks on these blocks; None: a plain model
         self.state_align_block: int | None = (
             self.block_size if model.is_hybrid and engine.enable_prefix_caching else None)
+        if self.state_align_block and engine.max_num_batched_tokens < self.block_size:
+            # vLLM refuses this at start-up with the same words: a whole-block prefill
+            # chunk would never fit the budget
+            raise InputError(
+                f"twin ({model.name}): in Mamba cache align mode, block_size "
+                f"({self.block_size}) must be <= max_num_batched_tokens "
+                f"({engine.max_num_batched_tokens}), as vLLM requires: raise "
+                "--max-num-batched-tokens or turn prefix caching off")
         self.num_blocks = self._num_blocks()
         self.max_num_seqs = engine.max_num_seqs
         self.max_num_batched_tokens = engine.max_num_batched_tokens

@@ -8,6 +8,7 @@ from array import array
 
 import pytest
 
+from simulator.errors import InputError
 from simulator.twin.block_manager import KVCacheManager
 from simulator.twin.engine import TwinEngine
 from simulator.twin.hybrid_prefill import aligned_hit, aligned_split, prefill_chunks
@@ -188,3 +189,13 @@ def test_decode_saves_a_state_at_every_boundary_it_crosses_a_chunk_only_at_its_e
     a2 = _seq("a", list(range(20)), 10)
     assert plain.allocate_slots(a2, 10, plain.get_computed_blocks(a2))
     assert len(plain.get_computed_blocks(_seq("c", [*range(9), 99, 98], 11))) == 2
+
+
+def test_a_budget_below_the_block_is_refused_in_one_line() -> None:
+    """Whole-block prefill chunks never fit a smaller budget (the engine would stall);
+    vLLM refuses the same configuration at start-up."""
+    with pytest.raises(InputError, match=r"block_size \(1888\) must be <= max_num_batched"):
+        build_perf_model("a40", KIMI, overrides={"max_num_batched_tokens": 1024})
+    build_perf_model("a40", KIMI, overrides={"max_num_batched_tokens": 1024,
+                                             "enable_prefix_caching": False})
+    build_perf_model("a40", QWEN, overrides={"max_num_batched_tokens": 1024})
