@@ -92,8 +92,9 @@ class TwinEngine:
         self._link, tier = self._host_tier(perf_model, bs)
         # a hybrid with prefix caching: vLLM's `align` state cache (`hybrid_prefill`)
         self._align = getattr(perf_model, "state_align_block", None) is not None
-        self.kv_cache_manager = KVCacheManager(int(nb), bs, enable_caching=prefix_caching,
-                                               tier=tier, state_aligned=self._align)
+        self.kv_cache_manager = KVCacheManager(
+            int(nb), bs, enable_caching=prefix_caching, tier=tier, state_aligned=self._align,
+            state_blocks=int(getattr(perf_model, "state_blocks_per_seq", 0)))
         self._block_bytes = bs * float(getattr(perf_model, "kv_bytes_per_token", 0.0))
         self._loading: list[tuple[float, int, Seq]] = []   # heap: (load done, n, seq)
         self._store_free_at = self._load_free_at = 0.0     # host link busy until

@@ -122,6 +122,7 @@ class RooflinePerfModel:
         self.block_size = self._block_size()
         # vLLM's `align` state cache (`hybrid_prefill`): hybrids with prefix caching
         # resume hits and end prefill chunks on these blocks; None: a plain model
+        self.state_blocks_per_seq = self._state_groups()
         self.state_align_block: int | None = (
             self.block_size if model.is_hybrid and engine.enable_prefix_caching else None)
         if self.state_align_block and engine.max_num_batched_tokens < self.block_size:
@@ -169,9 +170,25 @@ class RooflinePerfModel:
         per_block = self._kv_per_layer_token() * bs
         return bs * max(1, math.ceil(self.model.recurrent_state_bytes_per_layer / per_block))
 
+    def _state_groups(self) -> int:
+        """Pool blocks a running hybrid request holds for its linear-attention states:
+        one per KV cache group of linear layers. vLLM groups each layer type into groups
+        of `group_size` layers, the fewest layers of any type (or the most, when that is
+        under 1.5× the fewest) (`kv_cache_utils._get_kv_cache_groups_uniform_page_size`)."""
+        lay = self.model.layers
+        if lay.linear_attention <= 0 or self.model.recurrent_state_bytes_per_layer <= 0:
+            return 0
+        counts = [c for c in (lay.full_attention, lay.sliding_attention,
+                              lay.linear_attention) if c > 0]
+        size = min(counts)
+        if max(counts) < 1.5 * size:
+            size = max(counts)
+        return -(-lay.linear_attention // size)
+
     def _pool_bytes(self) -> float:
         """KV pool in bytes. Like vLLM's logged capacity, hybrids' per-sequence states are
-        not subtracted: they take blocks from the same pool only while sequences run."""
+        not subtracted: they take blocks from the same pool only while sequences run
+        (`state_blocks_per_seq`) and where states are saved for the prefix cache."""
         hw, eff = self.hardware, self.efficiency
         if hw.kv_cache_bytes is not None:
             pool = float(hw.kv_cache_bytes)

@@ -199,3 +199,35 @@ def test_a_budget_below_the_block_is_refused_in_one_line() -> None:
     build_perf_model("a40", KIMI, overrides={"max_num_batched_tokens": 1024,
                                              "enable_prefix_caching": False})
     build_perf_model("a40", QWEN, overrides={"max_num_batched_tokens": 1024})
+
+
+def test_running_hybrid_requests_hold_a_state_block_per_linear_group() -> None:
+    """vLLM groups Kimi's 20 KDA layers in groups of 7 (its 7 MLA layers): 3 groups, so
+    a running request holds 3 pool blocks for its states; plain models hold none."""
+    assert build_perf_model("a40", KIMI).state_blocks_per_seq == 3
+    assert build_perf_model("a40", QWEN).state_blocks_per_seq == 0
+    kv = KVCacheManager(64, 4, state_aligned=True, state_blocks=3)
+    a = _seq("a", list(range(20)), 10)
+    assert kv.allocate_slots(a, 8, kv.get_computed_blocks(a))
+    assert kv.num_used == 2 + 3          # 8 tokens: 2 blocks, + 3 running states
+    kv.free(a)
+    assert kv.num_used == 0
+
+
+def test_a_saved_state_takes_pool_blocks_and_is_evicted_like_them() -> None:
+    """A state saved at a chunk end holds `state_blocks` evictable blocks; when the pool
+    needs them the state goes and a later hit falls back (here to nothing), though the
+    attention blocks, freed later, are still cached."""
+    kv = KVCacheManager(12, 4, state_aligned=True, state_blocks=2)
+    a = _seq("a", list(range(12)), 9)
+    assert kv.allocate_slots(a, 8, kv.get_computed_blocks(a))    # chunk ends at 8
+    a.num_computed = 8
+    kv.free(a)
+    b = _seq("b", [*range(8), 99, 98], 10)                        # its state: at 8
+    hog = _seq("hog", list(range(500, 540)), 40)                  # 8 + 2 blocks, LRU
+    assert kv.allocate_slots(hog, 30, [])                         # first: the state's
+    kv.free(hog)
+    assert kv.get_computed_blocks(b) == []
+    plain = KVCacheManager(12, 4, state_blocks=2)                 # the attention blocks
+    plain._pool = kv._pool                                        # are still cached
+    assert len(plain.get_computed_blocks(b)) == 2
