@@ -12,6 +12,18 @@ What the scheduler asks (see `engine` for when):
 - `usage()`, `num_used`: blocks in use; `make_prefix_cache_stats()`: hit/query counters;
 - for the decode fast path: `room`, `allocate_blocks`, `cache_blocks`.
 Eviction is the pool's: freed blocks keep their hash in an LRU queue until reallocated.
+A hybrid model's linear-attention layers take blocks from the same pool (vLLM's hybrid
+allocator: one KV cache group per `group_size` layers, each block a page of every layer
+in its group, `kv_cache_utils._get_kv_cache_groups_uniform_page_size`): a running
+request holds `state_blocks` blocks, one per linear-attention group, for its running
+state. With prefix caching (`state_aligned`, vLLM's `align` state cache, see
+`hybrid_prefill`) a hit also needs a saved state at its last block, and states are saved
+only at the block boundaries where some step ended (a prefill chunk's end, every
+boundary a decode step crosses): the hit stops at the last such block
+(`MambaManager.find_longest_cache_hit`). A saved state is `state_blocks` pool blocks
+under hashes derived from the block's (vLLM keeps the old running-state block and
+allocates a new one), freed at once into the LRU queue, so states are evicted as blocks
+are: when the pool is short of free blocks, the state is not saved.
 
 It owns the pool, the prefix-cache counters and the recent hash chains, and a request's
 KV state on its `Seq` (`blocks`, `n_cached`, `hashes`), which nothing else writes; it
@@ -31,6 +43,11 @@ from simulator.twin.seq import Seq
 RECENT_CHAINS = 256       # ≈ 0.2 MB each at 35k-token prompts (token array + chain)
 
 
+def _state_hash(block_hash: int, group: int) -> int:
+    """The prefix-cache key of group `group`'s state saved at the end of a block."""
+    return hash((block_hash, "state", group))
+
+
 class KVCacheManager:
     """Blocks, prefix-cache lookups and registration for the twin's scheduler.
 
@@ -38,10 +55,11 @@ class KVCacheManager:
     """
 
     __slots__ = ("_hits", "_pool", "_queries", "_recent", "block_size", "enable_caching",
-                 "num_blocks", "stored_blocks", "tier")
+                 "num_blocks", "state_aligned", "state_blocks", "stored_blocks", "tier")
 
     def __init__(self, num_blocks: int, block_size: int, *, enable_caching: bool = True,
-                 recent_chains: int = RECENT_CHAINS, tier: HostTier | None = None) -> None:
+                 recent_chains: int = RECENT_CHAINS, tier: HostTier | None = None,
+                 state_aligned: bool = False, state_blocks: int = 0) -> None:
         self._pool = BlockPool(num_blocks, block_size)
         self.num_blocks = num_blocks
         self.block_size = block_size
@@ -57,6 +75,10 @@ class KVCacheManager:
         # timed, which the engine drains each step
         self.tier = tier
         self.stored_blocks = 0
+        # hybrids: blocks a running request holds for its linear-attention states (one
+        # per group), and whether hits need a saved state (at least one group then)
+        self.state_aligned = state_aligned
+        self.state_blocks = max(state_blocks, 1) if state_aligned else state_blocks
 
     # -- usage -----------------------------------------------------------------------
     @property
@@ -89,7 +111,8 @@ class KVCacheManager:
     # -- admission -------------------------------------------------------------------
     def get_computed_blocks(self, s: Seq) -> list[int]:
         """Blocks of the longest cached prefix of `s`'s known tokens, capped so at least
-        one token is computed (none with caching off). Touches and counts nothing."""
+        one token is computed (none with caching off). Counts nothing and touches only a
+        hybrid's hit state (to the LRU tail, as vLLM's hit holds it for a step)."""
         bs = self.block_size
         known = s.num_tokens
         if not s.hashes:
@@ -97,7 +120,23 @@ class KVCacheManager:
         extend_hash_chain(s.tokens, known, bs, s.hashes)
         if not self.enable_caching:
             return []
-        return self._pool.lookup(s.hashes, (known - 1) // bs)
+        found = self._pool.lookup(s.hashes, (known - 1) // bs)
+        if self.state_aligned:
+            return found[:self._last_state(s.hashes, len(found))]
+        return found
+
+    def _last_state(self, hashes: list[int], n: int) -> int:
+        """Blocks up to the last of the first n whose end holds a saved state (its
+        state blocks, touched and given back: the hit refreshes their LRU place)."""
+        pool, groups = self._pool, self.state_blocks
+        for j in range(n - 1, -1, -1):
+            found = [pool.cached_block(_state_hash(hashes[j], g)) for g in range(groups)]
+            if None not in found:
+                blocks = [b for b in found if b is not None]
+                pool.touch(blocks)
+                pool.free(blocks)
+                return j + 1
+        return 0
 
     def allocate_slots(self, s: Seq, num_new_tokens: int,
                        new_computed_blocks: list[int] | None = None,
@@ -126,12 +165,17 @@ class KVCacheManager:
         if upto > s.num_tokens:
             upto = s.num_tokens
         if upto // bs > s.n_cached:
-            self.cache_blocks(s, upto)
+            # a prefill chunk saves a state at its end only; decode steps (drafts
+            # included: vLLM keeps per-position states for them) at every boundary
+            self.cache_blocks(s, upto, step_end_only=s.num_tokens - c > 1)
         return True
 
     def free(self, s: Seq) -> None:
         """Give back `s`'s blocks, tail first (a prefix's end is evicted before its
         beginning); its hash chain stays for readmission."""
+        if s.state_blocks:
+            self._pool.free(s.state_blocks)
+            s.state_blocks = []
         self._pool.free(s.blocks[::-1])
         s.blocks = []
         s.n_cached = 0
@@ -156,8 +200,12 @@ class KVCacheManager:
                 room[j] += bs
         return True
 
-    def cache_blocks(self, s: Seq, num_tokens: int) -> None:
-        """Register the full blocks of tokens[:num_tokens] (≤ known) in the prefix cache."""
+    def cache_blocks(self, s: Seq, num_tokens: int, *, step_end_only: bool = False) -> None:
+        """Register the full blocks of tokens[:num_tokens] (≤ known) in the prefix cache.
+
+        Hybrids also record a state at each new block's end: all of them when one-token
+        decode steps filled them (the default), only a chunk's last block, and only when
+        the chunk ends on its boundary, for a prefill chunk (`step_end_only`)."""
         bs = self.block_size
         n_full = num_tokens // bs
         if n_full <= s.n_cached:
@@ -166,6 +214,9 @@ class KVCacheManager:
         pool, blocks = self._pool, s.blocks
         for j in range(s.n_cached, n_full):
             pool.cache_block(blocks[j], hashes[j])
+        if self.state_aligned:
+            self._save_states(hashes, s.n_cached, n_full,
+                              step_end_only and num_tokens % bs != 0, step_end_only)
         if self.tier is not None:
             self.stored_blocks += self.tier.store(hashes[s.n_cached:n_full])
         s.n_cached = n_full
@@ -180,22 +231,39 @@ class KVCacheManager:
                                 (s.num_tokens - 1) // self.block_size)
 
     # -- internals -------------------------------------------------------------------
+    def _save_states(self, hashes: list[int], first: int, n_full: int, none: bool,
+                     last_only: bool) -> None:
+        if none:
+            return
+        pool, groups = self._pool, self.state_blocks
+        for j in (n_full - 1,) if last_only else range(first, n_full):
+            blocks = pool.allocate(groups)
+            if blocks is None:
+                return                  # the pool is short: this state is not kept
+            for g, b in enumerate(blocks):
+                pool.cache_block(b, _state_hash(hashes[j], g))
+            pool.free(blocks)
+
     def _admit(self, s: Seq, n: int, hit_blocks: list[int]) -> bool:
         pool, bs = self._pool, self.block_size
         hit = len(hit_blocks) * bs
         need = -(-(hit + n) // bs) - len(hit_blocks)
-        if need > pool.num_free - pool.num_evictable(hit_blocks):
+        states = self.state_blocks if not s.state_blocks else 0
+        if need + states > pool.num_free - pool.num_evictable(hit_blocks):
             return False
         pool.touch(hit_blocks)
-        new = pool.allocate(need)
+        new = pool.allocate(need + states)
         assert new is not None
+        if states:
+            s.state_blocks = new[need:]
+            new = new[:need]
         s.blocks = hit_blocks + new
         s.n_cached = len(hit_blocks)
         self._queries += s.num_tokens
         self._hits += hit
         if not s.admitted:                  # its first admission: share its chain
             self._recent.appendleft((s.tokens, s.hashes))
-        self.cache_blocks(s, hit + n)
+        self.cache_blocks(s, hit + n, step_end_only=s.num_tokens - hit > 1)
         return True
 
     def _seed_hashes(self, s: Seq) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from simulator.twin.block_manager import KVCacheManager
 from simulator.twin.decode_burst import DecodeTerms, burst_len, decode_terms, run_burst
+from simulator.twin.hybrid_prefill import aligned_split
 from simulator.twin.kv_offload import HostLinkTimes, HostTier, tier_blocks
 from simulator.twin.seq import Seq
 from simulator.twin.spec_decode import (
@@ -89,8 +90,11 @@ class TwinEngine:
         # this step's proposer work (see `_draft`): sequences it ran for, context scanned
         self._spec_seqs = self._spec_ctx = 0
         self._link, tier = self._host_tier(perf_model, bs)
-        self.kv_cache_manager = KVCacheManager(int(nb), bs, enable_caching=prefix_caching,
-                                               tier=tier)
+        # a hybrid with prefix caching: vLLM's `align` state cache (`hybrid_prefill`)
+        self._align = getattr(perf_model, "state_align_block", None) is not None
+        self.kv_cache_manager = KVCacheManager(
+            int(nb), bs, enable_caching=prefix_caching, tier=tier, state_aligned=self._align,
+            state_blocks=int(getattr(perf_model, "state_blocks_per_seq", 0)))
         self._block_bytes = bs * float(getattr(perf_model, "kv_bytes_per_token", 0.0))
         self._loading: list[tuple[float, int, Seq]] = []   # heap: (load done, n, seq)
         self._store_free_at = self._load_free_at = 0.0     # host link busy until
@@ -324,7 +328,7 @@ class TwinEngine:
         used = self.kv_cache_manager.num_used
         if used > self._peak_used:
             self._peak_used = used
-        kv = pre = drafts = 0
+        kv = pre = drafts = ctx = 0
         pairs = 0.0
         for s, n in zip(sched, nums, strict=True):
             c = s.num_computed
@@ -333,8 +337,9 @@ class TwinEngine:
             if s.num_tokens - c > 1:
                 pre += n
                 pairs += n * (c + n / 2)
+                ctx += c
         shape = StepShape(len(sched), sum(nums), kv, pre, pairs, drafts, self._spec_seqs,
-                          self._spec_ctx)
+                          self._spec_ctx, ctx)
         self._spec_seqs = self._spec_ctx = 0
         self.counters.steps += 1
         if self._link is None:
@@ -442,8 +447,15 @@ class TwinEngine:
                 n += self._draft(s, room - 1)
                 if isinstance(self.spec, ModelDraftSpec):
                     look = self.spec.num_speculative_tokens   # lookahead KV slots
-            elif n > room:
-                n = room
+            else:
+                if n > room:
+                    n = room
+                if self._align:
+                    n = aligned_split(s.num_computed, n, s.num_tokens, s.prompt_len,
+                                      kv.block_size)
+                    if n == 0:           # no room for a whole block: it waits a step
+                        i += 1
+                        continue
             if not kv.allocate_slots(s, n, None, look):
                 preempted = True
                 if not self._preempt_for(s, n, look):
@@ -505,6 +517,10 @@ class TwinEngine:
             hit_blocks = kv.get_computed_blocks(s)
             hit = len(hit_blocks) * bs
             n = min(s.num_tokens - hit, budget - slots)
+            if self._align:
+                n = aligned_split(hit, n, s.num_tokens, s.prompt_len, bs)
+                if n == 0:               # the budget left holds no whole block
+                    break
             if not kv.allocate_slots(s, n, hit_blocks):
                 self._admit_blocked = True       # stays so until blocks are freed
                 break

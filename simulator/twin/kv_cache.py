@@ -80,6 +80,10 @@ class BlockPool:
     def block_hash(self, block_id: int) -> int | None:
         return self._block_hash[block_id]
 
+    def cached_block(self, block_hash: int) -> int | None:
+        """The block cached under `block_hash`, if any (does not touch)."""
+        return self._cached.get(block_hash)
+
     def free_order(self) -> list[int]:
         """Free queue from head (next evicted) to tail; for tests and inspection."""
         return list(self._free)

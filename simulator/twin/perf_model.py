@@ -26,6 +26,7 @@ import numpy as np
 
 from simulator.errors import InputError
 from simulator.twin.decode_burst import DecodeTerms
+from simulator.twin.hybrid_prefill import prefill_chunks
 from simulator.twin.profiles import (
     KV_DTYPE_BYTES,
     Efficiency,
@@ -119,6 +120,19 @@ class RooflinePerfModel:
             engine.kv_dtype] / 2.0
         self.state_bytes_per_seq = self._state_bytes_per_seq()
         self.block_size = self._block_size()
+        # vLLM's `align` state cache (`hybrid_prefill`): hybrids with prefix caching
+        # resume hits and end prefill chunks on these blocks; None: a plain model
+        self.state_blocks_per_seq = self._state_groups()
+        self.state_align_block: int | None = (
+            self.block_size if model.is_hybrid and engine.enable_prefix_caching else None)
+        if self.state_align_block and engine.max_num_batched_tokens < self.block_size:
+            # vLLM refuses this at start-up with the same words: a whole-block prefill
+            # chunk would never fit the budget
+            raise InputError(
+                f"twin ({model.name}): in Mamba cache align mode, block_size "
+                f"({self.block_size}) must be <= max_num_batched_tokens "
+                f"({engine.max_num_batched_tokens}), as vLLM requires: raise "
+                "--max-num-batched-tokens or turn prefix caching off")
         self.num_blocks = self._num_blocks()
         self.max_num_seqs = engine.max_num_seqs
         self.max_num_batched_tokens = engine.max_num_batched_tokens
@@ -156,9 +170,25 @@ class RooflinePerfModel:
         per_block = self._kv_per_layer_token() * bs
         return bs * max(1, math.ceil(self.model.recurrent_state_bytes_per_layer / per_block))
 
+    def _state_groups(self) -> int:
+        """Pool blocks a running hybrid request holds for its linear-attention states:
+        one per KV cache group of linear layers. vLLM groups each layer type into groups
+        of `group_size` layers, the fewest layers of any type (or the most, when that is
+        under 1.5× the fewest) (`kv_cache_utils._get_kv_cache_groups_uniform_page_size`)."""
+        lay = self.model.layers
+        if lay.linear_attention <= 0 or self.model.recurrent_state_bytes_per_layer <= 0:
+            return 0
+        counts = [c for c in (lay.full_attention, lay.sliding_attention,
+                              lay.linear_attention) if c > 0]
+        size = min(counts)
+        if max(counts) < 1.5 * size:
+            size = max(counts)
+        return -(-lay.linear_attention // size)
+
     def _pool_bytes(self) -> float:
         """KV pool in bytes. Like vLLM's logged capacity, hybrids' per-sequence states are
-        not subtracted: they take blocks from the same pool only while sequences run."""
+        not subtracted: they take blocks from the same pool only while sequences run
+        (`state_blocks_per_seq`) and where states are saved for the prefix cache."""
         hw, eff = self.hardware, self.efficiency
         if hw.kv_cache_bytes is not None:
             pool = float(hw.kv_cache_bytes)
@@ -233,6 +263,11 @@ class RooflinePerfModel:
         if fpp is None:
             fpp = 4.0 * m.num_q_heads * m.head_dim * m.layers.full_attention
         self._t_pair = fpp / (eff.eta_attn * self.peak_flops)
+        # hybrids: MLA's context expansion is a GEMM (η_c); the chunked linear-attention
+        # kernels run apart from the GEMMs, their own roofline (η_attn, η_kv) per token
+        self._t_ctx_tok = m.context_flops_per_token / (eff.eta_c * self.peak_flops)
+        self._t_lin_tok = max(m.linear_attn_flops_per_token / (eff.eta_attn * self.peak_flops),
+                              m.linear_attn_bytes_per_token / (eff.eta_kv * bw))
         self._precompute_spec()
 
     def _precompute_spec(self) -> None:
@@ -301,9 +336,17 @@ class RooflinePerfModel:
         t_comp = (self._t_flop_tok * t + self._t_flop_seq * n
                   + self._t_pair * shape.attn_token_pairs)
         step = self._t0 + self._t_seq * n + (t_mem if t_mem > t_comp else t_comp)
+        if shape.prefill_tokens and (self._t_lin_tok or self._t_ctx_tok):
+            step += self.hybrid_prefill_time(shape)
         if self.spec is not None:
             step += self.spec_time(shape)
         return step
+
+    def hybrid_prefill_time(self, shape: StepShape) -> float:
+        """What a hybrid's prefill adds to a step (s), 0 for other models:
+        linear-attention chunk kernels per prefill token + MLA context expansion."""
+        return (self._t_lin_tok * shape.prefill_tokens
+                + self._t_ctx_tok * shape.prefill_context_tokens)
 
     def decode_terms(self, n: int) -> DecodeTerms | None:
         """`step_time`'s terms for a pure-decode step of n sequences (one token each), so
@@ -415,13 +458,16 @@ def decode_tok_s(pm: RooflinePerfModel, batch: int, context: int) -> float:
 
 def prefill_seconds(pm: RooflinePerfModel, prompt: int, cached: int = 0) -> float:
     """Time to first token of one prompt alone on the card: chunked prefill of its
-    uncached part (chunks of max_num_batched_tokens) over the cached context."""
-    done, total, budget = cached, 0.0, pm.max_num_batched_tokens
-    while True:
-        chunk = max(1, min(budget, prompt - done))
+    uncached part (chunks of max_num_batched_tokens) over the cached context.
+
+    A hybrid (`pm.state_align_block`) resumes at the last block boundary ≤ `cached`
+    (the request that cached the prefix ended there) and ends every chunk on a block
+    boundary, as vLLM's `align` state cache does (`hybrid_prefill`)."""
+    total = 0.0
+    for done, chunk in prefill_chunks(prompt, cached, pm.max_num_batched_tokens,
+                                      pm.state_align_block):
         shape = StepShape(num_seqs=1, num_tokens=chunk, kv_tokens_read=done + chunk,
-                          prefill_tokens=chunk, attn_token_pairs=chunk * (done + chunk / 2))
+                          prefill_tokens=chunk, attn_token_pairs=chunk * (done + chunk / 2),
+                          prefill_context_tokens=done)
         total += pm.step_time(shape)
-        done += chunk
-        if done >= prompt:
-            return total
+    return total

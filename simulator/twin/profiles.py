@@ -180,6 +180,12 @@ class ModelProfile(_Strict):
     context_length: int | None = Field(default=None, gt=0)
     attn_flops_per_pair: float | None = None
     recurrent_state_bytes_per_layer: float = 0.0   # per linear-attention layer, per sequence
+    # hybrids' prefill (`twin.hybrid_prefill`): the chunked linear-attention kernels'
+    # FLOPs and bytes per prefill token (all linear layers), and FLOPs per cached-context
+    # token per prefill chunk (MLA expands its cached latents through kv_b_proj)
+    linear_attn_flops_per_token: float = Field(default=0.0, ge=0)
+    linear_attn_bytes_per_token: float = Field(default=0.0, ge=0)
+    context_flops_per_token: float = Field(default=0.0, ge=0)
     params: Params
     experts: Experts | None = None
     quantization: str
@@ -204,11 +210,17 @@ class ModelProfile(_Strict):
         return self.quantizations[key]
 
 
+# hybrids' prefill terms: a number needs its source only when it is not the default 0
+_SOURCED_WHEN_SET = {"linear_attn_flops_per_token", "linear_attn_bytes_per_token",
+                     "context_flops_per_token"}
+
+
 def _numeric_fields(model: BaseModel) -> list[str]:
     skip = {"efficiency", "engine", "host_link", "sources", "quantizations", "sliding_window",
             "drafters", "spec_disables_cuda_graphs", "kv_dtype_default",
             "attn_flops_per_pair", "kv_cache_bytes", "recurrent_state_bytes_per_layer"}
-    return [k for k, v in model if k not in skip and not isinstance(v, str) and v is not None]
+    return [k for k, v in model if k not in skip and not isinstance(v, str) and v is not None
+            and not (k in _SOURCED_WHEN_SET and v == 0)]
 
 
 def _check_sources(profile: BaseModel, sources: dict[str, str], where: str) -> None:

@@ -13,7 +13,7 @@ from simulator.twin.types import RequestResult
 class Seq:
     """One request's engine state; token counts are in tokens, `blocks` are block ids.
 
-    `blocks`, `n_cached` and `hashes` are its KV state, written only by the
+    `blocks`, `n_cached`, `hashes` and `state_blocks` are its KV state, written only by the
     `KVCacheManager`; the rest is the scheduler's."""
 
     rid: str
@@ -26,6 +26,7 @@ class Seq:
     blocks: list[int] = field(default_factory=list)
     n_cached: int = 0          # leading blocks already registered in the prefix cache
     hashes: list[int] = field(default_factory=list)   # chain over known full blocks
+    state_blocks: list[int] = field(default_factory=list)   # hybrids: running states
     admitted: bool = False
     index: NgramIndex | None = None
     d_start: int = 0           # this step's draft: tokens[d_start:d_start+d_count]

@@ -27,6 +27,8 @@ class StepShape:
     draft_tokens:    Σ draft tokens verified in this pass (speculation; part of num_tokens)
     spec_seqs:       decoding sequences the proposer ran for (drafted or not)
     proposer_context: Σ context tokens the n-gram proposer scanned (its CPU cost)
+    prefill_context_tokens: Σ over prefill chunks of the context already in KV (MLA
+                     re-expands it through kv_b_proj every chunk)
     """
 
     num_seqs: int
@@ -37,6 +39,7 @@ class StepShape:
     draft_tokens: int = 0
     spec_seqs: int = 0
     proposer_context: int = 0
+    prefill_context_tokens: int = 0
 
 
 class PerfModel(Protocol):

@@ -49,9 +49,11 @@ def test_drafting_slots_follow_vllm() -> None:
 
 
 def test_a_draft_models_slot_is_charged_per_scheduled_request() -> None:
-    # budget 10, 1 slot per request: 4 prompts of 4 tokens fit two at a time (5 + 5)
+    # budget 10, 1 slot per request: 4 prompts of 4 tokens fit two at a time (5 + 5);
+    # prefix caching off: a hybrid's align state cache needs a budget of a whole block
     pm = build_perf_model("a40", "qwen3.8-27b-awq", spec="draft:7",
-                          overrides={"max_num_batched_tokens": 10})
+                          overrides={"max_num_batched_tokens": 10,
+                                     "enable_prefix_caching": False})
     eng = TwinEngine(pm)
     for i in range(4):
         eng.submit(EngineRequest(f"r{i}", [100 * i + j for j in range(4)], [1], 0.0))
