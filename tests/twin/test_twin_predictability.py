@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import random
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from simulator.twin.engine import TwinEngine
 from simulator.twin.perf_model import build_perf_model
-from simulator.twin.predictability import REFERENCE, ReferenceMeter, tokens_per_pass
+from simulator.twin.predictability import REFERENCE, IndexMeter, ReferenceMeter, tokens_per_pass
 from simulator.twin.types import EngineRequest
 
 
@@ -67,3 +70,38 @@ def test_follow_up_turns_reuse_the_sessions_index_and_sessions_are_capped() -> N
     assert meter.passes(later, later[10:60], "s0") is not None
     assert meter.passes(first, reply, "s1") is None     # beyond the metered sessions
     assert meter.passes(first, [], "s0") == 0
+
+
+@st.composite
+def _session(draw: st.DrawFn) -> tuple[list[int], list[tuple[int, int, int, bool]]]:
+    """A small-vocabulary context and turns of (reply length, copy share %, growth,
+    compacted?) — small vocabularies give many false n-gram matches."""
+    vocab = draw(st.sampled_from([2, 7, 50, 2**32 - 1]))
+    context = draw(st.lists(st.integers(0, vocab), max_size=120))
+    turns = draw(st.lists(st.tuples(st.integers(0, 80), st.integers(0, 100),
+                                    st.integers(0, 40), st.booleans()), max_size=4))
+    return context, turns
+
+
+@settings(max_examples=150, deadline=None)
+@given(_session(), st.integers(0, 2**16))
+def test_the_bulk_meter_counts_what_the_engines_proposer_counts(
+        case: tuple[list[int], list[tuple[int, int, int, bool]]], seed: int) -> None:
+    """ReferenceMeter (bulk index) against IndexMeter (the engine's NgramIndex, pass by
+    pass) over follow-up turns, copies, and compactions that break the prefix."""
+    rng = random.Random(seed)
+    context, turns = case
+    vocab = max(context, default=1) + 1
+    fast, oracle = ReferenceMeter(), IndexMeter()
+    for n, copy, growth, compacted in turns:
+        reply: list[int] = []
+        while len(reply) < n:
+            if context and rng.randrange(100) < copy:
+                i = rng.randrange(len(context))
+                reply += context[i:i + rng.randint(1, 30)]
+            else:
+                reply += [rng.randrange(vocab) for _ in range(rng.randint(1, 8))]
+        assert fast.passes(context, reply, "s") == oracle.passes(context, reply, "s")
+        context = context + reply + [rng.randrange(vocab) for _ in range(growth)]
+        if compacted:
+            context = context[len(context) // 2:]
