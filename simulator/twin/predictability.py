@@ -49,12 +49,37 @@ def _keys(window: np.ndarray, n: int) -> list[int]:
 class _Session:
     """One metered session's known tokens and its first-occurrence n-gram index."""
 
-    __slots__ = ("first", "tokens", "upto")
+    __slots__ = ("first", "keys", "tokens", "upto")
 
     def __init__(self) -> None:
         self.tokens: array[int] = array("I")
         self.first: dict[int, int] = {}   # n-gram key → its earliest end position
+        self.keys: array[int] = array("Q")  # the key ending at n + i, for i < len
         self.upto = 0                     # n-grams ending at positions ≤ upto are indexed
+
+
+def _common(st: _Session, view: np.ndarray, p: int, n: int) -> int:
+    """Keep the session's index for the n-grams inside the prefix the new sequence
+    shares with the last one (a follow-up turn: all of it; a client whose rendering
+    of the reply differs from the reply's tokens, or a compaction: part of it), drop
+    the others; returns the position up to which the index stands."""
+    m = min(st.upto, p)
+    if m:
+        diff = np.flatnonzero(np.frombuffer(st.tokens, dtype=np.uint32)[:m] != view[:m])
+        if diff.size:
+            m = int(diff[0])
+    if m < st.upto:
+        if m < st.upto // 2:                      # most of it changed: index afresh
+            st.first, st.keys, m = {}, array("Q"), 0
+        else:                                     # forget the n-grams ending after m
+            cut = max(m + 1 - n, 0)
+            first = st.first
+            for e, key in enumerate(st.keys[cut:], cut + n):
+                if first.get(key) == e:
+                    del first[key]
+            del st.keys[cut:]
+    st.upto = m
+    return m
 
 
 class ReferenceMeter:
@@ -94,15 +119,14 @@ class ReferenceMeter:
         toks.extend(reply)
         t = len(toks)
         view = np.frombuffer(toks, dtype=np.uint32)
-        m = st.upto
-        if m > p or not np.array_equal(view[:m], np.frombuffer(st.tokens, dtype=np.uint32)[:m]):
-            st.first, m = {}, 0                     # not a follow-up: index afresh
+        m = _common(st, view, p, n)
         st.tokens = toks
         # the n-grams ending at s0+n .. t−1, in order, indexed by first occurrence
         s0 = max(m + 1 - n, 0)
         keys = _keys(view[s0:t - 1], n)
         first = st.first
         deque(map(first.setdefault, keys, range(s0 + n, s0 + n + len(keys))), maxlen=0)
+        st.keys.extend(keys)
         st.upto = t - 1
         # positions base .. t−1 whose suffix n-gram ended earlier: where a draft exists
         base = p + 1
