@@ -7,16 +7,18 @@ reply ids) the twin's meter was given, then replays that sequence through
 second round) and `ReferenceMeter` (bulk n-gram index, fresh stretches skipped),
 checks that both count the same passes for every request, and prints the CPU µs per
 request (best of `--rounds`). `--client` also times the client-side meter that real
-endpoints use (`simulator.session.client_meter`: tiktoken on the request's text, then
-the same count), per request.
+endpoints use (`simulator.endpoints.client_meter`: tiktoken on the request's new
+messages and the reply, then the same count), per request, from a cold meter as a
+run pays it, on the (request, reply) pairs of the same scenario run in-process.
 
-    python benchmarks/ngram_meter.py                          # endurance, 4 × 60 turns
+    python benchmarks/ngram_meter.py --client                 # endurance, 4 × 60 turns
     python benchmarks/ngram_meter.py --scenario scenarios/calibration/code-edit-single-stream.yaml
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 import time
@@ -51,6 +53,43 @@ def capture(scenario: str, sessions: int, turns: int) -> list[Pair]:
     return seen
 
 
+def capture_requests(scenario: str, sessions: int, turns: int) -> list[tuple[Any, Any]]:
+    """Every (LLMRequest, LLMResponse) of one in-process twin run, in order: what the
+    client meter sees on a real server (a real run meters only its first 8 sessions)."""
+    from unittest import mock
+
+    from simulator import runs
+    seen: list[tuple[Any, Any]] = []
+
+    class Recording:
+        def annotate(self, request: Any, response: Any) -> Any:
+            # without the twin's own count, as a real server's reply comes
+            seen.append((request, dataclasses.replace(response, extra={})))
+            return response
+
+    with mock.patch("simulator.session.runner._client_meter", lambda _: Recording()), \
+            tempfile.TemporaryDirectory() as tmp:
+        runs.execute(runs.RunSpec(scenario, [f"sessions={sessions}", f"turns={turns}"],
+                                  out_dir=Path(tmp), show_progress=False),
+                     echo=lambda _: None)
+    return seen
+
+
+def time_client(pairs: list[tuple[Any, Any]], rounds: int) -> tuple[float, float]:
+    """(best CPU µs per request of `ClientMeter.annotate` from a cold meter, as a run
+    pays it; the client-tokenised reference tokens/pass)."""
+    from simulator.endpoints.client_meter import ClientMeter
+    best, figure = float("inf"), 0.0
+    for _ in range(rounds):
+        meter = ClientMeter(max_sessions=10**9)
+        t = time.process_time()
+        extras = [meter.annotate(q, r).extra for q, r in pairs]
+        best = min(best, (time.process_time() - t) / len(pairs) * 1e6)
+        figure = sum(e["ngram_ref_tokens"] for e in extras) / sum(
+            e["ngram_ref_passes"] for e in extras)
+    return best, figure
+
+
 def time_meter(make: Any, pairs: list[Pair], rounds: int) -> tuple[float, list[int | None]]:
     """(best CPU µs per request over `rounds` replays, the counts of the last)."""
     best, counts = float("inf"), []
@@ -68,6 +107,8 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=4)
     ap.add_argument("--turns", type=int, default=60)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--client", action="store_true",
+                    help="also time the client-side meter real endpoints use")
     args = ap.parse_args()
     pairs = capture(args.scenario, args.sessions, args.turns)
     prompt = sum(len(p) for _, p, _ in pairs) / len(pairs)
@@ -84,6 +125,12 @@ def main() -> None:
     print(f"  IndexMeter (engine proposer, pass by pass): {before:,.0f} µs CPU per request")
     print(f"  ReferenceMeter (bulk index):                {after:,.0f} µs CPU per request "
           f"({before / after:.1f}× less)")
+    if args.client:
+        pairs_c = capture_requests(args.scenario, args.sessions, args.turns)
+        cost, figure = time_client(pairs_c, args.rounds)
+        print(f"  ClientMeter (tokenise the request's new messages and the reply, then "
+              f"count): {cost:,.0f} µs CPU per request, reference {figure:.2f} tokens/pass "
+              f"in client tokens")
 
 
 if __name__ == "__main__":

@@ -102,6 +102,10 @@ class ReferenceMeter:
         self.max_sessions = max_sessions
         self._sessions: dict[str, _Session] = {}
 
+    def accepts(self, session: str) -> bool:
+        """Whether `passes` meters this session (metered already, or room for it)."""
+        return session in self._sessions or len(self._sessions) < self.max_sessions
+
     def passes(self, prompt: Sequence[int], reply: Sequence[int],
                session: str = "") -> int | None:
         """Forward passes that emit `reply` after `prompt` (0 for an empty reply), or
