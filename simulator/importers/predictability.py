@@ -20,9 +20,18 @@ from typing import Literal
 
 from simulator import tokens
 from simulator.importers.claude_code import RawBlock, RawCall, Transcript
-from simulator.twin.predictability import REFERENCE_LABEL, ReferenceMeter, repeat_fraction_for
+from simulator.twin.predictability import (
+    REFERENCE_LABEL,
+    ReferenceMeter,
+    copy_curve_for,
+    repeat_fraction_for,
+)
 
 HiddenThinking = Literal["fresh", "like-visible"]
+
+
+SAMPLES_PER_KIND = 8          # calls per turn kind the in-context copy curve is run on
+SAMPLE_CONTEXT_TOKENS = 8000  # the history tail kept for them (textgen copies from 6,000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +40,7 @@ class CallMeasure:
     visible: int          # cl100k tokens of the visible reply
     passes: int           # reference passes for them
     hidden_share: float   # recorded output not visible (thinking), 0..1
+    context: tuple[int, ...] | None = None   # history tail: the first calls of a kind
 
 
 def _text(b: RawBlock) -> str:
@@ -47,6 +57,7 @@ def measure(t: Transcript, scale: float = 1.0) -> list[list[CallMeasure]]:
     """Per session, per call: the visible reply's reference passes against its
     history. `scale` is the import's token scale (recorded tokens per cl100k token)."""
     out: list[list[CallMeasure]] = []
+    sampled: dict[str, int] = defaultdict(int)
     for s in t.sessions:
         meter = ReferenceMeter(max_sessions=1)
         history: list[int] = []
@@ -66,7 +77,12 @@ def measure(t: Transcript, scale: float = 1.0) -> list[list[CallMeasure]]:
             recorded = call.usage["output_tokens"] if call.usage else 0
             shown = len(reply) * scale
             hidden = max(0.0, 1.0 - shown / recorded) if recorded > 0 else 0.0
-            rows.append(CallMeasure(_kind(call), len(reply), passes, hidden))
+            kind = _kind(call)
+            context = None
+            if reply and sampled[kind] < SAMPLES_PER_KIND:
+                sampled[kind] += 1
+                context = tuple(history[-SAMPLE_CONTEXT_TOKENS:])
+            rows.append(CallMeasure(kind, len(reply), passes, hidden, context))
             history += reply
         out.append(rows)
     return out
@@ -86,11 +102,26 @@ def by_kind(measures: list[list[CallMeasure]]) -> dict[str, float]:
     return {k: v for k, rows in sorted(groups.items()) if (v := _ratio(rows)) is not None}
 
 
+def curves(measures: list[list[CallMeasure]]) -> dict[str, list[tuple[float, float]]]:
+    """Per turn kind, the twin's copy curve on that kind's sampled calls (their history
+    tails and visible lengths): the map from tokens/pass to repeat_fraction in the
+    transcript's own contexts (the generic curve mapped 3.9 tokens/pass to a share that
+    replayed at 2.5 on 80-line files)."""
+    samples: dict[str, list[tuple[tuple[int, ...], int]]] = defaultdict(list)
+    for rows in measures:
+        for r in rows:
+            if r.context is not None:
+                samples[r.kind].append((r.context, max(r.visible, 16)))
+    return {k: copy_curve_for(v) for k, v in sorted(samples.items())}
+
+
 def repeat_fractions(measures: list[list[CallMeasure]],
                      hidden_thinking: HiddenThinking = "fresh") -> list[list[float]]:
     """Per session, per call: the twin's repeat_fraction that reproduces the measured
-    predictability of its kind (hidden thinking fresh unless told otherwise)."""
-    frac = {k: repeat_fraction_for(v) for k, v in by_kind(measures).items()}
+    predictability of its kind, on that kind's in-context copy curve (hidden thinking
+    fresh unless told otherwise)."""
+    own = curves(measures)
+    frac = {k: repeat_fraction_for(v, own.get(k)) for k, v in by_kind(measures).items()}
     return [[round(frac.get(r.kind, 0.0)
                    * (1.0 if hidden_thinking == "like-visible" else 1.0 - r.hidden_share), 4)
              for r in rows] for rows in measures]

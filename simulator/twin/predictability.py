@@ -206,6 +206,7 @@ def tokens_per_pass(pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
 _CURVE: list[tuple[float, float]] = []
 CURVE_FRACTIONS = tuple(i / 10 for i in range(11))
 CURVE_SEEDS = 12
+CONTEXT_FRACTIONS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)   # denser where transcripts sit
 
 
 def copy_curve() -> list[tuple[float, float]]:
@@ -233,11 +234,35 @@ def copy_curve() -> list[tuple[float, float]]:
     return _CURVE
 
 
-def repeat_fraction_for(tokens_per_forward_pass: float) -> float:
+def copy_curve_for(samples: Sequence[tuple[Sequence[int], int]],
+                   seeds: int = 1) -> list[tuple[float, float]]:
+    """(repeat_fraction, Σ reply tokens / Σ passes) of the twin's code-edit replies of
+    the given lengths after the given contexts (`seeds` replies each): the copy curve
+    in a transcript's own contexts, whose line shapes and lengths change how a copy
+    share turns into tokens per pass (monotone, for the inverse)."""
+    from simulator.twin import textgen
+    curve: list[tuple[float, float]] = []
+    for f in CONTEXT_FRACTIONS:
+        out = passes = 0
+        for i, (context, n) in enumerate(samples):
+            for s in range(seeds):
+                _, ids = textgen.plan_reply(context, n, seed=1000 + 97 * i + s,
+                                            natural_tokens=n, code_edit=f > 0,
+                                            repeat_fraction=f)
+                out += len(ids)
+                passes += ReferenceMeter(max_sessions=1).passes(context, ids) or 0
+        figure = out / passes if passes else 1.0
+        curve.append((f, max(figure, curve[-1][1]) if curve else figure))
+    return curve
+
+
+def repeat_fraction_for(tokens_per_forward_pass: float,
+                        curve: Sequence[tuple[float, float]] | None = None) -> float:
     """The twin's `repeat_fraction` whose code-edit replies give this reference
-    tokens/pass (linear between the curve's points; 0 at or below fresh text, 1 at or
-    above the curve's top)."""
-    curve = copy_curve()
+    tokens/pass on `curve` (default: `copy_curve()`, the twin's own code-edit turns;
+    linear between the curve's points; 0 at or below fresh text, 1 at or above the
+    curve's top)."""
+    curve = curve or copy_curve()
     if tokens_per_forward_pass <= curve[0][1]:
         return 0.0
     for (f0, t0), (f1, t1) in pairwise(curve):
