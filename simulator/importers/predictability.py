@@ -24,6 +24,8 @@ from simulator.twin.predictability import (
     REFERENCE_LABEL,
     ReferenceMeter,
     copy_curve_for,
+    edit_curve_for,
+    edit_share_for,
     repeat_fraction_for,
 )
 
@@ -102,29 +104,48 @@ def by_kind(measures: list[list[CallMeasure]]) -> dict[str, float]:
     return {k: v for k, rows in sorted(groups.items()) if (v := _ratio(rows)) is not None}
 
 
-def curves(measures: list[list[CallMeasure]]) -> dict[str, list[tuple[float, float]]]:
-    """Per turn kind, the twin's copy curve on that kind's sampled calls (their history
-    tails and visible lengths): the map from tokens/pass to repeat_fraction in the
-    transcript's own contexts (the generic curve mapped 3.9 tokens/pass to a share that
-    replayed at 2.5 on 80-line files)."""
+def _samples(measures: list[list[CallMeasure]]) -> dict[str, list[tuple[tuple[int, ...], int]]]:
+    """Per turn kind, its sampled calls' (history tail, visible length ≥ 16)."""
     samples: dict[str, list[tuple[tuple[int, ...], int]]] = defaultdict(list)
     for rows in measures:
         for r in rows:
             if r.context is not None:
                 samples[r.kind].append((r.context, max(r.visible, 16)))
-    return {k: copy_curve_for(v) for k, v in sorted(samples.items())}
+    return dict(sorted(samples.items()))
+
+
+def copy_knobs(measures: list[list[CallMeasure]], hidden_thinking: HiddenThinking = "fresh"
+               ) -> tuple[list[list[float]], list[list[float | None]]]:
+    """Per session, per call: the twin's (repeat_fraction, edit_share) that reproduce
+    the measured predictability of its kind.
+
+    The fraction comes from the kind's copy curve run on its own sampled calls (their
+    history tails and visible lengths): the generic curve, on fresh 3,000-token
+    contexts, mapped 3.9 tokens/pass to a share that replayed at 2.5 on 80-line files.
+    Hidden thinking is fresh unless told otherwise. A kind that copies beyond the top
+    of its copy curve also gets an edit_share: fewer copied lines edited, so longer
+    verbatim runs, up to what runs of 20–60 lines allow. The other kinds get None,
+    the twin's default."""
+    samples = _samples(measures)
+    frac: dict[str, float] = {}
+    share: dict[str, float] = {}
+    for k, v in by_kind(measures).items():
+        if k not in samples:
+            continue
+        curve = copy_curve_for(samples[k])
+        frac[k] = repeat_fraction_for(v, curve)
+        if v > curve[-1][1]:
+            share[k] = round(edit_share_for(v, edit_curve_for(samples[k])), 4)
+    fractions = [[round(frac.get(r.kind, 0.0)
+                        * (1.0 if hidden_thinking == "like-visible" else 1.0 - r.hidden_share), 4)
+                  for r in rows] for rows in measures]
+    return fractions, [[share.get(r.kind) for r in rows] for rows in measures]
 
 
 def repeat_fractions(measures: list[list[CallMeasure]],
                      hidden_thinking: HiddenThinking = "fresh") -> list[list[float]]:
-    """Per session, per call: the twin's repeat_fraction that reproduces the measured
-    predictability of its kind, on that kind's in-context copy curve (hidden thinking
-    fresh unless told otherwise)."""
-    own = curves(measures)
-    frac = {k: repeat_fraction_for(v, own.get(k)) for k, v in by_kind(measures).items()}
-    return [[round(frac.get(r.kind, 0.0)
-                   * (1.0 if hidden_thinking == "like-visible" else 1.0 - r.hidden_share), 4)
-             for r in rows] for rows in measures]
+    """The repeat_fraction half of `copy_knobs`."""
+    return copy_knobs(measures, hidden_thinking)[0]
 
 
 def summary(measures: list[list[CallMeasure]],

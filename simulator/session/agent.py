@@ -302,6 +302,8 @@ class Agent:
                  "output-tokens": str(max_tokens)}
         if template is not None and template.code_edit:
             hints["repeat-fraction"] = f"{template.repeat_fraction:.2f}"
+            if template.edit_share is not None:
+                hints["edit-share"] = f"{template.edit_share:.3f}"
         prefix = self.prefix
         if self.s.cache_bust == "per_request":
             prefix = with_nonce(self.ctx.base_prefix, f"{self.session_id}-{len(messages)}-"

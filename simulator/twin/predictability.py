@@ -256,6 +256,43 @@ def copy_curve_for(samples: Sequence[tuple[Sequence[int], int]],
     return curve
 
 
+EDIT_SHARES = (0.08, 0.04, 0.02, 0.01, 0.0)   # textgen's default first, then fewer edits
+
+
+def edit_curve_for(samples: Sequence[tuple[Sequence[int], int]],
+                   seeds: int = 1) -> list[tuple[float, float]]:
+    """(edit_share, Σ reply tokens / Σ passes) of the twin's replies that copy all
+    they can (repeat_fraction 1) with fewer and fewer copied lines edited, after the
+    given contexts: where a transcript copies beyond the copy curve's top (monotone
+    in the order of EDIT_SHARES)."""
+    from simulator.twin import textgen
+    curve: list[tuple[float, float]] = []
+    for e in EDIT_SHARES:
+        out = passes = 0
+        for i, (context, n) in enumerate(samples):
+            for s in range(seeds):
+                _, ids = textgen.plan_reply(context, n, seed=1000 + 97 * i + s,
+                                            natural_tokens=n, code_edit=True,
+                                            repeat_fraction=1.0, edit_share=e)
+                out += len(ids)
+                passes += ReferenceMeter(max_sessions=1).passes(context, ids) or 0
+        figure = out / passes if passes else 1.0
+        curve.append((e, max(figure, curve[-1][1]) if curve else figure))
+    return curve
+
+
+def edit_share_for(tokens_per_forward_pass: float,
+                   curve: Sequence[tuple[float, float]]) -> float:
+    """The edit_share whose all-copy replies give this tokens/pass on `curve` (linear
+    between its points; the default at or below its first, 0 at or above its top)."""
+    if tokens_per_forward_pass <= curve[0][1]:
+        return curve[0][0]
+    for (e0, t0), (e1, t1) in pairwise(curve):
+        if tokens_per_forward_pass <= t1:
+            return e0 if t1 <= t0 else e0 + (e1 - e0) * (tokens_per_forward_pass - t0) / (t1 - t0)
+    return curve[-1][0]
+
+
 def repeat_fraction_for(tokens_per_forward_pass: float,
                         curve: Sequence[tuple[float, float]] | None = None) -> float:
     """The twin's `repeat_fraction` whose code-edit replies give this reference

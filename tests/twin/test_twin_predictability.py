@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -108,3 +109,14 @@ def test_the_bulk_meter_counts_what_the_engines_proposer_counts(
         context = context + said + [rng.randrange(vocab) for _ in range(growth)]
         if change == 1:
             context = context[len(context) // 2:]
+
+
+def test_fewer_edits_of_the_copied_lines_give_more_tokens_per_pass(tmp_path: Path) -> None:
+    from simulator.runs import RunSpec, execute
+    figures = []
+    for share in ("0.08", "0"):
+        run = execute(RunSpec("scenarios/calibration/code-edit-single-stream.yaml",
+                              ["turns=3", f"turn_templates.0.edit_share={share}"],
+                              out_dir=tmp_path, show_progress=False), echo=lambda _: None)
+        figures.append(run.summary["ngram_reference_tokens_per_pass"])
+    assert figures[1] > 1.3 * figures[0], figures
