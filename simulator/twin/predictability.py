@@ -15,7 +15,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import pairwise
 
 import numpy as np
@@ -234,63 +234,69 @@ def copy_curve() -> list[tuple[float, float]]:
     return _CURVE
 
 
-def copy_curve_for(samples: Sequence[tuple[Sequence[int], int]],
-                   seeds: int = 1) -> list[tuple[float, float]]:
-    """(repeat_fraction, Σ reply tokens / Σ passes) of the twin's code-edit replies of
-    the given lengths after the given contexts (`seeds` replies each): the copy curve
-    in a transcript's own contexts, whose line shapes and lengths change how a copy
-    share turns into tokens per pass (monotone, for the inverse)."""
-    from simulator.twin import textgen
-    curve: list[tuple[float, float]] = []
-    for f in CONTEXT_FRACTIONS:
+Curve = list[tuple[float, float]]      # (knob value, reference tokens/pass), monotone
+
+
+def _curve_in(samples: Sequence[tuple[Sequence[int], int]], knobs: Sequence[float],
+              reply: Callable[[Sequence[int], int, int, float], list[int]],
+              seeds: int) -> Curve:
+    """(knob, Σ reply tokens / Σ passes) of `reply(context, n, seed, knob)` over the
+    samples, `seeds` replies each; each figure at least the previous (for the inverse)."""
+    curve: Curve = []
+    for knob in knobs:
         out = passes = 0
         for i, (context, n) in enumerate(samples):
             for s in range(seeds):
-                _, ids = textgen.plan_reply(context, n, seed=1000 + 97 * i + s,
-                                            natural_tokens=n, code_edit=f > 0,
-                                            repeat_fraction=f)
+                ids = reply(context, n, 1000 + 97 * i + s, knob)
                 out += len(ids)
                 passes += ReferenceMeter(max_sessions=1).passes(context, ids) or 0
         figure = out / passes if passes else 1.0
-        curve.append((f, max(figure, curve[-1][1]) if curve else figure))
+        curve.append((knob, max(figure, curve[-1][1]) if curve else figure))
     return curve
+
+
+def copy_curve_for(samples: Sequence[tuple[Sequence[int], int]], seeds: int = 1) -> Curve:
+    """(repeat_fraction, tokens/pass) of the twin's code-edit replies of the given
+    lengths after the given contexts: the copy curve in a transcript's own contexts,
+    whose line shapes and lengths change how a copy share turns into tokens per pass."""
+    from simulator.twin import textgen
+
+    def reply(context: Sequence[int], n: int, seed: int, f: float) -> list[int]:
+        return textgen.plan_reply(context, n, seed=seed, natural_tokens=n, code_edit=f > 0,
+                                  repeat_fraction=f)[1]
+    return _curve_in(samples, CONTEXT_FRACTIONS, reply, seeds)
 
 
 EDIT_SHARES = (0.08, 0.04, 0.02, 0.01, 0.0)   # textgen's default first, then fewer edits
 
 
-def edit_curve_for(samples: Sequence[tuple[Sequence[int], int]],
-                   seeds: int = 1) -> list[tuple[float, float]]:
-    """(edit_share, Σ reply tokens / Σ passes) of the twin's replies that copy all
-    they can (repeat_fraction 1) with fewer and fewer copied lines edited, after the
-    given contexts: where a transcript copies beyond the copy curve's top (monotone
-    in the order of EDIT_SHARES)."""
+def edit_curve_for(samples: Sequence[tuple[Sequence[int], int]], seeds: int = 1) -> Curve:
+    """(edit_share, tokens/pass) of the twin's replies that copy all they can
+    (repeat_fraction 1) with fewer and fewer copied lines edited, after the given
+    contexts: for a transcript that copies beyond the copy curve's top."""
     from simulator.twin import textgen
-    curve: list[tuple[float, float]] = []
-    for e in EDIT_SHARES:
-        out = passes = 0
-        for i, (context, n) in enumerate(samples):
-            for s in range(seeds):
-                _, ids = textgen.plan_reply(context, n, seed=1000 + 97 * i + s,
-                                            natural_tokens=n, code_edit=True,
-                                            repeat_fraction=1.0, edit_share=e)
-                out += len(ids)
-                passes += ReferenceMeter(max_sessions=1).passes(context, ids) or 0
-        figure = out / passes if passes else 1.0
-        curve.append((e, max(figure, curve[-1][1]) if curve else figure))
-    return curve
+
+    def reply(context: Sequence[int], n: int, seed: int, e: float) -> list[int]:
+        return textgen.plan_reply(context, n, seed=seed, natural_tokens=n, code_edit=True,
+                                  repeat_fraction=1.0, edit_share=e)[1]
+    return _curve_in(samples, EDIT_SHARES, reply, seeds)
 
 
-def edit_share_for(tokens_per_forward_pass: float,
-                   curve: Sequence[tuple[float, float]]) -> float:
-    """The edit_share whose all-copy replies give this tokens/pass on `curve` (linear
-    between its points; the default at or below its first, 0 at or above its top)."""
+def _invert(curve: Sequence[tuple[float, float]], tokens_per_forward_pass: float) -> float:
+    """The knob whose figure is this on `curve` (linear between its points; the first
+    knob at or below its first figure, the last at or above its top)."""
     if tokens_per_forward_pass <= curve[0][1]:
         return curve[0][0]
-    for (e0, t0), (e1, t1) in pairwise(curve):
+    for (k0, t0), (k1, t1) in pairwise(curve):
         if tokens_per_forward_pass <= t1:
-            return e0 if t1 <= t0 else e0 + (e1 - e0) * (tokens_per_forward_pass - t0) / (t1 - t0)
+            return k0 if t1 <= t0 else k0 + (k1 - k0) * (tokens_per_forward_pass - t0) / (t1 - t0)
     return curve[-1][0]
+
+
+def edit_share_for(tokens_per_forward_pass: float, curve: Sequence[tuple[float, float]]) -> float:
+    """The edit_share whose all-copy replies give this tokens/pass on `curve` (the
+    default at or below its first point, 0 at or above its top)."""
+    return _invert(curve, tokens_per_forward_pass)
 
 
 def repeat_fraction_for(tokens_per_forward_pass: float,
@@ -299,10 +305,4 @@ def repeat_fraction_for(tokens_per_forward_pass: float,
     tokens/pass on `curve` (default: `copy_curve()`, the twin's own code-edit turns;
     linear between the curve's points; 0 at or below fresh text, 1 at or above the
     curve's top)."""
-    curve = curve or copy_curve()
-    if tokens_per_forward_pass <= curve[0][1]:
-        return 0.0
-    for (f0, t0), (f1, t1) in pairwise(curve):
-        if tokens_per_forward_pass <= t1:
-            return f0 if t1 <= t0 else f0 + (f1 - f0) * (tokens_per_forward_pass - t0) / (t1 - t0)
-    return 1.0
+    return _invert(curve or copy_curve(), tokens_per_forward_pass)
