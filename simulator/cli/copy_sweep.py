@@ -8,8 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import click
-
+from simulator.cli.setting_sweep import run_jobs
 from simulator.errors import RunError
 
 
@@ -25,7 +24,6 @@ def copy_sweep(scenario: str, levels_text: str, spec_text: str | None, base: lis
         write_copy_plot,
     )
     from simulator.analysis.spec_sweep import spec_list
-    from simulator.parallel import map_points
     from simulator.points import PointSpec, run_point
     from simulator.scenario.load import load_scenario
     levels = copy_levels(levels_text)
@@ -41,18 +39,9 @@ def copy_sweep(scenario: str, levels_text: str, spec_text: str | None, base: lis
 
     def one(job: tuple[float, str, int, int]) -> Any:
         return run_point(points[job])
-    parallel, executor, ray_address = par
-    if parallel == 1 and executor == "local":
-        results = []
-        for job in jobs:
-            res = one(job)
-            if not as_json:
-                click.echo(f"  copy {job[0]:g}, {job[1]}, {job[2]} sessions (seed +{job[3]}): "
-                           f"{res.status} → {res.run_dir}", err=True)
-            results.append(res)
-    else:
-        results = map_points(one, jobs, parallel, executor, ray_address=ray_address,
-                             cost=lambda j: float(j[2]))
+    results = run_jobs(one, jobs, par, None if as_json else
+                       lambda j: f"copy {j[0]:g}, {j[1]}, {j[2]} sessions (seed +{j[3]})",
+                       lambda j: float(j[2]))
     for job, res in zip(jobs, results, strict=True):
         if res.status == "failed":
             raise RunError(f"the run at copy {job[0]:g}, {job[1]}, {job[2]} sessions "
