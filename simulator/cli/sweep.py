@@ -180,6 +180,9 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
     _check_reset(reset_prefix_cache, endpoint, parallel, executor)
     folder = out / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     listed = split_listed_set(sets)
+    if copy_levels is not None and (listed is not None or kv_offload_gib is not None):
+        raise InputError("--copy sweeps copy shares × --spec settings × --sessions; it "
+                         "does not combine with a --set list or --kv-offload-gib")
     if listed is not None:
         from simulator.cli.setting_sweep import setting_sweep
         setting_sweep(scenario, listed[:2], scenario_overrides(None, turns, seed, model,

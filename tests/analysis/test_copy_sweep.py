@@ -82,3 +82,7 @@ def test_sweep_cli_over_copy_levels(tmp_path: Path) -> None:
     bad = CliRunner().invoke(main, ["sweep", "scenarios/claude-code-endurance.yaml",
                                     "--copy", "0,2", "--out", str(tmp_path)])
     assert bad.exit_code == 2 and "--copy" in bad.output
+    both = CliRunner().invoke(main, ["sweep", "scenarios/claude-code-endurance.yaml",
+                                     "--copy", "0,1", "--set", "compaction.kind=none,prune",
+                                     "--out", str(tmp_path)])
+    assert both.exit_code == 2 and "does not combine" in both.output
