@@ -169,10 +169,17 @@ METRICS: tuple[Metric, ...] = (
     Metric("ngram_reference_tokens_per_pass", "tokens", "tokens per forward pass the "
            "reference n-gram proposer (ngram:24, lookup 5) would give the run's replies "
            "alone, speculation on or off: how much the replies copy their context",
-           "Σ output_tokens / Σ ngram_ref_passes over successful requests that report it "
-           "(twin only; the first 8 sessions of a run, twin/predictability.py)",
+           "Σ reply tokens / Σ ngram_ref_passes over successful requests that report it "
+           "(the first 8 sessions of a run; the twin counts its own ids, twin/"
+           "predictability.py; for a real server the client counts its cl100k tokens of "
+           "the request and reply, endpoints/client_meter.py, an estimate)",
            row="what n-gram speculation would see (ngram:24 tokens/pass)", compare=True,
            fmt="{:,.2f}"),
+    Metric("ngram_reference_tokens", "label", "whose tokens the reference figure counts: "
+           "`twin tokens`, or `client tokens (estimate)` (a real server's tokenizer "
+           "differs from the client's cl100k)",
+           "`client tokens (estimate)` when any metered row has ngram_ref_tokens",
+           row="what n-gram speculation would see (ngram:24 tokens/pass)", fmt="{}"),
     Metric("spec_acceptance_share", "share", "accepted / proposed draft tokens (a "
            "misleading indicator alone, as the published measurements note)",
            "Σ spec_accepted_tokens / Σ spec_draft_tokens (twin only)"),

@@ -230,6 +230,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     out |= _cache_figures(ok)
     out |= spec_figures(ok)
     out["ngram_reference_tokens_per_pass"] = ngram_reference(ok)
+    out["ngram_reference_tokens"] = ngram_reference_basis(ok)
     out |= server_figures(server_metrics)
     out |= queue_figures(turn_ok, out["server_queue_time_mean_s"])
     out |= closed_loop_figures(turns, len(turn_ok), window)
@@ -281,13 +282,32 @@ def spec_figures(ok: pd.DataFrame) -> dict[str, Any]:
 
 
 def ngram_reference(ok: pd.DataFrame) -> float | None:
-    """Σ output / Σ passes under the reference n-gram proposer (`ngram_ref_passes`, set
-    by the twin with speculation on or off; None for real servers and older runs)."""
+    """Σ reply tokens / Σ passes under the reference n-gram proposer (`ngram_ref_passes`,
+    speculation on or off): the twin's rows count its own output tokens, a real
+    server's the client's (`ngram_ref_tokens`), never one divided by the other's passes;
+    None for older runs."""
     if "ngram_ref_passes" not in ok.columns:
         return None
-    rows = ok[ok["ngram_ref_passes"].notna() & ok["output_tokens"].notna()]
+    rows = ok[ok["ngram_ref_passes"].notna()]
+    if "ngram_ref_tokens" in rows.columns:
+        client = rows["ngram_ref_tokens"].notna()
+        out = rows.loc[client, "ngram_ref_tokens"].sum() \
+            + rows.loc[~client, "output_tokens"].fillna(0).sum()
+        rows = rows[client | rows["output_tokens"].notna()]
+    else:
+        rows = rows[rows["output_tokens"].notna()]
+        out = rows["output_tokens"].sum()
     passes = float(rows["ngram_ref_passes"].sum()) if not rows.empty else 0.0
-    return float(rows["output_tokens"].sum()) / passes if passes > 0 else None
+    return float(out) / passes if passes > 0 else None
+
+
+def ngram_reference_basis(ok: pd.DataFrame) -> str | None:
+    """Whose tokens `ngram_reference` counted: "twin tokens", or "client tokens
+    (estimate)" when the client metered a real server's replies; None when nothing was."""
+    if "ngram_ref_passes" not in ok.columns or not ok["ngram_ref_passes"].notna().any():
+        return None
+    client = "ngram_ref_tokens" in ok.columns and bool(ok["ngram_ref_tokens"].notna().any())
+    return "client tokens (estimate)" if client else "twin tokens"
 
 
 def server_figures(server_metrics: pd.DataFrame | None) -> dict[str, Any]:

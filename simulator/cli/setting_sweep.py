@@ -6,7 +6,7 @@ under the sweep's folder."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,6 @@ def setting_sweep(scenario: str, listed: tuple[str, list[str]], base: list[str],
         write_age_plot,
         write_frontier_plot,
     )
-    from simulator.parallel import map_points
     from simulator.points import PointSpec, run_point
     from simulator.scenario.load import load_scenario
     key, values = listed
@@ -49,18 +48,8 @@ def setting_sweep(scenario: str, listed: tuple[str, list[str]], base: list[str],
 
     def one(job: tuple[str, int]) -> Any:
         return run_point(specs[job])
-    parallel, executor, ray_address = par
-    if parallel == 1 and executor == "local":
-        results = []
-        for job in jobs:
-            res = one(job)
-            if not as_json:
-                click.echo(f"  {key}={job[0]} (seed +{job[1]}): {res.status} → {res.run_dir}",
-                           err=True)
-            results.append(res)
-    else:
-        results = map_points(one, jobs, parallel, executor, ray_address=ray_address,
-                             cost=lambda j: 1.0)
+    results = run_jobs(one, jobs, par, None if as_json else
+                       lambda job: f"{key}={job[0]} (seed +{job[1]})", lambda j: 1.0)
     rows = []
     for v in values:
         done = [r for (jv, _), r in zip(jobs, results, strict=True) if jv == v]
@@ -75,6 +64,24 @@ def setting_sweep(scenario: str, listed: tuple[str, list[str]], base: list[str],
                   format_policy_table, as_json)
     if any(r.get("probe_requests") for r in rows):
         write_age_plot(rows, folder / "recall-vs-age.png")
+
+
+def run_jobs(one: Callable[[Any], Any], jobs: Sequence[Any], par: tuple[int, str, str | None],
+             label: Callable[[Any], str] | None, cost: Callable[[Any], float]) -> list[Any]:
+    """`[one(job) for job in jobs]`: serially in this process (each printed to stderr
+    with its status and run folder when `label` is given), or through
+    `simulator.parallel.map_points` with --parallel / --executor (costliest first)."""
+    from simulator.parallel import map_points
+    parallel, executor, ray_address = par
+    if parallel != 1 or executor != "local":
+        return map_points(one, jobs, parallel, executor, ray_address=ray_address, cost=cost)
+    results = []
+    for job in jobs:
+        res = one(job)
+        if label is not None:
+            click.echo(f"  {label(job)}: {res.status} → {res.run_dir}", err=True)
+        results.append(res)
+    return results
 
 
 def _safe(value: str) -> str:

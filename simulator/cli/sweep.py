@@ -158,12 +158,17 @@ def parallel_options(f: Any) -> Any:
 @parallel_options
 @cold_cache_option
 @_TIERS_OPTION
+@click.option("--copy", "copy_levels", default=None, metavar="SHARE[,SHARE…]",
+              help="Copy shares of the code-edit replies, e.g. 0,0.25,0.5,1: each --spec "
+              "setting (default off,ngram:24) at each share and session count, --repeats "
+              "seeds; prints where speculation starts to pay (docs/twin-fidelity.md).")
 def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: str | None,
                   model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
                   price_per_hour: float | None, client: str | None, out: Path,
                   sessions_list: str | None, as_json: bool, repeats: int = 1, parallel: int = 1,
                   executor: str = "local", ray_address: str | None = None,
-                  reset_prefix_cache: bool = False, kv_offload_gib: str | None = None) -> None:
+                  reset_prefix_cache: bool = False, kv_offload_gib: str | None = None,
+                  copy_levels: str | None = None) -> None:
     """Run SCENARIO at each session count; one row per count, plus a plot.
 
     With `--set KEY=a,b,c` (e.g. compaction.kind=none,prune,block,summarize,
@@ -175,6 +180,9 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
     _check_reset(reset_prefix_cache, endpoint, parallel, executor)
     folder = out / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     listed = split_listed_set(sets)
+    if copy_levels is not None and (listed is not None or kv_offload_gib is not None):
+        raise InputError("--copy sweeps copy shares × --spec settings × --sessions; it "
+                         "does not combine with a --set list or --kv-offload-gib")
     if listed is not None:
         from simulator.cli.setting_sweep import setting_sweep
         setting_sweep(scenario, listed[:2], scenario_overrides(None, turns, seed, model,
@@ -183,9 +191,16 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
                       sessions_list, repeats, as_json, (parallel, executor, ray_address),
                       _save_and_show)
         return
+    if copy_levels is not None:              # --copy 0,0.5,1: where speculation pays
+        from simulator.cli.copy_sweep import copy_sweep
+        copy_sweep(scenario, copy_levels, spec, scenario_overrides(None, turns, seed, model, sets),
+                   folder, _opts(endpoint, twin, None, price_per_hour, client, reset_prefix_cache),
+                   _counts(sessions_list or "1,8"), repeats, as_json,
+                   (parallel, executor, ray_address), _save_and_show)
+        return
     if repeats != 1:
         raise InputError("--repeats: a session-count sweep runs one seed per count (use "
-                         "`size --repeats`, or sweep a --set list)")
+                         "`size --repeats`, or sweep a --set list or --copy levels)")
     counts = _counts(sessions_list or "1,2,4,8,16,32")
     if kv_offload_gib is not None:           # one sweep per host KV tier size
         from simulator.analysis.tier_sizing import parse_tiers

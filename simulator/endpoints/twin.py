@@ -10,7 +10,6 @@ what the engine computed. Run it on `simulator.vtime.VirtualTimeLoop`.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import math
 from array import array
@@ -26,6 +25,7 @@ from simulator.endpoints.base import (
     Timing,
     Usage,
 )
+from simulator.endpoints.client_meter import prompt_ids
 from simulator.endpoints.engine_stats import EngineStats, SpecStats
 from simulator.endpoints.twin_timeline import EngineTimeline
 from simulator.protocol.messages import TextBlock
@@ -126,13 +126,9 @@ class InProcessTwin:
 
     def prompt_of(self, request: LLMRequest) -> array[int]:
         """The request's prompt token ids (EndpointError 400 for an invalid prompt)."""
-        def head() -> tuple[Any, Any]:
-            kw = dataclasses.replace(request, messages=()).to_api_kwargs()
-            return kw["system"], kw.get("tools")
-
         try:
             # prefix and messages are immutable: their token ids are cached by identity
-            return self.tokenizer.encode_objects(request.prefix, head, request.messages)
+            return prompt_ids(self.tokenizer, request)
         except PromptError as exc:
             raise EndpointError(ErrorType.BAD_REQUEST, str(exc), status=400) from None
 

@@ -107,7 +107,8 @@ def _prefix(t: Transcript, system_file: Path | None, tools_file: Path | None,
 
 
 def _sessions(t: Transcript, enc: Encoder, prefixes: list[int | None],
-              fractions: list[list[float]] | None = None) -> list[dict[str, Any]]:
+              fractions: list[list[float]] | None = None,
+              edit_shares: list[list[float | None]] | None = None) -> list[dict[str, Any]]:
     links = link_subagents(t)
     out: list[dict[str, Any]] = []
     for si, s in enumerate(t.sessions):
@@ -115,6 +116,9 @@ def _sessions(t: Transcript, enc: Encoder, prefixes: list[int | None],
         if fractions is not None:     # the twin copies as the real text did
             for call, f in zip(calls, fractions[si], strict=True):
                 call["repeat_fraction"] = f
+        for call, e in zip(calls, edit_shares[si] if edit_shares else [], strict=False):
+            if e is not None:         # copies beyond what the default edits allow
+                call["edit_share"] = e
         d: dict[str, Any] = {"id": f"{'agent' if s.sidechain else 'main'}-{si}",
                              "calls": calls}
         if si in links:
@@ -195,7 +199,7 @@ def import_claude_code(paths: list[Path], *, out_path: Path, keep_content: bool 
     enc = Encoder(fit.scale, keep_content)
     measures = predictability.measure(t, fit.scale)
     sessions = _sessions(t, enc, fit.prefixes,
-                         predictability.repeat_fractions(measures, hidden_thinking))
+                         *predictability.copy_knobs(measures, hidden_thinking))
     replay: dict[str, Any] = {
         "token_scale": round(fit.scale, 6), "thinking_in_context": fit.thinking_in_context,
         "contains_verbatim_content": keep_content, "sessions": sessions}

@@ -20,9 +20,20 @@ from typing import Literal
 
 from simulator import tokens
 from simulator.importers.claude_code import RawBlock, RawCall, Transcript
-from simulator.twin.predictability import REFERENCE_LABEL, ReferenceMeter, repeat_fraction_for
+from simulator.twin.predictability import (
+    REFERENCE_LABEL,
+    ReferenceMeter,
+    copy_curve_for,
+    edit_curve_for,
+    edit_share_for,
+    repeat_fraction_for,
+)
 
 HiddenThinking = Literal["fresh", "like-visible"]
+
+
+SAMPLES_PER_KIND = 8          # calls per turn kind the in-context copy curve is run on
+SAMPLE_CONTEXT_TOKENS = 8000  # the history tail kept for them (textgen copies from 6,000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +42,7 @@ class CallMeasure:
     visible: int          # cl100k tokens of the visible reply
     passes: int           # reference passes for them
     hidden_share: float   # recorded output not visible (thinking), 0..1
+    context: tuple[int, ...] | None = None   # history tail: the first calls of a kind
 
 
 def _text(b: RawBlock) -> str:
@@ -47,6 +59,7 @@ def measure(t: Transcript, scale: float = 1.0) -> list[list[CallMeasure]]:
     """Per session, per call: the visible reply's reference passes against its
     history. `scale` is the import's token scale (recorded tokens per cl100k token)."""
     out: list[list[CallMeasure]] = []
+    sampled: dict[str, int] = defaultdict(int)
     for s in t.sessions:
         meter = ReferenceMeter(max_sessions=1)
         history: list[int] = []
@@ -66,7 +79,12 @@ def measure(t: Transcript, scale: float = 1.0) -> list[list[CallMeasure]]:
             recorded = call.usage["output_tokens"] if call.usage else 0
             shown = len(reply) * scale
             hidden = max(0.0, 1.0 - shown / recorded) if recorded > 0 else 0.0
-            rows.append(CallMeasure(_kind(call), len(reply), passes, hidden))
+            kind = _kind(call)
+            context = None
+            if reply and sampled[kind] < SAMPLES_PER_KIND:
+                sampled[kind] += 1
+                context = tuple(history[-SAMPLE_CONTEXT_TOKENS:])
+            rows.append(CallMeasure(kind, len(reply), passes, hidden, context))
             history += reply
         out.append(rows)
     return out
@@ -86,14 +104,48 @@ def by_kind(measures: list[list[CallMeasure]]) -> dict[str, float]:
     return {k: v for k, rows in sorted(groups.items()) if (v := _ratio(rows)) is not None}
 
 
+def _samples(measures: list[list[CallMeasure]]) -> dict[str, list[tuple[tuple[int, ...], int]]]:
+    """Per turn kind, its sampled calls' (history tail, visible length ≥ 16)."""
+    samples: dict[str, list[tuple[tuple[int, ...], int]]] = defaultdict(list)
+    for rows in measures:
+        for r in rows:
+            if r.context is not None:
+                samples[r.kind].append((r.context, max(r.visible, 16)))
+    return dict(sorted(samples.items()))
+
+
+def copy_knobs(measures: list[list[CallMeasure]], hidden_thinking: HiddenThinking = "fresh"
+               ) -> tuple[list[list[float]], list[list[float | None]]]:
+    """Per session, per call: the twin's (repeat_fraction, edit_share) that reproduce
+    the measured predictability of its kind.
+
+    The fraction comes from the kind's copy curve run on its own sampled calls (their
+    history tails and visible lengths): the generic curve, on fresh 3,000-token
+    contexts, mapped 3.9 tokens/pass to a share that replayed at 2.5 on 80-line files.
+    Hidden thinking is fresh unless told otherwise. A kind that copies beyond the top
+    of its copy curve also gets an edit_share: fewer copied lines edited, so longer
+    verbatim runs, up to what runs of 20–60 lines allow. The other kinds get None,
+    the twin's default."""
+    samples = _samples(measures)
+    frac: dict[str, float] = {}
+    share: dict[str, float] = {}
+    for k, v in by_kind(measures).items():
+        if k not in samples:
+            continue
+        curve = copy_curve_for(samples[k])
+        frac[k] = repeat_fraction_for(v, curve)
+        if v > curve[-1][1]:
+            share[k] = round(edit_share_for(v, edit_curve_for(samples[k])), 4)
+    fractions = [[round(frac.get(r.kind, 0.0)
+                        * (1.0 if hidden_thinking == "like-visible" else 1.0 - r.hidden_share), 4)
+                  for r in rows] for rows in measures]
+    return fractions, [[share.get(r.kind) for r in rows] for rows in measures]
+
+
 def repeat_fractions(measures: list[list[CallMeasure]],
                      hidden_thinking: HiddenThinking = "fresh") -> list[list[float]]:
-    """Per session, per call: the twin's repeat_fraction that reproduces the measured
-    predictability of its kind (hidden thinking fresh unless told otherwise)."""
-    frac = {k: repeat_fraction_for(v) for k, v in by_kind(measures).items()}
-    return [[round(frac.get(r.kind, 0.0)
-                   * (1.0 if hidden_thinking == "like-visible" else 1.0 - r.hidden_share), 4)
-             for r in rows] for rows in measures]
+    """The repeat_fraction half of `copy_knobs`."""
+    return copy_knobs(measures, hidden_thinking)[0]
 
 
 def summary(measures: list[list[CallMeasure]],

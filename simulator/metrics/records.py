@@ -55,9 +55,12 @@ class TurnRecord:
     spec_draft_tokens: int | None = None      # draft tokens proposed
     spec_accepted_tokens: int | None = None   # draft tokens accepted
     spec_forward_passes: int | None = None    # forward passes that emitted its tokens
-    # passes the reply would take under the reference n-gram proposer (twin only; set
-    # with speculation off too: what n-gram speculation would see, twin/predictability)
+    # passes the reply would take under the reference n-gram proposer, set with
+    # speculation off too: what n-gram speculation would see (twin/predictability). The
+    # twin counts its own ids; for a real server the client counts its cl100k tokens
+    # (endpoints/client_meter) and gives their number for the reply, an estimate
     ngram_ref_passes: int | None = None
+    ngram_ref_tokens: int | None = None       # the client's reply tokens (None: the twin's)
     # server queue wait: request arrived → first scheduled (s); the twin's engine knows
     # it, a real server's rows leave it None (its /metrics histogram gives a mean)
     queue_s: float | None = None
@@ -123,7 +126,8 @@ def metrics_in_simulated_time(row: dict[str, Any], clock: RunClock) -> dict[str,
 _SPEC_EXTRAS = (("spec_drafts", "spec_drafts"), ("spec_draft_tokens", "spec_draft_tokens"),
                 ("spec_accepted_tokens", "spec_accepted_tokens"),
                 ("spec_forward_passes", "forward_passes"),
-                ("ngram_ref_passes", "ngram_ref_passes"))
+                ("ngram_ref_passes", "ngram_ref_passes"),
+                ("ngram_ref_tokens", "ngram_ref_tokens"))
 _TIER_EXTRAS = (("preemptions", "num_preemptions"),
                 ("kv_host_cached_tokens", "host_cached_tokens"))
 

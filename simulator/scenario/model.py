@@ -222,6 +222,9 @@ class TurnTemplate(_WithDists):
     tool: ToolCall | None = None
     code_edit: bool = False
     repeat_fraction: float = Field(default=0.8, ge=0, le=1)
+    # share of the copied lines the edit changes (the twin's textgen default 0.08);
+    # lower gives longer verbatim runs, up to ~20 tokens per pass at 0 (docs/twin-fidelity.md)
+    edit_share: float | None = Field(default=None, ge=0, le=1)
 
 
 # ---------------------------------------------------------------- compaction

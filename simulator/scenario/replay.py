@@ -87,6 +87,9 @@ class ReplayCall(_Frozen):
     # how much of the twin's reply copies its context (the import measures the real
     # reply's predictability); None: edit tools copy at the template default, others not
     repeat_fraction: float | None = Field(default=None, ge=0, le=1)
+    # share of copied lines edited, set by the import where copying runs beyond what
+    # the default edits allow (None: the twin's default)
+    edit_share: float | None = Field(default=None, ge=0, le=1)
 
 
 class ReplaySession(_Frozen):

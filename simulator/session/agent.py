@@ -19,7 +19,7 @@ import asyncio
 import json
 import random
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simulator import tokens
 from simulator.clock import RunClock
@@ -55,6 +55,9 @@ from simulator.session.overflow import overflow_target, parse_overflow
 from simulator.session.prefix import with_nonce
 from simulator.session.probing import Prober
 from simulator.session.resume import ReplayKey, StoredReply, reply_row
+
+if TYPE_CHECKING:
+    from simulator.endpoints.client_meter import ClientMeter
 
 # Errors after which no retry can help and the whole run should stop.
 FATAL_ERRORS = frozenset({ErrorType.AUTH, ErrorType.NOT_FOUND})
@@ -133,6 +136,8 @@ class RunContext:
     # Resume: stored replies per session (replayed, not re-sent) and attempts already made.
     replay: dict[str, dict[ReplayKey, StoredReply]] = field(default_factory=dict)
     prior_attempts: dict[tuple[str, int, str], int] = field(default_factory=dict)
+    # a real server's replies: what n-gram speculation would see, client-tokenised
+    ngram_meter: ClientMeter | None = None
 
 
 @dataclass
@@ -297,6 +302,8 @@ class Agent:
                  "output-tokens": str(max_tokens)}
         if template is not None and template.code_edit:
             hints["repeat-fraction"] = f"{template.repeat_fraction:.2f}"
+            if template.edit_share is not None:
+                hints["edit-share"] = f"{template.edit_share:.3f}"
         prefix = self.prefix
         if self.s.cache_bust == "per_request":
             prefix = with_nonce(self.ctx.base_prefix, f"{self.session_id}-{len(messages)}-"
@@ -346,6 +353,8 @@ class Agent:
                         ErrorType.CANCELLED, "cancelled while in flight (stop or deadline)"))
                     raise
                 else:
+                    if self.ctx.ngram_meter is not None:     # after the reply's last token
+                        resp = self.ctx.ngram_meter.annotate(req, resp)
                     # History first: a crash between the two rows then replays this reply
                     # on resume instead of sending the turn twice.
                     self.ctx.recorder.write_history(reply_row(

@@ -92,7 +92,7 @@ class ReplayAgent(Agent):
                 self.prefix = with_nonce(self.prefix, f"{self.s.seed:x}{index:06x}")
         self.co = _coordinator(ctx, self.spec)
         self.awaiting: dict[str, list[int]] = {}     # Task tool_use id → sub-agent indexes
-        self._templates: dict[tuple[str, bool, float | None], TurnTemplate] = {}
+        self._templates: dict[tuple[str, bool, float | None, float | None], TurnTemplate] = {}
 
     def _global(self, rec_index: int) -> int:
         return rec_index + self.copy * len(self.spec.sessions)
@@ -197,12 +197,16 @@ class ReplayAgent(Agent):
         name = tool or "text"
         if call.repeat_fraction is not None:    # measured at import: copy as the real did
             frac = round(call.repeat_fraction, 2)
-            key: tuple[str, bool, float | None] = (name, frac > 0, frac)
+            key: tuple[str, bool, float | None, float | None] = (
+                name, frac > 0, frac,
+                None if call.edit_share is None else round(call.edit_share, 3))
         else:
-            key = (name, name in _EDIT_TOOLS, None)
+            key = (name, name in _EDIT_TOOLS, None, None)
         t = self._templates.get(key)
         if t is None:
-            extra = {} if key[2] is None else {"repeat_fraction": key[2]}
+            extra: dict[str, float] = {} if key[2] is None else {"repeat_fraction": key[2]}
+            if key[3] is not None:
+                extra["edit_share"] = key[3]
             t = TurnTemplate(name=name, weight=1, output_tokens=max_tokens, code_edit=key[1],
                              **extra)
             self._templates[key] = t

@@ -116,7 +116,8 @@ class Runner:
         ctx = RunContext(self.run_id, self.s, self.endpoint, self.recorder, tracker,
                          clock, Limiter(self.s.limits.max_in_flight, self.s.limits.requests_per_s),
                          base, tools_json(base), self._stop, t0, self.progress,
-                         replay=self.resume.replay, prior_attempts=self.resume.prior_attempts)
+                         replay=self.resume.replay, prior_attempts=self.resume.prior_attempts,
+                         ngram_meter=_client_meter(self.endpoint))
         try:
             await self._run_all(ctx)
         except asyncio.CancelledError:
@@ -245,3 +246,12 @@ def _first_leaf(exc: BaseException) -> BaseException:
 
 class _TooManyFailures(RunError):
     pass
+
+
+def _client_meter(endpoint: Endpoint) -> Any:
+    """The client-side reference n-gram meter for a real server (None for the twin and
+    fakes: a simulated endpoint meters its own ids, or nothing)."""
+    if getattr(endpoint, "simulated", False):
+        return None
+    from simulator.endpoints.client_meter import ClientMeter
+    return ClientMeter()

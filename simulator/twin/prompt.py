@@ -77,6 +77,13 @@ def _render_block(block: Any, where: str) -> str:
     raise PromptError(f"{where}.type: unknown content block type {kind!r}")
 
 
+def render_reply(content: Sequence[Any]) -> str:
+    """A reply's content blocks (API dicts) as the text the next prompt frames in its
+    assistant message: what the model generated, template markers of tool calls
+    included, role markers not."""
+    return "\n".join(_render_block(b, f"content.{i}") for i, b in enumerate(content))
+
+
 def render_message(message: Any, where: str = "messages") -> str:
     """One API message as framed template text (role markers included)."""
     if not isinstance(message, dict):

@@ -48,14 +48,26 @@ def parse_hints(headers: Mapping[str, str]) -> tuple[bool, float, int | None]:
     return edit, frac, natural
 
 
+def parse_edit_share(headers: Mapping[str, str]) -> float:
+    """The `x-endurance-edit-share` hint (share of copied lines edited), textgen's
+    default when absent or unreadable."""
+    raw = headers.get("x-endurance-edit-share", headers.get("edit-share"))
+    try:
+        return textgen.EDIT_LINE_PROB if raw is None else min(1.0, max(0.0, float(raw)))
+    except ValueError:
+        return textgen.EDIT_LINE_PROB
+
+
 def plan(prompt: Sequence[int], max_tokens: int, limit: int, *, seed: int, code_edit: bool,
-         repeat_fraction: float, natural_tokens: int | None) -> PlannedReply:
+         repeat_fraction: float, natural_tokens: int | None,
+         edit_share: float = textgen.EDIT_LINE_PROB) -> PlannedReply:
     """Reply tokens for a request; `limit` is max_tokens capped by the context window."""
     rseed = reply_seed(seed, prompt, max_tokens)
     natural = natural_tokens if natural_tokens is not None else \
         textgen.natural_length(random.Random(rseed))
     _, ids = textgen.plan_reply(prompt, limit, seed=rseed, natural_tokens=natural,
-                                code_edit=code_edit, repeat_fraction=repeat_fraction)
+                                code_edit=code_edit, repeat_fraction=repeat_fraction,
+                                edit_share=edit_share)
     return PlannedReply(ids[:limit], "max_tokens" if natural >= limit else "end_turn")
 
 
@@ -81,7 +93,8 @@ def plan_for(prompt: Sequence[int], max_tokens: int, hints: Mapping[str, str], *
         ids = tokens.encode(answer)
         return PlannedReply(ids[:limit], "max_tokens" if len(ids) > limit else "end_turn")
     planned = plan(prompt, max_tokens, limit, seed=seed, code_edit=edit,
-                   repeat_fraction=frac, natural_tokens=natural)
+                   repeat_fraction=frac, natural_tokens=natural,
+                   edit_share=parse_edit_share(hints))
     kind = hints.get("x-endurance-turn-kind", hints.get("turn-kind", ""))
     if kind.strip().lower() == "summary":
         return PlannedReply(recall_reply.summary_ids(prompt, planned.token_ids, limit),

@@ -92,8 +92,10 @@ def _source_lines(prompt_tokens: Sequence[int]) -> list[str]:
     return lines[1:] if len(lines) > 1 else lines     # the first may be cut mid-line
 
 
-def _assemble(rng: random.Random, target: int, source: list[str], copy_frac: float) -> str:
-    """Lines until ≈ target tokens (+ slack): copied runs from `source` and fresh ones."""
+def _assemble(rng: random.Random, target: int, source: list[str], copy_frac: float,
+              edit_prob: float = EDIT_LINE_PROB) -> str:
+    """Lines until ≈ target tokens (+ slack): copied runs from `source` (a share
+    `edit_prob` of their lines edited) and fresh ones."""
     parts: list[str] = []
     est = 0
     goal = target + 24
@@ -102,7 +104,7 @@ def _assemble(rng: random.Random, target: int, source: list[str], copy_frac: flo
             run = rng.randint(COPY_RUN_MIN, COPY_RUN_MAX)
             i = rng.randrange(max(len(source) - run, 0) + 1)
             for ln in source[i:i + run]:
-                if rng.random() < EDIT_LINE_PROB:     # the edit itself
+                if rng.random() < edit_prob:          # the edit itself
                     ln = _edit_line(rng, ln)
                 parts.append(ln)
                 est += max(1, len(ln) // 4)
@@ -116,11 +118,14 @@ def _assemble(rng: random.Random, target: int, source: list[str], copy_frac: flo
 
 def plan_reply(prompt_tokens: Sequence[int], max_tokens: int, *, seed: int,
                natural_tokens: int | None, code_edit: bool,
-               repeat_fraction: float) -> tuple[str, list[int]]:
+               repeat_fraction: float,
+               edit_share: float = EDIT_LINE_PROB) -> tuple[str, list[int]]:
     """The reply the twin will emit for a prompt: (text, cl100k token ids).
 
-    Length = min(max_tokens, natural_tokens or a lognormal draw). Deterministic in
-    (prompt tail, max_tokens, seed, natural_tokens, code_edit, repeat_fraction).
+    Length = min(max_tokens, natural_tokens or a lognormal draw). `edit_share`: the
+    share of copied lines the edit changes (fewer: longer verbatim runs). Deterministic
+    in (prompt tail, max_tokens, seed, natural_tokens, code_edit, repeat_fraction,
+    edit_share).
     """
     if max_tokens <= 0:
         return "", []
@@ -130,7 +135,7 @@ def plan_reply(prompt_tokens: Sequence[int], max_tokens: int, *, seed: int,
     frac = min(max(repeat_fraction, 0.0), 1.0) if code_edit else 0.0
     source = _source_lines(prompt_tokens) if frac > 0 else []
     enc = tok.encoding()
-    text = _assemble(rng, target, source, frac)
+    text = _assemble(rng, target, source, frac, min(max(edit_share, 0.0), 1.0))
     ids: list[int] = enc.encode_ordinary(text)
     while len(ids) < target:                   # estimate fell short: add fresh lines
         text += _assemble(rng, target - len(ids), [], 0.0)

@@ -99,3 +99,41 @@ def test_the_twin_replay_reproduces_the_measured_predictability(tmp_path: Path) 
     assert measured < 1.05 and twin < 1.1
     measured, twin = figures["copy"]
     assert 0.6 * measured < twin < 1.5 * measured, figures
+
+
+def test_the_in_context_copy_curve_reproduces_heavy_copying(tmp_path: Path) -> None:
+    """16 calls rewriting 80-line files, 3/4 of the 8-line blocks copied: the generic
+    copy curve (fresh 3,000-token contexts) gave a share that replayed at 2.5 tokens per
+    pass against 3.9 measured; the curve run on the transcript's own calls lands close."""
+    out = tmp_path / "heavy.yaml"
+    res = import_claude_code([_transcript(tmp_path / "heavy.jsonl", copy=0.75, calls=16)],
+                             out_path=out)
+    out.write_text(scenario_yaml(res.data), encoding="utf-8")
+    run = execute(RunSpec(str(out), ["replay.timing=none"], out_dir=tmp_path / "runs",
+                          show_progress=False), echo=lambda _: None)
+    assert run.status == "completed"
+    measured = res.summary["ngram_reference_tokens_per_pass"]
+    twin = run.summary["ngram_reference_tokens_per_pass"]
+    assert measured > 3.0
+    assert 0.8 * measured < twin < 1.25 * measured, (measured, twin)
+
+
+def test_copying_beyond_the_copy_curve_gets_fewer_edits(tmp_path: Path) -> None:
+    """Verbatim rewrites (22 tokens/pass measured) are past the top of the copy curve
+    (about 12 with 8% of copied lines edited): the import lowers the kind's
+    edit_share, and the replay copies longer runs (10.5 tokens/pass before)."""
+    out = tmp_path / "verbatim.yaml"
+    res = import_claude_code([_transcript(tmp_path / "verbatim.jsonl", copy=1.0)],
+                             out_path=out)
+    shares = [c.get("edit_share") for s in res.data["replay"]["sessions"] for c in s["calls"]]
+    assert all(e is not None and e < 0.04 for e in shares), shares
+    fresh = import_claude_code([_transcript(tmp_path / "fresh.jsonl", copy=0.0)],
+                               out_path=tmp_path / "fresh.yaml")
+    assert all("edit_share" not in c for s in fresh.data["replay"]["sessions"]
+               for c in s["calls"])
+    out.write_text(scenario_yaml(res.data), encoding="utf-8")
+    run = execute(RunSpec(str(out), ["replay.timing=none"], out_dir=tmp_path / "runs",
+                          show_progress=False), echo=lambda _: None)
+    measured = res.summary["ngram_reference_tokens_per_pass"]
+    assert measured > 20
+    assert run.summary["ngram_reference_tokens_per_pass"] > 14

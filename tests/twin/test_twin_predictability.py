@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator.twin.engine import TwinEngine
 from simulator.twin.perf_model import build_perf_model
-from simulator.twin.predictability import REFERENCE, ReferenceMeter, tokens_per_pass
+from simulator.twin.predictability import REFERENCE, IndexMeter, ReferenceMeter, tokens_per_pass
 from simulator.twin.types import EngineRequest
 
 
@@ -67,3 +71,52 @@ def test_follow_up_turns_reuse_the_sessions_index_and_sessions_are_capped() -> N
     assert meter.passes(later, later[10:60], "s0") is not None
     assert meter.passes(first, reply, "s1") is None     # beyond the metered sessions
     assert meter.passes(first, [], "s0") == 0
+
+
+@st.composite
+def _session(draw: st.DrawFn) -> tuple[list[int], list[tuple[int, int, int, int]]]:
+    """A small-vocabulary context and turns of (reply length, copy share %, growth,
+    what the next prompt does to the history: 0 keeps it, 1 compacts it, 2 rewrites
+    the reply's last tokens, as a client's rendering might) — small vocabularies give
+    many false n-gram matches."""
+    vocab = draw(st.sampled_from([2, 7, 50, 2**31]))
+    context = draw(st.lists(st.integers(0, vocab), max_size=120))
+    turns = draw(st.lists(st.tuples(st.integers(0, 80), st.integers(0, 100),
+                                    st.integers(0, 40), st.integers(0, 2)), max_size=4))
+    return context, turns
+
+
+@settings(max_examples=150, deadline=None)
+@given(_session(), st.integers(0, 2**16))
+def test_the_bulk_meter_counts_what_the_engines_proposer_counts(
+        case: tuple[list[int], list[tuple[int, int, int, int]]], seed: int) -> None:
+    """ReferenceMeter (bulk index) against IndexMeter (the engine's NgramIndex, pass by
+    pass) over follow-up turns, copies, and compactions that break the prefix."""
+    rng = random.Random(seed)
+    context, turns = case
+    vocab = max(context, default=1) + 1
+    fast, oracle = ReferenceMeter(), IndexMeter()
+    for n, copy, growth, change in turns:
+        reply: list[int] = []
+        while len(reply) < n:
+            if context and rng.randrange(100) < copy:
+                i = rng.randrange(len(context))
+                reply += context[i:i + rng.randint(1, 30)]
+            else:
+                reply += [rng.randrange(vocab) for _ in range(rng.randint(1, 8))]
+        assert fast.passes(context, reply, "s") == oracle.passes(context, reply, "s")
+        said = reply if change != 2 else [*reply[:-3], vocab, vocab + 1]
+        context = context + said + [rng.randrange(vocab) for _ in range(growth)]
+        if change == 1:
+            context = context[len(context) // 2:]
+
+
+def test_fewer_edits_of_the_copied_lines_give_more_tokens_per_pass(tmp_path: Path) -> None:
+    from simulator.runs import RunSpec, execute
+    figures = []
+    for share in ("0.08", "0"):
+        run = execute(RunSpec("scenarios/calibration/code-edit-single-stream.yaml",
+                              ["turns=3", f"turn_templates.0.edit_share={share}"],
+                              out_dir=tmp_path, show_progress=False), echo=lambda _: None)
+        figures.append(run.summary["ngram_reference_tokens_per_pass"])
+    assert figures[1] > 1.3 * figures[0], figures

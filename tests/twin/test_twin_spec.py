@@ -312,7 +312,8 @@ def test_spec_columns_from_reply_extras() -> None:
     got = spec_columns({"spec_drafts": 3, "spec_draft_tokens": 15,
                         "spec_accepted_tokens": 9, "forward_passes": 7})
     assert got == {"spec_drafts": 3, "spec_draft_tokens": 15, "spec_accepted_tokens": 9,
-                   "spec_forward_passes": 7, "ngram_ref_passes": None}
+                   "spec_forward_passes": 7, "ngram_ref_passes": None,
+                   "ngram_ref_tokens": None}
     assert set(spec_columns({}).values()) == {None}
     assert spec_columns({"forward_passes": True})["spec_forward_passes"] is None
 
