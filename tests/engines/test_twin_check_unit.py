@@ -16,7 +16,7 @@ from simulator.twin.profiles import load_hardware
 from simulator.twin.run_points import points_from_rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from twin_vs_vllm_cpu import END, START, replace_block  # noqa: E402
+from twin_vs_vllm_cpu import END, START, replace_block
 
 
 def test_errors_relative_and_in_share_points() -> None:
