@@ -77,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         f_plain = pool.submit(start, (), "plain")
         f_spec = pool.submit(start, ("--speculative-config", SPEC_CONFIG), "spec")
         plain, spec = f_plain.result(), f_spec.result()
+        tc.warm_up(plain)
+        tc.warm_up(spec)
         say(f"servers ready after {time.monotonic() - t_start:.0f} s ({_load()})")
 
         fit_res = tc.run(tc.SCENARIO, out / "fit", sessions=1, seed=100, turns=args.turns,

@@ -46,10 +46,15 @@ SERVER_SETTINGS: dict[str, Any] = {
     # serve_vllm's VLLM_CPU_KVCACHE_SPACE=1 GiB holds fp32 KV (vLLM's auto dtype of an fp32
     # model); the twin stores bf16, so half the bytes give the same number of tokens
     "kv_cache_bytes": 2**29,
+    # lscpu here: AMD EPYC family 25 model 17 (Zen 4), 2 cores, BogoMIPS 5192 (2.6 GHz);
+    # Zen 4 issues two 256-bit FMAs a cycle: 16 fp32 FMAs = 32 FLOP/cycle/core
+    "tflops": {"fp32": 0.166, "bf16": 0.333},
     "engine": {"block_size": 32, "kv_dtype": "bf16", "max_num_seqs": 128,
                "max_num_batched_tokens": 2048},
     "sources": {"kv_cache_bytes": "serve_vllm: VLLM_CPU_KVCACHE_SPACE=1 GiB of fp32 KV; "
-                "as bf16 in the twin, the same token count in 0.5 GiB"},
+                "as bf16 in the twin, the same token count in 0.5 GiB",
+                "tflops": "this machine's peak: 2 Zen 4 cores x 2.6 GHz x 32 fp32 FLOP/cycle "
+                "(two 256-bit FMA pipes); bf16 twice that (AVX512_BF16 dot products)"},
 }
 ENGINE_NOTE = ("vLLM 0.32 CPU defaults for the API server (engine/arg_utils.py): "
                "max_num_seqs 128, max_num_batched_tokens 2048; block size 32 as served")
@@ -91,6 +96,7 @@ def fit_run(res: RunResult, *, base: str | Path = BASE_HARDWARE,
 def _with_server_settings(base: str | Path) -> dict[str, Any]:
     doc = load_hardware(base).model_dump(exclude_none=True)
     doc["kv_cache_bytes"] = SERVER_SETTINGS["kv_cache_bytes"]
+    doc["tflops"] = SERVER_SETTINGS["tflops"]
     doc["engine"] = {**doc.get("engine", {}), **SERVER_SETTINGS["engine"]}
     doc["sources"] = {**doc["sources"], **SERVER_SETTINGS["sources"]}
     return doc
@@ -195,6 +201,14 @@ class Timed:
     @property
     def tok_s(self) -> float:
         return self.output_tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def warm_up(server: EngineServer) -> None:
+    """One short request, so a fresh server's first-request costs (warm-up of its
+    kernels) stay out of the fit's first TTFT: the twin has none."""
+    _post(server.base_url + "/v1/chat/completions", {
+        "model": server.model, "messages": [{"role": "user", "content": "Say hello."}],
+        "max_tokens": 8, "temperature": 0.0})
 
 
 def time_probes(server: EngineServer, max_tokens: int = SPEC_MAX_TOKENS) -> list[Timed]:
