@@ -46,15 +46,16 @@ SERVER_SETTINGS: dict[str, Any] = {
     # serve_vllm's VLLM_CPU_KVCACHE_SPACE=1 GiB holds fp32 KV (vLLM's auto dtype of an fp32
     # model); the twin stores bf16, so half the bytes give the same number of tokens
     "kv_cache_bytes": 2**29,
-    # lscpu here: AMD EPYC family 25 model 17 (Zen 4), 2 cores, BogoMIPS 5192 (2.6 GHz);
-    # Zen 4 issues two 256-bit FMAs a cycle: 16 fp32 FMAs = 32 FLOP/cycle/core
-    "tflops": {"fp32": 0.166, "bf16": 0.333},
+    # lscpu here: AMD EPYC family 25 model 17 (Zen 4 Genoa), 2 cores; Zen 4 issues two
+    # 256-bit FMAs a cycle (16 fp32 FMAs = 32 FLOP/cycle/core), at up to 3.7 GHz boost
+    "tflops": {"fp32": 0.237, "bf16": 0.474},
     "engine": {"block_size": 32, "kv_dtype": "bf16", "max_num_seqs": 128,
                "max_num_batched_tokens": 2048},
     "sources": {"kv_cache_bytes": "serve_vllm: VLLM_CPU_KVCACHE_SPACE=1 GiB of fp32 KV; "
                 "as bf16 in the twin, the same token count in 0.5 GiB",
-                "tflops": "this machine's peak: 2 Zen 4 cores x 2.6 GHz x 32 fp32 FLOP/cycle "
-                "(two 256-bit FMA pipes); bf16 twice that (AVX512_BF16 dot products)"},
+                "tflops": "this machine's peak: 2 Zen 4 cores x 3.7 GHz (Genoa's top boost; "
+                "lscpu's 2.6 GHz base gives 0.166) x 32 fp32 FLOP/cycle (two 256-bit FMA "
+                "pipes); bf16 twice that (AVX512_BF16 dot products)"},
 }
 ENGINE_NOTE = ("vLLM 0.32 CPU defaults for the API server (engine/arg_utils.py): "
                "max_num_seqs 128, max_num_batched_tokens 2048; block size 32 as served")
