@@ -20,10 +20,14 @@ from simulator.twin.profile_write import yaml_text
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.timeout(1800)]
 
-# twin ÷ real must lie in [1/BAND, BAND]
+# twin ÷ real must lie in [1/BAND, BAND]. Measured here (2026-12-01, load 5-10 on the
+# shared 2 cores): twin errors at 4 sessions +1% / -1% (decode), -12% / -3% (TTFT p50),
+# speedup +17% / +31%, cache share +0.1 / 0.0 points (this test / the benchmark); the real
+# figures themselves moved between runs by ~30% (4-session decode 11.9 vs 9.2 tok/s,
+# batch-1 decode medians 16-20 tok/s across three fit runs, turn TTFTs 0.17-1.5 s)
 DECODE_BAND = 1.7      # decode tok/s per session
-TTFT_BAND = 1.9        # TTFT p50
-SPEEDUP_BAND = 1.6     # speculation on ÷ off
+TTFT_BAND = 1.9        # TTFT p50 (the noisiest: one prefill per turn)
+SPEEDUP_BAND = 1.6     # speculation on ÷ off (the twin's CPU spec terms are unmeasured)
 SHARE_POINTS = 10.0    # cache-read share, percentage points
 SESSIONS = 4
 TURNS = 4
@@ -36,6 +40,8 @@ def _within(row: tc.Row, band: float) -> bool:
 
 def test_twin_fitted_at_one_session_predicts_four_and_speculation(
         smol_vllm: EngineServer, smol_vllm_spec: EngineServer, tmp_path: Path) -> None:
+    tc.warm_up(smol_vllm)        # a fresh server's first request is not a fit point
+    tc.warm_up(smol_vllm_spec)
     fit_run = tc.run(tc.SCENARIO, tmp_path / "fit", sessions=1, seed=301, turns=TURNS,
                      endpoint=smol_vllm.base_url)
     fit, pts, _ = tc.fit_run(fit_run)
