@@ -49,9 +49,8 @@ def replace_block(text: str, block: str) -> str:
     return text[:i + len(START)] + "\n" + block + text[j:]
 
 
-def _load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"load average {one:.1f} (1 min) / {five:.1f} (5 min) on {os.cpu_count()} cores"
+def _load() -> float:
+    return os.getloadavg()[0]
 
 
 def say(text: str) -> None:
@@ -79,14 +78,15 @@ def main(argv: list[str] | None = None) -> int:
         plain, spec = f_plain.result(), f_spec.result()
         tc.warm_up(plain)
         tc.warm_up(spec)
-        say(f"servers ready after {time.monotonic() - t_start:.0f} s ({_load()})")
+        say(f"servers ready after {time.monotonic() - t_start:.0f} s (load {_load():.1f})")
 
         fit_res = tc.run(tc.SCENARIO, out / "fit", sessions=1, seed=100, turns=args.turns,
                          endpoint=plain.base_url)
         fit, pts, _ = tc.fit_run(fit_res)
         when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         loads.append(_load())
-        profile = tc.fitted_profile(fit, pts, when=when, conditions=loads[-1])
+        profile = tc.fitted_profile(fit, pts, when=when,
+                                    conditions=f"1-min load average {loads[-1]:.1f}")
         prof_path = out / f"{tc.FITTED_NAME}.yaml"
         prof_path.write_text(yaml_text(profile), encoding="utf-8")
         twin = f"{prof_path}/{tc.MODEL}"
@@ -101,19 +101,22 @@ def main(argv: list[str] | None = None) -> int:
                          turns=args.turns, twin=twin)
             rows += tc.session_rows(n, sim, real)
             loads.append(_load())
-            say(f"{n} sessions done after {time.monotonic() - t_start:.0f} s ({loads[-1]})")
+            say(f"{n} sessions done after {time.monotonic() - t_start:.0f} s "
+                f"(load {loads[-1]:.1f})")
         rows += tc.spec_rows(plain, spec, str(prof_path))
         loads.append(_load())
 
-    table = tc.markdown(rows)
     took = time.monotonic() - t_start
     header = (f"Measured {when} on this machine ({os.cpu_count()} cores), "
               f"`python benchmarks/twin_vs_vllm_cpu.py` in {took / 60:.1f} min; "
-              f"load during the runs: {'; '.join(loads)}.\n\n")
-    say("\n" + header + table)
+              f"1-min load average {min(loads):.1f}–{max(loads):.1f} during the runs; "
+              f"fit: {len(pts.points)} points, RMS log error {100 * fit.rms_log_error:.1f}%, "
+              + ", ".join(f"{k} {fit.terms[k]:.4g}" for k in fit.free) + ".\n\n")
+    say("\n" + header + tc.markdown(rows))
     if args.write:
         tc.FITTED_PATH.write_text(yaml_text(profile, tc.ENGINE_NOTE), encoding="utf-8")
-        for doc in (ROOT / "README.md", ROOT / "docs" / "twin-fidelity.md"):
+        for doc, table in ((ROOT / "README.md", tc.compact_markdown(rows)),
+                           (ROOT / "docs" / "twin-fidelity.md", tc.markdown(rows))):
             doc.write_text(replace_block(doc.read_text(encoding="utf-8"), header + table),
                            encoding="utf-8")
         say(f"wrote {tc.FITTED_PATH.relative_to(ROOT)}, README.md, docs/twin-fidelity.md")

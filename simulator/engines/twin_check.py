@@ -163,6 +163,25 @@ def markdown(rows: Sequence[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def compact_markdown(rows: Sequence[Row]) -> str:
+    """The README's short form: the per-session figures with one column per session
+    count (cells `twin / real (error)`), then the other rows as a plain table."""
+    grid = [r for r in rows if "session" in r.setting]
+    rest = [r for r in rows if "session" not in r.setting]
+    settings = list(dict.fromkeys(r.setting for r in grid))
+    cell = {(r.quantity, r.setting): r for r in grid}
+    lines = ["| twin / vLLM CPU (error) | " + " | ".join(settings) + " |",
+             "|---" * (len(settings) + 1) + "|"]
+    for q in dict.fromkeys(r.quantity for r in grid):
+        unit = next(r.unit for r in grid if r.quantity == q)
+        cells = [("" if (r := cell.get((q, st))) is None else
+                  f"{_fmt(r.twin, r.unit)} / {_fmt(r.real, r.unit)} ({r.error_text()})")
+                 for st in settings]
+        lines.append(f"| {q if unit == '%' else f'{q}, {unit}'} | " + " | ".join(cells) + " |")
+    out = "\n".join(lines) + "\n"
+    return out + ("\n" + markdown(rest) if rest else "")
+
+
 def _mean_output(res: RunResult) -> float | None:
     t = pd.read_parquet(res.run_dir / "turns.parquet")
     t = t[(t.request_kind == "turn") & t.ok]
@@ -261,7 +280,8 @@ def spec_rows(plain: EngineServer, spec: EngineServer, hardware: str, *,
 
 
 def fit_rows(fit: FitResult) -> list[Row]:
-    """The fit's own residuals, summarised (what a fit at one session reproduces)."""
+    """The fit's own points, summarised as the session rows are (medians over the
+    requests): what the fit at one session reproduces."""
     def med(kind: str, f: Callable[[Any], float]) -> tuple[float | None, float | None]:
         rows = [r for r in fit.rows if r.obs.kind == kind]
         if not rows:
@@ -270,5 +290,5 @@ def fit_rows(fit: FitResult) -> list[Row]:
         rl = sorted(f(r.obs.measured) for r in rows)
         return tw[len(tw) // 2], rl[len(rl) // 2]
     d, p = med("decode", float), med("prefill", float)
-    return [Row("decode tok/s, fit points (median)", "1 session (fitted)", *d, "tok/s"),
-            Row("TTFT, fit points (median)", "1 session (fitted)", *p, "s")]
+    return [Row("decode tok/s per session (median request)", "1 session (fitted)", *d, "tok/s"),
+            Row("TTFT p50", "1 session (fitted)", *p, "s")]
