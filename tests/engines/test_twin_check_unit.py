@@ -34,8 +34,9 @@ def test_the_short_table_has_a_column_per_session_count() -> None:
             tc.Row("TTFT p50", "2 sessions", 0.6, 0.6, "s"),
             tc.Row("share", "2 sessions", 0.8, 0.75, "%", kind="abs"),
             tc.Row("speedup", "6 probes", 2.0, 1.6, "×")]
-    head, grid_sep, ttft, share, blank, *rest = tc.compact_markdown(rows).splitlines()
+    head, sep, ttft, share, blank, *rest = tc.compact_markdown(rows).splitlines()
     assert head == "| twin / vLLM CPU (error) | 1 session (fitted) | 2 sessions |"
+    assert sep == "|---|---|---|"
     assert ttft == "| TTFT p50, s | 0.5 / 0.4 (+25%) | 0.6 / 0.6 (+0%) |"
     assert share == "| share |  | 80.0% / 75.0% (+5.0 pts) |"
     assert blank == "" and rest[-1] == "| speedup | 6 probes | 2 × | 1.6 × | +25% |"
