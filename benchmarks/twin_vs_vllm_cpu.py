@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
         fit_res = tc.run(tc.SCENARIO, out / "fit", sessions=1, seed=100, turns=args.turns,
                          endpoint=plain.base_url)
-        fit, pts, _ = tc.fit_run(fit_res)
+        fit, pts = tc.fit_run(fit_res)
         when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         loads.append(_load())
         profile = tc.fitted_profile(fit, pts, when=when,

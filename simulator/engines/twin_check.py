@@ -83,15 +83,15 @@ def turn_rows(res: RunResult) -> list[dict[str, Any]]:
 
 
 def fit_run(res: RunResult, *, base: str | Path = BASE_HARDWARE,
-            free: Sequence[str] = FREE) -> tuple[FitResult, RunPoints, str]:
-    """Fit points from a one-session run, the fit, and the base profile it used (a
-    temporary YAML: `base` with the server's settings)."""
+            free: Sequence[str] = FREE) -> tuple[FitResult, RunPoints]:
+    """Fit points from a one-session run, and the fit on `base` with the server's
+    settings (written to a temporary profile only while the fit reads it)."""
     pts = points_from_rows(turn_rows(res))
-    base_doc = _with_server_settings(base)
-    tmp = Path(tempfile.mkdtemp(prefix="endurance-twin-check-")) / "base.yaml"
-    tmp.write_text(yaml_text(base_doc), encoding="utf-8")
-    fit = fit_terms(pts.points, str(tmp), MODEL, free=tuple(free))
-    return fit, pts, str(tmp)
+    with tempfile.TemporaryDirectory(prefix="endurance-twin-check-") as tmp:
+        path = Path(tmp) / "base.yaml"
+        path.write_text(yaml_text(_with_server_settings(base)), encoding="utf-8")
+        fit = fit_terms(pts.points, str(path), MODEL, free=tuple(free))
+    return fit, pts
 
 
 def _with_server_settings(base: str | Path) -> dict[str, Any]:

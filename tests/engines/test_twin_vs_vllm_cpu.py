@@ -42,9 +42,9 @@ def test_twin_fitted_at_one_session_predicts_four_and_speculation(
         smol_vllm: EngineServer, smol_vllm_spec: EngineServer, tmp_path: Path) -> None:
     tc.warm_up(smol_vllm)        # a fresh server's first request is not a fit point
     tc.warm_up(smol_vllm_spec)
-    fit_run = tc.run(tc.SCENARIO, tmp_path / "fit", sessions=1, seed=301, turns=TURNS,
+    one = tc.run(tc.SCENARIO, tmp_path / "fit", sessions=1, seed=301, turns=TURNS,
                      endpoint=smol_vllm.base_url)
-    fit, pts, _ = tc.fit_run(fit_run)
+    fit, pts = tc.fit_run(one)
     profile = tmp_path / f"{tc.FITTED_NAME}.yaml"
     profile.write_text(yaml_text(tc.fitted_profile(fit, pts, when="test", conditions="pytest")))
     assert fit.rms_log_error < 0.5, [(r.obs.label, r.predicted, r.obs.measured) for r in fit.rows]
