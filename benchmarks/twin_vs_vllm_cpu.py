@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true",
                     help="rewrite the fitted profile and the README / docs tables")
     ap.add_argument("--turns", type=int, default=None, help="turns per session (scenario: 6)")
+    ap.add_argument("--note", default="", help="said after the load in the table's header "
+                    "(e.g. what else ran on the machine)")
     args = ap.parse_args(argv)
     t_start = time.monotonic()
     engine, smol = ensure_vllm(), ensure_smollm2()
@@ -109,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     took = time.monotonic() - t_start
     header = (f"Measured {when} on this machine ({os.cpu_count()} cores), "
               f"`python benchmarks/twin_vs_vllm_cpu.py` in {took / 60:.1f} min; "
-              f"1-min load average {min(loads):.1f}–{max(loads):.1f} during the runs; "
+              f"1-min load average {min(loads):.1f}–{max(loads):.1f} during the runs"
+              f"{' (' + args.note + ')' if args.note else ''}; "
               f"fit: {len(pts.points)} points, RMS log error {100 * fit.rms_log_error:.1f}%, "
               + ", ".join(f"{k} {fit.terms[k]:.4g}" for k in fit.free) + ".\n\n")
     say("\n" + header + tc.markdown(rows))
