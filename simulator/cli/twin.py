@@ -81,3 +81,30 @@ def fit_command(points_file: Path, hardware: str | None, model: str | None,
     snippet = {"efficiency": {k: float(f"{v:.5g}") for k, v in result.terms.items()}}
     console.print("profile snippet (paste into the hardware YAML, with a source note):")
     console.print(yaml.safe_dump(snippet, sort_keys=False), markup=False, highlight=False)
+
+
+@twin_group.command(name="points")
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              required=True, help="points file to write (YAML, for `twin fit`)")
+@click.option("--hardware", default=None, help="card profile the points are for")
+@click.option("--model", default=None, help="model profile the points are for")
+@click.option("--units", type=click.Choice(["twin", "server"]), default="twin",
+              show_default=True, help="prompt tokens as the twin counts them (cl100k "
+              "estimates) or as the server did")
+def points_command(run_dir: Path, output: Path, hardware: str | None, model: str | None,
+                   units: str) -> None:
+    """Fit points (decode tok/s, TTFT) from a one-session run's turn rows in RUN_DIR."""
+    import pandas as pd
+
+    from simulator.twin.run_points import points_document, points_from_rows
+    table = run_dir / "turns.parquet"
+    if not table.is_file():
+        raise InputError(f"{run_dir}: no turns.parquet (not a results directory)")
+    rows = [{str(k): v for k, v in r.items()} for r in pd.read_parquet(table).to_dict("records")]
+    result = points_from_rows(rows, units="server" if units == "server" else "twin")
+    doc = points_document(result, hardware=hardware, model=model,
+                          source=f"endurance twin points {run_dir} (units: {units})")
+    output.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    click.echo(f"twin points: {len(result.points)} points from {run_dir} "
+               f"({result.skipped} turns unused) -> {output}")

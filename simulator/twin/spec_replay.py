@@ -63,3 +63,25 @@ def replay(exchanges: Sequence[tuple[Sequence[int], Sequence[int]]], spec: Ngram
                 emitted += len(engine.pop_result(rid).token_times)
     c = engine.counters
     return SpecCounts(c.spec_drafts, c.spec_draft_tokens, c.spec_accepted_tokens, emitted)
+
+
+def replay_seconds(exchanges: Sequence[tuple[Sequence[int], Sequence[int]]],
+                   spec: NgramSpec | None, *, hardware: str, model: str
+                   ) -> list[tuple[int, float]]:
+    """(output tokens, seconds from arrival to the last token) of each (prompt, reply)
+    decoded alone, one after another, on the twin of `hardware`/`model`, with n-gram
+    speculation `spec` (None: off): the twin's timing of a real model's own text."""
+    pm = build_perf_model(hardware, model,
+                          spec="off" if spec is None else f"ngram:{spec.num_speculative_tokens}")
+    engine = TwinEngine(pm, spec=spec)
+    out: list[tuple[int, float]] = []
+    for i, (prompt, reply) in enumerate(exchanges):
+        if not reply:
+            continue
+        start = engine.now
+        engine.submit(EngineRequest(f"r{i}", tuple(prompt), tuple(reply), start))
+        while not engine.is_idle():
+            for rid in engine.run_until(engine.now + 3600.0):
+                res = engine.pop_result(rid)
+                out.append((len(res.token_times), res.token_times[-1] - start))
+    return out

@@ -22,7 +22,7 @@ MODELS = ["qwen3-coder-30b-a3b-awq", "kimi-linear-48b-a3b-awq", "qwen3.6-35b-a3b
           "qwen3.8-27b-awq", "llama-3.1-8b", "llama-3.1-70b", "gpt-oss-20b", "gpt-oss-120b"]
 
 
-@pytest.mark.parametrize("name", [*HARDWARE, "cpu-2core"])
+@pytest.mark.parametrize("name", [*HARDWARE, "cpu-2core", "cpu-2core-fitted"])
 def test_every_hardware_loads_with_sources(name: str) -> None:
     hw = load_hardware(name)
     assert hw.name == name
@@ -47,7 +47,7 @@ def test_every_model_loads_with_consistent_params(name: str) -> None:
 
 
 def test_shipped_names_are_exactly_the_issue_names() -> None:
-    assert set(HARDWARE) | {"cpu-2core"} == set(known_names("hardware"))
+    assert set(HARDWARE) | {"cpu-2core", "cpu-2core-fitted"} == set(known_names("hardware"))
     assert set(MODELS) | {"tiny-llama-2l", "smollm2-135m"} == set(known_names("models"))
 
 

@@ -1,0 +1,130 @@
+"""The twin of this machine, fitted on a real vLLM CPU and checked against it.
+
+Run: `python benchmarks/twin_vs_vllm_cpu.py` (about 10 minutes on an idle 2-core box;
+add `--write` to rewrite the fitted profile and the tables in README.md and
+docs/twin-fidelity.md). It
+
+1. starts vLLM CPU serving SmolLM2-135M-Instruct (fp32, prefix caching, 8k window), plain
+   and with n-gram speculation, on 127.0.0.1 free ports (stopped at the end);
+2. runs one session of `scenarios/calibration/twin-vs-vllm-cpu.yaml` against the plain
+   server, takes fit points from its turn rows (`endurance twin points`' logic) and fits
+   the identifiable efficiency terms of `cpu-2core`;
+3. without refitting, runs the same scenario at 2, 4 and 8 sessions on the real server
+   and on the fitted twin, and n-gram speculation on vs off on the model's own replies;
+4. prints the table (twin, real, error) and, with `--write`, writes
+   `simulator/twin/profiles/hardware/cpu-2core-fitted.yaml` and the table between the
+   `twin-vs-vllm-cpu` markers of README.md and docs/twin-fidelity.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from simulator.engines import twin_check as tc
+from simulator.engines.install import SMOLLM2_CONTEXT, ensure_smollm2, ensure_vllm
+from simulator.engines.server import EngineServer, serve_vllm
+from simulator.twin.profile_write import yaml_text
+
+ROOT = Path(__file__).resolve().parents[1]
+START, END = "<!-- twin-vs-vllm-cpu:start -->", "<!-- twin-vs-vllm-cpu:end -->"
+SPEC_CONFIG = ('{"method":"ngram","num_speculative_tokens":8,"prompt_lookup_max":4,'
+               '"prompt_lookup_min":2}')    # tests/engines_fixtures.py SMOL_NGRAM
+
+
+def replace_block(text: str, block: str) -> str:
+    """`text` with what lies between the markers replaced by `block` (markers kept)."""
+    i, j = text.find(START), text.find(END)
+    if i < 0 or j < i:
+        raise SystemExit(f"markers {START} … {END} not found")
+    return text[:i + len(START)] + "\n" + block + text[j:]
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true",
+                    help="rewrite the fitted profile and the README / docs tables")
+    ap.add_argument("--turns", type=int, default=None, help="turns per session (scenario: 6)")
+    ap.add_argument("--note", default="", help="said after the load in the table's header "
+                    "(e.g. what else ran on the machine)")
+    args = ap.parse_args(argv)
+    t_start = time.monotonic()
+    engine, smol = ensure_vllm(), ensure_smollm2()
+    assert smol.hf_dir is not None
+    out = Path(tempfile.mkdtemp(prefix="twin-vs-vllm-cpu-"))
+    loads = [_load()]
+    with ExitStack() as stack, ThreadPoolExecutor(2) as pool:
+        def start(extra: tuple[str, ...], name: str) -> EngineServer:
+            return stack.enter_context(serve_vllm(
+                engine, out / name, model_dir=smol.hf_dir, model_name="smol",
+                max_model_len=SMOLLM2_CONTEXT, extra_args=("--dtype", "float32", *extra)))
+        f_plain = pool.submit(start, (), "plain")
+        f_spec = pool.submit(start, ("--speculative-config", SPEC_CONFIG), "spec")
+        plain, spec = f_plain.result(), f_spec.result()
+        tc.warm_up(plain)
+        tc.warm_up(spec)
+        say(f"servers ready after {time.monotonic() - t_start:.0f} s (load {_load():.1f})")
+
+        fit_res = tc.run(tc.SCENARIO, out / "fit", sessions=1, seed=100, turns=args.turns,
+                         endpoint=plain.base_url)
+        fit, pts = tc.fit_run(fit_res)
+        when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        loads.append(_load())
+        profile = tc.fitted_profile(fit, pts, when=when,
+                                    conditions=f"1-min load average {loads[-1]:.1f}")
+        prof_path = out / f"{tc.FITTED_NAME}.yaml"
+        prof_path.write_text(yaml_text(profile), encoding="utf-8")
+        twin = f"{prof_path}/{tc.MODEL}"
+        say(f"fit: {len(pts.points)} points, RMS log error {100 * fit.rms_log_error:.1f}%: "
+            + ", ".join(f"{k} {fit.terms[k]:.4g}" for k in fit.free))
+
+        rows = tc.fit_rows(fit)
+        for n in tc.SESSIONS:
+            real = tc.run(tc.SCENARIO, out / f"real-{n}", sessions=n, seed=100 + n,
+                          turns=args.turns, endpoint=plain.base_url)
+            sim = tc.run(tc.SCENARIO, out / f"twin-{n}", sessions=n, seed=100 + n,
+                         turns=args.turns, twin=twin)
+            rows += tc.session_rows(n, sim, real)
+            loads.append(_load())
+            say(f"{n} sessions done after {time.monotonic() - t_start:.0f} s "
+                f"(load {loads[-1]:.1f})")
+        rows += tc.spec_rows(plain, spec, str(prof_path))
+        loads.append(_load())
+
+    took = time.monotonic() - t_start
+    header = (f"Measured {when} on this machine ({os.cpu_count()} cores), "
+              f"`python benchmarks/twin_vs_vllm_cpu.py` in {took / 60:.1f} min; "
+              f"1-min load average {min(loads):.1f}–{max(loads):.1f} during the runs"
+              f"{' (' + args.note + ')' if args.note else ''}; "
+              f"fit: {len(pts.points)} points, RMS log error {100 * fit.rms_log_error:.1f}%, "
+              + ", ".join(f"{k} {fit.terms[k]:.4g}" for k in fit.free) + ".\n\n")
+    say("\n" + header + tc.markdown(rows))
+    if args.write:
+        tc.FITTED_PATH.write_text(yaml_text(profile, tc.ENGINE_NOTE), encoding="utf-8")
+        for doc, table in ((ROOT / "README.md", tc.compact_markdown(rows)),
+                           (ROOT / "docs" / "twin-fidelity.md", tc.markdown(rows))):
+            doc.write_text(replace_block(doc.read_text(encoding="utf-8"), header + table),
+                           encoding="utf-8")
+        say(f"wrote {tc.FITTED_PATH.relative_to(ROOT)}, README.md, docs/twin-fidelity.md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,38 @@
+"""`endurance twin points RUN_DIR` → `endurance twin fit`: fit points from a run's own
+turn rows, through the CLI (here a one-session twin run, so the fit must find the
+profile that made it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from simulator.cli import main
+from simulator.runs import RunSpec, execute
+
+SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "calibration" / "twin-vs-vllm-cpu.yaml"
+
+
+def test_points_from_a_run_fit_back_its_profile(tmp_path: Path) -> None:
+    res = execute(RunSpec(str(SCENARIO), ["turns=4"], twin="cpu-2core/smollm2-135m",
+                          out_dir=tmp_path, show_progress=False), echo=lambda s: None)
+    points = tmp_path / "points.yaml"
+    out = CliRunner().invoke(main, ["twin", "points", str(res.run_dir), "-o", str(points),
+                                    "--hardware", "cpu-2core", "--model", "smollm2-135m"])
+    assert out.exit_code == 0, out.output
+    doc = yaml.safe_load(points.read_text())
+    assert doc["fit"] == ["eta_w", "eta_c"]
+    assert {p["kind"] for p in doc["points"]} == {"decode", "prefill"}
+    fit = CliRunner().invoke(main, ["twin", "fit", str(points)])
+    assert fit.exit_code == 0, fit.output
+    # the twin's own rows: its priors (eta_w 0.9, eta_c 0.3) come back
+    lines = {ln.split()[1]: ln.split()[3] for ln in fit.output.splitlines()
+             if ln.count("│") >= 3 and ln.split()[1] in ("eta_w", "eta_c")}
+    assert abs(float(lines["eta_w"]) - 0.9) < 0.09 and abs(float(lines["eta_c"]) - 0.3) < 0.03, fit.output
+
+
+def test_points_refuse_a_directory_without_rows(tmp_path: Path) -> None:
+    out = CliRunner().invoke(main, ["twin", "points", str(tmp_path), "-o", str(tmp_path / "p.yaml")])
+    assert out.exit_code == 2 and "no turns.parquet" in out.output
