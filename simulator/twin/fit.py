@@ -277,7 +277,11 @@ def fit_terms(points: Sequence[Observation], hardware: str, model: str, *,
     hi = np.log([BOUNDS[f][1] for f in free])
 
     def build(x: np.ndarray) -> RooflinePerfModel:
-        eff = base.model_copy(update=dict(zip(free, np.exp(x).tolist(), strict=True)))
+        # exp(log(bound)) may round past the bound, and the Jacobian's step may cross it:
+        # values are clipped to their bounds in linear space (the profile refuses eta > 1)
+        values = {f: min(max(v, BOUNDS[f][0]), BOUNDS[f][1])
+                  for f, v in zip(free, np.exp(x).tolist(), strict=True)}
+        eff = base.model_copy(update=values)
         return RooflinePerfModel(hw, mp, settings, Efficiency.model_validate(eff.model_dump()))
 
     run = cached(runner) if runner is not None else None

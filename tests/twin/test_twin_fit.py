@@ -35,6 +35,17 @@ def test_fit_recovers_known_terms() -> None:
     assert all(abs(r.error_pct) < 0.5 for r in result.rows)
 
 
+def test_a_term_driven_to_its_bound_stops_there() -> None:
+    """A point faster than any allowed efficiency pushes eta_c to its bound of 1; exp(log(1))
+    can land a hair above 1, which the profile's validation used to refuse mid-fit."""
+    pm = build_perf_model("a40", "qwen3-coder-30b-a3b-awq")
+    shape = Observation(kind="prefill", prompt_tokens=30_000, measured=1, unit="s")
+    fast = shape.model_copy(update={"measured": predict(pm, shape) / 100})
+    result = fit_terms([fast], "a40", "qwen3-coder-30b-a3b-awq", free=("eta_c", "eta_attn"))
+    assert result.terms["eta_c"] == pytest.approx(1.0) and result.terms["eta_c"] <= 1.0
+    assert result.terms["eta_attn"] <= 1.0 and result.rows[0].error_pct > 0
+
+
 def test_shipped_calibration_refits_within_ten_percent() -> None:
     pf = load_points(POINTS)
     assert pf.hardware == "a40" and pf.fit
