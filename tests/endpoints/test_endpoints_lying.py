@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from simulator.endpoints import transport
 from simulator.endpoints.aiohttp_client import AiohttpEndpoint
 from simulator.endpoints.base import EndpointError, ErrorType
 from simulator.endpoints.dialects import ANTHROPIC, OPENAI_CHAT, Dialect
-from simulator.endpoints import transport
 from simulator.endpoints.lean import LeanEndpoint
 from simulator.endpoints.transport import AttemptLimits
 from tests.endpoints.test_endpoints_limits import REQ, SSE_HEAD, Writer, _chunk, hostile
