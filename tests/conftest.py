@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from hypothesis import settings
 
 from simulator.endpoints.base import Endpoint
 from simulator.runs import RunResult, RunSpec, execute
@@ -22,6 +23,12 @@ from tests.engines_fixtures import (  # noqa: F401  (session fixtures)
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
+
+# No per-example deadline (Hypothesis' default is 200 ms): on two shared cores, or two
+# pytest-xdist workers, a slow example is the machine's load, not a failure; speed
+# targets live in benchmarks/. Most property tests already said deadline=None.
+settings.register_profile("endurance", deadline=None)
+settings.load_profile("endurance")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

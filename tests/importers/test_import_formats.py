@@ -6,6 +6,7 @@ the chain, a UTF-8 BOM. Nothing lost, every tool call paired, context per call w
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,21 @@ COMPACTIONS = {"compact_boundary": 2, "summary_segments": 2}
 SUBAGENTS = {"sidechain": 1, "subagent": 1}
 
 
+_IMPORTED: dict[str, tuple[str, dict[str, Any]]] = {}
+
+
 def _import(tmp_path: Path, fmt: str) -> tuple[Path, dict[str, Any]]:
-    proj = make_format(tmp_path / "projects", fmt)
+    """The format's transcript imported into `tmp_path`. The import is deterministic (the
+    same YAML and summary from any folder), so it runs once per format for the module and
+    later tests get its copy."""
     out = tmp_path / f"{fmt}.yaml"
-    res = import_claude_code([proj], out_path=out)
-    out.write_text(scenario_yaml(res.data))
-    return out, res.summary
+    if fmt not in _IMPORTED:
+        proj = make_format(tmp_path / "projects", fmt)
+        res = import_claude_code([proj], out_path=out)
+        _IMPORTED[fmt] = (scenario_yaml(res.data), res.summary)
+    text, summary = _IMPORTED[fmt]
+    out.write_text(text)
+    return out, copy.deepcopy(summary)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
