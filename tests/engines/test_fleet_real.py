@@ -10,6 +10,14 @@ caches per token, and the twin's decode burst fails at block size 1) routes the 
 share (Σ cache_read_tokens / Σ prompt_tokens) must be within 5 points of the servers'
 under each policy. Shares, not counts: the twin tokenises with cl100k, the tiny model
 with its own BPE.
+
+llama.cpp sometimes streams a short reply without `message_start` (it sends that event
+only with the partial result of the first decoded token, `server-task.cpp`
+`to_json_anthropic`, and a first token held back for a possible stop string never gets
+one). The client records that attempt as `malformed_stream` and retries, and its round
+robin gives the retry the next server, so the servers' routing and caches part from the
+twin's (which never fails) from that turn on. Routing is checked per attempt; the twin is
+compared with the turns before the first failed attempt.
 """
 
 from __future__ import annotations
@@ -48,9 +56,18 @@ def _overrides(policy: str, model: str) -> list[str]:
             f"model={model}", f"fleet.router={policy}"]
 
 
+MIN_COMPARED = 6     # turns before the first failed attempt, else the run says nothing
+
+
 def _share(df: pd.DataFrame) -> float:
     t = df[df.ok & df.prompt_tokens.notna()]
     return float(t.cache_read_tokens.sum() / t.prompt_tokens.sum())
+
+
+def _clean_turns(rows: pd.DataFrame) -> int:
+    """Turns before the real run's first failed attempt (all of them if none failed)."""
+    failed = rows.loc[~rows.ok, "turn_index"]
+    return int(failed.min()) if len(failed) else TURNS
 
 
 def _real_and_twin(a: EngineServer, b: EngineServer, policy: str,
@@ -62,6 +79,14 @@ def _real_and_twin(a: EngineServer, b: EngineServer, policy: str,
     rows = turns_of(real)
     ok = rows[rows.ok]
     assert ok.replica.nunique() == (2 if policy == "round_robin" else 1)
+    # the client's routing, per attempt (a retry is a new pick): round robin alternates
+    attempts = rows.sort_values("started_mono_s").replica.astype(int).tolist()
+    if policy == "round_robin":
+        assert attempts == [i % 2 for i in range(len(attempts))]
+    clean = _clean_turns(rows)
+    if clean < MIN_COMPARED:
+        pytest.skip(f"{policy}: llama.cpp broke the stream grammar at turn {clean} "
+                    f"(see the module docstring); too few turns to compare with the twin")
     # scraped per endpoint: each URL's /metrics rows carry its replica
     server = pd.read_parquet(real.run_dir / "server_metrics.parquet")
     assert set(server.replica.dropna().astype(str)) == {"0", "1"}
@@ -71,15 +96,16 @@ def _real_and_twin(a: EngineServer, b: EngineServer, policy: str,
     twin = run_scenario(SCENARIO, tmp_path, _overrides(policy, a.model), endpoint=fleet)
     assert twin.status == "completed"
     tw = turns_of(twin)
-    # the same turns went to the same replicas
-    keys = ["turn_index"]
-    assert tw[tw.ok].set_index(keys).replica.equals(
-        ok.drop_duplicates(keys, keep="last").set_index(keys).replica)
+    # the same turns went to the same replicas, up to the first failed attempt
+    real_clean = ok[ok.turn_index < clean].set_index("turn_index")
+    twin_clean = tw[tw.ok & (tw.turn_index < clean)].set_index("turn_index")
+    assert len(twin_clean) == clean and twin_clean.replica.equals(real_clean.replica)
     per = [(p["replica"], round(p["cache_read_share"] or 0, 3))
            for p in real.summary["fleet"]["per_replica"]]
-    print(f"\n[fleet {policy}] cache-read share: servers {_share(rows):.3f}, twin "
-          f"{_share(tw):.3f} (servers per replica: {per})")
-    return _share(rows), _share(tw)
+    print(f"\n[fleet {policy}] cache-read share over turns 0–{clean - 1}: servers "
+          f"{_share(real_clean):.3f}, twin {_share(twin_clean):.3f} (whole run, servers "
+          f"per replica: {per}; {len(rows) - len(ok)} failed attempts)")
+    return _share(real_clean), _share(twin_clean)
 
 
 def test_twin_fleet_predicts_two_servers_under_round_robin_and_affinity(
