@@ -53,6 +53,12 @@ def load_turns(run_dir: Path) -> pd.DataFrame:
     return df
 
 
+def turn_records(run_dir: Path) -> list[dict[str, Any]]:
+    """`load_turns` as plain rows (one mapping per attempt), for the pure code that takes
+    rows rather than a frame (`twin.run_points`)."""
+    return [{str(k): v for k, v in r.items()} for r in load_turns(run_dir).to_dict("records")]
+
+
 def load_saved_summary(run_dir: str | Path) -> dict[str, Any] | None:
     """The run's summary.json (None when absent, e.g. a run killed before finalizing),
     with keys older versions wrote renamed to the metric registry's (`turns` → `ok_turns`)."""

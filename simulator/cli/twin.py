@@ -95,13 +95,11 @@ def fit_command(points_file: Path, hardware: str | None, model: str | None,
 def points_command(run_dir: Path, output: Path, hardware: str | None, model: str | None,
                    units: str) -> None:
     """Fit points (decode tok/s, TTFT) from a one-session run's turn rows in RUN_DIR."""
-    import pandas as pd
-
+    from simulator.analysis.load import turn_records
     from simulator.twin.run_points import points_document, points_from_rows
-    table = run_dir / "turns.parquet"
-    if not table.is_file():
+    if not (run_dir / "turns.parquet").is_file():
         raise InputError(f"{run_dir}: no turns.parquet (not a results directory)")
-    rows = [{str(k): v for k, v in r.items()} for r in pd.read_parquet(table).to_dict("records")]
+    rows = turn_records(run_dir)
     result = points_from_rows(rows, units="server" if units == "server" else "twin")
     doc = points_document(result, hardware=hardware, model=model,
                           source=f"endurance twin points {run_dir} (units: {units})")

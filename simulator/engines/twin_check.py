@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
+from simulator.analysis.load import load_turns, turn_records
+from simulator.analysis.summary import ok_rows
 from simulator.check.compare import PROBES
 from simulator.engines.server import EngineServer
 from simulator.runs import RunResult, RunSpec, execute
@@ -77,16 +77,11 @@ def run(scenario: Path, out: Path, *, sessions: int, seed: int, turns: int | Non
     return res
 
 
-def turn_rows(res: RunResult) -> list[dict[str, Any]]:
-    table = pd.read_parquet(res.run_dir / "turns.parquet")
-    return [{str(k): v for k, v in r.items()} for r in table.to_dict("records")]
-
-
 def fit_run(res: RunResult, *, base: str | Path = BASE_HARDWARE,
             free: Sequence[str] = FREE) -> tuple[FitResult, RunPoints]:
     """Fit points from a one-session run, and the fit on `base` with the server's
     settings (written to a temporary profile only while the fit reads it)."""
-    pts = points_from_rows(turn_rows(res))
+    pts = points_from_rows(turn_records(res.run_dir))
     with tempfile.TemporaryDirectory(prefix="endurance-twin-check-") as tmp:
         path = Path(tmp) / "base.yaml"
         path.write_text(yaml_text(_with_server_settings(base)), encoding="utf-8")
@@ -183,8 +178,7 @@ def compact_markdown(rows: Sequence[Row]) -> str:
 
 
 def _mean_output(res: RunResult) -> float | None:
-    t = pd.read_parquet(res.run_dir / "turns.parquet")
-    t = t[(t.request_kind == "turn") & t.ok]
+    t = ok_rows(load_turns(res.run_dir), "turn")
     return float(t.output_tokens.mean()) if len(t) else None
 
 

@@ -36,3 +36,10 @@ def test_points_from_a_run_fit_back_its_profile(tmp_path: Path) -> None:
 def test_points_refuse_a_directory_without_rows(tmp_path: Path) -> None:
     out = CliRunner().invoke(main, ["twin", "points", str(tmp_path), "-o", str(tmp_path / "p.yaml")])
     assert out.exit_code == 2 and "no turns.parquet" in out.output
+
+
+def test_points_refuse_a_corrupted_rows_file_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "turns.parquet").write_bytes(b"PAR1 not a parquet file")
+    out = CliRunner().invoke(main, ["twin", "points", str(tmp_path), "-o", str(tmp_path / "p.yaml")])
+    assert out.exit_code == 2 and "corrupted parquet" in out.output, out.output
+    assert not (tmp_path / "p.yaml").exists()
