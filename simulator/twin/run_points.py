@@ -24,6 +24,7 @@ profile fitted on them reproduces the run when the twin runs the same scenario; 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -57,14 +58,6 @@ def _num(row: Mapping[str, Any], key: str) -> float | None:
     except (TypeError, ValueError):
         return None
     return f if math.isfinite(f) else None
-
-
-def _median(xs: list[float]) -> float | None:
-    if not xs:
-        return None
-    s = sorted(xs)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
 def points_from_rows(rows: Iterable[Mapping[str, Any]], *, units: Units = "twin",
@@ -106,7 +99,7 @@ def points_from_rows(rows: Iterable[Mapping[str, Any]], *, units: Units = "twin"
                                       context=context, label=f"{label} decode"))
             used = True
         skipped += not used
-    return RunPoints(tuple(points), skipped, _median(ratios))
+    return RunPoints(tuple(points), skipped, statistics.median(ratios) if ratios else None)
 
 
 def points_document(result: RunPoints, *, hardware: str | None, model: str | None,
