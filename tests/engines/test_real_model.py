@@ -7,10 +7,8 @@ on 2 cores). What each test measured is printed (pytest -s, or on failure)."""
 
 from __future__ import annotations
 
-import json
 import sys
 import urllib.request
-from typing import Any
 
 import pytest
 
@@ -19,6 +17,7 @@ from simulator.check.metrics import parse_metrics
 from simulator.check.needle import BEYOND, HIT, MISS, cells, length_label
 from simulator.check.recall import run_recall_async
 from simulator.engines.server import EngineServer
+from simulator.engines.twin_check import token_ids
 from simulator.twin.spec_decode import NgramSpec
 from simulator.twin.spec_replay import SpecCounts, replay
 
@@ -32,13 +31,6 @@ MAX_TOKENS = 200
 
 def _say(text: str) -> None:
     print(text, file=sys.stderr)
-
-
-def _post(url: str, body: dict[str, Any]) -> Any:
-    req = urllib.request.Request(url, json.dumps(body).encode(),
-                                 {"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=120) as resp:
-        return json.loads(resp.read())
 
 
 def _spec_counters(server: EngineServer) -> SpecCounts:
@@ -64,16 +56,6 @@ def _minus(a: SpecCounts, b: SpecCounts) -> SpecCounts:
                       a.accepted_tokens - b.accepted_tokens, a.output_tokens - b.output_tokens)
 
 
-def _token_ids(server: EngineServer, prompt: str, reply: str) -> tuple[list[int], list[int]]:
-    """The prompt as vLLM renders it (chat template) and the reply, in SmolLM2's ids."""
-    p = _post(server.base_url + "/tokenize", {
-        "model": server.model, "add_generation_prompt": True,
-        "messages": [{"role": "user", "content": prompt}]})
-    r = _post(server.base_url + "/tokenize", {"model": server.model, "prompt": reply,
-                                               "add_special_tokens": False})
-    return list(p["tokens"]), list(r["tokens"])
-
-
 async def test_ngram_speculation_is_lossless_and_the_twin_drafts_alike(
         smol_vllm: EngineServer, smol_vllm_spec: EngineServer) -> None:
     """`check --against`: greedy replies with and without n-gram speculation are the
@@ -88,7 +70,7 @@ async def test_ngram_speculation_is_lossless_and_the_twin_drafts_alike(
     assert [r.error for r in results] == [""] * len(PROBES)
     assert real.drafts > 0 and real.accepted_tokens > 0
 
-    exchanges = [_token_ids(smol_vllm_spec, prompt, r.text_b or "")
+    exchanges = [token_ids(smol_vllm_spec, prompt, r.text_b or "")
                  for (_, prompt), r in zip(PROBES, results, strict=True)]
     twin = replay(exchanges, SMOL_SPEC)
     reply_tokens = sum(len(reply) for _, reply in exchanges)
