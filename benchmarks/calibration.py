@@ -3,7 +3,7 @@
 Run: `python benchmarks/calibration.py`. Not a timed test: it prints what the fitted
 performance model predicts for the A40 + Qwen3-Coder-30B-A3B AWQ measurements (and the
 GB10 ones), and the assumptions behind each mapping (listed in
-simulator/twin/profiles/calibration/a40-qwen3-coder-30b-a3b-awq.yaml).
+simulator/twin/model/profiles/calibration/a40-qwen3-coder-30b-a3b-awq.yaml).
 
 Two kinds of row: closed-form ones (decode and prefill of one step shape, bytes per pass,
 KV capacity: `perf_model` arithmetic, nothing to run) and scenario ones, each an
@@ -22,15 +22,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rich.console import Console
 from rich.table import Table
 
-from simulator.calibration_runs import RUNS, PointRun
-from simulator.twin.fit import evaluate, load_points
-from simulator.twin.perf_model import (
+from simulator.sweep.calibration import RUNS, PointRun
+from simulator.twin.model.fit import evaluate, load_points
+from simulator.twin.model.perf_model import (
     RooflinePerfModel,
     build_perf_model,
     decode_tok_s,
     prefill_seconds,
 )
-from simulator.twin.profiles import PROFILE_DIR
+from simulator.twin.model.profiles import PROFILE_DIR
 
 POINTS = PROFILE_DIR / "calibration" / "a40-qwen3-coder-30b-a3b-awq.yaml"
 HW, MODEL, CTX = "a40", "qwen3-coder-30b-a3b-awq", 3000

@@ -54,31 +54,31 @@ def _make_endpoint(path: str, url: str, sessions: int) -> Any:
     if API == "openai":
         return _make_openai_endpoint(path, url, sessions)
     if path.startswith("sdk"):
-        from simulator.endpoints.messages_api import AnthropicSDKEndpoint
+        from simulator.endpoints.sdk.anthropic import AnthropicSDKEndpoint
         return AnthropicSDKEndpoint(url, "bench", timeout_s=120, connect_timeout_s=10,
                                     backend="aiohttp" if path == "sdk-aiohttp" else "httpx",
                                     max_connections=sessions)
     if path.startswith("aiohttp"):
-        from simulator.endpoints.aiohttp_client import AiohttpEndpoint
+        from simulator.endpoints.http.aiohttp_client import AiohttpEndpoint
         return AiohttpEndpoint(url, "bench", timeout_s=120, connect_timeout_s=10,
                                max_connections=sessions)
-    from simulator.endpoints.lean import LeanEndpoint
+    from simulator.endpoints.http.lean import LeanEndpoint
     return LeanEndpoint(url, "bench", timeout_s=120, connect_timeout_s=10,
                         max_connections=sessions)
 
 
 def _make_openai_endpoint(path: str, url: str, sessions: int) -> Any:
-    from simulator.endpoints.dialects import OPENAI_CHAT
+    from simulator.endpoints.wire.dialects import OPENAI_CHAT
     kw: dict[str, Any] = {"timeout_s": 120, "connect_timeout_s": 10,
                           "max_connections": sessions}
     if path.startswith("sdk"):
-        from simulator.endpoints.openai_sdk import OpenAISDKEndpoint
+        from simulator.endpoints.sdk.openai import OpenAISDKEndpoint
         return OpenAISDKEndpoint(url, "bench", backend="aiohttp" if path == "sdk-aiohttp"
                                  else "httpx", **kw)
     if path.startswith("aiohttp"):
-        from simulator.endpoints.aiohttp_client import AiohttpEndpoint
+        from simulator.endpoints.http.aiohttp_client import AiohttpEndpoint
         return AiohttpEndpoint(url, "bench", dialect=OPENAI_CHAT, **kw)
-    from simulator.endpoints.lean import LeanEndpoint
+    from simulator.endpoints.http.lean import LeanEndpoint
     return LeanEndpoint(url, "bench", dialect=OPENAI_CHAT, **kw)
 
 
@@ -95,7 +95,7 @@ class PlainReader:
     def __init__(self, url: str, sessions: int, n_tokens: int) -> None:
         import aiohttp
         self._aiohttp = aiohttp
-        from simulator.endpoints.dialects import dialect
+        from simulator.endpoints.wire.dialects import dialect
         d = dialect("openai-chat" if API == "openai" else "anthropic")
         self._url = url.rstrip("/") + d.path
         self._n = n_tokens
@@ -126,7 +126,7 @@ class BareSDKReader:
         if API == "openai":
             import openai
 
-            from simulator.endpoints.openai_chat import chat_kwargs
+            from simulator.endpoints.wire.openai_chat import chat_kwargs
             self._oa = openai.AsyncOpenAI(
                 base_url=url + "/v1", api_key="bench", max_retries=0,
                 http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=120))
@@ -201,8 +201,7 @@ def worker_main(a: argparse.Namespace) -> None:
 
 # ----------------------------------------------------------------------- driver side --
 import peers as peer_runner  # noqa: E402  (benchmarks/, beside this file)
-
-from simulator.machine import machine  # noqa: E402  (after the sys.path insert)
+from machine import machine  # noqa: E402  (benchmarks/machine.py, beside this script)
 
 PEER_PATHS = list(peer_runner.PROTOCOL)
 

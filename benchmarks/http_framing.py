@@ -22,8 +22,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from simulator.endpoints import http1
-from simulator.endpoints.sse import StreamState
+from simulator.endpoints.http import http1
+from simulator.endpoints.wire.anthropic import StreamState
 
 N = 20_000
 HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"

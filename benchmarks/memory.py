@@ -23,12 +23,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from simulator.machine import machine  # noqa: E402  (after the sys.path insert)
+from machine import machine  # noqa: E402  (benchmarks/machine.py, beside this script)
 
 CHILD = r"""
 import json, sys, threading, time
 from pathlib import Path
-from simulator.runs import RunSpec, execute
+from simulator.run.spec import RunSpec
+from simulator.run.execute import execute
 
 def rss_mib():
     for line in open("/proc/self/status"):
@@ -75,7 +76,7 @@ JOURNAL_CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
 import pandas, pyarrow.json
-from simulator.metrics.recorder import read_journal, turns_frame, turns_frame_from_journal
+from simulator.records.recorder import read_journal, turns_frame, turns_frame_from_journal
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 path, how = Path(sys.argv[1]), sys.argv[2]
 t0 = time.perf_counter()

@@ -1,5 +1,5 @@
 """CPU per metered request of the reference n-gram meter ("what n-gram speculation
-would see", `simulator.twin.predictability`), before and after the bulk index.
+would see", `simulator.twin.spec_decode.predictability`), before and after the bulk index.
 
 It runs a scenario on the in-process twin once, recording every (session, prompt ids,
 reply ids) the twin's meter was given, then replays that sequence through
@@ -38,7 +38,8 @@ def capture(scenario: str, sessions: int, turns: int) -> list[Pair]:
     """Every (session, prompt, reply) the twin metered in one run (all sessions)."""
     from unittest import mock
 
-    from simulator import runs
+    from simulator.run.execute import execute
+    from simulator.run.spec import RunSpec
     seen: list[Pair] = []
 
     def recording(self: Any, prompt: Any, reply: Any, session: str = "") -> int | None:
@@ -47,9 +48,8 @@ def capture(scenario: str, sessions: int, turns: int) -> list[Pair]:
 
     with mock.patch.object(predictability.ReferenceMeter, "passes", recording), \
             tempfile.TemporaryDirectory() as tmp:
-        runs.execute(runs.RunSpec(scenario, [f"sessions={sessions}", f"turns={turns}"],
-                                  out_dir=Path(tmp), show_progress=False),
-                     echo=lambda _: None)
+        execute(RunSpec(scenario, [f"sessions={sessions}", f"turns={turns}"],
+                        out_dir=Path(tmp), show_progress=False), echo=lambda _: None)
     return seen
 
 
@@ -58,7 +58,8 @@ def capture_requests(scenario: str, sessions: int, turns: int) -> list[tuple[Any
     client meter sees on a real server (a real run meters only its first 8 sessions)."""
     from unittest import mock
 
-    from simulator import runs
+    from simulator.run.execute import execute
+    from simulator.run.spec import RunSpec
     seen: list[tuple[Any, Any]] = []
 
     class Recording:
@@ -69,9 +70,8 @@ def capture_requests(scenario: str, sessions: int, turns: int) -> list[tuple[Any
 
     with mock.patch("simulator.session.runner._client_meter", lambda _: Recording()), \
             tempfile.TemporaryDirectory() as tmp:
-        runs.execute(runs.RunSpec(scenario, [f"sessions={sessions}", f"turns={turns}"],
-                                  out_dir=Path(tmp), show_progress=False),
-                     echo=lambda _: None)
+        execute(RunSpec(scenario, [f"sessions={sessions}", f"turns={turns}"],
+                        out_dir=Path(tmp), show_progress=False), echo=lambda _: None)
     return seen
 
 

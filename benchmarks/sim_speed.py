@@ -1,7 +1,7 @@
 """Simulation speed: how fast the in-process twin runs the bundled endurance scenario.
 
 For each session count N it runs `scenarios/claude-code-endurance.yaml` on the
-in-process twin in virtual time (`simulator.runs.execute`, results in a temporary
+in-process twin in virtual time (`simulator.run.execute.execute`, results in a temporary
 directory) and prints simulated turns per wall second, simulated seconds per wall
 second and the CPU seconds the run took. Turns per session default to the scenario's
 553 at N = 1 and to ⌈budget / N⌉ (at most 553) above, so every point finishes in
@@ -42,7 +42,7 @@ FLEET_TARGET_WALL_S = 30.0
 FLEET_TWIN = "h100/qwen3-coder-30b-a3b-awq"
 
 
-from simulator.machine import machine  # noqa: E402  (after the sys.path insert)
+from machine import machine  # noqa: E402  (benchmarks/machine.py, beside this script)
 
 
 def turns_for(sessions: int, budget: int) -> int:
@@ -54,7 +54,8 @@ def run_point(sessions: int, turns: int, offload_gib: float = 0.0,
     """One run; wall and CPU seconds of `execute` only (imports are already paid)."""
     import pandas as pd
 
-    from simulator.runs import RunSpec, execute
+    from simulator.run.execute import execute
+    from simulator.run.spec import RunSpec
     tier = [f"twin.kv_offload_gib={offload_gib:g}"] if offload_gib else []
     with tempfile.TemporaryDirectory() as tmp:
         spec = RunSpec(str(SCENARIO), overrides=[f"sessions={sessions}", f"turns={turns}",
@@ -89,8 +90,8 @@ def cli_run() -> dict[str, Any]:
 def startup() -> float:
     """Seconds to import the run library and load the tokenizer (paid once per process)."""
     t0 = time.perf_counter()
-    import simulator.runs  # noqa: F401
-    from simulator import tokens
+    import simulator.run.execute  # noqa: F401
+    from simulator.util import tokens
     tokens.encoding()
     return time.perf_counter() - t0
 

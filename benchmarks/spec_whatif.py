@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simulator.twin.perf_model import build_perf_model
-from simulator.twin.spec_whatif import run_sessions
+from simulator.twin.model.perf_model import build_perf_model
+from simulator.twin.spec_decode.whatif import run_sessions
 
 SPECS = ("off", "ngram:5", "ngram:24")
 COUNTS = (1, 2, 4, 8, 16, 32)

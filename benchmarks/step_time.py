@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from simulator.twin.perf_model import build_perf_model
-from simulator.twin.types import StepShape
+from simulator.twin.core.types import StepShape
+from simulator.twin.model.perf_model import build_perf_model
 
 TARGET_US = 50.0
 

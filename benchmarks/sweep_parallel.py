@@ -53,7 +53,7 @@ def burn(n: int) -> int:
 def _control(parallel: int) -> tuple[float, float]:
     """(serial s, parallel s) of the same CPU loops through `map_points`."""
     sys.path.insert(0, str(ROOT))
-    from simulator.parallel import map_points
+    from simulator.sweep.fanout import map_points
     items = [5_000_000] * (2 * parallel)
     t = time.perf_counter()
     map_points(burn, items, 1)

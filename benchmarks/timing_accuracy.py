@@ -87,13 +87,13 @@ async def measure(url: str, path: str, sessions: int, turns: int,
     from simulator.endpoints.base import LLMRequest
     from simulator.session.conversation import Prefix, user_text
     if path == "lean":
-        from simulator.endpoints.lean import LeanEndpoint
+        from simulator.endpoints.http.lean import LeanEndpoint
         ep: Any = LeanEndpoint(url, "", timeout_s=300, max_connections=sessions)
     elif path == "aiohttp":
-        from simulator.endpoints.aiohttp_client import AiohttpEndpoint
+        from simulator.endpoints.http.aiohttp_client import AiohttpEndpoint
         ep = AiohttpEndpoint(url, "", timeout_s=300, max_connections=sessions)
     else:
-        from simulator.endpoints.messages_api import AnthropicSDKEndpoint
+        from simulator.endpoints.sdk.anthropic import AnthropicSDKEndpoint
         ep = AnthropicSDKEndpoint(url, "x", timeout_s=300, max_connections=sessions)
     req = LLMRequest(model="twin", prefix=Prefix("You are a coding agent.", (), 6, 0),
                      messages=(user_text("Refactor the parser module."),),

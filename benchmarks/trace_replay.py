@@ -22,7 +22,8 @@ import pandas as pd
 
 from simulator.cli.importer import trace_yaml
 from simulator.importers.trace_import import import_weka
-from simulator.runs import RunSpec, execute
+from simulator.run.execute import execute
+from simulator.run.spec import RunSpec
 from simulator.scenario.load import load_scenario
 
 

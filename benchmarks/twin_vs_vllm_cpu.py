@@ -12,7 +12,7 @@ docs/twin-fidelity.md). It
 3. without refitting, runs the same scenario at 2, 4 and 8 sessions on the real server
    and on the fitted twin, and n-gram speculation on vs off on the model's own replies;
 4. prints the table (twin, real, error) and, with `--write`, writes
-   `simulator/twin/profiles/hardware/cpu-2core-fitted.yaml` and the table between the
+   `simulator/twin/model/profiles/hardware/cpu-2core-fitted.yaml` and the table between the
    `twin-vs-vllm-cpu` markers of README.md and docs/twin-fidelity.md.
 """
 
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from simulator.engines import twin_check as tc
 from simulator.engines.install import SMOLLM2_CONTEXT, ensure_smollm2, ensure_vllm
 from simulator.engines.server import EngineServer, serve_vllm
-from simulator.twin.profile_write import yaml_text
+from simulator.twin.model.profile_write import yaml_text
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- twin-vs-vllm-cpu:start -->", "<!-- twin-vs-vllm-cpu:end -->"

@@ -27,11 +27,13 @@ from simulator.analysis.notebook import (
     scenario_path,
 )
 from simulator.errors import RunError
-from simulator.points import point_figures
-from simulator.runs import RunSpec, execute, parse_twin
+from simulator.run.execute import execute
+from simulator.run.spec import RunSpec
 from simulator.scenario.load import load_scenario
 from simulator.session.prefix import build_base_prefix
-from simulator.twin.perf_model import build_perf_model
+from simulator.sweep.point import point_figures
+from simulator.twin.model.perf_model import build_perf_model
+from simulator.twin.model.profiles import parse_twin
 
 __all__ = ["DEFAULT_TWIN", "RESULTS_ENV", "TwinPoints", "completed_runs", "describe_run",
            "ensure_run", "find_run",

@@ -11,7 +11,8 @@ import yaml
 from hypothesis import settings
 
 from simulator.endpoints.base import Endpoint
-from simulator.runs import RunResult, RunSpec, execute
+from simulator.run.execute import execute
+from simulator.run.spec import RunResult, RunSpec
 from tests.engines_fixtures import (  # noqa: F401  (session fixtures)
     _smol_vllm_pair,
     llamacpp_server,

@@ -97,7 +97,7 @@ def twin_in_thread(hardware: str = "a40", model: str = "qwen3-coder-30b-a3b-awq"
     import asyncio
     import threading
 
-    from simulator.twin.server import serving, twin_app
+    from simulator.twin.serve.server import serving, twin_app
 
     loop = asyncio.new_event_loop()
     ready: list[str] = []

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from simulator import tokens
+from simulator.util import tokens
 
 TRUE_SCALE = 1.12
 PREFIX = 19_000    # = the scenario defaults (3,000 system + 16,000 tools)

@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from simulator.twin.faults import parse_faults
-from simulator.twin.server import serving, twin_app
+from simulator.twin.serve.faults import parse_faults
+from simulator.twin.serve.server import serving, twin_app
 from tests.conftest import ROOT
 
 HARDWARE, MODEL = "h100", "llama-3.1-8b"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from simulator.clock import RunClock
-from simulator.vtime import run_virtual
+from simulator.clock.virtual import run_virtual
 
 
 def test_conversions_at_a_rate() -> None:

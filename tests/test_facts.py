@@ -8,7 +8,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator import facts as fx
+from simulator.protocol import facts as fx
 
 keys = st.from_regex(r"[a-z][a-z_]{2,20}[a-z]", fullmatch=True)
 values = st.from_regex(r"[A-Z]{3,8}-[0-9]{3,6}[a-z]", fullmatch=True)

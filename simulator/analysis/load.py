@@ -15,10 +15,10 @@ import pandas as pd
 
 from simulator.analysis import metrics_registry as registry
 from simulator.errors import InputError
-from simulator.metrics.prometheus import SERVER_METRICS_COLUMNS
-from simulator.metrics.recorder import load_manifest as load_manifest  # beside its writer
-from simulator.metrics.records import COLUMNS
-from simulator.visible import visible
+from simulator.records.prometheus import SERVER_METRICS_COLUMNS
+from simulator.records.recorder import load_manifest as load_manifest  # beside its writer
+from simulator.records.rows import COLUMNS
+from simulator.util.visible import visible
 
 # Columns the analysis cannot do without (the rest may be absent in older runs).
 REQUIRED_COLUMNS: tuple[str, ...] = (

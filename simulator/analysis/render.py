@@ -17,7 +17,7 @@ from simulator.analysis.load import load_run, load_saved_summary, run_label
 from simulator.analysis.summary import VERBATIM_WARNING, ok_rows, summarize_run, summary_table
 from simulator.analysis.target import describe_target
 from simulator.errors import InputError
-from simulator.visible import visible
+from simulator.util.visible import visible
 
 
 @dataclass(frozen=True, slots=True)

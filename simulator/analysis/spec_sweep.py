@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import InputError
-from simulator.twin.spec_decode import parse_spec
+from simulator.twin.spec_decode.ngram import parse_spec
 
 
 def spec_list(text: str) -> list[str]:

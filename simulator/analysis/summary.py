@@ -197,7 +197,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     """The run's summary figures (JSON-safe dict) from its turns table, built once.
 
     `wall_window_s` overrides the window measured from the rows (seconds).
-    `server_metrics` (windowed rows from `simulator.metrics.prometheus`) adds the
+    `server_metrics` (windowed rows from `simulator.records.prometheus`) adds the
     server-counter cache share, KV usage peak and preemptions; `engine_stats` (the
     in-process twin's counters, saved as `engine`) gives them where nothing was scraped.
     They are None otherwise. `steady` (requested N and load shape) adds achieved

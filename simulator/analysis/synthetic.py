@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simulator.metrics.records import COLUMNS, TurnRecord
+from simulator.records.rows import COLUMNS, TurnRecord
 
 
 def synthetic_turns(*, sessions: int = 1, turns: int = 60, tok_s: float = 100.0,

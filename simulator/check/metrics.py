@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.metrics import prometheus
-from simulator.metrics.prometheus import DIALECTS
+from simulator.records import prometheus
+from simulator.records.prometheus import DIALECTS
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from simulator import tokens
 from simulator.errors import InputError
 from simulator.scenario.content import synth_text
+from simulator.util import tokens
 
 MAX_LENGTH = 1 << 20           # 1M tokens: beyond any server, and a haystack of ~4 MB
 

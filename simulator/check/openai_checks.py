@@ -23,7 +23,7 @@ from simulator.check.probes import CAP
 from simulator.check.report import CheckResult, failed, passed, warned
 from simulator.check.sse import parse_sse
 from simulator.endpoints.base import ErrorType, classify_status
-from simulator.endpoints.openai_chat import PATH, STOP_REASONS
+from simulator.endpoints.wire.openai_chat import PATH, STOP_REASONS
 
 FINISH_REASONS = frozenset(STOP_REASONS)
 TOOL_CAP = 48  # tokens: room for one tool call

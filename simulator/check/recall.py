@@ -21,7 +21,7 @@ from simulator.check.compare import served_model
 from simulator.check.needle import BEYOND, ERROR, HIT, MISS, Outcome, build_case, recalled
 from simulator.check.openai_checks import context_window
 from simulator.endpoints.base import ErrorType, classify_status
-from simulator.twin.server import TWIN_FIELD
+from simulator.twin.serve.server import TWIN_FIELD
 
 MAX_TOKENS = 48     # a small model often restates the question before the value
 

@@ -32,7 +32,7 @@ SYSTEM = ("You are a coding agent working in a Python repository. Answer briefly
 
 def validate_base_url(base_url: str) -> str:
     """The base URL without a trailing slash; InputError when it is not http(s)://host."""
-    from simulator.redact import check_endpoint_url
+    from simulator.util.redact import check_endpoint_url
     try:
         check_endpoint_url(base_url, "endpoint URL")
     except ValueError as exc:

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulator.endpoints.sse import SSEParser, parse_block
+from simulator.endpoints.wire.sse import SSEParser, parse_block
 
 KNOWN_EVENTS = frozenset({"message_start", "content_block_start", "content_block_delta",
                           "content_block_stop", "message_delta", "message_stop", "ping",
@@ -41,7 +41,7 @@ class SseEvent:
 
 def parse_sse(raw: bytes) -> tuple[list[SseEvent], bytes]:
     """(events, unterminated tail) of a whole SSE body. Framing is the client's own
-    (`simulator.endpoints.sse`), so the check sees what the load generator sees; a tail
+    (`simulator.endpoints.wire.sse`), so the check sees what the load generator sees; a tail
     without a closing blank line is what a WHATWG client discards."""
     parser = SSEParser()
     events = []

@@ -9,7 +9,7 @@ import click
 
 from simulator import __version__
 from simulator.errors import EnduranceError
-from simulator.redact import redact_text
+from simulator.util.redact import redact_text
 
 
 class _Group(click.Group):

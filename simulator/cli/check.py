@@ -74,8 +74,8 @@ def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | No
     any case ran, 1 when none could."""
     from simulator.check import run_check, validate_base_url  # aiohttp: only when checking
     from simulator.errors import InputError
-    from simulator.redact import check_key, read_key_file
-    from simulator.runs import base_endpoint_url
+    from simulator.run.spec import base_endpoint_url
+    from simulator.util.redact import check_key, read_key_file
     url, note = base_endpoint_url(url)
     if note is not None:
         click.echo(note.replace("--endpoint", "URL"), err=True)

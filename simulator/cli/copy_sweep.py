@@ -24,8 +24,8 @@ def copy_sweep(scenario: str, levels_text: str, spec_text: str | None, base: lis
         write_copy_plot,
     )
     from simulator.analysis.spec_sweep import spec_list
-    from simulator.points import PointSpec, run_point
     from simulator.scenario.load import load_scenario
+    from simulator.sweep.point import PointSpec, run_point
     levels = copy_levels(levels_text)
     specs = spec_list(spec_text or "off,ngram:24")
     s, _ = load_scenario(scenario, base)

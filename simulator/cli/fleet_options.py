@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from simulator.twin.router import POLICIES
+from simulator.twin.fleet.router import POLICIES
 
 _META = "endurance.fleet_overrides"
 _URLS = "endurance.endpoint_urls"

@@ -30,7 +30,7 @@ def fleet_team(scenario: str, base: list[str], folder: Path, opts: dict[str, Any
         return None
     if opts.get("endpoint_url") is not None:
         raise InputError("size --team --router: the fleet search runs on the twin (no --endpoint)")
-    from simulator.points import PointSpec, run_point
+    from simulator.sweep.point import PointSpec, run_point
     cards = single.cards()
 
     def run_fleet(r: int) -> dict[str, Any]:

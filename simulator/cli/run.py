@@ -12,7 +12,7 @@ from simulator.cli._app import main
 from simulator.scenario.load import load_scenario
 
 if TYPE_CHECKING:
-    from simulator.runs import RunResult, RunSpec
+    from simulator.run.execute import Drive
 
 
 def scenario_overrides(sessions: int | None, turns: int | None, seed: int | None,
@@ -147,7 +147,8 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
     2 bad input, 130 interrupted (Ctrl-C/SIGTERM; resume with --resume RUN_DIR).
     """
     from simulator.errors import InputError
-    from simulator.runs import RunSpec, execute
+    from simulator.run.execute import execute
+    from simulator.run.spec import RunSpec
 
     if (scenario is None) == (resume is None):
         raise InputError("run: give a SCENARIO file, or --resume RUN_DIR (not both)")
@@ -161,18 +162,16 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
                                                     (*twin_sets, *sets)),
                  endpoint_url=endpoint, twin=twin, spec=spec, out_dir=out, label=label,
                  price_per_hour=price_per_hour, client=client, show_progress=not quiet,
-                 stop_grace_s=stop_grace_s, resume_dir=resume, workers=workers,
+                 stop_grace_s=stop_grace_s, resume_dir=resume,
                  api_key_file=api_key_file, endpoint_urls=_urls())
+    drive = drive_for(workers, executor, ray_address, ray_shared_fs)
     if reset_prefix_cache:
         if endpoint is None:
             raise InputError("--reset-prefix-cache needs --endpoint (the in-process twin "
                              "starts cold every run)")
-        from simulator.endpoints.cache_reset import reset_prefix_cache as reset
+        from simulator.endpoints.http.cache_reset import reset_prefix_cache as reset
         click.echo(reset(endpoint), err=True)
-    if workers > 1 or executor != "local":
-        result = _execute_sharded(rs, executor, ray_address, ray_shared_fs)
-    else:
-        result = execute(rs, echo=click.echo)
+    result = execute(rs, echo=click.echo, drive=drive)
     click.echo(str(result.run_dir))
     sys.exit({"completed": 0, "interrupted": 130}.get(result.status, 1))
 
@@ -183,19 +182,22 @@ def _urls() -> tuple[str, ...]:
     return urls if len(urls) > 1 else ()
 
 
-def _execute_sharded(rs: RunSpec, executor: str, ray_address: str | None,
-                     shared_fs: bool) -> RunResult:
-    """`--workers N` / `--executor ray`: shards over local processes or Ray tasks."""
+def drive_for(workers: int, executor: str, ray_address: str | None,
+              shared_fs: bool) -> Drive:
+    """Where the sessions run: this process, or `--workers N` shards over local
+    processes or Ray tasks (`--executor ray`)."""
     from simulator.errors import InputError
-    from simulator.workers import Executor, ProcessExecutor, check_shardable, execute_sharded
-    check_shardable(rs, rs.workers)
+    from simulator.run.execute import InProcess
+    from simulator.run.shards import Executor, ProcessExecutor, Sharded
+    if executor != "ray" and (ray_address or shared_fs):
+        raise InputError("--ray-address/--ray-shared-fs need --executor ray")
+    if workers == 1 and executor == "local":
+        return InProcess()
     ex: Executor = ProcessExecutor()
     if executor == "ray":
-        from simulator.ray_executor import RayExecutor
+        from simulator.run.ray import RayExecutor
         ex = RayExecutor(ray_address, shared_fs=shared_fs)
-    elif ray_address or shared_fs:
-        raise InputError("--ray-address/--ray-shared-fs need --executor ray")
-    return execute_sharded(rs, rs.workers, echo=click.echo, executor=ex)
+    return Sharded(workers, ex)
 
 
 @main.command()
@@ -203,7 +205,7 @@ def _execute_sharded(rs: RunSpec, executor: str, ray_address: str | None,
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE")
 def validate(scenario: str, sets: tuple[str, ...]) -> None:
     """Check SCENARIO (and overrides) without running it."""
-    from simulator.endpoints.bounds import check_runnable
+    from simulator.run.bounds import check_runnable
     s, _ = load_scenario(scenario, list(sets))
     check_runnable(s)      # what `run` checks on the twin (hardware, KV budget, sessions)
     click.echo(f"{scenario}: ok — {s.name}: {s.sessions} session(s) × {s.turns} turns, "

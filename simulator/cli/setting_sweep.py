@@ -27,8 +27,8 @@ def setting_sweep(scenario: str, listed: tuple[str, list[str]], base: list[str],
         write_age_plot,
         write_frontier_plot,
     )
-    from simulator.points import PointSpec, run_point
     from simulator.scenario.load import load_scenario
+    from simulator.sweep.point import PointSpec, run_point
     key, values = listed
     if len(set(values)) < len(values):
         raise InputError(f"--set {key}: a value is listed twice ({','.join(values)})")
@@ -70,8 +70,8 @@ def run_jobs(one: Callable[[Any], Any], jobs: Sequence[Any], par: tuple[int, str
              label: Callable[[Any], str] | None, cost: Callable[[Any], float]) -> list[Any]:
     """`[one(job) for job in jobs]`: serially in this process (each printed to stderr
     with its status and run folder when `label` is given), or through
-    `simulator.parallel.map_points` with --parallel / --executor (costliest first)."""
-    from simulator.parallel import map_points
+    `simulator.sweep.fanout.map_points` with --parallel / --executor (costliest first)."""
+    from simulator.sweep.fanout import map_points
     parallel, executor, ray_address = par
     if parallel != 1 or executor != "local":
         return map_points(one, jobs, parallel, executor, ray_address=ray_address, cost=cost)

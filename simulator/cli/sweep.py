@@ -33,7 +33,7 @@ def _counts(text: str) -> list[int]:
 
 class _PointRunner:
     """run_point(n) for the sizing library: one full run per session count, through the
-    picklable `simulator.points.run_point` (a parallel executor maps `try_one` instead)."""
+    picklable `simulator.sweep.point.run_point` (a parallel executor maps `try_one` instead)."""
 
     def __init__(self, scenario: str, base: list[str], out: Path, opts: dict[str, Any],
                  verbose: bool) -> None:
@@ -44,7 +44,7 @@ class _PointRunner:
         self.prefetched: dict[tuple[int, int], list[_Outcome]] = {}
 
     def spec(self, n: int, seed_offset: int = 0) -> Any:
-        from simulator.points import PointSpec
+        from simulator.sweep.point import PointSpec
         return PointSpec(self.scenario, tuple(self.base), n, str(self.out), seed_offset,
                          **self.opts)
 
@@ -78,7 +78,7 @@ class _PointRunner:
         """One run at (sessions, seed offset) (picklable: runs in a worker process or a
         Ray task); a failed run comes back as its error, raised where a serial run
         raises it."""
-        from simulator.points import run_point
+        from simulator.sweep.point import run_point
         n, seed_offset = key
         t = time.monotonic()
         try:
@@ -361,26 +361,26 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
 def _kv_facts(scenario: str, overrides: list[str], endpoint: str | None,
               twin: str | None) -> tuple[int | None, int]:
     """(KV capacity in tokens from the twin profile, shared prefix tokens)."""
-    from simulator.runs import parse_twin
     from simulator.scenario.load import load_scenario
     from simulator.session.prefix import build_base_prefix
+    from simulator.twin.model.profiles import parse_twin
     s, _ = load_scenario(scenario, overrides)
     shared = build_base_prefix(s).tokens_est if s.cache_bust == "none" else 0
     if endpoint is not None:
         return None, shared      # a real vLLM reports it via vllm:cache_config_info
-    from simulator.twin.perf_model import build_perf_model
+    from simulator.twin.model.perf_model import build_perf_model
     hw, model = parse_twin(twin) if twin else (s.twin.hardware, s.twin.model)
     return build_perf_model(hw, model).kv_capacity_tokens(), shared
 
 
 # ------------------------------------------------------------ --parallel (issue 19) --
-# Points are run ahead, K at a time, through `simulator.parallel.map_points`, and the
+# Points are run ahead, K at a time, through `simulator.sweep.fanout.map_points`, and the
 # serial search then consumes them in its own order (`_PointRunner.prefetched`), so its
 # answer is the serial one.
 def _prefetch(point: _PointRunner, counts: list[int], parallel: int, executor: str,
               ray_address: str | None) -> None:
     """Run `counts` ahead, K at a time (nothing to do serially on this machine)."""
-    from simulator.parallel import map_points
+    from simulator.sweep.fanout import map_points
     if parallel == 1 and executor == "local":
         return
     keys = [(n, 0) for n in counts]

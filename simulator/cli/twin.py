@@ -12,10 +12,10 @@ from rich.table import Table
 
 from simulator.cli._app import main
 from simulator.errors import InputError
-from simulator.twin.profiles import DEFAULT_FREE
+from simulator.twin.model.profiles import DEFAULT_FREE
 
 if TYPE_CHECKING:  # the fitting code (numpy) is imported by `twin fit` only
-    from simulator.twin.fit import FitResult
+    from simulator.twin.model.fit import FitResult
 
 
 @main.group(name="twin")
@@ -61,7 +61,7 @@ def _points_table(result: FitResult) -> Table:
 def fit_command(points_file: Path, hardware: str | None, model: str | None,
                 free: str | None) -> None:
     """Fit the performance model's efficiency terms to measured POINTS_FILE (YAML/CSV)."""
-    from simulator.twin.fit import fit_terms, load_points
+    from simulator.twin.model.fit import fit_terms, load_points
     pf = load_points(points_file)
     hw, mp = hardware or pf.hardware, model or pf.model
     if not hw or not mp:
@@ -69,7 +69,7 @@ def fit_command(points_file: Path, hardware: str | None, model: str | None,
     terms = [t.strip() for t in free.split(",") if t.strip()] if free else pf.fit
     runner = None
     if any(p.kind == "spec_decode" for p in pf.points):   # scenarios run as `endurance run`
-        from simulator.calibration_runs import point_runner
+        from simulator.sweep.calibration import point_runner
         runner = point_runner(f"{hw}/{mp}")
     result = fit_terms(pf.points, hw, mp, free=tuple(terms or DEFAULT_FREE),
                        engine=pf.engine, runner=runner)
@@ -96,7 +96,7 @@ def points_command(run_dir: Path, output: Path, hardware: str | None, model: str
                    units: str) -> None:
     """Fit points (decode tok/s, TTFT) from a one-session run's turn rows in RUN_DIR."""
     from simulator.analysis.load import turn_records
-    from simulator.twin.run_points import points_document, points_from_rows
+    from simulator.twin.model.fit_points import points_document, points_from_rows
     if not (run_dir / "turns.parquet").is_file():
         raise InputError(f"{run_dir}: no turns.parquet (not a results directory)")
     rows = turn_records(run_dir)

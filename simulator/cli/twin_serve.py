@@ -11,8 +11,8 @@ import contextlib
 import click
 
 from simulator.errors import InputError
-from simulator.twin.faults import parse_faults
-from simulator.twin.router import POLICIES, RouterConfig
+from simulator.twin.fleet.router import POLICIES, RouterConfig
+from simulator.twin.serve.faults import parse_faults
 
 
 @click.command("serve")
@@ -51,7 +51,7 @@ def serve_command(hardware: str, model: str, host: str, port: int, time_scale: f
         raise InputError(f"--time-scale {time_scale}: must be within (0, 1e6]")
     if cutoff_s is not None and not 0 < cutoff_s <= 86_400:
         raise InputError(f"--cutoff-s {cutoff_s}: must be within (0, 86400] seconds")
-    from simulator.twin.server import serve_forever, twin_app  # aiohttp: only when serving
+    from simulator.twin.serve.server import serve_forever, twin_app  # aiohttp: only when serving
     app, described = twin_app(hardware, model, spec=spec, seed=seed, time_scale=time_scale,
                               instant=instant, faults=parse_faults(faults), cutoff_s=cutoff_s,
                               context_window=max_model_len,

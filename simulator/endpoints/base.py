@@ -12,8 +12,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from simulator.endpoints.engine_stats import EngineStats
 from simulator.protocol.messages import Block, Message, Prefix
+from simulator.twin.core.stats import EngineStats
 
 
 class ErrorType(enum.StrEnum):

@@ -18,10 +18,10 @@ import dataclasses
 from array import array
 from typing import Any
 
-from simulator import tokens
 from simulator.endpoints.base import LLMRequest, LLMResponse
-from simulator.twin.predictability import MAX_SESSIONS, ReferenceMeter
-from simulator.twin.prompt import PromptError, PromptTokenizer, render_reply
+from simulator.twin.serve.prompt import PromptError, PromptTokenizer, render_reply
+from simulator.twin.spec_decode.predictability import MAX_SESSIONS, ReferenceMeter
+from simulator.util import tokens
 
 _HISTORY_TOKENS = 4_000_000      # the metered sessions' histories, 16 MB of ids
 

@@ -13,7 +13,6 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from simulator import tokens
 from simulator.endpoints.base import (
     EndpointError,
     ErrorType,
@@ -24,6 +23,7 @@ from simulator.endpoints.base import (
 )
 from simulator.protocol.messages import TextBlock
 from simulator.scenario import content
+from simulator.util import tokens
 
 
 class FakeEndpoint:

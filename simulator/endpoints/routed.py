@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from simulator.endpoints.base import Endpoint, EndpointError, LLMRequest, LLMResponse
-from simulator.redact import redact_url
-from simulator.twin.router import ReplicaLoad, Router
+from simulator.twin.fleet.router import ReplicaLoad, Router
+from simulator.util.redact import redact_url
 
 
 class RoutedEndpoint:

@@ -28,13 +28,14 @@ from simulator.analysis.load import load_turns, turn_records
 from simulator.analysis.summary import ok_rows
 from simulator.check.compare import PROBES
 from simulator.engines.server import EngineServer
-from simulator.runs import RunResult, RunSpec, execute
-from simulator.twin.fit import FitResult, fit_terms
-from simulator.twin.profile_write import fitted_hardware, yaml_text
-from simulator.twin.profiles import PROFILE_DIR, load_hardware
-from simulator.twin.run_points import IDENTIFIED, RunPoints, points_from_rows
-from simulator.twin.spec_decode import NgramSpec
-from simulator.twin.spec_replay import replay_seconds
+from simulator.run.execute import execute
+from simulator.run.spec import RunResult, RunSpec
+from simulator.twin.model.fit import FitResult, fit_terms
+from simulator.twin.model.fit_points import IDENTIFIED, RunPoints, points_from_rows
+from simulator.twin.model.profile_write import fitted_hardware, yaml_text
+from simulator.twin.model.profiles import PROFILE_DIR, load_hardware
+from simulator.twin.spec_decode.ngram import NgramSpec
+from simulator.twin.spec_decode.replay import replay_seconds
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "calibration" / "twin-vs-vllm-cpu.yaml"
 MODEL = "smollm2-135m"          # fp32 by default, as the fixtures serve it

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import InputError
-from simulator.metrics.blocks import BLOCKS_JOURNAL
-from simulator.metrics.recorder import TURNS_JOURNAL, load_manifest
+from simulator.records.blocks import BLOCKS_JOURNAL
+from simulator.records.recorder import TURNS_JOURNAL, load_manifest
 
 
 @dataclass

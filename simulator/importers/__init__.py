@@ -12,7 +12,6 @@ from typing import Any
 
 import yaml
 
-from simulator import tokens
 from simulator.errors import InputError, ScenarioError
 from simulator.importers import predictability
 from simulator.importers.build import (
@@ -28,6 +27,7 @@ from simulator.importers.predictability import HiddenThinking
 from simulator.importers.trace_import import validate_imported
 from simulator.scenario import content
 from simulator.scenario.load import load_tools_file
+from simulator.util import tokens
 
 VERBATIM_WARNING = ("WARNING: this scenario contains VERBATIM transcript content "
                     "(imported with --keep-content): source code, paths and secrets may be in it.")

@@ -15,9 +15,9 @@ from __future__ import annotations
 import random
 import re
 
-from simulator import tokens
 from simulator.scenario import content
 from simulator.scenario.replay import format_spans, parse_spans
+from simulator.util import tokens
 
 _NUMBERED = re.compile(r"^ *(\d+)(?:→|\t)(.*)$", re.DOTALL)
 KIND_LETTERS = {"code": "c", "prose": "p", "grep": "g", "bash": "b"}

@@ -14,10 +14,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulator import tokens
 from simulator.importers.anonymize import Anonymizer
 from simulator.importers.claude_code import SPAWN_TOOLS, RawBlock, RawCall, RawSession, Transcript
 from simulator.protocol.messages import BLOCK_OVERHEAD_TOKENS, MESSAGE_OVERHEAD_TOKENS
+from simulator.util import tokens
 
 BUILTIN_TOOLS = frozenset({
     "Task", "Agent", "Bash", "Glob", "Grep", "Read", "Edit", "Write", "NotebookEdit",

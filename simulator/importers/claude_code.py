@@ -28,9 +28,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from simulator import tokens
 from simulator.errors import InputError
 from simulator.scenario import content
+from simulator.util import tokens
 
 _CHAIN_TYPES = ("user", "assistant", "system")
 _KNOWN_TYPES = (*_CHAIN_TYPES, "summary", "progress", "file-history-snapshot", "attachment",

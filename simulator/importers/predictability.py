@@ -18,9 +18,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Literal
 
-from simulator import tokens
 from simulator.importers.claude_code import RawBlock, RawCall, Transcript
-from simulator.twin.predictability import (
+from simulator.twin.spec_decode.predictability import (
     REFERENCE_LABEL,
     ReferenceMeter,
     copy_curve_for,
@@ -28,6 +27,7 @@ from simulator.twin.predictability import (
     edit_share_for,
     repeat_fraction_for,
 )
+from simulator.util import tokens
 
 HiddenThinking = Literal["fresh", "like-visible"]
 

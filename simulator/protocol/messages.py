@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from simulator import tokens
+from simulator.util import tokens
 
 Role = Literal["user", "assistant"]
 

@@ -12,7 +12,7 @@ import json
 import random
 from typing import Any
 
-from simulator import tokens
+from simulator.util import tokens
 
 _IDENTS = (
     "session", "request", "tokens", "context", "budget", "history", "message", "result",

@@ -3,7 +3,7 @@ separators, no control or bidi characters (issue 29)."""
 
 from __future__ import annotations
 
-from simulator.visible import first_hidden
+from simulator.util.visible import first_hidden
 
 
 def check_name(name: str) -> str:

@@ -16,7 +16,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
-from simulator.facts import FACT_KINDS, FactKind
+from simulator.protocol.facts import FACT_KINDS, FactKind
 
 MAX_FACTS = 40          # per session: the size of the key pool (keys are unique per session)
 

@@ -21,7 +21,6 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from simulator import tokens
 from simulator.clock import RunClock
 from simulator.endpoints.base import (
     Endpoint,
@@ -32,11 +31,10 @@ from simulator.endpoints.base import (
     Timing,
     Usage,
 )
-from simulator.facts import edit_input
-from simulator.metrics.recorder import Recorder
-from simulator.metrics.records import TurnRecord, derive_rates, spec_columns, tier_columns
-from simulator.metrics.reuse import PrefixTracker
-from simulator.redact import redact_text
+from simulator.protocol.facts import edit_input
+from simulator.records.prefix import PrefixTracker
+from simulator.records.recorder import Recorder
+from simulator.records.rows import TurnRecord, derive_rates, spec_columns, tier_columns
 from simulator.scenario import content
 from simulator.scenario.model import RetryPolicy, Scenario, SummarizeCompaction, TurnTemplate
 from simulator.session import compaction as comp
@@ -55,6 +53,8 @@ from simulator.session.overflow import overflow_target, parse_overflow
 from simulator.session.prefix import with_nonce
 from simulator.session.probing import Prober
 from simulator.session.resume import ReplayKey, StoredReply, reply_row
+from simulator.util import tokens
+from simulator.util.redact import redact_text
 
 if TYPE_CHECKING:
     from simulator.endpoints.client_meter import ClientMeter

@@ -12,11 +12,11 @@ import json
 import random
 from pathlib import Path
 
-from simulator import tokens
 from simulator.scenario import content
 from simulator.scenario.load import load_tools_file, read_text_file
 from simulator.scenario.model import Scenario
 from simulator.session.conversation import Prefix
+from simulator.util import tokens
 
 
 def build_base_prefix(s: Scenario) -> Prefix:

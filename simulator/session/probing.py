@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from simulator import facts as fx
 from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest, LLMResponse
-from simulator.metrics.records import TurnRecord, derive_rates
-from simulator.redact import redact_text
+from simulator.protocol import facts as fx
+from simulator.records.rows import TurnRecord, derive_rates
 from simulator.session import recall
 from simulator.session.compaction import summary_request_messages
 from simulator.session.conversation import Conversation, Message, Prefix
+from simulator.util.redact import redact_text
 
 if TYPE_CHECKING:
     from simulator.session.agent import RunContext

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Literal
 
-from simulator.facts import Fact, FactKind, statement
+from simulator.protocol.facts import Fact, FactKind, statement
 
 __all__ = ["RETENTIONS", "Fact", "FactBook", "FactKind", "Retention", "carrier",
            "decision_text", "entered_turn", "make_fact", "plan_facts", "plant_in_file",

@@ -19,7 +19,6 @@ import random
 import weakref
 from dataclasses import dataclass, field
 
-from simulator import tokens
 from simulator.importers.anonymize import SpanTexts
 from simulator.scenario import content
 from simulator.scenario.model import TurnTemplate
@@ -36,6 +35,7 @@ from simulator.session.conversation import (
     ToolUseBlock,
 )
 from simulator.session.prefix import with_nonce
+from simulator.util import tokens
 
 _EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from simulator.endpoints.base import LLMResponse, Timing, Usage
 from simulator.errors import InputError
-from simulator.metrics.recorder import load_manifest
+from simulator.records.recorder import load_manifest
 from simulator.session.conversation import Block, TextBlock, ToolUseBlock
 
 ReplayKey = tuple[int, str]          # (turn_index, request_kind)

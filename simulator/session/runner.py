@@ -18,9 +18,9 @@ from typing import Any
 from simulator.clock import RunClock
 from simulator.endpoints.base import Endpoint
 from simulator.errors import RunError
-from simulator.metrics.blocks import BLOCKS_JOURNAL, BlockRecorder
-from simulator.metrics.recorder import Recorder
-from simulator.metrics.reuse import PrefixTracker
+from simulator.records.blocks import BLOCKS_JOURNAL, BlockRecorder
+from simulator.records.prefix import PrefixTracker
+from simulator.records.recorder import Recorder
 from simulator.scenario.model import Scenario
 from simulator.session.agent import Agent, FatalEndpointError, RunContext, SessionFailed
 from simulator.session.limiter import Limiter

@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 
 from simulator.analysis.summary import server_figures
-from simulator.metrics.prometheus import (
+from simulator.records.prometheus import (
     MetricsScraper,
     counter_delta,
     metrics_url_for,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from simulator.analysis.steady import config_from_manifest
 from simulator.analysis.summary import format_summary, summarize, summarize_run
-from simulator.metrics.records import COLUMNS, TurnRecord
+from simulator.records.rows import COLUMNS, TurnRecord
 
 
 def rec(session: str, turn: int, start: float, e2e: float | None, out: int | None, *,

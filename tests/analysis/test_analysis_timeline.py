@@ -19,7 +19,7 @@ from simulator.analysis.timeline import (
     plot_timeline,
     server_series,
 )
-from simulator.metrics.prometheus import Snapshot, window_rows
+from simulator.records.prometheus import Snapshot, window_rows
 from tests.conftest import run_scenario, small_scenario
 
 

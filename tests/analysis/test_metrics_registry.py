@@ -13,7 +13,7 @@ from simulator.analysis.load import load_saved_summary
 from simulator.analysis.run_summary import RunSummary
 from simulator.analysis.sizing import SWEEP_KEYS, format_sweep_table
 from simulator.analysis.summary import summarize, summary_table
-from simulator.metrics.records import COLUMNS
+from simulator.records.rows import COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
 

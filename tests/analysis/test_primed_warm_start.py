@@ -10,7 +10,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from simulator.runs import RunSpec, execute
+from simulator.run.execute import execute
+from simulator.run.spec import RunSpec
 from simulator.scenario.load import load_scenario
 from simulator.session.runner import arrival_offsets, primed_offsets, warm_start_phase
 

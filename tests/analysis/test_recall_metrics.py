@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis import recall
 from simulator.analysis.summary import summarize
-from simulator.metrics.records import COLUMNS
+from simulator.records.rows import COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
 

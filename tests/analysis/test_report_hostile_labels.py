@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from simulator.analysis.render import render_report
-from simulator.runs import RunSpec, execute
-from simulator.visible import visible
+from simulator.run.execute import execute
+from simulator.run.spec import RunSpec
+from simulator.util.visible import visible
 from tests.conftest import small_scenario
 from tests.reliability_twin import write_yaml
 

@@ -21,8 +21,9 @@ from simulator.analysis.steady import (
     t_critical,
 )
 from simulator.analysis.summary import server_figures
-from simulator.metrics.prometheus import parse_metrics, window_rows
-from simulator.runs import RunSpec, execute
+from simulator.records.prometheus import parse_metrics, window_rows
+from simulator.run.execute import execute
+from simulator.run.spec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")
@@ -186,11 +187,11 @@ def test_schedule_lag_shows_the_client_limiter_and_rates_sit_beside_latency(
 def test_progress_bar_counts_the_duration_not_turns_under_constant_load() -> None:
     import asyncio
 
-    from simulator import runs
+    from simulator.clock.virtual import run_virtual
+    from simulator.run.drive import ProgressBar, progress_total
     from simulator.scenario.load import load_scenario
-    from simulator.vtime import run_virtual
 
-    bar = runs._progress(0, True, duration_s=100.0)
+    bar = ProgressBar(0, True, duration_s=100.0)
     with bar as advance:
         async def main() -> None:
             bar.start_clock()
@@ -201,9 +202,9 @@ def test_progress_bar_counts_the_duration_not_turns_under_constant_load() -> Non
         assert task.total == 100.0 and task.completed == pytest.approx(40.0)
         assert task.fields == {"tok": 7, "turns": 1}
     s, _ = load_scenario(TEAM, ["sessions=6", "turns=10"])
-    assert runs.progress_total(s) == 60
+    assert progress_total(s) == 60
     warm, _ = load_scenario(TEAM, ["sessions=6", "turns=10", "load.warm_start=true"])
-    assert 6 <= runs.progress_total(warm) < 60      # skipped turns are never sent
+    assert 6 <= progress_total(warm) < 60      # skipped turns are never sent
 
 
 async def test_http_twin_exposes_vllm_queue_time_histogram() -> None:
@@ -213,8 +214,8 @@ async def test_http_twin_exposes_vllm_queue_time_histogram() -> None:
 
     import httpx2
 
-    from simulator.twin.engine import TwinEngine
-    from simulator.twin.server import ServerConfig, create_app, serving
+    from simulator.twin.core.engine import TwinEngine
+    from simulator.twin.serve.server import ServerConfig, create_app, serving
     from tests.twin.test_twin_server import FakePerf, body
 
     cfg = ServerConfig(model="qwen3-coder-30b-a3b-awq", hardware="a40",

@@ -19,7 +19,8 @@ from simulator.analysis.steady import (
     steady_figures,
     tokens_in_window,
 )
-from simulator.runs import RunSpec, execute
+from simulator.run.execute import execute
+from simulator.run.spec import RunSpec
 from simulator.session.runner import warm_start_turn
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from simulator.check.compare import PROBES, ProbeResult, compare_endpoints
-from simulator.twin.server import serving, twin_app
+from simulator.twin.serve.server import serving, twin_app
 
 
 async def test_speculation_on_the_twin_is_lossless_and_a_change_is_diffed() -> None:

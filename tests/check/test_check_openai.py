@@ -36,7 +36,7 @@ def test_validators() -> None:
 
 
 async def test_check_on_the_http_twin() -> None:
-    from simulator.twin.server import serving, twin_app
+    from simulator.twin.serve.server import serving, twin_app
 
     app, _ = twin_app("a40", "qwen3-coder-30b-a3b-awq", instant=True, context_window=4096)
     async with serving(app) as url:

@@ -7,7 +7,6 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from simulator import tokens
 from simulator.check.needle import (
     BEYOND,
     ERROR,
@@ -26,7 +25,8 @@ from simulator.check.needle import (
 from simulator.check.recall import run_recall_async
 from simulator.cli import main
 from simulator.errors import InputError
-from simulator.twin.server import serving, twin_app
+from simulator.twin.serve.server import serving, twin_app
+from simulator.util import tokens
 
 
 @pytest.mark.parametrize(("text", "want"), [("4k", (4096,)), ("0.5k, 3000,4k,4K", (512, 3000, 4096)),

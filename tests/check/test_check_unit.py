@@ -342,7 +342,7 @@ def test_malformed_url_is_input_error() -> None:
 
 async def test_check_passes_on_the_http_twin() -> None:
     """The twin's HTTP server speaks vLLM's dialect, quirks included."""
-    from simulator.twin.server import serving, twin_app
+    from simulator.twin.serve.server import serving, twin_app
 
     app, _ = twin_app("a40", "qwen3-coder-30b-a3b-awq", instant=True)
     async with serving(app) as url:
@@ -358,7 +358,7 @@ def test_check_reads_metrics_through_the_run_s_one_parser() -> None:
     from pathlib import Path
 
     import simulator.check.metrics as check_metrics_mod
-    from simulator.metrics import prometheus
+    from simulator.records import prometheus
     src = Path(check_metrics_mod.__file__).read_text(encoding="utf-8")
     assert "prometheus_client" not in src and "_total" not in src
     text = ('# TYPE vllm:prefix_cache_queries_total counter\n'

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from simulator.cli import main
-from simulator.runs import base_endpoint_url
+from simulator.run.spec import base_endpoint_url
 from tests.conftest import SCENARIOS
 from tests.http_twin import refused_port
 

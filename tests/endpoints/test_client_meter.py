@@ -9,12 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from simulator import tokens
 from simulator.analysis.summary import ngram_reference, ngram_reference_basis
 from simulator.endpoints.base import LLMRequest, LLMResponse, Timing, Usage
 from simulator.endpoints.client_meter import ClientMeter
 from simulator.protocol.messages import Message, Prefix, TextBlock
-from simulator.twin.predictability import REFERENCE
+from simulator.twin.spec_decode.predictability import REFERENCE
+from simulator.util import tokens
 
 PREFIX = Prefix("You edit code.", (), 4, 0)
 WORDS = ("alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta", "zeta")

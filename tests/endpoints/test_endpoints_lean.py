@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from simulator.endpoints.aiohttp_client import AiohttpEndpoint
 from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest, LLMResponse
-from simulator.endpoints.lean import LeanEndpoint
-from simulator.endpoints.messages_api import AnthropicSDKEndpoint
+from simulator.endpoints.http.aiohttp_client import AiohttpEndpoint
+from simulator.endpoints.http.lean import LeanEndpoint
+from simulator.endpoints.sdk.anthropic import AnthropicSDKEndpoint
 from simulator.session.conversation import Prefix, TextBlock, ToolUseBlock, user_text
 
 TEXT_PIECES = ["Hello", ",", " wor", "ld", "! é ✓"]

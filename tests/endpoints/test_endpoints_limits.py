@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from simulator.endpoints.aiohttp_client import AiohttpEndpoint
 from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest
-from simulator.endpoints.dialects import ANTHROPIC, OPENAI_CHAT, Dialect
-from simulator.endpoints.lean import LeanEndpoint
-from simulator.endpoints.messages_api import AnthropicSDKEndpoint
-from simulator.endpoints.openai_sdk import OpenAISDKEndpoint
-from simulator.endpoints.transport import AttemptLimits
+from simulator.endpoints.http.aiohttp_client import AiohttpEndpoint
+from simulator.endpoints.http.lean import LeanEndpoint
+from simulator.endpoints.http.transport import AttemptLimits
+from simulator.endpoints.sdk.anthropic import AnthropicSDKEndpoint
+from simulator.endpoints.sdk.openai import OpenAISDKEndpoint
+from simulator.endpoints.wire.dialects import ANTHROPIC, OPENAI_CHAT, Dialect
 from simulator.session.conversation import Prefix, user_text
 
 Writer = Callable[[asyncio.StreamWriter], Awaitable[None]]
@@ -192,8 +192,8 @@ async def test_sdk_paths_keep_the_same_limits(dialect: Dialect, case: str,
 
 def test_scenario_timeouts_reach_every_client() -> None:
     """`timeouts` (and `endpoint.timeout_s` for idle) become each client's limits."""
+    from simulator.endpoints.factory import http_endpoint
     from simulator.errors import InputError
-    from simulator.runs import http_endpoint
     from simulator.scenario.load import load_scenario
     from tests.conftest import SCENARIOS
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from simulator.endpoints import transport
-from simulator.endpoints.aiohttp_client import AiohttpEndpoint
 from simulator.endpoints.base import EndpointError, ErrorType
-from simulator.endpoints.dialects import ANTHROPIC, OPENAI_CHAT, Dialect
-from simulator.endpoints.lean import LeanEndpoint
-from simulator.endpoints.transport import AttemptLimits
+from simulator.endpoints.http import transport
+from simulator.endpoints.http.aiohttp_client import AiohttpEndpoint
+from simulator.endpoints.http.lean import LeanEndpoint
+from simulator.endpoints.http.transport import AttemptLimits
+from simulator.endpoints.wire.dialects import ANTHROPIC, OPENAI_CHAT, Dialect
 from tests.endpoints.test_endpoints_limits import REQ, SSE_HEAD, Writer, _chunk, hostile
 
 
@@ -212,7 +212,8 @@ def test_a_reply_past_the_content_cap_is_too_large_without_counting_it() -> None
     and gigabytes to token-count; it is refused, and the partial count is the deltas."""
     import time
 
-    from simulator.endpoints.sse import MAX_REPLY_CONTENT_BYTES, SSEParser, StreamFault, StreamState
+    from simulator.endpoints.wire.anthropic import StreamState
+    from simulator.endpoints.wire.sse import MAX_REPLY_CONTENT_BYTES, SSEParser, StreamFault
     state = StreamState(0.0)
     piece = _ev("content_block_delta", {"type": "content_block_delta", "index": 0,
                                         "delta": {"type": "text_delta",

@@ -20,12 +20,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.cli.run import common_run_options, scenario_overrides
-from simulator.endpoints import openai_chat
-from simulator.endpoints.aiohttp_client import AiohttpEndpoint
 from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest, LLMResponse
-from simulator.endpoints.dialects import OPENAI_CHAT
-from simulator.endpoints.lean import LeanEndpoint
-from simulator.endpoints.openai_sdk import OpenAISDKEndpoint
+from simulator.endpoints.http.aiohttp_client import AiohttpEndpoint
+from simulator.endpoints.http.lean import LeanEndpoint
+from simulator.endpoints.sdk.openai import OpenAISDKEndpoint
+from simulator.endpoints.wire import openai_chat
+from simulator.endpoints.wire.dialects import OPENAI_CHAT
 from simulator.session.conversation import (
     Message,
     Prefix,
@@ -34,8 +34,8 @@ from simulator.session.conversation import (
     ToolUseBlock,
     user_text,
 )
-from simulator.twin.openai_wire import as_messages_body
-from simulator.twin.prompt import PromptTokenizer
+from simulator.twin.serve.openai_wire import as_messages_body
+from simulator.twin.serve.prompt import PromptTokenizer
 from tests.conftest import SCENARIOS, run_scenario, turns_of
 from tests.http_twin import twin_server
 

@@ -9,7 +9,7 @@ import httpx2
 import pytest
 
 from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest
-from simulator.endpoints.messages_api import AnthropicSDKEndpoint
+from simulator.endpoints.sdk.anthropic import AnthropicSDKEndpoint
 from simulator.session.conversation import Prefix, TextBlock, user_text
 
 

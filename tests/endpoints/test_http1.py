@@ -1,4 +1,4 @@
-"""The hand-written HTTP/1.1 transport (`simulator.endpoints.http1`) against a raw
+"""The hand-written HTTP/1.1 transport (`simulator.endpoints.http.http1`) against a raw
 asyncio server on 127.0.0.1 that writes scripted bytes, split however the test likes:
 every body framing, interim responses, gzip, keep-alive reuse, servers that close
 pooled connections, bad framing and silence."""
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator.endpoints import http1
+from simulator.endpoints.http import http1
 
 Script = Callable[[int], list[bytes]]  # request number → the writes of the reply
 
@@ -243,7 +243,7 @@ def test_request_bytes_and_url_checks() -> None:
 
 async def test_lean_endpoint_resends_on_a_stale_connection(raw: tuple[RawServer, str]) -> None:
     from simulator.endpoints.base import LLMRequest
-    from simulator.endpoints.lean import LeanEndpoint
+    from simulator.endpoints.http.lean import LeanEndpoint
     from simulator.session.conversation import Prefix, TextBlock, user_text
     sse = (b'event: message_start\ndata: {"type":"message_start","message":{"usage":'
            b'{"input_tokens":3,"output_tokens":1}}}\n\n'

@@ -10,14 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.endpoints.base import ErrorType, Usage
-from simulator.endpoints.sse import (
-    SSEParser,
-    StreamFault,
-    StreamState,
-    hint_headers,
-    parse_block,
-    parse_retry_after,
-)
+from simulator.endpoints.wire.anthropic import StreamState
+from simulator.endpoints.wire.http_errors import hint_headers, parse_retry_after
+from simulator.endpoints.wire.sse import SSEParser, StreamFault, parse_block
 from simulator.session.conversation import TextBlock
 
 

@@ -28,10 +28,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from simulator.endpoints.fleet import InProcessFleet
+from simulator.endpoints.inprocess.fleet import InProcessFleet
 from simulator.engines.install import ensure_llamacpp
 from simulator.engines.server import EngineServer, serve_llamacpp
-from simulator.twin.router import RouterConfig
+from simulator.twin.fleet.router import RouterConfig
 from tests.conftest import run_scenario, turns_of
 from tests.engines_fixtures import install_or_skip
 

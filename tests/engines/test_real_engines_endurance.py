@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from simulator.analysis.summary import format_summary
 from simulator.cli import main
 from simulator.engines.server import EngineServer
-from simulator.runs import RunResult
+from simulator.run.spec import RunResult
 from tests.conftest import run_scenario, turns_of
 
 pytestmark = pytest.mark.real_engine

@@ -18,8 +18,8 @@ from simulator.check.needle import BEYOND, HIT, MISS, cells, length_label
 from simulator.check.recall import run_recall_async
 from simulator.engines.server import EngineServer
 from simulator.engines.twin_check import token_ids
-from simulator.twin.spec_decode import NgramSpec
-from simulator.twin.spec_replay import SpecCounts, replay
+from simulator.twin.spec_decode.ngram import NgramSpec
+from simulator.twin.spec_decode.replay import SpecCounts, replay
 
 # a first vLLM start under a loaded machine took ~5 min here: the limit covers setup
 pytestmark = [pytest.mark.real_engine, pytest.mark.timeout(1800)]

@@ -26,7 +26,7 @@ import pandas as pd
 import pytest
 
 from simulator.engines.server import EngineServer
-from simulator.runs import RunResult
+from simulator.run.spec import RunResult
 from simulator.session.recall import entered_turn
 from tests.conftest import run_scenario, turns_of
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from simulator.engines import twin_check as tc
-from simulator.twin.fit import fit_terms
-from simulator.twin.perf_model import build_perf_model, decode_tok_s, prefill_seconds
-from simulator.twin.profile_write import yaml_text
-from simulator.twin.profiles import load_hardware
-from simulator.twin.run_points import points_from_rows
+from simulator.twin.model.fit import fit_terms
+from simulator.twin.model.fit_points import points_from_rows
+from simulator.twin.model.perf_model import build_perf_model, decode_tok_s, prefill_seconds
+from simulator.twin.model.profile_write import yaml_text
+from simulator.twin.model.profiles import load_hardware
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from twin_vs_vllm_cpu import END, START, replace_block

@@ -16,7 +16,7 @@ import pytest
 
 from simulator.engines import twin_check as tc
 from simulator.engines.server import EngineServer
-from simulator.twin.profile_write import yaml_text
+from simulator.twin.model.profile_write import yaml_text
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.timeout(1800)]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from simulator.twin.fleet_service import session_key
+from simulator.twin.fleet.service import session_key
 from tests.conftest import SCENARIOS, run_scenario, turns_of
 from tests.http_twin import twin_server
 

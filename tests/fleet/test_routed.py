@@ -10,8 +10,8 @@ import pytest
 from simulator.endpoints.base import ErrorType
 from simulator.endpoints.fake import FakeEndpoint
 from simulator.endpoints.routed import RoutedEndpoint
-from simulator.runs import RunResult
-from simulator.twin.router import Router, RouterConfig
+from simulator.run.spec import RunResult
+from simulator.twin.fleet.router import Router, RouterConfig
 from tests.conftest import SCENARIOS, run_scenario, turns_of
 
 TEAM = SCENARIOS / "claude-code-team.yaml"

@@ -1,4 +1,4 @@
-"""Routing policies as pure logic (`simulator/twin/router.py`)."""
+"""Routing policies as pure logic (`simulator/twin/fleet/router.py`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator.twin.router import (
+from simulator.twin.fleet.router import (
     POLICIES,
     ReplicaLoad,
     Router,

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from simulator.cli import main
-from simulator.endpoints.fleet import InProcessFleet
-from simulator.endpoints.twin import InProcessTwin
-from simulator.twin.router import RouterConfig
+from simulator.endpoints.inprocess.fleet import InProcessFleet
+from simulator.endpoints.inprocess.twin import InProcessTwin
+from simulator.twin.fleet.router import RouterConfig
 from tests.conftest import SCENARIOS, run_scenario, turns_of
 
 TEAM = SCENARIOS / "claude-code-team.yaml"

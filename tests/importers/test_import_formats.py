@@ -16,7 +16,8 @@ import pytest
 
 from simulator.importers import import_claude_code, scenario_yaml
 from simulator.importers.anonymize import SpanTexts
-from simulator.runs import RunSpec, execute
+from simulator.run.execute import execute
+from simulator.run.spec import RunSpec
 from simulator.scenario.load import load_scenario
 from simulator.scenario.replay import parse_spans
 from simulator.session import agent as agent_mod

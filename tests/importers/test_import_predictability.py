@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from simulator.importers import import_claude_code, scenario_yaml
-from simulator.runs import RunSpec, execute
+from simulator.run.execute import execute
+from simulator.run.spec import RunSpec
 
 _WORDS = ("parser", "config", "retry", "handler", "cache", "window", "budget", "token")
 

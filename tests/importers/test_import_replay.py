@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from simulator.importers import import_claude_code, scenario_yaml
-from simulator.runs import RunSpec, execute
+from simulator.run.execute import execute
+from simulator.run.spec import RunSpec
 from simulator.scenario.load import load_scenario
 from tests.import_transcripts import SECRETS, make_project
 

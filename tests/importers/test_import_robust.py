@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from simulator.cli import main
 from simulator.importers import import_claude_code, scenario_yaml
-from simulator.runs import RunSpec, execute
+from simulator.run.execute import execute
+from simulator.run.spec import RunSpec
 from tests.import_transcripts import make_format
 
 

@@ -16,7 +16,8 @@ from simulator.cli import main
 from simulator.importers import trace_stream
 from simulator.importers.trace_import import import_mooncake, import_weka
 from simulator.importers.weka import read_trace
-from simulator.runs import RunSpec, execute
+from simulator.run.execute import execute
+from simulator.run.spec import RunSpec
 from simulator.scenario.load import load_scenario
 from tests.trace_fixtures import make_trace, write_trace
 

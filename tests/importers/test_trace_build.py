@@ -10,7 +10,6 @@ from typing import Any, Literal
 
 import pytest
 
-from simulator import tokens
 from simulator.importers.trace_build import (
     HashScope,
     SpanTable,
@@ -21,7 +20,6 @@ from simulator.importers.trace_build import (
     hit_tokens,
     replay_sessions,
 )
-from simulator.metrics.blocks import BlockRecorder, chain
 from simulator.protocol.messages import (
     BLOCK_OVERHEAD_TOKENS,
     MESSAGE_OVERHEAD_TOKENS,
@@ -29,6 +27,8 @@ from simulator.protocol.messages import (
     Prefix,
     TextBlock,
 )
+from simulator.records.blocks import BlockRecorder, chain
+from simulator.util import tokens
 
 
 def _planned(calls: list[dict[str, Any]], prefix: int) -> list[int]:

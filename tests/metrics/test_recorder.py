@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator.metrics.recorder import (
+from simulator.records.recorder import (
     NULLABLE_INT_COLUMNS,
     TURNS_JOURNAL,
     Recorder,
@@ -21,7 +21,7 @@ from simulator.metrics.recorder import (
     turns_frame,
     turns_frame_from_journal,
 )
-from simulator.metrics.records import COLUMNS, TurnRecord
+from simulator.records.rows import COLUMNS, TurnRecord
 
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
 _opt_int = st.none() | st.integers(0, 2**40)

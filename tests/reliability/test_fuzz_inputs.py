@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulator.cli import main
-from simulator.redact import redact, redact_text, redact_url
+from simulator.util.redact import redact, redact_text, redact_url
 from tests.conftest import small_scenario
 
 OK_YAML = yaml.safe_dump(small_scenario(turns=2))
@@ -313,7 +313,7 @@ def _fill_disk_after(monkeypatch: pytest.MonkeyPatch, rows: int, *, parquet: boo
     """Journal writes fail with ENOSPC after `rows` rows (and parquet too if asked)."""
     import errno
 
-    from simulator.metrics.recorder import Recorder
+    from simulator.records.recorder import Recorder
     real = Recorder.write
     count = {"n": 0}
 

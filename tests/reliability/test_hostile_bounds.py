@@ -74,7 +74,7 @@ def test_a_card_sized_kv_budget_still_runs(tmp_path: Path) -> None:
 
 def test_more_kv_blocks_than_the_twin_models_is_refused() -> None:
     from simulator.errors import InputError
-    from simulator.twin.perf_model import build_perf_model
+    from simulator.twin.model.perf_model import build_perf_model
     with pytest.raises(InputError, match="blocks"):    # 192 GiB of a tiny model's KV
         build_perf_model("mi300x", "tiny-llama-2l", overrides={"kv_cache_gib": 190})
 

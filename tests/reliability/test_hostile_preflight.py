@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from simulator.cli import main
-from simulator.endpoints import preflight
+from simulator.endpoints.http import preflight
 from simulator.errors import RunError
 from tests.conftest import small_scenario
 from tests.reliability_twin import write_yaml

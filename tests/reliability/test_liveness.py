@@ -17,7 +17,7 @@ import pytest
 
 from simulator.endpoints.fake import FakeEndpoint
 from simulator.errors import InputError
-from simulator.liveness import (
+from simulator.records.ownership import (
     OWNER_FILE,
     is_alive,
     live_owner,
@@ -25,7 +25,8 @@ from simulator.liveness import (
     start_time,
     write_owner,
 )
-from simulator.runs import RunSpec, execute
+from simulator.run.execute import execute
+from simulator.run.spec import RunSpec
 from tests.conftest import run_scenario, small_scenario, turns_of
 from tests.reliability.test_reliability_resume import cut
 
@@ -68,7 +69,7 @@ def test_resume_refuses_while_a_worker_lives(tmp_path: Path) -> None:
 
 def test_a_worker_dies_with_its_sigkilled_parent(tmp_path: Path) -> None:
     code = ("import subprocess, sys, time\n"
-            "c = subprocess.Popen([sys.executable, '-c', 'from simulator.liveness import "
+            "c = subprocess.Popen([sys.executable, '-c', 'from simulator.records.ownership import "
             "die_with_parent; die_with_parent(); print(1, flush=True); import time; time.sleep(60)'],"
             " stdout=subprocess.PIPE)\n"
             "c.stdout.readline(); print(c.pid, flush=True); time.sleep(60)\n")

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from simulator.cli import main
 from simulator.cli.twin_serve import serve_command
-from simulator.twin.server import serving
+from simulator.twin.serve.server import serving
 from tests.conftest import small_scenario
 from tests.reliability_twin import TwinThread, soak_scenario, write_yaml
 

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from simulator.errors import InputError
-from simulator.runs import RunSpec, execute
+from simulator.run.execute import execute
+from simulator.run.spec import RunSpec
 from tests.conftest import run_scenario, small_scenario, turns_of
 
 # Client-side columns that depend only on the seed and the server's replies.

@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 
 from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest, LLMResponse, Timing, Usage
-from simulator.runs import RunSpec, execute
+from simulator.run.execute import execute
+from simulator.run.spec import RunSpec
 from simulator.scenario import content
 from simulator.scenario.model import RetryPolicy
 from simulator.session.agent import backoff_delay

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from simulator.calibration_runs import CODE_EDIT_SCENARIO, RUNS, run_point
 from simulator.cli import main
+from simulator.sweep.calibration import CODE_EDIT_SCENARIO, RUNS, run_point
 
 
 def test_one_calibration_point_both_ways_gives_the_same_figure(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from simulator.clock import RunClock
-from simulator.metrics.records import in_simulated_time
+from simulator.records.rows import in_simulated_time
 from tests.conftest import run_scenario, small_scenario, turns_of
 from tests.http_twin import twin_in_thread
 
@@ -75,12 +75,12 @@ def test_sharded_run_against_http_twin_is_labelled_simulated_with_its_time_scale
         tmp_path: Path, write_scenario) -> None:  # type: ignore[no-untyped-def]
     """`--workers 2` against `twin serve --time-scale 20` is recorded like the
     single-process run: simulated, time scale 20, the twin's context limit (issue 23)."""
-    from simulator.runs import RunSpec
-    from simulator.workers import InlineExecutor, execute_sharded
+    from simulator.run.shards import InlineExecutor, execute_sharded
+    from simulator.run.spec import RunSpec
     path = _quick(write_scenario, sessions=2)
     with twin_in_thread(time_scale=20.0) as url:
         single = run_scenario(path, tmp_path / "one", endpoint_url=url)
-        spec = RunSpec(str(path), endpoint_url=url, out_dir=tmp_path / "two", workers=2,
+        spec = RunSpec(str(path), endpoint_url=url, out_dir=tmp_path / "two",
                        show_progress=False)
         sharded = execute_sharded(spec, 2, echo=lambda _line: None, executor=InlineExecutor())
     for res in (single, sharded):

@@ -19,7 +19,7 @@ import yaml
 from tests.conftest import ROOT, small_scenario
 
 # Records every import made off the main thread, then runs the scenario via
-# `simulator.runs.execute()` exactly as a script or notebook would: nothing from
+# `simulator.run.execute.execute()` exactly as a script or notebook would: nothing from
 # `simulator.analysis` imported first.
 SCRIPT = textwrap.dedent("""
     import sys, threading
@@ -33,9 +33,10 @@ SCRIPT = textwrap.dedent("""
 
     sys.meta_path.insert(0, Spy())
     from pathlib import Path
-    import simulator.runs as runs
-    res = runs.execute(runs.RunSpec(sys.argv[1], out_dir=Path(sys.argv[2]),
-                                    show_progress=False), echo=lambda _line: None)
+    from simulator.run.execute import execute
+    from simulator.run.spec import RunSpec
+    res = execute(RunSpec(sys.argv[1], out_dir=Path(sys.argv[2]),
+                          show_progress=False), echo=lambda _line: None)
     assert "simulator.analysis.summary" in sys.modules
     print(res.status, sorted({n for n, _ in off_main if n.split(".")[0] in
                               ("simulator", "pandas", "pyarrow")}))

@@ -1,4 +1,4 @@
-"""`simulator.parallel`: K independent points at once, results as the serial run's;
+"""`simulator.sweep.fanout`: K independent points at once, results as the serial run's;
 `sweep/size --parallel K` on the in-process twin give the serial JSON."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from simulator.cli import main
 from simulator.errors import InputError
-from simulator.parallel import bisection_frontier, map_points
+from simulator.sweep.fanout import bisection_frontier, map_points
 
 ROOT = Path(__file__).resolve().parents[2]
 TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")

@@ -24,9 +24,9 @@ import pandas as pd
 import pytest
 from aiohttp import web
 
-from simulator.runs import RunResult, RunSpec
-from simulator.twin.server import twin_app
-from simulator.workers import ProcessExecutor, execute_sharded
+from simulator.run.shards import ProcessExecutor, execute_sharded
+from simulator.run.spec import RunResult, RunSpec
+from simulator.twin.serve.server import twin_app
 from tests.reliability_twin import (
     HARDWARE,
     MODEL,
@@ -87,7 +87,7 @@ def _grep(root: Path, needle: bytes) -> list[Path]:
 
 
 def _ray_executor() -> Any:
-    from simulator.ray_executor import RayExecutor
+    from simulator.run.ray import RayExecutor
     return RayExecutor()
 
 
@@ -101,7 +101,7 @@ def test_two_ray_shards_merge_like_local_ones_and_the_key_stays_off_disk(
         for name, ex in (("local", ProcessExecutor()), ("ray", _ray_executor())):
             before = twin.messages
             spec = RunSpec(str(path), endpoint_url=twin.url, out_dir=tmp_path / name,
-                           workers=2, show_progress=False)
+                           show_progress=False)
             runs[name] = execute_sharded(spec, 2, echo=lambda _line: None, executor=ex)
             assert runs[name].status == "completed", runs[name].outcome.reason
             served = twin.messages - before
@@ -187,7 +187,7 @@ def test_a_shard_whose_worker_dies_is_reported_and_its_rows_kept(
     out = tmp_path / "out"
     box: dict[str, RunResult] = {}
     with TwinThread() as twin:
-        spec = RunSpec(str(path), endpoint_url=twin.url, out_dir=out, workers=2,
+        spec = RunSpec(str(path), endpoint_url=twin.url, out_dir=out,
                        show_progress=False)
         thread = threading.Thread(target=lambda: box.update(res=execute_sharded(
             spec, 2, echo=lambda _line: None, executor=_ray_executor())))
@@ -218,7 +218,7 @@ def test_parallel_points_on_ray_give_the_serial_results(ray_head: dict[str, Any]
     from click.testing import CliRunner
 
     from simulator.cli import main
-    from simulator.parallel import map_points
+    from simulator.sweep.fanout import map_points
     from tests.runs.test_parallel import TEAM, _without_run_dirs
     assert map_points(square_or_fail, [4, 2, 9], parallel=2, executor="ray") == [16, 4, 81]
     args = ["sweep", TEAM, "--sessions", "2,1", "--turns", "3", "--json"]

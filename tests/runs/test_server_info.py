@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from simulator import server_info
-from simulator.server_info import ServerInfo
+from simulator.run import server as server_info
+from simulator.run.server import ServerInfo
 from tests.conftest import small_scenario
 
 TWIN = {"id": "qwen3", "object": "model", "max_model_len": 262_144,
@@ -47,8 +47,9 @@ def test_a_real_server_s_window_is_the_named_model_s() -> None:
 
 def test_a_run_probes_the_server_once_single_and_sharded(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from simulator.runs import RunSpec, execute
-    from simulator.workers import InlineExecutor, execute_sharded
+    from simulator.run.execute import execute
+    from simulator.run.shards import InlineExecutor, execute_sharded
+    from simulator.run.spec import RunSpec
     from tests.http_twin import twin_in_thread
     calls: list[str] = []
     real = server_info.models

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from simulator.errors import InputError
-from simulator.runs import RunSpec, execute
-from simulator.scenario.load import load_scenario
-from simulator.workers import (
+from simulator.run.execute import execute
+from simulator.run.shards import (
     ProcessExecutor,
+    Sharded,
     ShardJob,
     ShardResult,
     execute_sharded,
@@ -24,6 +24,8 @@ from simulator.workers import (
     shard_scenario,
     split_sessions,
 )
+from simulator.run.spec import RunSpec
+from simulator.scenario.load import load_scenario
 from tests.reliability_twin import TwinThread
 
 
@@ -83,12 +85,12 @@ def test_outcomes_merge_worst_first() -> None:
 
 
 def test_in_process_twin_is_refused(tmp_path: Path) -> None:
-    spec = RunSpec(str(_scenario(tmp_path / "s.yaml")), out_dir=tmp_path / "out", workers=2,
+    spec = RunSpec(str(_scenario(tmp_path / "s.yaml")), out_dir=tmp_path / "out",
                    show_progress=False)
     with pytest.raises(InputError, match="in-process twin is one simulated card"):
         execute_sharded(spec, 2, echo=lambda _line: None)
-    with pytest.raises(InputError, match="simulator.workers.execute_sharded"):
-        execute(spec, echo=lambda _line: None)
+    with pytest.raises(InputError, match="in-process twin is one simulated card"):
+        execute(spec, echo=lambda _line: None, drive=Sharded(2))
     assert not (tmp_path / "out").exists()
 
 
@@ -97,7 +99,7 @@ def test_two_workers_write_one_run(tmp_path: Path) -> None:
     path = _scenario(tmp_path / "s.yaml")
     with TwinThread(time_scale=1000.0) as twin:
         spec = RunSpec(str(path), endpoint_url=twin.url, out_dir=tmp_path / "out",
-                       workers=2, show_progress=False)
+                       show_progress=False)
         res = execute_sharded(spec, 2, echo=lambda _line: None)
     assert res.status == "completed", res.outcome.reason
     run_dirs = list((tmp_path / "out").iterdir())
@@ -119,20 +121,17 @@ def test_two_workers_write_one_run(tmp_path: Path) -> None:
     assert summary["simulated"] is True and summary["time_scale"] == 1000.0
 
 
-def test_workers_build_on_runs_public_api_without_a_cycle() -> None:
-    """`workers` uses only `runs.__all__`, and `runs` never imports `workers`."""
+def test_the_one_process_run_never_imports_the_sharded_drive() -> None:
+    """`run.shards` (and Ray) build on the one-process pipeline, never the reverse: a
+    plain run loads neither."""
     import ast
 
-    import simulator.runs as runs_mod
-    root = Path(runs_mod.__file__).parent
-    runs_tree = ast.parse((root / "runs.py").read_text())
-    imported = {n.module for n in ast.walk(runs_tree) if isinstance(n, ast.ImportFrom)}
-    imported |= {a.name for n in ast.walk(runs_tree) if isinstance(n, ast.Import) for a in n.names}
-    assert not {m for m in imported if m and m.startswith("simulator.workers")}
-    used = {n.attr for n in ast.walk(ast.parse((root / "workers.py").read_text()))
-            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-            and n.value.id == "runs"}
-    assert used and used <= set(runs_mod.__all__), used - set(runs_mod.__all__)
+    import simulator.run as run_pkg
+    root = Path(run_pkg.__file__).parent
+    for name in ("execute", "prepare", "drive", "finish", "spec", "manifest", "signals"):
+        tree = ast.parse((root / f"{name}.py").read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert not {m for m in imported if m in ("simulator.run.shards", "simulator.run.ray")}, name
 
 
 def test_a_shard_gets_its_scenario_share_and_its_sessions_resume_state(tmp_path: Path) -> None:
@@ -162,7 +161,7 @@ def test_sharded_resume_of_an_in_process_twin_run_is_refused_before_reopening(
     manifest = json.loads((run_dir / "manifest.json").read_text())
     manifest["status"] = "interrupted"
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
-    resume = RunSpec("", resume_dir=run_dir, workers=2, show_progress=False)
+    resume = RunSpec("", resume_dir=run_dir, show_progress=False)
     with pytest.raises(InputError, match="in-process twin is one simulated card"):
         execute_sharded(resume, 2, echo=lambda _line: None)
     assert "resumes" not in json.loads((run_dir / "manifest.json").read_text())

@@ -10,16 +10,16 @@ from typing import Any
 import pytest
 
 from simulator.clock import RunClock
+from simulator.clock.virtual import run_virtual
 from simulator.endpoints.base import ErrorType
 from simulator.endpoints.fake import FakeEndpoint
-from simulator.metrics.records import TurnRecord
-from simulator.metrics.reuse import PrefixTracker
+from simulator.records.prefix import PrefixTracker
+from simulator.records.rows import TurnRecord
 from simulator.scenario.model import Scenario
 from simulator.session.agent import Agent, FatalEndpointError, RunContext, SessionFailed
 from simulator.session.conversation import validate_structure
 from simulator.session.limiter import Limiter
 from simulator.session.prefix import build_base_prefix, tools_json
-from simulator.vtime import run_virtual
 from tests.conftest import small_scenario
 
 

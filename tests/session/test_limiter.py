@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
+from simulator.clock.virtual import run_virtual
 from simulator.session.limiter import Limiter, Pacer
-from simulator.vtime import run_virtual
 
 
 async def _admitted_in(limiter: Limiter, window_s: float, callers: int = 50) -> list[float]:

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from simulator.facts import FACT_KINDS
+from simulator.protocol.facts import FACT_KINDS
 from simulator.scenario.load import load_scenario
 from simulator.session.prefix import build_base_prefix
 from tests.conftest import run_scenario, small_scenario, turns_of

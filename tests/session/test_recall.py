@@ -9,7 +9,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator import facts as fx
+from simulator.protocol import facts as fx
 from simulator.scenario.probes import ProbesSpec
 from simulator.session import recall
 from simulator.session.compaction import SUMMARY_HEAD

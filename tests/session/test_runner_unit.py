@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from simulator.clock.virtual import run_virtual
 from simulator.endpoints.base import ErrorType
 from simulator.endpoints.fake import FakeEndpoint
 from simulator.scenario.model import Scenario
 from simulator.session.runner import Runner, RunOutcome, arrival_offsets
-from simulator.vtime import run_virtual
 from tests.conftest import small_scenario
 from tests.session.test_agent_unit import MemoryRecorder
 

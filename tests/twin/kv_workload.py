@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from simulator.twin.engine import TwinEngine
-from simulator.twin.types import EngineRequest, RequestResult
+from simulator.twin.core.engine import TwinEngine
+from simulator.twin.core.types import EngineRequest, RequestResult
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from simulator.analysis.cache_bound import cache_bound_warning
 from simulator.cli import main
-from simulator.twin.kv_cache import BlockPool, extend_hash_chain
+from simulator.twin.core.block_pool import BlockPool, extend_hash_chain
 from tests.conftest import SCENARIOS
 from tests.http_twin import twin_server
 

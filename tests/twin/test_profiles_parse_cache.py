@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from simulator.twin import profiles
-from simulator.twin.profiles import PROFILE_DIR, load_engine_settings, load_hardware
+from simulator.twin.model import profiles
+from simulator.twin.model.profiles import PROFILE_DIR, load_engine_settings, load_hardware
 
 
 def test_a_cached_parse_is_a_fresh_copy_each_time() -> None:

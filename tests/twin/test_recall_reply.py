@@ -3,10 +3,10 @@ summaries carry the user's notes and the stated decisions."""
 
 from __future__ import annotations
 
-from simulator import facts as fx
-from simulator import tokens
-from simulator.twin import reply
-from simulator.twin.recall_reply import SUMMARY_LEAD
+from simulator.protocol import facts as fx
+from simulator.twin.serve import reply
+from simulator.twin.serve.recall_reply import SUMMARY_LEAD
+from simulator.util import tokens
 
 KEY, VALUE = "ledger-sync release code word", "AMBER-4821a"
 WINDOW = 100_000

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from simulator.errors import InputError
-from simulator.twin.fit import fit_terms
-from simulator.twin.profile_write import fitted_hardware
-from simulator.twin.run_points import IDENTIFIED, points_document, points_from_rows
+from simulator.twin.model.fit import fit_terms
+from simulator.twin.model.fit_points import IDENTIFIED, points_document, points_from_rows
+from simulator.twin.model.profile_write import fitted_hardware
 
 
 def row(turn: int, **kw: Any) -> dict[str, Any]:
@@ -65,7 +65,7 @@ def test_refused(rows: list[dict[str, Any]], message: str) -> None:
 def test_the_points_fit_back_the_terms_that_made_them() -> None:
     """Points the twin's own model produced (eta_w, eta_c changed) are fitted back to
     those values from the batch-1 rows alone."""
-    from simulator.twin.perf_model import build_perf_model, decode_tok_s, prefill_seconds
+    from simulator.twin.model.perf_model import build_perf_model, decode_tok_s, prefill_seconds
     true = build_perf_model("cpu-2core", "smollm2-135m", overrides={"eta_w": 0.3, "eta_c": 0.4})
     rows = [row(i, context_tokens_est=p, prompt_tokens=p, cache_read_tokens=c,
                 ttft_s=prefill_seconds(true, p, c), decode_tok_s=decode_tok_s(true, 1, p + 20))
@@ -77,7 +77,7 @@ def test_the_points_fit_back_the_terms_that_made_them() -> None:
     assert fit.terms["eta_w"] == pytest.approx(0.3, rel=0.02)
     assert fit.terms["eta_c"] == pytest.approx(0.4, rel=0.02)
     assert fit.rms_log_error < 0.01
-    from simulator.twin.profiles import load_hardware
+    from simulator.twin.model.profiles import load_hardware
     prof = fitted_hardware(load_hardware("cpu-2core").model_dump(exclude_none=True),
                            fit.terms, fit.free, name="cpu-2core-x", source="synthetic rows")
     assert prof["efficiency"]["eta_w"] == pytest.approx(0.3, rel=0.02)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from simulator import tokens
-from simulator.twin.spec_decode import NgramSpec
-from simulator.twin.spec_replay import SpecCounts, replay
+from simulator.twin.spec_decode.ngram import NgramSpec
+from simulator.twin.spec_decode.replay import SpecCounts, replay
+from simulator.util import tokens
 
 SPEC = NgramSpec(8, prompt_lookup_min=2, prompt_lookup_max=4)
 CODE = "\n".join(f"def f{i}(x: int) -> int:\n    return x * {i} + {i * 7}" for i in range(40))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.twin import reply
+from simulator.twin.serve import reply
 
 
 def test_a_prompt_that_fills_the_window_is_refused() -> None:

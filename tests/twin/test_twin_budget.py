@@ -12,11 +12,11 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from simulator.scenario.model import TwinSpec
-from simulator.twin.engine import TwinEngine
-from simulator.twin.perf_model import build_perf_model
-from simulator.twin.spec_decode import ModelDraftSpec, NgramSpec, drafting_slots
-from simulator.twin.spec_whatif import WhatIf, run_sessions
-from simulator.twin.types import EngineRequest
+from simulator.twin.core.engine import TwinEngine
+from simulator.twin.core.types import EngineRequest
+from simulator.twin.model.perf_model import build_perf_model
+from simulator.twin.spec_decode.ngram import ModelDraftSpec, NgramSpec, drafting_slots
+from simulator.twin.spec_decode.whatif import WhatIf, run_sessions
 
 HW, MODEL = "h200", "llama-3.1-8b"
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from simulator.endpoints.twin import InProcessTwin
+from simulator.endpoints.inprocess.twin import InProcessTwin
 from simulator.errors import InputError
-from simulator.twin import reply
-from simulator.twin.config import engine_config
-from simulator.twin.perf_model import build_perf_model
-from simulator.twin.profiles import load_model
+from simulator.twin.core.config import engine_config
+from simulator.twin.model.perf_model import build_perf_model
+from simulator.twin.model.profiles import load_model
+from simulator.twin.serve import reply
 
 MODELS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "simulator" / "twin"
                                  / "profiles" / "models").glob("*.yaml"))

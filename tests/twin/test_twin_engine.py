@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from simulator.twin.engine import RequestTooLong, TwinEngine
-from simulator.twin.spec_decode import NgramSpec, parse_spec
-from simulator.twin.types import EngineRequest, StepShape
+from simulator.twin.core.engine import RequestTooLong, TwinEngine
+from simulator.twin.core.types import EngineRequest, StepShape
+from simulator.twin.spec_decode.ngram import NgramSpec, parse_spec
 
 
 class FakePerf:

@@ -9,11 +9,11 @@ import random
 import pytest
 
 from simulator.session.conversation import Message, Prefix, TextBlock, ToolResultBlock, ToolUseBlock
-from simulator.twin.decode_burst import decode_terms
-from simulator.twin.engine import TwinEngine
-from simulator.twin.perf_model import build_perf_model
-from simulator.twin.prompt import PromptTokenizer
-from simulator.twin.types import EngineRequest, StepShape
+from simulator.twin.core.decode_burst import decode_terms
+from simulator.twin.core.engine import TwinEngine
+from simulator.twin.core.types import EngineRequest, StepShape
+from simulator.twin.model.perf_model import build_perf_model
+from simulator.twin.serve.prompt import PromptTokenizer
 
 
 def _toks(n: int, seed: int) -> list[int]:
@@ -120,7 +120,7 @@ def test_identity_cached_encoding_equals_plain_encoding() -> None:
 
 
 def test_prefix_tracker_heads_stay_bounded() -> None:
-    from simulator.metrics.reuse import PrefixTracker
+    from simulator.records.prefix import PrefixTracker
     tracker = PrefixTracker(max_heads=6)
     conv = _conversation(1)
     for i in range(50):     # a per-request cache-buster: every request a new head
@@ -136,7 +136,7 @@ def test_burst_at_any_block_size_equals_the_step_loop(block_size: int,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A block size of 1 used to crash the burst: it registered the block of the token
     still to compute (vLLM caches only tokens scheduled so far), which had no slot yet."""
-    import simulator.twin.engine as engine_module
+    import simulator.twin.core.engine as engine_module
     perf = build_perf_model("h100", "llama-3.1-8b")
 
     def reqs() -> list[EngineRequest]:

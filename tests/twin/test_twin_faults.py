@@ -12,10 +12,10 @@ import httpx2
 import pytest
 
 from simulator.errors import InputError
-from simulator.twin.engine import TwinEngine
-from simulator.twin.faults import FaultInjector, FaultKind, parse_faults
-from simulator.twin.server import ServerConfig, create_app, serving
-from simulator.twin.types import StepShape
+from simulator.twin.core.engine import TwinEngine
+from simulator.twin.core.types import StepShape
+from simulator.twin.serve.faults import FaultInjector, FaultKind, parse_faults
+from simulator.twin.serve.server import ServerConfig, create_app, serving
 
 
 class FakePerf:

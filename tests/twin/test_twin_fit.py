@@ -9,9 +9,9 @@ from click.testing import CliRunner
 
 from simulator.cli import main
 from simulator.errors import InputError
-from simulator.twin.fit import Observation, fit_terms, load_points, predict
-from simulator.twin.perf_model import build_perf_model
-from simulator.twin.profiles import PROFILE_DIR
+from simulator.twin.model.fit import Observation, fit_terms, load_points, predict
+from simulator.twin.model.perf_model import build_perf_model
+from simulator.twin.model.profiles import PROFILE_DIR
 
 POINTS = PROFILE_DIR / "calibration" / "a40-qwen3-coder-30b-a3b-awq.yaml"
 
@@ -96,7 +96,7 @@ def test_spec_points_run_their_scenario_through_the_injected_runner() -> None:
     """A spec_decode point asks the runner for its scenario with the candidate's terms
     (sessions, turns and the budget as overrides); a ratio also asks for speculation off;
     the figure is the summary's, × sessions for a per-stream rate in tok/s."""
-    from simulator.twin.fit import ScenarioPoint
+    from simulator.twin.model.fit import ScenarioPoint
     asked: list[ScenarioPoint] = []
 
     def runner(point: ScenarioPoint) -> dict[str, float]:
@@ -137,7 +137,7 @@ def test_a_spec_point_scenario_is_found_next_to_its_points_file(tmp_path: Path) 
 def test_cli_fit_runs_spec_points_as_endurance_run(tmp_path: Path) -> None:
     """`twin fit` gives its spec_decode points a runner of the product's path: a point
     measured at what `endurance run` gives on its scenario fits with zero error."""
-    from simulator.calibration_runs import CODE_EDIT_SCENARIO, run_point
+    from simulator.sweep.calibration import CODE_EDIT_SCENARIO, run_point
     rate = run_point(CODE_EDIT_SCENARIO, twin="a40/qwen3-coder-30b-a3b-awq", spec="ngram:5",
                      overrides=("sessions=1", "turns=1")).decode_tok_s_median
     path = tmp_path / "spec.yaml"

@@ -9,12 +9,12 @@ from array import array
 import pytest
 
 from simulator.errors import InputError
-from simulator.twin.block_manager import KVCacheManager
-from simulator.twin.engine import TwinEngine
-from simulator.twin.hybrid_prefill import aligned_hit, aligned_split, prefill_chunks
-from simulator.twin.perf_model import RooflinePerfModel, build_perf_model, prefill_seconds
-from simulator.twin.seq import Seq
-from simulator.twin.types import EngineRequest, RequestResult, StepShape
+from simulator.twin.core.engine import TwinEngine
+from simulator.twin.core.hybrid_prefill import aligned_hit, aligned_split, prefill_chunks
+from simulator.twin.core.kv_cache_manager import KVCacheManager
+from simulator.twin.core.request import Seq
+from simulator.twin.core.types import EngineRequest, RequestResult, StepShape
+from simulator.twin.model.perf_model import RooflinePerfModel, build_perf_model, prefill_seconds
 
 KIMI, QWEN = "kimi-linear-48b-a3b-awq", "qwen3-coder-30b-a3b-awq"
 BS = 1888            # Kimi's attention block on the a40 (a page that holds a KDA state)

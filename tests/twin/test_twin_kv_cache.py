@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from array import array
 
-from simulator.twin.kv_cache import BlockPool, extend_hash_chain
+from simulator.twin.core.block_pool import BlockPool, extend_hash_chain
 
 BS = 4
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from array import array
 
-from simulator.twin.block_manager import KVCacheManager
-from simulator.twin.kv_cache import extend_hash_chain
-from simulator.twin.seq import Seq
-from simulator.twin.types import RequestResult
+from simulator.twin.core.block_pool import extend_hash_chain
+from simulator.twin.core.kv_cache_manager import KVCacheManager
+from simulator.twin.core.request import Seq
+from simulator.twin.core.types import RequestResult
 
 BS = 4
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.twin.engine import TwinEngine
-from simulator.twin.kv_offload import HostTier
-from simulator.twin.perf_model import build_perf_model
+from simulator.twin.core.engine import TwinEngine
+from simulator.twin.core.kv_offload import HostTier
+from simulator.twin.model.perf_model import build_perf_model
 from tests.twin.kv_workload import Turn, Workload, run_workload
 
 MODEL = "qwen3-coder-30b-a3b-awq"
@@ -163,7 +163,7 @@ def _metric(text: str, name: str) -> float:
 async def test_the_http_twin_exposes_offload_counters_under_vllms_names() -> None:
     import httpx2
 
-    from simulator.twin.server import ServerConfig, create_app, serving
+    from simulator.twin.serve.server import ServerConfig, create_app, serving
 
     perf = build_perf_model("a40", MODEL, overrides={"kv_cache_gib": 0.5, "kv_offload_gib": 4})
     cfg = ServerConfig(model=MODEL, hardware="a40", context_window=32_768, time_scale=1000.0)
@@ -191,7 +191,7 @@ async def test_the_http_twin_exposes_offload_counters_under_vllms_names() -> Non
 async def test_the_http_twin_without_a_tier_shows_no_offload_counters() -> None:
     import httpx2
 
-    from simulator.twin.server import ServerConfig, create_app, serving
+    from simulator.twin.serve.server import ServerConfig, create_app, serving
 
     perf = build_perf_model("a40", MODEL, overrides={"kv_cache_gib": 0.5})
     cfg = ServerConfig(model=MODEL, hardware="a40", context_window=32_768, time_scale=1000.0)

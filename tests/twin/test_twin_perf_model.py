@@ -7,16 +7,16 @@ import itertools
 import pytest
 
 from simulator.errors import InputError
-from simulator.twin.fit import evaluate, load_points
-from simulator.twin.perf_model import (
+from simulator.twin.core.types import StepShape
+from simulator.twin.model.fit import evaluate, load_points
+from simulator.twin.model.perf_model import (
     build_perf_model,
     decode_tok_s,
     expected_distinct_experts,
     prefill_seconds,
     routing_probabilities,
 )
-from simulator.twin.profiles import PROFILE_DIR
-from simulator.twin.types import StepShape
+from simulator.twin.model.profiles import PROFILE_DIR
 
 HW, MODEL = "a40", "qwen3-coder-30b-a3b-awq"
 POINTS = PROFILE_DIR / "calibration" / "a40-qwen3-coder-30b-a3b-awq.yaml"

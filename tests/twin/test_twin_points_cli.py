@@ -10,7 +10,8 @@ import yaml
 from click.testing import CliRunner
 
 from simulator.cli import main
-from simulator.runs import RunSpec, execute
+from simulator.run.execute import execute
+from simulator.run.spec import RunSpec
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "calibration" / "twin-vs-vllm-cpu.yaml"
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.twin.engine import TwinEngine
-from simulator.twin.perf_model import build_perf_model
-from simulator.twin.predictability import REFERENCE, IndexMeter, ReferenceMeter, tokens_per_pass
-from simulator.twin.types import EngineRequest
+from simulator.twin.core.engine import TwinEngine
+from simulator.twin.core.types import EngineRequest
+from simulator.twin.model.perf_model import build_perf_model
+from simulator.twin.spec_decode.predictability import REFERENCE, IndexMeter, ReferenceMeter, tokens_per_pass
 
 
 def _fresh(rng: random.Random, n: int) -> list[int]:
@@ -112,7 +112,8 @@ def test_the_bulk_meter_counts_what_the_engines_proposer_counts(
 
 
 def test_fewer_edits_of_the_copied_lines_give_more_tokens_per_pass(tmp_path: Path) -> None:
-    from simulator.runs import RunSpec, execute
+    from simulator.run.execute import execute
+    from simulator.run.spec import RunSpec
     figures = []
     for share in ("0.08", "0"):
         run = execute(RunSpec("scenarios/calibration/code-edit-single-stream.yaml",

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from simulator.errors import InputError
-from simulator.twin.profiles import (
+from simulator.twin.model.profiles import (
     PROFILE_DIR,
     efficiency_for,
     known_names,

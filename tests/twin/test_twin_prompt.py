@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from simulator import tokens
-from simulator.twin.prompt import PromptError, PromptTokenizer, render_message
+from simulator.twin.serve.prompt import PromptError, PromptTokenizer, render_message
+from simulator.util import tokens
 
 SYSTEM = [{"type": "text", "text": "You are a coding agent. " * 50,
            "cache_control": {"type": "ephemeral"}}]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from simulator.errors import InputError
-from simulator.twin.perf_model import build_perf_model, split_quantization
+from simulator.twin.model.perf_model import build_perf_model, split_quantization
 
 
 @pytest.mark.parametrize(("text", "out"), [

@@ -11,9 +11,9 @@ import anthropic
 import httpx2
 import pytest
 
-from simulator.twin.engine import TwinEngine
-from simulator.twin.server import ServerConfig, create_app, serving
-from simulator.twin.types import StepShape
+from simulator.twin.core.engine import TwinEngine
+from simulator.twin.core.types import StepShape
+from simulator.twin.serve.server import ServerConfig, create_app, serving
 
 CONTEXT = 32_768
 
@@ -123,7 +123,7 @@ async def test_non_streaming_and_same_reply_for_same_request(url: str) -> None:
 
 
 async def test_streamed_text_equals_token_count(url: str) -> None:
-    from simulator import tokens
+    from simulator.util import tokens
     async with httpx2.AsyncClient(base_url=url) as c:
         events = parse_sse((await c.post("/v1/messages", json=body(max_tokens=300))).text)
     text = "".join(d["delta"]["text"] for k, d in events if k == "content_block_delta")
@@ -203,7 +203,7 @@ async def test_instant_mode_writes_whole_reply() -> None:
 
 
 async def test_real_profile_with_ngram_spec_exposes_spec_counters() -> None:
-    from simulator.twin.server import twin_app
+    from simulator.twin.serve.server import twin_app
     app, described = twin_app("a40", "qwen3-coder-30b-a3b-awq", spec="ngram:4",
                               time_scale=1e6)
     code = "\n".join(f"def handler_{i}(value: int) -> int:\n    return value * {i}"

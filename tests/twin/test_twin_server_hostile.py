@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from simulator.twin import server
+from simulator.twin.serve import server
 from tests.twin.test_twin_server import body, make_app
 
 HOSTILE: list[tuple[str, bytes]] = [

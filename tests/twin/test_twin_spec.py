@@ -12,18 +12,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.errors import InputError
-from simulator.twin import textgen
-from simulator.twin.engine import TwinEngine
-from simulator.twin.perf_model import build_perf_model
-from simulator.twin.spec_decode import (
+from simulator.twin.core.engine import TwinEngine
+from simulator.twin.core.types import EngineRequest, StepShape
+from simulator.twin.model.perf_model import build_perf_model
+from simulator.twin.serve import textgen
+from simulator.twin.spec_decode.ngram import (
     ModelDraftSpec,
     NgramIndex,
     NgramSpec,
     accepted_length,
     parse_spec,
 )
-from simulator.twin.spec_whatif import run_sessions
-from simulator.twin.types import EngineRequest, StepShape
+from simulator.twin.spec_decode.whatif import run_sessions
 
 HW, MODEL = "a40", "qwen3-coder-30b-a3b-awq"
 
@@ -192,8 +192,7 @@ def test_per_position_counters_are_cumulative() -> None:
 
 
 def test_twin_paths_and_engine_flags() -> None:
-    from simulator.runs import parse_twin
-    from simulator.twin.profiles import PROFILE_DIR
+    from simulator.twin.model.profiles import PROFILE_DIR, parse_twin
     hw, model = PROFILE_DIR / "hardware" / "a40.yaml", PROFILE_DIR / "models" / "x.yaml"
     assert parse_twin(f"{hw}/{model}") == (str(hw), str(model))
     assert parse_twin("a40/dir/model.yaml") == ("a40", "dir/model.yaml")
@@ -248,9 +247,9 @@ def test_spec_calibration_points_within_10_percent() -> None:
     """The shipped A40 terms reproduce calibration.md's n-gram rows (twin fit's points,
     each an `endurance run` of its scenario): depth 5, 12, 24 single stream and 32
     streams at depth 5, each within 10%."""
-    from simulator.calibration_runs import point_runner
-    from simulator.twin.fit import evaluate, load_points
-    from simulator.twin.profiles import PROFILE_DIR
+    from simulator.sweep.calibration import point_runner
+    from simulator.twin.model.fit import evaluate, load_points
+    from simulator.twin.model.profiles import PROFILE_DIR
     pf = load_points(PROFILE_DIR / "calibration" / "a40-qwen3-coder-30b-a3b-awq-spec.yaml")
     rows = evaluate(pf.points, build_perf_model(HW, MODEL),
                     runner=point_runner(f"{HW}/{MODEL}"))
@@ -296,7 +295,7 @@ def test_adopted_index_indexes_the_new_prompt_in_bulk() -> None:
 
 
 def test_debug_record_carries_speculation_per_request() -> None:
-    from simulator.twin.service import RequestStream
+    from simulator.twin.serve.service import RequestStream
     s = RequestStream("r", 3, (1, 2, 3, 4), 0.0, emitted=4, spec_drafts=1,
                       spec_draft_tokens=5, spec_accepted_tokens=2,
                       emit_times=[0.1, 0.2], emit_counts=[1, 3])
@@ -308,7 +307,7 @@ def test_debug_record_carries_speculation_per_request() -> None:
 def test_spec_columns_from_reply_extras() -> None:
     """The twin's reply extras become the per-request columns; anything else (a real
     server's reply) leaves them None."""
-    from simulator.metrics.records import spec_columns
+    from simulator.records.rows import spec_columns
     got = spec_columns({"spec_drafts": 3, "spec_draft_tokens": 15,
                         "spec_accepted_tokens": 9, "forward_passes": 7})
     assert got == {"spec_drafts": 3, "spec_draft_tokens": 15, "spec_accepted_tokens": 9,

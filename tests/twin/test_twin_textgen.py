@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from simulator import tokens as tok
-from simulator.twin import textgen
+from simulator.twin.serve import textgen
+from simulator.util import tokens as tok
 
 
 def _prompt() -> list[int]:

@@ -1,0 +1,121 @@
+"""The endpoint a run sends to, from the scenario and what the command asked for.
+
+One table from client name to transport (`lean`, `aiohttp`, `sdk`), one choice between
+the in-process twin (no URL), a fleet of twins (`fleet.replicas` > 1), a client-routed
+set of URLs, and one HTTP endpoint. The run layer passes an `EndpointTarget`; nothing
+here knows about results directories or manifests.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from simulator.endpoints.base import Endpoint
+from simulator.errors import InputError
+from simulator.scenario.model import Scenario
+from simulator.twin.model.profiles import parse_twin
+from simulator.util.redact import check_endpoint_url, check_key, read_key_file
+
+
+@dataclass(frozen=True)
+class EndpointTarget:
+    """What the command line says about the endpoint (None: the scenario's own)."""
+
+    url: str | None = None                  # None: the in-process twin
+    urls: tuple[str, ...] = ()              # several URLs: routed on the client
+    twin: str | None = None                 # "hardware/model" of the in-process twin
+    spec: str | None = None                 # the twin's speculative decoding
+    twin_overrides: Mapping[str, Any] = field(default_factory=dict)
+    api_key_file: str | None = None
+    client: str | None = None               # lean | aiohttp | sdk
+
+
+def make_endpoint(s: Scenario, target: EndpointTarget) -> Endpoint:
+    """The endpoint for `target`: the in-process twin (or fleet of twins) without a URL,
+    a client-routed set of endpoints for several URLs, else one HTTP endpoint."""
+    if target.url is None:
+        return _in_process(s, target)
+    if len(target.urls) > 1:
+        return routed_endpoint(s, target.urls,
+                               lambda u: make_endpoint(s, replace(target, url=u, urls=())))
+    try:
+        check_endpoint_url(target.url)
+        key_file = target.api_key_file
+        key = check_key(read_key_file(key_file), f"--api-key-file {key_file}") if key_file \
+            else check_key(os.environ.get(s.endpoint.api_key_env, ""), f"${s.endpoint.api_key_env}")
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return http_endpoint(target.url, key, s, target.client or s.endpoint.client)
+
+
+def _in_process(s: Scenario, target: EndpointTarget) -> Endpoint:
+    from simulator.endpoints.inprocess.twin import InProcessTwin
+    hw, model = parse_twin(target.twin) if target.twin else (s.twin.hardware, s.twin.model)
+    over = {**s.twin.engine_overrides(), **target.twin_overrides}
+    spec = target.spec or s.twin.spec
+    if s.fleet.replicas > 1:
+        from simulator.endpoints.inprocess.fleet import InProcessFleet, router_config
+        return InProcessFleet(hw, model, replicas=s.fleet.replicas,
+                              router=router_config(s.fleet), spec=spec, seed=s.seed,
+                              overrides=over)
+    return InProcessTwin(hw, model, spec=spec, seed=s.seed, overrides=over)
+
+
+def routed_endpoint(s: Scenario, urls: Sequence[str],
+                    make_child: Callable[[str], Endpoint]) -> Endpoint:
+    """Several `--endpoint` URLs routed on the client by the scenario's `fleet.router`
+    (InputError, one line, for prefix_aware: the client cannot see server caches)."""
+    from simulator.endpoints.inprocess.fleet import router_config
+    from simulator.endpoints.routed import RoutedEndpoint
+    from simulator.twin.fleet.router import Router
+    if s.fleet.router in ("prefix_aware", "kv_cost"):
+        raise InputError(f"--route {s.fleet.router} needs the servers' cache state; on the "
+                         "client use round_robin, least_loaded or session_affinity")
+    if len(set(urls)) != len(urls):
+        raise InputError("--endpoint: the same URL twice (each replica once)")
+    router = Router(router_config(s.fleet), len(urls))
+    return RoutedEndpoint([make_child(u) for u in urls], list(urls), router)
+
+
+def _lean(url: str, key: str, api: str, kw: dict[str, Any]) -> Endpoint:
+    from simulator.endpoints.http.lean import LeanEndpoint
+    from simulator.endpoints.wire.dialects import dialect
+    return LeanEndpoint(url, key, dialect=dialect(api), **kw)
+
+
+def _aiohttp(url: str, key: str, api: str, kw: dict[str, Any]) -> Endpoint:
+    from simulator.endpoints.http.aiohttp_client import AiohttpEndpoint
+    from simulator.endpoints.wire.dialects import dialect
+    return AiohttpEndpoint(url, key, dialect=dialect(api), **kw)
+
+
+def _sdk(url: str, key: str, api: str, kw: dict[str, Any]) -> Endpoint:
+    if api == "openai-chat":
+        from simulator.endpoints.sdk.openai import OpenAISDKEndpoint
+        return OpenAISDKEndpoint(url, key or "none", **kw)
+    from simulator.endpoints.sdk.anthropic import AnthropicSDKEndpoint
+    return AnthropicSDKEndpoint(url, key or "none", **kw)
+
+
+# client name → constructor (url, key, api, keyword arguments); each imported when used
+CLIENTS: dict[str, Callable[[str, str, str, dict[str, Any]], Endpoint]] = {
+    "lean": _lean, "aiohttp": _aiohttp, "sdk": _sdk}
+
+
+def http_endpoint(url: str, key: str, s: Scenario, client: str) -> Endpoint:
+    """The HTTP endpoint for `client` (lean | aiohttp | sdk) speaking `s.endpoint.api`,
+    with the scenario's timeouts and per-attempt limits."""
+    from simulator.endpoints.http.transport import AttemptLimits
+    t, e = s.timeouts, s.endpoint
+    limits = AttemptLimits(first_byte_s=t.first_byte_s, idle_s=t.idle_s or e.timeout_s,
+                           total_s=t.total_s, max_response_bytes=t.max_response_bytes,
+                           retry_after_max_s=t.retry_after_max_s)
+    kw: dict[str, Any] = {"timeout_s": limits.idle_s, "connect_timeout_s": e.connect_timeout_s,
+                          "limits": limits}
+    make = CLIENTS.get(client)
+    if make is None:
+        raise InputError(f"--client must be one of {', '.join(CLIENTS)}, got {client!r}")
+    return make(url, key, e.api, kw)

@@ -1,0 +1,150 @@
+"""A fleet of in-process twins behind one router, on one virtual clock.
+
+R `InProcessTwin` replicas, each with its own engine (KV cache, scheduler, counters)
+and its own driver task; the virtual-time loop interleaves the drivers (each advances
+its engine only up to the loop's next timer, which includes the other drivers'
+wake-ups), so the replicas share one clock. Every request is tokenized once, routed by
+`twin.router.Router` from what the router can see of each replica at that moment
+(`twin.fleet`: requests in flight, waiting queue, KV usage, cached prefix blocks), and
+sent to that replica unchanged: with R = 1 the run is the single engine's, row for row.
+Replies carry the replica's index in `extra["replica"]` (the rows' `replica` column).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from simulator.endpoints.base import LLMRequest, LLMResponse
+from simulator.endpoints.inprocess.twin import InProcessTwin
+from simulator.endpoints.routed import send_on
+from simulator.scenario.model import FleetSpec
+from simulator.twin.core.stats import EngineStats
+from simulator.twin.fleet.router import ReplicaLoad, Router, RouterConfig
+from simulator.twin.fleet.view import block_hashes, cached_blocks, replica_load, replica_stats
+
+
+class FleetTimeline:
+    """The replicas' engine logs as one: rows tagged with their replica."""
+
+    def __init__(self, replicas: list[InProcessTwin]) -> None:
+        self._replicas = replicas
+
+    @property
+    def offset_s(self) -> float:
+        return self._replicas[0].timeline.offset_s
+
+    @offset_s.setter
+    def offset_s(self, value: float) -> None:
+        for r in self._replicas:
+            r.timeline.offset_s = value
+
+
+class InProcessFleet:
+    name = "twin-fleet"
+    simulated = True
+
+    def __init__(self, hardware: str, model: str, *, replicas: int, router: RouterConfig,
+                 spec: str = "off", seed: int = 0, context_window: int | None = None,
+                 overrides: dict[str, Any] | None = None) -> None:
+        if replicas < 1:
+            raise ValueError(f"replicas must be ≥ 1, got {replicas}")
+        self.hardware, self.model = hardware, model
+        self.replicas = [InProcessTwin(hardware, model, spec=spec, seed=seed,
+                                       context_window=context_window, overrides=overrides)
+                         for _ in range(replicas)]
+        shared = self.replicas[0].tokenizer      # one tokenizer cache for the fleet
+        for r in self.replicas:
+            r.tokenizer = shared
+        self.router = Router(router, replicas)
+        self.in_flight = [0] * replicas
+        self.routed = [0] * replicas              # requests sent to each replica
+        self.timeline = FleetTimeline(self.replicas)
+
+    # -- what runs and the recorder read ----------------------------------------------
+    def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+        return [f for r in self.replicas for f in r.background()]
+
+    def describe(self) -> dict[str, Any]:
+        d = self.replicas[0].describe()
+        d.update(kind="twin-fleet", replicas=len(self.replicas),
+                 router=self.router.config.policy)
+        profile = d.get("profile")
+        hw = profile.get("hardware") if isinstance(profile, dict) else None
+        if isinstance(hw, dict) and hw.get("usd_per_hour") is not None:
+            # the fleet rents R cards: its price per hour (runs._price reads this)
+            d["profile"] = copy.deepcopy(profile)
+            d["profile"]["hardware"]["usd_per_hour"] = float(hw["usd_per_hour"]) * len(self.replicas)
+        return d
+
+    def stats(self) -> dict[str, Any]:
+        """Fleet counters (sums; KV peak is the hottest replica's), one entry per replica."""
+        per = [r.stats() for r in self.replicas]
+        out = dict(per[0]) if len(per) == 1 else {}
+        for key in ("prefix_cache_queries", "prefix_cache_hits", "preemptions",
+                    "num_gpu_blocks", "kv_capacity_tokens", "spec_drafts",
+                    "spec_accepted_tokens"):
+            out[key] = sum(p.get(key, 0) for p in per)
+        out["kv_usage_peak"] = max(p["kv_usage_peak"] for p in per)
+        out["block_size"] = per[0]["block_size"]
+        out["replicas"] = [{"replica": i, "requests": self.routed[i],
+                            **replica_stats(r.engine)} for i, r in enumerate(self.replicas)]
+        out["router"] = self.router.config.policy
+        out["session_moves"] = self.router.moves
+        return out
+
+    def engine_stats(self) -> EngineStats:
+        """The fleet's counters, typed: one replica's own, else sums (KV peak: the
+        hottest replica's; per-position speculation counters are per replica only)."""
+        per = [r.engine_stats() for r in self.replicas]
+        if len(per) == 1:
+            return per[0]
+        return EngineStats(
+            sum(p.prefix_cache_queries for p in per), sum(p.prefix_cache_hits for p in per),
+            sum(p.preemptions for p in per), max(p.kv_usage_peak for p in per),
+            sum(p.num_gpu_blocks for p in per), per[0].block_size,
+            sum(p.spec_drafts for p in per), sum(p.spec_accepted_tokens for p in per))
+
+    def continue_timeline(self, offset_s: float) -> None:
+        """A resumed run: every replica's engine log continues from `offset_s`."""
+        self.timeline.offset_s = offset_s
+
+    def timeline_rows(self) -> list[dict[str, Any]]:
+        return [{**row, "replica": i} for i, r in enumerate(self.replicas)
+                for row in r.timeline_rows()]
+
+    async def aclose(self) -> None:
+        for r in self.replicas:
+            await r.aclose()
+
+    # -- routing ----------------------------------------------------------------------
+    def loads(self, request: LLMRequest) -> tuple[list[ReplicaLoad], int]:
+        """Each replica's load as the router sees it now, and the request's blocks."""
+        if not self.router.needs_prefix:
+            return [replica_load(r.engine, self.in_flight[i])
+                    for i, r in enumerate(self.replicas)], 0
+        prompt = self.replicas[0].prompt_of(request)
+        bs = self.replicas[0].engine.block_size
+        hashes = block_hashes(prompt, bs)
+        loads = [replica_load(r.engine, self.in_flight[i],
+                              cached_blocks(r.engine, hashes, len(prompt)))
+                 for i, r in enumerate(self.replicas)]
+        return loads, len(prompt) // bs
+
+    async def send(self, request: LLMRequest) -> LLMResponse:
+        if len(self.replicas) == 1:
+            i = 0
+        else:
+            loads, blocks = self.loads(request)
+            i = self.router.pick(request.session_id, loads, blocks)
+        return await send_on(self.replicas[i], i, self.in_flight, self.routed, request)
+
+
+def router_config(fleet: FleetSpec) -> RouterConfig:
+    """The scenario's `fleet` section as the router's settings."""
+    return RouterConfig(policy=fleet.router, prefix_weight=fleet.prefix_weight,
+                        queue_weight=fleet.queue_weight, kv_weight=fleet.kv_weight,
+                        affinity_floor=fleet.affinity_floor,
+                        affinity_tolerance=fleet.affinity_tolerance)
+

@@ -1,0 +1,219 @@
+"""The twin, in-process, in virtual time: the embedded default endpoint.
+
+Requests go straight into a `TwinEngine` (no sockets). A driver task advances the
+engine in tight loops of steps, never past the loop's next timer (the moment some
+agent could send something new), sleeps — virtually — until the step that finished a
+request, and hands that request its per-token times. Timings are therefore exactly
+what the engine computed. Run it on `simulator.clock.virtual.VirtualTimeLoop`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+from array import array
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from simulator.clock.virtual import next_timer
+from simulator.endpoints.base import (
+    EndpointError,
+    ErrorType,
+    LLMRequest,
+    LLMResponse,
+    Timing,
+    Usage,
+)
+from simulator.endpoints.client_meter import prompt_ids
+from simulator.endpoints.inprocess.timeline import EngineTimeline
+from simulator.protocol.messages import TextBlock
+from simulator.twin.core.config import engine_config
+from simulator.twin.core.engine import RequestTooLong, TwinEngine
+from simulator.twin.core.stats import EngineStats, SpecStats
+from simulator.twin.core.types import EngineRequest, RequestResult
+from simulator.twin.model.perf_model import build_perf_model
+from simulator.twin.serve import reply
+from simulator.twin.serve.prompt import PromptError, PromptTokenizer
+from simulator.twin.serve.wire import ReplyUsage
+from simulator.twin.spec_decode.predictability import ReferenceMeter
+from simulator.util import tokens
+
+# Yields granted to woken agents before the driver plans again, so that a request
+# sent in reaction to a delivery is in the engine before it runs ahead.
+_SETTLE_YIELDS = 3
+
+
+class InProcessTwin:
+    name = "twin"
+    simulated = True
+
+    def __init__(self, hardware: str, model: str, *, spec: str = "off", seed: int = 0,
+                 context_window: int | None = None,
+                 overrides: dict[str, Any] | None = None) -> None:
+        self.hardware, self.model = hardware, model
+        self.perf = build_perf_model(hardware, model, spec=spec, overrides=overrides)
+        self.engine = TwinEngine(self.perf)
+        self.tokenizer = PromptTokenizer()
+        self.seed = seed
+        self.config = engine_config(self.perf, context_window=context_window)
+        self.context_window = self.config.scheduler.max_model_len   # the model's, by profile
+        self._waiters: dict[str, asyncio.Future[RequestResult]] = {}
+        self._wake: asyncio.Event | None = None
+        self._ids = itertools.count()
+        self.timeline = EngineTimeline()   # engine log for the report's timeline
+        self.ngram_meter = ReferenceMeter()  # what n-gram speculation would see
+
+    def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+        return [self._drive]
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": "twin-inprocess", "simulated": True,
+                             "hardware": self.hardware, "model": self.model,
+                             "virtual_time": True}
+        describe = getattr(self.perf, "describe", None)
+        if callable(describe):
+            d["profile"] = describe()
+        return d
+
+    def stats(self) -> dict[str, Any]:
+        return {**self.engine_stats().to_dict(), **self._tier_stats()}
+
+    def _tier_stats(self) -> dict[str, Any]:
+        """The host KV tier's counters (vLLM's offload metrics), only with a tier."""
+        tier = getattr(self.engine, "host_tier", None)
+        if tier is None:
+            return {}
+        c = self.engine.counters
+        return {"kv_offload_blocks": tier.capacity, "kv_offload_blocks_used": len(tier),
+                "kv_offload_evicted_blocks": tier.evicted,
+                "external_prefix_cache_queries": c.external_prefix_cache_queries,
+                "external_prefix_cache_hits": c.external_prefix_cache_hits,
+                "kv_offload_load_bytes": c.offload_load_bytes,
+                "kv_offload_load_time_s": c.offload_load_time_s,
+                "kv_offload_store_bytes": c.offload_store_bytes,
+                "kv_offload_store_time_s": c.offload_store_time_s,
+                "kv_offload_stall_s": c.offload_stall_s}
+
+    def engine_stats(self) -> EngineStats:
+        """The engine's counters now, typed (see `endpoints.engine_stats`)."""
+        c, e = self.engine.counters, self.engine
+        spec = None
+        if e.spec is not None:
+            drafts = c.spec_drafts
+            spec = SpecStats(
+                draft_tokens=c.spec_draft_tokens,
+                accepted_tokens_per_pos=tuple(c.spec_accepted_per_pos),
+                mean_acceptance_length=1 + c.spec_accepted_tokens / drafts if drafts else None,
+                tokens_per_forward_pass=(c.generation_tokens / c.decode_steps
+                                         if c.decode_steps else None), drafts=drafts)
+        return EngineStats(c.prefix_cache_queries, c.prefix_cache_hits, c.preemptions,
+                           e.kv_usage_peak, e.num_blocks, e.block_size, c.spec_drafts,
+                           c.spec_accepted_tokens, spec)
+
+    def continue_timeline(self, offset_s: float) -> None:
+        """A resumed run: the engine log continues where the journal ended (s)."""
+        self.timeline.offset_s = offset_s
+
+    def timeline_rows(self) -> list[dict[str, Any]]:
+        """The engine log as `server_metrics` rows (seconds since the run started)."""
+        self.timeline.close(self.engine.now, self.engine)
+        return self.timeline.rows()
+
+    async def aclose(self) -> None:
+        for fut in self._waiters.values():
+            fut.cancel()
+
+    def prompt_of(self, request: LLMRequest) -> array[int]:
+        """The request's prompt token ids (EndpointError 400 for an invalid prompt)."""
+        try:
+            # prefix and messages are immutable: their token ids are cached by identity
+            return prompt_ids(self.tokenizer, request)
+        except PromptError as exc:
+            raise EndpointError(ErrorType.BAD_REQUEST, str(exc), status=400) from None
+
+    async def send(self, request: LLMRequest) -> LLMResponse:
+        loop = asyncio.get_running_loop()
+        sent = loop.time()
+        prompt = self.prompt_of(request)
+        try:
+            reply.check_window(len(prompt), self.context_window)
+        except reply.PromptTooLong as exc:
+            raise EndpointError(ErrorType.CONTEXT_OVERFLOW, str(exc), status=400) from None
+        planned = reply.plan_for(prompt, request.max_tokens, request.hints,
+                                 context_window=self.context_window, seed=self.seed)
+        ref_passes = self.ngram_meter.passes(prompt, planned.token_ids, request.session_id)
+        rid = f"req-{next(self._ids)}"
+        if self.engine.is_idle():
+            self.engine.run_until(sent)
+        try:
+            self.engine.submit(EngineRequest(rid, prompt, planned.token_ids, sent))
+        except RequestTooLong as exc:
+            raise EndpointError(ErrorType.CONTEXT_OVERFLOW, str(exc), status=400) from None
+        fut: asyncio.Future[RequestResult] = loop.create_future()
+        self._waiters[rid] = fut
+        self._wake_event().set()
+        try:
+            res = await fut
+        finally:
+            self._waiters.pop(rid, None)
+        return self._response(res, planned, sent, ref_passes)
+
+    def _response(self, res: RequestResult, planned: reply.PlannedReply, sent: float,
+                  ref_passes: int | None = None) -> LLMResponse:
+        text = tokens.decode(planned.token_ids)
+        usage = ReplyUsage(res.prompt_len, res.cached_tokens, self.engine.block_size,
+                           len(planned.token_ids)).as_dict()
+        times = res.token_times
+        timing = Timing(sent, times[0] if times else None, times[-1] if times else None,
+                        res.finished, len(times))
+        return LLMResponse((TextBlock(text, len(planned.token_ids)),), planned.stop_reason,
+                           Usage.from_mapping(usage), timing, len(planned.token_ids),
+                           extra={"num_preemptions": res.num_preemptions,
+                                  "spec_drafts": res.spec_drafts,
+                                  "spec_draft_tokens": res.spec_draft_tokens,
+                                  "spec_accepted_tokens": res.spec_accepted_tokens,
+                                  "forward_passes": res.decode_steps,
+                                  "ngram_ref_passes": ref_passes,
+                                  "queue_s": (None if res.first_scheduled is None
+                                              else max(0.0, res.first_scheduled - sent)),
+                                  **self._tier_extra(res)})
+
+    def _tier_extra(self, res: RequestResult) -> dict[str, Any]:
+        """The host tier's share of the hit, only when the engine has a tier."""
+        if getattr(self.engine, "host_tier", None) is None:
+            return {}
+        return {"host_cached_tokens": res.host_cached_tokens}
+
+    def _wake_event(self) -> asyncio.Event:
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        return self._wake
+
+    async def _drive(self) -> None:
+        """Advance the engine between the loop's timers and deliver finished requests."""
+        loop = asyncio.get_running_loop()
+        wake = self._wake_event()
+        engine = self.engine
+        self.timeline.start(loop.time(), engine)   # the driver starts with the run
+        while True:
+            if engine.is_idle():
+                wake.clear()
+                await wake.wait()
+                for _ in range(_SETTLE_YIELDS):
+                    await asyncio.sleep(0)
+                continue
+            horizon = next_timer()
+            finished = engine.run_until(min(math.inf if horizon is None else horizon,
+                                            self.timeline.next_due()))
+            self.timeline.observe(engine.now, engine)
+            delay = engine.now - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            for rid in finished:
+                res = engine.pop_result(rid)
+                fut = self._waiters.get(rid)
+                if fut is not None and not fut.done():
+                    fut.set_result(res)
+            for _ in range(_SETTLE_YIELDS):
+                await asyncio.sleep(0)

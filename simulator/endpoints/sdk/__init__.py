@@ -1,0 +1,1 @@
+"""The official SDK paths (anthropic, openai)."""

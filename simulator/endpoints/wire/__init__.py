@@ -1,0 +1,1 @@
+"""Wire protocols (dialects): request shapes and streamed-event parsing."""

@@ -1,0 +1,116 @@
+"""Server-sent events, framing only: a byte stream split into event blocks, each block
+into its name and data, with the limits every dialect's stream is held to.
+
+Pure (no I/O). The Anthropic event grammar lives in `wire.anthropic`, OpenAI's chunks in
+`wire.openai_chat`; both feed their blocks through `SSEParser` and `parse_block`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from simulator.endpoints.base import ErrorType
+
+
+class StreamFault(Exception):
+    """The stream said or did something that ends the attempt (classified)."""
+
+    def __init__(self, error_type: ErrorType, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
+# The longest SSE event (bytes up to its blank line) a stream may send: a delta is tens
+# of bytes, a whole tool call sent as one chunk some hundreds of kilobytes. Enforced as
+# bytes arrive, so a stream with no line feed ends here, not at the response limit.
+MAX_EVENT_BYTES = 8 * 2**20
+
+
+# The most reply content (text and tool input, bytes) decoded and token-counted: 16 MiB
+# is ~4M tokens, far past any max_tokens; counting more would take minutes and
+# gigabytes (the issue's 1 GB delta stream), so a larger reply is RESPONSE_TOO_LARGE.
+MAX_REPLY_CONTENT_BYTES = 16 * 2**20
+
+
+def check_content_size(pieces: Iterable[list[bytes] | list[str]]) -> None:
+    """StreamFault (RESPONSE_TOO_LARGE) when the pieces add up past the content cap."""
+    total = sum(len(p) for parts in pieces for p in parts)
+    if total > MAX_REPLY_CONTENT_BYTES:
+        raise StreamFault(ErrorType.RESPONSE_TOO_LARGE, f"reply content of {total} bytes "
+                          f"(more than {MAX_REPLY_CONTENT_BYTES})")
+
+
+class SSEParser:
+    """Splits a byte stream into complete SSE event blocks (blank-line separated)."""
+
+    __slots__ = ("_buf", "limit")
+
+    def __init__(self, limit: int = MAX_EVENT_BYTES) -> None:
+        self._buf = b""
+        self.limit = limit
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Complete event blocks in `chunk` (plus what was buffered); keeps the tail.
+        StreamFault (MALFORMED) once the unfinished event passes `limit` bytes."""
+        old = self._buf
+        if old and b"\r" not in chunk and not old.endswith(b"\r") \
+                and b"\n\n" not in old[-1:] + chunk[:1] and b"\n\n" not in chunk:
+            # no event ends in this chunk: append without rescanning what was buffered
+            if len(old) + len(chunk) > self.limit:
+                raise StreamFault(ErrorType.MALFORMED, f"an SSE event longer than "
+                                  f"{self.limit} bytes (no blank line)")
+            self._buf = old + chunk
+            return []
+        buf = old + chunk if old else chunk
+        if b"\r" in buf:
+            buf = _normalise_newlines(buf)
+        end = buf.rfind(b"\n\n")
+        if end < 0:
+            if len(buf) > self.limit:
+                raise StreamFault(ErrorType.MALFORMED, f"an SSE event longer than "
+                                  f"{self.limit} bytes (no blank line)")
+            self._buf = buf
+            return []
+        if len(buf) - end - 2 > self.limit:
+            raise StreamFault(ErrorType.MALFORMED, f"an SSE event longer than "
+                              f"{self.limit} bytes (no blank line)")
+        self._buf = buf[end + 2:]
+        return buf[:end].split(b"\n\n")
+
+    @property
+    def pending(self) -> bytes:
+        """Bytes received but not yet part of a complete event."""
+        return self._buf
+
+
+def _normalise_newlines(buf: bytes) -> bytes:
+    """CRLF / CR → LF, leaving a trailing CR alone (its LF may be in the next chunk)."""
+    tail = b"\r" if buf.endswith(b"\r") else b""
+    body = buf[:-1] if tail else buf
+    return body.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + tail
+
+
+def parse_block(block: bytes) -> tuple[str, bytes]:
+    """(event name, data) of one SSE event block, per the WHATWG field rules."""
+    name = ""
+    data: list[bytes] = []
+    for line in block.split(b"\n"):
+        if not line or line[0] == 58:  # b":" comment line
+            continue
+        field, _, value = line.partition(b":")
+        if value[:1] == b" ":
+            value = value[1:]
+        if field == b"event":
+            name = value.decode("utf-8", "replace")
+        elif field == b"data":
+            data.append(value)
+    return name, b"\n".join(data)
+
+
+def loads_event(data: bytes | str, what: str) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise StreamFault(ErrorType.MALFORMED, f"unparseable JSON in {what} event") from e

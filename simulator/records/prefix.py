@@ -1,0 +1,147 @@
+"""Client-side reusable prefix: what a perfect prefix cache could reuse.
+
+For each request, the longest prefix (in estimated tokens, over tools → system →
+messages) it shares with any earlier request of the run. Requests are compared as
+chains of segments (tools, system, each message) by content digest; within the
+first segment that differs, the common leading text is counted too.
+
+Histories only grow or get compacted, so within a session the best earlier match is
+the session's previous request; across sessions only the head (tools, system, first
+message) can be shared. The tracker therefore keeps, per session, the previous
+request's segments, plus a run-wide set of head chains: memory stays flat however
+long the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TypeVar
+
+from simulator.protocol.messages import Message, Prefix
+from simulator.util import tokens
+
+HEAD_SEGMENTS = 3  # tools, system, first message
+MAX_HEADS = 16_384  # run-wide head chains remembered (LRU); ≥ 3 per distinct session head
+V = TypeVar("V")
+
+
+@dataclass(frozen=True, slots=True)
+class _Seg:
+    digest: str
+    tokens_est: int
+    message: Message | None = None
+    text: str | None = None
+
+    def serialized(self) -> str:
+        return self.message.serialize() if self.message is not None else (self.text or "")
+
+
+def common_prefix_len(a: str, b: str) -> int:
+    """Length of the common leading substring, by binary search over C-speed slice
+    comparisons (a char-by-char Python loop is too slow for 100 kB messages)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@lru_cache(maxsize=1 << 16)
+def _chain(prev: str, digest: str) -> str:
+    """Chain hash of a segment after `prev` (memoised: a session re-sends its whole
+    history every turn, so all but the newest links repeat)."""
+    return hashlib.blake2b(f"{prev}|{digest}".encode(), digest_size=12).hexdigest()
+
+
+def _segments(prefix: Prefix, messages: tuple[Message, ...], tools_text: str) -> list[_Seg]:
+    segs = [_Seg(prefix.tools_digest, prefix.tools_tokens_est, text=tools_text),
+            _Seg(prefix.system_digest, prefix.system_tokens_est, text=prefix.system)]
+    segs.extend(_Seg(m.digest, m.tokens_est, message=m) for m in messages)
+    return segs
+
+
+def _remember(lru: OrderedDict[str, V], key: str, value: V, limit: int) -> None:
+    """`setdefault` on a bounded LRU: keeps the first value, refreshes its recency."""
+    if key in lru:
+        lru.move_to_end(key)
+        return
+    lru[key] = value
+    if len(lru) > limit:
+        lru.popitem(last=False)
+
+
+@dataclass
+class _SessionState:
+    chains: list[str] = field(default_factory=list)
+    segs: list[_Seg] = field(default_factory=list)
+
+
+class PrefixTracker:
+    """Computes `reusable_prefix_tokens` for each request as it is sent."""
+
+    def __init__(self, max_heads: int = MAX_HEADS) -> None:
+        # LRUs: with a per-request cache-buster every request brings new heads
+        self._max_heads = max_heads
+        self._heads: OrderedDict[str, int] = OrderedDict()      # head chain → seen
+        self._head_segs: OrderedDict[str, _Seg] = OrderedDict()  # chain before → next seg
+        self._sessions: dict[str, _SessionState] = {}
+
+    def observe(self, session_id: str, prefix: Prefix, messages: tuple[Message, ...],
+                tools_text: str) -> int:
+        segs = _segments(prefix, messages, tools_text)
+        state = self._sessions.setdefault(session_id, _SessionState())
+        prev = set(state.chains)
+        chains: list[str] = []
+        reused = 0
+        chain = ""
+        matched = True
+        for i, seg in enumerate(segs):
+            nxt = _chain(chain, seg.digest)
+            if matched and (nxt in prev or (i < HEAD_SEGMENTS and nxt in self._heads)):
+                reused += seg.tokens_est
+            elif matched:
+                matched = False
+                reused += self._partial(state, i, chain, seg)
+            chains.append(nxt)
+            chain = nxt
+        for i in range(min(HEAD_SEGMENTS, len(segs))):
+            parent = chains[i - 1] if i else ""
+            _remember(self._heads, chains[i], 0, self._max_heads)
+            _remember(self._head_segs, parent, segs[i], self._max_heads)
+        self._sessions[session_id] = _SessionState(chains, segs)
+        return reused
+
+    def _partial(self, state: _SessionState, i: int, chain_before: str, seg: _Seg) -> int:
+        """Tokens of text that `seg` shares at its start with the segment that followed
+        the same chain earlier (in this session, or in the run's heads)."""
+        other: _Seg | None = None
+        if i < len(state.segs) and (i == 0 or state.chains[i - 1] == chain_before):
+            other = state.segs[i]
+        elif i < HEAD_SEGMENTS:
+            other = self._head_segs.get(chain_before)
+        if other is None:
+            return 0
+        a, b = seg.serialized(), other.serialized()
+        n = common_prefix_len(a, b)
+        if n == 0:
+            return 0
+        # Tokenise the shared text, minus its last token (which may straddle the cut).
+        return max(0, tokens.count(a[:n]) - 1)
+
+    def extend(self, session_id: str, reply: Message) -> None:
+        """Count the server's own reply as seen: an engine caches the tokens it
+        generated, so the next request can reuse them (a perfect cache would)."""
+        state = self._sessions.get(session_id)
+        if state is None or not state.chains:
+            return
+        state.chains.append(_chain(state.chains[-1], reply.digest))
+        state.segs.append(_Seg(reply.digest, reply.tokens_est, message=reply))
+
+    def forget(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)

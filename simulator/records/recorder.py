@@ -1,0 +1,299 @@
+"""The recorder: the only writer of `results/<run-id>/`.
+
+Rows are appended to `turns.jsonl` and flushed to the OS on every write, so a crash
+of the process (even SIGKILL) loses nothing that was recorded. `finalize` converts the
+journal to `turns.parquet`, writes `summary.json` and sets the manifest's status.
+Until then the manifest says `running`, so a partial directory never looks complete.
+`history.jsonl` keeps what `--resume` needs to rebuild each session's conversation
+(see `session.resume`); the writer holds a lock on `turns.jsonl` while it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import fields
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from simulator.clock import RunClock
+from simulator.errors import InputError
+from simulator.records.ownership import clear_owner, write_owner
+from simulator.records.rows import (
+    COLUMNS,
+    TurnRecord,
+    in_simulated_time,
+    metrics_in_simulated_time,
+)
+from simulator.util.redact import redact
+
+if TYPE_CHECKING:  # pandas is imported when a run finishes: start-up stays short
+    import pandas as pd
+
+TURNS_JOURNAL = "turns.jsonl"
+METRICS_JOURNAL = "server_metrics.jsonl"
+HISTORY_JOURNAL = "history.jsonl"
+TURNS_PARQUET = "turns.parquet"
+METRICS_PARQUET = "server_metrics.parquet"
+MANIFEST = "manifest.json"
+SUMMARY = "summary.json"
+
+
+def _write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON via a temporary file, secrets redacted (URLs, key-named fields)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    try:
+        tmp.write_text(json.dumps(redact(data), indent=2, default=str) + "\n", encoding="utf-8")
+    except BaseException:
+        tmp.unlink(missing_ok=True)     # a full disk must not keep a torn copy (or its space)
+        raise
+    os.replace(tmp, path)
+
+
+def salvage_failed(run_dir: Path, status_reason: str) -> None:
+    """Last resort when the disk is full: drop the derived files a failed finalize may
+    have left torn (the journal keeps every row), then mark the manifest failed — with
+    its reason if a new copy fits, else by patching `"running"` to `"failed" ` in place
+    (same length: no new blocks needed)."""
+    for name in (TURNS_PARQUET, METRICS_PARQUET, SUMMARY):
+        with contextlib.suppress(OSError):
+            (run_dir / name).unlink()
+    path = run_dir / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data.update(status="failed", status_reason=status_reason, ended_at=time.time())
+        _write_json_atomic(path, data)
+        return
+    except (OSError, ValueError):
+        pass
+    with contextlib.suppress(OSError):
+        raw = path.read_bytes()
+        at = raw.find(b'"status": "running"')
+        if at >= 0:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.pwrite(fd, b'"status": "failed" ', at)
+            finally:
+                os.close(fd)
+
+
+def prewarm_finalize() -> None:
+    """Import what `finalize` and the summary need (≈1–2 s of imports on a busy machine)
+    ahead of time, on the calling (main) thread before the run starts, so a stop never
+    waits for imports. Never call it from a background thread: a thread importing while
+    the main thread imports the same circular package gets a partially initialised
+    module (`ImportError: cannot import name ...`, issue 23)."""
+    import importlib
+    for name in ("pandas", "pyarrow.parquet", "simulator.analysis.summary"):
+        try:
+            importlib.import_module(name)
+        except Exception:
+            return
+
+
+def iter_journal(path: Path) -> Iterator[dict[str, Any]]:
+    """Rows of a JSONL journal one at a time; a torn last line (crash mid-write) is
+    ignored."""
+    if not path.exists():
+        return
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            if not line.endswith("\n"):
+                return
+            try:
+                row = json.loads(line)
+            except ValueError:
+                row = None
+            if not isinstance(row, dict):
+                raise InputError(f"{path}:{n}: corrupted journal line (not a JSON object)")
+            yield row
+
+
+def read_journal(path: Path) -> list[dict[str, Any]]:
+    """Every row of a JSONL journal (`iter_journal` as a list)."""
+    return list(iter_journal(path))
+
+
+def _complete_length(path: Path) -> int:
+    """Bytes of `path` up to and including its last newline (0 if none or no file)."""
+    if not path.exists():
+        return 0
+    with path.open("rb") as f:
+        pos = f.seek(0, os.SEEK_END)
+        while pos > 0:          # scan back in 64 kB chunks for the last newline
+            step = min(65536, pos)
+            pos -= step
+            f.seek(pos)
+            i = f.read(step).rfind(b"\n")
+            if i >= 0:
+                return pos + i + 1
+    return 0
+
+
+def drop_torn_tail(path: Path) -> None:
+    """Cut a torn last line (a crash mid-write) so appended rows start on a fresh line."""
+    if path.exists() and (end := _complete_length(path)) != path.stat().st_size:
+        os.truncate(path, end)
+
+
+NULLABLE_INT_COLUMNS = ("input_tokens", "cache_read_tokens", "cache_creation_tokens",
+                        "prompt_tokens", "output_tokens", "output_tokens_est", "http_status",
+                        "spec_drafts", "spec_draft_tokens", "spec_accepted_tokens",
+                        "spec_forward_passes", "ngram_ref_passes", "ngram_ref_tokens")
+
+
+def turns_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    for col in NULLABLE_INT_COLUMNS:
+        df[col] = df[col].astype("Int64")
+    return df
+
+
+def turns_frame_from_journal(path: Path) -> pd.DataFrame:
+    """`turns_frame(read_journal(path))`, parsed by Arrow straight from the bytes.
+
+    A Python dict per row costs ~3 kB: 139k rows took 606 MiB above the imports to
+    convert that way, and 91 MiB (4× faster) this way (`benchmarks/memory.py --journal`).
+    A torn last line (crash mid-write) is ignored, as `read_journal` does."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+    end = _complete_length(path)
+    if end == 0:
+        return turns_frame([])
+    # streamed from the file, one thread: the parser holds one block at a time
+    source = pa.input_stream(str(path)) if end == path.stat().st_size \
+        else pa.BufferReader(path.read_bytes()[:end])
+    try:
+        with source:
+            table = pj.read_json(source, read_options=pj.ReadOptions(use_threads=False),
+                                 parse_options=pj.ParseOptions(
+                                     explicit_schema=turns_arrow_schema(),
+                                     unexpected_field_behavior="ignore"))
+    except pa.ArrowInvalid:  # a value the schema cannot hold, e.g. 64.0 in an int column
+        return turns_frame(read_journal(path))
+    import pandas as pd
+    df: pd.DataFrame = table.to_pandas()
+    # nullable ints: Arrow would give float64 with NaN; keep pandas' Int64 as turns_frame does
+    ints = table.select(list(NULLABLE_INT_COLUMNS)).to_pandas(
+        types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+    for col in NULLABLE_INT_COLUMNS:
+        df[col] = ints[col]
+    return df
+
+
+def turns_arrow_schema() -> Any:
+    """The Arrow schema of a turns journal row, from `TurnRecord`'s annotations."""
+    import pyarrow as pa
+    arrow = {"str": pa.string(), "RequestKind": pa.string(), "int": pa.int64(),
+             "float": pa.float64(), "bool": pa.bool_()}
+    return pa.schema([pa.field(f.name, arrow[str(f.type).split(" | ")[0]])
+                      for f in fields(TurnRecord)])
+
+
+def load_manifest(run_dir: Path) -> dict[str, Any]:
+    """The run's manifest as a dict (InputError when missing or not a JSON object). Here,
+    beside its writer, so the resume path reads it without importing pandas."""
+    path = run_dir / "manifest.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing; is {run_dir} a run directory?") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: corrupted JSON: {exc.msg}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise InputError(f"{path}: unreadable: {why}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def lock_journal(f: IO[str], run_dir: Path) -> None:
+    """Hold an exclusive lock on an open journal for the writer's lifetime, so a second
+    writer (a `--resume` of a run that is still going) is refused, not interleaved."""
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise InputError(f"{run_dir}: the run is still in progress (its journal is locked "
+                         "by another endurance process)") from None
+
+
+class Recorder:
+    def __init__(self, run_dir: Path, manifest: dict[str, Any], *, resume: bool = False,
+                 clock: RunClock | None = None) -> None:
+        self.run_dir = run_dir
+        self.manifest = dict(manifest)
+        # rows are measured on the loop clock and written in the run's simulated time;
+        # a resumed run's clock comes back from its manifest (the run's server facts)
+        self.clock = clock if clock is not None else RunClock(
+            rate=float(self.manifest.get("time_scale") or 1.0))
+        run_dir.mkdir(parents=True, exist_ok=resume)
+        mode = "a" if resume else "x"
+        self._turns: IO[str] = open(run_dir / TURNS_JOURNAL, mode, encoding="utf-8")
+        lock_journal(self._turns, run_dir)
+        write_owner(run_dir)
+        if resume:
+            for name in (TURNS_JOURNAL, METRICS_JOURNAL, HISTORY_JOURNAL):
+                drop_torn_tail(run_dir / name)
+        self._metrics: IO[str] = open(run_dir / METRICS_JOURNAL, mode, encoding="utf-8")
+        self._history: IO[str] = open(run_dir / HISTORY_JOURNAL, mode, encoding="utf-8")
+        self.rows_written = 0
+        self._stamp = {k: v for k, v in (("run", self.manifest.get("run_id")), (
+            "scenario_hash", self.manifest.get("scenario_hash"))) if v is not None}
+        self.manifest["status"] = "running"
+        self.manifest.setdefault("started_at", time.time())
+        _write_json_atomic(run_dir / MANIFEST, self.manifest)
+
+    def write(self, record: TurnRecord) -> None:
+        row = in_simulated_time(record.to_row(), self.clock)
+        self._turns.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self._turns.flush()
+        self.rows_written += 1
+
+    def write_history(self, row: dict[str, Any]) -> None:
+        """One row of `history.jsonl` (a stored reply or a session's failure), stamped
+        with the run id and scenario hash (kept when the row has them: a merged worker
+        row) so `--resume` can refuse rows of another run."""
+        row = {**self._stamp, **row}
+        self._history.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self._history.flush()
+
+    def write_metrics(self, row: dict[str, Any]) -> None:
+        row = metrics_in_simulated_time(row, self.clock)
+        self._metrics.write(json.dumps(row, separators=(",", ":"), default=str) + "\n")
+        self._metrics.flush()
+
+    def update_manifest(self, **fields: Any) -> None:
+        self.manifest.update(fields)
+        _write_json_atomic(self.run_dir / MANIFEST, self.manifest)
+
+    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+        """(turns, server metrics or None) as journaled so far (every row is flushed)."""
+        import pandas as pd
+        mrows = read_journal(self.run_dir / METRICS_JOURNAL)
+        return (turns_frame_from_journal(self.run_dir / TURNS_JOURNAL),
+                pd.DataFrame(mrows) if mrows else None)
+
+    def finalize(self, status: str, summary: dict[str, Any] | None,
+                 frames: tuple[pd.DataFrame, pd.DataFrame | None] | None = None) -> None:
+        """Close journals, write parquet, summary and the final manifest. Synchronous
+        on purpose: it runs in `finally` blocks and must not await. `frames` are the
+        journals already read by the caller (`frames()`), so they are parsed once."""
+        for f in (self._metrics, self._history, self._turns):   # turns last: the lock
+            if not f.closed:
+                f.close()
+        turns, server = frames if frames is not None else self.frames()
+        turns.to_parquet(self.run_dir / TURNS_PARQUET, index=False)
+        if server is not None:
+            server.to_parquet(self.run_dir / METRICS_PARQUET, index=False)
+        if summary is not None:
+            _write_json_atomic(self.run_dir / SUMMARY, summary)
+        self.manifest.update(status=status, ended_at=time.time(), rows=len(turns))
+        _write_json_atomic(self.run_dir / MANIFEST, self.manifest)
+        clear_owner(self.run_dir)

@@ -1,0 +1,35 @@
+"""Can this scenario run as given? One check that `validate` and `run` both call, so the
+two never disagree (issue 29).
+
+The scenario schema bounds each field on its own (`scenario/model.py`); what depends on
+the twin — its hardware and model names, a KV budget against the card, how many
+sessions the in-process twin can hold in memory — is checked here by building the
+twin's performance model the way the run will (cheap: no block pool is allocated).
+"""
+
+from __future__ import annotations
+
+from simulator.errors import InputError
+from simulator.scenario.model import Scenario
+from simulator.twin.model.perf_model import build_perf_model
+
+# The in-process twin keeps every session (history, tokenized prompt, agent state) in
+# one process: ~22 KB a session with short prompts, megabytes with long contexts.
+# 10,000 sessions of the small test scenario peak near 0.5 GB; beyond this, use a
+# server (`endurance twin serve` and --endpoint) or --workers with a real endpoint.
+MAX_TWIN_SESSIONS = 10_000
+
+
+def check_runnable(s: Scenario, *, twin: tuple[str, str] | None = None,
+                   spec: str | None = None, in_process: bool = True) -> None:
+    """InputError (one line) when the run cannot start as given. `twin` (hardware,
+    model) and `spec` replace the scenario's (the run's --twin / --spec); with
+    `in_process` False (an HTTP endpoint) only what the client itself needs is checked."""
+    if not in_process:
+        return
+    hw, model = twin or (s.twin.hardware, s.twin.model)
+    build_perf_model(hw, model, spec=spec or s.twin.spec, overrides=s.twin.engine_overrides())
+    if s.sessions > MAX_TWIN_SESSIONS:
+        raise InputError(f"sessions {s.sessions:,}: the in-process twin holds at most "
+                         f"{MAX_TWIN_SESSIONS:,} sessions in memory; run more against "
+                         "a server (endurance twin serve, then --endpoint URL)")

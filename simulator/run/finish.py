@@ -1,0 +1,113 @@
+"""The second half of every run: finalize on every exit path, summary, report.
+
+`run_to_end` runs a drive and, whatever happens (completed, Ctrl-C, a failure, a full
+disk), finalizes the directory with its summary; `finish_run` is the one place a run's
+figures are built (`RunSummary.build`) and written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from simulator.endpoints.base import Endpoint, EngineEndpoint
+from simulator.errors import RunError
+from simulator.records.recorder import Recorder, salvage_failed
+from simulator.run.prepare import OpenedRun, describe_os_error
+from simulator.run.server import ServerInfo
+from simulator.run.signals import signals_deferred
+from simulator.run.spec import RunResult
+from simulator.session.runner import RunOutcome
+
+
+def run_to_end(run: OpenedRun, drive: Callable[[], RunOutcome],
+               echo: Callable[[str], None]) -> RunResult:
+    """`drive()` runs the sessions (here or in shards); whatever happens, the directory
+    is finalized with its summary, then reported."""
+    outcome = RunOutcome("failed", reason="run did not start")
+    summary: dict[str, Any] = {}
+    try:
+        outcome = drive()
+    except KeyboardInterrupt:
+        outcome = RunOutcome("interrupted", reason="interrupted")
+    except Exception as exc:
+        err = first_os_error(exc)
+        if err is None:
+            raise
+        outcome = RunOutcome("failed", reason=f"cannot write results: {describe_os_error(err)}")
+    finally:
+        with signals_deferred():      # a second Ctrl-C must not tear the finalize
+            summary = finish_or_fail(run.recorder, run.endpoint, outcome, run.server)
+    from simulator.analysis.summary import format_summary
+    from simulator.analysis.target import describe_target
+    echo(format_summary(summary, describe_target(run.recorder.manifest)))
+    if outcome.reason:
+        echo(f"status: {outcome.status} ({outcome.reason})")
+    return RunResult(run.run_dir, outcome.status, summary, outcome, run.recorder.manifest)
+
+
+def first_os_error(exc: BaseException) -> OSError | None:
+    """The first OSError inside `exc` (possibly nested exception groups), or None."""
+    if isinstance(exc, OSError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for sub in exc.exceptions:
+            if (found := first_os_error(sub)) is not None:
+                return found
+    return None
+
+
+def finish_or_fail(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
+                   server: ServerInfo | None = None) -> dict[str, Any]:
+    """`finish_run`, or — when the disk is full or gone — the manifest marked failed (if it
+    can still be written) and one RunError line; the journaled rows stay as they are."""
+    try:
+        return finish_run(recorder, endpoint, outcome, server)
+    except OSError as exc:
+        reason = f"cannot write results: {describe_os_error(exc)}"
+        if outcome.reason and outcome.reason != reason:
+            reason = f"{outcome.reason}; {reason}"
+        recorder.manifest.update(status="failed", status_reason=reason)
+        salvage_failed(recorder.run_dir, reason)
+        raise RunError(f"{recorder.run_dir}: {reason}; status failed, journaled rows kept") \
+            from None
+
+
+def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
+               server: ServerInfo | None = None) -> dict[str, Any]:
+    """Summarise from the journal and finalize the directory (never raises past it).
+    The label (simulated, the twin, its time scale) comes from the run's `server`
+    facts (default: what the endpoint and the manifest say)."""
+    if server is None:
+        server = ServerInfo.in_process(endpoint) if endpoint.simulated \
+            else ServerInfo.from_manifest(recorder.manifest, None)
+    from simulator.analysis.fleet import fleet_summary
+    from simulator.analysis.run_summary import RunFacts, RunSummary
+    from simulator.analysis.steady import config_from_manifest
+    engine = endpoint if isinstance(endpoint, EngineEndpoint) else None  # the in-process twin
+    if engine is not None:
+        for row in engine.timeline_rows():
+            recorder.write_metrics(row)
+    turns, scraped = recorder.frames()
+    stats = engine.stats() if engine is not None else None   # typed fields + host tier / fleet
+    simulated = server.simulated or endpoint.simulated   # a simulated endpoint never loses it
+    built = RunSummary.build(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
+                             simulated=simulated, server_metrics=scraped,
+                             engine_stats=stats,
+                             steady=config_from_manifest(recorder.manifest,
+                                                         outcome.deadline_reached))
+    built = built.with_run_facts(RunFacts(
+        status=outcome.status, status_reason=outcome.reason,
+        failed_sessions=outcome.failed_sessions, deadline_reached=outcome.deadline_reached,
+        run_id=str(recorder.manifest["run_id"]), simulated=simulated,
+        contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")),
+        twin=dict(server.twin or {}) if server.http_twin or server.simulated else None,
+        time_scale=server.time_scale if server.http_twin else None))
+    fleet = fleet_summary(turns, stats, scraped)
+    if fleet is not None:
+        built = built.with_facts(fleet=fleet)
+    summary = built.to_json()
+    recorder.manifest.update(status_reason=outcome.reason,
+                             failed_sessions=list(outcome.failed_sessions))
+    recorder.finalize(outcome.status, summary, (turns, scraped))
+    return summary

@@ -1,0 +1,71 @@
+"""A run's manifest: what ran, against what, with which versions, written first.
+
+`manifest.json` is the first file of a results directory: the resolved scenario (so a
+resume or a re-run needs no scenario file), the endpoint's description (URL redacted),
+simulated or not, the price the cost figures use, and the package versions.
+"""
+
+from __future__ import annotations
+
+import platform
+import secrets
+import time
+from typing import Any
+
+from simulator import __version__
+from simulator.endpoints.base import Endpoint
+from simulator.run.spec import RunSpec
+from simulator.scenario.load import scenario_hash
+from simulator.scenario.model import Scenario
+from simulator.util.redact import redact_url
+
+
+def versions() -> dict[str, str]:
+    """Versions from package metadata (importing the SDK just for this costs seconds)."""
+    from importlib.metadata import PackageNotFoundError, version
+    out = {"endurance": __version__, "python": platform.python_version(),
+           "platform": platform.platform()}
+    for pkg in ("anthropic", "openai", "pandas", "aiohttp"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def new_run_id(name: str) -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-{secrets.token_hex(2)}"
+
+
+def price_per_hour(spec: RunSpec, endpoint: Endpoint) -> float | None:
+    """$/hour for the cost figures: the command's, else the twin hardware's rental price."""
+    if spec.price_per_hour is not None:
+        return spec.price_per_hour
+    if endpoint.simulated:
+        profile = endpoint.describe().get("profile", {})
+        hw = profile.get("hardware", {}) if isinstance(profile, dict) else {}
+        price = hw.get("usd_per_hour") if isinstance(hw, dict) else None
+        return float(price) if price is not None else None
+    return None
+
+
+def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoint: Endpoint,
+                   run_id: str) -> dict[str, Any]:
+    desc = endpoint.describe()
+    return {
+        "run_id": run_id, "label": spec.label, "scenario": s.name,
+        "scenario_file": str(spec.scenario_path), "scenario_hash": scenario_hash(
+            {k: v for k, v in resolved.items() if k != "base_dir"}),
+        "scenario_resolved": {k: v for k, v in resolved.items() if k != "base_dir"},
+        "overrides": list(spec.overrides), "seed": s.seed, "sessions": s.sessions,
+        "turns": s.turns, "compaction": s.compaction.kind,
+        # constant load / warm start (warm-start turns: runner.warm_start_turn(seed, i, turns))
+        "load": s.load.model_dump(),
+        "endpoint": {**desc, **({"url": redact_url(spec.endpoint_url)} if spec.endpoint_url else {})},
+        "simulated": endpoint.simulated, "price_per_hour": price_per_hour(spec, endpoint),
+        "contains_verbatim_content": s.contains_verbatim_content,
+        "versions": versions(), "scenario_base_dir": resolved.get("base_dir"),
+        "run_spec": {"endpoint_url": redact_url(spec.endpoint_url) if spec.endpoint_url
+                     else None, "twin": spec.twin, "spec": spec.spec, "client": spec.client,
+                     "stop_grace_s": spec.stop_grace_s},
+    }

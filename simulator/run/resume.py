@@ -1,0 +1,123 @@
+"""Open an interrupted run directory for `endurance run --resume RUN_DIR`.
+
+The scenario comes back from the manifest (`scenario_resolved`, so an edited or moved
+scenario file cannot change the history being rebuilt), the endpoint from the manifest's
+`run_spec` unless the command line names another, and the journals are reopened for
+appending under the writer's lock. The manifest's `resumes` list records each resume.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from simulator.endpoints.base import Endpoint
+from simulator.endpoints.http.preflight import preflight
+from simulator.errors import InputError
+from simulator.records.ownership import history_key, refuse_if_running, turn_key
+from simulator.records.recorder import (
+    HISTORY_JOURNAL,
+    METRICS_JOURNAL,
+    TURNS_JOURNAL,
+    Recorder,
+    read_journal,
+)
+from simulator.records.rows import TurnRecord
+from simulator.run.spec import RunSpec
+from simulator.scenario.model import Scenario
+from simulator.session.resume import (
+    ResumeState,
+    check_own_rows,
+    read_manifest_for_resume,
+    resume_state,
+)
+
+
+def _scenario(run_dir: Path, m: dict[str, Any]) -> Scenario:
+    resolved = dict(m["scenario_resolved"])
+    resolved["base_dir"] = (m.get("scenario_base_dir")
+                            or str(Path(str(m.get("scenario_file", "."))).parent))
+    try:
+        return Scenario.model_validate(resolved)
+    except ValidationError as exc:
+        first = str(exc).splitlines()[1:3]
+        raise InputError(f"{run_dir / 'manifest.json'}: scenario_resolved does not validate: "
+                         f"{' '.join(x.strip() for x in first)}") from None
+
+
+def open_resumed(spec: RunSpec, endpoint: Endpoint | None) -> tuple[Scenario, RunSpec, Recorder,
+                                                                    ResumeState]:
+    """(scenario, the spec completed from the manifest, a recorder appending to the run,
+    what the earlier part did)."""
+    assert spec.resume_dir is not None
+    run_dir = Path(spec.resume_dir)
+    m = read_manifest_for_resume(run_dir)
+    refuse_if_running(run_dir)
+    for path in _journals(run_dir):      # a corrupted journal refuses before anything changes
+        check_own_rows(path, read_journal(path), m)
+    if spec.overrides:
+        raise InputError("--resume: scenario overrides (--set, --turns, --sessions, --seed, "
+                         "--model) cannot change a run being resumed")
+    s = _scenario(run_dir, m)
+    rs = m.get("run_spec") or {}
+    spec = dataclasses.replace(
+        spec, scenario_path=str(m.get("scenario_file", "")),
+        endpoint_url=spec.endpoint_url or rs.get("endpoint_url"),
+        twin=spec.twin or rs.get("twin"), spec=spec.spec or rs.get("spec"),
+        client=spec.client or rs.get("client"), label=spec.label or m.get("label"),
+        stop_grace_s=spec.stop_grace_s if spec.stop_grace_s is not None
+        else rs.get("stop_grace_s"),
+        price_per_hour=spec.price_per_hour if spec.price_per_hour is not None
+        else m.get("price_per_hour"))
+    if spec.endpoint_url is not None and endpoint is None:
+        preflight(spec.endpoint_url, s.endpoint.connect_timeout_s, s.timeouts)
+    prior_status = m.get("status")
+    recorder = Recorder(run_dir, m, resume=True)
+    merged = merge_worker_journals(recorder, run_dir)
+    state = resume_state(read_journal(run_dir / TURNS_JOURNAL),
+                         read_journal(run_dir / HISTORY_JOURNAL), s.turns)
+    resumes = [*m.get("resumes", []), {
+        "at": time.time(), "from_status": prior_status, "rows_before": state.rows_before,
+        "sessions_done": len(state.done_sessions),
+        "sessions_failed": len(state.failed_sessions), "worker_rows_merged": merged}]
+    recorder.update_manifest(resumes=resumes)
+    return s, spec, recorder, state
+
+
+def _journals(run_dir: Path) -> list[Path]:
+    names = (TURNS_JOURNAL, HISTORY_JOURNAL, METRICS_JOURNAL)
+    return [d / n for d in (run_dir, *sorted((run_dir / WORKERS_DIR).glob("w*"))) for n in names]
+
+
+WORKERS_DIR = "workers"      # where a sharded run's workers journal (simulator.run.shards)
+
+
+def merge_worker_journals(recorder: Recorder, run_dir: Path) -> int:
+    """A `--workers` run whose parent died before merging: append to the run's journals
+    the rows its workers journaled that the run's lack (keyed, so a merge cut short is
+    completed, never doubled). Returns the number of turn rows added."""
+    shards = sorted((run_dir / WORKERS_DIR).glob("w*"))
+    if not shards:
+        return 0
+    turns = {turn_key(r) for r in read_journal(run_dir / TURNS_JOURNAL)}
+    hist = {history_key(r) for r in read_journal(run_dir / HISTORY_JOURNAL)}
+    has_metrics = bool(read_journal(run_dir / METRICS_JOURNAL))
+    added = 0
+    for shard in shards:
+        for row in read_journal(shard / HISTORY_JOURNAL):
+            if history_key(row) not in hist:
+                hist.add(history_key(row))
+                recorder.write_history(row)
+        for row in read_journal(shard / TURNS_JOURNAL):
+            if turn_key(row) not in turns:
+                turns.add(turn_key(row))
+                recorder.write(TurnRecord(**row))
+                added += 1
+        if not has_metrics:
+            for row in read_journal(shard / METRICS_JOURNAL):
+                recorder.write_metrics(row)
+    return added

@@ -1,0 +1,282 @@
+"""The twin's KV cache manager: a paged, prefix-cached block pool as the scheduler sees
+it (vLLM V1's `KVCacheManager`, which its scheduler holds and asks for
+`get_computed_blocks`, `allocate_slots`, `free`, `usage` and prefix-cache stats).
+
+What the scheduler asks (see `engine` for when):
+- `get_computed_blocks(s)`: the cached prefix blocks of a waiting request;
+- `allocate_slots(s, n, computed, lookahead)`: KV slots for n new tokens (plus lookahead
+  slots for speculation), admitting a request on top of its computed blocks; False when
+  the pool is short (the scheduler then preempts, or stops admitting);
+- `free(s)`: give back a finished or preempted request's blocks, tail first (the hash
+  chain is kept, so a preempted request finds its prefix again on readmission);
+- `usage()`, `num_used`: blocks in use; `make_prefix_cache_stats()`: hit/query counters;
+- for the decode fast path: `room`, `allocate_blocks`, `cache_blocks`.
+Eviction is the pool's: freed blocks keep their hash in an LRU queue until reallocated.
+A hybrid model's linear-attention layers take blocks from the same pool (vLLM's hybrid
+allocator: one KV cache group per `group_size` layers, each block a page of every layer
+in its group, `kv_cache_utils._get_kv_cache_groups_uniform_page_size`): a running
+request holds `state_blocks` blocks, one per linear-attention group, for its running
+state. With prefix caching (`state_aligned`, vLLM's `align` state cache, see
+`hybrid_prefill`) a hit also needs a saved state at its last block, and states are saved
+only at the block boundaries where some step ended (a prefill chunk's end, every
+boundary a decode step crosses): the hit stops at the last such block
+(`MambaManager.find_longest_cache_hit`). A saved state is `state_blocks` pool blocks
+under hashes derived from the block's (vLLM keeps the old running-state block and
+allocates a new one), freed at once into the LRU queue, so states are evicted as blocks
+are: when the pool is short of free blocks, the state is not saved.
+
+It owns the pool, the prefix-cache counters and the recent hash chains, and a request's
+KV state on its `Seq` (`blocks`, `n_cached`, `hashes`), which nothing else writes; it
+reads the request's token positions (`tokens`, `num_tokens`, `num_computed`) and
+whether it was ever `admitted`, which the scheduler owns.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+
+from simulator.twin.core.block_pool import BlockPool, extend_hash_chain
+from simulator.twin.core.kv_offload import HostTier
+from simulator.twin.core.request import Seq
+
+RECENT_CHAINS = 256       # ≈ 0.2 MB each at 35k-token prompts (token array + chain)
+
+
+def _state_hash(block_hash: int, group: int) -> int:
+    """The prefix-cache key of group `group`'s state saved at the end of a block."""
+    return hash((block_hash, "state", group))
+
+
+class KVCacheManager:
+    """Blocks, prefix-cache lookups and registration for the twin's scheduler.
+
+    Token counts are in tokens; blocks hold `block_size` tokens each.
+    """
+
+    __slots__ = ("_hits", "_pool", "_queries", "_recent", "block_size", "enable_caching",
+                 "num_blocks", "state_aligned", "state_blocks", "stored_blocks", "tier")
+
+    def __init__(self, num_blocks: int, block_size: int, *, enable_caching: bool = True,
+                 recent_chains: int = RECENT_CHAINS, tier: HostTier | None = None,
+                 state_aligned: bool = False, state_blocks: int = 0) -> None:
+        self._pool = BlockPool(num_blocks, block_size)
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        # vLLM --no-enable-prefix-caching: lookups find nothing (blocks still registered)
+        self.enable_caching = enable_caching
+        # prefix-cache stats since the last `make_prefix_cache_stats` (tokens)
+        self._queries = self._hits = 0
+        # token arrays and hash chains of recently admitted requests: a follow-up turn
+        # that extends one of them reuses its hashes instead of rehashing the prompt
+        self._recent: deque[tuple[array[int], list[int]]] = deque(maxlen=recent_chains)
+        # host-memory tier (`kv_offload`): every newly registered block is offered to it
+        # (vLLM's write-through store); `stored_blocks` counts the new ones not yet
+        # timed, which the engine drains each step
+        self.tier = tier
+        self.stored_blocks = 0
+        # hybrids: blocks a running request holds for its linear-attention states (one
+        # per group), and whether hits need a saved state (at least one group then)
+        self.state_aligned = state_aligned
+        self.state_blocks = max(state_blocks, 1) if state_aligned else state_blocks
+
+    # -- usage -----------------------------------------------------------------------
+    @property
+    def capacity_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+    @property
+    def num_used(self) -> int:
+        """Blocks referenced by running requests."""
+        return self._pool.num_used
+
+    def usage(self) -> float:
+        """Fraction of blocks referenced by running requests (0..1)."""
+        return self._pool.usage()
+
+    def make_prefix_cache_stats(self) -> tuple[int, int]:
+        """(queried, hit) tokens of the admissions since the last call; resets them."""
+        out = (self._queries, self._hits)
+        self._queries = self._hits = 0
+        return out
+
+    def reset_prefix_cache(self) -> bool:
+        """A cold cache from now on (`BlockPool.reset_prefix_cache`); False while any
+        request holds blocks. The recent chains go too (they would only save hashing)."""
+        if not self._pool.reset_prefix_cache():
+            return False
+        self._recent.clear()
+        return True
+
+    # -- admission -------------------------------------------------------------------
+    def get_computed_blocks(self, s: Seq) -> list[int]:
+        """Blocks of the longest cached prefix of `s`'s known tokens, capped so at least
+        one token is computed (none with caching off). Counts nothing and touches only a
+        hybrid's hit state (to the LRU tail, as vLLM's hit holds it for a step)."""
+        bs = self.block_size
+        known = s.num_tokens
+        if not s.hashes:
+            self._seed_hashes(s)
+        extend_hash_chain(s.tokens, known, bs, s.hashes)
+        if not self.enable_caching:
+            return []
+        found = self._pool.lookup(s.hashes, (known - 1) // bs)
+        if self.state_aligned:
+            return found[:self._last_state(s.hashes, len(found))]
+        return found
+
+    def _last_state(self, hashes: list[int], n: int) -> int:
+        """Blocks up to the last of the first n whose end holds a saved state (its
+        state blocks, touched and given back: the hit refreshes their LRU place)."""
+        pool, groups = self._pool, self.state_blocks
+        for j in range(n - 1, -1, -1):
+            found = [pool.cached_block(_state_hash(hashes[j], g)) for g in range(groups)]
+            if None not in found:
+                blocks = [b for b in found if b is not None]
+                pool.touch(blocks)
+                pool.free(blocks)
+                return j + 1
+        return 0
+
+    def allocate_slots(self, s: Seq, num_new_tokens: int,
+                       new_computed_blocks: list[int] | None = None,
+                       num_lookahead_tokens: int = 0) -> bool:
+        """Slots for `num_new_tokens` past `s.num_computed` (+ lookahead slots), and
+        register the blocks those tokens fill. With `new_computed_blocks` (from
+        `get_computed_blocks`) `s` is being admitted and the new tokens follow those
+        blocks': its table becomes them plus fresh ones, and the lookup counts in the
+        prefix-cache stats. False, with nothing changed, when the pool is short."""
+        if new_computed_blocks is not None:
+            return self._admit(s, num_new_tokens, new_computed_blocks)
+        # a running request: the scheduler's per-step hot path, hence inlined
+        bs, c = self.block_size, s.num_computed
+        need = -(-(c + num_new_tokens + num_lookahead_tokens) // bs) - len(s.blocks)
+        if need == 1:
+            b = self._pool.allocate_one()
+            if b is None:
+                return False
+            s.blocks.append(b)
+        elif need > 1:
+            got = self._pool.allocate(need)
+            if got is None:
+                return False
+            s.blocks.extend(got)
+        upto = c + num_new_tokens
+        if upto > s.num_tokens:
+            upto = s.num_tokens
+        if upto // bs > s.n_cached:
+            # a prefill chunk saves a state at its end only; decode steps (drafts
+            # included: vLLM keeps per-position states for them) at every boundary
+            self.cache_blocks(s, upto, step_end_only=s.num_tokens - c > 1)
+        return True
+
+    def free(self, s: Seq) -> None:
+        """Give back `s`'s blocks, tail first (a prefix's end is evicted before its
+        beginning); its hash chain stays for readmission."""
+        if s.state_blocks:
+            self._pool.free(s.state_blocks)
+            s.state_blocks = []
+        self._pool.free(s.blocks[::-1])
+        s.blocks = []
+        s.n_cached = 0
+
+    # -- the decode fast path (`decode_burst`) ---------------------------------------
+    def room(self, seqs: list[Seq]) -> list[int]:
+        """Tokens each of `seqs` can still compute before its block table is full."""
+        bs = self.block_size
+        return [len(s.blocks) * bs - s.num_computed for s in seqs]
+
+    def allocate_blocks(self, seqs: list[Seq], room: list[int], done: int) -> bool:
+        """One more block for each of `seqs` whose `room` (see `room`) is `done` tokens,
+        raising its room by a block; False when the pool runs dry (the sequences before
+        keep theirs, the rest get none)."""
+        bs, allocate_one = self.block_size, self._pool.allocate_one
+        for j, s in enumerate(seqs):
+            if room[j] == done:
+                b = allocate_one()
+                if b is None:
+                    return False
+                s.blocks.append(b)
+                room[j] += bs
+        return True
+
+    def cache_blocks(self, s: Seq, num_tokens: int, *, step_end_only: bool = False) -> None:
+        """Register the full blocks of tokens[:num_tokens] (≤ known) in the prefix cache.
+
+        Hybrids also record a state at each new block's end: all of them when one-token
+        decode steps filled them (the default), only a chunk's last block, and only when
+        the chunk ends on its boundary, for a prefill chunk (`step_end_only`)."""
+        bs = self.block_size
+        n_full = num_tokens // bs
+        if n_full <= s.n_cached:
+            return
+        hashes = extend_hash_chain(s.tokens, n_full * bs, bs, s.hashes)
+        pool, blocks = self._pool, s.blocks
+        for j in range(s.n_cached, n_full):
+            pool.cache_block(blocks[j], hashes[j])
+        if self.state_aligned:
+            self._save_states(hashes, s.n_cached, n_full,
+                              step_end_only and num_tokens % bs != 0, step_end_only)
+        if self.tier is not None:
+            self.stored_blocks += self.tier.store(hashes[s.n_cached:n_full])
+        s.n_cached = n_full
+
+    def host_hit(self, s: Seq, device_blocks: int) -> int:
+        """Blocks past `s`'s HBM hit of `device_blocks` that the host tier holds in an
+        unbroken run (capped as the HBM lookup is: one token is left to compute).
+        Call after `get_computed_blocks`; touches the tier's blocks it finds."""
+        if self.tier is None or not self.enable_caching:
+            return 0
+        return self.tier.lookup(s.hashes, device_blocks,
+                                (s.num_tokens - 1) // self.block_size)
+
+    # -- internals -------------------------------------------------------------------
+    def _save_states(self, hashes: list[int], first: int, n_full: int, none: bool,
+                     last_only: bool) -> None:
+        if none:
+            return
+        pool, groups = self._pool, self.state_blocks
+        for j in (n_full - 1,) if last_only else range(first, n_full):
+            blocks = pool.allocate(groups)
+            if blocks is None:
+                return                  # the pool is short: this state is not kept
+            for g, b in enumerate(blocks):
+                pool.cache_block(b, _state_hash(hashes[j], g))
+            pool.free(blocks)
+
+    def _admit(self, s: Seq, n: int, hit_blocks: list[int]) -> bool:
+        pool, bs = self._pool, self.block_size
+        hit = len(hit_blocks) * bs
+        need = -(-(hit + n) // bs) - len(hit_blocks)
+        states = self.state_blocks if not s.state_blocks else 0
+        if need + states > pool.num_free - pool.num_evictable(hit_blocks):
+            return False
+        pool.touch(hit_blocks)
+        new = pool.allocate(need + states)
+        assert new is not None
+        if states:
+            s.state_blocks = new[need:]
+            new = new[:need]
+        s.blocks = hit_blocks + new
+        s.n_cached = len(hit_blocks)
+        self._queries += s.num_tokens
+        self._hits += hit
+        if not s.admitted:                  # its first admission: share its chain
+            self._recent.appendleft((s.tokens, s.hashes))
+        self.cache_blocks(s, hit + n, step_end_only=s.num_tokens - hit > 1)
+        return True
+
+    def _seed_hashes(self, s: Seq) -> None:
+        """Copy the hash chain of a recent request whose known blocks `s` starts with."""
+        bs = self.block_size
+        limit = s.num_tokens // bs
+        tokens = s.tokens
+        for toks, hashes in self._recent:
+            m = min(len(hashes), limit)
+            if not m:
+                continue
+            end = m * bs
+            # the last block first: rejects another session's chain in O(block)
+            if tokens[end - bs:end] == toks[end - bs:end] and tokens[:end] == toks[:end]:
+                s.hashes = hashes[:m]
+                return

@@ -1,0 +1,33 @@
+"""Live state of one request inside the twin engine (dropped when it finishes)."""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+
+from simulator.twin.core.types import RequestResult
+from simulator.twin.spec_decode.ngram import NgramIndex
+
+
+@dataclass(slots=True, eq=False)
+class Seq:
+    """One request's engine state; token counts are in tokens, `blocks` are block ids.
+
+    `blocks`, `n_cached`, `hashes` and `state_blocks` are its KV state, written only by the
+    `KVCacheManager`; the rest is the scheduler's."""
+
+    rid: str
+    tokens: array[int]         # prompt + planned output; tokens[:num_tokens] are known
+    prompt_len: int
+    total: int                 # len(tokens)
+    result: RequestResult
+    num_tokens: int            # known tokens: prompt + emitted
+    num_computed: int = 0      # tokens whose KV is computed
+    blocks: list[int] = field(default_factory=list)
+    n_cached: int = 0          # leading blocks already registered in the prefix cache
+    hashes: list[int] = field(default_factory=list)   # chain over known full blocks
+    state_blocks: list[int] = field(default_factory=list)   # hybrids: running states
+    admitted: bool = False
+    index: NgramIndex | None = None
+    d_start: int = 0           # this step's draft: tokens[d_start:d_start+d_count]
+    d_count: int = 0

@@ -1,0 +1,1 @@
+"""Replicas behind a router: routing policies, what a router sees, the HTTP fleet service."""

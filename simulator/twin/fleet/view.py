@@ -1,0 +1,49 @@
+"""What a router in front of twin engines sees of each one, read without changing it.
+
+A precise prefix-cache scorer (llm-d's, fed by vLLM's KV events; Dynamo's KV indexer)
+knows which block hashes every replica holds. The twin's engines are in the same
+process, so the fleet reads each engine's block pool directly: the request's block hash
+chain (as the engine itself would compute it at admission) and, per replica, how many of
+its leading blocks are cached there. Nothing here touches an LRU order or a counter.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+from simulator.twin.core.block_pool import extend_hash_chain
+from simulator.twin.core.engine import TwinEngine
+from simulator.twin.fleet.router import ReplicaLoad
+
+
+def block_hashes(prompt: Sequence[int], block_size: int) -> list[int]:
+    """The chained hashes of the prompt's full blocks (`kv_cache.extend_hash_chain`)."""
+    tokens = prompt if isinstance(prompt, array) else array("I", prompt)
+    return extend_hash_chain(tokens, len(tokens), block_size, [])
+
+
+def cached_blocks(engine: TwinEngine, hashes: Sequence[int], prompt_len: int) -> int:
+    """Leading blocks of a prompt of `prompt_len` tokens (hash chain `hashes`) that the
+    engine's prefix cache would hit now (capped as vLLM caps a hit: one token computed)."""
+    kv = engine.kv_cache_manager
+    if not kv.enable_caching or prompt_len <= 0:
+        return 0
+    return len(kv._pool.lookup(hashes, (prompt_len - 1) // kv.block_size))
+
+
+def replica_load(engine: TwinEngine, in_flight: int, cached: int = 0) -> ReplicaLoad:
+    """The router's view of one engine."""
+    return ReplicaLoad(in_flight=in_flight, waiting=engine.num_waiting(),
+                       kv_usage=engine.kv_usage(), cached_blocks=cached,
+                       active_blocks=engine.kv_cache_manager.num_used)
+
+
+def replica_stats(engine: TwinEngine) -> dict[str, Any]:
+    """One engine's counters for the fleet summary (vLLM meanings, tokens)."""
+    c = engine.counters
+    return {"prefix_cache_queries": c.prefix_cache_queries,
+            "prefix_cache_hits": c.prefix_cache_hits, "preemptions": c.preemptions,
+            "requests_finished": c.requests_finished, "prompt_tokens": c.prompt_tokens,
+            "generation_tokens": c.generation_tokens, "kv_usage_peak": engine.kv_usage_peak}

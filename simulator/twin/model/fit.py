@@ -1,0 +1,312 @@
+"""Fit the performance model's efficiency terms to measured points.
+
+A points file (YAML or CSV) lists observations of one card × model: decode tokens/s at a
+batch and context, prefill time or rate of a prompt (with its cached prefix), and the KV
+capacity the engine logged. The fit is a Levenberg–Marquardt least squares on log
+residuals (relative errors), over the log of each free term, with bounds; numpy only.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from simulator.errors import InputError
+from simulator.twin.model.perf_model import RooflinePerfModel, decode_tok_s, prefill_seconds
+from simulator.twin.model.profiles import (
+    DEFAULT_FREE,
+    Efficiency,
+    efficiency_for,
+    load_engine_settings,
+    load_hardware,
+    load_model,
+)
+
+if TYPE_CHECKING:  # numpy is imported by the fitting code only: CLI start-up stays short
+    import numpy as np
+
+# Bounds of each term (the fit works on their logarithms, so lower bounds are > 0).
+BOUNDS: dict[str, tuple[float, float]] = {
+    "t0_s": (1e-6, 0.05), "t_seq_s": (1e-8, 0.01), "eta_w": (0.05, 1.0),
+    "eta_kv": (0.05, 1.0), "kv_half_seqs": (1e-3, 200.0), "eta_s": (0.05, 1.0),
+    "eta_c": (0.01, 1.0), "eta_attn": (0.01, 1.0), "routing_skew": (0.05, 3.0),
+    "reserve_bytes": (1e6, 1e12),
+    "spec_step_s": (1e-6, 0.1), "spec_seq_s": (1e-7, 0.05), "spec_verify_tok_s": (1e-8, 0.01),
+    "ngram_ctx_tok_s": (1e-12, 1e-6), "eager_step_s": (1e-5, 0.5),
+}
+
+
+class Observation(BaseModel):
+    """One measured figure. Units: tok_s (decode aggregate or prompt tokens / TTFT),
+    s (TTFT), tokens (KV capacity)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["decode", "prefill", "kv_capacity", "spec_decode"]
+    measured: float = Field(gt=0)
+    unit: Literal["tok_s", "s", "tokens", "ratio"]
+    batch: int = Field(default=1, gt=0)
+    context: int = Field(default=0, ge=0)
+    prompt_tokens: int = Field(default=0, ge=0)
+    cached_tokens: int = Field(default=0, ge=0)
+    low: float | None = None
+    high: float | None = None
+    weight: float = Field(default=1.0, ge=0)
+    label: str = ""
+    note: str = ""
+    # spec_decode: a run of the product's path (`endurance run`, through the runner the
+    # caller injects: see `ScenarioRunner`) of `scenario` (None: the calibration's
+    # code-edit or fresh-text scenario, by `code_edit`) with `batch` sessions, `turns`
+    # turns, this speculation setting and `overrides` (`--set` style); the value is the
+    # summary's `figure`, × `batch` for a per-stream figure in tok_s (vLLM's published
+    # "aggregate", N × the per-session rate); ratio = that over the same run with
+    # speculation off
+    spec: str = "off"
+    code_edit: bool = True
+    turns: int = Field(default=3, gt=0)
+    max_num_batched_tokens: int | None = None
+    scenario: str | None = None
+    overrides: tuple[str, ...] = ()
+    figure: Literal["decode_tok_s_median", "per_session_tok_s", "aggregate_tok_s"] = \
+        "decode_tok_s_median"
+
+
+PER_STREAM_FIGURES = frozenset({"decode_tok_s_median", "per_session_tok_s"})
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioPoint:
+    """One run a spec_decode observation asks for: `endurance run SCENARIO --set
+    OVERRIDES --spec SPEC` on the fit's card × model with the candidate's efficiency
+    `terms` (the runner applies them to the in-process twin; no profile file is written).
+    `scenario` None: the calibration's default scenario for `code_edit`."""
+
+    scenario: str | None
+    code_edit: bool
+    overrides: tuple[str, ...]
+    spec: str
+    terms: tuple[tuple[str, float], ...]
+
+
+# Runs a ScenarioPoint through the product's path and returns its summary (summary.json's
+# figures). The twin layer cannot import the run path (it sits above), so the caller
+# injects it: `simulator.sweep.calibration.point_runner` (benchmarks, `endurance twin fit`).
+ScenarioRunner = Callable[[ScenarioPoint], Mapping[str, Any]]
+
+
+class PointsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    hardware: str | None = None
+    model: str | None = None
+    source: str = ""
+    engine: dict[str, Any] = Field(default_factory=dict)
+    fit: list[str] | None = None
+    assumptions: list[str] = Field(default_factory=list)
+    points: list[Observation]
+
+
+def load_points(path: str | Path) -> PointsFile:
+    """Read observations from a YAML file (with metadata) or a CSV (one point per row)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read points file ({exc.strerror})") from exc
+    if p.suffix.lower() == ".csv":
+        rows = [{k: v for k, v in row.items() if v not in ("", None)}
+                for row in csv.DictReader(text.splitlines())]
+        data: Any = {"points": rows}
+    else:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InputError(f"{p}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+    try:
+        pf = PointsFile.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise InputError(f"{p}: {loc}: {err['msg']}") from exc
+    return pf.model_copy(update={"points": [_near(o, p.parent) for o in pf.points]})
+
+
+def _near(obs: Observation, base: Path) -> Observation:
+    """A relative `scenario` found next to the points file is read from there (else it is
+    taken as given, relative to the working directory, as `endurance run` takes it)."""
+    if obs.scenario is None or Path(obs.scenario).is_absolute():
+        return obs
+    near = base / obs.scenario
+    return obs.model_copy(update={"scenario": str(near)}) if near.is_file() else obs
+
+
+def predict(pm: RooflinePerfModel, obs: Observation, *, smooth: bool = False,
+            runner: ScenarioRunner | None = None) -> float:
+    """The model's value for an observation, in the observation's unit (spec_decode
+    points: runs of the product's path, through `runner`)."""
+    if obs.kind == "kv_capacity":
+        return pm.kv_pool_tokens() if smooth else float(pm.kv_capacity_tokens())
+    if obs.kind == "decode":
+        return decode_tok_s(pm, obs.batch, obs.context)
+    if obs.kind == "spec_decode":
+        if runner is None:
+            raise InputError(f"fit: spec_decode point {obs.label or obs.spec!r} runs a "
+                             "scenario through `endurance run`'s path; give a runner "
+                             "(simulator.sweep.calibration.point_runner)")
+        return _spec_decode(pm, obs, runner)
+    seconds = prefill_seconds(pm, obs.prompt_tokens, obs.cached_tokens)
+    return seconds if obs.unit == "s" else obs.prompt_tokens / seconds
+
+
+def scenario_point(pm: RooflinePerfModel, obs: Observation, spec: str) -> ScenarioPoint:
+    """The run behind a spec_decode observation, with `pm`'s efficiency terms."""
+    over = [f"sessions={obs.batch}", f"turns={obs.turns}"]
+    if spec.strip().lower() not in ("", "off", "none") and obs.max_num_batched_tokens:
+        over.append(f"twin.max_num_batched_tokens={obs.max_num_batched_tokens}")
+    terms = tuple((k, float(v)) for k, v in
+                  pm.efficiency.model_dump(exclude={"source"}).items())
+    return ScenarioPoint(obs.scenario, obs.code_edit, (*over, *obs.overrides), spec, terms)
+
+
+def point_figure(summary: Mapping[str, Any], obs: Observation) -> float:
+    """The observation's figure from a run summary (× sessions for a per-stream rate)."""
+    value = summary.get(obs.figure)
+    if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise InputError(f"fit: point {obs.label or obs.spec!r}: its run has no "
+                         f"{obs.figure} (got {value!r})")
+    scale = obs.batch if obs.figure in PER_STREAM_FIGURES else 1
+    return float(value) * scale
+
+
+def _spec_decode(pm: RooflinePerfModel, obs: Observation, runner: ScenarioRunner) -> float:
+    """The observation's scenario run on this model's efficiency terms (and, for a ratio,
+    the same run with speculation off)."""
+    on = point_figure(runner(scenario_point(pm, obs, obs.spec)), obs)
+    if obs.unit != "ratio":
+        return on
+    return on / point_figure(runner(scenario_point(pm, obs, "off")), obs)
+
+
+def cached(runner: ScenarioRunner) -> ScenarioRunner:
+    """`runner` remembering its summaries (a fit asks for the same run more than once)."""
+    seen: dict[ScenarioPoint, Mapping[str, Any]] = {}
+
+    def run(point: ScenarioPoint) -> Mapping[str, Any]:
+        if point not in seen:
+            seen[point] = runner(point)
+        return seen[point]
+    return run
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    obs: Observation
+    predicted: float
+
+    @property
+    def error_pct(self) -> float:
+        return 100.0 * (self.predicted / self.obs.measured - 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class FitResult:
+    terms: dict[str, float]        # every efficiency term after the fit
+    free: tuple[str, ...]
+    rows: tuple[Row, ...]
+    rms_log_error: float
+    iterations: int
+
+
+SIM_MAX_ITER = 8
+
+
+def _solve_lm(resid: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.ndarray,
+              hi: np.ndarray, max_iter: int = 200,
+              rel_tol: float = 0.0) -> tuple[np.ndarray, int]:
+    """Levenberg–Marquardt with a forward-difference Jacobian and box clipping."""
+    import numpy as np
+    x, lam, it = np.clip(x0, lo, hi), 1e-2, 0
+    r = resid(x)
+    for it in range(1, max_iter + 1):   # noqa: B007  (iteration count is returned)
+        jac = np.empty((r.size, x.size))
+        for j in range(x.size):
+            h = 1e-6 * max(1.0, abs(x[j]))
+            xj = x.copy()
+            xj[j] += h
+            jac[:, j] = (resid(xj) - r) / h
+        a, g = jac.T @ jac, jac.T @ r
+        improved = False
+        for _ in range(30):
+            step = np.linalg.solve(a + lam * np.diag(np.diag(a) + 1e-12), -g)
+            xn = np.clip(x + step, lo, hi)
+            rn = resid(xn)
+            if rn @ rn < r @ r:
+                gain = r @ r - rn @ rn
+                x, r, lam, improved = xn, rn, max(lam / 3, 1e-12), True
+                break
+            lam *= 4
+        if not improved or gain < max(1e-14, rel_tol * float(r @ r + gain)):
+            break
+    return x, it
+
+
+def fit_terms(points: Sequence[Observation], hardware: str, model: str, *,
+              free: Sequence[str] = DEFAULT_FREE,
+              engine: dict[str, Any] | None = None,
+              runner: ScenarioRunner | None = None) -> FitResult:
+    """Fit the `free` efficiency terms (others stay at the card's profile values).
+    spec_decode points need `runner` (see `ScenarioRunner`); the engine settings of their
+    runs are their scenarios', not `engine`."""
+    unknown = [f for f in free if f not in BOUNDS]
+    if unknown:
+        raise InputError(f"fit: unknown term(s) {', '.join(unknown)} "
+                         f"(known: {', '.join(BOUNDS)})")
+    if not points:
+        raise InputError("fit: no points to fit")
+    hw, mp = load_hardware(hardware), load_model(model)
+    settings = load_engine_settings(hw, engine)
+    base, _ = efficiency_for(hw)
+    import numpy as np
+    weights = np.array([math.sqrt(p.weight) for p in points])
+    lo = np.log([BOUNDS[f][0] for f in free])
+    hi = np.log([BOUNDS[f][1] for f in free])
+
+    def build(x: np.ndarray) -> RooflinePerfModel:
+        # exp(log(bound)) may round past the bound, and the Jacobian's step may cross it:
+        # values are clipped to their bounds in linear space (the profile refuses eta > 1)
+        values = {f: min(max(v, BOUNDS[f][0]), BOUNDS[f][1])
+                  for f, v in zip(free, np.exp(x).tolist(), strict=True)}
+        eff = base.model_copy(update=values)
+        return RooflinePerfModel(hw, mp, settings, Efficiency.model_validate(eff.model_dump()))
+
+    run = cached(runner) if runner is not None else None
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        pm = build(x)
+        pred = [predict(pm, p, smooth=True, runner=run) for p in points]
+        return weights * np.log(np.array(pred) / [p.measured for p in points])
+
+    x0 = np.log([max(getattr(base, f), BOUNDS[f][0]) for f in free])
+    # spec_decode points are runs of the product's path (~0.3–2 s each): few iterations,
+    # stopping at a 1e-4 relative gain
+    sims = any(p.kind == "spec_decode" for p in points)
+    x, iters = _solve_lm(resid, x0, lo, hi, max_iter=SIM_MAX_ITER if sims else 200,
+                         rel_tol=1e-4 if sims else 0.0)
+    pm = build(x)
+    rows = tuple(Row(p, predict(pm, p, runner=run)) for p in points)
+    r = resid(x)
+    return FitResult(terms=pm.efficiency.model_dump(exclude={"source"}), free=tuple(free),
+                     rows=rows, rms_log_error=float(math.sqrt(r @ r / r.size)),
+                     iterations=iters)
+
+
+def evaluate(points: Sequence[Observation], pm: RooflinePerfModel, *,
+             runner: ScenarioRunner | None = None) -> tuple[Row, ...]:
+    """Predictions of an existing model for each point (no fitting)."""
+    run = cached(runner) if runner is not None else None
+    return tuple(Row(p, predict(pm, p, runner=run)) for p in points)

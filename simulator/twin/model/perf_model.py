@@ -1,0 +1,473 @@
+"""Step time of one vLLM forward pass: a roofline with named, fitted efficiency terms.
+
+    t_step = t0 + t_seq·n + max(t_mem, t_comp)
+    t_mem  = (W_dense + L_moe·b_expert·E_eff(T)) / (η_w·BW)
+           + kv_tok·(Σ context read + T written)·(1 + h/n) / (η_kv·BW)
+           + 2·S_rec·n / (η_s·BW)
+    t_comp = 2·(N_active − N_head)·T / (η_c·F) + 2·N_head·n / (η_c·F)
+           + attention_flops_per_pair·pairs / (η_attn·F)
+
+(the twin's roofline design). One change from its starting point, forced by the calibration data: the
+KV-read efficiency grows with the number of sequences, η_kv·n/(n + h). A single stream's
+attention kernel cannot fill the card (34.3 tok/s at 119k context means ~39% of the A40's
+bandwidth), yet 32 sessions reach 1,160 tok/s, which needs near-peak KV reads.
+`step_time` is called for every simulated step, so everything is precomputed and the call
+is a handful of float operations.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from simulator.errors import InputError
+from simulator.twin.core.decode_burst import DecodeTerms
+from simulator.twin.core.hybrid_prefill import prefill_chunks
+from simulator.twin.core.types import StepShape
+from simulator.twin.model.profiles import (
+    KV_DTYPE_BYTES,
+    Efficiency,
+    EngineSettings,
+    HardwareProfile,
+    ModelProfile,
+    efficiency_for,
+    load_engine_settings,
+    load_hardware,
+    load_model,
+)
+from simulator.twin.spec_decode.ngram import ModelDraftSpec, Spec, parse_spec
+
+
+def routing_probabilities(num_experts: int, k: int, skew: float) -> np.ndarray:
+    """Per-token probability that each expert is chosen: π_e = min(1, c·rank^−s), Σπ = k.
+
+    Zipf-like popularity; the cap at 1 matters for strong skew (the top experts are then
+    always touched). c is found by bisection on the monotone Σ min(1, c·r^−s)."""
+    if not 0 < k <= num_experts:
+        raise InputError(f"experts: active ({k}) must be in 1..total ({num_experts})")
+    ranks = np.arange(1, num_experts + 1, dtype=float) ** (-skew)
+    lo, hi = 0.0, float(num_experts) ** max(skew, 0.0) * k + 1.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if float(np.minimum(1.0, mid * ranks).sum()) > k:
+            hi = mid
+        else:
+            lo = mid
+    return np.asarray(np.minimum(1.0, lo * ranks))
+
+
+@functools.lru_cache(maxsize=32)
+def _eeff_table(num_experts: int, k: int, skew: float, max_tokens: int) -> tuple[float, ...]:
+    """Cached per routing shape: fitting rebuilds the model many times."""
+    probs = routing_probabilities(num_experts, k, skew)
+    return tuple(expected_distinct_experts(probs, max_tokens))
+
+
+def expected_distinct_experts(probs: np.ndarray, max_tokens: int) -> list[float]:
+    """Table of E_eff(T) = Σ_e 1 − (1 − π_e)^T for T = 0..max_tokens (per MoE layer)."""
+    with np.errstate(divide="ignore"):
+        log_miss = np.log1p(-np.minimum(probs, 1.0))          # −inf where π = 1
+    table = [0.0]
+    for lo in range(1, max_tokens + 1, 1024):
+        t = np.arange(lo, min(lo + 1024, max_tokens + 1), dtype=float)[:, None]
+        with np.errstate(invalid="ignore"):
+            miss = np.exp(t * log_miss)
+        table.extend((probs.size - np.nan_to_num(miss).sum(axis=1)).tolist())
+    return table
+
+
+@dataclass(frozen=True, slots=True)
+class WeightBytes:
+    """Bytes of the loaded weights: total, read every step, one expert of one layer."""
+
+    total: float
+    dense_read: float
+    per_expert: float
+
+
+def weight_bytes(model: ModelProfile, quantization: str | None = None) -> WeightBytes:
+    """Derived from parameter counts × bytes/param, rescaled to the checkpoint if known."""
+    q, p = model.quant(quantization), model.params
+    head = p.lm_head * q.head_bytes_per_param
+    dense = p.dense_other * q.dense_bytes_per_param
+    expert = model.experts.params_per_expert * q.expert_bytes_per_param if model.experts else 0.0
+    n_exp = model.experts.moe_layers * model.experts.total if model.experts else 0
+    total = p.embedding * q.head_bytes_per_param + head + dense + n_exp * expert
+    scale = q.checkpoint_bytes / total if q.checkpoint_bytes else 1.0
+    return WeightBytes(total * scale, (dense + head) * scale, expert * scale)
+
+
+# The twin's block pool holds per-block lists (~150 bytes a block): 2M blocks (32M
+# tokens at 16 per block) keep it near 300 MiB; a larger budget is refused, not allocated.
+MAX_KV_BLOCKS = 2**21
+
+
+class RooflinePerfModel:
+    """`simulator.twin.core.types.PerfModel` for one (card, model, engine settings)."""
+
+    def __init__(self, hardware: HardwareProfile, model: ModelProfile, engine: EngineSettings,
+                 efficiency: Efficiency, *, efficiency_source: str = "",
+                 quantization: str | None = None) -> None:
+        self.hardware, self.model, self.engine = hardware, model, engine
+        self.efficiency, self.efficiency_source = efficiency, efficiency_source
+        self.quantization = quantization or model.quantization
+        self.weights = weight_bytes(model, self.quantization)
+        self.kv_bytes_per_token = model.kv_bytes_per_token_bf16 * KV_DTYPE_BYTES[
+            engine.kv_dtype] / 2.0
+        self.state_bytes_per_seq = self._state_bytes_per_seq()
+        self.block_size = self._block_size()
+        # vLLM's `align` state cache (`hybrid_prefill`): hybrids with prefix caching
+        # resume hits and end prefill chunks on these blocks; None: a plain model
+        self.state_blocks_per_seq = self._state_groups()
+        self.state_align_block: int | None = (
+            self.block_size if model.is_hybrid and engine.enable_prefix_caching else None)
+        if self.state_align_block and engine.max_num_batched_tokens < self.block_size:
+            # vLLM refuses this at start-up with the same words: a whole-block prefill
+            # chunk would never fit the budget
+            raise InputError(
+                f"twin ({model.name}): in Mamba cache align mode, block_size "
+                f"({self.block_size}) must be <= max_num_batched_tokens "
+                f"({engine.max_num_batched_tokens}), as vLLM requires: raise "
+                "--max-num-batched-tokens or turn prefix caching off")
+        self.num_blocks = self._num_blocks()
+        self.max_num_seqs = engine.max_num_seqs
+        self.max_num_batched_tokens = engine.max_num_batched_tokens
+        self.spec: Spec | None = self._spec_with_curve(parse_spec(engine.spec))
+        self.peak_flops = hardware.peak_flops(model.quant(self.quantization).compute_dtypes)
+        self._precompute()
+
+    def _spec_with_curve(self, spec: Spec | None) -> Spec | None:
+        """A drafter spec gets its acceptance curve from the model profile."""
+        if not isinstance(spec, ModelDraftSpec):
+            return spec
+        drafter = self.model.drafters.get(spec.kind)
+        if drafter is None:
+            known = ", ".join(sorted(self.model.drafters)) or "none"
+            raise InputError(f"model {self.model.name}: no '{spec.kind}' drafter in its "
+                             f"profile (drafters: {known})")
+        return ModelDraftSpec(spec.kind, spec.num_speculative_tokens,
+                              tuple(drafter.acceptance))
+
+    # -- memory ---------------------------------------------------------------------
+    def _kv_per_layer_token(self) -> float:
+        return self.kv_bytes_per_token / max(1, self.model.layers.full_attention)
+
+    def _state_bytes_per_seq(self) -> float:
+        """Constant per-sequence memory: linear-attention state and sliding-window KV."""
+        m = self.model
+        sliding = m.layers.sliding_attention * m.sliding_window * self._kv_per_layer_token()
+        return m.layers.linear_attention * m.recurrent_state_bytes_per_layer + sliding
+
+    def _block_size(self) -> int:
+        """vLLM enlarges a hybrid's attention block until its page holds a state page."""
+        bs = self.engine.block_size
+        if not self.model.is_hybrid or self.model.recurrent_state_bytes_per_layer <= 0:
+            return bs
+        per_block = self._kv_per_layer_token() * bs
+        return bs * max(1, math.ceil(self.model.recurrent_state_bytes_per_layer / per_block))
+
+    def _state_groups(self) -> int:
+        """Pool blocks a running hybrid request holds for its linear-attention states:
+        one per KV cache group of linear layers. vLLM groups each layer type into groups
+        of `group_size` layers, the fewest layers of any type (or the most, when that is
+        under 1.5× the fewest) (`kv_cache_utils._get_kv_cache_groups_uniform_page_size`)."""
+        lay = self.model.layers
+        if lay.linear_attention <= 0 or self.model.recurrent_state_bytes_per_layer <= 0:
+            return 0
+        counts = [c for c in (lay.full_attention, lay.sliding_attention,
+                              lay.linear_attention) if c > 0]
+        size = min(counts)
+        if max(counts) < 1.5 * size:
+            size = max(counts)
+        return -(-lay.linear_attention // size)
+
+    def _pool_bytes(self) -> float:
+        """KV pool in bytes. Like vLLM's logged capacity, hybrids' per-sequence states are
+        not subtracted: they take blocks from the same pool only while sequences run
+        (`state_blocks_per_seq`) and where states are saved for the prefix cache."""
+        hw, eff = self.hardware, self.efficiency
+        if hw.kv_cache_bytes is not None:
+            pool = float(hw.kv_cache_bytes)
+        else:
+            pool = (self.engine.gpu_memory_utilization * hw.memory_bytes
+                    - self.weights.total - eff.reserve_bytes)
+        return pool
+
+    def kv_pool_tokens(self) -> float:
+        """KV capacity before rounding to whole blocks (smooth, for fitting)."""
+        return self._pool_bytes() / self.kv_bytes_per_token
+
+    def _num_blocks(self) -> int:
+        blocks = int(self._pool_bytes() // (self.block_size * self.kv_bytes_per_token))
+        if blocks > MAX_KV_BLOCKS:
+            raise InputError(
+                f"twin: a KV cache of {blocks:,} blocks ({self.hardware.name}, "
+                f"{self.model.name}) is more than the twin models ({MAX_KV_BLOCKS:,} "
+                f"blocks, about {MAX_KV_BLOCKS * 150 // 2**20} MiB of its own memory): "
+                "lower twin.kv_cache_gib or twin.gpu_memory_utilization")
+        if blocks <= 0:
+            raise InputError(
+                f"model {self.model.name} ({self.quantization}, "
+                f"{self.weights.total / 1e9:.1f} GB of weights) leaves no KV cache on "
+                f"{self.hardware.name} ({self.hardware.memory_bytes / 1e9:.0f} GB at "
+                f"utilisation {self.engine.gpu_memory_utilization}){self._fitting_hint()}")
+        return blocks
+
+    def _fitting_hint(self) -> str:
+        """The model's other quantizations that leave KV on this card, as the fix."""
+        block = self.block_size * self.kv_bytes_per_token
+        kv = {q: int(self._pool_bytes_with(weight_bytes(self.model, q).total) // block)
+              * self.block_size for q in self.model.quantizations if q != self.quantization}
+        fits = sorted((q for q in kv if kv[q] > 0), key=lambda q: -kv[q])
+        if not fits:
+            return "; no quantization of it fits this card: pick a larger card or model"
+        hw, m = self.hardware.name, self.model.name
+        listed = ", ".join(f"{q} ({kv[q]:,} KV tokens)" for q in fits)
+        return (f"; quantizations that fit: {listed} (e.g. --twin {hw}/{m}:{fits[0]}"
+                f" or --set twin.model={m}:{fits[0]})")
+
+    def _pool_bytes_with(self, weights_total: float) -> float:
+        hw = self.hardware
+        if hw.kv_cache_bytes is not None:
+            return float(hw.kv_cache_bytes)
+        return (self.engine.gpu_memory_utilization * hw.memory_bytes - weights_total
+                - self.efficiency.reserve_bytes)
+
+    def kv_capacity_tokens(self) -> int:
+        """Tokens of KV the card holds (what vLLM logs as 'GPU KV cache size')."""
+        return self.num_blocks * self.block_size
+
+    # -- time -----------------------------------------------------------------------
+    def _precompute(self) -> None:
+        eff, bw, m = self.efficiency, self.hardware.bandwidth_bytes_s, self.model
+        self._t0, self._t_seq, self._kv_half = eff.t0_s, eff.t_seq_s, eff.kv_half_seqs
+        self._tw_dense = self.weights.dense_read / (eff.eta_w * bw)
+        self._tw_expert = 0.0
+        self._eeff: list[float] = [0.0]
+        self._eeff_max = 0.0
+        if m.experts is not None:
+            self._tw_expert = m.experts.moe_layers * self.weights.per_expert / (eff.eta_w * bw)
+            self._eeff = list(_eeff_table(m.experts.total, m.experts.active,
+                                          eff.routing_skew, self.engine.max_num_batched_tokens))
+            self._eeff_max = float(m.experts.total)
+        self._t_kv_tok = self.kv_bytes_per_token / (eff.eta_kv * bw)
+        self._t_state = 2.0 * self.state_bytes_per_seq / (eff.eta_s * bw)
+        head = m.params.lm_head
+        self._t_flop_tok = 2.0 * (m.params.active - head) / (eff.eta_c * self.peak_flops)
+        self._t_flop_seq = 2.0 * head / (eff.eta_c * self.peak_flops)
+        fpp = m.attn_flops_per_pair
+        if fpp is None:
+            fpp = 4.0 * m.num_q_heads * m.head_dim * m.layers.full_attention
+        self._t_pair = fpp / (eff.eta_attn * self.peak_flops)
+        # hybrids: MLA's context expansion is a GEMM (η_c); the chunked linear-attention
+        # kernels run apart from the GEMMs, their own roofline (η_attn, η_kv) per token
+        self._t_ctx_tok = m.context_flops_per_token / (eff.eta_c * self.peak_flops)
+        self._t_lin_tok = max(m.linear_attn_flops_per_token / (eff.eta_attn * self.peak_flops),
+                              m.linear_attn_bytes_per_token / (eff.eta_kv * bw))
+        self._precompute_spec()
+
+    def _precompute_spec(self) -> None:
+        """Speculation terms (vLLM's v1/spec_decode and scheduler source): a per-step cost with spec on (no
+        async overlap, piecewise graphs; MTP keeps async scheduling), eager mode where the
+        model's backend drops CUDA graphs, a per-draft-token verification cost, the CPU
+        n-gram scan, and a drafter model's passes."""
+        eff, spec, bw = self.efficiency, self.spec, self.hardware.bandwidth_bytes_s
+        self._t_spec_step = self._t_verify = self._t_ngram = self._t_spec_seq = 0.0
+        self._t_draft_w = self._t_draft_tok = 0.0
+        self._draft_k = 0
+        if spec is None:
+            return
+        if not (isinstance(spec, ModelDraftSpec) and spec.kind == "mtp"):
+            self._t_spec_step = eff.spec_step_s
+        if self.model.spec_disables_cuda_graphs:
+            self._t_spec_step += eff.eager_step_s
+        self._t_verify = eff.spec_verify_tok_s
+        self._t_spec_seq = eff.spec_seq_s
+        if isinstance(spec, ModelDraftSpec):
+            d = self.model.drafters[spec.kind]
+            self._t_draft_w = d.bytes_per_pass / (eff.eta_w * bw)
+            self._t_draft_tok = 2.0 * d.params_active / (eff.eta_c * self.peak_flops)
+            self._draft_k = spec.num_speculative_tokens
+        else:
+            self._t_ngram = eff.ngram_ctx_tok_s
+
+    def drafter_pass_time(self, num_tokens: int) -> float:
+        """One drafter forward pass over `num_tokens` tokens (s): weights or FLOPs."""
+        comp = self._t_draft_tok * num_tokens
+        return self._t_draft_w if self._t_draft_w > comp else comp
+
+    def spec_time(self, shape: StepShape) -> float:
+        """What speculation adds to a step (s): 0 with spec off.
+
+        t_spec = spec_step_s [+ eager_step_s] + spec_seq_s · n_spec + spec_verify_tok_s · Σk_i
+               + ngram_ctx_tok_s · Σ context scanned                          (n-gram)
+               + drafter(Σ(1 + k_i)) + (k − 1) · drafter(n_spec)              (draft, MTP)
+        The verification tokens themselves are in `num_tokens`, so the roofline already
+        charges their compute, KV writes and the extra MoE experts they touch."""
+        if self.spec is None:
+            return 0.0
+        t = (self._t_spec_step + self._t_spec_seq * shape.spec_seqs
+             + self._t_verify * shape.draft_tokens
+             + self._t_ngram * shape.proposer_context)
+        if self._draft_k and shape.spec_seqs:
+            t += (self.drafter_pass_time(shape.spec_seqs + shape.draft_tokens)
+                  + (self._draft_k - 1) * self.drafter_pass_time(shape.spec_seqs))
+        return t
+
+    def experts_touched(self, num_tokens: int) -> float:
+        """E_eff(T): expected distinct experts per MoE layer for a step of T tokens."""
+        if num_tokens < len(self._eeff):
+            return self._eeff[num_tokens]
+        return self._eeff_max
+
+    def step_time(self, shape: StepShape) -> float:
+        """Duration of one engine step in seconds (O(1): a table look-up and arithmetic)."""
+        n, t = shape.num_seqs, shape.num_tokens
+        if n <= 0:
+            return self._t0
+        eeff = self._eeff[t] if t < len(self._eeff) else self._eeff_max
+        t_mem = (self._tw_dense + self._tw_expert * eeff
+                 + self._t_kv_tok * (shape.kv_tokens_read + t) * (1.0 + self._kv_half / n)
+                 + self._t_state * n)
+        t_comp = (self._t_flop_tok * t + self._t_flop_seq * n
+                  + self._t_pair * shape.attn_token_pairs)
+        step = self._t0 + self._t_seq * n + (t_mem if t_mem > t_comp else t_comp)
+        if shape.prefill_tokens and (self._t_lin_tok or self._t_ctx_tok):
+            step += self.hybrid_prefill_time(shape)
+        if self.spec is not None:
+            step += self.spec_time(shape)
+        return step
+
+    def hybrid_prefill_time(self, shape: StepShape) -> float:
+        """What a hybrid's prefill adds to a step (s), 0 for other models:
+        linear-attention chunk kernels per prefill token + MLA context expansion."""
+        return (self._t_lin_tok * shape.prefill_tokens
+                + self._t_ctx_tok * shape.prefill_context_tokens)
+
+    def decode_terms(self, n: int) -> DecodeTerms | None:
+        """`step_time`'s terms for a pure-decode step of n sequences (one token each), so
+        the engine's decode fast path can compute step times inline; None for n ≤ 0 or a
+        subclass with its own `step_time`. Ordered exactly as `step_time` computes."""
+        if n <= 0 or type(self).step_time is not RooflinePerfModel.step_time:
+            return None
+        eeff = self._eeff[n] if n < len(self._eeff) else self._eeff_max
+        return DecodeTerms(
+            n, self._t0 + self._t_seq * n, self._tw_dense + self._tw_expert * eeff,
+            self._t_kv_tok, 1.0 + self._kv_half / n, self._t_state * n,
+            self._t_flop_tok * n + self._t_flop_seq * n + self._t_pair * 0.0)
+
+    def describe(self) -> dict[str, Any]:
+        """What a manifest records about the twin that produced a result."""
+        hw, m = self.hardware, self.model
+        return {
+            "simulated": True,
+            "hardware": {"name": hw.name, "description": hw.description,
+                         "memory_bytes": hw.memory_bytes,
+                         "bandwidth_bytes_s": hw.bandwidth_bytes_s,
+                         "peak_flops": self.peak_flops, "usd_per_hour": hw.usd_per_hour},
+            "model": {"name": m.name, "description": m.description,
+                      "quantization": self.quantization,
+                      "weights_bytes": round(self.weights.total),
+                      "kv_bytes_per_token": self.kv_bytes_per_token,
+                      "state_bytes_per_seq": self.state_bytes_per_seq},
+            "engine": {**self.engine.model_dump(exclude=self._undescribed()),
+                       "attention_block_size": self.block_size},
+            "kv_capacity_tokens": self.kv_capacity_tokens(),
+            **self._describe_tier(),
+            "num_blocks": self.num_blocks,
+            "efficiency": self.efficiency.model_dump(exclude={"source"}),
+            "calibration_source": self.efficiency_source,
+        }
+
+
+    def _undescribed(self) -> set[str]:
+        return {"sources"} if self.engine.kv_offload_gib > 0 else {"sources", "kv_offload_gib"}
+
+    def _describe_tier(self) -> dict[str, Any]:
+        """The host KV tier's size and link, only when one is configured (tier off
+        leaves the manifest as it was)."""
+        gib, link = self.engine.kv_offload_gib, self.hardware.host_link
+        if gib <= 0 or link is None:
+            return {}
+        block = self.block_size * self.kv_bytes_per_token
+        return {"kv_offload": {"gib": gib, "blocks": int(gib * 2**30 // block),
+                               "tokens": int(gib * 2**30 // block) * self.block_size,
+                               "host_link": link.model_dump()}}
+
+
+def split_quantization(model: str) -> tuple[str, str | None]:
+    """`llama-3.1-70b:fp8` → (`llama-3.1-70b`, `fp8`): a profile name with one of its
+    `quantizations` picked (`--twin h100/llama-3.1-70b:fp8`); a path is left alone."""
+    name, sep, quant = model.rpartition(":")
+    if not sep or not name or not quant or "/" in quant or "\\" in quant or "." in quant:
+        return model, None
+    return name, quant
+
+
+def build_perf_model(hardware: str, model: str, *, spec: str = "off",
+                     overrides: dict[str, Any] | None = None) -> RooflinePerfModel:
+    """The twin's performance model from profile names (or YAML paths).
+
+    `overrides` may set engine settings (`max_num_seqs`, `kv_dtype` …), efficiency terms
+    (`eta_w`, `t0_s` …) and `quantization`; anything else is an InputError."""
+    over = dict(overrides or {})
+    model, suffix = split_quantization(model)
+    hw, mp = load_hardware(hardware), load_model(model)
+    quant = over.pop("quantization", None) or suffix
+    kv_gib = over.pop("kv_cache_gib", None)
+    if kv_gib is not None:          # vLLM --kv-cache-memory: a fixed KV budget
+        card_gib = hw.memory_bytes / 2**30
+        if not 0 < float(kv_gib) <= card_gib:    # also refuses NaN and inf
+            raise InputError(f"twin: kv_cache_gib {float(kv_gib):g} must be > 0 and at most "
+                             f"the {hw.name} card's memory ({card_gib:.1f} GiB)")
+        hw = hw.model_copy(update={"kv_cache_bytes": int(float(kv_gib) * 2**30)})
+    if over.get("kv_dtype", "auto") in ("auto", None):
+        over.pop("kv_dtype", None)
+        if mp.kv_dtype_default is not None and "kv_dtype" not in hw.engine:
+            over["kv_dtype"] = mp.kv_dtype_default
+    eff, source = efficiency_for(hw)
+    eff_keys = {k: over.pop(k) for k in list(over) if k in Efficiency.model_fields}
+    if eff_keys:
+        eff = eff.model_copy(update=eff_keys)
+        source = f"{source}; overridden: {', '.join(sorted(eff_keys))}"
+    unknown = [k for k in over if k not in EngineSettings.model_fields]
+    if unknown:
+        raise InputError(f"twin overrides: unknown setting(s) {', '.join(unknown)}")
+    if spec.strip().lower() not in ("", "off", "none") and "max_num_batched_tokens" not in over:
+        # vLLM of the calibration period lowered the budget with speculation on
+        # (published vLLM measurements, profiles/calibration/); an explicit setting wins
+        base = load_engine_settings(hw, {**over, "spec": spec})
+        over["max_num_batched_tokens"] = base.spec_max_num_batched_tokens
+    engine = load_engine_settings(hw, {**over, "spec": spec})
+    if engine.kv_offload_gib > 0 and hw.host_link is None:
+        raise InputError(f"hardware {hw.name}: --kv-offload-gib needs the card's host_link "
+                         f"(bandwidth to host memory) in its profile; it has none")
+    return RooflinePerfModel(hw, mp, engine, eff, efficiency_source=source,
+                             quantization=str(quant) if quant else None)
+
+
+def decode_tok_s(pm: RooflinePerfModel, batch: int, context: int) -> float:
+    """Aggregate decode tokens/s of `batch` sequences, each at `context` tokens of KV."""
+    shape = StepShape(num_seqs=batch, num_tokens=batch, kv_tokens_read=batch * (context + 1))
+    return batch / pm.step_time(shape)
+
+
+def prefill_seconds(pm: RooflinePerfModel, prompt: int, cached: int = 0) -> float:
+    """Time to first token of one prompt alone on the card: chunked prefill of its
+    uncached part (chunks of max_num_batched_tokens) over the cached context.
+
+    A hybrid (`pm.state_align_block`) resumes at the last block boundary ≤ `cached`
+    (the request that cached the prefix ended there) and ends every chunk on a block
+    boundary, as vLLM's `align` state cache does (`hybrid_prefill`)."""
+    total = 0.0
+    for done, chunk in prefill_chunks(prompt, cached, pm.max_num_batched_tokens,
+                                      pm.state_align_block):
+        shape = StepShape(num_seqs=1, num_tokens=chunk, kv_tokens_read=done + chunk,
+                          prefill_tokens=chunk, attn_token_pairs=chunk * (done + chunk / 2),
+                          prefill_context_tokens=done)
+        total += pm.step_time(shape)
+    return total

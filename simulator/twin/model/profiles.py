@@ -1,0 +1,347 @@
+"""Hardware, model and engine profiles for the twin: YAML data files, validated once.
+
+Every number lives in a data file under `simulator/twin/model/profiles/` with a `source` note
+(why we believe it). Users add their own card or model by passing a path to a YAML file
+of the same shape instead of a name. Units are in the field names (bytes, bytes/s, s).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from simulator.errors import InputError
+from simulator.twin.spec_decode.ngram import parse_spec
+
+PROFILE_DIR = Path(__file__).parent / "profiles"
+DEFAULT_EFFICIENCY_HARDWARE = "a40"   # cards without a fit of their own borrow this one
+KvDtype = Literal["bf16", "fp16", "fp8"]
+KV_DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+_M = TypeVar("_M", bound=BaseModel)
+_SPEC_RE = re.compile(r"^(off|(ngram|draft|mtp):[1-9][0-9]*)$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Efficiency(_Strict):
+    """Fitted terms of the roofline; seconds, fractions, bytes."""
+
+    t0_s: float = Field(ge=0)              # fixed cost per engine step
+    t_seq_s: float = Field(ge=0)           # extra cost per sequence in the step
+    eta_w: float = Field(gt=0, le=1)       # weight-streaming bandwidth efficiency
+    eta_kv: float = Field(gt=0, le=1)      # KV-read efficiency with many sequences
+    kv_half_seqs: float = Field(ge=0)      # sequences at which KV reads reach half of eta_kv
+    eta_s: float = Field(gt=0, le=1)       # recurrent-state bandwidth efficiency
+    eta_c: float = Field(gt=0, le=1)       # MFU of the linear layers (prefill)
+    eta_attn: float = Field(gt=0, le=1)    # MFU of attention FLOPs (prefill)
+    routing_skew: float = Field(ge=0)      # Zipf exponent s of expert popularity
+    reserve_bytes: float = Field(ge=0)     # activations, CUDA graphs, non-torch memory
+    # speculative decoding (vLLM's spec_decode source; profiles/calibration/); zero on cards never measured
+    spec_step_s: float = Field(default=0.0, ge=0)     # per step with spec on: no async
+    #                                                   overlap + piecewise CUDA graphs
+    spec_verify_tok_s: float = Field(default=0.0, ge=0)   # per draft token verified
+    spec_seq_s: float = Field(default=0.0, ge=0)   # per decoding sequence per step with
+    #                                                spec on (proposer call, rejection
+    #                                                sampling, input prep, not overlapped)
+    ngram_ctx_tok_s: float = Field(default=0.0, ge=0)  # CPU n-gram scan, per context token
+    #                                                    of each proposing sequence
+    eager_step_s: float = Field(default=0.0, ge=0)   # per step when CUDA graphs are off
+    source: str
+
+
+# The `Efficiency` terms `endurance twin fit` frees by default; the rest keep their values.
+DEFAULT_FREE = ("t0_s", "kv_half_seqs", "routing_skew", "eta_c", "eta_attn", "reserve_bytes")
+
+
+class EngineSettings(_Strict):
+    """vLLM engine settings the twin models (CLI flags of `vllm serve`)."""
+
+    block_size: int = Field(gt=0)
+    max_num_seqs: int = Field(gt=0)
+    max_num_batched_tokens: int = Field(gt=0)
+    gpu_memory_utilization: float = Field(gt=0, le=1)
+    kv_dtype: KvDtype
+    spec: str = "off"
+    enable_prefix_caching: bool = True
+    kv_offload_gib: float = Field(default=0.0, ge=0)   # vLLM --kv-offloading-size (GiB of
+    #                                                    host memory for evicted KV); 0: off
+    spec_max_num_batched_tokens: int = Field(default=2048, gt=0)   # budget with spec on
+    #                                                      unless max_num_batched_tokens is set
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("spec")
+    @classmethod
+    def _spec_ok(cls, v: str) -> str:
+        if not _SPEC_RE.match(v):
+            raise ValueError(f"must be 'off', 'ngram:K', 'draft:K' or 'mtp:K', got {v!r}")
+        parse_spec(v)       # the bound on K (vLLM: at most 32 draft tokens per request)
+        return v
+
+
+class HostLink(_Strict):
+    """The card's path to host memory, for a KV offload tier (`--kv-offload-gib`):
+    sustained pinned-copy bandwidth per direction and a fixed cost per transfer job."""
+
+    kind: str                              # "pcie4x16", "pcie5x16", "nvlink-c2c", "unified"
+    h2d_bytes_s: float = Field(gt=0)       # host → device (a load)
+    d2h_bytes_s: float = Field(gt=0)       # device → host (a store)
+    latency_s: float = Field(ge=0)         # per transfer job (launch + DMA setup)
+    source: str
+
+
+class HardwareProfile(_Strict):
+    name: str
+    description: str = ""
+    memory_bytes: int = Field(gt=0)
+    bandwidth_bytes_s: float = Field(gt=0)
+    tflops: dict[str, float]               # dense tensor TFLOPS by dtype
+    usd_per_hour: float = Field(ge=0)
+    kv_cache_bytes: int | None = None      # fixed KV pool (vLLM CPU) instead of utilisation
+    efficiency: Efficiency | None = None
+    host_link: HostLink | None = None      # for a host KV tier; None: the card has none modelled
+    engine: dict[str, Any] = Field(default_factory=dict)   # overrides of engine.yaml
+    sources: dict[str, str]
+
+    def peak_flops(self, dtypes: list[str]) -> float:
+        """Dense FLOP/s at the first of `dtypes` this card supports (bf16 fallback)."""
+        for d in [*dtypes, "bf16", "fp16", "fp32"]:
+            if d in self.tflops:
+                return self.tflops[d] * 1e12
+        raise InputError(f"hardware {self.name}: no usable dtype in tflops")
+
+
+class Layers(_Strict):
+    full_attention: int = Field(ge=0)
+    linear_attention: int = Field(ge=0)
+    sliding_attention: int = Field(ge=0)
+
+
+class Params(_Strict):
+    total: float = Field(gt=0)
+    active: float = Field(gt=0)
+    embedding: float = Field(ge=0)     # input embedding: gathered, not streamed
+    lm_head: float = Field(ge=0)       # read every step
+    dense_other: float = Field(ge=0)   # attention, norms, routers, shared experts, dense MLPs
+
+
+class Experts(_Strict):
+    total: int = Field(gt=0)
+    active: int = Field(gt=0)
+    moe_layers: int = Field(gt=0)
+    params_per_expert: float = Field(gt=0)
+    ffn_dim: int = Field(gt=0)
+
+
+class Quantization(_Strict):
+    expert_bytes_per_param: float = Field(gt=0)
+    dense_bytes_per_param: float = Field(gt=0)
+    head_bytes_per_param: float = Field(gt=0)
+    checkpoint_bytes: float | None = None
+    compute_dtypes: list[str]
+    source: str
+
+
+class Drafter(_Strict):
+    """A draft model or MTP head (`--spec draft:K` / `mtp:K`): its per-pass cost and the
+    target's acceptance per draft position (conditional: P(i accepted | i−1 accepted))."""
+
+    bytes_per_pass: float = Field(ge=0)      # weights the drafter reads each pass
+    params_active: float = Field(ge=0)       # FLOPs per token = 2 × this
+    acceptance: list[float]                  # per position, 0..1; last value repeats
+    source: str
+
+    @field_validator("acceptance")
+    @classmethod
+    def _probs(cls, v: list[float]) -> list[float]:
+        if not v or any(not 0.0 <= p <= 1.0 for p in v):
+            raise ValueError("acceptance: a non-empty list of probabilities in 0..1")
+        return v
+
+
+class ModelProfile(_Strict):
+    name: str
+    description: str = ""
+    hf_config: str = ""
+    layers: Layers
+    sliding_window: int = 0
+    hidden_size: int = Field(gt=0)
+    num_q_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    kv_bytes_per_token_bf16: float = Field(gt=0)
+    # the longest sequence the model serves (config.json `max_position_embeddings`, or
+    # what the model card states); None: `twin.config.DEFAULT_CONTEXT_LENGTH`
+    context_length: int | None = Field(default=None, gt=0)
+    attn_flops_per_pair: float | None = None
+    recurrent_state_bytes_per_layer: float = 0.0   # per linear-attention layer, per sequence
+    # hybrids' prefill (`twin.hybrid_prefill`): the chunked linear-attention kernels'
+    # FLOPs and bytes per prefill token (all linear layers), and FLOPs per cached-context
+    # token per prefill chunk (MLA expands its cached latents through kv_b_proj)
+    linear_attn_flops_per_token: float = Field(default=0.0, ge=0)
+    linear_attn_bytes_per_token: float = Field(default=0.0, ge=0)
+    context_flops_per_token: float = Field(default=0.0, ge=0)
+    params: Params
+    experts: Experts | None = None
+    quantization: str
+    quantizations: dict[str, Quantization]
+    sources: dict[str, str]
+    # speculation: drafters by kind ("draft", "mtp"), and whether the model's attention
+    # backend runs without CUDA graphs once drafts make decode batches non-uniform
+    drafters: dict[str, Drafter] = Field(default_factory=dict)
+    spec_disables_cuda_graphs: bool = False
+    kv_dtype_default: KvDtype | None = None   # what vLLM's `--kv-cache-dtype auto` picks
+    #                                           for this model when not the engine default
+
+    @property
+    def is_hybrid(self) -> bool:
+        return self.layers.linear_attention > 0
+
+    def quant(self, name: str | None = None) -> Quantization:
+        key = name or self.quantization
+        if key not in self.quantizations:
+            raise InputError(f"model {self.name}: unknown quantization {key!r} "
+                             f"(known: {', '.join(sorted(self.quantizations))})")
+        return self.quantizations[key]
+
+
+# hybrids' prefill terms: a number needs its source only when it is not the default 0
+_SOURCED_WHEN_SET = {"linear_attn_flops_per_token", "linear_attn_bytes_per_token",
+                     "context_flops_per_token"}
+
+
+def _numeric_fields(model: BaseModel) -> list[str]:
+    skip = {"efficiency", "engine", "host_link", "sources", "quantizations", "sliding_window",
+            "drafters", "spec_disables_cuda_graphs", "kv_dtype_default",
+            "attn_flops_per_pair", "kv_cache_bytes", "recurrent_state_bytes_per_layer"}
+    return [k for k, v in model if k not in skip and not isinstance(v, str) and v is not None
+            and not (k in _SOURCED_WHEN_SET and v == 0)]
+
+
+def _check_sources(profile: BaseModel, sources: dict[str, str], where: str) -> None:
+    """Each number must say where it comes from (a `sources` entry per field)."""
+    missing = [k for k in _numeric_fields(profile) if k not in sources]
+    if missing:
+        raise InputError(f"{where}: sources: missing a source note for {', '.join(missing)}")
+
+
+# Parsed profiles by their text: a run loads the same few files many times and the
+# pure-Python YAML parser takes ~3 ms a file; callers get a copy they may change.
+_PARSED: dict[str, dict[str, Any]] = {}
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+        if text in _PARSED:
+            return copy.deepcopy(_PARSED[text])
+        data = yaml.safe_load(text)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read profile ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a profile must be a YAML mapping")
+    if len(_PARSED) > 256:
+        _PARSED.clear()
+    _PARSED[text] = copy.deepcopy(data)
+    return data
+
+
+def _validate(cls: type[_M], data: dict[str, Any], where: Path | str) -> _M:
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise InputError(f"{where}: {loc}: {err['msg']}") from exc
+
+
+def known_names(kind: Literal["hardware", "models"]) -> list[str]:
+    """Names of the profiles shipped in `profiles/<kind>/`."""
+    return sorted(p.stem for p in (PROFILE_DIR / kind).glob("*.yaml"))
+
+
+def _resolve(name_or_path: str | Path, kind: Literal["hardware", "models"]) -> Path:
+    text = str(name_or_path)
+    if text.endswith((".yaml", ".yml")) or "/" in text or "\\" in text:
+        path = Path(text)
+        if not path.is_file():
+            raise InputError(f"{text}: {kind} profile file not found")
+        return path
+    path = PROFILE_DIR / kind / f"{text}.yaml"
+    if not path.is_file():
+        label = "hardware" if kind == "hardware" else "model"
+        raise InputError(f"unknown {label} {text!r} (known: {', '.join(known_names(kind))}; "
+                         f"or give a path to a YAML profile)")
+    return path
+
+
+def load_hardware(name_or_path: str | Path) -> HardwareProfile:
+    """A shipped card by name (`a40`, `h100` …) or a user's YAML file by path."""
+    path = _resolve(name_or_path, "hardware")
+    hw = _validate(HardwareProfile, _read_yaml(path), path)
+    _check_sources(hw, hw.sources, str(path))
+    return hw
+
+
+def load_model(name_or_path: str | Path) -> ModelProfile:
+    """A shipped model by name (`qwen3-coder-30b-a3b-awq` …) or a user's YAML file."""
+    path = _resolve(name_or_path, "models")
+    model = _validate(ModelProfile, _read_yaml(path), path)
+    _check_sources(model, model.sources, str(path))
+    return model
+
+
+def load_engine_settings(hardware: HardwareProfile | None = None,
+                         overrides: dict[str, Any] | None = None) -> EngineSettings:
+    """engine.yaml defaults < the card's `engine:` section < explicit overrides."""
+    path = PROFILE_DIR / "engine.yaml"
+    data = _read_yaml(path)
+    if hardware is not None:
+        data.update(hardware.engine)
+    data.update(overrides or {})
+    return _validate(EngineSettings, data, "engine settings")
+
+
+def efficiency_for(hardware: HardwareProfile) -> tuple[Efficiency, str]:
+    """The card's fitted terms, or the default card's with a label saying so."""
+    if hardware.efficiency is not None:
+        return hardware.efficiency, hardware.efficiency.source
+    default = load_hardware(DEFAULT_EFFICIENCY_HARDWARE).efficiency
+    assert default is not None, "the default card must carry fitted efficiency terms"
+    return default, (f"not fitted on {hardware.name}: terms borrowed from the "
+                     f"{DEFAULT_EFFICIENCY_HARDWARE} fit ({default.source})")
+
+
+DEFAULT_TWIN = "a40/qwen3-coder-30b-a3b-awq"   # the twin a scenario without one runs on
+
+
+def _split_profile_paths(value: str) -> tuple[str, str] | None:
+    """HARDWARE/MODEL where either side is a YAML profile path: split after the first
+    `.yaml/` or `.yml/` (a hardware path), else at the first `/` (a hardware name)."""
+    for ext in (".yaml/", ".yml/"):
+        i = value.find(ext)
+        if i > 0:
+            return value[:i + len(ext) - 1], value[i + len(ext):]
+    if value.endswith((".yaml", ".yml")) and "/" in value:
+        hw, _, model = value.partition("/")
+        return hw, model
+    return None
+
+
+def parse_twin(value: str) -> tuple[str, str]:
+    """`--twin HARDWARE/MODEL` (names or YAML profile paths) → (hardware, model)."""
+    paths = _split_profile_paths(value)
+    if paths is not None and all(paths):
+        return paths
+    if value.count("/") != 1 or not all(value.split("/")):
+        raise InputError(f"--twin must look like HARDWARE/MODEL (e.g. {DEFAULT_TWIN}), got {value!r}")
+    hw, model = value.split("/")
+    return hw, model

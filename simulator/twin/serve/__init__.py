@@ -1,0 +1,3 @@
+"""Serving fronts of the twin: prompt and reply synthesis, the HTTP server (Anthropic and
+OpenAI wire shapes), its real-time service, faults, metrics.
+"""

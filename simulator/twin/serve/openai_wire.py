@@ -1,0 +1,168 @@
+"""OpenAI Chat Completions wire shapes for the HTTP twin (`POST /v1/chat/completions`).
+
+The same engine serves both protocols: a chat request is first turned back into the
+Messages shape (`as_messages_body`: system message → `system`, `function` tools →
+`input_schema` tools, assistant `tool_calls` → `tool_use` blocks, `role: tool` messages
+→ `tool_result` blocks of the next user turn), so the prompt tokenises exactly as the
+same conversation sent to `/v1/messages` and the prefix cache behaves the same. `ChatWire`
+has the functions `simulator.twin.serve.wire` has (the `ReplyWriter` takes either), writing
+`chat.completion.chunk` events, a usage chunk (`stream_options.include_usage`), `[DONE]`
+and OpenAI error bodies.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from simulator.twin.serve.prompt import PromptError
+from simulator.twin.serve.wire import ReplyUsage
+
+# The twin plans replies with Anthropic stop reasons; OpenAI's finish_reason for each.
+FINISH_REASONS = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_calls",
+                  "stop_sequence": "stop"}
+
+
+def error_body(kind: str, message: str) -> dict[str, Any]:
+    """OpenAI's error shape (`code` carries `context_length_exceeded` for overflows)."""
+    code = "context_length_exceeded" if "too long" in message else None
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def _tool(t: Any, i: int) -> dict[str, Any]:
+    fn = t.get("function") if isinstance(t, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise PromptError(f"tools.{i}: expected {{'type': 'function', 'function': {{'name': …}}}}")
+    out: dict[str, Any] = {"name": fn["name"]}
+    if fn.get("description"):
+        out["description"] = fn["description"]
+    out["input_schema"] = fn.get("parameters") or {"type": "object"}
+    return out
+
+
+def _text(content: Any, where: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict)]
+        if all(isinstance(p, str) for p in parts):
+            return "\n".join(p for p in parts if isinstance(p, str))
+    raise PromptError(f"{where}.content: expected a string or a list of text parts")
+
+
+def _assistant(m: dict[str, Any], where: str) -> dict[str, Any]:
+    blocks: list[dict[str, Any]] = []
+    text = _text(m.get("content"), where)
+    if text:
+        blocks.append({"type": "text", "text": text})
+    for j, call in enumerate(m.get("tool_calls") or []):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict):
+            raise PromptError(f"{where}.tool_calls.{j}: expected a function call")
+        try:
+            args = json.loads(fn.get("arguments") or "{}")
+        except (TypeError, ValueError):
+            raise PromptError(f"{where}.tool_calls.{j}.function.arguments: not JSON") from None
+        blocks.append({"type": "tool_use", "id": call.get("id", ""),
+                       "name": fn.get("name", ""), "input": args})
+    return {"role": "assistant", "content": blocks or [{"type": "text", "text": ""}]}
+
+
+def as_messages_body(body: dict[str, Any]) -> dict[str, Any]:
+    """The Messages-shaped equivalent of a chat request (raises PromptError)."""
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise PromptError("messages: expected a non-empty list")
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []  # tool results waiting for their user turn
+    for i, m in enumerate(msgs):
+        where = f"messages.{i}"
+        role = m.get("role") if isinstance(m, dict) else None
+        if role in ("system", "developer"):
+            system.append(_text(m.get("content"), where))
+        elif role == "tool":
+            pending.append({"type": "tool_result", "tool_use_id": m.get("tool_call_id", ""),
+                            "content": _text(m.get("content"), where)})
+        elif role == "user":
+            out.append({"role": "user", "content": [
+                *pending, {"type": "text", "text": _text(m.get("content"), where)}]})
+            pending = []
+        elif role == "assistant":
+            if pending:
+                out.append({"role": "user", "content": pending})
+                pending = []
+            out.append(_assistant(m, where))
+        else:
+            raise PromptError(f"{where}.role: unknown role {role!r}")
+    if pending:
+        out.append({"role": "user", "content": pending})
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise PromptError("tools: expected a list")
+    result: dict[str, Any] = {"messages": out, "tools": [_tool(t, i) for i, t in enumerate(tools)],
+                              "model": body.get("model"), "stream": body.get("stream")}
+    if system:
+        result["system"] = [{"type": "text", "text": "\n".join(system)}]
+    mt = body.get("max_completion_tokens", body.get("max_tokens"))
+    result["max_tokens"] = mt
+    return result
+
+
+def _sse(data: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _usage(usage: ReplyUsage) -> dict[str, Any]:
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.output_tokens,
+            "total_tokens": usage.prompt_tokens + usage.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens}}
+
+
+class ChatWire:
+    """The chunk writer of one reply (holds the id, model and creation time)."""
+
+    MALFORMED_EVENT = b'data: {"object":"chat.completion.chunk","choices":[{"delta":{"content":"te\n\n'
+
+    def __init__(self, include_usage: bool) -> None:
+        self.include_usage = include_usage
+        self._rid = ""
+        self._model = ""
+        self._created = int(time.time())
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return _sse({"id": self._rid, "object": "chat.completion.chunk",
+                     "created": self._created, "model": self._model,
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    def message_start(self, rid: str, model: str, prompt_tokens: int) -> bytes:
+        self._rid, self._model = f"chatcmpl-{rid}", model
+        return self._chunk({"role": "assistant", "content": ""})
+
+    def text_delta(self, text: str) -> bytes:
+        return self._chunk({"content": text})
+
+    def message_end(self, stop_reason: str, usage: ReplyUsage) -> bytes:
+        out = self._chunk({}, FINISH_REASONS.get(stop_reason, "stop"))
+        if self.include_usage:
+            out += _sse({"id": self._rid, "object": "chat.completion.chunk",
+                         "created": self._created, "model": self._model, "choices": [],
+                         "usage": _usage(usage)})
+        return out + b"data: [DONE]\n\n"
+
+    def error_event(self, kind: str = "overloaded_error", message: str = "Overloaded") -> bytes:
+        return _sse(error_body(kind, message))
+
+    def error_body(self, kind: str, message: str) -> dict[str, Any]:
+        return error_body(kind, message)
+
+    def message_body(self, rid: str, model: str, text: str, stop_reason: str,
+                     usage: ReplyUsage) -> dict[str, Any]:
+        return {"id": f"chatcmpl-{rid}", "object": "chat.completion", "created": self._created,
+                "model": model, "choices": [{
+                    "index": 0, "message": {"role": "assistant", "content": text},
+                    "finish_reason": FINISH_REASONS.get(stop_reason, "stop")}],
+                "usage": _usage(usage)}

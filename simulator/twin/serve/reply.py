@@ -1,0 +1,102 @@
+"""What the twin replies to a request: shared by the in-process endpoint and the
+HTTP server so both give the same reply to the same request.
+
+Both fronts admit a request the same way: `check_window` (refuse a prompt that fills
+the context window) and then `plan_for` (hints, the window-capped limit, the planned
+reply); each maps `PromptTooLong` to its own error form (HTTP 400 / EndpointError).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from array import array
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from simulator.twin.serve import recall_reply, textgen
+from simulator.util import tokens
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedReply:
+    token_ids: list[int]
+    stop_reason: str          # end_turn | max_tokens
+
+
+def reply_seed(seed: int, prompt: Sequence[int], max_tokens: int) -> int:
+    """A seed from the request content: same prompt and max_tokens → same reply."""
+    h = hashlib.blake2b(array("I", prompt).tobytes(), digest_size=8,
+                        key=f"{seed}:{max_tokens}".encode())
+    return int.from_bytes(h.digest(), "little")
+
+
+def parse_hints(headers: Mapping[str, str]) -> tuple[bool, float, int | None]:
+    """(code_edit, repeat_fraction, natural output tokens) from `x-endurance-*` hints
+    (keys given with or without the `x-endurance-` prefix)."""
+    def get(key: str) -> str | None:
+        return headers.get(f"x-endurance-{key}", headers.get(key))
+    edit = (get("turn-kind") or "").strip().lower() == "edit"
+    try:
+        frac = min(1.0, max(0.0, float(get("repeat-fraction") or "0.6")))
+    except ValueError:
+        frac = 0.6
+    natural: int | None = None
+    raw = get("output-tokens")
+    if raw is not None and raw.strip().isdigit():
+        natural = max(1, int(raw))
+    return edit, frac, natural
+
+
+def parse_edit_share(headers: Mapping[str, str]) -> float:
+    """The `x-endurance-edit-share` hint (share of copied lines edited), textgen's
+    default when absent or unreadable."""
+    raw = headers.get("x-endurance-edit-share", headers.get("edit-share"))
+    try:
+        return textgen.EDIT_LINE_PROB if raw is None else min(1.0, max(0.0, float(raw)))
+    except ValueError:
+        return textgen.EDIT_LINE_PROB
+
+
+def plan(prompt: Sequence[int], max_tokens: int, limit: int, *, seed: int, code_edit: bool,
+         repeat_fraction: float, natural_tokens: int | None,
+         edit_share: float = textgen.EDIT_LINE_PROB) -> PlannedReply:
+    """Reply tokens for a request; `limit` is max_tokens capped by the context window."""
+    rseed = reply_seed(seed, prompt, max_tokens)
+    natural = natural_tokens if natural_tokens is not None else \
+        textgen.natural_length(random.Random(rseed))
+    _, ids = textgen.plan_reply(prompt, limit, seed=rseed, natural_tokens=natural,
+                                code_edit=code_edit, repeat_fraction=repeat_fraction,
+                                edit_share=edit_share)
+    return PlannedReply(ids[:limit], "max_tokens" if natural >= limit else "end_turn")
+
+
+class PromptTooLong(ValueError):
+    """The prompt leaves no room for output in the context window."""
+
+
+def check_window(prompt_tokens: int, context_window: int) -> None:
+    """Refuse (PromptTooLong) a prompt of `prompt_tokens` that fills the window (tokens)."""
+    if prompt_tokens >= context_window:
+        raise PromptTooLong(f"prompt is too long: {prompt_tokens} tokens > "
+                            f"{context_window} maximum")
+
+
+def plan_for(prompt: Sequence[int], max_tokens: int, hints: Mapping[str, str], *,
+             context_window: int, seed: int) -> PlannedReply:
+    """The reply to an admitted request: `max_tokens` capped by the room left in the
+    context window, shaped by the request's `x-endurance-*` hints."""
+    edit, frac, natural = parse_hints(hints)
+    limit = min(max_tokens, context_window - len(prompt))
+    answer = recall_reply.probe_answer(prompt)
+    if answer is not None:         # a recall probe: answered from the prompt
+        ids = tokens.encode(answer)
+        return PlannedReply(ids[:limit], "max_tokens" if len(ids) > limit else "end_turn")
+    planned = plan(prompt, max_tokens, limit, seed=seed, code_edit=edit,
+                   repeat_fraction=frac, natural_tokens=natural,
+                   edit_share=parse_edit_share(hints))
+    kind = hints.get("x-endurance-turn-kind", hints.get("turn-kind", ""))
+    if kind.strip().lower() == "summary":
+        return PlannedReply(recall_reply.summary_ids(prompt, planned.token_ids, limit),
+                            planned.stop_reason)
+    return planned

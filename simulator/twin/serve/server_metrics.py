@@ -1,0 +1,178 @@
+"""Prometheus exposition of the HTTP twin with vLLM's metric names.
+
+Counters and gauges are read from the engine at scrape time (a custom collector over
+`TwinService.snapshot()`); latency histograms are observed when a request finishes,
+from the server's own emission times (wall seconds, as vLLM measures them). Each server
+gets its own `CollectorRegistry`, so tests can run several side by side.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from simulator.twin.serve.faults import FaultInjector
+from simulator.twin.serve.service import RequestStream, TwinService
+
+if TYPE_CHECKING:
+    from simulator.twin.fleet.service import FleetService
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# vLLM V1's bucket boundaries (seconds).
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+               5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
+               50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+
+_COUNTERS = (  # (vLLM name without _total, EngineCounters field, help)
+    ("vllm:prefix_cache_queries", "prefix_cache_queries", "Prefix cache queries (tokens)."),
+    ("vllm:prefix_cache_hits", "prefix_cache_hits", "Prefix cache hits (tokens)."),
+    ("vllm:num_preemptions", "preemptions", "Cumulative number of preemptions."),
+    ("vllm:prompt_tokens", "prompt_tokens", "Number of prefill tokens processed."),
+    ("vllm:generation_tokens", "generation_tokens", "Number of generation tokens."),
+)
+_SPEC_COUNTERS = (
+    ("vllm:spec_decode_num_drafts", "spec_drafts", "Number of spec decoding drafts."),
+    ("vllm:spec_decode_num_draft_tokens", "spec_draft_tokens", "Number of draft tokens."),
+    ("vllm:spec_decode_num_accepted_tokens", "spec_accepted_tokens",
+     "Number of accepted tokens."),
+)
+
+# the host KV tier's counters, named as vLLM 0.32's OffloadingConnector exposes them
+# (`kv_connector/v1/offloading/metrics.py`, `v1/metrics/loggers.py`); only with a tier.
+# Transfer times are the twin's engine seconds (vLLM's: measured copy time).
+_TIER_COUNTERS = (
+    ("vllm:kv_offload_load_bytes", "offload_load_bytes",
+     "Total bytes loaded from offload storage to GPU."),
+    ("vllm:kv_offload_load_time", "offload_load_time_s",
+     "Total load time from offload storage to GPU, in seconds."),
+    ("vllm:kv_offload_store_bytes", "offload_store_bytes",
+     "Total bytes stored from GPU to offload storage."),
+    ("vllm:kv_offload_store_time", "offload_store_time_s",
+     "Total store time from GPU to offload storage, in seconds."),
+    ("vllm:external_prefix_cache_queries", "external_prefix_cache_queries",
+     "External prefix cache queries from KV connector (tokens)."),
+    ("vllm:external_prefix_cache_hits", "external_prefix_cache_hits",
+     "External prefix cache hits from KV connector (tokens)."),
+)
+
+
+def _tier_families(counters: Any, labels: list[str], values: list[str]) -> Iterator[Metric]:
+    for name, attr, doc in _TIER_COUNTERS:
+        fam = CounterMetricFamily(name, doc, labels=labels)
+        fam.add_metric(values, float(getattr(counters, attr)))
+        yield fam
+    src = CounterMetricFamily("vllm:prompt_tokens_cached_by_source",
+                              "Prefix-cache hit tokens by the cache tier that supplied them.",
+                              labels=[*labels, "source"])
+    src.add_metric([*values, "device"], float(counters.prefix_cache_hits))
+    src.add_metric([*values, "host"], float(counters.external_prefix_cache_hits))
+    yield src
+
+
+class _EngineCollector:
+    """Reads the engine's counters and gauges at scrape time."""
+
+    def __init__(self, service: TwinService | FleetService, model: str, info: dict[str, str],
+                 spec_enabled: bool, faults: FaultInjector | None) -> None:
+        self._service, self._model, self._info = service, model, info
+        self._spec, self._faults = spec_enabled, faults
+
+    def describe(self) -> list[Metric]:
+        return []   # unchecked collector: families are built at collect time
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self._service.snapshot()
+        labels, values = ["model_name"], [self._model]
+        # a fleet (`fleet_service`): one series per replica, labelled `replica`, for
+        # the counters and queue gauges (a scraper's sum over label sets is the fleet's)
+        per = getattr(self._service, "snapshots", None)
+        series = [(labels, values, snap)] if per is None else [
+            ([*labels, "replica"], [*values, str(i)], s) for i, s in enumerate(per())]
+        rows = _COUNTERS + (_SPEC_COUNTERS if self._spec else ())
+        for name, attr, doc in rows:
+            fam = CounterMetricFamily(name, doc, labels=series[0][0])
+            for _, vals, s in series:
+                fam.add_metric(vals, float(getattr(s.counters, attr)))
+            yield fam
+        if self._spec:
+            pos = CounterMetricFamily("vllm:spec_decode_num_accepted_tokens_per_pos",
+                                      "Accepted tokens per draft position.",
+                                      labels=[*labels, "position"])
+            for i, n in enumerate(snap.counters.spec_accepted_per_pos):
+                pos.add_metric([*values, str(i)], float(n))
+            yield pos
+        engine = getattr(self._service, "engine", None)   # one engine (a fleet: none)
+        if engine is not None and getattr(engine, "host_tier", None) is not None:
+            yield from _tier_families(snap.counters, labels, values)
+        for name, attr, doc in (
+                ("vllm:num_requests_running", "num_running", "Requests in model execution."),
+                ("vllm:num_requests_waiting", "num_waiting", "Requests waiting."),
+                ("vllm:kv_cache_usage_perc", "kv_usage", "KV-cache usage (1 = 100%).")):
+            g = GaugeMetricFamily(name, doc, labels=series[0][0])
+            for _, vals, s in series:
+                g.add_metric(vals, float(getattr(s, attr)))
+            yield g
+        cfg = GaugeMetricFamily("vllm:cache_config_info", "Information of the cache config.",
+                                labels=["block_size", "num_gpu_blocks"])
+        cfg.add_metric([str(snap.block_size), str(snap.num_blocks)], 1.0)
+        yield cfg
+        info = GaugeMetricFamily("endurance_twin_info", "This endpoint is the simulated twin.",
+                                 labels=["simulated", *self._info])
+        info.add_metric(["true", *self._info.values()], 1.0)
+        yield info
+        if self._faults is not None:
+            f = CounterMetricFamily("endurance_twin_faults_injected", "Faults injected.",
+                                    labels=["kind"])
+            for kind, n in self._faults.injected.items():
+                f.add_metric([kind.value], float(n))
+            yield f
+
+
+class TwinMetrics:
+    """The registry behind `GET /metrics` and the finish hook that feeds its histograms."""
+
+    def __init__(self, model: str) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._model = model
+        kw: dict[str, Any] = {"labelnames": ["model_name"], "registry": self.registry}
+        self.ttft = Histogram("vllm:time_to_first_token_seconds",
+                              "Histogram of time to first token in seconds.",
+                              buckets=TTFT_BUCKETS, **kw).labels(model)
+        self.itl = Histogram("vllm:inter_token_latency_seconds",
+                             "Histogram of inter-token latency in seconds.",
+                             buckets=ITL_BUCKETS, **kw).labels(model)
+        self.e2e = Histogram("vllm:e2e_request_latency_seconds",
+                             "Histogram of e2e request latency in seconds.",
+                             buckets=E2E_BUCKETS, **kw).labels(model)
+        self.queue = Histogram("vllm:request_queue_time_seconds",
+                               "Histogram of time spent in WAITING phase for request.",
+                               buckets=E2E_BUCKETS, **kw).labels(model)
+
+    def attach(self, service: TwinService | FleetService, info: dict[str, str], *, spec_enabled: bool,
+               faults: FaultInjector | None) -> None:
+        self.registry.register(_EngineCollector(service, self._model, info, spec_enabled,
+                                                faults))
+
+    def observe(self, stream: RequestStream) -> None:
+        """Finish hook: TTFT, one ITL per emission after the first, e2e, queue time
+        (arrival → first scheduled; wall seconds)."""
+        times = stream.emit_times
+        if times:
+            self.ttft.observe(times[0] - stream.received)
+            for a, b in itertools.pairwise(times):
+                self.itl.observe(b - a)
+        if stream.finished_at is not None:
+            self.e2e.observe(stream.finished_at - stream.received)
+        if stream.queue_s is not None:
+            self.queue.observe(stream.queue_s)
+
+    def render(self) -> bytes:
+        return bytes(generate_latest(self.registry))

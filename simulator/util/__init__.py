@@ -1,0 +1,1 @@
+"""Small helpers every layer may use: token estimates, redaction, visible labels."""
