@@ -7,7 +7,7 @@ simulator/twin/model/profiles/calibration/a40-qwen3-coder-30b-a3b-awq.yaml).
 
 Two kinds of row: closed-form ones (decode and prefill of one step shape, bytes per pass,
 KV capacity: `perf_model` arithmetic, nothing to run) and scenario ones, each an
-`endurance run` of a scenario under scenarios/calibration/ (`calibration_runs.run_point`;
+`endurance run` of a scenario under scenarios/calibration/ (`sweep.calibration.run_calibration`;
 the row names the scenario), so a user running that scenario gets the printed figure.
 """
 
@@ -155,8 +155,8 @@ def _decode(p: PointRun) -> float:
 
 def speculation_rows() -> list[Line]:
     """calibration.md's n-gram rows, each run through the product's path
-    (`calibration_runs.run_point`: `endurance run` on a scenario of
-    scenarios/calibration/, `calibration_runs.RUNS`; the figure is the summary's median
+    (`sweep.calibration.run_calibration`: `endurance run` on a scenario of
+    scenarios/calibration/, `sweep.calibration.RUNS`; the figure is the summary's median
     decode rate), so a user running the named scenario gets these figures."""
     out: list[Line] = []
     for spec, meas, acc in (("ngram:5", 259.2, "68% / 3.41"),

@@ -49,10 +49,11 @@ import pandas as pd
 from IPython.display import Image, display
 
 from simulator import lab as nb
-from simulator.analysis import plots, timeline
 from simulator.analysis.load import load_run, load_saved_summary, run_label
-from simulator.analysis.render import figure_png
-from simulator.analysis.summary import ok_rows, summarize_run, summary_table
+from simulator.analysis.summary import ok_rows, summarize_run
+from simulator.report import plots
+from simulator.report.console import summary_table
+from simulator.report.plots import figure_png
 """, """\
 RUN_DIR = None                   # parameter: a results directory to read (None: see above)
 SCENARIO = "claude-code-endurance"
@@ -120,8 +121,8 @@ KV usage, preemptions, running and waiting requests (from the server's `/metrics
 the twin's engine log), aggregate tok/s and active sessions against time; then the CDFs
 of TTFT, inter-token time and turn tok/s with p50/p90/p99 marked."""),
     new_code_cell("""\
-show(timeline.plot_timeline(turns, server, simulated=simulated))
-show(timeline.plot_cdfs(turn_ok, simulated=simulated))
+show(plots.plot_timeline(turns, server, simulated=simulated))
+show(plots.plot_cdfs(turn_ok, simulated=simulated))
 """),
 ]
 
@@ -143,8 +144,9 @@ import pandas as pd
 from IPython.display import Image, display
 
 from simulator import lab as nb
-from simulator.analysis.compare import compare_runs, format_comparison, load_runs, write_overlay
-from simulator.analysis.render import figure_png
+from simulator.analysis.compare import compare_runs, load_runs
+from simulator.report.compare import format_comparison, write_overlay
+from simulator.report.plots import figure_png
 """, """\
 RUN_DIRS = {}                    # parameter: {kind: results directory} of your own runs
 SCENARIO = "claude-code-endurance"
@@ -209,7 +211,7 @@ SIZING = [
 
 `scenarios/claude-code-team.yaml` (coding sessions sharing a ~20k-token prefix) swept
 over session counts on three twin hardware profiles with the same model, then
-`sizing.size` finds the largest count meeting the SLOs by a geometric probe, bisection
+`nb.size` finds the largest count meeting the SLOs by a geometric probe, bisection
 and a repeat run, and names the binding constraint. Short sessions (`TURNS` turns) keep
 this fast; every figure is **simulated** by the twin. Runs are reused from `results/`
 when they exist.
@@ -219,16 +221,17 @@ scenarios/claude-code-team.yaml …` runs the scenario's own 120-turn sessions; 
 last `TURNS` turns, so contexts stay short, each turn re-reads less and per-session tok/s
 stays higher: more sessions pass the same SLO than `size` finds on the A40. Set
 `TURNS = None` to size the scenario as written — the two then agree (slower). As in
-`endurance sweep` and `size`, every figure below is the steady-state window's (`run_…`
-columns hold the whole run's) and the repeat run uses another seed."""),
+`endurance sweep` and `size` (`nb.sweep` and `nb.size` run the same pipeline), the
+SLOs are judged on each point's steady-state window (`window_…` columns; the plain names
+are the whole run's, as in summary.json) and the repeat run uses another seed."""),
     new_code_cell(setup_cell("""\
 import pandas as pd
 from IPython.display import Image, display
 
 from simulator import lab as nb
-from simulator.analysis import plots
-from simulator.analysis.render import figure_png
-from simulator.analysis.sizing import format_sizing, format_sweep_table, parse_slo, size, sweep
+from simulator.report import plots
+from simulator.report.console import format_sizing, format_sweep_table
+from simulator.report.plots import figure_png
 """, """\
 SCENARIO = "claude-code-team"
 TURNS = 6                        # parameter: None = the scenario's own turns, as `endurance size`
@@ -243,24 +246,25 @@ OVERRIDES = [] if TURNS is None else [f"turns={TURNS}"]
 """)),
     new_markdown_cell("## Sweep"),
     new_code_cell("""\
-sweeps, points = {}, {}
-for twin in TWINS:      # figures of each point's steady-state window, as `endurance sweep`
-    points[twin] = nb.TwinPoints(path, OVERRIDES, RESULTS, twin=twin)
-    sweeps[twin] = sweep(points[twin], COUNTS)
-    print(nb.describe_run(points[twin].run_dirs[COUNTS[-1]][-1]))
+sweeps = {}
+for twin in TWINS:      # every figure of each point's run; window_… is its steady-state window
+    sweeps[twin] = nb.sweep(path, COUNTS, OVERRIDES, RESULTS, twin=twin)
+    print(nb.describe_run(sweeps[twin][-1]["run_dirs"][-1]))
     print(format_sweep_table(sweeps[twin]), end="\\n\\n")
-table = pd.concat({t: pd.DataFrame(rows).set_index("sessions") for t, rows in sweeps.items()},
-                  names=["twin"])
-table[["aggregate_tok_s", "per_session_tok_s", "ttft_p95_s", "cache_shared_pct", "usd_per_mtok"]]
+table = pd.concat({t: pd.DataFrame(rows).set_index("requested_sessions")
+                   for t, rows in sweeps.items()}, names=["twin"])
+table[["window_aggregate_tok_s", "window_per_session_tok_s", "window_ttft_p95_s",
+       "cache_shared_pct", "window_usd_per_mtok"]]
 """),
     new_markdown_cell("## Aggregate and per-session tok/s against sessions"),
     new_code_cell("""\
 fig = plots.new_figure(12.0, 4.5)
 ax_agg, ax_per = fig.subplots(1, 2)
 for twin, rows in sweeps.items():
-    n = [r["sessions"] for r in rows]
-    ax_agg.plot(n, [r["aggregate_tok_s"] for r in rows], "o-", label=twin.split("/")[0])
-    ax_per.plot(n, [r["per_session_tok_s"] for r in rows], "s--", label=twin.split("/")[0])
+    n = [r["requested_sessions"] for r in rows]
+    ax_agg.plot(n, [r["window_aggregate_tok_s"] for r in rows], "o-", label=twin.split("/")[0])
+    ax_per.plot(n, [r["window_per_session_tok_s"] for r in rows], "s--",
+                label=twin.split("/")[0])
 for ax, what in ((ax_agg, "aggregate tok/s"), (ax_per, "per-session sustained tok/s")):
     ax.set_xscale("log", base=2)
     ax.set_xticks(COUNTS, [str(c) for c in COUNTS])
@@ -276,13 +280,10 @@ for rows in sweeps.values():
 """),
     new_markdown_cell("## Sizing under the SLOs"),
     new_code_cell("""\
-slos = [parse_slo(s) for s in SLOS]
 answers = {}
 for twin in TWINS:
     # SLOs judged on the steady-state window; the repeat reruns the answer with seed + 1
-    answers[twin] = size(points[twin], slos, MAX_SESSIONS, run_seeded=points[twin].seeded,
-                         kv_capacity_tokens=nb.kv_capacity_tokens(twin),
-                         shared_prefix_tokens=nb.shared_prefix_tokens(path))
+    answers[twin] = nb.size(path, SLOS, MAX_SESSIONS, OVERRIDES, RESULTS, twin=twin)
     print(twin)
     print(format_sizing(answers[twin]), end="\\n\\n")
 """),

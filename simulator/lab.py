@@ -3,7 +3,8 @@
 A notebook must run top to bottom on a fresh checkout, so every result it reads comes
 from `ensure_run`: an existing completed run of the same resolved scenario on the same
 twin is reused, otherwise a new run is made on the in-process twin (virtual time, so
-seconds of wall time). This module sits above `runs` (like the CLI); the read-only
+seconds of wall time). `sweep` and `size` run the CLI's profiles through the same
+pipeline, reusing runs. This module sits above `run` and `sweep` (like the CLI); the read-only
 helpers live in `simulator.analysis.notebook` and are re-exported here, so a notebook
 imports one module: `from simulator import lab as nb`.
 """
@@ -26,19 +27,24 @@ from simulator.analysis.notebook import (
     run_summary,
     scenario_path,
 )
+from simulator.analysis.sizing import SizingResult
+from simulator.analysis.slo import parse_slo
 from simulator.errors import RunError
 from simulator.run.execute import execute
 from simulator.run.spec import RunSpec
 from simulator.scenario.load import load_scenario
 from simulator.session.prefix import build_base_prefix
-from simulator.sweep.point import point_figures
+from simulator.sweep.fanout import Serial
+from simulator.sweep.pipeline import run_profile
+from simulator.sweep.profiles import Counts, PointBase, Sweep
+from simulator.sweep.size import SizeProfile
 from simulator.twin.model.perf_model import build_perf_model
 from simulator.twin.model.profiles import parse_twin
 
-__all__ = ["DEFAULT_TWIN", "RESULTS_ENV", "TwinPoints", "completed_runs", "describe_run",
-           "ensure_run", "find_run",
-           "kv_capacity_tokens", "latest_run", "new_run", "repo_root", "results_dir", "run_summary",
-           "scenario_path", "shared_prefix_tokens"]
+__all__ = ["DEFAULT_TWIN", "RESULTS_ENV", "completed_runs", "describe_run", "ensure_run",
+           "find_run", "kv_capacity_tokens", "latest_run", "new_run", "repo_root",
+           "results_dir", "run_summary", "scenario_path", "shared_prefix_tokens", "size",
+           "sweep"]
 
 
 def new_run(scenario: str | Path, overrides: Sequence[str] = (), out_dir: str | Path | None = None,
@@ -61,37 +67,37 @@ def ensure_run(scenario: str | Path, overrides: Sequence[str] = (), out_dir: str
                                                    label=label)
 
 
-class TwinPoints:
-    """`run_point(n) -> figures` for `sizing.sweep`/`sizing.size` on the twin, the figures
-    `endurance sweep`/`size` judge (`points.point_figures`: the steady-state window's, the
-    whole run's as `run_<key>`), and `seeded(n, k)` for `size`'s repeats (seed + k).
+def _base(scenario: str | Path, overrides: Sequence[str], out_dir: str | Path | None,
+          twin: str | None) -> PointBase:
+    s, _ = load_scenario(scenario, list(overrides))
+    return PointBase(str(scenario), tuple(overrides), Path(out_dir or results_dir()), s.seed,
+                     twin=twin or None, reuse=True)
 
-    The first call at a session count reuses a matching run (`ensure_run`); a repeat
-    call makes a fresh run. `run_dirs[n]` lists the runs.
-    """
 
-    def __init__(self, scenario: str | Path, overrides: Sequence[str] = (),
-                 out_dir: str | Path | None = None, *, twin: str | None = None) -> None:
-        self.scenario, self.overrides = scenario, list(overrides)
-        self.out_dir, self.twin = Path(out_dir or results_dir()), twin
-        self.run_dirs: dict[int, list[Path]] = {}
+def sweep(scenario: str | Path, counts: Sequence[int], overrides: Sequence[str] = (),
+          out_dir: str | Path | None = None, *, twin: str | None = None) -> list[dict[str, Any]]:
+    """`endurance sweep` on the twin, through the same pipeline: one row per session
+    count (every figure of its run under summary.json's names; `window_*` are the
+    steady-state window's). A matching completed run under out_dir is reused."""
+    base = _base(scenario, overrides, out_dir, twin)
+    answer = run_profile(Sweep(base, Counts(tuple(counts))), Serial())
+    rows: list[dict[str, Any]] = answer.rows
+    return rows
 
-    def __call__(self, n: int) -> dict[str, Any]:
-        return self.seeded(n, 0)
 
-    def seeded(self, n: int, seed_offset: int) -> dict[str, Any]:
-        """The point at n sessions with the scenario's seed + seed_offset (as the CLI's
-        `points.run_point`): a repeat with the same seed would only return the same run."""
-        over = [*self.overrides, f"sessions={n}"]
-        if seed_offset:
-            s, _ = load_scenario(self.scenario, over)
-            over.append(f"seed={s.seed + seed_offset}")
-        done = self.run_dirs.setdefault(n, [])
-        make = new_run if done and not seed_offset else ensure_run
-        label = f"{n} sessions" + (f" (seed +{seed_offset})" if seed_offset else "")
-        run_dir = make(self.scenario, over, self.out_dir, twin=self.twin, label=label)
-        done.append(run_dir)
-        return point_figures(run_summary(run_dir))
+def size(scenario: str | Path, slos: Sequence[str], max_sessions: int,
+         overrides: Sequence[str] = (), out_dir: str | Path | None = None, *,
+         twin: str | None = None, repeats: int = 1) -> SizingResult:
+    """`endurance size` on the twin, through the same pipeline (SLOs on the steady-state
+    window, repeats with other seeds, the KV-capacity bound); runs are reused."""
+    base = _base(scenario, overrides, out_dir, twin)
+    s, _ = load_scenario(scenario, list(overrides))
+    hw, model = parse_twin(twin) if twin else (s.twin.hardware, s.twin.model)
+    profile = SizeProfile(base, tuple(parse_slo(x) for x in slos), max_sessions, repeats,
+                          kv_capacity_tokens=build_perf_model(hw, model).kv_capacity_tokens(),
+                          shared_prefix_tokens=shared_prefix_tokens(scenario, overrides))
+    result: SizingResult = run_profile(profile, Serial())
+    return result
 
 
 def kv_capacity_tokens(twin: str) -> int:

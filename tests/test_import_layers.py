@@ -161,3 +161,81 @@ def test_every_import_points_down_the_layers_of_the_architecture_page() -> None:
     assert not missing, f"packages missing from the layer table of {ARCHITECTURE.name}: {missing}"
     bad = upward(graph, layers)
     assert not bad, "imports against the layer table:\n  " + "\n  ".join(bad)
+
+
+@functools.cache
+def module_graph() -> dict[str, set[str]]:
+    """module → the simulator modules it imports (every import: deferred, TYPE_CHECKING)."""
+    mods = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for m, path in mods.items():
+        for target, _ in _imported(path):
+            for name in (target, *(f"{target}.{a}" for a in ())):
+                if name in mods and name != m and not (
+                        mods[name].name == "__init__.py" and m.startswith(name + ".")):
+                    graph[m].add(name)
+        # `from simulator.pkg import module` names a module too
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    name = f"{node.module}.{alias.name}"
+                    if name in mods and name != m:
+                        graph[m].add(name)
+    return graph
+
+
+def test_no_two_modules_import_each_other_even_inside_a_room() -> None:
+    """No circle between modules, inside a package too (a deferred import that closes
+    one is the coupling this test exists to catch)."""
+    cycle = find_cycle(module_graph())
+    assert cycle is None, "modules importing each other: " + " → ".join(cycle or [])
+
+
+def _function_imports(node: ast.AST, inside: bool = False) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Import statements inside a function body (at any depth)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.Import | ast.ImportFrom) and inside:
+            yield child
+        yield from _function_imports(
+            child, inside or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef))
+
+
+def _deferred_simulator_imports() -> list[tuple[Path, int, str, list[str]]]:
+    """(file, line, module, the lines above it) of every import of a simulator module
+    inside a function."""
+    out: list[tuple[Path, int, str, list[str]]] = []
+    for path in sorted(ROOT.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        for node in _function_imports(ast.parse(text)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) \
+                else [node.module or ""]
+            if any(n.startswith("simulator") for n in names):
+                out.append((path, node.lineno, names[0],
+                            lines[max(0, node.lineno - 4):node.lineno]))
+    return out
+
+
+def test_a_deferred_import_says_why() -> None:
+    """Outside the CLI (whose commands load only what they run, for `--help` and
+    start-up time) a function-level import of a simulator module stays only where the
+    module is heavy or optional, and says so: `# deferred: <why>` on it or just above."""
+    bare = [f"{p.relative_to(ROOT.parent)}:{line} {mod}"
+            for p, line, mod, above in _deferred_simulator_imports()
+            if "/cli/" not in str(p) and not any("deferred" in ln for ln in above)]
+    assert not bare, "deferred imports without a reason:\n  " + "\n  ".join(bare)
+
+
+def rooms_on_page(text: str) -> set[str]:
+    """The rooms the architecture page lists: the `room/` first cell of each row of its
+    Rooms table."""
+    section = text.split("## Rooms", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `([a-z_/]+)/` \|", section, re.M))
+
+
+def test_the_architecture_page_lists_every_room_of_the_tree() -> None:
+    """Every package and subpackage of simulator/ is on the page, and nothing else is."""
+    tree = {str(p.parent.relative_to(ROOT)) for p in ROOT.rglob("__init__.py")} - {"."}
+    page = rooms_on_page(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert page == tree, (f"rooms missing from docs/architecture.md: {sorted(tree - page)}; "
+                          f"listed but not in the tree: {sorted(page - tree)}")

@@ -26,7 +26,8 @@ class Metric:
     `unit`: what the value is measured in ("share" is 0..1, shown as %); `aggregation`:
     how per-request rows (or counters) become the one figure; `row`: the summary-table
     row it is shown in (metrics sharing a row are joined with " / "); `fmt`: how a value
-    prints; `compare`/`sweep`: shown by `endurance compare` / a column of `sweep`.
+    prints; `compare`: shown by `endurance compare`. The columns of a sweep or sizing
+    table are `SWEEP_COLUMNS` below.
     """
 
     key: str
@@ -37,8 +38,6 @@ class Metric:
     row: str | None = None
     fmt: str = "{:,.1f}"
     compare: bool = False
-    sweep: bool = False
-    sweep_header: str | None = None
 
     def format(self, value: Any) -> str:
         """The value as the summary table and sweep print it ("n/a" when unknown)."""
@@ -57,7 +56,7 @@ _TOK_S = "tok/s"
 METRICS: tuple[Metric, ...] = (
     Metric("sessions", "count", "sessions that sent at least one request",
            "distinct session_id over all rows", row="sessions / successful turns", fmt="{:d}",
-           compare=True, sweep=True, sweep_header="sessions"),
+           compare=True),
     Metric("ok_turns", "count", "successful turn requests (not turns per session; "
            "summary requests and failed attempts excluded; older summary.json files call it "
            "`turns`)", "count of ok rows with request_kind=turn",
@@ -80,13 +79,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("output_tokens", "tokens", "output tokens of successful requests",
            "Σ output_tokens over ok rows", fmt="{:d}"),
     Metric("aggregate_tok_s", _TOK_S, "Σ output of all sessions / the whole run's window",
-           "output_tokens / wall_window_s", row="aggregate tok/s", compare=True, sweep=True,
-           sweep_header="aggregate tok/s"),
+           "output_tokens / wall_window_s", row="aggregate tok/s", compare=True),
     Metric("per_session_tok_s", _TOK_S, "mean over sessions of sustained tok/s "
            "(Σ output / Σ e2e of a session, think time excluded)",
            "mean over sessions of Σ output / Σ e2e (ok rows)",
-           row="per-session sustained tok/s", compare=True, sweep=True,
-           sweep_header="per-session tok/s"),
+           row="per-session sustained tok/s", compare=True),
     Metric("turn_tok_s_min", _TOK_S, "slowest turn: output / (sent → last token)",
            "min over ok turn rows", row="turn tok/s min / median / max", compare=True),
     Metric("turn_tok_s_median", _TOK_S, "median turn: output / (sent → last token)",
@@ -106,10 +103,10 @@ METRICS: tuple[Metric, ...] = (
            compare=True),
     Metric("ttft_p50_s", "s", "median request sent → first content token",
            "50th percentile over ok turn rows", row="TTFT p50 / p95 (s)", fmt="{:,.2f}",
-           compare=True, sweep=True, sweep_header="TTFT p50 s"),
+           compare=True),
     Metric("ttft_p95_s", "s", "95th percentile request sent → first content token",
            "95th percentile over ok turn rows", row="TTFT p50 / p95 (s)", fmt="{:,.2f}",
-           compare=True, sweep=True, sweep_header="TTFT p95 s"),
+           compare=True),
     Metric("context_tokens_first", "tokens", "context at a session's first turn "
            "(client-side estimate)", "mean over sessions of the first ok turn's estimate",
            row="context tokens first / max / last", fmt="{:,.0f}"),
@@ -138,25 +135,22 @@ METRICS: tuple[Metric, ...] = (
     Metric("cache_shared_pct", "%", "the server-reported share where the server reports "
            "it, else the client-side one (`cache_shared_source` says which)",
            "100 × server_cache_read_share, else 100 × client_reusable_share",
-           compare=True, sweep=True, sweep_header="cache shared %"),
+           compare=True),
     Metric("server_prefix_cache_hit_share", "share", "server counters: prefix-cache hits / "
            "queries over the run (never lifetime totals)",
            "Σ per-window deltas (scraped /metrics), or the twin's own counters",
            source="server", row="cache: server counters hit share"),
     Metric("kv_usage_peak", "share", "peak KV-cache usage", "max of the gauge over windows, "
-           "or the twin's own peak", source="server", row="KV usage peak / preemptions",
-           sweep=True, sweep_header="KV peak %"),
+           "or the twin's own peak", source="server", row="KV usage peak / preemptions"),
     Metric("preemptions", "count", "sequences the server preempted (KV pressure)",
            "Σ per-window deltas, or the twin's own count", source="server",
-           row="KV usage peak / preemptions", fmt="{:,.0f}", sweep=True,
-           sweep_header="preemptions"),
+           row="KV usage peak / preemptions", fmt="{:,.0f}"),
     Metric("kv_capacity_tokens", "tokens", "KV-cache capacity the server reports",
            "max of the gauge, or the twin profile's capacity", source="server",
            fmt="{:,.0f}"),
     Metric("usd_per_mtok", "$", "cost of 1M output tokens at price_per_hour",
            "price_per_hour / (aggregate_tok_s × 3600) × 1e6", source="run",
-           row="$ per 1M output tokens", fmt="{:,.3f}", compare=True, sweep=True,
-           sweep_header="$/1M tok"),
+           row="$ per 1M output tokens", fmt="{:,.3f}", compare=True),
     # speculative decoding, from the per-request columns only the twin fills
     Metric("tokens_per_forward_pass", "tokens", "output tokens per forward pass that "
            "emitted them (1 without speculation; why speculation won or lost)",
@@ -191,8 +185,7 @@ METRICS += (
     Metric("requested_sessions", "count", "sessions the run was asked to hold at once",
            "from the scenario / load shape", source="steady", fmt="{:d}"),
     Metric("achieved_sessions", "sessions", "time-weighted mean of active sessions " + _W,
-           "∫ active sessions dt / window length; below 90% of requested → not steady",
-           sweep=True, sweep_header="achieved", source="steady"),
+           "∫ active sessions dt / window length; below 90% of requested → not steady", source="steady"),
     Metric("achieved_sessions_run", "sessions", "time-weighted mean of active sessions over "
            "the whole run", "∫ active sessions dt / whole-run window", source="steady"),
     Metric("achieved_in_flight", "requests", "time-weighted mean of in-flight requests " + _W,
@@ -211,7 +204,7 @@ METRICS += (
            compare=True, source="steady"),
     Metric("window_n_x_per_session_tok_s", _TOK_S, "N × per-session tok/s in the window, "
            "as published capacity tables define aggregate", "requested N × "
-           "window_per_session_tok_s", compare=True, sweep=True, sweep_header="N×per-session",
+           "window_per_session_tok_s", compare=True,
            source="steady"),
     Metric("window_ttft_p50_s", "s", "median TTFT of requests sent in the window",
            "50th percentile", fmt="{:,.2f}", source="steady"),
@@ -284,7 +277,7 @@ METRICS += (
            row="schedule lag p95 / max (s)"),
     Metric("window_turns_per_s", "turns/s", "successful turns whose reply ended in the "
            "steady-state window, per second", "count / window_s", fmt="{:,.3f}",
-           source="steady", sweep=True, sweep_header="turns/s"),
+           source="steady"),
     Metric("window_sessions_per_s", "sessions/s", "sessions that ended in the steady-state "
            "window, per second (constant-load runs; a fixed-turn window ends when the first "
            "session does)", "count / window_s", fmt="{:,.4f}", source="steady"),
@@ -344,7 +337,35 @@ FACT_KEYS: frozenset[str] = frozenset({
 
 NUMERIC_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS)
 COMPARE_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS if m.compare)
-SWEEP_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS if m.sweep)
+
+# The columns of a sweep / sizing table, in order, with their headers: a point is read
+# on its steady-state window (the whole run's aggregate beside it, ramp and tail
+# included). `steady_state` is a fact shown as a yes/NO flag.
+SWEEP_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("requested_sessions", "sessions"), ("achieved_sessions", "achieved"),
+    ("steady_state", "steady"), ("window_aggregate_tok_s", "window aggregate tok/s"),
+    ("window_n_x_per_session_tok_s", "N×per-session"),
+    ("window_per_session_tok_s", "per-session tok/s"), ("window_ttft_p50_s", "TTFT p50 s"),
+    ("window_ttft_p95_s", "TTFT p95 s"), ("window_turns_per_s", "turns/s"),
+    ("cache_shared_pct", "cache shared %"), ("kv_usage_peak", "KV peak %"),
+    ("preemptions", "preemptions"), ("window_usd_per_mtok", "$/1M tok"),
+    ("aggregate_tok_s", "run aggregate tok/s"))
+
+# The facts a sweep row or a sizing probe carries beside every figure of its run.
+SWEEP_FACT_KEYS: tuple[str, ...] = (
+    "simulated", "steady_state", "steady_state_reason", "window_start_s", "window_end_s",
+    "usd_per_mtok_counts_idle", "saturated", "saturated_reason", "kv_tier", "fleet")
+
+# A whole-run figure → its steady-state window's figure: what a point of a sweep or a
+# sizing search is judged on (an SLO on `per_session_tok_s` reads the window's) when
+# the run computed a window.
+WINDOW_OF: Mapping[str, str] = {
+    "aggregate_tok_s": "window_aggregate_tok_s",
+    "per_session_tok_s": "window_per_session_tok_s",
+    "ttft_p50_s": "window_ttft_p50_s",
+    "ttft_p95_s": "window_ttft_p95_s",
+    "usd_per_mtok": "window_usd_per_mtok",
+}
 ENGINE_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS if m.source == "server")
 # Present only in summaries made with a steady-state config (every run since the window).
 STEADY_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS if m.source == "steady")

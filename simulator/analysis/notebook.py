@@ -16,9 +16,12 @@ from simulator.analysis.load import load_manifest, load_run, load_saved_summary
 from simulator.analysis.summary import summarize_run
 from simulator.errors import InputError
 from simulator.scenario.load import load_scenario, scenario_hash
+from simulator.twin.model.profiles import DEFAULT_TWIN
+
+__all__ = ["DEFAULT_TWIN", "completed_runs", "describe_run", "find_run", "latest_run",
+           "repo_root", "results_dir", "run_summary", "scenario_path"]
 
 RESULTS_ENV = "ENDURANCE_RESULTS"
-DEFAULT_TWIN = "a40/qwen3-coder-30b-a3b-awq"
 
 
 def repo_root(start: Path | None = None) -> Path:

@@ -1,16 +1,21 @@
 """`RunSummary`: a run's figures, built once from its rows and the engine's counters.
 
 The figures are the registry's metrics (`metrics_registry`), by key; everything else a
-summary carries (breakdowns, provenance, the run's status) is a fact. `runs` builds one
-when a run ends and saves `to_json()` as summary.json; `report`, `compare` and the
-notebooks rebuild the same figures from the saved rows with `summarize_run`, and read
+summary carries (breakdowns, provenance, the run's status) is a fact. `run.finish` builds
+one when a run ends and saves `to_json()` as summary.json; the same typed value is the
+run's `RunResult.summary` and each point's summary in a sweep or a sizing search, so one
+key means one figure in summary.json, sweep.json and size.json. `report`, `compare` and
+the notebooks rebuild the same figures from the saved rows with `summarize_run`, and read
 old summary.json files through `from_json` (renamed keys included).
+
+A `RunSummary` is a read-only mapping of the keys summary.json has (figures in registry
+order, then facts): `s["window_per_session_tok_s"]`, `s.get(...)`, `"key" in s`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,8 +58,9 @@ class RunFacts:
 
 
 @dataclass(frozen=True, slots=True)
-class RunSummary:
-    """Registry metrics by key (every one present, None when unknown) and the facts."""
+class RunSummary(Mapping[str, Any]):
+    """Registry metrics by key (every one present, None when unknown; the steady
+    window's only when the run computed one) and the facts."""
 
     figures: Mapping[str, Figure]
     facts: Mapping[str, Any]
@@ -86,9 +92,14 @@ class RunSummary:
         key = registry.ALIASES.get(key, key)
         if key in self.figures:
             return self.figures[key]
-        if key in registry.REGISTRY:
-            return None
         return self.facts[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.figures
+        yield from self.facts
+
+    def __len__(self) -> int:
+        return len(self.figures) + len(self.facts)
 
     def with_facts(self, **facts: Any) -> RunSummary:
         """A copy with these facts added or replaced (status, run id, …)."""

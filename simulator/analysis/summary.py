@@ -20,7 +20,7 @@ from simulator.analysis import metrics_registry as registry
 from simulator.analysis.closed_loop import closed_loop_figures
 from simulator.analysis.kv_tier import tier_figures
 from simulator.analysis.queueing import queue_figures, server_queue_mean_s
-from simulator.analysis.recall import recall_figures, recall_table_row, without_probes
+from simulator.analysis.recall import recall_figures, without_probes
 from simulator.analysis.steady import SteadyConfig, config_from_manifest, steady_figures
 
 # Metrics that are numbers a user may put in an SLO or compare across runs (the registry's).
@@ -250,7 +250,6 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     return {k: (_num(v) if isinstance(v, float | np.floating) else v) for k, v in out.items()}
 
 
-
 def _steady_part(turns: pd.DataFrame, turn_ok: pd.DataFrame, steady: SteadyConfig | None,
                  price_per_hour: float | None) -> dict[str, Any]:
     """Steady-state figures, and what the whole-run `usd_per_mtok` counts: the ramp and
@@ -342,99 +341,6 @@ def engine_figures(stats: Mapping[str, Any]) -> dict[str, Any]:
         "kv_capacity_tokens": _num(stats.get("kv_capacity_tokens")),
         "server_queue_time_mean_s": None,    # the twin's rows carry queue_s instead
     }
-
-
-def summary_table(s: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(label, formatted value) pairs shared by the terminal, markdown and HTML views:
-    the registry's rows, with the request breakdown, compaction kinds and price beside."""
-    kinds = ", ".join(f"{k}×{v}" for k, v in s.get("compactions_by_kind", {}).items())
-    extra = {
-        "compaction events": f" ({kinds})" if kinds else "",
-        "$ per 1M output tokens": (f" at {s['price_per_hour']} $/h"
-                                   if s.get("price_per_hour") is not None else ""),
-    }
-    rows = [("mode", "SIMULATED (twin)" if s["simulated"] else "real endpoint")]
-    for label, value in registry.table_rows(s):
-        rows.append((label, value + extra.get(label, "")))
-        if label == "$ per 1M output tokens" and s.get("tokens_per_forward_pass") is not None:
-            rows.append(("tokens per forward pass (mean acceptance length, acceptance)",
-                         registry.REGISTRY["tokens_per_forward_pass"].format(
-                             s["tokens_per_forward_pass"]) + " ("
-                         + registry.REGISTRY["spec_mean_acceptance_length"].format(
-                             s.get("spec_mean_acceptance_length")) + ", "
-                         + registry.REGISTRY["spec_acceptance_share"].format(
-                             s.get("spec_acceptance_share")) + ")"))
-        if label == "cache: server counters hit share" and s.get("probe_requests"):
-            rows.append(recall_table_row(s))
-        if label == "sessions / successful turns":
-            rows.append(("requests (failed, summary)",
-                         f"{s['requests']} ({s['failed_requests']} failed, "
-                         f"{s['summary_requests']} summary"
-                         + (f", {s['cancelled_requests']} cancelled at stop"
-                            if s.get("cancelled_requests") else "")
-                         + (f", {s['overflow_requests']} context overflow(s) → forced "
-                            "compaction" if s.get("overflow_requests") else "") + ")"))
-    return rows
-
-
-def _fmt(v: Any, unit: str = "", digits: int = 1) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, float):
-        return f"{v:,.{digits}f}{unit}"
-    return f"{v}{unit}"
-
-
-def steady_table(s: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Rows for achieved concurrency and the steady-state window (empty for summaries
-    made without a steady config)."""
-    if "requested_sessions" not in s:
-        return []
-    steady = "yes" if s.get("steady_state") else f"NO — {s.get('steady_state_reason')}"
-    rows = [
-        ("sessions requested / achieved (window)",
-         f"{s['requested_sessions']} / {_fmt(s.get('achieved_sessions'))} "
-         f"(whole run {_fmt(s.get('achieved_sessions_run'))}); steady state: {steady}"),
-        ("in-flight requests, window / whole run",
-         f"{_fmt(s.get('achieved_in_flight'))} / {_fmt(s.get('achieved_in_flight_run'))}")]
-    if s.get("window_s") is not None:
-        rows += [
-            ("steady-state window", f"{s['window_start_s']:,.1f} s → {s['window_end_s']:,.1f} s "
-             f"({s['window_s']:,.1f} s)"),
-            ("window aggregate / N × per-session tok/s",
-             f"{_fmt(s.get('window_aggregate_tok_s'))} / "
-             f"{_fmt(s.get('window_n_x_per_session_tok_s'))} "
-             f"(per session {_fmt(s.get('window_per_session_tok_s'))})"),
-            ("window TTFT p50 / p95, ITL p50 / p95",
-             f"{_fmt(s.get('window_ttft_p50_s'), ' s', 2)} / "
-             f"{_fmt(s.get('window_ttft_p95_s'), ' s', 2)}, "
-             f"{_fmt(_ms(s.get('window_itl_p50_s')), ' ms', 1)} / "
-             f"{_fmt(_ms(s.get('window_itl_p95_s')), ' ms', 1)}"),
-            ("window $ per 1M output tokens", _fmt(s.get("window_usd_per_mtok"), digits=3))]
-    if s.get("usd_per_mtok_counts_idle"):
-        rows.append(("note", "whole-run $/1M tok counts the card's idle think/tool time"))
-    return rows
-
-
-def _ms(v: float | None) -> float | None:
-    return None if v is None else 1000.0 * v
-
-
-def format_summary(s: dict[str, Any], target: str | None = None) -> str:
-    """A compact two-column table for the terminal; SIMULATED is flagged in the title and
-    `target` (`analysis.target.describe_target`: hardware, model, scenario) leads it."""
-    rows = ([("what ran", target)] if target else []) + summary_table(s) + steady_table(s)
-    width = max(len(k) for k, _ in rows)
-    title = ("=== endurance summary — SIMULATED (twin, not a real server) ==="
-             if s["simulated"] else "=== endurance summary — real endpoint ===")
-    lines = [title, *(f"{k:<{width}}  {v}" for k, v in rows)]
-    from simulator.analysis.cache_bound import cache_bound_warning
-    warning = cache_bound_warning(s)
-    if warning:
-        lines.append(f"WARNING: {warning}")
-    if s.get("contains_verbatim_content"):
-        lines.insert(0, VERBATIM_WARNING)
-    return "\n".join(lines)
 
 
 # Figures only the engine knows (the twin's counters are saved in summary.json by the run).

@@ -19,7 +19,7 @@ _RUNNER = frozenset({"run_check", "run_check_async", "validate_base_url"})
 def __getattr__(name: str) -> Any:
     """The runner (and aiohttp with it) is imported on first use, not with the package:
     every `endurance` command imports this package to register `check`."""
-    if name in _RUNNER:
+    if name in _RUNNER:   # deferred: aiohttp, only when a check runs (see above)
         from simulator.check import runner
         return getattr(runner, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

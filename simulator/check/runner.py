@@ -15,6 +15,7 @@ import aiohttp
 
 from simulator.check import DEFAULT_TIMEOUT_S
 from simulator.check.client import CheckClient
+from simulator.check.openai_checks import all_checks
 from simulator.check.prefix import check_metrics, check_prefix_reuse
 from simulator.check.probes import CAP, check_non_streaming, check_streaming
 from simulator.check.report import CheckReport, CheckResult, failed, passed, warned
@@ -25,6 +26,7 @@ from simulator.check.roundtrip import (
     prompt_tokens,
 )
 from simulator.errors import InputError
+from simulator.util.redact import check_endpoint_url
 
 SYSTEM = ("You are a coding agent working in a Python repository. Answer briefly. "
           "Use the tools when you need to read files. ") * 12
@@ -32,7 +34,6 @@ SYSTEM = ("You are a coding agent working in a Python repository. Answer briefly
 
 def validate_base_url(base_url: str) -> str:
     """The base URL without a trailing slash; InputError when it is not http(s)://host."""
-    from simulator.util.redact import check_endpoint_url
     try:
         check_endpoint_url(base_url, "endpoint URL")
     except ValueError as exc:
@@ -80,7 +81,6 @@ async def _all_checks(c: CheckClient, model: str | None,
     except (aiohttp.ClientError, TimeoutError) as exc:
         used_model, models = model or "default", failed("models", _why(exc))
     if api == "openai-chat":
-        from simulator.check.openai_checks import all_checks
         return used_model, [models, *await all_checks(c, used_model, _guard, _one)]
     # Greedy sampling: the same server gives the same verdicts run after run (a sampled
     # first token can change the stream, e.g. llama.cpp's lost message_start).

@@ -24,11 +24,11 @@ def report(run_dir: Path) -> None:
 
     On a `sweep`/`size` folder: sizing_report.html (speed, latency, KV, cost and
     achieved concurrency against N; each point's steady-state window on a timeline)."""
-    from simulator.analysis.sizing_report import is_sizing_dir, render_sizing_report
+    from simulator.report.sweep_html import is_sizing_dir, render_sizing_report
     if is_sizing_dir(run_dir):
         click.echo(str(render_sizing_report(run_dir)))
         return
-    from simulator.analysis.render import render_report
+    from simulator.report.html import render_report
     paths = render_report(run_dir)
     for p in paths.images:
         click.echo(str(p))
@@ -49,7 +49,8 @@ def compare(run_dirs: tuple[Path, ...], as_json: bool, out: Path | None, resampl
     """Compare runs side by side (% vs the first); paired per-turn CI for same-seed runs."""
     if len(run_dirs) < 2:
         raise InputError("compare: give at least two run directories")
-    from simulator.analysis.compare import compare_runs, format_comparison, load_runs, write_overlay
+    from simulator.analysis.compare import compare_runs, load_runs
+    from simulator.report.compare import format_comparison, write_overlay
     runs = load_runs(list(run_dirs))
     result = compare_runs(runs, resamples=resamples, seed=seed)
     result["overlay_png"] = str(write_overlay(runs, out))

@@ -33,7 +33,8 @@ def scenario_overrides(sessions: int | None, turns: int | None, seed: int | None
         out.append(f"endpoint.api={api}")
     from simulator.cli.fleet_options import fleet_overrides
     from simulator.cli.load_options import load_overrides
-    return [*out, *load_overrides(), *fleet_overrides(), *sets]
+    from simulator.cli.twin_options import twin_overrides
+    return [*out, *twin_overrides(), *load_overrides(), *fleet_overrides(), *sets]
 
 
 def at_least_one(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
@@ -82,7 +83,8 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
                      "--set endpoint.api=…"),
     ]
     from simulator.cli.load_options import load_shape_options
-    opts += load_shape_options() + fleet_options()
+    from simulator.cli.twin_options import twin_engine_options
+    opts += twin_engine_options() + load_shape_options() + fleet_options()
     for opt in reversed(opts):
         f = opt(f)
     return f
@@ -99,21 +101,6 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
 @click.option("--resume", "resume", type=click.Path(file_okay=False, path_type=Path),
               metavar="RUN_DIR", help="Continue an interrupted (or killed) run in RUN_DIR, "
               "appending to its results; the scenario comes from its manifest.")
-@click.option("--kv-dtype", type=click.Choice(["auto", "bf16", "fp8"]), default=None,
-              help="Twin KV-cache dtype (auto: the model's vLLM default; MLA keeps bf16).")
-@click.option("--gpu-memory-utilization", type=click.FloatRange(min=0, max=1, min_open=True),
-              default=None, help="Twin: share of card memory vLLM may use (default 0.9).")
-@click.option("--kv-cache-gib", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Twin: a fixed KV-cache budget in GiB instead of the utilisation rule.")
-@click.option("--no-prefix-caching", is_flag=True, help="Twin: prefix caching off.")
-@click.option("--kv-offload-gib", type=click.FloatRange(min=0), default=None,
-              help="Twin: a host-memory KV tier of this many GiB (vLLM "
-              "--kv-offloading-size; 0: off). See docs/kv-tiers.md.")
-@click.option("--max-num-batched-tokens", type=click.IntRange(min=1), default=None,
-              help="Twin: vLLM's per-step token budget (drafts count against it; with "
-              "speculation on the profile lowers it to 2048 unless this is given).")
-@click.option("--max-num-seqs", type=click.IntRange(min=1), default=None,
-              help="Twin: vLLM's cap on running sequences (the profile's by default).")
 @click.option("--stop-grace-s", type=click.FloatRange(min=0, max=3600), default=None,
               help="On Ctrl-C/SIGTERM: seconds in-flight requests may finish before they "
               "are cancelled (default 10, at most 3600).")
@@ -133,11 +120,7 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
 def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str | None,
         model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
         price_per_hour: float | None, client: str | None, out: Path, sessions: int | None,
-        label: str | None, quiet: bool, workers: int, resume: Path | None,
-        kv_dtype: str | None, gpu_memory_utilization: float | None,
-        kv_cache_gib: float | None, no_prefix_caching: bool,
-        max_num_batched_tokens: int | None, max_num_seqs: int | None,
-        kv_offload_gib: float | None = None, *,
+        label: str | None, quiet: bool, workers: int, resume: Path | None, *,
         stop_grace_s: float | None, api_key_file: str | None, executor: str = "local",
         ray_address: str | None = None, ray_shared_fs: bool = False,
         reset_prefix_cache: bool = False) -> None:
@@ -152,14 +135,7 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
 
     if (scenario is None) == (resume is None):
         raise InputError("run: give a SCENARIO file, or --resume RUN_DIR (not both)")
-    twin_sets = [f"twin.{k}={v}" for k, v in (
-        ("kv_dtype", kv_dtype), ("gpu_memory_utilization", gpu_memory_utilization),
-        ("kv_cache_gib", kv_cache_gib), ("kv_offload_gib", kv_offload_gib),
-        ("prefix_caching", "false" if no_prefix_caching else None),
-        ("max_num_batched_tokens", max_num_batched_tokens),
-        ("max_num_seqs", max_num_seqs)) if v is not None]
-    rs = RunSpec(scenario or "", scenario_overrides(sessions, turns, seed, model,
-                                                    (*twin_sets, *sets)),
+    rs = RunSpec(scenario or "", scenario_overrides(sessions, turns, seed, model, sets),
                  endpoint_url=endpoint, twin=twin, spec=spec, out_dir=out, label=label,
                  price_per_hour=price_per_hour, client=client, show_progress=not quiet,
                  stop_grace_s=stop_grace_s, resume_dir=resume,

@@ -14,8 +14,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from simulator.endpoints.base import Endpoint
+from simulator.endpoints.http.transport import AttemptLimits
+from simulator.endpoints.routed import RoutedEndpoint, router_config
+from simulator.endpoints.wire.dialects import dialect
 from simulator.errors import InputError
 from simulator.scenario.model import Scenario
+from simulator.twin.fleet.router import Router
 from simulator.twin.model.profiles import parse_twin
 from simulator.util.redact import check_endpoint_url, check_key, read_key_file
 
@@ -52,12 +56,14 @@ def make_endpoint(s: Scenario, target: EndpointTarget) -> Endpoint:
 
 
 def _in_process(s: Scenario, target: EndpointTarget) -> Endpoint:
+    # deferred: the twin (engine, tokenizer, profiles) loads only for an in-process run
     from simulator.endpoints.inprocess.twin import InProcessTwin
     hw, model = parse_twin(target.twin) if target.twin else (s.twin.hardware, s.twin.model)
     over = {**s.twin.engine_overrides(), **target.twin_overrides}
     spec = target.spec or s.twin.spec
-    if s.fleet.replicas > 1:
-        from simulator.endpoints.inprocess.fleet import InProcessFleet, router_config
+    if s.fleet.replicas > 1:   # deferred: as the twin above
+        from simulator.endpoints.inprocess.fleet import InProcessFleet
+        from simulator.endpoints.routed import router_config
         return InProcessFleet(hw, model, replicas=s.fleet.replicas,
                               router=router_config(s.fleet), spec=spec, seed=s.seed,
                               overrides=over)
@@ -68,9 +74,6 @@ def routed_endpoint(s: Scenario, urls: Sequence[str],
                     make_child: Callable[[str], Endpoint]) -> Endpoint:
     """Several `--endpoint` URLs routed on the client by the scenario's `fleet.router`
     (InputError, one line, for prefix_aware: the client cannot see server caches)."""
-    from simulator.endpoints.inprocess.fleet import router_config
-    from simulator.endpoints.routed import RoutedEndpoint
-    from simulator.twin.fleet.router import Router
     if s.fleet.router in ("prefix_aware", "kv_cost"):
         raise InputError(f"--route {s.fleet.router} needs the servers' cache state; on the "
                          "client use round_robin, least_loaded or session_affinity")
@@ -80,23 +83,23 @@ def routed_endpoint(s: Scenario, urls: Sequence[str],
     return RoutedEndpoint([make_child(u) for u in urls], list(urls), router)
 
 
+# deferred, each client below: a run loads only the client it uses (aiohttp and the
+# official SDKs cost seconds to import)
 def _lean(url: str, key: str, api: str, kw: dict[str, Any]) -> Endpoint:
-    from simulator.endpoints.http.lean import LeanEndpoint
-    from simulator.endpoints.wire.dialects import dialect
+    from simulator.endpoints.http.lean import LeanEndpoint  # deferred: see above
     return LeanEndpoint(url, key, dialect=dialect(api), **kw)
 
 
 def _aiohttp(url: str, key: str, api: str, kw: dict[str, Any]) -> Endpoint:
-    from simulator.endpoints.http.aiohttp_client import AiohttpEndpoint
-    from simulator.endpoints.wire.dialects import dialect
+    from simulator.endpoints.http.aiohttp_client import AiohttpEndpoint  # deferred: aiohttp
     return AiohttpEndpoint(url, key, dialect=dialect(api), **kw)
 
 
 def _sdk(url: str, key: str, api: str, kw: dict[str, Any]) -> Endpoint:
     if api == "openai-chat":
-        from simulator.endpoints.sdk.openai import OpenAISDKEndpoint
+        from simulator.endpoints.sdk.openai import OpenAISDKEndpoint  # deferred: the SDK
         return OpenAISDKEndpoint(url, key or "none", **kw)
-    from simulator.endpoints.sdk.anthropic import AnthropicSDKEndpoint
+    from simulator.endpoints.sdk.anthropic import AnthropicSDKEndpoint  # deferred: the SDK
     return AnthropicSDKEndpoint(url, key or "none", **kw)
 
 
@@ -108,7 +111,6 @@ CLIENTS: dict[str, Callable[[str, str, str, dict[str, Any]], Endpoint]] = {
 def http_endpoint(url: str, key: str, s: Scenario, client: str) -> Endpoint:
     """The HTTP endpoint for `client` (lean | aiohttp | sdk) speaking `s.endpoint.api`,
     with the scenario's timeouts and per-attempt limits."""
-    from simulator.endpoints.http.transport import AttemptLimits
     t, e = s.timeouts, s.endpoint
     limits = AttemptLimits(first_byte_s=t.first_byte_s, idle_s=t.idle_s or e.timeout_s,
                            total_s=t.total_s, max_response_bytes=t.max_response_bytes,

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from simulator.endpoints.base import Endpoint, EndpointError, LLMRequest, LLMResponse
-from simulator.twin.fleet.router import ReplicaLoad, Router
+from simulator.scenario.model import FleetSpec
+from simulator.twin.fleet.router import ReplicaLoad, Router, RouterConfig
 from simulator.util.redact import redact_url
 
 
@@ -66,3 +67,11 @@ async def send_on(child: Endpoint, i: int, in_flight: list[int], routed: list[in
     finally:
         in_flight[i] -= 1
     return dataclasses.replace(resp, extra={**resp.extra, "replica": str(i)})
+
+
+def router_config(fleet: FleetSpec) -> RouterConfig:
+    """The scenario's `fleet` section as the router's settings."""
+    return RouterConfig(policy=fleet.router, prefix_weight=fleet.prefix_weight,
+                        queue_weight=fleet.queue_weight, kv_weight=fleet.kv_weight,
+                        affinity_floor=fleet.affinity_floor,
+                        affinity_tolerance=fleet.affinity_tolerance)

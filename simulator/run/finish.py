@@ -8,8 +8,8 @@ figures are built (`RunSummary.build`) and written.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
+from simulator.analysis.run_summary import RunFacts, RunSummary
 from simulator.endpoints.base import Endpoint, EngineEndpoint
 from simulator.errors import RunError
 from simulator.records.recorder import Recorder, salvage_failed
@@ -25,7 +25,7 @@ def run_to_end(run: OpenedRun, drive: Callable[[], RunOutcome],
     """`drive()` runs the sessions (here or in shards); whatever happens, the directory
     is finalized with its summary, then reported."""
     outcome = RunOutcome("failed", reason="run did not start")
-    summary: dict[str, Any] = {}
+    summary: RunSummary | None = None
     try:
         outcome = drive()
     except KeyboardInterrupt:
@@ -38,8 +38,11 @@ def run_to_end(run: OpenedRun, drive: Callable[[], RunOutcome],
     finally:
         with signals_deferred():      # a second Ctrl-C must not tear the finalize
             summary = finish_or_fail(run.recorder, run.endpoint, outcome, run.server)
-    from simulator.analysis.summary import format_summary
+    assert summary is not None
+    # deferred (as below): pandas and the analysis load with the finalize, never before
+    # a run starts (`prewarm_finalize` imports them on the run's thread first)
     from simulator.analysis.target import describe_target
+    from simulator.report.console import format_summary
     echo(format_summary(summary, describe_target(run.recorder.manifest)))
     if outcome.reason:
         echo(f"status: {outcome.status} ({outcome.reason})")
@@ -58,7 +61,7 @@ def first_os_error(exc: BaseException) -> OSError | None:
 
 
 def finish_or_fail(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
-                   server: ServerInfo | None = None) -> dict[str, Any]:
+                   server: ServerInfo | None = None) -> RunSummary:
     """`finish_run`, or — when the disk is full or gone — the manifest marked failed (if it
     can still be written) and one RunError line; the journaled rows stay as they are."""
     try:
@@ -74,15 +77,15 @@ def finish_or_fail(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
 
 
 def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
-               server: ServerInfo | None = None) -> dict[str, Any]:
+               server: ServerInfo | None = None) -> RunSummary:
     """Summarise from the journal and finalize the directory (never raises past it).
     The label (simulated, the twin, its time scale) comes from the run's `server`
     facts (default: what the endpoint and the manifest say)."""
     if server is None:
         server = ServerInfo.in_process(endpoint) if endpoint.simulated \
             else ServerInfo.from_manifest(recorder.manifest, None)
+    # deferred: pandas, see run_to_end
     from simulator.analysis.fleet import fleet_summary
-    from simulator.analysis.run_summary import RunFacts, RunSummary
     from simulator.analysis.steady import config_from_manifest
     engine = endpoint if isinstance(endpoint, EngineEndpoint) else None  # the in-process twin
     if engine is not None:
@@ -106,8 +109,7 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
     fleet = fleet_summary(turns, stats, scraped)
     if fleet is not None:
         built = built.with_facts(fleet=fleet)
-    summary = built.to_json()
     recorder.manifest.update(status_reason=outcome.reason,
                              failed_sessions=list(outcome.failed_sessions))
-    recorder.finalize(outcome.status, summary, (turns, scraped))
-    return summary
+    recorder.finalize(outcome.status, built.to_json(), (turns, scraped))
+    return built

@@ -1,4 +1,6 @@
-"""`endurance run --workers N --executor ray`: shards as Ray tasks on any node.
+"""Ray, integrated once: a run's shards as Ray tasks on any node (`RayExecutor`, for
+`endurance run --workers N --executor ray`), and a search's points as Ray tasks
+(`map_tasks`, for `sweep`/`size --executor ray`).
 
 Each shard is one Ray task running the ordinary `workers.run_shard` in its worker's
 main thread. It journals to node-local disk (a temporary directory) and a shipper
@@ -35,14 +37,18 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from simulator.errors import InputError, RunError
+from simulator.run.prepare import resolve
 from simulator.run.shards import SHARD_JOURNALS, ShardJob, ShardResult, run_shard
 from simulator.run.signals import signals_handled
 from simulator.session.runner import STOP_GRACE_S
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 RAY_EXTRA = "pip install 'endurance[ray]'"
 SYNC_INTERVAL_S = 0.5      # how often a shard ships journal lines and reads the stop level
@@ -233,7 +239,6 @@ class RayExecutor:
     def _secrets(self, jobs: Sequence[ShardJob]) -> dict[str, str]:
         names = self.secret_env
         if names is None:
-            from simulator.run.prepare import resolve
             s = jobs[0].scenario or resolve(jobs[0].spec)[0]
             names = [s.endpoint.api_key_env]
         return {n: os.environ[n] for n in names if os.environ.get(n)}
@@ -291,3 +296,35 @@ class RayExecutor:
                                    f"worker {job.index} cancelled after the stop grace ({what})")
             how = "crashed" if crashed else "lost (its worker or node died)"
             return ShardResult(job.index, "failed", f"worker {job.index} {how}: {what}: {first}")
+
+
+def map_tasks(fn: Callable[[T], R], items: Sequence[T], order: list[int],
+              parallel: int, on_done: Callable[[R], None] | None = None) -> list[R]:
+    """`[fn(x) for x in items]` as Ray tasks on the connected cluster, at most `parallel`
+    in flight, started in `order`; results in `items` order. A task's exception is
+    re-raised here as itself. Used by searches' points (`sweep.fanout.RayTasks`)."""
+    ray = import_ray()
+    task = ray.remote(max_retries=0, num_cpus=1)(_apply)   # fn may be a bound method
+    out: dict[int, R] = {}
+    index: dict[Any, int] = {}
+    pending: list[Any] = []
+    todo = list(order)
+    while todo or pending:
+        while todo and len(pending) < parallel:
+            i = todo.pop(0)
+            ref = task.remote(fn, items[i])
+            index[ref] = i
+            pending.append(ref)
+        done, pending = ray.wait(pending, num_returns=1)
+        for ref in done:
+            try:
+                out[index[ref]] = ray.get(ref)
+            except ray.exceptions.RayTaskError as exc:
+                raise exc.as_instanceof_cause() from None
+            if on_done is not None:
+                on_done(out[index[ref]])
+    return [out[i] for i in range(len(items))]
+
+
+def _apply(fn: Callable[[T], R], x: T) -> R:
+    return fn(x)

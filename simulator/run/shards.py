@@ -34,11 +34,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from simulator.clock import RunClock
 from simulator.endpoints.factory import make_endpoint
 from simulator.errors import InputError
+from simulator.records.ownership import die_with_parent
 from simulator.records.prometheus import metrics_url_for
 from simulator.records.recorder import (
     HISTORY_JOURNAL,
@@ -47,16 +48,17 @@ from simulator.records.recorder import (
     Recorder,
     iter_journal,
 )
+from simulator.records.rows import TurnRecord
 from simulator.run.drive import drive_sessions, metrics_scraper
+from simulator.run.execute import execute
 from simulator.run.prepare import OpenedRun, endpoint_target, resolve
 from simulator.run.server import ServerInfo
 from simulator.run.signals import signals_deferred, signals_handled
 from simulator.run.spec import RunResult, RunSpec
+from simulator.scenario.load import apply_overrides
+from simulator.scenario.model import Scenario
+from simulator.session.resume import ResumeState, read_manifest_for_resume
 from simulator.session.runner import RunOutcome
-
-if TYPE_CHECKING:
-    from simulator.scenario.model import Scenario
-    from simulator.session.resume import ResumeState
 
 WORKERS_DIR = "workers"
 SHARD_JOURNALS = (TURNS_JOURNAL, METRICS_JOURNAL, HISTORY_JOURNAL)
@@ -177,7 +179,6 @@ class ProcessExecutor:
 def _shard_main(job: ShardJob, results: Any) -> None:
     """A worker process: run the shard and report its result (or its crash) to the
     parent. It dies with the parent: a SIGKILLed parent must not leave it running."""
-    from simulator.records.ownership import die_with_parent
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)    # Ctrl-C reaches the parent only, which forwards it (see above)
     die_with_parent()
@@ -236,8 +237,6 @@ def check_shardable(spec: RunSpec, workers: int) -> None:
 
 def shard_scenario(s: Scenario, limits: Sequence[str]) -> Scenario:
     """The scenario a shard runs: the parent's, with its share of the run-wide limits."""
-    from simulator.scenario.load import apply_overrides
-    from simulator.scenario.model import Scenario
     if not limits:
         return s
     return Scenario.model_validate(apply_overrides(s.model_dump(mode="json"), list(limits)))
@@ -245,7 +244,6 @@ def shard_scenario(s: Scenario, limits: Sequence[str]) -> Scenario:
 
 def shard_resume(state: ResumeState, sessions: range) -> ResumeState:
     """The part of a resumed run's state that belongs to sessions `sessions`."""
-    from simulator.session.resume import ResumeState
     mine = {f"s{i:04d}" for i in sessions}
     return ResumeState(
         replay={k: v for k, v in state.replay.items() if k in mine},
@@ -302,7 +300,6 @@ class Sharded:
     def check(self, spec: RunSpec) -> None:
         check_shardable(spec, self.workers)
         if spec.resume_dir is not None:    # continue a run, sharded: each shard its sessions
-            from simulator.session.resume import read_manifest_for_resume
             prior = read_manifest_for_resume(spec.resume_dir).get("run_spec") or {}
             check_shardable(dataclasses.replace(   # refuse before the run is reopened
                 spec, resume_dir=None,
@@ -323,7 +320,6 @@ def execute_sharded(spec: RunSpec, workers: int, *, echo: Callable[[str], None] 
                     executor: Executor | None = None) -> RunResult:
     """Run `spec` over `workers` shards and merge them into one results directory
     (`execute` with the `Sharded` drive)."""
-    from simulator.run.execute import execute
     return execute(spec, echo=echo, drive=Sharded(workers, executor))
 
 
@@ -388,7 +384,6 @@ def merge_shards(recorder: Recorder, jobs: Sequence[ShardJob],
     """Copy every shard's journals into the run's, in shard order; `started_mono_s` is
     moved onto the parent's timeline: by the shared monotonic clock for shards on this
     machine, by wall clock (corrected by the measured offset) for remote ones."""
-    from simulator.records.rows import TurnRecord
     for job, res in zip(jobs, results, strict=True):
         if res.clock_error_s is not None and res.t0_wall:
             shift = res.t0_wall + res.clock_offset_s - t0_wall

@@ -11,12 +11,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from simulator.errors import InputError
 from simulator.session.runner import RunOutcome
 from simulator.util.redact import check_endpoint_url, redact_url
+
+if TYPE_CHECKING:        # a type only: building one needs pandas (run.finish does)
+    from simulator.analysis.run_summary import RunSummary
 
 
 @dataclass
@@ -44,7 +47,7 @@ class RunSpec:
 class RunResult:
     run_dir: Path
     status: str
-    summary: dict[str, Any]
+    summary: RunSummary          # summary.json's figures and facts, typed
     outcome: RunOutcome
     manifest: dict[str, Any]
 

@@ -18,12 +18,10 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import Any
 
-from simulator.clock import RunClock
 from simulator.endpoints.base import (
-    Endpoint,
     EndpointError,
     ErrorType,
     LLMRequest,
@@ -32,13 +30,17 @@ from simulator.endpoints.base import (
     Usage,
 )
 from simulator.protocol.facts import edit_input
-from simulator.records.prefix import PrefixTracker
-from simulator.records.recorder import Recorder
 from simulator.records.rows import TurnRecord, derive_rates, spec_columns, tier_columns
 from simulator.scenario import content
-from simulator.scenario.model import RetryPolicy, Scenario, SummarizeCompaction, TurnTemplate
+from simulator.scenario.model import RetryPolicy, SummarizeCompaction, TurnTemplate
 from simulator.session import compaction as comp
 from simulator.session import recall
+from simulator.session.context import (
+    FatalEndpointError,
+    RunContext,
+    SessionFailed,
+    SessionStopped,
+)
 from simulator.session.conversation import (
     Block,
     Conversation,
@@ -48,16 +50,12 @@ from simulator.session.conversation import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from simulator.session.limiter import Limiter
 from simulator.session.overflow import overflow_target, parse_overflow
 from simulator.session.prefix import with_nonce
 from simulator.session.probing import Prober
 from simulator.session.resume import ReplayKey, StoredReply, reply_row
 from simulator.util import tokens
 from simulator.util.redact import redact_text
-
-if TYPE_CHECKING:
-    from simulator.endpoints.client_meter import ClientMeter
 
 # Errors after which no retry can help and the whole run should stop.
 FATAL_ERRORS = frozenset({ErrorType.AUTH, ErrorType.NOT_FOUND})
@@ -103,41 +101,6 @@ class ReplaySource:
 
     def take(self, turn: int, kind: str) -> StoredReply | None:
         return self._stored.pop((turn, kind), None)
-
-
-class SessionFailed(Exception):
-    """The session exhausted its retries (or hit a non-retryable error)."""
-
-
-class SessionStopped(Exception):
-    """The run is stopping (signal or deadline) while this session waited to retry."""
-
-
-class FatalEndpointError(Exception):
-    """An error that will hit every session alike (bad key, not an Anthropic endpoint)."""
-
-
-@dataclass
-class RunContext:
-    """What all agents of a run share."""
-
-    run_id: str
-    scenario: Scenario
-    endpoint: Endpoint
-    recorder: Recorder
-    tracker: PrefixTracker
-    clock: RunClock
-    limiter: Limiter
-    base_prefix: Prefix
-    tools_text: str
-    stop: asyncio.Event
-    t0: float
-    progress: Any = None           # callable(turn_done: bool, output_tokens: int) or None
-    # Resume: stored replies per session (replayed, not re-sent) and attempts already made.
-    replay: dict[str, dict[ReplayKey, StoredReply]] = field(default_factory=dict)
-    prior_attempts: dict[tuple[str, int, str], int] = field(default_factory=dict)
-    # a real server's replies: what n-gram speculation would see, client-tokenised
-    ngram_meter: ClientMeter | None = None
 
 
 @dataclass

@@ -10,18 +10,15 @@ row with `ok = false` and no verdict. The agent calls `after_turn` once per turn
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest, LLMResponse
 from simulator.protocol import facts as fx
 from simulator.records.rows import TurnRecord, derive_rates
 from simulator.session import recall
 from simulator.session.compaction import summary_request_messages
+from simulator.session.context import RunContext
 from simulator.session.conversation import Conversation, Message, Prefix
 from simulator.util.redact import redact_text
-
-if TYPE_CHECKING:
-    from simulator.session.agent import RunContext
 
 REPLY_CHARS = 200       # the reply is kept in the row up to this many characters
 

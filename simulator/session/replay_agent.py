@@ -24,7 +24,8 @@ from simulator.scenario import content
 from simulator.scenario.model import TurnTemplate
 from simulator.scenario.replay import ReplayArg, ReplayBlock, ReplayCall, ReplaySpec
 from simulator.session import compaction as comp
-from simulator.session.agent import Agent, RunContext, SessionFailed
+from simulator.session.agent import Agent
+from simulator.session.context import RunContext, SessionFailed
 from simulator.session.conversation import (
     Block,
     Conversation,

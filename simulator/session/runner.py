@@ -22,7 +22,8 @@ from simulator.records.blocks import BLOCKS_JOURNAL, BlockRecorder
 from simulator.records.prefix import PrefixTracker
 from simulator.records.recorder import Recorder
 from simulator.scenario.model import Scenario
-from simulator.session.agent import Agent, FatalEndpointError, RunContext, SessionFailed
+from simulator.session.agent import Agent
+from simulator.session.context import FatalEndpointError, RunContext, SessionFailed
 from simulator.session.limiter import Limiter
 from simulator.session.prefix import build_base_prefix, tools_json, with_nonce
 from simulator.session.replay_agent import ReplayAgent
@@ -253,5 +254,5 @@ def _client_meter(endpoint: Endpoint) -> Any:
     fakes: a simulated endpoint meters its own ids, or nothing)."""
     if getattr(endpoint, "simulated", False):
         return None
-    from simulator.endpoints.client_meter import ClientMeter
+    from simulator.endpoints.client_meter import ClientMeter  # deferred: tiktoken, real servers only
     return ClientMeter()

@@ -12,14 +12,12 @@ run` on the matching scenario. The private closed loop they used before
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulator.run.execute import execute
-from simulator.run.spec import RunSpec
+from simulator.sweep.point import Point, PointResult, run_point
 from simulator.twin.model.fit import ScenarioPoint, ScenarioRunner
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios" / "calibration"
@@ -40,20 +38,31 @@ class PointRun:
     summary: dict[str, Any]
 
 
-def run_point(scenario: str | Path, *, twin: str | None = None, spec: str | None = "off",
-              overrides: tuple[str, ...] = (),
-              terms: Mapping[str, float] | None = None) -> PointRun:
-    """Run `scenario` on the in-process twin as `endurance run` does (results in a
-    temporary directory) and return its summary figures. `spec` None: the scenario's
-    own; `terms`: efficiency terms on top of the card's profile (a fit's candidate)."""
-    with tempfile.TemporaryDirectory(prefix="endurance-calibration-") as out:
-        result = execute(RunSpec(str(scenario), list(overrides), twin=twin, spec=spec,
-                                 out_dir=Path(out), show_progress=False,
-                                 twin_overrides=dict(terms or {})),
-                         echo=lambda _line: None)
+def run_calibration(scenario: str | Path, *, twin: str | None = None, spec: str | None = "off",
+                    overrides: tuple[str, ...] = (),
+                    terms: Mapping[str, float] | None = None) -> PointRun:
+    """Run `scenario` on the in-process twin as `endurance run` does — one point of the
+    search pipeline (`point.run_point`), results in a temporary directory — and return
+    its summary figures. `spec` None: the scenario's own; `terms`: efficiency terms on
+    top of the card's profile (a fit's candidate)."""
+    return point_run(run_point(calibration_point(scenario, twin=twin, spec=spec,
+                                                 overrides=overrides, terms=terms)))
+
+
+def calibration_point(scenario: str | Path, *, twin: str | None = None,
+                      spec: str | None = "off", overrides: tuple[str, ...] = (),
+                      terms: Mapping[str, float] | None = None) -> Point:
+    """The point a calibration run is (temporary: nothing is kept)."""
+    return Point(str(scenario), tuple(overrides), "", f"calibration {Path(scenario).stem}",
+                 twin=twin, spec=spec, twin_overrides=tuple(sorted((terms or {}).items())),
+                 temporary=True)
+
+
+def point_run(result: PointResult) -> PointRun:
+    """A calibration point's figures; a run that did not complete is an error."""
     if result.status != "completed":
-        raise RuntimeError(f"calibration run of {scenario} ended {result.status}: "
-                           f"{result.outcome.reason}")
+        raise RuntimeError(f"calibration run of {result.point.scenario_path} ended "
+                           f"{result.status}: {result.reason}")
     s = result.summary
 
     def num(key: str) -> float | None:
@@ -61,7 +70,7 @@ def run_point(scenario: str | Path, *, twin: str | None = None, spec: str | None
         return float(value) if isinstance(value, int | float) else None
 
     return PointRun(num("decode_tok_s_median"), num("per_session_tok_s"),
-                    num("tokens_per_forward_pass"), s)
+                    num("tokens_per_forward_pass"), dict(s))
 
 
 def point_runner(twin: str) -> ScenarioRunner:
@@ -70,8 +79,8 @@ def point_runner(twin: str) -> ScenarioRunner:
     candidate's terms; a point naming no scenario runs the code-edit or fresh-text one."""
     def run(point: ScenarioPoint) -> Mapping[str, Any]:
         default = CODE_EDIT_SCENARIO if point.code_edit else FRESH_TEXT_SCENARIO
-        return run_point(point.scenario or default, twin=twin, spec=point.spec,
-                         overrides=point.overrides, terms=dict(point.terms)).summary
+        return run_calibration(point.scenario or default, twin=twin, spec=point.spec,
+                               overrides=point.overrides, terms=dict(point.terms)).summary
     return run
 
 
@@ -96,9 +105,12 @@ class CalibrationRun:
             args += ["--set", item]
         return args
 
+    def point(self) -> Point:
+        return calibration_point(self.scenario, twin=self.twin, spec=self.spec,
+                                 overrides=self.overrides)
+
     def run(self) -> PointRun:
-        return run_point(self.scenario, twin=self.twin, spec=self.spec,
-                         overrides=self.overrides)
+        return point_run(run_point(self.point()))
 
 
 A40_QWEN = "a40/qwen3-coder-30b-a3b-awq"

@@ -1,85 +1,120 @@
-"""One sweep/size point as a plain, picklable call: `run_point(PointSpec) -> PointResult`.
+"""One point of a search: a picklable `Point` in, a `PointResult` out (`run_point`).
 
-`sweep` and `size` map this over their session counts (and seeds), so a parallel
-executor can ship a `PointSpec` to another process and get a JSON-able result back.
-The point's figures are the steady-state window's (`point_figures`); the whole-run
-figures stay beside them, prefixed `run_`.
+Every many-run answer — a sweep, a sizing search, a fleet or tier table, a what-if over
+copy shares or speculation settings, the calibration runs and `twin fit`'s candidates —
+runs its points through `run_point`, which is one ordinary `endurance run` (its own
+results directory, unless the point is temporary). A point carries plain values only,
+so a fan-out can ship it to another process or a Ray task and get a plain result back.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-# Sweep/size figures taken from the steady-state window; the run's own go to run_<key>.
-WINDOW_FOR: dict[str, str] = {
-    "aggregate_tok_s": "window_aggregate_tok_s",
-    "per_session_tok_s": "window_per_session_tok_s",
-    "ttft_p50_s": "window_ttft_p50_s",
-    "ttft_p95_s": "window_ttft_p95_s",
-    "usd_per_mtok": "window_usd_per_mtok",
-}
+from simulator.analysis.notebook import find_run, run_summary
+from simulator.analysis.run_summary import RunSummary
+from simulator.endpoints.http.cache_reset import reset_prefix_cache
+from simulator.errors import InputError, RunError
+from simulator.run.execute import execute
+from simulator.run.spec import RunSpec
 
 
 @dataclass(frozen=True, slots=True)
-class PointSpec:
-    """Everything one point needs; plain values only (picklable, JSON-able)."""
+class Point:
+    """Everything one run of a search needs; plain values only (picklable)."""
 
     scenario_path: str
     overrides: tuple[str, ...]
-    sessions: int
     out_dir: str
-    seed_offset: int = 0           # repeats: the scenario's seed + this
+    label: str
     endpoint_url: str | None = None
     twin: str | None = None
     spec: str | None = None
-    price_per_hour: float | None = None
     client: str | None = None
-    reset_prefix_cache: bool = False   # POST /reset_prefix_cache before the run (cold start)
+    price_per_hour: float | None = None
+    api_key_file: str | None = None
+    # in-process twin: engine settings / efficiency terms on top of the profile (a fit's
+    # candidate), as (name, value) pairs
+    twin_overrides: tuple[tuple[str, Any], ...] = ()
+    reset_prefix_cache: bool = False   # POST /reset_prefix_cache first (a cold cache)
+    temporary: bool = False            # results in a temporary directory, removed after
+    reuse: bool = False                # notebooks: a completed twin run of the same
+    #                                    resolved scenario under out_dir is read, not re-run
+    cost: float = 1.0                  # the costliest points start first when run at once
+    coords: Mapping[str, Any] = field(default_factory=dict)   # the profile's coordinates
+
+    def with_overrides(self, *extra: str) -> Point:
+        return replace(self, overrides=(*self.overrides, *extra))
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class PointResult:
-    sessions: int
-    seed_offset: int
+    """How a point's run ended: its summary (summary.json's figures and facts), or the
+    one-line error that stopped it before or while it ran."""
+
+    point: Point
     run_dir: str
-    status: str
+    status: str                        # completed | interrupted | failed | error
     reason: str
-    figures: dict[str, Any] = field(default_factory=dict)   # point_figures(summary)
+    summary: RunSummary                # the run's summary.json, typed (empty on error)
+    started_at: float                  # Unix time the point started (overlap checks)
+    elapsed_s: float
+    error_kind: str | None = None      # "input" (exit 2) or "run" (exit 1) for status error
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    @property
+    def ok(self) -> bool:
+        return self.status not in ("failed", "error")
+
+    def raise_error(self, what: str) -> None:
+        """A failed point as the error a serial run raises: the InputError or RunError
+        that stopped it, or one line naming `what` (the point) and its run directory;
+        a server refusing us (auth, not found) is the user's input to fix (exit 2)."""
+        if self.status == "error":
+            raise (InputError if self.error_kind == "input" else RunError)(self.reason)
+        if self.status == "failed":
+            line = f"the run {what} failed: {self.reason} ({self.run_dir})"
+            if "auth" in self.reason or "not_found" in self.reason:
+                raise InputError(line)
+            raise PointFailed(line)
 
 
-def point_figures(summary: dict[str, Any]) -> dict[str, Any]:
-    """The summary with the sizing figures taken from the steady-state window (None
-    when the point never reached one) and the whole-run ones kept as run_<key>."""
-    out = dict(summary)
-    if "requested_sessions" not in summary:      # a summary without steady figures
-        return out
-    for key, wkey in WINDOW_FOR.items():
-        out[f"run_{key}"] = summary.get(key)
-        out[key] = summary.get(wkey)
-    return out
+class PointFailed(RunError):
+    """A point's run failed at run time (exit 1), not a bad argument."""
 
 
-def run_point(p: PointSpec) -> PointResult:
-    """Run the scenario at p.sessions (a normal results directory under p.out_dir)."""
-    from simulator.run.execute import execute
-    from simulator.run.spec import RunSpec
-    from simulator.scenario.load import load_scenario
-    overrides = [*p.overrides, f"sessions={p.sessions}"]
-    if p.seed_offset:
-        s, _ = load_scenario(p.scenario_path, overrides)
-        overrides.append(f"seed={s.seed + p.seed_offset}")
-    label = f"{p.sessions} sessions" + (f" (seed +{p.seed_offset})" if p.seed_offset else "")
-    spec = RunSpec(p.scenario_path, overrides, out_dir=Path(p.out_dir), label=label,
-                   show_progress=False, endpoint_url=p.endpoint_url, twin=p.twin, spec=p.spec,
-                   price_per_hour=p.price_per_hour, client=p.client)
-    if p.reset_prefix_cache and p.endpoint_url:
-        from simulator.endpoints.http.cache_reset import reset_prefix_cache
-        reset_prefix_cache(p.endpoint_url)
-    res = execute(spec, echo=lambda s: None)
-    return PointResult(p.sessions, p.seed_offset, str(res.run_dir), res.status,
-                       res.outcome.reason, point_figures(res.summary))
+def run_point(p: Point) -> PointResult:
+    """Run the point's scenario (an ordinary run, results under p.out_dir or in a
+    temporary directory; with `reuse`, a matching completed twin run is read instead);
+    an InputError or RunError comes back as the result's error."""
+    t0, wall0 = time.monotonic(), time.time()
+    if p.reuse and p.endpoint_url is None and not p.twin_overrides:
+        found = find_run(p.scenario_path, p.overrides, p.out_dir, twin=p.twin)
+        if found is not None:
+            return PointResult(p, str(found), "completed", "",
+                               RunSummary.from_json(run_summary(found)), wall0,
+                               time.monotonic() - t0)
+    tmp = tempfile.mkdtemp(prefix="endurance-point-") if p.temporary else None
+    try:
+        spec = RunSpec(p.scenario_path, list(p.overrides), out_dir=Path(tmp or p.out_dir),
+                       label=p.label, show_progress=False, endpoint_url=p.endpoint_url,
+                       twin=p.twin, spec=p.spec, price_per_hour=p.price_per_hour,
+                       client=p.client, api_key_file=p.api_key_file,
+                       twin_overrides=dict(p.twin_overrides))
+        if p.reset_prefix_cache and p.endpoint_url:
+            reset_prefix_cache(p.endpoint_url)
+        res = execute(spec, echo=lambda _line: None)
+    except (InputError, RunError) as exc:
+        return PointResult(p, "", "error", str(exc), RunSummary({}, {}), wall0,
+                           time.monotonic() - t0,
+                           "input" if isinstance(exc, InputError) else "run")
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return PointResult(p, "" if tmp else str(res.run_dir), res.status, res.outcome.reason,
+                       res.summary, wall0, time.monotonic() - t0)

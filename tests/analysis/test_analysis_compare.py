@@ -9,16 +9,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from simulator.analysis.compare import (
-    bootstrap_ratio,
-    compare_runs,
-    format_comparison,
-    load_runs,
-    paired_compare,
-    pct_diff,
-)
+from simulator.analysis.compare import bootstrap_ratio, compare_runs, load_runs, paired_compare, pct_diff
 from simulator.analysis.synthetic import synthetic_turns, write_run_dir
 from simulator.cli import main
+from simulator.report.compare import format_comparison
 
 
 def test_identical_runs_ci_includes_one() -> None:

@@ -16,11 +16,11 @@ from click.testing import CliRunner
 from PIL import Image
 
 from simulator.analysis.load import load_run
-from simulator.analysis.render import ReportPaths, render_report
 from simulator.analysis.synthetic import synthetic_turns, write_run_dir
 from simulator.cli import main
 from simulator.errors import InputError
 from simulator.records.prometheus import parse_metrics, window_rows
+from simulator.report.html import ReportPaths, render_report
 
 CHROMIUM = Path("/usr/bin/chromium")
 IMG_RE = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.analysis.steady import config_from_manifest
-from simulator.analysis.summary import format_summary, summarize, summarize_run
+from simulator.analysis.summary import summarize, summarize_run
 from simulator.records.rows import COLUMNS, TurnRecord
+from simulator.report.console import format_summary
 
 
 def rec(session: str, turn: int, start: float, e2e: float | None, out: int | None, *,

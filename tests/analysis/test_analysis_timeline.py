@@ -9,17 +9,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.analysis.plots import DENSE_MARKERS, mark_compactions, new_figure
 from simulator.analysis.synthetic import synthetic_turns
-from simulator.analysis.timeline import (
-    client_series,
-    ecdf,
-    percentiles,
-    plot_cdfs,
-    plot_timeline,
-    server_series,
-)
+from simulator.analysis.timeline import client_series, ecdf, percentiles, server_series
 from simulator.records.prometheus import Snapshot, window_rows
+from simulator.report.plots import DENSE_MARKERS, mark_compactions, new_figure, plot_cdfs, plot_timeline
 from tests.conftest import run_scenario, small_scenario
 
 

@@ -7,14 +7,9 @@ from typing import Any
 
 import pytest
 
-from simulator.analysis.copy_sweep import (
-    break_even,
-    copy_levels,
-    copy_overrides,
-    copy_rows,
-    format_copy_table,
-)
+from simulator.analysis.copy_sweep import break_even, copy_levels, copy_overrides, copy_rows
 from simulator.errors import InputError
+from simulator.report.sweeps import format_copy_table
 
 
 def test_levels_are_checked_and_sorted() -> None:
@@ -33,7 +28,7 @@ def test_overrides_touch_only_code_edit_templates() -> None:
 
 def _figures(speed: dict[tuple[float, str, int], list[float]],
              ref: dict[float, float]) -> dict[tuple[float, str, int, int], dict[str, Any]]:
-    return {(lv, sp, n, k): {"run_per_session_tok_s": v, "simulated": True,
+    return {(lv, sp, n, k): {"per_session_tok_s": v, "simulated": True,
                              "ngram_reference_tokens_per_pass": ref[lv]}
             for (lv, sp, n), vs in speed.items() for k, v in enumerate(vs)}
 
@@ -61,7 +56,7 @@ def test_break_even_below_and_above_the_levels_measured() -> None:
             for sp, v in (("off", 100.0), ("ngram:24", 120.0 if n == 1 else 80.0))}
     rows = copy_rows(_figures(pays, {0.0: 1.0, 1.0: 10.0}), [0.0, 1.0],
                      ["off", "ngram:24"], [1, 8], 1)
-    kinds = {b["sessions"]: b["kind"] for b in break_even(rows)}
+    kinds = {b["requested_sessions"]: b["kind"] for b in break_even(rows)}
     assert kinds == {1: "below", 8: "above"}
     text = format_copy_table(rows)
     assert "pays at every level measured" in text and "does not pay at any level" in text

@@ -11,9 +11,10 @@ import pandas as pd
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.load import load_saved_summary
 from simulator.analysis.run_summary import RunSummary
-from simulator.analysis.sizing import SWEEP_KEYS, format_sweep_table
-from simulator.analysis.summary import summarize, summary_table
+from simulator.analysis.sizing import sweep_row
+from simulator.analysis.summary import summarize
 from simulator.records.rows import COLUMNS
+from simulator.report.console import format_sweep_table, summary_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,9 +59,15 @@ def test_table_compare_and_sweep_read_the_registry() -> None:
     for m in registry.METRICS:
         assert m.row is None or m.row in labels
     assert dict(summary_table(s))["sessions / successful turns"] == "2 / 6"
-    assert set(registry.SWEEP_KEYS) <= set(SWEEP_KEYS)
-    header = format_sweep_table([{k: s.get(k) for k in SWEEP_KEYS}]).splitlines()[1]
-    assert all((m.sweep_header or m.key) in header for m in registry.METRICS if m.sweep)
+    # a sweep's columns are registry metrics (and the steady flag), headed as the registry says
+    columns = [k for k, _ in registry.SWEEP_COLUMNS]
+    assert set(columns) - {"steady_state"} <= set(registry.REGISTRY)
+    assert "steady_state" in registry.SWEEP_FACT_KEYS
+    header = format_sweep_table([sweep_row({}, s)]).splitlines()[1]
+    assert all(h in header for _, h in registry.SWEEP_COLUMNS)
+    # a row carries every figure of its run under the summary's own names
+    row = sweep_row({"requested_sessions": 2}, s)
+    assert all(row[k] == s.get(k) for k in registry.NUMERIC_KEYS if k != "requested_sessions")
 
 
 def test_an_old_summary_json_is_read_under_the_new_keys(tmp_path: Path) -> None:

@@ -113,15 +113,17 @@ def test_ensure_run_reuses_matching_runs_only(write_scenario: Any, tmp_path: Pat
     assert nbh.run_summary(first)["ok_turns"] == 4
 
 
-def test_twin_points_reuse_first_then_repeat_fresh(write_scenario: Any, tmp_path: Path) -> None:
+def test_a_notebook_sweep_reuses_a_matching_run_and_makes_the_others(
+        write_scenario: Any, tmp_path: Path) -> None:
     from tests.conftest import small_scenario
     scen = write_scenario(small_scenario(turns=3))
     out = tmp_path / "results"
     made = nbh.ensure_run(scen, ["sessions=2"], out)
-    points = nbh.TwinPoints(scen, [], out)
-    first, again = points(2), points(2)
-    assert points.run_dirs[2][0] == made and points.run_dirs[2][1] != made
-    assert first["sessions"] == again["sessions"] == 2 and first["simulated"] is True
+    rows = nbh.sweep(scen, [1, 2], [], out)
+    assert [r["requested_sessions"] for r in rows] == [1, 2]
+    assert rows[1]["run_dirs"] == [str(made)] and rows[0]["run_dirs"] != [str(made)]
+    assert rows[1]["simulated"] is True
+    assert nbh.sweep(scen, [1, 2], [], out) == rows          # every point reused now
 
 
 def test_results_dir_follows_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ def _run(tmp: Path, *overrides: str) -> dict[str, Any]:
     res = execute(RunSpec(TEAM, list(overrides), out_dir=tmp, show_progress=False),
                   echo=lambda s: None)
     assert res.status == "completed", res.outcome.reason
-    out: dict[str, Any] = res.summary | {"run_dir": res.run_dir}
+    out: dict[str, Any] = dict(res.summary) | {"run_dir": res.run_dir}
     return out
 
 

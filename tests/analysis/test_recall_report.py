@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from simulator.analysis.render import render_report
+from simulator.report.html import render_report
 from tests.conftest import run_scenario, small_scenario
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simulator.analysis.render import render_report
+from simulator.report.html import render_report
 from simulator.run.execute import execute
 from simulator.run.spec import RunSpec
 from simulator.util.visible import visible

@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 
 from simulator.analysis.queueing import queue_figures, queue_share
-from simulator.analysis.sizing import format_sweep_table, parse_slo, size, sweep
 from simulator.analysis.steady import (
     SteadyConfig,
     Window,
@@ -22,8 +21,10 @@ from simulator.analysis.steady import (
 )
 from simulator.analysis.summary import server_figures
 from simulator.records.prometheus import parse_metrics, window_rows
+from simulator.report.console import format_sweep_table
 from simulator.run.execute import execute
 from simulator.run.spec import RunSpec
+from tests.sweep.toy import size, sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")
@@ -31,7 +32,8 @@ TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")
 
 def _server(n: int, *, queue_share: float, preemptions: int = 0) -> dict[str, Any]:
     """TTFT grows with n; `queue_share` of it is queue wait."""
-    return {"sessions": n, "per_session_tok_s": 100.0, "ttft_p95_s": 0.5 * n,
+    return {"requested_sessions": n, "window_per_session_tok_s": 100.0,
+            "window_ttft_p95_s": 0.5 * n,
             "window_queue_share_of_ttft": queue_share, "preemptions": preemptions,
             "simulated": True}
 
@@ -40,8 +42,8 @@ def _server(n: int, *, queue_share: float, preemptions: int = 0) -> dict[str, An
     (0.8, 0, "queueing"), (0.2, 0, "latency"), (0.8, 3, "kv_capacity")])
 def test_ttft_failing_from_queue_wait_is_named_queueing(share: float, pre: int,
                                                         kind: str) -> None:
-    res = size(lambda n: _server(n, queue_share=share, preemptions=pre),
-               [parse_slo("ttft_p95_s<=3")], 32)
+    res, _ = size(lambda n, k: _server(n, queue_share=share, preemptions=pre),
+                  ["ttft_p95_s<=3"], 32)
     assert res.sessions == 6 and res.binding_kind == kind
     if kind == "queueing":
         assert res.binding == "ttft_p95_s<=3 (queue wait 80% of TTFT)"
@@ -78,7 +80,7 @@ def _run(tmp: Path, scenario: str, *overrides: str) -> dict[str, Any]:
     res = execute(RunSpec(scenario, list(overrides), out_dir=tmp, show_progress=False),
                   echo=lambda s: None)
     assert res.status == "completed", res.outcome.reason
-    out: dict[str, Any] = res.summary | {"run_dir": res.run_dir}
+    out: dict[str, Any] = dict(res.summary) | {"run_dir": res.run_dir}
     return out
 
 
@@ -152,7 +154,7 @@ def test_steady_figures_mark_a_saturated_window_not_steady() -> None:
 
 
 def test_a_saturated_probe_never_passes_and_is_named() -> None:
-    def run(n: int) -> dict[str, Any]:
+    def run(n: int, k: int) -> dict[str, Any]:
         out = _server(n, queue_share=0.0)
         if n > 4:      # SLO figures still pass, but the backlog was growing
             out |= {"saturated": True, "steady_state": False,
@@ -160,9 +162,9 @@ def test_a_saturated_probe_never_passes_and_is_named() -> None:
                     "steady_state_reason": "saturated: TTFT rising"}
         return out
 
-    res = size(run, [parse_slo("ttft_p95_s<=100")], 64)
+    res, _ = size(run, ["ttft_p95_s<=100"], 64)
     assert res.sessions == 4 and res.binding_kind == "saturated"
-    rows = sweep(run, [4, 8])
+    rows = sweep(run, (4, 8))
     assert rows[1]["saturated"] is True
     assert "SATURATED at 8 sessions" in format_sweep_table(rows)
 

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.analysis.tier_sizing import (
-    format_tier_table,
-    knee,
-    parse_tiers,
-    plot_tiers,
-    policy_of,
-    tier_set,
-)
+from simulator.analysis.tier_sizing import knee, parse_tiers, policy_of, tier_set
 from simulator.errors import InputError
+from simulator.report.sweeps import format_tier_table, plot_tiers
 
 
 def _row(gib: float, n: int, kind: str = "kv_capacity") -> dict[str, object]:

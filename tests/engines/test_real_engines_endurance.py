@@ -25,9 +25,9 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
-from simulator.analysis.summary import format_summary
 from simulator.cli import main
 from simulator.engines.server import EngineServer
+from simulator.report.console import format_summary
 from simulator.run.spec import RunResult
 from tests.conftest import run_scenario, turns_of
 

@@ -1,4 +1,4 @@
-"""A calibration point run both ways gives the same figure: `calibration_runs.run_point`
+"""A calibration point run both ways gives the same figure: `sweep.calibration.run_calibration`
 (what benchmarks/calibration.py prints) and `endurance run` on the same scenario
 (what a user gets), read from the run's summary.json."""
 
@@ -11,12 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from simulator.cli import main
-from simulator.sweep.calibration import CODE_EDIT_SCENARIO, RUNS, run_point
+from simulator.sweep.calibration import CODE_EDIT_SCENARIO, RUNS, run_calibration
 
 
 def test_one_calibration_point_both_ways_gives_the_same_figure(tmp_path: Path) -> None:
     over = ("turns=2",)
-    bench = run_point(CODE_EDIT_SCENARIO, twin="a40/qwen3-coder-30b-a3b-awq",
+    bench = run_calibration(CODE_EDIT_SCENARIO, twin="a40/qwen3-coder-30b-a3b-awq",
                       spec="ngram:5", overrides=over)
     res = CliRunner().invoke(main, ["run", str(CODE_EDIT_SCENARIO), "--spec", "ngram:5",
                                     "--twin", "a40/qwen3-coder-30b-a3b-awq", "--turns", "2",
@@ -33,9 +33,9 @@ def test_one_calibration_point_both_ways_gives_the_same_figure(tmp_path: Path) -
 def test_every_run_prints_what_ngram_speculation_would_see() -> None:
     """Speculation off, the summary still carries the reference n-gram figure; with the
     reference setting on for one stream it is the run's own tokens per forward pass."""
-    from simulator.analysis.summary import format_summary
-    off = run_point(CODE_EDIT_SCENARIO, spec="off", overrides=("turns=2",))
-    on = run_point(CODE_EDIT_SCENARIO, spec="ngram:24", overrides=("turns=2",))
+    from simulator.report.console import format_summary
+    off = run_calibration(CODE_EDIT_SCENARIO, spec="off", overrides=("turns=2",))
+    on = run_calibration(CODE_EDIT_SCENARIO, spec="ngram:24", overrides=("turns=2",))
     ref = off.summary["ngram_reference_tokens_per_pass"]
     assert off.tokens_per_forward_pass == 1.0 and ref > 3
     assert on.tokens_per_forward_pass is not None

@@ -35,7 +35,7 @@ from tests.reliability_twin import (
     soak_scenario,
     write_yaml,
 )
-from tests.runs.test_parallel import square_or_fail
+from tests.sweep.test_fanout import square_or_fail
 
 pytestmark = pytest.mark.slow
 
@@ -219,7 +219,7 @@ def test_parallel_points_on_ray_give_the_serial_results(ray_head: dict[str, Any]
 
     from simulator.cli import main
     from simulator.sweep.fanout import map_points
-    from tests.runs.test_parallel import TEAM, _without_run_dirs
+    from tests.sweep.test_fanout import TEAM, _without_run_dirs
     assert map_points(square_or_fail, [4, 2, 9], parallel=2, executor="ray") == [16, 4, 81]
     args = ["sweep", TEAM, "--sessions", "2,1", "--turns", "3", "--json"]
     runs = [CliRunner().invoke(main, [*args, *extra, "--out", str(tmp_path / str(i))])

@@ -16,7 +16,8 @@ from simulator.endpoints.fake import FakeEndpoint
 from simulator.records.prefix import PrefixTracker
 from simulator.records.rows import TurnRecord
 from simulator.scenario.model import Scenario
-from simulator.session.agent import Agent, FatalEndpointError, RunContext, SessionFailed
+from simulator.session.agent import Agent
+from simulator.session.context import FatalEndpointError, RunContext, SessionFailed
 from simulator.session.conversation import validate_structure
 from simulator.session.limiter import Limiter
 from simulator.session.prefix import build_base_prefix, tools_json

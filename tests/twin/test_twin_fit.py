@@ -137,8 +137,8 @@ def test_a_spec_point_scenario_is_found_next_to_its_points_file(tmp_path: Path) 
 def test_cli_fit_runs_spec_points_as_endurance_run(tmp_path: Path) -> None:
     """`twin fit` gives its spec_decode points a runner of the product's path: a point
     measured at what `endurance run` gives on its scenario fits with zero error."""
-    from simulator.sweep.calibration import CODE_EDIT_SCENARIO, run_point
-    rate = run_point(CODE_EDIT_SCENARIO, twin="a40/qwen3-coder-30b-a3b-awq", spec="ngram:5",
+    from simulator.sweep.calibration import CODE_EDIT_SCENARIO, run_calibration
+    rate = run_calibration(CODE_EDIT_SCENARIO, twin="a40/qwen3-coder-30b-a3b-awq", spec="ngram:5",
                      overrides=("sessions=1", "turns=1")).decode_tok_s_median
     path = tmp_path / "spec.yaml"
     path.write_text("hardware: a40\nmodel: qwen3-coder-30b-a3b-awq\n"

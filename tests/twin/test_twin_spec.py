@@ -215,15 +215,28 @@ def test_twin_paths_and_engine_flags() -> None:
 
 
 def test_spec_sweep_table_and_bad_settings() -> None:
-    from simulator.analysis.spec_sweep import format_spec_table, run_spec_sweep, spec_list
-    assert spec_list("off, ngram:5,ngram:24") == ["off", "ngram:5", "ngram:24"]
-    for bad in ("ngram:5", "off,eagle:3"):
+    from simulator.analysis.run_summary import RunSummary
+    from simulator.report.sweeps import format_spec_table
+    from simulator.sweep.fanout import Serial
+    from simulator.sweep.pipeline import run_profile
+    from simulator.sweep.point import Point, PointResult
+    from simulator.sweep.profiles import Specs, Sweep, parse_specs
+    from tests.sweep.toy import BASE
+    assert parse_specs("off, ngram:5,ngram:24") == ("off", "ngram:5", "ngram:24")
+    for bad in ("ngram:5", "off,eagle:3", "off,off"):
         with pytest.raises(InputError, match="--spec"):
-            spec_list(bad)
+            parse_specs(bad)
     fake = {"off": 100.0, "ngram:5": 50.0}
-    rows = run_spec_sweep(lambda s, n: {"per_session_tok_s": fake[s] / n}, ["off", "ngram:5"],
-                          [1, 4])
-    assert [r["n_x_per_session_tok_s"] for r in rows] == [100.0, 100.0, 50.0, 50.0]
+
+    def run(p: Point) -> PointResult:
+        n, s = p.coords["requested_sessions"], p.coords["spec"]
+        assert p.spec == s
+        return PointResult(p, "", "completed", "", RunSummary.from_json({
+            "requested_sessions": n, "window_per_session_tok_s": fake[s] / n,
+            "window_n_x_per_session_tok_s": fake[s]}), 0.0, 0.0)
+    rows = run_profile(Sweep(BASE, Specs(("off", "ngram:5"), (1, 4))), Serial(),
+                       runner=run).rows
+    assert [r["window_n_x_per_session_tok_s"] for r in rows] == [100.0, 100.0, 50.0, 50.0]
     table = format_spec_table(rows).splitlines()
     assert "ngram:5 vs off" in table[0] and table[1].split()[-1] == "0.50×"
 
@@ -322,7 +335,8 @@ def test_twin_run_records_speculation_per_turn(tmp_path: Path) -> None:
     summary's tokens per forward pass is Σ output / Σ passes (> 1 with accepted drafts)."""
     import pandas as pd
 
-    from simulator.analysis.summary import format_summary, spec_figures
+    from simulator.analysis.summary import spec_figures
+    from simulator.report.console import format_summary
     from tests.conftest import SCENARIOS, run_scenario
     res = run_scenario(SCENARIOS / "claude-code-endurance.yaml", tmp_path, ["turns=6"],
                        spec="ngram:24")

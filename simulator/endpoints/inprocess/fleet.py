@@ -19,7 +19,6 @@ from typing import Any
 from simulator.endpoints.base import LLMRequest, LLMResponse
 from simulator.endpoints.inprocess.twin import InProcessTwin
 from simulator.endpoints.routed import send_on
-from simulator.scenario.model import FleetSpec
 from simulator.twin.core.stats import EngineStats
 from simulator.twin.fleet.router import ReplicaLoad, Router, RouterConfig
 from simulator.twin.fleet.view import block_hashes, cached_blocks, replica_load, replica_stats
@@ -140,11 +139,4 @@ class InProcessFleet:
             i = self.router.pick(request.session_id, loads, blocks)
         return await send_on(self.replicas[i], i, self.in_flight, self.routed, request)
 
-
-def router_config(fleet: FleetSpec) -> RouterConfig:
-    """The scenario's `fleet` section as the router's settings."""
-    return RouterConfig(policy=fleet.router, prefix_weight=fleet.prefix_weight,
-                        queue_weight=fleet.queue_weight, kv_weight=fleet.kv_weight,
-                        affinity_floor=fleet.affinity_floor,
-                        affinity_tolerance=fleet.affinity_tolerance)
 

@@ -24,10 +24,12 @@ from typing import Any
 
 from aiohttp import web
 
+from simulator.twin.core.config import engine_config
 from simulator.twin.core.engine import RequestTooLong, TwinEngine
 from simulator.twin.core.types import Engine
 from simulator.twin.fleet.router import Router, RouterConfig
 from simulator.twin.fleet.service import FleetService, session_key
+from simulator.twin.model.perf_model import build_perf_model
 from simulator.twin.serve import openai_wire, reply, wire
 from simulator.twin.serve.faults import (
     ERROR_REPLIES,
@@ -327,11 +329,8 @@ def twin_app(hardware: str, model: str, *, spec: str = "off", seed: int = 0,
              ) -> tuple[web.Application, dict[str, Any]]:
     """The HTTP twin for profile names (InputError for unknown ones) and its description;
     `replicas` > 1: that many engines behind `router` (default round robin)."""
-    from simulator.twin.core.engine import TwinEngine
-    from simulator.twin.model.perf_model import build_perf_model
 
     perf = build_perf_model(hardware, model, spec=spec, overrides=overrides)
-    from simulator.twin.core.config import engine_config
     window = engine_config(perf, context_window=context_window).scheduler.max_model_len
     config = ServerConfig(model=model, hardware=hardware, context_window=window, seed=seed,
                           faults=faults or FaultSpec(), cutoff_s=cutoff_s, spec=spec,

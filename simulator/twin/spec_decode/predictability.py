@@ -20,7 +20,9 @@ from itertools import pairwise
 
 import numpy as np
 
+from simulator.twin.serve import textgen
 from simulator.twin.spec_decode.ngram import NgramIndex, NgramSpec, accepted_length
+from simulator.util import tokens as tok
 
 REFERENCE = NgramSpec(24)            # ngram:24, prompt lookup 5–5 (vLLM's default bounds)
 REFERENCE_LABEL = "ngram:24"
@@ -216,8 +218,6 @@ def copy_curve() -> list[tuple[float, float]]:
     if not _CURVE:
         import random
 
-        from simulator.twin.serve import textgen
-        from simulator.util import tokens as tok
         rng = random.Random(11)
         context: list[int] = tok.encoding().encode_ordinary(
             textgen._assemble(rng, 3000, [], 0.0))
@@ -259,7 +259,6 @@ def copy_curve_for(samples: Sequence[tuple[Sequence[int], int]], seeds: int = 1)
     """(repeat_fraction, tokens/pass) of the twin's code-edit replies of the given
     lengths after the given contexts: the copy curve in a transcript's own contexts,
     whose line shapes and lengths change how a copy share turns into tokens per pass."""
-    from simulator.twin.serve import textgen
 
     def reply(context: Sequence[int], n: int, seed: int, f: float) -> list[int]:
         return textgen.plan_reply(context, n, seed=seed, natural_tokens=n, code_edit=f > 0,
@@ -274,7 +273,6 @@ def edit_curve_for(samples: Sequence[tuple[Sequence[int], int]], seeds: int = 1)
     """(edit_share, tokens/pass) of the twin's replies that copy all they can
     (repeat_fraction 1) with fewer and fewer copied lines edited, after the given
     contexts: for a transcript that copies beyond the copy curve's top."""
-    from simulator.twin.serve import textgen
 
     def reply(context: Sequence[int], n: int, seed: int, e: float) -> list[int]:
         return textgen.plan_reply(context, n, seed=seed, natural_tokens=n, code_edit=True,

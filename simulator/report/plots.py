@@ -7,15 +7,23 @@ is touched (safe in servers, tests and notebooks alike).
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from simulator.analysis.summary import compaction_rows, post_compaction_mask
+from simulator.analysis.summary import (
+    compaction_rows,
+    post_compaction_mask,
+)
+from simulator.analysis.timeline import client_series, ecdf, percentiles, server_series
+from simulator.report import plots
 
 MAX_LINES = 8      # beyond this many sessions, draw the median and a min–max band
 
@@ -240,12 +248,13 @@ def plot_overlay(runs: Sequence[tuple[str, pd.DataFrame]], *, simulated: Sequenc
 
 
 def plot_sweep(rows: Sequence[dict[str, Any]]) -> Figure:
-    """Aggregate and per-session tok/s against the number of concurrent sessions."""
+    """The steady window's aggregate and per-session tok/s against the number of
+    concurrent sessions (rows under summary.json's names)."""
     fig = new_figure(8.0, 4.5, right=1.0 - 0.8 / 8.0)
     ax = fig.add_subplot()
-    n = [r["sessions"] for r in rows]
-    agg = [r.get("aggregate_tok_s") or np.nan for r in rows]
-    per = [r.get("per_session_tok_s") or np.nan for r in rows]
+    n = [r["requested_sessions"] for r in rows]
+    agg = [r.get("window_aggregate_tok_s") or np.nan for r in rows]
+    per = [r.get("window_per_session_tok_s") or np.nan for r in rows]
     ax.plot(n, agg, "o-", color="tab:blue", label="aggregate tok/s")
     ax.set_xscale("log", base=2)
     ax.set_xticks(n, [str(x) for x in n])
@@ -253,8 +262,8 @@ def plot_sweep(rows: Sequence[dict[str, Any]]) -> Figure:
     ax2.plot(n, per, "s--", color="tab:orange", label="per-session sustained tok/s")
     # A point that never reached steady state has no window figure: a gap in the line,
     # and a hollow marker at its whole-run aggregate (never a value drawn at 0).
-    bad = [(float(r["sessions"]), float(r["run_aggregate_tok_s"])) for r in rows
-           if r.get("steady_state") is False and isinstance(r.get("run_aggregate_tok_s"), int | float)]
+    bad = [(float(r["requested_sessions"]), float(r["aggregate_tok_s"])) for r in rows
+           if r.get("steady_state") is False and isinstance(r.get("aggregate_tok_s"), int | float)]
     if bad:
         ax.plot([x for x, _ in bad], [y for _, y in bad], "o", mfc="none", color="tab:red",
                 ms=9, label="not steady (whole-run aggregate)")
@@ -266,4 +275,125 @@ def plot_sweep(rows: Sequence[dict[str, Any]]) -> Figure:
     ax2.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(*legend_entries(ax, ax2), loc="center right")
+    return fig
+
+
+def figure_png(fig: Figure) -> bytes:
+    """PNG bytes of a figure (Agg)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def write_sweep_plot(rows: list[dict[str, Any]], path: str | Path) -> Path:
+    """Save the aggregate / per-session tok/s vs sessions plot of a sweep as PNG."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(figure_png(plots.plot_sweep(rows)))
+    return path
+
+
+# ------------------------------------------------------------------ figures
+def plot_timeline(turns: pd.DataFrame, server: pd.DataFrame | None, *,
+                  simulated: bool) -> Figure:
+    """Stacked panels against time: KV usage and preemptions, running/waiting requests,
+    aggregate tok/s, active sessions and requests in flight."""
+    srv = server_series(server)
+    cli = client_series(turns)
+    has_srv = not srv.empty and srv[["kv_usage", "requests_running"]].notna().any().any()
+    panels = 4 if has_srv else 2
+    fig = new_figure(10.0, 1.9 * panels + 1.2)
+    axes = fig.subplots(panels, 1, sharex=True)
+    ax_list: list[Axes] = list(np.atleast_1d(axes))
+    fig.subplots_adjust(hspace=0.35, top=1.0 - 0.45 / fig.get_figheight(),
+                        bottom=0.5 / fig.get_figheight(), right=1.0 - 2.6 / 10.0)
+    dialects = set(server["dialect"].dropna()) if server is not None and "dialect" in server \
+        else set()
+    src = "twin engine log" if dialects == {"twin"} else "server /metrics"
+    i = 0
+    if has_srv:
+        ax = ax_list[i]
+        ax.plot(srv["t_end_s"], 100 * srv["kv_usage"], color="tab:purple", lw=1.4,
+                label="KV-cache usage")
+        ax.set_ylim(0, 105)
+        ax.set_ylabel("KV usage (%)")
+        pre = srv["preemptions"].fillna(0)
+        ax2 = ax.twinx()
+        ax2.bar(srv["t_end_s"], pre, width=_bar_width(srv), color="tab:red", alpha=0.5,
+                label="preemptions\n(per window)")
+        ax2.set_ylabel("preemptions")
+        ax2.set_ylim(bottom=0, top=max(1.0, float(pre.max()) * 1.15))
+        _legend_right(ax, ax2)
+        ax.set_title(f"Server state over time ({src}) — {mode_word(simulated)}")
+        i += 1
+        ax = ax_list[i]
+        ax.plot(srv["t_end_s"], srv["requests_running"], lw=1.4, label="running")
+        ax.plot(srv["t_end_s"], srv["requests_waiting"], lw=1.4, ls="--", label="waiting")
+        ax.set_ylabel("requests")
+        ax.set_ylim(bottom=0)
+        _legend_right(ax)
+        i += 1
+    ax = ax_list[i]
+    ax.plot(cli["t_s"], cli["output_tok_s"], lw=1.0, color="tab:blue",
+            label="client: output tok/s\n(replies finished per bin)")
+    if has_srv and srv["generation_tok_s"].notna().any():
+        ax.step(srv["t_end_s"], srv["generation_tok_s"], where="pre", lw=1.4,
+                color="tab:green", label="server: generation tok/s\n(per window)")
+    ax.set_ylabel("aggregate tok/s")
+    ax.set_ylim(bottom=0)
+    if not has_srv:
+        ax.set_title(f"Load over time (client side; no server metrics) — {mode_word(simulated)}")
+    _legend_right(ax)
+    i += 1
+    ax = ax_list[i]
+    ax.step(cli["t_s"], cli["active_sessions"], where="post", lw=1.4, color="tab:orange",
+            label="active sessions")
+    ax.plot(cli["t_s"], cli["in_flight"], lw=1.0, color="tab:gray", alpha=0.8,
+            label="requests in flight")
+    ax.set_ylabel("count")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("time since run start (s" + (", simulated)" if simulated else ")"))
+    _legend_right(ax)
+    for a in ax_list:
+        a.grid(alpha=0.3)
+    return fig
+
+
+def _bar_width(srv: pd.DataFrame) -> float:
+    t = srv["t_end_s"].to_numpy(float)
+    return float(np.median(np.diff(t))) * 0.8 if len(t) > 1 else 1.0
+
+
+def _legend_right(ax: Axes, *twins: Axes) -> None:
+    """The panel's legend beside it, outside the data."""
+    handles, labels = legend_entries(ax, *twins)
+    offset = 1.1 if twins else 1.01
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(offset, 1.0),
+              fontsize="small", frameon=False)
+
+
+def plot_cdfs(turn_ok: pd.DataFrame, *, simulated: bool) -> Figure:
+    """CDFs of TTFT, inter-token time and turn tok/s, p50/p90/p99 marked."""
+    fig = new_figure(12.0, 4.2)
+    axes = fig.subplots(1, 3)
+    fig.subplots_adjust(wspace=0.3, left=0.06, bottom=0.2, top=0.82)
+    itl = 1.0 / turn_ok["decode_tok_s"].where(lambda v: v > 0)
+    series = [("TTFT (s)", turn_ok["ttft_s"]),
+              ("inter-token time (s; per request: 1 / decode tok/s)", itl),
+              ("turn tok/s", turn_ok["turn_tok_s"])]
+    for ax, (xlabel, values) in zip(axes, series, strict=True):
+        x, y = ecdf(values)
+        ax.plot(x, y, lw=1.6, color="tab:blue")
+        marks = percentiles(values)
+        for p, v in marks.items():
+            ax.axvline(v, color="tab:red", lw=0.8, ls=":")
+            ax.plot([v], [p / 100], "o", color="tab:red", ms=4)
+        # the values above the panel, where they can never cover the curve or each other
+        ax.set_title("  ".join(f"p{p} {v:.3g}" for p, v in marks.items()),
+                     fontsize="small", color="tab:red")
+        ax.set(xlabel=xlabel, ylim=(0, 1.02))
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("share of turns ≤ x")
+    fig.suptitle(f"Distributions over {len(turn_ok)} turns (p50/p90/p99 in red) — "
+                 f"{mode_word(simulated)}")
     return fig

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,11 +11,15 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from simulator.analysis import plots, timeline
 from simulator.analysis.load import load_run, load_saved_summary, run_label
-from simulator.analysis.summary import VERBATIM_WARNING, ok_rows, summarize_run, summary_table
+from simulator.analysis.recall import probe_rows, recall_figures, without_probes
+from simulator.analysis.summary import VERBATIM_WARNING, ok_rows, summarize_run
 from simulator.analysis.target import describe_target
 from simulator.errors import InputError
+from simulator.report import plots
+from simulator.report.console import summary_table
+from simulator.report.plots import figure_png
+from simulator.report.sweeps import plot_recall_by_age
 from simulator.util.visible import visible
 
 
@@ -27,18 +30,10 @@ class ReportPaths:
     images: tuple[Path, ...]
 
 
-def figure_png(fig: Figure) -> bytes:
-    """PNG bytes of a figure (Agg)."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
-
-
 def build_figures(turns: pd.DataFrame, server: pd.DataFrame | None,
                   simulated: bool) -> list[tuple[str, str, Figure]]:
     """(file stem, caption, figure) for every plot the run supports (recall probes:
     their own figure; every other plot reads the turns without them)."""
-    from simulator.analysis.recall import probe_rows, recall_figures, without_probes
     probes = probe_rows(turns)
     turns = without_probes(turns)
     turn_ok = ok_rows(turns, "turn")
@@ -57,12 +52,11 @@ def build_figures(turns: pd.DataFrame, server: pd.DataFrame | None,
                      plots.plot_session_lanes(turn_ok, simulated=simulated)))
     figs += [
         ("timeline", "Timeline: KV usage, preemptions, running/waiting, tok/s, sessions",
-         timeline.plot_timeline(turns, server, simulated=simulated)),
+         plots.plot_timeline(turns, server, simulated=simulated)),
         ("distributions", "Distributions: TTFT, inter-token time, turn tok/s (CDFs)",
-         timeline.plot_cdfs(turn_ok, simulated=simulated)),
+         plots.plot_cdfs(turn_ok, simulated=simulated)),
     ]
     if not probes.empty:
-        from simulator.analysis.policy_sweep import plot_recall_by_age
         by_age = recall_figures(probes)["recall_by_age"]
         figs.append(("recall_vs_age", "Recall probes: recall and retention vs fact age",
                      plot_recall_by_age([("this run", by_age)], simulated=simulated)))
@@ -182,9 +176,3 @@ def render_report(run_dir: str | Path) -> ReportPaths:
     return ReportPaths(html=html_path, markdown=md_path, images=tuple(paths))
 
 
-def write_sweep_plot(rows: list[dict[str, Any]], path: str | Path) -> Path:
-    """Save the aggregate / per-session tok/s vs sessions plot of a sweep as PNG."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(figure_png(plots.plot_sweep(rows)))
-    return path

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from simulator.cli import main
 from simulator.errors import InputError
-from simulator.sweep.fanout import bisection_frontier, map_points
+from simulator.sweep.fanout import map_points
+from simulator.sweep.search import bisection_frontier
 
 ROOT = Path(__file__).resolve().parents[2]
 TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")
@@ -62,13 +63,6 @@ def test_ray_executor_without_ray_is_one_line_naming_the_extra(
     assert not list(tmp_path.iterdir())
 
 
-def test_bisection_frontier_is_the_bisection_tree_breadth_first() -> None:
-    assert bisection_frontier(0, 16, 1) == [8]
-    assert bisection_frontier(0, 16, 3) == [8, 4, 12]
-    assert bisection_frontier(4, 8, 7) == [6, 5, 7]
-    assert bisection_frontier(3, 4, 5) == []
-
-
 def _bisect(lo: int, hi: int, ok: Any) -> list[int]:
     asked = []
     while hi - lo > 1:
@@ -112,24 +106,89 @@ def _without_run_dirs(data: Any) -> Any:
         return [_without_run_dirs(x) for x in data]
     if isinstance(data, dict):
         return {k: _without_run_dirs(v) for k, v in data.items()
-                if k not in ("run_dirs", "unused_run_dirs")}
+                if k not in ("run_dirs", "unused_run_dirs", "run_dir")}
     return data
 
 
+def _intervals(run_dirs: list[str]) -> list[tuple[float, float]]:
+    out = []
+    for d in run_dirs:
+        m = json.loads((Path(d) / "manifest.json").read_text())
+        out.append((float(m["started_at"]), float(m["ended_at"])))
+    return out
+
+
+def _overlap(run_dirs: list[str]) -> bool:
+    """Some two points' runs were open at the same time (wall clock)."""
+    end = float("-inf")
+    for start, stop in sorted(_intervals(run_dirs)):
+        if start < end:
+            return True
+        end = max(end, stop)
+    return False
+
+
+def _all_run_dirs(data: Any) -> list[str]:
+    if isinstance(data, list):
+        return [d for x in data for d in _all_run_dirs(x)]
+    if isinstance(data, dict):
+        own = data.get("run_dirs")
+        dirs = [d for ds in own.values() for d in ds] if isinstance(own, dict) else \
+            list(own) if isinstance(own, list) else []
+        return dirs + [d for k, v in data.items() if k != "run_dirs" for d in _all_run_dirs(v)]
+    return []
+
+
+# Every many-run kind, as the CLI takes it (short twin runs).
+KINDS: dict[str, list[str]] = {
+    "counts": ["sweep", TEAM, "--sessions", "1,3,2", "--turns", "4"],
+    "spec": ["sweep", TEAM, "--sessions", "1,2", "--turns", "3", "--spec", "off,ngram:8"],
+    "setting": ["sweep", TEAM, "--sessions", "2", "--turns", "3",
+                "--set", "compaction.kind=none,prune"],
+    "copy": ["sweep", TEAM, "--sessions", "1", "--turns", "2", "--copy", "0,1",
+             "--spec", "off,ngram:8"],
+    "tiers": ["sweep", TEAM, "--sessions", "1,2", "--turns", "3", "--kv-offload-gib", "0,8"],
+    "replicas": ["sweep", TEAM, "--sessions", "2,4", "--turns", "3", "--replicas", "1,2"],
+    "size": ["size", TEAM, "--turns", "4", "--max-sessions", "6", "--slo",
+             "per_session_tok_s>=50"],
+    "size-tiers": ["size", TEAM, "--turns", "3", "--max-sessions", "4", "--slo",
+                   "per_session_tok_s>=50", "--kv-offload-gib", "0,8", "--repeats", "0"],
+    "size-team": ["size", TEAM, "--turns", "3", "--max-sessions", "4", "--slo",
+                  "per_session_tok_s>=50", "--team", "6", "--router", "round_robin",
+                  "--repeats", "0"],
+}
+
+
 @pytest.mark.slow
-def test_parallel_sweep_and_size_give_the_serial_json(tmp_path: Path) -> None:
-    sweep = ["sweep", TEAM, "--sessions", "1,3,2", "--turns", "4", "--json"]
-    serial = _json(*sweep, "--out", str(tmp_path / "serial"))
-    parallel = _json(*sweep, "--parallel", "2", "--out", str(tmp_path / "parallel"))
-    assert [r["sessions"] for r in parallel] == [1, 3, 2]
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_many_run_kind_in_parallel_gives_the_serial_figures_and_fans_out(
+        kind: str, tmp_path: Path) -> None:
+    """`--parallel 2` gives exactly the serial JSON (figures, probes, answers), and its
+    points really ran at once (two runs' wall intervals overlap)."""
+    args = KINDS[kind]
+    code = 1 if kind.startswith("size") else 0
+
+    def run(*extra: str) -> Any:
+        res = CliRunner().invoke(main, [*args, "--json", *extra])
+        assert res.exit_code in (0, code), res.output
+        return json.loads(res.stdout)
+    serial = run("--out", str(tmp_path / "serial"))
+    parallel = run("--parallel", "2", "--out", str(tmp_path / "parallel"))
     assert _without_run_dirs(parallel) == _without_run_dirs(serial)
-    for row in parallel:          # each row still traces back to its own run
+    assert not _overlap(_all_run_dirs(serial))
+    assert _overlap(_all_run_dirs(parallel))
+
+
+@pytest.mark.slow
+def test_a_sweep_row_is_the_figures_of_its_run_by_name(tmp_path: Path) -> None:
+    """For each point, every figure in sweep.json equals the same-named figure of that
+    point's summary.json (the steady window's under `window_*`, never renamed)."""
+    rows = _json("sweep", TEAM, "--sessions", "1,3", "--turns", "4", "--json",
+                 "--out", str(tmp_path))
+    for row in rows:
         (run_dir,) = row["run_dirs"]
-        assert json.loads((Path(run_dir) / "summary.json").read_text())["sessions"] == \
-            row["sessions"]
-    size = ["size", TEAM, "--turns", "4", "--max-sessions", "6", "--slo",
-            "per_session_tok_s>=50", "--json"]
-    s_serial = _json(*size, "--out", str(tmp_path / "s1"))
-    s_parallel = _json(*size, "--parallel", "3", "--out", str(tmp_path / "s3"))
-    assert _without_run_dirs(s_parallel) == _without_run_dirs(s_serial)
-    assert s_parallel["run_dirs"].keys() == s_serial["run_dirs"].keys()
+        summary = json.loads((Path(run_dir) / "summary.json").read_text())
+        shared = [k for k in row if k in summary]
+        assert len(shared) > 50 and "window_aggregate_tok_s" in shared
+        assert {k: row[k] for k in shared} == {k: summary[k] for k in shared}
+        assert row["requested_sessions"] == summary["requested_sessions"]

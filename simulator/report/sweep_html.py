@@ -18,11 +18,15 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from simulator.analysis.plots import mode_word, new_figure
-from simulator.analysis.render import build_html, figure_png
+from simulator.analysis import metrics_registry as registry
+from simulator.analysis.load import load_run
+from simulator.analysis.sizing import upgrade_point_row
 from simulator.analysis.steady import session_spans
 from simulator.analysis.target import target_of_runs
 from simulator.errors import InputError
+from simulator.report.console import flag
+from simulator.report.html import build_html
+from simulator.report.plots import figure_png, mode_word, new_figure
 
 
 def is_sizing_dir(path: Path) -> bool:
@@ -31,35 +35,38 @@ def is_sizing_dir(path: Path) -> bool:
 
 
 def load_points(folder: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """(one row per point, SLO texts) from sweep.json or size.json (first seed's probes)."""
+    """(one row per point, SLO texts) from sweep.json or size.json (first seed's probes),
+    under today's names (`analysis.sizing.upgrade_point_row` reads older files)."""
     if (folder / "sweep.json").is_file():
-        rows = json.loads((folder / "sweep.json").read_text())
-        return sorted(rows, key=lambda r: r["sessions"]), []
+        rows = [upgrade_point_row(r) for r in json.loads((folder / "sweep.json").read_text())]
+        return sorted(rows, key=lambda r: r["requested_sessions"]), []
     data = json.loads((folder / "size.json").read_text())
     dirs: dict[str, list[str]] = data.get("run_dirs", {})
     rows = []
     for p in data.get("probes", []):
         if p.get("seed_offset", 0):
             continue
-        runs = dirs.get(str(p["sessions"]), [])
-        rows.append(p | {"run_dirs": runs[:1]})
-    return sorted(rows, key=lambda r: r["sessions"]), list(data.get("slos", []))
+        row = upgrade_point_row(p)
+        runs = dirs.get(str(row["requested_sessions"]), [])
+        rows.append(row | {"run_dirs": runs[:1]})
+    return sorted(rows, key=lambda r: r["requested_sessions"]), list(data.get("slos", []))
 
 
 def _xy(rows: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    n = np.array([r["sessions"] for r in rows], dtype=float)
+    n = np.array([r["requested_sessions"] for r in rows], dtype=float)
     y = np.array([r.get(key) if isinstance(r.get(key), int | float) else np.nan for r in rows],
                  dtype=float)
     bad = np.array([r.get("steady_state") is False for r in rows])
     return n, y, bad
 
 
-def _slo_lines(ax: Any, slos: list[str], metric: str) -> None:
+def _slo_lines(ax: Any, slos: list[str], key: str) -> None:
+    """The SLOs judged on the figure `key` (an SLO on a metric reads its window's)."""
     for s in slos:
         for op in (">=", "<=", ">", "<"):
-            if s.startswith(metric + op):
-                ax.axhline(float(s[len(metric) + len(op):]), color="tab:red", ls=":",
-                           label=f"SLO {s}")
+            metric, sep, value = s.partition(op)
+            if sep and key in (metric, registry.WINDOW_OF.get(metric)):
+                ax.axhline(float(value), color="tab:red", ls=":", label=f"SLO {s}")
                 break
 
 
@@ -120,7 +127,6 @@ def active_sessions_steps(turns: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _timeline_plot(rows: list[dict[str, Any]]) -> Figure | None:
-    from simulator.analysis.load import load_run
     panels = [(r, r["run_dirs"][0]) for r in rows if r.get("run_dirs")]
     if not panels:
         return None
@@ -130,16 +136,17 @@ def _timeline_plot(rows: list[dict[str, Any]]) -> Figure | None:
         try:
             _, turns, _ = load_run(run_dir)
         except InputError:
-            ax.set_title(f"{r['sessions']} sessions: run directory missing", fontsize=8)
+            ax.set_title(f"{r['requested_sessions']} sessions: run directory missing", fontsize=8)
             continue
         t, active = active_sessions_steps(turns)
         ax.step(t, active, where="post", color="tab:blue", lw=1)
-        ax.axhline(r["sessions"], color="black", lw=0.6, ls="--")
+        ax.axhline(r["requested_sessions"], color="black", lw=0.6, ls="--")
         lo, hi = r.get("window_start_s"), r.get("window_end_s")
         if lo is not None and hi is not None:
             ax.axvspan(lo, hi, color="tab:green", alpha=0.2)
         flag = "steady" if r.get("steady_state") else f"NOT steady: {r.get('steady_state_reason')}"
-        ax.set_title(f"{r['sessions']} sessions requested — {flag}", fontsize=8, loc="left")
+        ax.set_title(f"{r['requested_sessions']} sessions requested — {flag}", fontsize=8,
+                     loc="left")
         ax.set_ylim(bottom=0)
         ax.set_ylabel("active", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -149,14 +156,17 @@ def _timeline_plot(rows: list[dict[str, Any]]) -> Figure | None:
 
 
 def _table_html(rows: list[dict[str, Any]]) -> str:
-    cols = [("sessions", "requested", "{:d}"), ("achieved_sessions", "achieved", "{:.1f}"),
-            ("steady_state", "steady", "{}"), ("aggregate_tok_s", "aggregate tok/s", "{:,.1f}"),
+    cols = [("requested_sessions", "requested", "{:d}"),
+            ("achieved_sessions", "achieved", "{:.1f}"),
+            ("steady_state", "steady", "{}"),
+            ("window_aggregate_tok_s", "aggregate tok/s", "{:,.1f}"),
             ("window_n_x_per_session_tok_s", "N×per-session tok/s", "{:,.1f}"),
-            ("per_session_tok_s", "per-session tok/s", "{:,.1f}"),
-            ("ttft_p95_s", "TTFT p95 s", "{:.2f}"), ("kv_usage_peak", "KV peak", "{:.1%}"),
-            ("preemptions", "preemptions", "{:,.0f}"), ("usd_per_mtok", "$/1M tok", "{:.3f}"),
-            ("run_aggregate_tok_s", "whole-run aggregate tok/s", "{:,.1f}"),
-            ("run_usd_per_mtok", "whole-run $/1M tok", "{:.3f}"),
+            ("window_per_session_tok_s", "per-session tok/s", "{:,.1f}"),
+            ("window_ttft_p95_s", "TTFT p95 s", "{:.2f}"), ("kv_usage_peak", "KV peak", "{:.1%}"),
+            ("preemptions", "preemptions", "{:,.0f}"),
+            ("window_usd_per_mtok", "$/1M tok", "{:.3f}"),
+            ("aggregate_tok_s", "whole-run aggregate tok/s", "{:,.1f}"),
+            ("usd_per_mtok", "whole-run $/1M tok", "{:.3f}"),
             ("steady_state_reason", "why not steady", "{}")]
 
     def cell(fmt: str, v: Any) -> str:
@@ -225,11 +235,13 @@ def _probes_html(folder: Path) -> str:
 
     body = "\n".join(
         "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in (
-            str(p["sessions"]), f"+{p.get('seed_offset', 0)}", "yes" if p.get("passed") else "no",
-            ", ".join(p.get("failed") or []) or "—", num(p.get("per_session_tok_s"), "{:,.1f}"),
-            num(p.get("ttft_p95_s"), "{:.2f}"),
-            {True: "yes", False: "no"}.get(p.get("steady_state"), "n/a"))) + "</tr>"
-        for p in data["probes"])
+            str(p["requested_sessions"]), f"+{p.get('seed_offset', 0)}",
+            "yes" if p.get("passed") else "no",
+            ", ".join(p.get("failed") or []) or "—",
+            num(p.get("window_per_session_tok_s"), "{:,.1f}"),
+            num(p.get("window_ttft_p95_s"), "{:.2f}"),
+            flag(p.get("steady_state")))) + "</tr>"
+        for p in map(upgrade_point_row, data["probes"]))
     return f"\n<h2>Probes, in the order run (repeats with other seeds included)</h2>\n" \
            f"<table><tr>{head}</tr>\n{body}</table>"
 
@@ -244,14 +256,15 @@ def render_sizing_report(folder: str | Path) -> Path:
     idle = any(r.get("usd_per_mtok_counts_idle") for r in rows)
     figs: list[tuple[str, Figure | None]] = [
         ("Per-session tok/s and TTFT p95 vs sessions",
-         _metric_plot(rows, [("per_session_tok_s", "per-session tok/s", "run_per_session_tok_s"),
-                             ("ttft_p95_s", "TTFT p95 (s)", "run_ttft_p95_s")],
+         _metric_plot(rows, [("window_per_session_tok_s", "per-session tok/s",
+                              "per_session_tok_s"),
+                             ("window_ttft_p95_s", "TTFT p95 (s)", "ttft_p95_s")],
                       f"Per-session speed and latency — {mode_word(sim)}", slos)),
         ("KV usage and preemptions (whole run)",
          _metric_plot(rows, [("kv_usage_peak", "KV usage peak (0–1)", None),
                              ("preemptions", "preemptions", None)], "KV cache", slos)),
         ("$ per 1M output tokens", _metric_plot(
-            rows, [("usd_per_mtok", "$ / 1M output tokens", "run_usd_per_mtok")],
+            rows, [("window_usd_per_mtok", "$ / 1M output tokens", "usd_per_mtok")],
             "Cost (whole run counts ramp, tail" + (" and idle think/tool time)" if idle else ")"),
             slos)),
         ("Achieved vs requested concurrency", _achieved_plot(rows)),
@@ -259,7 +272,8 @@ def render_sizing_report(folder: str | Path) -> Path:
     ]
     images = [(cap, figure_png(f)) for cap, f in figs if f is not None]
     facts = [*answer_facts(folder), ("what was sized", _target(folder, rows)),
-             ("folder", str(folder)), ("points", ", ".join(str(r["sessions"]) for r in rows)),
+             ("folder", str(folder)),
+             ("points", ", ".join(str(r["requested_sessions"]) for r in rows)),
              ("SLOs", ", ".join(slos) or "none (a sweep)"),
              ("figures", "steady-state window unless named whole run; a point below 90% "
               "of the requested sessions is not a measurement of N")]

@@ -1,0 +1,205 @@
+"""Terminal tables of many-run answers: a sweep, a sizing search.
+
+Every number is formatted by the registry's metric (`Metric.format`), so a table and the
+summary print a figure alike; "n/a" where a figure is unknown (a point that never
+reached steady state has no window figures).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from simulator.analysis import metrics_registry as registry
+from simulator.analysis.cache_bound import cache_bound_warning
+from simulator.analysis.recall import recall_table_row
+from simulator.analysis.sizing import SizingResult
+from simulator.analysis.slo import judged_on
+from simulator.analysis.summary import VERBATIM_WARNING
+
+
+def flag(v: Any) -> str:
+    return {True: "yes", False: "NO"}.get(v, "n/a") if isinstance(v, bool) else "n/a"
+
+
+def cell(key: str, v: Any) -> str:
+    """A table cell: the registry's format, without the % sign the header carries."""
+    if key == "steady_state":
+        return flag(v)
+    m = registry.REGISTRY.get(key) or registry.REGISTRY["aggregate_tok_s"]
+    return m.format(v).removesuffix("%")
+
+
+def number(v: Any, fmt: str = "{:,.1f}") -> str:
+    """A plain number ("n/a" when unknown)."""
+    if v is None or isinstance(v, bool):
+        return "n/a"
+    return fmt.format(int(v) if fmt == "{:d}" else float(v))
+
+
+def align(table: Sequence[Sequence[str]], left: bool = False) -> list[str]:
+    """Rows of cells padded to their column's width (right-aligned unless `left`)."""
+    widths = [max(len(t[i]) for t in table) for i in range(len(table[0]))]
+    if left:
+        return ["  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip()
+                for t in table]
+    return ["  ".join(c.rjust(w) for c, w in zip(t, widths, strict=True)) for t in table]
+
+
+def mode(rows: Sequence[Mapping[str, Any]]) -> str:
+    return "SIMULATED (twin)" if any(r.get("simulated") for r in rows) else "real endpoint"
+
+
+def format_sweep_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Terminal table, one line per session count; SIMULATED flagged in the title."""
+    cols = registry.SWEEP_COLUMNS
+    table = [[header for _, header in cols]]
+    table += [[cell(k, r.get(k)) for k, _ in cols] for r in rows]
+    title = f"sweep — {mode(rows)}" if rows else "sweep — no points"
+    notes = [f"{'SATURATED' if r.get('saturated') else 'NOT STEADY'} at "
+             f"{r.get('requested_sessions')} sessions (achieved "
+             f"{number(r.get('achieved_sessions'))}): {r.get('steady_state_reason')}"
+             for r in rows if r.get("steady_state") is False]
+    tiers = [(r.get("requested_sessions"), (r.get("kv_tier") or {}).get("post_idle_ttft_p50_s"))
+             for r in rows if r.get("kv_offload_gib") is not None]
+    if tiers:
+        notes.append("post-idle TTFT p50 (whole run) by sessions: " + ", ".join(
+            f"{n}: {number(v, '{:.2f}')} s" for n, v in tiers))
+    if any(r.get("steady_state") is not None for r in rows):
+        notes.append("window aggregate, per-session, TTFT, turns/s and $/1M: the steady-state "
+                     "window (n/a when never steady); run aggregate: whole run incl. ramp "
+                     "and tail")
+        notes.append("closed loop: each session waits for its reply, so a slower server is "
+                     "offered fewer turns/s (coordinated omission); read turns/s with TTFT")
+    return "\n".join([title, *align(table), *notes])
+
+
+def format_sizing(result: SizingResult, target: str | None = None) -> str:
+    """The answer, what was sized (`target`: hardware, model, scenario), the binding
+    constraint, the range over seeds, the cards for a team, then every probe."""
+    slos = " and ".join(str(s) for s in result.slos)
+    sim = any(p.summary.get("simulated") for p in result.probes)
+    again = "with another seed" if result.reseeded else "with the same seed"
+    head = (f"{result.sessions} session(s) meet {slos}"
+            + (f" (confirmed by a repeat {again})" if result.confirmed else "")
+            + (" — SIMULATED (twin)" if sim else ""))
+    if result.sessions == 0:
+        head = f"no session count meets {slos}" + (" — SIMULATED (twin)" if sim else "")
+    lo, hi = result.sessions_range
+    lines = [head, *([f"sized: {target}"] if target else []),
+             f"binding constraint: {result.binding} [{result.binding_kind}]",
+             f"SLOs judged on {judged_on([p.summary for p in result.probes])}"]
+    if len(result.answers) > 1:
+        over = (f"{len(result.answers)} seeds" if result.reseeded
+                else f"{len(result.answers)} searches with the same seed")
+        lines.append(f"range over {over}: {lo}–{hi} sessions "
+                     f"(per search: {', '.join(map(str, result.answers))})")
+    cards = result.cards()
+    if cards is not None:
+        lines.append(f"a team of {result.team_sessions} sessions needs "
+                     + (f"{cards[0]} card(s)" if cards[0] == cards[1]
+                        else f"{cards[0]}–{cards[1]} cards"))
+    if result.kv_capacity_sessions is not None:
+        lines.append(f"KV-capacity bound: {result.kv_capacity_sessions} sessions at peak context")
+    for p in result.probes:
+        figs = ", ".join(f"{s.metric}={number(s.value(p.summary), '{:.2f}')}"
+                         for s in result.slos)
+        verdict = "pass" if p.passed else "FAIL " + ", ".join(p.failed)
+        seed = f" seed +{p.seed_offset}" if p.seed_offset else ""
+        ach = p.summary.get("achieved_sessions")
+        ach_s = f" (achieved {ach:.1f})" if isinstance(ach, int | float) else ""
+        lines.append(f"  probe {p.sessions:>4} sessions{seed}{ach_s}: {figs}  → {verdict}")
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def summary_table(s: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, formatted value) pairs shared by the terminal, markdown and HTML views:
+    the registry's rows, with the request breakdown, compaction kinds and price beside."""
+    kinds = ", ".join(f"{k}×{v}" for k, v in s.get("compactions_by_kind", {}).items())
+    extra = {
+        "compaction events": f" ({kinds})" if kinds else "",
+        "$ per 1M output tokens": (f" at {s['price_per_hour']} $/h"
+                                   if s.get("price_per_hour") is not None else ""),
+    }
+    rows = [("mode", "SIMULATED (twin)" if s["simulated"] else "real endpoint")]
+    for label, value in registry.table_rows(s):
+        rows.append((label, value + extra.get(label, "")))
+        if label == "$ per 1M output tokens" and s.get("tokens_per_forward_pass") is not None:
+            rows.append(("tokens per forward pass (mean acceptance length, acceptance)",
+                         registry.REGISTRY["tokens_per_forward_pass"].format(
+                             s["tokens_per_forward_pass"]) + " ("
+                         + registry.REGISTRY["spec_mean_acceptance_length"].format(
+                             s.get("spec_mean_acceptance_length")) + ", "
+                         + registry.REGISTRY["spec_acceptance_share"].format(
+                             s.get("spec_acceptance_share")) + ")"))
+        if label == "cache: server counters hit share" and s.get("probe_requests"):
+            rows.append(recall_table_row(s))
+        if label == "sessions / successful turns":
+            rows.append(("requests (failed, summary)",
+                         f"{s['requests']} ({s['failed_requests']} failed, "
+                         f"{s['summary_requests']} summary"
+                         + (f", {s['cancelled_requests']} cancelled at stop"
+                            if s.get("cancelled_requests") else "")
+                         + (f", {s['overflow_requests']} context overflow(s) → forced "
+                            "compaction" if s.get("overflow_requests") else "") + ")"))
+    return rows
+
+
+def _fmt(v: Any, unit: str = "", digits: int = 1) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}{unit}"
+    return f"{v}{unit}"
+
+
+def steady_table(s: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Rows for achieved concurrency and the steady-state window (empty for summaries
+    made without a steady config)."""
+    if "requested_sessions" not in s:
+        return []
+    steady = "yes" if s.get("steady_state") else f"NO — {s.get('steady_state_reason')}"
+    rows = [
+        ("sessions requested / achieved (window)",
+         f"{s['requested_sessions']} / {_fmt(s.get('achieved_sessions'))} "
+         f"(whole run {_fmt(s.get('achieved_sessions_run'))}); steady state: {steady}"),
+        ("in-flight requests, window / whole run",
+         f"{_fmt(s.get('achieved_in_flight'))} / {_fmt(s.get('achieved_in_flight_run'))}")]
+    if s.get("window_s") is not None:
+        rows += [
+            ("steady-state window", f"{s['window_start_s']:,.1f} s → {s['window_end_s']:,.1f} s "
+             f"({s['window_s']:,.1f} s)"),
+            ("window aggregate / N × per-session tok/s",
+             f"{_fmt(s.get('window_aggregate_tok_s'))} / "
+             f"{_fmt(s.get('window_n_x_per_session_tok_s'))} "
+             f"(per session {_fmt(s.get('window_per_session_tok_s'))})"),
+            ("window TTFT p50 / p95, ITL p50 / p95",
+             f"{_fmt(s.get('window_ttft_p50_s'), ' s', 2)} / "
+             f"{_fmt(s.get('window_ttft_p95_s'), ' s', 2)}, "
+             f"{_fmt(_ms(s.get('window_itl_p50_s')), ' ms', 1)} / "
+             f"{_fmt(_ms(s.get('window_itl_p95_s')), ' ms', 1)}"),
+            ("window $ per 1M output tokens", _fmt(s.get("window_usd_per_mtok"), digits=3))]
+    if s.get("usd_per_mtok_counts_idle"):
+        rows.append(("note", "whole-run $/1M tok counts the card's idle think/tool time"))
+    return rows
+
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None else 1000.0 * v
+
+
+def format_summary(s: Mapping[str, Any], target: str | None = None) -> str:
+    """A compact two-column table for the terminal; SIMULATED is flagged in the title and
+    `target` (`analysis.target.describe_target`: hardware, model, scenario) leads it."""
+    rows = ([("what ran", target)] if target else []) + summary_table(s) + steady_table(s)
+    width = max(len(k) for k, _ in rows)
+    title = ("=== endurance summary — SIMULATED (twin, not a real server) ==="
+             if s["simulated"] else "=== endurance summary — real endpoint ===")
+    lines = [title, *(f"{k:<{width}}  {v}" for k, v in rows)]
+    warning = cache_bound_warning(s)
+    if warning:
+        lines.append(f"WARNING: {warning}")
+    if s.get("contains_verbatim_content"):
+        lines.insert(0, VERBATIM_WARNING)
+    return "\n".join(lines)

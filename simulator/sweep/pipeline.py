@@ -1,0 +1,57 @@
+"""The one loop every many-run answer goes through (after guidellm's `Benchmarker.run`).
+
+A profile plans the points: `profile.plan(width)` is a generator that yields the next
+batch of points (up to `width` of which can usefully run at once), receives their
+results and, when it has its answer, returns it. `run_profile` runs each batch on the
+executor and sends the results back. A sweep yields its whole grid at once; a search
+yields the probes its serial algorithm may need next (`search.frontier`) and reads its
+answer from the probes the serial search consumed, so a parallel search answers as the
+serial one does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, Protocol, TypeVar
+
+from simulator.sweep.fanout import PointExecutor
+from simulator.sweep.point import Point, PointResult, run_point
+
+A = TypeVar("A", covariant=True)
+
+Plan = Generator[list[Point], list[PointResult], Any]
+
+
+class Profile(Protocol[A]):
+    def plan(self, width: int) -> Generator[list[Point], list[PointResult], A]: ...
+
+
+def _point_cost(p: Point) -> float:
+    return p.cost
+
+
+def _failed(r: PointResult) -> bool:
+    return not r.ok
+
+
+def run_profile(profile: Profile[A], executor: PointExecutor,
+                on_done: Callable[[PointResult], None] | None = None,
+                runner: Callable[[Point], PointResult] = run_point) -> A:
+    """Run the profile's points on `executor` until it returns its answer. `runner` is
+    the one point runner (`point.run_point`); tests inject a toy server there."""
+    plan = profile.plan(executor.width)
+    try:
+        batch = next(plan)
+        while True:
+            results = executor.map(runner, batch, _point_cost, on_done, _failed)
+            batch = plan.send(results)
+    except StopIteration as done:
+        answer: A = done.value
+        return answer
+
+
+def run_points(points: Sequence[Point], executor: PointExecutor,
+               on_done: Callable[[PointResult], None] | None = None) -> list[PointResult]:
+    """The given points, all of them (a plain list profile); a failed point comes back
+    as its result (the caller decides)."""
+    return executor.map(run_point, list(points), _point_cost, on_done)
