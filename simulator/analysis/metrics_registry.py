@@ -222,6 +222,30 @@ METRICS += (
            source="steady", fmt="{:,.3f}"),
 )
 
+# Goodput (`analysis/goodput.py`): turn requests that met the per-request SLO (the
+# scenario's `goodput:` section, by default TTFT ≤ 15 s and ≥ 30 output tok/s).
+_G = ("turn requests that met the goodput SLO (TTFT ≤ goodput.ttft_s and decode tok/s ≥ "
+      "goodput.output_tok_s; failed ones never)")
+METRICS += (
+    Metric("goodput_share", "share", "share of turn requests that met the goodput SLO "
+           "(DistServe's attainment)", "met / turn requests that ended (cancelled-at-stop "
+           "and context-overflow attempts excluded)", row="goodput: share / tok/s",
+           compare=True),
+    Metric("goodput_requests_per_s", "requests/s", _G + " per second of the whole run",
+           "count met / wall_window_s"),
+    Metric("goodput_tok_s", _TOK_S, "output tokens of " + _G + " per second of the whole run",
+           "Σ output_tokens of met requests / wall_window_s", row="goodput: share / tok/s",
+           compare=True),
+    Metric("window_goodput_share", "share", "share of the window's turn requests (first "
+           "token in the window) that met the goodput SLO", "met / those requests",
+           source="steady"),
+    Metric("window_goodput_tok_s", _TOK_S, "output tokens of met requests apportioned to the "
+           "steady-state window, per second", "Σ tokens_in_window of met requests / window_s",
+           source="steady", compare=True),
+    Metric("window_goodput_per_session_tok_s", _TOK_S, "window_goodput_tok_s per requested "
+           "session", "window_goodput_tok_s / requested_sessions", source="steady"),
+)
+
 # Queue wait (`analysis/queueing.py`): arrival at the server → first scheduled.
 METRICS += (
     Metric("queue_time_p50_s", "s", "median server queue wait of a turn (arrival → first "
@@ -324,6 +348,8 @@ FACT_KEYS: frozenset[str] = frozenset({
     "run_id", "contains_verbatim_content", "workers",
     "time_scale",   # an HTTP twin's --time-scale (simulated runs against `twin serve`)
     "fleet",   # replicas behind a router: per replica and aggregate (`analysis/fleet.py`)
+    "goodput_slo",   # the per-request SLO the goodput figures count (`analysis/goodput.py`)
+    "ramp",   # a stepped ramp's steps, windows, verdicts and answer (`analysis/ramp.py`)
     # steady state: flags and bounds (`analysis/steady.py`)
     "steady_state", "steady_state_reason", "window_start_s", "window_end_s",
     "usd_per_mtok_counts_idle",

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from simulator.analysis import metrics_registry as registry
+from simulator.analysis.goodput import GoodputSlo
 from simulator.analysis.steady import SteadyConfig
 from simulator.analysis.summary import summarize
 
@@ -69,12 +70,14 @@ class RunSummary(Mapping[str, Any]):
     def build(cls, turns: pd.DataFrame, *, price_per_hour: float | None, simulated: bool,
               server_metrics: pd.DataFrame | None = None,
               engine_stats: Mapping[str, Any] | None = None,
-              steady: SteadyConfig | None = None) -> RunSummary:
+              steady: SteadyConfig | None = None,
+              goodput: GoodputSlo | None = None) -> RunSummary:
         """From the turns table (one row per attempt), the scraped server metrics and the
         in-process engine's counters: the one place a run's figures are computed."""
         return cls.from_json(summarize(turns, price_per_hour=price_per_hour,
                                        simulated=simulated, server_metrics=server_metrics,
-                                       engine_stats=engine_stats, steady=steady))
+                                       engine_stats=engine_stats, steady=steady,
+                                       goodput=goodput))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunSummary:

@@ -65,10 +65,14 @@ class SteadyConfig:
     warm_start: bool = False
 
 
-def config_from_manifest(manifest: dict[str, Any], deadline_reached: bool = False) -> SteadyConfig:
-    """The steady-state config a run's manifest records (older manifests: fixed turns)."""
+def config_from_manifest(manifest: dict[str, Any],
+                         deadline_reached: bool = False) -> SteadyConfig | None:
+    """The steady-state config a run's manifest records (older manifests: fixed turns);
+    None for a stepped ramp, whose every step has its own window (`analysis/ramp.py`)."""
     resolved = manifest.get("scenario_resolved") or {}
     load = resolved.get("load") or {}
+    if load.get("ramp"):
+        return None
     n = manifest.get("sessions") or resolved.get("sessions") or 1
     return SteadyConfig(int(n), _f(load.get("duration_s")), _f(load.get("warmup_s")),
                         float(load.get("cooldown_s") or 0.0), deadline_reached,

@@ -18,6 +18,7 @@ import pandas as pd
 
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.closed_loop import closed_loop_figures
+from simulator.analysis.goodput import GoodputSlo, goodput_figures, goodput_from_manifest
 from simulator.analysis.kv_tier import tier_figures
 from simulator.analysis.queueing import queue_figures, server_queue_mean_s
 from simulator.analysis.recall import recall_figures, without_probes
@@ -193,7 +194,8 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
               wall_window_s: float | None = None,
               server_metrics: pd.DataFrame | None = None,
               engine_stats: Mapping[str, Any] | None = None,
-              steady: SteadyConfig | None = None) -> dict[str, Any]:
+              steady: SteadyConfig | None = None,
+              goodput: GoodputSlo | None = None) -> dict[str, Any]:
     """The run's summary figures (JSON-safe dict) from its turns table, built once.
 
     `wall_window_s` overrides the window measured from the rows (seconds).
@@ -201,8 +203,9 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     server-counter cache share, KV usage peak and preemptions; `engine_stats` (the
     in-process twin's counters, saved as `engine`) gives them where nothing was scraped.
     They are None otherwise. `steady` (requested N and load shape) adds achieved
-    concurrency and the steady-state window's figures (`simulator.analysis.steady`).
-    Keys and meanings: `metrics_registry`. Recall probe rows enter only the recall
+    concurrency and the steady-state window's figures (`simulator.analysis.steady`);
+    `goodput` the per-request SLO of the goodput figures (`analysis.goodput`; default
+    30 tok/s with TTFT ≤ 15 s). Keys and meanings: `metrics_registry`. Recall probe rows enter only the recall
     figures (`analysis/recall.py`), never the speed, cache or latency ones.
     """
     all_rows, turns = turns, without_probes(turns)
@@ -246,6 +249,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
                            if price_per_hour is not None and agg else None)
     out["simulated"] = bool(simulated)
     out |= _steady_part(turns, turn_ok, steady, price_per_hour)
+    out |= _goodput_part(turns, goodput or GoodputSlo(), window, out)
     out |= recall_figures(all_rows)
     return {k: (_num(v) if isinstance(v, float | np.floating) else v) for k, v in out.items()}
 
@@ -258,6 +262,19 @@ def _steady_part(turns: pd.DataFrame, turn_ok: pd.DataFrame, steady: SteadyConfi
     out: dict[str, Any] = {"usd_per_mtok_counts_idle": idle}
     if steady is not None:
         out |= steady_figures(turns, steady, price_per_hour)
+    return out
+
+
+def _goodput_part(turns: pd.DataFrame, slo: GoodputSlo, wall_window_s: float | None,
+                  figures: Mapping[str, Any]) -> dict[str, Any]:
+    """Goodput over the run, and over the steady window when the run computed one
+    (its keys then present, None without a window, as the other window figures)."""
+    lo, hi = figures.get("window_start_s"), figures.get("window_end_s")
+    window = (float(lo), float(hi)) if lo is not None and hi is not None else None
+    out = goodput_figures(turns, slo, wall_window_s, window, figures.get("requested_sessions"))
+    if "requested_sessions" in figures and window is None:
+        out |= dict.fromkeys(("window_goodput_share", "window_goodput_tok_s",
+                              "window_goodput_per_session_tok_s"))
     return out
 
 
@@ -359,6 +376,7 @@ def summarize_run(manifest: dict[str, Any], turns: pd.DataFrame,
     price = manifest.get("price_per_hour")
     engine = (saved or {}).get("engine")
     return summarize(turns, price_per_hour=None if price is None else float(price),
+                     goodput=goodput_from_manifest(manifest),
                      simulated=bool(manifest.get("simulated", False)),
                      server_metrics=server_metrics,
                      engine_stats=engine if isinstance(engine, dict) else None,

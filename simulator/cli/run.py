@@ -114,6 +114,14 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
               "ray://head:10001 or auto); default: $RAY_ADDRESS, else a local Ray.")
 @click.option("--ray-shared-fs", is_flag=True, help="Every Ray node sees the results "
               "directory at the same path: shards journal there, nothing is shipped.")
+@click.option("--ramp", "ramp", default=None, metavar="STEPS",
+              help="A stepped ramp in one run: STEPS 1,2,4,8 | START*FACTOR..MAX | "
+              "START+STEP..MAX sessions, each step held until its own steady-state window "
+              "reaches --hold (docs/sizing.md).")
+@click.option("--hold", "hold", default="3m", show_default=True, metavar="TIME",
+              help="--ramp: each step's steady-state window.")
+@click.option("--max-step", "max_step", default="30m", show_default=True, metavar="TIME",
+              help="--ramp: a step with no window of --hold by then is not steady.")
 @click.option("--reset-prefix-cache", is_flag=True, help="With --endpoint: POST "
               "/reset_prefix_cache first, so the run starts from a cold cache (the HTTP "
               "twin serves it; vLLM with VLLM_SERVER_DEV_MODE=1).")
@@ -123,7 +131,8 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
         label: str | None, quiet: bool, workers: int, resume: Path | None, *,
         stop_grace_s: float | None, api_key_file: str | None, executor: str = "local",
         ray_address: str | None = None, ray_shared_fs: bool = False,
-        reset_prefix_cache: bool = False) -> None:
+        reset_prefix_cache: bool = False, ramp: str | None = None, hold: str = "3m",
+        max_step: str = "30m") -> None:
     """Run SCENARIO and write results/<run-id>/ (the last line printed is its path).
 
     Exit codes: 0 completed, 1 failed (or endpoint unreachable / rejecting us),
@@ -135,6 +144,8 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
 
     if (scenario is None) == (resume is None):
         raise InputError("run: give a SCENARIO file, or --resume RUN_DIR (not both)")
+    if ramp is not None:
+        sets = (*_ramp_set(ramp, hold, max_step, workers, executor), *sets)
     rs = RunSpec(scenario or "", scenario_overrides(sessions, turns, seed, model, sets),
                  endpoint_url=endpoint, twin=twin, spec=spec, out_dir=out, label=label,
                  price_per_hour=price_per_hour, client=client, show_progress=not quiet,
@@ -150,6 +161,22 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
     result = execute(rs, echo=click.echo, drive=drive)
     click.echo(str(result.run_dir))
     sys.exit({"completed": 0, "interrupted": 130}.get(result.status, 1))
+
+
+def _ramp_set(steps: str, hold: str, max_step: str, workers: int,
+              executor: str) -> tuple[str]:
+    """`--ramp STEPS`: the `load.ramp` override of a plain stepped ramp (no SLOs)."""
+    from simulator.analysis.ramp import parse_steps
+    from simulator.cli.load_options import parse_duration_s
+    from simulator.errors import InputError
+    from simulator.sweep.ramp import ramp_override
+    if workers > 1 or executor != "local":
+        raise InputError("--ramp runs in one process (its controller reads every row as it "
+                         "is written); drop --workers/--executor")
+    hold_s, max_s = parse_duration_s(hold, "--hold"), parse_duration_s(max_step, "--max-step")
+    if hold_s >= max_s:
+        raise InputError(f"--hold ({hold_s:g} s) must be shorter than --max-step ({max_s:g} s)")
+    return (ramp_override(parse_steps(steps), hold_s, max_s, []),)
 
 
 def _urls() -> tuple[str, ...]:

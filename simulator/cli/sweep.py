@@ -81,6 +81,13 @@ def progress_line(as_json: bool) -> Callable[[Any], None] | None:
         if r.status == "error":
             click.echo(f"  {r.point.label}: {r.reason}", err=True)
             return
+        if s.get("ramp"):
+            steps = s["ramp"].get("steps") or []
+            answers = ", ".join(f"{t['name']}: {t['sessions']}" for t in s["ramp"]["tiers"])
+            click.echo(f"  {r.point.label}: {r.status}, {len(steps)} held step(s)"
+                       + (f", {answers}" if answers else "")
+                       + f", run in {r.elapsed_s:.1f} s → {r.run_dir}", err=True)
+            return
         window = s.get("window_aggregate_tok_s")
         figures = ("no steady-state window" if window is None
                    else f"{window:,.1f} tok/s window aggregate")
@@ -239,10 +246,32 @@ def _save_and_show(answer: Any, folder: Path, name: str, as_json: bool) -> None:
 @main.command(name="size")
 @click.argument("scenario", type=click.Path(dir_okay=False))
 @common_run_options
-@click.option("--slo", "slos", multiple=True, required=True,
+@click.option("--slo", "slos", multiple=True,
               help='An SLO such as "per_session_tok_s>=50" or "ttft_p95_s<=5" (repeatable).')
 @click.option("--max-sessions", type=click.IntRange(min=1, max=100_000), default=64,
               show_default=True)
+@click.option("--ramp", "ramp", is_flag=False, flag_value="", default=None, metavar="[STEPS]",
+              help="Size in one run: a stepped ramp (STEPS: 1,2,4,8 | START*FACTOR..MAX | "
+              "START+STEP..MAX; default 1*2..--max-sessions), each step held to its own "
+              "steady window, stopped at the SLO boundary, refined, confirmed.")
+@click.option("--hold", "hold", default="3m", show_default=True, metavar="TIME",
+              help="--ramp: each step's steady-state window (90s, 3m).")
+@click.option("--max-step", "max_step", default="30m", show_default=True, metavar="TIME",
+              help="--ramp: a step with no window of --hold by then is not steady.")
+@click.option("--tier", "tiers", multiple=True, type=click.FloatRange(min=0, max=1e6),
+              metavar="TOK_S", help="An output-speed tier (repeatable, e.g. --tier 30 "
+              "--tier 100): the most sessions whose requests get ≥ TOK_S decode tok/s with "
+              "TTFT ≤ --ttft, for --attainment of them.")
+@click.option("--ttft", "ttft", type=click.FloatRange(min=0, max=86400, min_open=True),
+              default=None, help="--tier: the TTFT bound, s [default: 15].")
+@click.option("--attainment", type=click.FloatRange(min=0, max=1, min_open=True),
+              default=0.9, show_default=True,
+              help="--tier: the share of requests that must meet the tier.")
+@click.option("--from-twin", "from_twin", metavar="HARDWARE/MODEL", default=None,
+              help="--ramp --endpoint: search on this twin first and start the real ramp "
+              "a step or two below its answer.")
+@click.option("--no-compare", is_flag=True,
+              help="--ramp on the twin: skip the probe search the ramp is compared with.")
 @click.option("--json", "as_json", is_flag=True, help="Print only JSON.")
 @click.option("--repeats", type=click.IntRange(min=0, max=100), default=1, show_default=True,
               help="Searches repeated with seeds +1 … +R from the answer: the answer's range.")
@@ -257,18 +286,26 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                  slos: tuple[str, ...], max_sessions: int, as_json: bool,
                  repeats: int = 1, team: int | None = None, parallel: int = 1,
                  executor: str = "local", ray_address: str | None = None,
-                 reset_prefix_cache: bool = False) -> None:
+                 reset_prefix_cache: bool = False, ramp: str | None = None,
+                 hold: str = "3m", max_step: str = "30m", tiers: tuple[float, ...] = (),
+                 ttft: float | None = None, attainment: float = 0.9,
+                 from_twin: str | None = None, no_compare: bool = False) -> None:
     """Largest session count that meets every SLO at steady state (geometric probe,
-    bisection, then --repeats searches with other seeds giving a range).
+    bisection, then --repeats searches with other seeds giving a range); with --ramp,
+    in one run; with --tier, per output-speed tier.
 
     Exit code 0 when some count meets every SLO, 1 when not even one session does
     (the JSON and size.json are written either way)."""
     from simulator.analysis.policy_sweep import split_listed_set
     from simulator.analysis.slo import parse_slo
-    from simulator.cli.twin_options import tiers
+    from simulator.cli.twin_options import tiers as kv_tiers
     from simulator.sweep.fanout import executor_for
     parsed = tuple(parse_slo(s) for s in slos)
+    if not parsed and not tiers:
+        raise InputError("size: give an SLO (--slo 'per_session_tok_s>=50') or an "
+                         "output-speed tier (--tier 30)")
     check_fan_out(endpoint, reset_prefix_cache, parallel, executor)
+    _check_ramp_options(ramp, endpoint, from_twin, tiers, ttft, team, repeats)
     if split_listed_set(sets) is not None:
         raise InputError("size: a --set list is a sweep (one search runs one configuration); "
                          "run `size` once per value, or `sweep --set KEY=a,b`")
@@ -282,8 +319,21 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                       _folder(out, "size"), endpoint, twin, spec, price_per_hour, client,
                       reset_prefix_cache)
     on_done = progress_line(as_json)
+    if ramp is not None:
+        from simulator.cli.load_options import parse_duration_s
+        from simulator.sweep.ramp import tier_specs
+        specs = tier_specs(parsed, tiers, ttft, attainment)
+        with executor_for(parallel, executor, ray_address) as ex:
+            answer = _ramp(base, ramp, max_sessions, parse_duration_s(hold, "--hold"),
+                           parse_duration_s(max_step, "--max-step"), specs, from_twin,
+                           not no_compare, ex, on_done)
+        sys.exit(_show_ramp(answer, base.folder, as_json))
+    if tiers:
+        with executor_for(parallel, executor, ray_address) as ex:
+            sys.exit(_size_per_speed_tier(base, parsed, tiers, ttft, attainment,
+                                          max_sessions, repeats, ex, on_done, as_json))
     with executor_for(parallel, executor, ray_address) as ex:
-        if (sizes := tiers()) is not None:
+        if (sizes := kv_tiers()) is not None:
             sys.exit(_size_per_tier(base, sizes, parsed, max_sessions, repeats, team, sets,
                                     ex, on_done, as_json))
         result = _size_one(base, parsed, max_sessions, repeats, team, ex, on_done)
@@ -384,3 +434,119 @@ def _kv_facts(base: Any) -> tuple[int | None, int]:
         return None, shared      # a real vLLM reports it via vllm:cache_config_info
     hw, model = parse_twin(base.twin) if base.twin else (s.twin.hardware, s.twin.model)
     return build_perf_model(hw, model).kv_capacity_tokens(), shared
+
+
+# ----------------------------------------------------------------- --ramp, --tier --
+def _check_ramp_options(ramp: str | None, endpoint: str | None, from_twin: str | None,
+                        tiers: tuple[float, ...], ttft: float | None, team: int | None,
+                        repeats: int) -> None:
+    """What --ramp, --tier and --from-twin cannot combine with, refused in one line."""
+    if from_twin is not None and (ramp is None or endpoint is None):
+        raise InputError("--from-twin starts a real ramp from the twin's answer: it needs "
+                         "--ramp and --endpoint")
+    if ttft is not None and not tiers:
+        raise InputError("--ttft is the TTFT bound of --tier output-speed tiers; give a --tier")
+    if ramp is not None and team is not None:
+        raise InputError("--ramp with --team: size one card with the ramp, then divide "
+                         "(or run the probe search with --team)")
+    if ramp is not None and repeats != 1:
+        raise InputError("--ramp confirms its answer with a second hold; --repeats is for "
+                         "the probe search")
+
+
+def _ramp(base: Any, steps_text: str, max_sessions: int, hold_s: float, max_step_s: float,
+          tiers: list[dict[str, Any]], from_twin: str | None, compare: bool, ex: Any,
+          on_done: Any) -> Any:
+    """The ramp (after the twin's search with --from-twin) and, on the twin, the probe
+    search it is compared with."""
+    from dataclasses import replace
+
+    from simulator.analysis.ramp import parse_steps
+    from simulator.analysis.slo import parse_slo
+    from simulator.scenario.load import load_scenario
+    from simulator.sweep.pipeline import run_profile
+    from simulator.sweep.ramp import (
+        RampProfile,
+        comparison_base,
+        ramp_override,
+        start_from,
+    )
+    from simulator.sweep.size import SizeProfile
+    if hold_s >= max_step_s:
+        raise InputError(f"--hold ({hold_s:g} s) must be shorter than --max-step "
+                         f"({max_step_s:g} s)")
+    s, _ = load_scenario(base.scenario_path, list(base.overrides))
+    judged = tuple(parse_slo(x) for x in tiers[0]["slos"])
+    goodput = tiers[0].get("goodput")
+    compared: list[tuple[str, Any]] = []
+
+    def search(on: Any, name: str) -> None:
+        cmp = comparison_base(on, s.load.duration_s is not None)
+        if goodput:
+            cmp = replace(cmp, overrides=(*cmp.overrides, f"goodput.ttft_s={goodput['ttft_s']}",
+                                          f"goodput.output_tok_s={goodput['output_tok_s']}"))
+        cap, shared = _kv_facts(cmp)
+        compared.append((name, run_profile(SizeProfile(cmp, judged, max_sessions, 0, None,
+                                                       cap, shared), ex, on_done)))
+
+    steps = parse_steps(steps_text or f"1*2..{max_sessions}", max_sessions)
+    if from_twin is not None:
+        twin = replace(base, endpoint_url=None, twin=from_twin, folder=base.folder / "twin")
+        search(twin, f"probe search on the twin {from_twin}")
+        steps = start_from(compared[0][1].sessions, max_sessions)
+    answer = run_profile(RampProfile(base, ramp_override(steps, hold_s, max_step_s, tiers)),
+                         ex, on_done)
+    if compare and base.endpoint_url is None and from_twin is None:
+        search(base, "probe search, same twin")
+    answer.compared = compared
+    return answer
+
+
+def _show_ramp(answer: Any, folder: Path, as_json: bool) -> int:
+    """size.json (the ramp and the searches compared) and the answer; the exit code."""
+    from simulator.report.console import format_ramp, format_ramp_cost
+    folder.mkdir(parents=True, exist_ok=True)
+    data = answer.to_dict()
+    (folder / "size.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+    tiers = answer.ramp.get("tiers") or []
+    if as_json:
+        click.echo(json.dumps(data, default=str))
+    else:
+        click.echo(format_ramp(answer.ramp, answer.simulated))
+        click.echo(format_ramp_cost(data))
+        click.echo(answer.run_dir)
+        click.echo(str(folder))
+    return 0 if tiers and tiers[0]["sessions"] > 0 else 1
+
+
+def _size_per_speed_tier(base: Any, slos: tuple[Any, ...], floors: tuple[float, ...],
+                         ttft: float | None, attainment: float, max_sessions: int,
+                         repeats: int, ex: Any, on_done: Any, as_json: bool) -> int:
+    """`size --tier F …` without a ramp: one probe search per output-speed tier, each
+    judging the window's goodput share under its own per-request SLO; a table of
+    sessions per tier, per card and per $/h."""
+    from simulator.analysis.slo import parse_slo
+    from simulator.report.console import format_speed_tiers
+    from simulator.sweep.ramp import tier_specs
+    rows: list[dict[str, Any]] = []
+    for spec in tier_specs(slos, floors, ttft, attainment):
+        g = spec["goodput"]
+        sub = base.under(f"tier-{g['output_tok_s']:g}",
+                         (f"goodput.ttft_s={g['ttft_s']}",
+                          f"goodput.output_tok_s={g['output_tok_s']}"))
+        result = _size_one(sub, tuple(parse_slo(x) for x in spec["slos"]), max_sessions,
+                           repeats, None, ex, on_done)
+        price = next((p.summary.get("price_per_hour") for p in result.probes
+                      if p.summary.get("price_per_hour")), None)
+        rows.append({"tier": spec["name"], **g, "slos": spec["slos"],
+                     "price_per_hour": price, **result.to_dict()})
+    folder = base.folder
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "size-tiers.json").write_text(json.dumps({"rows": rows}, indent=2,
+                                                       default=str) + "\n")
+    if as_json:
+        click.echo(json.dumps({"rows": rows}, default=str))
+    else:
+        click.echo(format_speed_tiers(rows))
+        click.echo(str(folder))
+    return 0 if any(r["sessions"] > 0 for r in rows) else 1

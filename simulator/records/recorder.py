@@ -15,7 +15,7 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import fields
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # pandas is imported when a run finishes: start-up stays shor
 TURNS_JOURNAL = "turns.jsonl"
 METRICS_JOURNAL = "server_metrics.jsonl"
 HISTORY_JOURNAL = "history.jsonl"
+EVENTS_JOURNAL = "events.jsonl"     # run events: a ramp's steps (`session/ramp.py`)
 TURNS_PARQUET = "turns.parquet"
 METRICS_PARQUET = "server_metrics.parquet"
 MANIFEST = "manifest.json"
@@ -244,6 +245,8 @@ class Recorder:
         self._metrics: IO[str] = open(run_dir / METRICS_JOURNAL, mode, encoding="utf-8")
         self._history: IO[str] = open(run_dir / HISTORY_JOURNAL, mode, encoding="utf-8")
         self.rows_written = 0
+        self._events: IO[str] | None = None
+        self._listeners: list[Callable[[dict[str, Any]], None]] = []
         self._stamp = {k: v for k, v in (("run", self.manifest.get("run_id")), (
             "scenario_hash", self.manifest.get("scenario_hash"))) if v is not None}
         self.manifest["status"] = "running"
@@ -255,6 +258,22 @@ class Recorder:
         self._turns.write(json.dumps(row, separators=(",", ":")) + "\n")
         self._turns.flush()
         self.rows_written += 1
+        for listen in self._listeners:
+            listen(row)
+
+    def subscribe(self, listen: Callable[[dict[str, Any]], None]) -> None:
+        """Call `listen(row)` with every turn row once it is journaled (simulated time):
+        live views of a run (a ramp's controller, a dashboard) read rows here, never the
+        journal file."""
+        self._listeners.append(listen)
+
+    def write_event(self, row: dict[str, Any]) -> None:
+        """One row of `events.jsonl` (a run event, e.g. a ramp step), flushed."""
+        if self._events is None:
+            self._events = open(self.run_dir / EVENTS_JOURNAL, "a", encoding="utf-8")
+        self._events.write(json.dumps({**self._stamp, **row}, separators=(",", ":"),
+                                      default=str) + "\n")
+        self._events.flush()
 
     def write_history(self, row: dict[str, Any]) -> None:
         """One row of `history.jsonl` (a stored reply or a session's failure), stamped
@@ -285,8 +304,8 @@ class Recorder:
         """Close journals, write parquet, summary and the final manifest. Synchronous
         on purpose: it runs in `finally` blocks and must not await. `frames` are the
         journals already read by the caller (`frames()`), so they are parsed once."""
-        for f in (self._metrics, self._history, self._turns):   # turns last: the lock
-            if not f.closed:
+        for f in (self._events, self._metrics, self._history, self._turns):   # turns last
+            if f is not None and not f.closed:
                 f.close()
         turns, server = frames if frames is not None else self.frames()
         turns.to_parquet(self.run_dir / TURNS_PARQUET, index=False)

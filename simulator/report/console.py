@@ -203,3 +203,79 @@ def format_summary(s: Mapping[str, Any], target: str | None = None) -> str:
     if s.get("contains_verbatim_content"):
         lines.insert(0, VERBATIM_WARNING)
     return "\n".join(lines)
+
+
+def format_ramp(ramp: Mapping[str, Any], simulated: bool) -> str:
+    """A stepped ramp: one line per held step (its window's figures and, per tier,
+    pass or FAIL), then the answer per tier with its binding constraint and margin."""
+    steps, tiers = ramp.get("steps") or [], ramp.get("tiers") or []
+    plan = ramp.get("plan") or {}
+    head = ["step", "sessions", "phase", "held s", "window s", "achieved", "steady",
+            "per-session tok/s", "TTFT p95 s", "goodput", *[t["name"] for t in tiers]]
+    table = [head]
+    for st in steps:
+        f = st.get("figures") or {}
+        table.append([str(st["index"]), str(st["sessions"]), st["phase"],
+                      number(st.get("held_s"), "{:,.0f}"),
+                      number(f.get("window_s"), "{:,.0f}"),
+                      number(f.get("achieved_sessions")), flag(st.get("steady")),
+                      cell("window_per_session_tok_s", f.get("window_per_session_tok_s")),
+                      cell("window_ttft_p95_s", f.get("window_ttft_p95_s")),
+                      cell("window_goodput_share", f.get("window_goodput_share")),
+                      *["pass" if p else "FAIL" for p in st.get("passed") or []]])
+    title = (f"ramp — {'SIMULATED (twin)' if simulated else 'real endpoint'}: "
+             f"{len(steps)} step(s), each window held {number(plan.get('hold_s'), '{:g}')} s")
+    lines = [title, *align(table)]
+    lines += [f"step {st['index']} not steady: {st['reason']}" for st in steps
+              if not st.get("steady") and st.get("reason")]
+    for t in tiers:
+        n = t["sessions"]
+        what = " and ".join(t["slos"])
+        answer = (f"{n} session(s) meet {what}" if n else f"no step meets {what}")
+        if not t.get("complete"):
+            answer += " (the ramp ended before its search did: the last complete step)"
+        if t.get("confirmed") is not None:
+            answer += (", confirmed by a second hold" if t["confirmed"]
+                       else ", NOT confirmed by a second hold (marginal)")
+        lines.append(f"{t['name']}: {answer}")
+        if t.get("binding"):
+            lines.append(f"  binding constraint: {t['binding']} [{t['binding_kind']}]")
+        if t.get("margin") is not None:
+            lines.append(f"  margin at {n}: {100 * float(t['margin']):+.1f}% of the "
+                         "tightest SLO")
+    return "\n".join(lines)
+
+
+def format_ramp_cost(data: Mapping[str, Any]) -> str:
+    """What the ramp spent beside the probe searches it is compared with (run time:
+    simulated seconds on the twin, wall seconds against a server)."""
+    unit = "simulated" if data.get("simulated") else "wall"
+    ramp_s = data.get("seconds")
+    lines = [f"ramp: one run of {number(ramp_s and ramp_s / 60, '{:,.1f}')} {unit} minutes "
+             f"({len((data.get('ramp') or {}).get('steps') or [])} held steps)"]
+    for c in data.get("compared") or []:
+        lo, hi = c.get("sessions_range") or (c["sessions"], c["sessions"])
+        share = (f", the ramp took {ramp_s / c['seconds']:.0%} of it"
+                 if ramp_s and c.get("seconds") else "")
+        lines.append(f"{c['name']}: {c['sessions']} session(s) (range {lo}–{hi}) in "
+                     f"{c['probes']} runs, {number(c['seconds'] / 60, '{:,.1f}')} simulated "
+                     f"minutes of load{share}")
+    return "\n".join(lines)
+
+
+def format_speed_tiers(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Sessions per output-speed tier: per card and per $/h of the card."""
+    head = ["tier", "TTFT ≤ s", "sessions", "range", "per $/h", "binding"]
+    table = [head]
+    for r in rows:
+        lo, hi = r.get("sessions_range") or (r["sessions"], r["sessions"])
+        price = r.get("price_per_hour")
+        table.append([str(r["tier"]), number(r["ttft_s"], "{:g}"), str(r["sessions"]),
+                      f"{lo}–{hi}", number(r["sessions"] / price if price else None, "{:,.1f}"),
+                      f"{r.get('binding')} [{r.get('binding_kind')}]"])
+    sim = any(p.get("simulated") for r in rows for p in r.get("probes") or [])
+    return "\n".join([f"sessions per output-speed tier — {'SIMULATED (twin)' if sim else 'real endpoint'}",
+                      *align(table),
+                      "a tier holds at N sessions while its share of requests with TTFT ≤ the "
+                      "bound and decode tok/s ≥ the tier is at least the attainment, in the "
+                      "steady window"])

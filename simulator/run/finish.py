@@ -8,11 +8,12 @@ figures are built (`RunSummary.build`) and written.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from simulator.analysis.run_summary import RunFacts, RunSummary
 from simulator.endpoints.base import Endpoint, EngineEndpoint
 from simulator.errors import RunError
-from simulator.records.recorder import Recorder, salvage_failed
+from simulator.records.recorder import EVENTS_JOURNAL, Recorder, read_journal, salvage_failed
 from simulator.run.prepare import OpenedRun, describe_os_error
 from simulator.run.server import ServerInfo
 from simulator.run.signals import signals_deferred
@@ -42,8 +43,10 @@ def run_to_end(run: OpenedRun, drive: Callable[[], RunOutcome],
     # deferred (as below): pandas and the analysis load with the finalize, never before
     # a run starts (`prewarm_finalize` imports them on the run's thread first)
     from simulator.analysis.target import describe_target
-    from simulator.report.console import format_summary
+    from simulator.report.console import format_ramp, format_summary
     echo(format_summary(summary, describe_target(run.recorder.manifest)))
+    if summary.get("ramp"):
+        echo(format_ramp(summary["ramp"], bool(summary.get("simulated"))))
     if outcome.reason:
         echo(f"status: {outcome.status} ({outcome.reason})")
     return RunResult(run.run_dir, outcome.status, summary, outcome, run.recorder.manifest)
@@ -86,6 +89,7 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
             else ServerInfo.from_manifest(recorder.manifest, None)
     # deferred: pandas, see run_to_end
     from simulator.analysis.fleet import fleet_summary
+    from simulator.analysis.goodput import goodput_from_manifest
     from simulator.analysis.steady import config_from_manifest
     engine = endpoint if isinstance(endpoint, EngineEndpoint) else None  # the in-process twin
     if engine is not None:
@@ -98,7 +102,8 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
                              simulated=simulated, server_metrics=scraped,
                              engine_stats=stats,
                              steady=config_from_manifest(recorder.manifest,
-                                                         outcome.deadline_reached))
+                                                         outcome.deadline_reached),
+                             goodput=goodput_from_manifest(recorder.manifest))
     built = built.with_run_facts(RunFacts(
         status=outcome.status, status_reason=outcome.reason,
         failed_sessions=outcome.failed_sessions, deadline_reached=outcome.deadline_reached,
@@ -109,7 +114,27 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
     fleet = fleet_summary(turns, stats, scraped)
     if fleet is not None:
         built = built.with_facts(fleet=fleet)
+    ramp = ramp_fact(recorder, turns, built)
+    if ramp is not None:
+        built = built.with_facts(ramp=ramp)
     recorder.manifest.update(status_reason=outcome.reason,
                              failed_sessions=list(outcome.failed_sessions))
     recorder.finalize(outcome.status, built.to_json(), (turns, scraped))
     return built
+
+
+def ramp_fact(recorder: Recorder, turns: Any, summary: RunSummary) -> dict[str, Any] | None:
+    """A stepped ramp's `ramp` fact (`analysis.ramp.ramp_summary`) from its events and
+    rows; None for a run without a ramp."""
+    ramp = ((recorder.manifest.get("scenario_resolved") or {}).get("load") or {}).get("ramp")
+    if not ramp:
+        return None
+    # deferred: pandas, see run_to_end
+    from simulator.analysis.goodput import goodput_from_manifest
+    from simulator.analysis.ramp import plan_of, ramp_summary
+    events = [e for e in read_journal(recorder.run_dir / EVENTS_JOURNAL)
+              if e.get("event") == "ramp_step"] \
+        if (recorder.run_dir / EVENTS_JOURNAL).exists() else []
+    return ramp_summary(turns, events, plan_of(ramp), float(ramp["hold_s"]),
+                        goodput_from_manifest(recorder.manifest),
+                        end_s=summary.get("wall_window_s"))

@@ -20,6 +20,7 @@ from simulator.endpoints.http.preflight import preflight
 from simulator.errors import InputError
 from simulator.records.ownership import history_key, refuse_if_running, turn_key
 from simulator.records.recorder import (
+    EVENTS_JOURNAL,
     HISTORY_JOURNAL,
     METRICS_JOURNAL,
     TURNS_JOURNAL,
@@ -80,6 +81,9 @@ def open_resumed(spec: RunSpec, endpoint: Endpoint | None) -> tuple[Scenario, Ru
     merged = merge_worker_journals(recorder, run_dir)
     state = resume_state(read_journal(run_dir / TURNS_JOURNAL),
                          read_journal(run_dir / HISTORY_JOURNAL), s.turns)
+    if (run_dir / EVENTS_JOURNAL).exists():     # a ramp's judged steps: it continues after
+        state.ramp_steps = [e for e in read_journal(run_dir / EVENTS_JOURNAL)
+                            if e.get("event") == "ramp_step"]
     resumes = [*m.get("resumes", []), {
         "at": time.time(), "from_status": prior_status, "rows_before": state.rows_before,
         "sessions_done": len(state.done_sessions),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from itertools import pairwise
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -24,6 +25,7 @@ MAX_TOKENS = 10_000_000          # one message, prompt part or reply (tokens)
 MAX_WINDOW_TOKENS = 100_000_000  # context windows and compaction thresholds (tokens)
 MAX_SECONDS = 86_400.0           # timeouts, back-off (s)
 MAX_COUNT = 1_000_000            # message counts, in-flight bounds, rates
+MAX_SESSIONS = 100_000           # sessions of one run (a ramp's steps too)
 
 
 class _Frozen(BaseModel):
@@ -295,6 +297,59 @@ class Arrival(_Frozen):
     rate_per_s: float = Field(default=1.0, ge=1e-6, le=MAX_COUNT)  # poisson: session starts/s
 
 
+class GoodputSpec(_Frozen):
+    """The per-request SLO the goodput figures count (analysis/goodput.py): a turn request
+    met it when its TTFT ≤ `ttft_s` and its output speed (decode tok/s) ≥ `output_tok_s`.
+    Defaults: AA-AgentPerf's loosest tier."""
+
+    ttft_s: float = Field(default=15.0, gt=0, le=MAX_SECONDS)
+    output_tok_s: float = Field(default=30.0, ge=0, le=1e6)
+
+
+class RampTier(_Frozen):
+    """One SLO tier a ramp's steps are judged against: its `slos` (`metric op value`),
+    and, for an output-speed tier (`size --tier`), the per-request goodput SLO its
+    `window_goodput_share` is counted under (else the scenario's `goodput:`)."""
+
+    name: str = Field(min_length=1, max_length=64)
+    slos: list[str] = Field(min_length=1, max_length=16)
+    goodput: GoodputSpec | None = None
+
+
+class RampShape(_Frozen):
+    """A stepped ramp in one run (docs/sizing.md, `run --ramp`, `size --ramp`): the
+    session count steps through `steps` (ascending; `size` builds them from a start ×
+    factor or start + step up to its bound), each step held until its own steady-state
+    window reaches `hold_s` (a step with no window by `max_step_s` after it began is not
+    steady). With `tiers` (the loosest first) every step is judged on its window against
+    each: the ramp stops rising after the loosest tier's first failure, `refine` steps
+    back down between each tier's last pass and first failure, and `confirm` holds the
+    first tier's answer once more. Sessions join a step primed, as a warm start does; one
+    that ends is replaced at once (closed loop)."""
+
+    steps: list[int] = Field(min_length=1, max_length=4096)
+    hold_s: float = Field(default=180.0, gt=0, le=MAX_SECONDS)
+    max_step_s: float = Field(default=1800.0, gt=0, le=MAX_SECONDS)
+    tiers: list[RampTier] = Field(default_factory=list, max_length=16)
+    refine: bool = True
+    confirm: bool = True
+
+    @field_validator("steps")
+    @classmethod
+    def _ascending(cls, v: list[int]) -> list[int]:
+        if any(n < 1 or n > MAX_SESSIONS for n in v) or any(b <= a for a, b in pairwise(v)):
+            raise ValueError(f"steps must be ascending session counts within 1 … "
+                             f"{MAX_SESSIONS}, got {v[:8]}{'…' if len(v) > 8 else ''}")
+        return v
+
+    @model_validator(mode="after")
+    def _hold_within_step(self) -> RampShape:
+        if self.hold_s >= self.max_step_s:
+            raise ValueError(f"hold_s ({self.hold_s:g}) must be shorter than max_step_s "
+                             f"({self.max_step_s:g})")
+        return self
+
+
 class LoadShape(_Frozen):
     """Constant-load runs and warm start (issue 12), for sizing at steady state.
 
@@ -317,6 +372,7 @@ class LoadShape(_Frozen):
     cooldown_s: float = Field(default=0.0, ge=0)
     warm_start: bool = False
     warm_start_prime: bool = True
+    ramp: RampShape | None = None
 
 
 class RetryPolicy(_Frozen):
@@ -422,12 +478,13 @@ class Scenario(_WithDists):
     # model would go on); "hint" sends `max_tokens` and the size as an advisory header
     # that only the twin honours (real models then choose their own length).
     output_control: Literal["max_tokens", "hint"] = "max_tokens"
-    sessions: int = Field(default=1, ge=1, le=100_000)
+    sessions: int = Field(default=1, ge=1, le=MAX_SESSIONS)
     turns: int = Field(default=100, ge=1, le=1_000_000)
     seed: int = Field(default=0, ge=-(2**63), le=2**63 - 1)
     deadline_s: float | None = Field(default=None, gt=0, le=100 * 365 * MAX_SECONDS)
     arrival: Arrival = Field(default_factory=Arrival)
     load: LoadShape = Field(default_factory=LoadShape)
+    goodput: GoodputSpec = Field(default_factory=GoodputSpec)
     system: SystemSpec = Field(default_factory=lambda: SystemSpec(tokens=3000))
     tools: ToolsSpec = Field(default_factory=lambda: ToolsSpec(tokens=16000))
     cache_bust: Literal["none", "per_session", "per_request"] = "none"

@@ -114,8 +114,12 @@ class _Pending:
 
 class Agent:
     def __init__(self, ctx: RunContext, index: int, prefix: Prefix, *,
-                 start_turn: int = 0, first_wait_share: float = 0.0) -> None:
+                 start_turn: int = 0, first_wait_share: float = 0.0,
+                 retire: asyncio.Event | None = None) -> None:
         self.ctx = ctx
+        # a ramp's step down: the session ends at its next turn boundary (the request in
+        # flight completes); set together with the run's stop (`session/ramp.py`)
+        self.retire = retire
         self.start_turn = start_turn     # warm start: turns before it are synthesised
         # primed warm start: the share of its first turn's think/tool time still to wait
         self.first_wait_share = first_wait_share
@@ -150,7 +154,7 @@ class Agent:
             self._synthesise_turn(turn)
         for turn in range(self.start_turn, self.s.turns):
             replaying = (turn, "turn") in self.replay
-            if self.ctx.stop.is_set():
+            if self.ctx.stop.is_set() or (self.retire is not None and self.retire.is_set()):
                 return
             rng = self.rng(turn)
             user_msg, wait_s = self._next_user_message(turn, rng)
@@ -207,8 +211,9 @@ class Agent:
 
     async def _idle(self, seconds: float) -> bool:
         """Think time / tool latency (simulated seconds); True when the run is stopping
+        (or, in a ramp, this session retiring: its event is also set at the run's stop)
         meanwhile."""
-        return await self.ctx.clock.wait(self.ctx.stop, seconds)
+        return await self.ctx.clock.wait(self.retire or self.ctx.stop, seconds)
 
     def _draw_template(self, rng: random.Random) -> TurnTemplate:
         ts = self.s.turn_templates

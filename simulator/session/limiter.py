@@ -37,19 +37,28 @@ class Pacer:
 
 
 class Limiter:
-    """`async with limiter:` around each attempt. Both limits are optional."""
+    """`async with limiter:` around each attempt. Both limits are optional. It also
+    knows when the oldest attempt now in flight was admitted (`oldest_in_flight`): a
+    ramp judges a step's window only once every request sent in it has come back."""
 
     def __init__(self, max_in_flight: int | None, requests_per_s: float | None) -> None:
         self._sem = asyncio.Semaphore(max_in_flight) if max_in_flight else None
         self._pacer = Pacer(requests_per_s) if requests_per_s else None
+        self._since: dict[asyncio.Task[object] | None, float] = {}
 
     async def __aenter__(self) -> None:
         if self._pacer is not None:
             await self._pacer.acquire()
         if self._sem is not None:
             await self._sem.acquire()
+        self._since[asyncio.current_task()] = asyncio.get_running_loop().time()
 
     async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
                         tb: TracebackType | None) -> None:
+        self._since.pop(asyncio.current_task(), None)
         if self._sem is not None:
             self._sem.release()
+
+    def oldest_in_flight(self) -> float | None:
+        """Loop time the oldest attempt now in flight was admitted (None: none is)."""
+        return min(self._since.values(), default=None)

@@ -74,6 +74,7 @@ class ResumeState:
     failed_sessions: list[str] = field(default_factory=list)
     mono_offset_s: float = 0.0       # where the earlier part's timeline ended (s)
     rows_before: int = 0
+    ramp_steps: list[dict[str, Any]] = field(default_factory=list)   # judged ramp steps
 
 
 def resume_state(turn_rows: list[dict[str, Any]], history_rows: list[dict[str, Any]],

@@ -15,6 +15,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.analysis.goodput import GoodputSlo
+from simulator.analysis.ramp import plan_of, verdict_from_dict
 from simulator.clock import RunClock
 from simulator.endpoints.base import Endpoint
 from simulator.errors import RunError
@@ -26,6 +28,7 @@ from simulator.session.agent import Agent
 from simulator.session.context import FatalEndpointError, RunContext, SessionFailed
 from simulator.session.limiter import Limiter
 from simulator.session.prefix import build_base_prefix, tools_json, with_nonce
+from simulator.session.ramp import RampController, SlotPool
 from simulator.session.replay_agent import ReplayAgent
 from simulator.session.resume import ResumeState
 
@@ -151,9 +154,13 @@ class Runner:
                 try:
                     async with asyncio.TaskGroup() as tg:
                         duration = self.s.load.duration_s
-                        for i in self.sessions:
-                            tg.create_task(self._session(ctx, i, offsets[i]) if duration is None
-                                           else self._slot(ctx, i, offsets[i]))
+                        if self.s.load.ramp is not None:
+                            tg.create_task(self._ramp(ctx, tg))
+                        else:
+                            for i in self.sessions:
+                                tg.create_task(self._session(ctx, i, offsets[i])
+                                               if duration is None
+                                               else self._slot(ctx, i, offsets[i]))
                         if duration is not None:
                             tg.create_task(self._stop_dispatch_at(duration))
                 finally:
@@ -182,7 +189,31 @@ class Runner:
             await self._session(ctx, slot + k * n, offset if k == 0 else 0.0)
             k += 1
 
-    async def _session(self, ctx: RunContext, index: int, offset: float) -> None:
+    async def _ramp(self, ctx: RunContext, tg: asyncio.TaskGroup) -> None:
+        """A stepped ramp (`load.ramp`): its controller sets the slots' count step by
+        step (`session/ramp.py`); a resumed ramp continues after its last judged step."""
+        ramp = self.s.load.ramp
+        assert ramp is not None
+        plan = plan_of(ramp.model_dump())
+        prior = [verdict_from_dict(d) for d in self.resume.ramp_steps]
+        slots = plan.bound
+        seen = [int(k[0][1:]) for k in self.resume.prior_attempts]
+        first_round = (max(seen) // slots + 1) if seen else 0
+
+        async def start(index: int, primed: bool, retire: asyncio.Event) -> None:
+            await self._session(ctx, index, 0.0, warm=primed, retire=retire, limit=slots)
+
+        pool = SlotPool(tg, ctx, slots, start, first_round)
+        goodput = GoodputSlo(self.s.goodput.ttft_s, self.s.goodput.output_tok_s)
+        await RampController(ctx, plan, pool, hold_s=ramp.hold_s, max_step_s=ramp.max_step_s,
+                             goodput=goodput, prior=prior).run()
+
+    async def _session(self, ctx: RunContext, index: int, offset: float, *,
+                       warm: bool | None = None, retire: asyncio.Event | None = None,
+                       limit: int | None = None) -> None:
+        """One session: `warm` (default: a warm-start scenario's initial sessions) starts
+        it primed at a seeded turn; `retire` ends it at a turn boundary (a ramp's step
+        down); `limit` is how many sessions run at most (the failed-session threshold)."""
         sid = f"s{index:04d}"
         if sid in self.resume.done_sessions or sid in self.resume.failed_sessions:
             return
@@ -199,20 +230,24 @@ class Runner:
             agent: Agent = ReplayAgent(ctx, index, prefix)
         else:
             start = 0
-            if self.s.load.warm_start and index < self.s.sessions:  # not replacements
+            if warm is None:          # a warm start's initial sessions, not replacements
+                warm = self.s.load.warm_start and index < self.s.sessions
+            if warm:
                 start = warm_start_turn(self.s.seed, index, self.s.turns)
             agent = Agent(ctx, index, prefix, start_turn=start,
                           first_wait_share=(warm_start_phase(self.s.seed, index) if start
-                                            and self.s.load.warm_start_prime else 0.0))
+                                            and self.s.load.warm_start_prime else 0.0),
+                          retire=retire)
         try:
             await agent.run()
         except SessionFailed as exc:
             self.outcome.failed_sessions.append(agent.session_id)
             self.recorder.write_history({"session": agent.session_id, "failed": str(exc)})
-            limit = self.s.limits.max_failed_sessions_frac * len(self.sessions)
-            if len(self.outcome.failed_sessions) > limit:
+            at_most = limit if limit is not None else len(self.sessions)
+            allowed = self.s.limits.max_failed_sessions_frac * at_most
+            if len(self.outcome.failed_sessions) > allowed:
                 raise _TooManyFailures(
-                    f"{len(self.outcome.failed_sessions)} of {len(self.sessions)} sessions failed "
+                    f"{len(self.outcome.failed_sessions)} of {at_most} sessions failed "
                     f"(limit {self.s.limits.max_failed_sessions_frac:.0%}); last: {exc}") from None
         finally:
             ctx.tracker.forget(agent.session_id)

@@ -16,12 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simulator.analysis.fleet_sizing import FleetProbe, FleetSizing
-from simulator.analysis.sizing import Probe, SizingResult, binding, kv_bound
-from simulator.analysis.slo import Slo, failures
-from simulator.errors import InputError
-from simulator.sweep.point import Point, PointResult
-from simulator.sweep.profiles import PointBase
-from simulator.sweep.search import (
+from simulator.analysis.search import (
     FleetSearch,
     GallopSearch,
     SerialSearch,
@@ -29,6 +24,11 @@ from simulator.sweep.search import (
     frontier,
     serial_path,
 )
+from simulator.analysis.sizing import Probe, SizingResult, binding, kv_bound
+from simulator.analysis.slo import Slo, failures
+from simulator.errors import InputError
+from simulator.sweep.point import Point, PointResult
+from simulator.sweep.profiles import PointBase
 
 
 @dataclass

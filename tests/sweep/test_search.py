@@ -1,4 +1,4 @@
-"""The serial searches as data (`sweep/search.py`): each asks exactly what its serial
+"""The serial searches as data (`analysis/search.py`): each asks exactly what its serial
 algorithm asks, and K at a time (`frontier`) it reaches the serial answer, consuming
 the serial probes (`serial_path`)."""
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.sweep.search import (
+from simulator.analysis.search import (
     FleetSearch,
     GallopSearch,
     SerialSearch,

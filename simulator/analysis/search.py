@@ -87,14 +87,19 @@ def bisection_frontier(lo: int, hi: int, k: int) -> list[int]:
 @dataclass(frozen=True)
 class SloSearch:
     """The search `size` runs: geometric probes 1, 2, 4, … up to the first failure,
-    then a bisection between the last pass and that failure."""
+    then a bisection between the last pass and that failure. `steps` replaces the
+    geometric probes (ascending counts: a ramp's steps), the bisection is the same."""
 
     max_sessions: int
+    steps: tuple[int, ...] | None = None
+
+    def probes(self) -> list[int]:
+        return list(self.steps) if self.steps is not None else probe_counts(self.max_sessions)
 
     def bounds(self, known: Known) -> tuple[int, int | None, bool]:
         """(highest count known to pass, lowest above it known to fail or None, done)."""
         lo, hi = 0, None
-        for n in probe_counts(self.max_sessions):
+        for n in self.probes():
             if n not in known:
                 return lo, None, False
             if not known[n]:
@@ -115,7 +120,7 @@ class SloSearch:
         if done:
             return None
         if hi is None:
-            return next(n for n in probe_counts(self.max_sessions) if n not in known)
+            return next(n for n in self.probes() if n not in known)
         return (lo + hi) // 2
 
 

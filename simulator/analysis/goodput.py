@@ -1,0 +1,107 @@
+"""Goodput: the requests that met their per-request SLOs, and the tokens they carried.
+
+DistServe's goodput is the rate of requests that meet every per-request SLO; here a turn
+request meets the run's goodput SLO (`GoodputSlo`, the scenario's `goodput:` section)
+when its time to first token is at most `ttft_s` and its output speed — decode tok/s,
+(output − 1) / (last − first token), what a user watching the stream sees — is at least
+`output_tok_s`. A reply of one token has no decode speed and meets on its TTFT alone. A
+turn request that failed (cancelled-at-stop and context-overflow attempts excepted, as in
+`failed_requests`) did not meet it.
+
+Whole run: `goodput_share` (of those requests), `goodput_requests_per_s` and
+`goodput_tok_s` (over the run's wall window). Steady-state window: the requests whose
+first token falls in it (as its TTFT figures) for the share, and their output tokens
+apportioned to the window (`steady.tokens_in_window`) for `window_goodput_tok_s`, also per
+requested session. The defaults are AA-AgentPerf's loosest tier: 30 tok/s per user with
+TTFT ≤ 15 s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from simulator.analysis.steady import tokens_in_window
+
+DEFAULT_TTFT_S = 15.0
+DEFAULT_OUTPUT_TOK_S = 30.0
+NOT_FAILURES = ("cancelled", "context_overflow")   # not the server's failures
+
+
+@dataclass(frozen=True, slots=True)
+class GoodputSlo:
+    """The per-request SLO a request must meet to count as goodput."""
+
+    ttft_s: float = DEFAULT_TTFT_S
+    output_tok_s: float = DEFAULT_OUTPUT_TOK_S
+
+    def as_fact(self) -> dict[str, float]:
+        return {"ttft_s": self.ttft_s, "output_tok_s": self.output_tok_s}
+
+
+def goodput_from_manifest(manifest: dict[str, Any]) -> GoodputSlo:
+    """The goodput SLO a run's manifest records (its resolved scenario), else the default."""
+    g = (manifest.get("scenario_resolved") or {}).get("goodput") or {}
+    return GoodputSlo(float(g.get("ttft_s", DEFAULT_TTFT_S)),
+                      float(g.get("output_tok_s", DEFAULT_OUTPUT_TOK_S)))
+
+
+def judged_requests(turns: pd.DataFrame) -> pd.DataFrame:
+    """The turn requests goodput is judged on: every turn attempt that ended, but for
+    the cancelled-at-stop and context-overflow ones."""
+    kind = turns["request_kind"] == "turn"
+    err = turns["error_type"].fillna("")
+    return turns[kind & ~err.isin(NOT_FAILURES)]
+
+
+def meets(rows: pd.DataFrame, slo: GoodputSlo) -> np.ndarray:
+    """Which rows met the goodput SLO (bool per row, failed rows never)."""
+    ok = rows["ok"].astype(bool).to_numpy()
+    ttft = pd.to_numeric(rows["ttft_s"], errors="coerce").to_numpy(dtype=float)
+    speed = pd.to_numeric(rows["decode_tok_s"], errors="coerce").to_numpy(dtype=float)
+    out_n = pd.to_numeric(rows["output_tokens"], errors="coerce").fillna(0).to_numpy(float)
+    fast = np.where(out_n <= 1, True, np.nan_to_num(speed, nan=-1.0) >= slo.output_tok_s)
+    met: np.ndarray = ok & (np.nan_to_num(ttft, nan=np.inf) <= slo.ttft_s) & fast
+    return met
+
+
+def goodput_figures(turns: pd.DataFrame, slo: GoodputSlo, wall_window_s: float | None,
+                    window: tuple[float, float] | None, requested: int | None
+                    ) -> dict[str, Any]:
+    """The whole run's goodput figures, and the steady window's when there is one."""
+    rows = judged_requests(turns)
+    good = meets(rows, slo)
+    n = len(rows)
+    out: dict[str, Any] = {"goodput_slo": slo.as_fact(),
+                           "goodput_share": float(good.sum()) / n if n else None,
+                           "goodput_requests_per_s": None, "goodput_tok_s": None}
+    if wall_window_s:
+        tokens = pd.to_numeric(rows["output_tokens"], errors="coerce").fillna(0).to_numpy(float)
+        out["goodput_requests_per_s"] = float(good.sum()) / wall_window_s
+        out["goodput_tok_s"] = float(tokens[good].sum()) / wall_window_s
+    if window is not None:
+        out |= window_goodput(rows, good, window, requested)
+    return out
+
+
+def window_goodput(rows: pd.DataFrame, good: np.ndarray, window: tuple[float, float],
+                   requested: int | None) -> dict[str, Any]:
+    """Goodput inside [lo, hi]: the share of the requests whose first token (or failure)
+    falls in it, and the met requests' output tokens apportioned to it per second."""
+    lo, hi = window
+    sent = rows["started_mono_s"].to_numpy(dtype=float)
+    ttft = pd.to_numeric(rows["ttft_s"], errors="coerce").to_numpy(dtype=float)
+    e2e = pd.to_numeric(rows["e2e_s"], errors="coerce").fillna(0.0).to_numpy(dtype=float)
+    first = np.where(np.isnan(ttft), sent + e2e, sent + ttft)
+    in_w = (first >= lo) & (first <= hi)
+    length = hi - lo
+    tok = tokens_in_window(rows[good], lo, hi).sum() if good.any() else 0.0
+    rate = float(tok) / length if length > 0 else None
+    return {"window_goodput_share": float(good[in_w].sum()) / int(in_w.sum())
+            if in_w.any() else None,
+            "window_goodput_tok_s": rate,
+            "window_goodput_per_session_tok_s": (rate / requested
+                                                 if rate is not None and requested else None)}
