@@ -43,7 +43,7 @@ class Probe:
 class SizingResult:
     """The answer of `size`: the largest session count meeting every SLO."""
 
-    sessions: int                       # 0 when even one session fails
+    sessions: int                       # what held on every seed (0: not even one session)
     slos: tuple[Slo, ...]
     max_sessions: int
     probes: list[Probe] = field(default_factory=list)

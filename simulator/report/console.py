@@ -80,12 +80,14 @@ def format_sizing(result: SizingResult, target: str | None = None) -> str:
     slos = " and ".join(str(s) for s in result.slos)
     sim = any(p.summary.get("simulated") for p in result.probes)
     again = "with another seed" if result.reseeded else "with the same seed"
-    head = (f"{result.sessions} session(s) meet {slos}"
+    lo, hi = result.sessions_range
+    every = (f" with every one of {len(result.answers)} seeds (range {lo}–{hi})"
+             if len(result.answers) > 1 else "")
+    head = (f"{result.sessions} session(s) meet {slos}{every}"
             + (f" (confirmed by a repeat {again})" if result.confirmed else "")
             + (" — SIMULATED (twin)" if sim else ""))
     if result.sessions == 0:
-        head = f"no session count meets {slos}" + (" — SIMULATED (twin)" if sim else "")
-    lo, hi = result.sessions_range
+        head = f"no session count meets {slos}{every}" + (" — SIMULATED (twin)" if sim else "")
     lines = [head, *([f"sized: {target}"] if target else []),
              f"binding constraint: {result.binding} [{result.binding_kind}]",
              f"SLOs judged on {judged_on([p.summary for p in result.probes])}"]

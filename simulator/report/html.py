@@ -31,13 +31,20 @@ class ReportPaths:
 
 
 def build_figures(turns: pd.DataFrame, server: pd.DataFrame | None,
-                  simulated: bool) -> list[tuple[str, str, Figure]]:
+                  simulated: bool, ramp: dict[str, Any] | None = None
+                  ) -> list[tuple[str, str, Figure]]:
     """(file stem, caption, figure) for every plot the run supports (recall probes:
-    their own figure; every other plot reads the turns without them)."""
+    their own figure; every other plot reads the turns without them; a stepped ramp's
+    page first)."""
     probes = probe_rows(turns)
     turns = without_probes(turns)
     turn_ok = ok_rows(turns, "turn")
-    figs = [
+    figs: list[tuple[str, str, Figure]] = []
+    if ramp:
+        figs.append(("ramp", "Stepped ramp: tok/s, TTFT, goodput and KV usage against time, "
+                     "each step's window shaded, the boundary named",
+                     plots.plot_ramp(turns, server, ramp, simulated=simulated)))
+    figs += [
         ("turn_throughput", "Turn throughput over turns",
          plots.plot_turn_throughput(turns, turn_ok, simulated=simulated)),
         ("context_tokens", "Context tokens over turns",
@@ -153,14 +160,17 @@ def render_report(run_dir: str | Path) -> ReportPaths:
     if ok_rows(turns, "turn").empty:
         raise InputError(f"{run_dir / 'turns.parquet'}: no successful turns to report on")
     simulated = bool(manifest.get("simulated", False))
-    summary = summarize_run(manifest, turns, server, load_saved_summary(run_dir))
+    saved = load_saved_summary(run_dir)
+    summary = summarize_run(manifest, turns, server, saved)
     table = summary_table(summary)
     facts = _run_facts(manifest, run_dir)
     title = (f"endurance report — {run_label(manifest, run_dir)} "
              f"({'simulated' if simulated else 'real'})")
     pngs: list[tuple[str, bytes]] = []
     paths: list[Path] = []
-    for stem, caption, fig in build_figures(turns, server, simulated):
+    ramp = (saved or {}).get("ramp")
+    for stem, caption, fig in build_figures(turns, server, simulated,
+                                            ramp if isinstance(ramp, dict) else None):
         png = figure_png(fig)
         path = run_dir / f"{stem}.png"
         path.write_bytes(png)

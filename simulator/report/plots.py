@@ -397,3 +397,59 @@ def plot_cdfs(turn_ok: pd.DataFrame, *, simulated: bool) -> Figure:
     fig.suptitle(f"Distributions over {len(turn_ok)} turns (p50/p90/p99 in red) — "
                  f"{mode_word(simulated)}")
     return fig
+
+
+def plot_ramp(turns: pd.DataFrame, server: pd.DataFrame | None, ramp: dict[str, Any], *,
+              simulated: bool) -> Figure:
+    """A stepped ramp against time: aggregate output tok/s and active sessions, each
+    request's TTFT, the steps' goodput share, and KV usage; each step's window shaded
+    (green passed, red failed, grey unjudged), its count written above it, the answer
+    (the boundary) named in the title."""
+    from simulator.analysis.goodput import judged_requests
+    steps = ramp.get("steps") or []
+    tiers = ramp.get("tiers") or []
+    cli = client_series(turns)
+    srv = server_series(server)
+    fig = new_figure(10.0, 9.0)
+    axes = fig.subplots(4, 1, sharex=True)
+    ax_tok, ax_ttft, ax_good, ax_kv = axes
+    ax_tok.plot(cli["t_s"], cli["output_tok_s"], color="tab:blue", lw=1, label="output tok/s")
+    twin = ax_tok.twinx()
+    twin.step(cli["t_s"], cli["active_sessions"], where="post", color="tab:orange", lw=1,
+              label="active sessions")
+    ax_tok.set_ylabel("tok/s")
+    twin.set_ylabel("sessions")
+    ax_tok.legend(*legend_entries(ax_tok, twin), loc="upper left", fontsize=7)
+    ok = turns[(turns["request_kind"] == "turn") & turns["ok"].astype(bool)]
+    ax_ttft.scatter(ok["started_mono_s"] + ok["ttft_s"].fillna(0.0), ok["ttft_s"], s=3,
+                    color="tab:purple")
+    ax_ttft.set_ylabel("TTFT (s)")
+    rows = judged_requests(turns)
+    share = [s.get("figures", {}).get("window_goodput_share") for s in steps]
+    for s, g in zip(steps, share, strict=True):
+        if s.get("window_start_s") is not None and g is not None:
+            ax_good.hlines(100 * g, s["window_start_s"], s["window_end_s"], color="tab:green")
+    ax_good.set_ylabel("goodput %")
+    ax_good.set_ylim(-2, 102)
+    if not srv.empty and srv["kv_usage"].notna().any():
+        ax_kv.plot(srv["t_end_s"], 100 * srv["kv_usage"], color="tab:red", lw=1)
+    ax_kv.set_ylabel("KV usage %")
+    ax_kv.set_xlabel("seconds since the run started (shaded: each step's window)")
+    for s in steps:
+        lo, hi = s.get("window_start_s"), s.get("window_end_s")
+        passed = s.get("passed") or []
+        color = "grey" if not passed else ("tab:green" if passed[0] else "tab:red")
+        for ax in axes:
+            ax.axvline(s["started_s"], color="black", lw=0.5, ls=":")
+            if lo is not None and hi is not None:
+                ax.axvspan(lo, hi, color=color, alpha=0.12)
+        ax_tok.annotate(f"{s['sessions']}", (s["started_s"], 1.0),
+                        xycoords=("data", "axes fraction"), fontsize=7, va="top")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    answer = "; ".join(f"{t['name']}: {t['sessions']} session(s)" for t in tiers)
+    fig.suptitle(f"Stepped ramp — {mode_word(simulated)}"
+                 + (f" — answer {answer}" if answer else "")
+                 + (f" ({len(rows)} judged requests)" if len(rows) else ""), fontsize=10)
+    fig.subplots_adjust(hspace=0.15, top=0.94)
+    return fig

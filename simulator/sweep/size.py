@@ -86,6 +86,8 @@ class SizeProfile:
             again = GallopSearch(lo, self.max_sessions)
             known_k = yield from self._search(again, k, width, res.probes, res.unused)
             res.answers.append(again.answer(known_k))
+        # the headline is what held on every seed; the first search's answer is answers[0]
+        res.sessions = min(res.answers)
         if lo > 0 and self.repeats >= 1:
             repeat = next(p for p in res.probes if p.seed_offset == 1 and p.sessions == lo)
             res.confirmed = repeat.passed
