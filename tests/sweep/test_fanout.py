@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from simulator.analysis.search import bisection_frontier
 from simulator.cli import main
 from simulator.errors import InputError
 from simulator.sweep.fanout import map_points
-from simulator.analysis.search import bisection_frontier
 
 ROOT = Path(__file__).resolve().parents[2]
 TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")
