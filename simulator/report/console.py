@@ -255,6 +255,12 @@ def format_ramp_cost(data: Mapping[str, Any]) -> str:
     ramp_s = data.get("seconds")
     lines = [f"ramp: one run of {number(ramp_s and ramp_s / 60, '{:,.1f}')} {unit} minutes "
              f"({len((data.get('ramp') or {}).get('steps') or [])} held steps)"]
+    price = data.get("price_per_hour")
+    tiers = (data.get("ramp") or {}).get("tiers") or []
+    if price and len(tiers) > 1:
+        lines.append("per card and per $/h: " + "; ".join(
+            f"{t['name']}: {t['sessions']} ({t['sessions'] / price:,.1f} per $/h)"
+            for t in tiers))
     for c in data.get("compared") or []:
         lo, hi = c.get("sessions_range") or (c["sessions"], c["sessions"])
         share = (f", the ramp took {ramp_s / c['seconds']:.0%} of it"

@@ -121,7 +121,7 @@ def _intervals(run_dirs: list[str]) -> list[tuple[float, float]]:
 def _overlap(run_dirs: list[str]) -> bool:
     """Some two points' runs were open at the same time (wall clock)."""
     end = float("-inf")
-    for start, stop in sorted(_intervals(run_dirs)):
+    for start, stop in sorted(_intervals(sorted(set(run_dirs)))):
         if start < end:
             return True
         end = max(end, stop)
@@ -135,6 +135,8 @@ def _all_run_dirs(data: Any) -> list[str]:
         own = data.get("run_dirs")
         dirs = [d for ds in own.values() for d in ds] if isinstance(own, dict) else \
             list(own) if isinstance(own, list) else []
+        if isinstance(data.get("run_dir"), str) and data["run_dir"]:
+            dirs.append(data["run_dir"])
         return dirs + [d for k, v in data.items() if k != "run_dirs" for d in _all_run_dirs(v)]
     return []
 
