@@ -36,6 +36,7 @@ from simulator.scenario.load import load_scenario
 from simulator.session.prefix import build_base_prefix
 from simulator.sweep.fanout import Serial
 from simulator.sweep.pipeline import run_profile
+from simulator.sweep.point import Target
 from simulator.sweep.profiles import Counts, PointBase, Sweep
 from simulator.sweep.size import SizeProfile
 from simulator.twin.model.perf_model import build_perf_model
@@ -71,7 +72,7 @@ def _base(scenario: str | Path, overrides: Sequence[str], out_dir: str | Path | 
           twin: str | None) -> PointBase:
     s, _ = load_scenario(scenario, list(overrides))
     return PointBase(str(scenario), tuple(overrides), Path(out_dir or results_dir()), s.seed,
-                     twin=twin or None, reuse=True)
+                     Target(twin=twin or None), reuse=True)
 
 
 def sweep(scenario: str | Path, counts: Sequence[int], overrides: Sequence[str] = (),

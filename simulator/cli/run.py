@@ -37,6 +37,15 @@ def scenario_overrides(sessions: int | None, turns: int | None, seed: int | None
     return [*out, *twin_overrides(), *load_overrides(), *fleet_overrides(), *sets]
 
 
+def ramp_hold_options(f: click.decorators.FC) -> click.decorators.FC:
+    """`--hold` and `--max-step`: how long a ramp holds each step (run and size)."""
+    f = click.option("--max-step", "max_step", default="30m", show_default=True,
+                     metavar="TIME",
+                     help="--ramp: a step with no window of --hold by then is not steady.")(f)
+    return click.option("--hold", "hold", default="3m", show_default=True, metavar="TIME",
+                        help="--ramp: each step's steady-state window (90s, 3m).")(f)
+
+
 def at_least_one(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
     """`--sessions 0` is refused by the flag's name, not as the `--set` it becomes."""
     if value is not None and value < 1:
@@ -118,10 +127,7 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
               help="A stepped ramp in one run: STEPS 1,2,4,8 | START*FACTOR..MAX | "
               "START+STEP..MAX sessions, each step held until its own steady-state window "
               "reaches --hold (docs/sizing.md).")
-@click.option("--hold", "hold", default="3m", show_default=True, metavar="TIME",
-              help="--ramp: each step's steady-state window.")
-@click.option("--max-step", "max_step", default="30m", show_default=True, metavar="TIME",
-              help="--ramp: a step with no window of --hold by then is not steady.")
+@ramp_hold_options
 @click.option("--reset-prefix-cache", is_flag=True, help="With --endpoint: POST "
               "/reset_prefix_cache first, so the run starts from a cold cache (the HTTP "
               "twin serves it; vLLM with VLLM_SERVER_DEV_MODE=1).")

@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from simulator.cli._app import main
-from simulator.cli.run import common_run_options, scenario_overrides
+from simulator.cli.run import common_run_options, ramp_hold_options, scenario_overrides
 from simulator.errors import InputError
 
 _ROUTER = re.compile(r"^fleet\.router=(\w+)$")
@@ -64,11 +64,12 @@ def point_base(scenario: str, overrides: Sequence[str], folder: Path, endpoint: 
                client: str | None, reset: bool) -> Any:
     """The points' shared part: the scenario (loaded once, its seed for repeats)."""
     from simulator.scenario.load import load_scenario
+    from simulator.sweep.point import Target
     from simulator.sweep.profiles import PointBase
     s, _ = load_scenario(scenario, list(overrides))
-    return PointBase(scenario, tuple(overrides), folder, s.seed, endpoint_url=endpoint,
-                     twin=twin, spec=spec, client=client, price_per_hour=price_per_hour,
-                     reset_prefix_cache=reset)
+    return PointBase(scenario, tuple(overrides), folder, s.seed,
+                     Target(endpoint_url=endpoint, twin=twin, spec=spec, client=client,
+                            price_per_hour=price_per_hour, reset_prefix_cache=reset))
 
 
 def progress_line(as_json: bool) -> Callable[[Any], None] | None:
@@ -254,10 +255,7 @@ def _save_and_show(answer: Any, folder: Path, name: str, as_json: bool) -> None:
               help="Size in one run: a stepped ramp (STEPS: 1,2,4,8 | START*FACTOR..MAX | "
               "START+STEP..MAX; default 1*2..--max-sessions), each step held to its own "
               "steady window, stopped at the SLO boundary, refined, confirmed.")
-@click.option("--hold", "hold", default="3m", show_default=True, metavar="TIME",
-              help="--ramp: each step's steady-state window (90s, 3m).")
-@click.option("--max-step", "max_step", default="30m", show_default=True, metavar="TIME",
-              help="--ramp: a step with no window of --hold by then is not steady.")
+@ramp_hold_options
 @click.option("--tier", "tiers", multiple=True, type=click.FloatRange(min=0, max=1e6),
               metavar="TOK_S", help="An output-speed tier (repeatable, e.g. --tier 30 "
               "--tier 100): the most sessions whose requests get ≥ TOK_S decode tok/s with "
@@ -430,9 +428,10 @@ def _kv_facts(base: Any) -> tuple[int | None, int]:
     from simulator.twin.model.profiles import parse_twin
     s, _ = load_scenario(base.scenario_path, list(base.overrides))
     shared = build_base_prefix(s).tokens_est if s.cache_bust == "none" else 0
-    if base.endpoint_url is not None:
+    if base.target.endpoint_url is not None:
         return None, shared      # a real vLLM reports it via vllm:cache_config_info
-    hw, model = parse_twin(base.twin) if base.twin else (s.twin.hardware, s.twin.model)
+    twin = base.target.twin
+    hw, model = parse_twin(twin) if twin else (s.twin.hardware, s.twin.model)
     return build_perf_model(hw, model).kv_capacity_tokens(), shared
 
 
@@ -491,12 +490,13 @@ def _ramp(base: Any, steps_text: str, max_sessions: int, hold_s: float, max_step
 
     steps = parse_steps(steps_text or f"1*2..{max_sessions}", max_sessions)
     if from_twin is not None:
-        twin = replace(base, endpoint_url=None, twin=from_twin, folder=base.folder / "twin")
+        twin = replace(base, target=replace(base.target, endpoint_url=None, twin=from_twin),
+                       folder=base.folder / "twin")
         search(twin, f"probe search on the twin {from_twin}")
         steps = start_from(compared[0][1].sessions, max_sessions)
     answer = run_profile(RampProfile(base, ramp_override(steps, hold_s, max_step_s, tiers)),
                          ex, on_done)
-    if compare and base.endpoint_url is None and from_twin is None:
+    if compare and base.target.endpoint_url is None and from_twin is None:
         search(base, "probe search, same twin")
     answer.compared = compared
     return answer

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulator.sweep.point import Point, PointResult, run_point
+from simulator.sweep.point import Point, PointResult, Target, run_point
 from simulator.twin.model.fit import ScenarioPoint, ScenarioRunner
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios" / "calibration"
@@ -54,8 +54,8 @@ def calibration_point(scenario: str | Path, *, twin: str | None = None,
                       terms: Mapping[str, float] | None = None) -> Point:
     """The point a calibration run is (temporary: nothing is kept)."""
     return Point(str(scenario), tuple(overrides), "", f"calibration {Path(scenario).stem}",
-                 twin=twin, spec=spec, twin_overrides=tuple(sorted((terms or {}).items())),
-                 temporary=True)
+                 Target(twin=twin, spec=spec),
+                 twin_overrides=tuple(sorted((terms or {}).items())), temporary=True)
 
 
 def point_run(result: PointResult) -> PointRun:

@@ -26,6 +26,20 @@ from simulator.run.spec import RunSpec
 
 
 @dataclass(frozen=True, slots=True)
+class Target:
+    """Where a search's points run: the endpoint (None: the in-process twin) and how
+    they reach it; every point of one search shares it."""
+
+    endpoint_url: str | None = None
+    twin: str | None = None
+    spec: str | None = None
+    client: str | None = None
+    price_per_hour: float | None = None
+    api_key_file: str | None = None
+    reset_prefix_cache: bool = False   # POST /reset_prefix_cache first (a cold cache)
+
+
+@dataclass(frozen=True, slots=True)
 class Point:
     """Everything one run of a search needs; plain values only (picklable)."""
 
@@ -33,16 +47,10 @@ class Point:
     overrides: tuple[str, ...]
     out_dir: str
     label: str
-    endpoint_url: str | None = None
-    twin: str | None = None
-    spec: str | None = None
-    client: str | None = None
-    price_per_hour: float | None = None
-    api_key_file: str | None = None
+    target: Target = field(default_factory=Target)
     # in-process twin: engine settings / efficiency terms on top of the profile (a fit's
     # candidate), as (name, value) pairs
     twin_overrides: tuple[tuple[str, Any], ...] = ()
-    reset_prefix_cache: bool = False   # POST /reset_prefix_cache first (a cold cache)
     temporary: bool = False            # results in a temporary directory, removed after
     reuse: bool = False                # notebooks: a completed twin run of the same
     #                                    resolved scenario under out_dir is read, not re-run
@@ -93,8 +101,9 @@ def run_point(p: Point) -> PointResult:
     temporary directory; with `reuse`, a matching completed twin run is read instead);
     an InputError or RunError comes back as the result's error."""
     t0, wall0 = time.monotonic(), time.time()
-    if p.reuse and p.endpoint_url is None and not p.twin_overrides:
-        found = find_run(p.scenario_path, p.overrides, p.out_dir, twin=p.twin)
+    t = p.target
+    if p.reuse and t.endpoint_url is None and not p.twin_overrides:
+        found = find_run(p.scenario_path, p.overrides, p.out_dir, twin=t.twin)
         if found is not None:
             return PointResult(p, str(found), "completed", "",
                                RunSummary.from_json(run_summary(found)), wall0,
@@ -102,12 +111,12 @@ def run_point(p: Point) -> PointResult:
     tmp = tempfile.mkdtemp(prefix="endurance-point-") if p.temporary else None
     try:
         spec = RunSpec(p.scenario_path, list(p.overrides), out_dir=Path(tmp or p.out_dir),
-                       label=p.label, show_progress=False, endpoint_url=p.endpoint_url,
-                       twin=p.twin, spec=p.spec, price_per_hour=p.price_per_hour,
-                       client=p.client, api_key_file=p.api_key_file,
+                       label=p.label, show_progress=False, endpoint_url=t.endpoint_url,
+                       twin=t.twin, spec=t.spec, price_per_hour=t.price_per_hour,
+                       client=t.client, api_key_file=t.api_key_file,
                        twin_overrides=dict(p.twin_overrides))
-        if p.reset_prefix_cache and p.endpoint_url:
-            reset_prefix_cache(p.endpoint_url)
+        if t.reset_prefix_cache and t.endpoint_url:
+            reset_prefix_cache(t.endpoint_url)
         res = execute(spec, echo=lambda _line: None)
     except (InputError, RunError) as exc:
         return PointResult(p, "", "error", str(exc), RunSummary({}, {}), wall0,

@@ -25,7 +25,7 @@ from simulator.analysis.sizing import sweep_row
 from simulator.analysis.tier_sizing import tier_set
 from simulator.errors import InputError, RunError
 from simulator.sweep.pipeline import Plan
-from simulator.sweep.point import Point, PointResult
+from simulator.sweep.point import Point, PointResult, Target
 from simulator.twin.spec_decode.ngram import parse_spec
 
 
@@ -39,13 +39,7 @@ class PointBase:
     overrides: tuple[str, ...]
     folder: Path
     base_seed: int
-    endpoint_url: str | None = None
-    twin: str | None = None
-    spec: str | None = None
-    client: str | None = None
-    price_per_hour: float | None = None
-    api_key_file: str | None = None
-    reset_prefix_cache: bool = False
+    target: Target = field(default_factory=Target)
     reuse: bool = False               # notebooks: read a matching completed twin run
 
     def point(self, sessions: int | None, *, extra: Sequence[str] = (), seed_offset: int = 0,
@@ -60,13 +54,10 @@ class PointBase:
             over.append(f"seed={self.base_seed + seed_offset}")
         text = label or ((f"{sessions} sessions" if sessions is not None else "the scenario")
                          + (f" (seed +{seed_offset})" if seed_offset else ""))
+        target = self.target if spec is None else replace(self.target, spec=spec)
         return Point(self.scenario_path, tuple(over),
-                     str(self.folder / sub if sub else self.folder), text,
-                     endpoint_url=self.endpoint_url, twin=self.twin,
-                     spec=spec or self.spec, client=self.client,
-                     price_per_hour=self.price_per_hour, api_key_file=self.api_key_file,
-                     reset_prefix_cache=self.reset_prefix_cache, reuse=self.reuse,
-                     cost=float(sessions or 1), coords=dict(coords or {}))
+                     str(self.folder / sub if sub else self.folder), text, target,
+                     reuse=self.reuse, cost=float(sessions or 1), coords=dict(coords or {}))
 
     def under(self, sub: str, extra: Sequence[str] = ()) -> PointBase:
         """The same search in `folder/sub` with `extra` overrides (an outer dimension)."""

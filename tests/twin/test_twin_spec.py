@@ -230,7 +230,7 @@ def test_spec_sweep_table_and_bad_settings() -> None:
 
     def run(p: Point) -> PointResult:
         n, s = p.coords["requested_sessions"], p.coords["spec"]
-        assert p.spec == s
+        assert p.target.spec == s
         return PointResult(p, "", "completed", "", RunSummary.from_json({
             "requested_sessions": n, "window_per_session_tok_s": fake[s] / n,
             "window_n_x_per_session_tok_s": fake[s]}), 0.0, 0.0)
