@@ -485,7 +485,8 @@ def _ramp(base: Any, steps_text: str, max_sessions: int, hold_s: float, max_step
             cmp = replace(cmp, overrides=(*cmp.overrides, f"goodput.ttft_s={goodput['ttft_s']}",
                                           f"goodput.output_tok_s={goodput['output_tok_s']}"))
         cap, shared = _kv_facts(cmp)
-        compared.append((name, run_profile(SizeProfile(cmp, judged, max_sessions, 0, None,
+        # as `size` runs it by default: the search and one repeat with another seed
+        compared.append((name, run_profile(SizeProfile(cmp, judged, max_sessions, 1, None,
                                                        cap, shared), ex, on_done)))
 
     steps = parse_steps(steps_text or f"1*2..{max_sessions}", max_sessions)
