@@ -303,7 +303,8 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
         raise InputError("size: give an SLO (--slo 'per_session_tok_s>=50') or an "
                          "output-speed tier (--tier 30)")
     check_fan_out(endpoint, reset_prefix_cache, parallel, executor)
-    _check_ramp_options(ramp, endpoint, from_twin, tiers, ttft, team, repeats)
+    _check_ramp_options(ramp, endpoint, from_twin, tiers, ttft, team, repeats,
+                        kv_tiers() is not None)
     if split_listed_set(sets) is not None:
         raise InputError("size: a --set list is a sweep (one search runs one configuration); "
                          "run `size` once per value, or `sweep --set KEY=a,b`")
@@ -438,8 +439,15 @@ def _kv_facts(base: Any) -> tuple[int | None, int]:
 # ----------------------------------------------------------------- --ramp, --tier --
 def _check_ramp_options(ramp: str | None, endpoint: str | None, from_twin: str | None,
                         tiers: tuple[float, ...], ttft: float | None, team: int | None,
-                        repeats: int) -> None:
+                        repeats: int, kv_list: bool) -> None:
     """What --ramp, --tier and --from-twin cannot combine with, refused in one line."""
+    if (ramp is not None or tiers) and kv_list:
+        raise InputError("--ramp/--tier with a --kv-offload-gib list: one answer per host "
+                         "tier size is a table of searches; run them once per size "
+                         "(--kv-offload-gib G)")
+    if tiers and team is not None:
+        raise InputError("--tier with --team: size the tiers, then divide the team by the "
+                         "tier's answer")
     if from_twin is not None and (ramp is None or endpoint is None):
         raise InputError("--from-twin starts a real ramp from the twin's answer: it needs "
                          "--ramp and --endpoint")

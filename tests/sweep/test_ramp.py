@@ -83,7 +83,10 @@ def test_ramp_options_that_cannot_combine_are_refused_in_one_line(tmp_path: Path
                         (["--ramp", "", "--repeats", "2"], "--repeats"),
                         (["--from-twin", "a40/qwen3-coder-30b-a3b-awq"], "--from-twin"),
                         (["--ttft", "5"], "--tier"),
-                        (["--ramp", "", "--hold", "10m", "--max-step", "5m"], "--hold")):
+                        (["--ramp", "", "--hold", "10m", "--max-step", "5m"], "--hold"),
+                        (["--ramp", "", "--kv-offload-gib", "0,64"], "--kv-offload-gib"),
+                        (["--tier", "30", "--kv-offload-gib", "0,64"], "--kv-offload-gib"),
+                        (["--tier", "30", "--team", "8"], "--team")):
         r = CliRunner().invoke(main, ["size", TEAM, "--slo", "ttft_p95_s<=5", *bad,
                                       "--out", str(tmp_path / "bad")])
         assert r.exit_code == 2 and phrase in r.stderr and "Traceback" not in r.output, \
