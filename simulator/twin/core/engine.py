@@ -94,9 +94,12 @@ class TwinEngine:
         self._link, tier = self._host_tier(perf_model, bs)
         # a hybrid with prefix caching: vLLM's `align` state cache (`hybrid_prefill`)
         self._align = getattr(perf_model, "state_align_block", None) is not None
+        engine = getattr(perf_model, "engine", None)
         self.kv_cache_manager = KVCacheManager(
             int(nb), bs, enable_caching=prefix_caching, tier=tier, state_aligned=self._align,
-            state_blocks=int(getattr(perf_model, "state_blocks_per_seq", 0)))
+            state_blocks=int(getattr(perf_model, "state_blocks_per_seq", 0)),
+            spec_state_blocks=self.spec.num_speculative_tokens if self.spec else 0,
+            retention=getattr(engine, "prefix_cache_retention_interval", 0))
         self._block_bytes = bs * float(getattr(perf_model, "kv_bytes_per_token", 0.0))
         self._loading: list[tuple[float, int, Seq]] = []   # heap: (load done, n, seq)
         self._store_free_at = self._load_free_at = 0.0     # host link busy until
@@ -493,7 +496,7 @@ class TwinEngine:
                     n = room
                 if self._align:
                     n = aligned_split(s.num_computed, n, s.num_tokens, s.prompt_len,
-                                      kv.block_size)
+                                      kv.block_size, s.junction)
                     if n == 0:           # no room for a whole block: it waits a step
                         i += 1
                         continue
@@ -559,7 +562,7 @@ class TwinEngine:
             hit = len(hit_blocks) * bs
             n = min(s.num_tokens - hit, budget - slots)
             if self._align:
-                n = aligned_split(hit, n, s.num_tokens, s.prompt_len, bs)
+                n = aligned_split(hit, n, s.num_tokens, s.prompt_len, bs, s.junction)
                 if n == 0:               # the budget left holds no whole block
                     break
             if not kv.allocate_slots(s, n, hit_blocks):

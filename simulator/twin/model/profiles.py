@@ -77,6 +77,10 @@ class EngineSettings(_Strict):
     enable_prefix_caching: bool = True
     kv_offload_gib: float = Field(default=0.0, ge=0)   # vLLM --kv-offloading-size (GiB of
     #                                                    host memory for evicted KV); 0: off
+    # hybrids' kept states (vLLM CacheConfig.prefix_cache_retention_interval): 0 the replay
+    # boundary and shared-prefix junctions only (vLLM 0.32's default), None every block
+    # boundary a step ends on, N > 0 also every N tokens (a multiple of the block size)
+    prefix_cache_retention_interval: int | None = Field(default=0, ge=0)
     spec_max_num_batched_tokens: int = Field(default=2048, gt=0)   # budget with spec on
     #                                                      unless max_num_batched_tokens is set
     sources: dict[str, str] = Field(default_factory=dict)
