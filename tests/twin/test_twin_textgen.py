@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from simulator.twin.serve import textgen
 from simulator.util import tokens as tok
 
