@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
+from collections.abc import Sequence
 
 from simulator.twin.core.block_pool import BlockPool, extend_hash_chain
 from simulator.twin.core.kv_offload import HostTier
@@ -259,7 +260,7 @@ class KVCacheManager:
         """Keep the states at the ends of blocks first..n_full−1 that a step ended on
         (only the last when `last_only`) and retention keeps (`reachable_block_mask`)."""
         bs, keep = self.block_size, self.retention
-        ends = (n_full - 1,) if last_only else range(first, n_full)
+        ends: Sequence[int] = (n_full - 1,) if last_only else range(first, n_full)
         if keep is not None:
             replay = (s.prompt_len - 1) // bs * bs      # `replay_boundaries`, no EAGLE
             ends = [j for j in ends if (j + 1) * bs in (replay, s.junction)
