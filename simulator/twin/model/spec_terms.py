@@ -41,8 +41,8 @@ def spec_terms(pm: RooflinePerfModel, context: int = 3000) -> list[SpecTerm]:
         if term in own:
             return f"own ({hw.name})"
         if fitted_here:
-            return f"fitted on {hw.name}" if term in ("spec_step_s", "spec_seq_s") else \
-                f"prior ({hw.name} profile)"
+            fitted = term in ("spec_step_s", "spec_seq_s") and getattr(eff, term) > 0
+            return f"fitted on {hw.name}" if fitted else f"prior ({hw.name} profile)"
         return f"borrowed from {DEFAULT_EFFICIENCY_HARDWARE}"
 
     def src(term: str, fallback: str) -> str:
