@@ -169,7 +169,8 @@ def _exchanges(tmp_path: Path) -> Path:
     return path
 
 
-def test_fit_recovers_the_spec_host_term_from_replayed_replies(tmp_path: Path) -> None:
+def test_fit_recovers_the_spec_host_term_from_replayed_replies(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`twin fit` fits speculation points too: a spec_replay point (a real model's own
     replies, timed with n-gram speculation on) is predicted by replaying those replies
     through the twin; a planted spec_step_s is found again from one stream, and more
@@ -181,6 +182,15 @@ def test_fit_recovers_the_spec_host_term_from_replayed_replies(tmp_path: Path) -
     one = one.model_copy(update={"measured": predict(truth, one)})
     result = fit_terms([one], "cpu-2core", "smollm2-135m", free=("spec_step_s",))
     assert result.terms["spec_step_s"] == pytest.approx(0.004, rel=0.02)
+    # a first step that lands on the upper bound (0.08 s from 1 µs, the bound at 0.1 s as
+    # it was) comes back from it: the Jacobian is a backward difference there, not a
+    # forward one clipped to the same point (zero: the fit stopped at the bound)
+    from simulator.twin.model import fit as fit_module
+    monkeypatch.setitem(fit_module.BOUNDS, "spec_step_s", (1e-6, 0.1))
+    slow = build_perf_model("cpu-2core", "smollm2-135m", overrides={"spec_step_s": 0.08})
+    far = one.model_copy(update={"measured": predict(slow, one)})
+    again = fit_terms([far], "cpu-2core", "smollm2-135m", free=("spec_step_s",))
+    assert again.terms["spec_step_s"] == pytest.approx(0.08, rel=0.02)
     four = one.model_copy(update={"batch": 4})
     fitted = build_perf_model("cpu-2core", "smollm2-135m",
                               overrides={"spec_step_s": result.terms["spec_step_s"]})

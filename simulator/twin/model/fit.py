@@ -40,7 +40,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "eta_kv": (0.05, 1.0), "kv_half_seqs": (1e-3, 200.0), "eta_s": (0.05, 1.0),
     "eta_c": (0.01, 1.0), "eta_attn": (0.01, 1.0), "routing_skew": (0.05, 3.0),
     "reserve_bytes": (1e6, 1e12),
-    "spec_step_s": (1e-6, 0.1), "spec_seq_s": (1e-7, 0.05), "spec_verify_tok_s": (1e-8, 0.01),
+    "spec_step_s": (1e-6, 0.5), "spec_seq_s": (1e-7, 0.05), "spec_verify_tok_s": (1e-8, 0.01),
     "ngram_ctx_tok_s": (1e-12, 1e-6), "eager_step_s": (1e-5, 0.5),
 }
 
@@ -286,6 +286,8 @@ def _solve_lm(resid: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.
         jac = np.empty((r.size, x.size))
         for j in range(x.size):
             h = 1e-6 * max(1.0, abs(x[j]))
+            if x[j] + h > hi[j]:        # at the upper bound: a backward difference (a
+                h = -h                  # forward one is clipped to the same point: 0)
             xj = x.copy()
             xj[j] += h
             jac[:, j] = (resid(xj) - r) / h
