@@ -11,6 +11,9 @@ docs/twin-fidelity.md). It
    the identifiable efficiency terms of `cpu-2core`;
 3. without refitting, runs the same scenario at 2, 4 and 8 sessions on the real server
    and on the fitted twin, and n-gram speculation on vs off on the model's own replies;
+   then fits the speculation host term (`spec_step_s`) on one stream of the code probes
+   against the speculating server and, without refitting, predicts 2 and 4 streams
+   (the twin replays the model's own replies: `twin_check.spec_check`);
 4. prints the table (twin, real, error) and, with `--write`, writes
    `simulator/twin/model/profiles/hardware/cpu-2core-fitted.yaml` and the table between the
    `twin-vs-vllm-cpu` markers of README.md and docs/twin-fidelity.md.
@@ -107,6 +110,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"(load {loads[-1]:.1f})")
         rows += tc.spec_rows(plain, spec, str(prof_path))
         loads.append(_load())
+        checked = tc.spec_check(plain, spec, profile, out / "spec")
+        profile = checked.profile
+        rows += checked.rows
+        loads.append(_load())
+        say(f"speculation: {', '.join(tc.SPEC_FREE)} "
+            + ", ".join(f"{checked.fit.terms[k]:.4g}" for k in tc.SPEC_FREE)
+            + f" fitted on one stream; done after {time.monotonic() - t_start:.0f} s "
+              f"(load {loads[-1]:.1f})")
 
     took = time.monotonic() - t_start
     header = (f"Measured {when} on this machine ({os.cpu_count()} cores), "

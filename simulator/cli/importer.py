@@ -36,13 +36,17 @@ def import_group() -> None:
                    "the import (exit 1, nothing written). Default: skip and count.")
 @click.option("--force", is_flag=True,
               help="Overwrite an existing output file (never one of the inputs).")
-@click.option("--hidden-thinking", type=click.Choice(["fresh", "like-visible"]),
-              default="fresh", show_default=True,
+@click.option("--hidden-thinking",
+              type=click.Choice(["match-visible", "fresh", "like-visible"]),
+              default="match-visible", show_default=True,
               help="How the twin synthesises output the transcript hides (redacted "
-                   "thinking): fresh text, or copying its context like the visible text.")
+                   "thinking): paced so the whole reply runs at the visible text's tokens "
+                   "per forward pass (match-visible; like-visible is its earlier name), "
+                   "or as fresh text.")
 def claude_code(paths: tuple[Path, ...], out: Path, keep_content: bool, system_file: Path | None,
                 tools_file: Path | None, seed: int, strict: bool, force: bool,
-                hidden_thinking: Literal["fresh", "like-visible"] = "fresh") -> None:
+                hidden_thinking: Literal["match-visible", "fresh", "like-visible"]
+                = "match-visible") -> None:
     """Import Claude Code transcripts: files or project folders
     (~/.claude/projects/<project>/, with <session>/subagents/agent-*.jsonl)."""
     from simulator.importers import import_claude_code, lost, scenario_yaml
@@ -130,7 +134,8 @@ def format_import_summary(s: dict[str, Any], out: Path | None, keep_content: boo
                      f"{s['ngram_reference_tokens_per_pass']:.2f} tokens per forward pass at "
                      f"{s['ngram_reference']} ({kinds}); hidden output "
                      f"{_pct(s['hidden_output_share'])} of the recorded, replayed as "
-                     f"{'fresh text' if s.get('hidden_thinking', 'fresh') == 'fresh' else 'copying'}")
+                     + ("fresh text" if s.get("hidden_thinking") == "fresh" else
+                        "text at the visible rate"))
     if s["dropped"]:
         lines.append("DROPPED: " + ", ".join(f"{k} {v}" for k, v in s["dropped"].items()))
     if s["skipped"]:

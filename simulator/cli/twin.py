@@ -106,3 +106,31 @@ def points_command(run_dir: Path, output: Path, hardware: str | None, model: str
     output.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     click.echo(f"twin points: {len(result.points)} points from {run_dir} "
                f"({result.skipped} turns unused) -> {output}")
+
+
+SHOW_CARDS = ("a40", "gb10", "h100", "h200")
+
+
+@twin_group.command(name="show")
+@click.option("--hardware", default=",".join(SHOW_CARDS), show_default=True,
+              help="comma-separated card profiles (names or YAML paths)")
+@click.option("--model", default="qwen3-coder-30b-a3b-awq", show_default=True,
+              help="model profile")
+@click.option("--spec", default="ngram:5", show_default=True,
+              help="speculation setting the terms are valued for")
+@click.option("--context", type=int, default=3000, show_default=True,
+              help="context (tokens) at which the per-sequence terms are shown")
+def show_command(hardware: str, model: str, spec: str, context: int) -> None:
+    """Speculation's cost terms per card: value, formula, and whether each is derived,
+    fitted on the card, the card's own, or borrowed."""
+    from simulator.twin.model.perf_model import build_perf_model
+    from simulator.twin.model.spec_terms import spec_terms
+    console = Console()
+    for card in [c.strip() for c in hardware.split(",") if c.strip()]:
+        pm = build_perf_model(card, model, spec=spec)
+        table = Table(title=f"{pm.hardware.name} × {pm.model.name}, {spec}: speculation terms")
+        for col in ("term", "value", "status", "formula", "source"):
+            table.add_column(col, overflow="fold")
+        for t in spec_terms(pm, context):
+            table.add_row(t.name, t.value, t.status, t.formula, t.source)
+        console.print(table)

@@ -20,6 +20,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,12 +31,13 @@ from simulator.check.compare import PROBES
 from simulator.engines.server import EngineServer
 from simulator.run.execute import execute
 from simulator.run.spec import RunResult, RunSpec
-from simulator.twin.model.fit import FitResult, fit_terms
+from simulator.twin.model.fit import FitResult, Observation, fit_terms
 from simulator.twin.model.fit_points import IDENTIFIED, RunPoints, points_from_rows
+from simulator.twin.model.perf_model import build_perf_model
 from simulator.twin.model.profile_write import fitted_hardware, yaml_text
 from simulator.twin.model.profiles import PROFILE_DIR, load_hardware
 from simulator.twin.spec_decode.ngram import NgramSpec
-from simulator.twin.spec_decode.replay import replay_seconds
+from simulator.twin.spec_decode.replay import replay_seconds, replay_streams
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "calibration" / "twin-vs-vllm-cpu.yaml"
 MODEL = "smollm2-135m"          # fp32 by default, as the fixtures serve it
@@ -64,6 +66,10 @@ FREE = IDENTIFIED
 SESSIONS = (2, 4, 8)
 SPEC = NgramSpec(8, prompt_lookup_min=2, prompt_lookup_max=4)   # as smol_vllm_spec serves
 SPEC_MAX_TOKENS = 200
+SPEC_SESSIONS = (2, 4)          # speculation predicted at these, fitted at 1
+# what one stream of speculation identifies: the host work per step (per sequence and
+# per step are the same thing at one sequence)
+SPEC_FREE = ("spec_step_s",)
 
 
 def run(scenario: Path, out: Path, *, sessions: int, seed: int, turns: int | None = None,
@@ -287,3 +293,84 @@ def fit_rows(fit: FitResult) -> list[Row]:
     d, p = med("decode", float), med("prefill", float)
     return [Row("decode tok/s per session (median request)", "1 session (fitted)", *d, "tok/s"),
             Row("TTFT p50", "1 session (fitted)", *p, "s")]
+
+
+def time_probe_streams(server: EngineServer, streams: int,
+                       max_tokens: int = SPEC_MAX_TOKENS) -> list[Timed]:
+    """`streams` clients at once, each sending every code probe of `check --against`
+    back to back (client i starting at probe i), greedy and non-streaming: each
+    request's completion tokens and wall seconds."""
+    def client(i: int) -> list[Timed]:
+        out = []
+        for j in range(len(PROBES)):
+            name, prompt = PROBES[(i + j) % len(PROBES)]
+            t0 = time.monotonic()
+            r = _post(server.base_url + "/v1/chat/completions", {
+                "model": server.model, "messages": [{"role": "user", "content": prompt}],
+                "max_tokens": max_tokens, "temperature": 0.0})
+            out.append(Timed(name, int(r["usage"]["completion_tokens"]),
+                             time.monotonic() - t0,
+                             str(r["choices"][0]["message"]["content"] or "")))
+        return out
+    with ThreadPoolExecutor(streams) as pool:
+        return [t for got in pool.map(client, range(streams)) for t in got]
+
+
+def _rate(timed: Sequence[Timed]) -> float:
+    return sum(t.output_tokens for t in timed) / sum(t.seconds for t in timed)
+
+
+@dataclass(frozen=True, slots=True)
+class SpecCheck:
+    """Speculation on this machine: fitted on one stream, predicted at more."""
+
+    fit: FitResult
+    profile: dict[str, Any]      # the fitted profile with its speculation term
+    rows: list[Row]
+
+
+def spec_check(plain: EngineServer, spec: EngineServer, fitted: dict[str, Any],
+               out: Path, *, sessions: Sequence[int] = SPEC_SESSIONS,
+               max_tokens: int = SPEC_MAX_TOKENS) -> SpecCheck:
+    """n-gram speculation under concurrency: the probes sent by one stream to the
+    speculating server give a `spec_replay` fit point (the plain server's replies, in
+    SmolLM2's ids, replayed by the twin), which fits `SPEC_FREE` on `fitted` (the
+    session fit's profile); then, without refitting, `sessions` streams on the real
+    server against the twin replaying the same replies with as many streams. Each row's
+    spread (the slowest and fastest client's rate) is kept beside it."""
+    base = [token_ids(plain, prompt, t.text)
+            for (_, prompt), t in zip(PROBES, time_probes(plain, max_tokens), strict=True)]
+    out.mkdir(parents=True, exist_ok=True)
+    exchanges = out / "spec-exchanges.json"
+    exchanges.write_text(json.dumps(base), encoding="utf-8")
+    one = time_probe_streams(spec, 1, max_tokens)
+    point = Observation(kind="spec_replay", measured=_rate(one), unit="tok_s", batch=1,
+                        spec=f"ngram:{SPEC.num_speculative_tokens}",
+                        prompt_lookup_min=SPEC.prompt_lookup_min,
+                        prompt_lookup_max=SPEC.prompt_lookup_max,
+                        exchanges=str(exchanges), label="1 stream, n-gram speculation")
+    path = out / "spec-base.yaml"
+    path.write_text(yaml_text(fitted), encoding="utf-8")
+    fit = fit_terms([point], str(path), MODEL, free=SPEC_FREE)
+    profile = {**fitted, "efficiency": {**fitted["efficiency"],
+                                        **{k: float(f"{fit.terms[k]:.5g}") for k in SPEC_FREE}}}
+    profile["efficiency"]["source"] += (
+        f"; {', '.join(SPEC_FREE)} fitted on one stream of the code probes against vLLM "
+        f"CPU with n-gram speculation (k {SPEC.num_speculative_tokens}, lookup "
+        f"{SPEC.prompt_lookup_min}-{SPEC.prompt_lookup_max}): the replies replayed by the "
+        f"twin ({fit.rows[0].error_pct:+.1f}%)")
+    path.write_text(yaml_text(profile), encoding="utf-8")
+    setting = f"{len(PROBES)} code probes, ngram k={SPEC.num_speculative_tokens}"
+    rows = [Row("probe tok/s with speculation", f"1 stream (fitted), {setting}",
+                fit.rows[0].predicted, fit.rows[0].obs.measured, "tok/s")]
+    pm = build_perf_model(str(path), MODEL, spec=f"ngram:{SPEC.num_speculative_tokens}")
+    for n in sessions:
+        real = time_probe_streams(spec, n, max_tokens)
+        twin = replay_streams(base, SPEC, n, pm)
+        clients = [_rate([t for k, t in enumerate(real) if k // len(PROBES) == i])
+                   for i in range(n)]
+        rows.append(Row("probe tok/s with speculation", f"{n} streams, {setting} "
+                        f"(real clients {min(clients):.3g}-{max(clients):.3g})",
+                        sum(a for a, _ in twin) / sum(b for _, b in twin), _rate(real),
+                        "tok/s"))
+    return SpecCheck(fit, profile, rows)

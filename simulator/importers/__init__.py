@@ -108,7 +108,8 @@ def _prefix(t: Transcript, system_file: Path | None, tools_file: Path | None,
 
 def _sessions(t: Transcript, enc: Encoder, prefixes: list[int | None],
               fractions: list[list[float]] | None = None,
-              edit_shares: list[list[float | None]] | None = None) -> list[dict[str, Any]]:
+              edit_shares: list[list[float | None]] | None = None,
+              paces: list[list[float]] | None = None) -> list[dict[str, Any]]:
     links = link_subagents(t)
     out: list[dict[str, Any]] = []
     for si, s in enumerate(t.sessions):
@@ -119,6 +120,8 @@ def _sessions(t: Transcript, enc: Encoder, prefixes: list[int | None],
         for call, e in zip(calls, edit_shares[si] if edit_shares else [], strict=False):
             if e is not None:         # copies beyond what the default edits allow
                 call["edit_share"] = e
+        for call, tpp in zip(calls, paces[si] if paces else [], strict=False):
+            call["tokens_per_pass"] = tpp     # the twin paces its reply to the real's
         d: dict[str, Any] = {"id": f"{'agent' if s.sidechain else 'main'}-{si}",
                              "calls": calls}
         if si in links:
@@ -190,16 +193,18 @@ def lost(summary: dict[str, Any]) -> int:
 def import_claude_code(paths: list[Path], *, out_path: Path, keep_content: bool = False,
                        system_file: Path | None = None, tools_file: Path | None = None,
                        seed: int = 0, strict: bool = False, name: str | None = None,
-                       hidden_thinking: HiddenThinking = "fresh") -> ImportResult:
+                       hidden_thinking: HiddenThinking = "match-visible") -> ImportResult:
     """Read Claude Code transcripts and build a validated replay scenario. Each call
-    carries the `repeat_fraction` that makes the twin's reply as predictable as the
-    real one (`importers.predictability`; hidden thinking fresh unless told)."""
+    carries the `tokens_per_pass` the twin paces its reply to, so that it is as
+    predictable as the real one, hidden thinking included unless told otherwise
+    (`importers.predictability`), and the open-loop `repeat_fraction`."""
     t = parse_transcripts(paths, strict=strict)
     system, tools, fit, prefix_tokens = _prefix(t, system_file, tools_file, out_path.parent)
     enc = Encoder(fit.scale, keep_content)
     measures = predictability.measure(t, fit.scale)
     sessions = _sessions(t, enc, fit.prefixes,
-                         *predictability.copy_knobs(measures, hidden_thinking))
+                         *predictability.copy_knobs(measures, hidden_thinking),
+                         predictability.targets(measures, hidden_thinking))
     replay: dict[str, Any] = {
         "token_scale": round(fit.scale, 6), "thinking_in_context": fit.thinking_in_context,
         "contains_verbatim_content": keep_content, "sessions": sessions}

@@ -5,10 +5,18 @@ Each call's visible reply (text blocks and tool-use arguments; thinking is redac
 the files, so it is not measured) is run through the reference n-gram meter
 (`twin.predictability`) against the session's history so far (the user blocks, tool
 results and earlier replies, cl100k). Per turn kind (the tool the reply calls, or
-`text`) the measured tokens per pass become the twin's `repeat_fraction` through the
-twin's own copy curve; a call whose recorded output is partly hidden thinking gets that
-fraction scaled by its visible share, so the hidden part is synthesised as fresh text
-(`hidden_thinking="like-visible"` copies at the visible rate instead).
+`text`) the measured tokens per pass become each replayed call's target
+(`tokens_per_pass`): the twin paces its reply to it (`twin.serve.textgen`), whatever
+the reply's length. The replay asks for the recorded output, hidden thinking included
+(usage counts it, the file does not show it); by default (`match-visible`) the whole
+reply runs at the visible text's rate, so the replay's tokens per pass are what the
+visible text measures; `fresh` makes the hidden part fresh text (one token a pass):
+target L / (visible / v + (L − visible)) for a reply of L tokens.
+
+The open-loop knobs (`repeat_fraction` from the twin's copy curve, `edit_share`) are
+still written for each call; a twin that reads the target ignores them. Fitted on the
+visible length, a copy share overshoots on a longer reply (a copied run is hundreds of
+tokens): 2.2 tokens per pass where the visible text measured 1.35 (issue 37).
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ from simulator.twin.spec_decode.predictability import (
 )
 from simulator.util import tokens
 
-HiddenThinking = Literal["fresh", "like-visible"]
+HiddenThinking = Literal["match-visible", "fresh", "like-visible"]   # like-visible:
+#                                                 the earlier name of match-visible
 
 
 SAMPLES_PER_KIND = 8          # calls per turn kind the in-context copy curve is run on
@@ -43,6 +52,7 @@ class CallMeasure:
     passes: int           # reference passes for them
     hidden_share: float   # recorded output not visible (thinking), 0..1
     context: tuple[int, ...] | None = None   # history tail: the first calls of a kind
+    recorded: int = 0     # recorded output tokens (what the replay asks the twin for)
 
 
 def _text(b: RawBlock) -> str:
@@ -84,7 +94,7 @@ def measure(t: Transcript, scale: float = 1.0) -> list[list[CallMeasure]]:
             if reply and sampled[kind] < SAMPLES_PER_KIND:
                 sampled[kind] += 1
                 context = tuple(history[-SAMPLE_CONTEXT_TOKENS:])
-            rows.append(CallMeasure(kind, len(reply), passes, hidden, context))
+            rows.append(CallMeasure(kind, len(reply), passes, hidden, context, recorded))
             history += reply
         out.append(rows)
     return out
@@ -114,7 +124,25 @@ def _samples(measures: list[list[CallMeasure]]) -> dict[str, list[tuple[tuple[in
     return dict(sorted(samples.items()))
 
 
-def copy_knobs(measures: list[list[CallMeasure]], hidden_thinking: HiddenThinking = "fresh"
+def targets(measures: list[list[CallMeasure]],
+            hidden_thinking: HiddenThinking = "match-visible") -> list[list[float]]:
+    """Per session, per call: the reference tokens per pass its replay is paced to. The
+    call's kind's visible rate v (≥ 1; 1 for a kind with no visible text), for the whole
+    reply by default; with `fresh`, hidden output one token a pass: L / (shown / v +
+    L − shown), L the recorded output, shown its visible part (L × (1 − hidden))."""
+    rate = by_kind(measures)
+
+    def target(r: CallMeasure) -> float:
+        v = max(1.0, rate.get(r.kind, 1.0))
+        if hidden_thinking != "fresh" or r.recorded <= 0 or r.hidden_share <= 0:
+            return round(v, 4)
+        shown = r.recorded * (1.0 - r.hidden_share)
+        return round(max(1.0, r.recorded / (shown / v + r.recorded - shown)), 4)
+    return [[target(r) for r in rows] for rows in measures]
+
+
+def copy_knobs(measures: list[list[CallMeasure]],
+               hidden_thinking: HiddenThinking = "match-visible"
                ) -> tuple[list[list[float]], list[list[float | None]]]:
     """Per session, per call: the twin's (repeat_fraction, edit_share) that reproduce
     the measured predictability of its kind.
@@ -137,25 +165,26 @@ def copy_knobs(measures: list[list[CallMeasure]], hidden_thinking: HiddenThinkin
         if v > curve[-1][1]:
             share[k] = round(edit_share_for(v, edit_curve_for(samples[k])), 4)
     fractions = [[round(frac.get(r.kind, 0.0)
-                        * (1.0 if hidden_thinking == "like-visible" else 1.0 - r.hidden_share), 4)
+                        * (1.0 - r.hidden_share if hidden_thinking == "fresh" else 1.0), 4)
                   for r in rows] for rows in measures]
     return fractions, [[share.get(r.kind) for r in rows] for rows in measures]
 
 
 def repeat_fractions(measures: list[list[CallMeasure]],
-                     hidden_thinking: HiddenThinking = "fresh") -> list[list[float]]:
+                     hidden_thinking: HiddenThinking = "match-visible") -> list[list[float]]:
     """The repeat_fraction half of `copy_knobs`."""
     return copy_knobs(measures, hidden_thinking)[0]
 
 
 def summary(measures: list[list[CallMeasure]],
-            hidden_thinking: HiddenThinking = "fresh") -> dict[str, object]:
+            hidden_thinking: HiddenThinking = "match-visible") -> dict[str, object]:
     """What the import prints: the transcript's measured predictability."""
     flat = [r for rows in measures for r in rows]
     overall = _ratio(flat)
     return {"ngram_reference": REFERENCE_LABEL,
             "ngram_reference_tokens_per_pass": None if overall is None else round(overall, 4),
             "ngram_reference_by_kind": {k: round(v, 4) for k, v in by_kind(measures).items()},
-            "hidden_thinking": hidden_thinking,
+            "hidden_thinking": "match-visible" if hidden_thinking == "like-visible"
+            else hidden_thinking,
             "hidden_output_share": round(sum(r.hidden_share for r in flat) / len(flat), 4)
             if flat else None}

@@ -227,6 +227,9 @@ class TurnTemplate(_WithDists):
     # share of the copied lines the edit changes (the twin's textgen default 0.08);
     # lower gives longer verbatim runs, up to ~20 tokens per pass at 0 (docs/twin-fidelity.md)
     edit_share: float | None = Field(default=None, ge=0, le=1)
+    # the reference n-gram tokens per forward pass the twin paces this reply to (a
+    # replayed call's measured predictability; textgen): None copies `repeat_fraction`
+    tokens_per_pass: float | None = Field(default=None, ge=1, le=1000)
 
 
 # ---------------------------------------------------------------- compaction
@@ -430,6 +433,10 @@ class TwinSpec(_Frozen):
     # speculation on, the profile's spec_max_num_batched_tokens unless this is set)
     max_num_batched_tokens: int | None = Field(default=None, gt=0, le=1 << 24)
     max_num_seqs: int | None = Field(default=None, gt=0, le=1 << 16)
+    # hybrids' kept linear-attention states (vLLM --prefix-cache-retention-interval): 0 the
+    # replay boundary and shared-prefix junctions (vLLM 0.32's default), "dense" every
+    # block boundary a step ends on (vLLM's None), N also every N tokens; None: the profile's
+    prefix_cache_retention_interval: Annotated[int, Field(ge=0)] | Literal["dense"] | None = None
 
     def engine_overrides(self) -> dict[str, object]:
         """These settings as `build_perf_model` overrides."""
@@ -446,6 +453,9 @@ class TwinSpec(_Frozen):
             out["enable_prefix_caching"] = False
         if self.kv_offload_gib > 0:
             out["kv_offload_gib"] = self.kv_offload_gib
+        keep = self.prefix_cache_retention_interval
+        if keep is not None:
+            out["prefix_cache_retention_interval"] = None if keep == "dense" else keep
         return out
 
 

@@ -90,6 +90,10 @@ class ReplayCall(_Frozen):
     # share of copied lines edited, set by the import where copying runs beyond what
     # the default edits allow (None: the twin's default)
     edit_share: float | None = Field(default=None, ge=0, le=1)
+    # the reference n-gram tokens per pass the twin paces the reply to (the import's
+    # measure of the real reply, hidden thinking included: `importers.predictability`);
+    # set, it replaces repeat_fraction and edit_share
+    tokens_per_pass: float | None = Field(default=None, ge=1, le=1000)
 
 
 class ReplaySession(_Frozen):

@@ -272,6 +272,8 @@ class Agent:
             hints["repeat-fraction"] = f"{template.repeat_fraction:.2f}"
             if template.edit_share is not None:
                 hints["edit-share"] = f"{template.edit_share:.3f}"
+        if template is not None and template.tokens_per_pass is not None:
+            hints["tokens-per-pass"] = f"{template.tokens_per_pass:.3f}"
         prefix = self.prefix
         if self.s.cache_bust == "per_request":
             prefix = with_nonce(self.ctx.base_prefix, f"{self.session_id}-{len(messages)}-"

@@ -94,6 +94,7 @@ class ReplayAgent(Agent):
         self.co = _coordinator(ctx, self.spec)
         self.awaiting: dict[str, list[int]] = {}     # Task tool_use id → sub-agent indexes
         self._templates: dict[tuple[str, bool, float | None, float | None], TurnTemplate] = {}
+        self._paced: dict[tuple[str, float, float | None], TurnTemplate] = {}
 
     def _global(self, rec_index: int) -> int:
         return rec_index + self.copy * len(self.spec.sessions)
@@ -196,6 +197,16 @@ class ReplayAgent(Agent):
     def _template(self, call: ReplayCall, max_tokens: int) -> TurnTemplate:
         tool = next((b.tool for b in call.assistant if b.kind == "tool_use" and b.tool), None)
         name = tool or "text"
+        if call.tokens_per_pass is not None:    # measured at import: paced to the real
+            tpp = round(call.tokens_per_pass, 2)
+            share = None if call.edit_share is None else round(call.edit_share, 3)
+            pkey = (name, tpp, share)
+            paced = self._paced.get(pkey)
+            if paced is None:       # copied lines edited as the import says (verbatim
+                paced = self._paced[pkey] = TurnTemplate(     # runs beyond the default)
+                    name=name, weight=1, output_tokens=max_tokens, code_edit=True,
+                    tokens_per_pass=tpp, edit_share=share)
+            return paced
         if call.repeat_fraction is not None:    # measured at import: copy as the real did
             frac = round(call.repeat_fraction, 2)
             key: tuple[str, bool, float | None, float | None] = (

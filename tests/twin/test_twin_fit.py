@@ -148,3 +148,70 @@ def test_cli_fit_runs_spec_points_as_endurance_run(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if "one edit" in line)
     assert row.replace("│", " ").split()[-1] in ("+0.0", "-0.0"), row
+
+
+def _exchanges(tmp_path: Path) -> Path:
+    """Three (prompt, reply) pairs in cl100k ids: replies that copy their prompts in
+    part, as a real model's code edits do."""
+    import json
+
+    from simulator.twin.serve import textgen
+    from simulator.util import tokens as tok
+    pairs = []
+    for seed in range(3):
+        _, prompt = textgen.plan_reply([], 800, seed=seed, natural_tokens=800,
+                                       code_edit=False, repeat_fraction=0.0)
+        _, reply = textgen.plan_reply(prompt, 150, seed=10 + seed, natural_tokens=150,
+                                      code_edit=True, repeat_fraction=0.6)
+        pairs.append([tok.encode("fix this:\n") + prompt, reply])
+    path = tmp_path / "exchanges.json"
+    path.write_text(json.dumps(pairs), encoding="utf-8")
+    return path
+
+
+def test_fit_recovers_the_spec_host_term_from_replayed_replies(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`twin fit` fits speculation points too: a spec_replay point (a real model's own
+    replies, timed with n-gram speculation on) is predicted by replaying those replies
+    through the twin; a planted spec_step_s is found again from one stream, and more
+    streams are then predicted from it."""
+    ex = _exchanges(tmp_path)
+    truth = build_perf_model("cpu-2core", "smollm2-135m", overrides={"spec_step_s": 0.004})
+    one = Observation(kind="spec_replay", spec="ngram:8", prompt_lookup_min=2,
+                      prompt_lookup_max=4, exchanges=str(ex), measured=1, unit="tok_s")
+    one = one.model_copy(update={"measured": predict(truth, one)})
+    result = fit_terms([one], "cpu-2core", "smollm2-135m", free=("spec_step_s",))
+    assert result.terms["spec_step_s"] == pytest.approx(0.004, rel=0.02)
+    # a first step that lands on the upper bound (0.08 s from 1 µs, the bound at 0.1 s as
+    # it was) comes back from it: the Jacobian is a backward difference there, not a
+    # forward one clipped to the same point (zero: the fit stopped at the bound)
+    from simulator.twin.model import fit as fit_module
+    monkeypatch.setitem(fit_module.BOUNDS, "spec_step_s", (1e-6, 0.1))
+    slow = build_perf_model("cpu-2core", "smollm2-135m", overrides={"spec_step_s": 0.08})
+    far = one.model_copy(update={"measured": predict(slow, one)})
+    again = fit_terms([far], "cpu-2core", "smollm2-135m", free=("spec_step_s",))
+    assert again.terms["spec_step_s"] == pytest.approx(0.08, rel=0.02)
+    four = one.model_copy(update={"batch": 4})
+    fitted = build_perf_model("cpu-2core", "smollm2-135m",
+                              overrides={"spec_step_s": result.terms["spec_step_s"]})
+    assert predict(fitted, four) == pytest.approx(predict(truth, four), rel=0.02)
+    assert predict(fitted, four) < predict(fitted, one)        # streams share the steps
+    points = tmp_path / "spec-points.yaml"
+    points.write_text(
+        "hardware: cpu-2core\nmodel: smollm2-135m\nfit: [spec_step_s]\npoints:\n"
+        f"  - {{kind: spec_replay, spec: 'ngram:8', prompt_lookup_min: 2, "
+        f"prompt_lookup_max: 4, exchanges: {ex.name}, measured: {one.measured}, "
+        f"unit: tok_s, label: one stream}}\n", encoding="utf-8")
+    res = CliRunner().invoke(main, ["twin", "fit", str(points)])
+    assert res.exit_code == 0, res.output
+    assert "spec_step_s" in res.output and "one stream" in res.output
+
+
+def test_cli_twin_show_prints_each_cards_terms() -> None:
+    res = CliRunner().invoke(main, ["twin", "show", "--hardware", "a40,h100,gb10"],
+                             env={"COLUMNS": "240"})
+    assert res.exit_code == 0, res.output
+    for text in ("a40 ×", "h100 ×", "gb10 ×", "fitted on a40", "borrowed from a40",
+                 "own (gb10)", "own (h100)", "flashinfer", "flash_attn_3", "flash_attn_2",
+                 "rejection sampler"):
+        assert text in res.output, text

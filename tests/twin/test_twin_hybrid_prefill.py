@@ -68,17 +68,35 @@ def test_engine_hit_is_block_aligned_for_kimi_not_for_qwen() -> None:
         assert eng.result("b").cached_tokens == expected, model
 
 
-def test_a_state_is_saved_only_where_a_step_ended() -> None:
-    """A prefix computed inside a longer cold prefill has states only at its chunk ends
-    (4 blocks = 7,552 with budget 8192, then the prompt's last full block), so a request
-    that shares 10,000 tokens of it resumes at 7,552 — not at 9,440 as attention alone
-    would allow, and not at 10,000 as a plain model does."""
+def test_a_state_is_kept_only_at_the_replay_boundary_and_the_junction() -> None:
+    """vLLM 0.32 (`prefix_cache_retention_interval` 0) keeps a request's state only at its
+    replay boundary ((prompt − 1) // block · block) and at a shared-prefix junction. A
+    request sharing 10,000 tokens of a 12,000-token prompt finds 5 attention blocks
+    (9,440) but no kept state there: it hits nothing, its prefill stops at the junction
+    9,440 and keeps that state, so the next request sharing them hits 9,440. A plain
+    model hits the 10,000 at once."""
     shared = list(range(10_000))
-    for model, expected in ((KIMI, 4 * BS), (QWEN, 10_000)):
-        _, eng = _engine(model)
-        _run(eng, "a", [*shared, *range(100_000, 102_000)], 1, 0.0)
-        _run(eng, "b", [*shared, *range(200_000, 202_000)], 1, 100.0)
-        assert eng.result("b").cached_tokens == expected, model
+    _, eng = _engine(KIMI)
+    _run(eng, "a", [*shared, *range(100_000, 102_000)], 1, 0.0)
+    _run(eng, "b", [*shared, *range(200_000, 202_000)], 1, 100.0)
+    _run(eng, "c", [*shared, *range(300_000, 302_000)], 1, 200.0)
+    assert [eng.result(r).cached_tokens for r in "abc"] == [0, 0, 5 * BS]
+    _, plain = _engine(QWEN)
+    _run(plain, "a", [*shared, *range(100_000, 102_000)], 1, 0.0)
+    _run(plain, "b", [*shared, *range(200_000, 202_000)], 1, 100.0)
+    assert plain.result("b").cached_tokens == 10_000
+
+
+def test_dense_retention_keeps_a_state_wherever_a_step_ended() -> None:
+    """With `prefix_cache_retention_interval` None (vLLM before PR 52216) every boundary a
+    step ended on keeps its state: the cold prefill's chunk ends (4 blocks = 7,552 with
+    budget 8192) too, so the sharing request resumes there."""
+    pm = build_perf_model("a40", KIMI, overrides={"prefix_cache_retention_interval": None})
+    eng = TwinEngine(pm)
+    shared = list(range(10_000))
+    _run(eng, "a", [*shared, *range(100_000, 102_000)], 1, 0.0)
+    _run(eng, "b", [*shared, *range(200_000, 202_000)], 1, 100.0)
+    assert eng.result("b").cached_tokens == 4 * BS
 
 
 @pytest.mark.parametrize("model", [KIMI, QWEN])
@@ -157,12 +175,21 @@ def test_kimi_warm_prefill_on_the_calibration_prompt() -> None:
 
 def test_engine_reproduces_the_chunk_end_hit_on_the_calibration_prompt() -> None:
     """The engine, not the closed form, decides where states are: a cold 38,494-token
-    request, then one sharing its first 35,894 tokens."""
-    _, eng = _engine(KIMI)
+    request, then one sharing its first 35,894 tokens, then another. Dense retention
+    keeps the cold prefill's last chunk end (30,208); vLLM 0.32 keeps only the replay
+    boundary, so the second request recomputes all and keeps the junction (35,872),
+    where the third resumes."""
     shared = list(range(35_894))
-    _run(eng, "a", [*shared, *range(100_000, 102_600)], 1, 0.0)
-    _run(eng, "b", [*shared, *range(200_000, 202_600)], 1, 1000.0)
-    assert eng.result("b").cached_tokens == 4 * (4 * BS) == 30_208
+    dense = TwinEngine(build_perf_model(
+        "a40", KIMI, overrides={"prefix_cache_retention_interval": None}))
+    _run(dense, "a", [*shared, *range(100_000, 102_600)], 1, 0.0)
+    _run(dense, "b", [*shared, *range(200_000, 202_600)], 1, 1000.0)
+    assert dense.result("b").cached_tokens == 4 * (4 * BS) == 30_208
+    _, eng = _engine(KIMI)
+    for i, rid in enumerate("abc"):
+        _run(eng, rid, [*shared, *range(100_000 * (i + 1), 100_000 * (i + 1) + 2_600)], 1,
+             1000.0 * i)
+    assert [eng.result(r).cached_tokens for r in "abc"] == [0, 0, 19 * BS]
 
 
 def _seq(rid: str, tokens: list[int], prompt: int) -> Seq:
@@ -170,7 +197,8 @@ def _seq(rid: str, tokens: list[int], prompt: int) -> Seq:
 
 
 def test_decode_saves_a_state_at_every_boundary_it_crosses_a_chunk_only_at_its_end() -> None:
-    kv = KVCacheManager(64, 4, state_aligned=True)
+    """Dense retention (vLLM's `prefix_cache_retention_interval` None)."""
+    kv = KVCacheManager(64, 4, state_aligned=True, retention=None)
     a = _seq("a", list(range(20)), 10)
     assert kv.allocate_slots(a, 10, kv.get_computed_blocks(a))   # one 10-token chunk
     a.num_computed = 10
@@ -218,7 +246,7 @@ def test_a_saved_state_takes_pool_blocks_and_is_evicted_like_them() -> None:
     """A state saved at a chunk end holds `state_blocks` evictable blocks; when the pool
     needs them the state goes and a later hit falls back (here to nothing), though the
     attention blocks, freed later, are still cached."""
-    kv = KVCacheManager(12, 4, state_aligned=True, state_blocks=2)
+    kv = KVCacheManager(12, 4, state_aligned=True, state_blocks=2, retention=None)
     a = _seq("a", list(range(12)), 9)
     assert kv.allocate_slots(a, 8, kv.get_computed_blocks(a))    # chunk ends at 8
     a.num_computed = 8

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -35,31 +36,63 @@ def _shape(n: int, k: int, ctx: int) -> StepShape:
 
 @pytest.mark.parametrize(("n", "k", "ctx"), [(1, 5, 3000), (8, 12, 20_000), (32, 5, 3000)])
 def test_ngram_step_costs_what_the_formula_says(n: int, k: int, ctx: int) -> None:
+    """Each term of `spec_time`, from its own inputs: host work per step and sequence,
+    the n-gram scan, the rejection sampler's bytes per draft row (30 B per vocabulary
+    entry over the card's bandwidth), and the verification attention beyond its KV read;
+    the LM head per verified row is inside the roofline (spec on or off)."""
     on = build_perf_model(HW, MODEL, spec=f"ngram:{k}")
     off = build_perf_model(HW, MODEL, overrides={"max_num_batched_tokens": 2048})
     eff = on.efficiency
-    shape = _shape(n, k, ctx)
-    extra = (eff.spec_step_s + eff.spec_seq_s * n + eff.spec_verify_tok_s * n * k
-             + eff.ngram_ctx_tok_s * n * ctx)
+    q = 1 + k
+    rows = on.verify_rows[q]
+    shape = replace(_shape(n, k, ctx), verify_pairs=n * rows * (ctx + q / 2),
+                    verify_context=n * ctx)
+    vocab = on.model.params.lm_head / on.model.hidden_size
+    rs = 30.0 * vocab / on.hardware.bandwidth_bytes_s
+    attn = (on._t_pair * shape.verify_pairs
+            - on._t_kv_tok * shape.verify_context * (1 + eff.kv_half_seqs / n))
+    extra = (eff.spec_step_s + eff.spec_seq_s * n + (eff.spec_verify_tok_s + rs) * n * k
+             + eff.ngram_ctx_tok_s * n * ctx + max(attn, 0.0))
     assert extra > 0
+    assert on.verify_attention_time(shape) == pytest.approx(max(attn, 0.0), rel=1e-12)
     assert on.step_time(shape) == pytest.approx(off.step_time(shape) + extra, rel=1e-12)
     # the verification tokens are in the roofline too: more tokens, more experts read
     assert off.step_time(shape) > off.step_time(_shape(n, 0, ctx))
     assert on.experts_touched(n * (1 + k)) > on.experts_touched(n)
 
 
+def test_lm_head_runs_on_every_verified_row() -> None:
+    """logits_indices covers all 1 + k positions of a drafted request: a compute-bound
+    step pays 2 · N_head FLOPs per draft token on top of one row per sequence."""
+    pm = build_perf_model(HW, MODEL)
+    n, t = 64, 2048                       # compute-bound: many tokens in the step
+    with_drafts = StepShape(n, t, n * 3000, draft_tokens=t - n)
+    without = StepShape(n, t, n * 3000)
+    head = 2.0 * pm.model.params.lm_head / (pm.efficiency.eta_c * pm.peak_flops)
+    assert pm.step_time(with_drafts) - pm.step_time(without) == pytest.approx(
+        head * (t - n), rel=1e-9)
+
+
 def test_drafter_step_adds_its_passes() -> None:
+    """A draft model keeps async scheduling (vLLM 0.32 config/vllm.py), so no host terms;
+    its first pass runs over every token of the step, then k − 1 one-token passes."""
     over = {"quantization": "nvfp4"}
     on = build_perf_model("gb10", "qwen3.8-27b-awq", spec="draft:7", overrides=over)
     off = build_perf_model("gb10", "qwen3.8-27b-awq",
                            overrides={**over, "max_num_batched_tokens": 2048})
-    eff, shape = on.efficiency, _shape(2, 7, 1000)
+    eff = on.efficiency
+    shape = replace(_shape(2, 7, 1000), uniform_decode=True)
+    vocab = on.model.params.lm_head / on.model.hidden_size
+    rs = 30.0 * vocab / on.hardware.bandwidth_bytes_s
     drafter = on.drafter_pass_time(2 + 14) + 6 * on.drafter_pass_time(2)
-    extra = eff.spec_step_s + eff.spec_seq_s * 2 + eff.spec_verify_tok_s * 14 + drafter
+    extra = (eff.spec_verify_tok_s + rs) * 14 + drafter     # full graphs: FA2, uniform
+    assert on.mode_time(shape) == 0.0
     assert on.step_time(shape) == pytest.approx(off.step_time(shape) + extra, rel=1e-12)
     d = on.model.drafters["draft"]
     assert on.drafter_pass_time(1) == pytest.approx(
         d.bytes_per_pass / (eff.eta_w * on.hardware.bandwidth_bytes_s))
+    # a batch of unequal drafts loses the full graph on GB10 (FA2: UNIFORM_BATCH)
+    assert on.mode_time(replace(shape, uniform_decode=False)) == eff.piecewise_step_s > 0
 
 
 def test_spec_settings_budget_and_errors() -> None:
@@ -259,16 +292,22 @@ def test_sweep_cli_over_spec_settings(tmp_path: Path) -> None:
 def test_spec_calibration_points_within_10_percent() -> None:
     """The shipped A40 terms reproduce calibration.md's n-gram rows (twin fit's points,
     each an `endurance run` of its scenario): depth 5, 12, 24 single stream and 32
-    streams at depth 5, each within 10%."""
+    streams at depth 5, each within 10%. The isolated 20k turn (8 seeds, fitted too)
+    stays about 16% high on its mean: its content, one 900-token reply that copies more
+    than the measured one (docs/twin-fidelity.md), not a cost term, so it is held to 20%."""
     from simulator.sweep.calibration import point_runner
     from simulator.twin.model.fit import evaluate, load_points
     from simulator.twin.model.profiles import PROFILE_DIR
     pf = load_points(PROFILE_DIR / "calibration" / "a40-qwen3-coder-30b-a3b-awq-spec.yaml")
     rows = evaluate(pf.points, build_perf_model(HW, MODEL),
                     runner=point_runner(f"{HW}/{MODEL}"))
-    assert len(rows) == 4
+    assert len(rows) == 12
+    iso = [row for row in rows if "isolated" in row.obs.label]
     for row in rows:
-        assert abs(row.error_pct) < 10, (row.obs.label, row.predicted)
+        if row not in iso:
+            assert abs(row.error_pct) < 10, (row.obs.label, row.predicted)
+    mean = sum(row.predicted for row in iso) / len(iso)
+    assert 0 < mean / 421 - 1 < 0.20, mean
 
 
 def test_an_edit_changes_one_word_of_the_copied_line() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 from simulator.twin.serve import textgen
 from simulator.util import tokens as tok
 
@@ -57,3 +59,38 @@ def test_code_edit_reply_reproduces_prompt_lines() -> None:
         return sum(ln in src for ln in lines) / len(lines)
     # fresh lines come from the same pool, so some coincide; copying must dominate
     assert copied_share(True) > copied_share(False) + 0.3
+
+
+def test_a_paced_reply_runs_at_its_target_tokens_per_pass_at_any_length() -> None:
+    """textgen's closed loop (issue 37): a reply paced to a reference tokens per pass
+    meets it within 10% whether it is 600 or 2,000 tokens long; an open-loop copy share
+    does not (a copied run is hundreds of tokens, so its figure grows with the length)."""
+    from simulator.twin.spec_decode.predictability import REFERENCE, tokens_per_pass
+    assert textgen.PACE_SPEC == REFERENCE
+    context = tok.encoding().encode_ordinary(
+        textgen._assemble(random.Random(11), 3000, [], 0.0))
+    for target in (1.0, 1.35, 2.0, 4.0):
+        for n in (600, 2000):
+            got = []
+            for seed in range(3):
+                _, ids = textgen.plan_reply(context, n, seed=seed, natural_tokens=n,
+                                            code_edit=False, repeat_fraction=0.0,
+                                            tokens_per_pass=target)
+                assert len(ids) == n
+                got.append(tokens_per_pass([(context, ids)]) or 1.0)
+            mean = sum(got) / len(got)
+            assert abs(mean / target - 1) < 0.10, (target, n, got)
+    again = textgen.plan_reply(context, 600, seed=1, natural_tokens=600, code_edit=False,
+                               repeat_fraction=0.0, tokens_per_pass=2.0)
+    assert again == textgen.plan_reply(context, 600, seed=1, natural_tokens=600,
+                                       code_edit=False, repeat_fraction=0.0,
+                                       tokens_per_pass=2.0)
+
+
+def test_the_tokens_per_pass_hint() -> None:
+    from simulator.twin.serve.reply import parse_tokens_per_pass
+    assert parse_tokens_per_pass({"x-endurance-tokens-per-pass": "1.35"}) == 1.35
+    assert parse_tokens_per_pass({"tokens-per-pass": "0.5"}) == 1.0
+    assert parse_tokens_per_pass({"x-endurance-tokens-per-pass": "nan"}) is None
+    assert parse_tokens_per_pass({"x-endurance-tokens-per-pass": "bogus"}) is None
+    assert parse_tokens_per_pass({}) is None

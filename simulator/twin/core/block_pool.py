@@ -6,7 +6,8 @@ from x // block_size on. Blocks whose reference count drops to 0 keep their hash
 sit in an LRU free queue (head = evicted first); allocation takes blocks from the head
 and forgets their hash; a prefix hit "touches" cached free blocks back out of the queue.
 Callers free a request's blocks tail first, so a prefix's end is evicted before its
-beginning.
+beginning; a freed block without a hash (a partial block, a hybrid's unkept state) goes
+to the head instead, reused before any cached block is evicted (vLLM `free_blocks`).
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ def extend_hash_chain(tokens: array[int], num_tokens: int, block_size: int,
 class BlockPool:
     """Fixed pool of KV blocks with reference counts, hashes and an LRU free queue."""
 
-    __slots__ = ("_block_hash", "_cached", "_free", "_ref", "block_size", "num_blocks")
+    __slots__ = ("_block_hash", "_cached", "_free", "_ref", "block_size", "lifo_uncached",
+                 "num_blocks")
 
-    def __init__(self, num_blocks: int, block_size: int) -> None:
+    def __init__(self, num_blocks: int, block_size: int, *, lifo_uncached: bool = True) -> None:
         if num_blocks <= 0 or block_size <= 0:
             raise ValueError(f"num_blocks and block_size must be > 0, got "
                              f"{num_blocks}, {block_size}")
@@ -55,6 +57,10 @@ class BlockPool:
         self._block_hash: list[int | None] = [None] * num_blocks
         self._cached: dict[int, int] = {}          # hash → block id
         self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
+        # vLLM BlockPool.free_blocks (since PR 42656): blocks freed without a hash go to
+        # the queue's head, reused before any cached block is evicted (False: every
+        # freed block to the tail, the twin's rule before issue 37)
+        self.lifo_uncached = lifo_uncached
 
     # -- queries ---------------------------------------------------------------------
     @property
@@ -169,10 +175,29 @@ class BlockPool:
 
     def free(self, block_ids: Sequence[int]) -> None:
         """Drop one reference from each block, in the given order; blocks reaching 0 go
-        to the queue's tail (pass a request's blocks reversed: tail first)."""
+        to the queue's tail (pass a request's blocks reversed: tail first), or, with
+        `lifo_uncached`, those without a hash to its head, in the given order."""
         ref, free = self._ref, self._free
+        if self.lifo_uncached:
+            self._free_lifo(block_ids)
+            return
         for b in block_ids:
             r = ref[b] - 1
             ref[b] = r
             if r == 0:
                 free[b] = None
+
+    def _free_lifo(self, block_ids: Sequence[int]) -> None:
+        ref, free, bh = self._ref, self._free, self._block_hash
+        first: list[int] = []
+        for b in block_ids:
+            r = ref[b] - 1
+            ref[b] = r
+            if r == 0:
+                if bh[b] is None:
+                    first.append(b)
+                else:
+                    free[b] = None
+        for b in reversed(first):        # prepend_n: the first freed ends at the head
+            free[b] = None
+            free.move_to_end(b, last=False)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import heapq
 from array import array
 from collections import deque
+from dataclasses import replace
 from typing import Any
 
 from simulator.twin.core.decode_burst import DecodeTerms, burst_len, decode_terms, run_burst
@@ -41,6 +42,7 @@ from simulator.twin.core.types import (
     StepShape,
 )
 from simulator.twin.spec_decode.ngram import (
+    MAX_SPEC_TOKENS,
     ModelDraftSpec,
     NgramIndex,
     NgramSpec,
@@ -92,14 +94,20 @@ class TwinEngine:
         self._link, tier = self._host_tier(perf_model, bs)
         # a hybrid with prefix caching: vLLM's `align` state cache (`hybrid_prefill`)
         self._align = getattr(perf_model, "state_align_block", None) is not None
+        engine = getattr(perf_model, "engine", None)
         self.kv_cache_manager = KVCacheManager(
             int(nb), bs, enable_caching=prefix_caching, tier=tier, state_aligned=self._align,
-            state_blocks=int(getattr(perf_model, "state_blocks_per_seq", 0)))
+            state_blocks=int(getattr(perf_model, "state_blocks_per_seq", 0)),
+            spec_state_blocks=self.spec.num_speculative_tokens if self.spec else 0,
+            retention=getattr(engine, "prefix_cache_retention_interval", 0))
         self._block_bytes = bs * float(getattr(perf_model, "kv_bytes_per_token", 0.0))
         self._loading: list[tuple[float, int, Seq]] = []   # heap: (load done, n, seq)
         self._store_free_at = self._load_free_at = 0.0     # host link busy until
         self._store_fence = 0.0     # stores issued before the last boundary done by then
         self._slots = drafting_slots(self.spec)   # budget per request beyond its tokens
+        # query rows per head the attention kernel computes to verify q tokens, by q
+        self._verify_rows: tuple[float, ...] = tuple(getattr(
+            perf_model, "verify_rows", range(MAX_SPEC_TOKENS + 2)))
         self.perf_model = perf_model
         self._step_time = perf_model.step_time
         self.now = 0.0
@@ -338,9 +346,13 @@ class TwinEngine:
                 pre += n
                 pairs += n * (c + n / 2)
                 ctx += c
-        shape = StepShape(len(sched), sum(nums), kv, pre, pairs, drafts, self._spec_seqs,
-                          self._spec_ctx, ctx)
-        self._spec_seqs = self._spec_ctx = 0
+        if self.spec is None:
+            shape = StepShape(len(sched), sum(nums), kv, pre, pairs, drafts, 0, 0, ctx)
+        else:
+            shape = self._spec_shape(sched, nums, StepShape(
+                len(sched), sum(nums), kv, pre, pairs, drafts, self._spec_seqs,
+                self._spec_ctx, ctx))
+            self._spec_seqs = self._spec_ctx = 0
         self.counters.steps += 1
         if self._link is None:
             end = self.now + self._step_time(shape)
@@ -357,6 +369,38 @@ class TwinEngine:
         if self.kv_cache_manager.stored_blocks:
             self._issue_stores(end)
         return self._apply(sched, nums, end, emitted)
+
+    def _spec_shape(self, sched: list[Seq], nums: list[int], base: StepShape) -> StepShape:
+        """`base` with what a speculative step's verification costs depend on: the
+        verification tiles and context of the decodes with drafts, the context of the
+        decodes an MLA backend with uniform query lengths demotes to its prefill path
+        (`split_decodes_and_prefills(require_uniform=True)`: the decodes after the first
+        whose length differs from the first's), and whether every request is a decode of
+        1 + k tokens (a uniform batch, `GPUModelRunner._is_uniform_decode`)."""
+        assert self.spec is not None
+        rows = self._verify_rows
+        full = 1 + self.spec.num_speculative_tokens
+        vpairs = 0.0
+        vctx = demoted = 0
+        first = 0
+        uniform, demoting = True, False
+        for s, n in zip(sched, nums, strict=True):
+            c = s.num_computed
+            if s.num_tokens - c > 1:          # a prefill chunk
+                uniform = False
+                continue
+            if s.d_count:
+                vpairs += rows[n] * (c + n / 2)
+                vctx += c
+            if not first:
+                first = n
+            elif demoting or n != first:
+                demoting = True
+                demoted += c
+            if n != full:
+                uniform = False
+        return replace(base, verify_pairs=vpairs, verify_context=vctx,
+                       demoted_context=demoted, uniform_decode=uniform)
 
     def _apply(self, sched: list[Seq], nums: list[int], end: float,
                emitted: list[tuple[str, int]] | None) -> list[str]:
@@ -452,7 +496,7 @@ class TwinEngine:
                     n = room
                 if self._align:
                     n = aligned_split(s.num_computed, n, s.num_tokens, s.prompt_len,
-                                      kv.block_size)
+                                      kv.block_size, s.junction)
                     if n == 0:           # no room for a whole block: it waits a step
                         i += 1
                         continue
@@ -518,7 +562,7 @@ class TwinEngine:
             hit = len(hit_blocks) * bs
             n = min(s.num_tokens - hit, budget - slots)
             if self._align:
-                n = aligned_split(hit, n, s.num_tokens, s.prompt_len, bs)
+                n = aligned_split(hit, n, s.num_tokens, s.prompt_len, bs, s.junction)
                 if n == 0:               # the budget left holds no whole block
                     break
             if not kv.allocate_slots(s, n, hit_blocks):

@@ -8,10 +8,12 @@ end on a block boundary (`Scheduler._mamba_block_aligned_split`,
 to whole blocks, a chunk that would cross that block is cut at it (so its state is
 cached), and the tail after it is computed alone. A state is written only where a step
 ends (`MambaManager.allocate_new_blocks` keeps one running-state block; the blocks a
-chunk skips are null blocks, `v1/core/single_type_kv_cache_manager.py`), so a later
-request's hit (`MambaManager.find_longest_cache_hit`, searched right to left) resumes
-at the last boundary where some step ended, and the partial block after it is
-recomputed. Token counts are in tokens.
+chunk skips are null blocks, `v1/core/single_type_kv_cache_manager.py`), and vLLM 0.32
+keeps it for the prefix cache only at the request's replay boundary and at a
+shared-prefix junction (`kv_cache_manager`); a chunk that would run past the junction
+stops there. A later request's hit (`MambaManager.find_longest_cache_hit`, searched
+right to left) resumes at the last boundary with a kept state, and the partial block
+after it is recomputed. Token counts are in tokens.
 """
 
 from __future__ import annotations
@@ -20,20 +22,31 @@ from collections.abc import Iterator
 
 
 def aligned_split(num_computed: int, num_new: int, num_tokens: int, num_prompt: int,
-                  block_size: int) -> int:
-    """Tokens a prefill step may compute (vLLM's `_mamba_block_aligned_split`, no EAGLE).
+                  block_size: int, junction: int = 0) -> int:
+    """Tokens a prefill step may compute (vLLM 0.32's `_mamba_block_aligned_split`, no
+    EAGLE, no partial hits). `num_new` is what the budget allows; 0 means the step cannot
+    take a whole block and the request waits (vLLM skips it that step). Decode (past the
+    prompt) is untouched.
 
-    `num_new` is what the budget allows; 0 means the step cannot take a whole block and
-    the request waits (vLLM skips it that step). Decode (past the prompt) is untouched."""
-    if num_computed >= max(num_prompt, num_tokens - 1):
+    The chunk ends on a block boundary unless it ends the prefill; it stops early at the
+    next boundary when it starts mid-block, at the last cacheable boundary
+    ((num_tokens − 1) // block · block: one token is left to recompute on a resend,
+    `get_mamba_prefill_checkpoint_position`), and at the shared-prefix `junction` (where
+    another request's attention blocks end beyond the saved state: its state is kept)."""
+    prefill_end = max(num_prompt, num_tokens - 1)
+    if num_computed >= prefill_end:
         return num_new
-    last_cache_position = num_tokens - num_tokens % block_size
-    after = num_computed + num_new
-    if after < last_cache_position:
-        return num_new // block_size * block_size
-    if num_computed < last_cache_position < after:
-        return last_cache_position - num_computed
-    return num_new
+    start, end = num_computed, num_computed + num_new
+    if end < prefill_end:
+        end = end // block_size * block_size
+    last_cache_position = (num_tokens - 1) // block_size * block_size
+    stops = (
+        (start // block_size + 1) * block_size if start % block_size else 0,
+        last_cache_position,
+        start + (junction - start) // block_size * block_size if start < junction < end else 0,
+    )
+    end = min((x for x in stops if start < x < end), default=end)
+    return max(end - start, 0)
 
 
 def aligned_hit(cached: int, block_size: int) -> int:

@@ -14,19 +14,31 @@ What the scheduler asks (see `engine` for when):
 Eviction is the pool's: freed blocks keep their hash in an LRU queue until reallocated.
 A hybrid model's linear-attention layers take blocks from the same pool (vLLM's hybrid
 allocator: one KV cache group per `group_size` layers, each block a page of every layer
-in its group, `kv_cache_utils._get_kv_cache_groups_uniform_page_size`): a running
-request holds `state_blocks` blocks, one per linear-attention group, for its running
-state. With prefix caching (`state_aligned`, vLLM's `align` state cache, see
-`hybrid_prefill`) a hit also needs a saved state at its last block, and states are saved
-only at the block boundaries where some step ended (a prefill chunk's end, every
-boundary a decode step crosses): the hit stops at the last such block
-(`MambaManager.find_longest_cache_hit`). A saved state is `state_blocks` pool blocks
-under hashes derived from the block's (vLLM keeps the old running-state block and
-allocates a new one), freed at once into the LRU queue, so states are evicted as blocks
-are: when the pool is short of free blocks, the state is not saved.
+in its group, `kv_cache_utils._get_kv_cache_groups_uniform_page_size`). With prefix
+caching (`state_aligned`, vLLM 0.32's `align` state cache, see `hybrid_prefill`) its
+states live and die as `MambaManager` keeps them (`v1/core/single_type_kv_cache_manager.py`):
+- a running request holds `state_blocks` × (1 + k) blocks: one running state per group
+  and, with speculation, k speculative ones (`MambaSpec.num_speculative_blocks`, set to
+  the draft depth for every method);
+- a state is written only where a step ends, and kept for the prefix cache
+  (`reachable_block_mask`) only at the boundaries `retention` keeps: with vLLM 0.32's
+  default (`prefix_cache_retention_interval` 0) the request's replay boundary
+  ((prompt − 1) // block · block) and its shared-prefix junction (where another
+  request's attention blocks ran past the saved state: the prefill chunk stops there);
+  None keeps every boundary a step ends on (vLLM before the 0 default, PR 52216); N > 0
+  also every N tokens. A kept state is `state_blocks` pool blocks under hashes derived
+  from the block's, released to the LRU queue's tail at once (vLLM: a step or two later,
+  as `remove_skipped_blocks` passes it; the difference is negligible), so it is older
+  than the request's attention blocks, which are released at its end;
+- a hit needs the attention blocks and a kept state at its last block
+  (`MambaManager.find_longest_cache_hit`); finding it touches nothing: admission takes
+  the state (held for the first step, then back to the queue's tail);
+- blocks freed without a hash go to the free queue's head (`BlockPool.free_blocks`:
+  LIFO reuse of uncached blocks), cached ones to its tail.
 
 It owns the pool, the prefix-cache counters and the recent hash chains, and a request's
-KV state on its `Seq` (`blocks`, `n_cached`, `hashes`), which nothing else writes; it
+KV state on its `Seq` (`blocks`, `n_cached`, `hashes`, `state_blocks`, `hit_state`,
+`junction`), which nothing else writes; it
 reads the request's token positions (`tokens`, `num_tokens`, `num_computed`) and
 whether it was ever `admitted`, which the scheduler owns.
 """
@@ -35,6 +47,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
+from collections.abc import Sequence
 
 from simulator.twin.core.block_pool import BlockPool, extend_hash_chain
 from simulator.twin.core.kv_offload import HostTier
@@ -55,11 +68,13 @@ class KVCacheManager:
     """
 
     __slots__ = ("_hits", "_pool", "_queries", "_recent", "block_size", "enable_caching",
-                 "num_blocks", "state_aligned", "state_blocks", "stored_blocks", "tier")
+                 "num_blocks", "retention", "running_state_blocks", "state_aligned",
+                 "state_blocks", "stored_blocks", "tier")
 
     def __init__(self, num_blocks: int, block_size: int, *, enable_caching: bool = True,
                  recent_chains: int = RECENT_CHAINS, tier: HostTier | None = None,
-                 state_aligned: bool = False, state_blocks: int = 0) -> None:
+                 state_aligned: bool = False, state_blocks: int = 0,
+                 spec_state_blocks: int = 0, retention: int | None = 0) -> None:
         self._pool = BlockPool(num_blocks, block_size)
         self.num_blocks = num_blocks
         self.block_size = block_size
@@ -79,6 +94,9 @@ class KVCacheManager:
         # per group), and whether hits need a saved state (at least one group then)
         self.state_aligned = state_aligned
         self.state_blocks = max(state_blocks, 1) if state_aligned else state_blocks
+        self.running_state_blocks = self.state_blocks * (1 + spec_state_blocks)
+        # which block boundaries keep their state (vLLM prefix_cache_retention_interval)
+        self.retention = retention
 
     # -- usage -----------------------------------------------------------------------
     @property
@@ -111,8 +129,10 @@ class KVCacheManager:
     # -- admission -------------------------------------------------------------------
     def get_computed_blocks(self, s: Seq) -> list[int]:
         """Blocks of the longest cached prefix of `s`'s known tokens, capped so at least
-        one token is computed (none with caching off). Counts nothing and touches only a
-        hybrid's hit state (to the LRU tail, as vLLM's hit holds it for a step)."""
+        one token is computed (none with caching off). Counts nothing and touches
+        nothing. A hybrid's hit stops at its last kept state (`s.hit_state` names it for
+        admission); attention blocks cached beyond it set `s.junction`, where its
+        prefill will stop to keep the state (vLLM `shared_prefix_boundary`)."""
         bs = self.block_size
         known = s.num_tokens
         if not s.hashes:
@@ -122,21 +142,20 @@ class KVCacheManager:
             return []
         found = self._pool.lookup(s.hashes, (known - 1) // bs)
         if self.state_aligned:
-            return found[:self._last_state(s.hashes, len(found))]
+            n, s.hit_state = self._last_state(s.hashes, len(found))
+            s.junction = len(found) * bs if len(found) > n else 0
+            return found[:n]
         return found
 
-    def _last_state(self, hashes: list[int], n: int) -> int:
-        """Blocks up to the last of the first n whose end holds a saved state (its
-        state blocks, touched and given back: the hit refreshes their LRU place)."""
+    def _last_state(self, hashes: list[int], n: int) -> tuple[int, list[int]]:
+        """Blocks up to the last of the first n whose end holds a kept state, and that
+        state's blocks (right to left, as `MambaManager.find_longest_cache_hit`)."""
         pool, groups = self._pool, self.state_blocks
         for j in range(n - 1, -1, -1):
             found = [pool.cached_block(_state_hash(hashes[j], g)) for g in range(groups)]
             if None not in found:
-                blocks = [b for b in found if b is not None]
-                pool.touch(blocks)
-                pool.free(blocks)
-                return j + 1
-        return 0
+                return j + 1, [b for b in found if b is not None]
+        return 0, []
 
     def allocate_slots(self, s: Seq, num_new_tokens: int,
                        new_computed_blocks: list[int] | None = None,
@@ -150,6 +169,9 @@ class KVCacheManager:
             return self._admit(s, num_new_tokens, new_computed_blocks)
         # a running request: the scheduler's per-step hot path, hence inlined
         bs, c = self.block_size, s.num_computed
+        if s.hit_state:          # the hit's state, held for the first step, goes back
+            self._pool.free(s.hit_state)
+            s.hit_state = []
         need = -(-(c + num_new_tokens + num_lookahead_tokens) // bs) - len(s.blocks)
         if need == 1:
             b = self._pool.allocate_one()
@@ -173,10 +195,13 @@ class KVCacheManager:
     def free(self, s: Seq) -> None:
         """Give back `s`'s blocks, tail first (a prefix's end is evicted before its
         beginning); its hash chain stays for readmission."""
+        self._pool.free(s.blocks[::-1])
+        if s.hit_state:
+            self._pool.free(s.hit_state)
+            s.hit_state = []
         if s.state_blocks:
             self._pool.free(s.state_blocks)
             s.state_blocks = []
-        self._pool.free(s.blocks[::-1])
         s.blocks = []
         s.n_cached = 0
 
@@ -203,9 +228,9 @@ class KVCacheManager:
     def cache_blocks(self, s: Seq, num_tokens: int, *, step_end_only: bool = False) -> None:
         """Register the full blocks of tokens[:num_tokens] (≤ known) in the prefix cache.
 
-        Hybrids also record a state at each new block's end: all of them when one-token
-        decode steps filled them (the default), only a chunk's last block, and only when
-        the chunk ends on its boundary, for a prefill chunk (`step_end_only`)."""
+        Hybrids also keep a state at the new blocks' ends that a step ended on (every
+        one when one-token decode steps filled them, only the chunk's last when a
+        prefill chunk ends on its boundary: `step_end_only`) and `retention` keeps."""
         bs = self.block_size
         n_full = num_tokens // bs
         if n_full <= s.n_cached:
@@ -214,9 +239,8 @@ class KVCacheManager:
         pool, blocks = self._pool, s.blocks
         for j in range(s.n_cached, n_full):
             pool.cache_block(blocks[j], hashes[j])
-        if self.state_aligned:
-            self._save_states(hashes, s.n_cached, n_full,
-                              step_end_only and num_tokens % bs != 0, step_end_only)
+        if self.state_aligned and not (step_end_only and num_tokens % bs):
+            self._save_states(s, hashes, s.n_cached, n_full, step_end_only)
         if self.tier is not None:
             self.stored_blocks += self.tier.store(hashes[s.n_cached:n_full])
         s.n_cached = n_full
@@ -231,12 +255,18 @@ class KVCacheManager:
                                 (s.num_tokens - 1) // self.block_size)
 
     # -- internals -------------------------------------------------------------------
-    def _save_states(self, hashes: list[int], first: int, n_full: int, none: bool,
+    def _save_states(self, s: Seq, hashes: list[int], first: int, n_full: int,
                      last_only: bool) -> None:
-        if none:
-            return
+        """Keep the states at the ends of blocks first..n_full−1 that a step ended on
+        (only the last when `last_only`) and retention keeps (`reachable_block_mask`)."""
+        bs, keep = self.block_size, self.retention
+        ends: Sequence[int] = (n_full - 1,) if last_only else range(first, n_full)
+        if keep is not None:
+            replay = (s.prompt_len - 1) // bs * bs      # `replay_boundaries`, no EAGLE
+            ends = [j for j in ends if (j + 1) * bs in (replay, s.junction)
+                    or (keep > 0 and (j + 1) * bs % keep == 0)]
         pool, groups = self._pool, self.state_blocks
-        for j in (n_full - 1,) if last_only else range(first, n_full):
+        for j in ends:
             blocks = pool.allocate(groups)
             if blocks is None:
                 return                  # the pool is short: this state is not kept
@@ -248,10 +278,14 @@ class KVCacheManager:
         pool, bs = self._pool, self.block_size
         hit = len(hit_blocks) * bs
         need = -(-(hit + n) // bs) - len(hit_blocks)
-        states = self.state_blocks if not s.state_blocks else 0
-        if need + states > pool.num_free - pool.num_evictable(hit_blocks):
+        states = self.running_state_blocks if not s.state_blocks else 0
+        held = s.hit_state if hit_blocks else []
+        if need + states > pool.num_free - pool.num_evictable(hit_blocks + held):
             return False
         pool.touch(hit_blocks)
+        if held:                # admission takes the hit's state for its first step
+            pool.touch(held)
+        s.hit_state = held
         new = pool.allocate(need + states)
         assert new is not None
         if states:

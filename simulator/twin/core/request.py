@@ -13,8 +13,8 @@ from simulator.twin.spec_decode.ngram import NgramIndex
 class Seq:
     """One request's engine state; token counts are in tokens, `blocks` are block ids.
 
-    `blocks`, `n_cached`, `hashes` and `state_blocks` are its KV state, written only by the
-    `KVCacheManager`; the rest is the scheduler's."""
+    `blocks`, `n_cached`, `hashes`, `state_blocks`, `hit_state` and `junction` are its KV
+    state, written only by the `KVCacheManager`; the rest is the scheduler's."""
 
     rid: str
     tokens: array[int]         # prompt + planned output; tokens[:num_tokens] are known
@@ -27,6 +27,10 @@ class Seq:
     n_cached: int = 0          # leading blocks already registered in the prefix cache
     hashes: list[int] = field(default_factory=list)   # chain over known full blocks
     state_blocks: list[int] = field(default_factory=list)   # hybrids: running states
+    hit_state: list[int] = field(default_factory=list)      # hybrids: the hit's saved
+    #                                                         state, held for one step
+    junction: int = 0          # hybrids: shared-prefix junction (vLLM
+    #                            `Request.shared_prefix_boundary`), 0: none
     admitted: bool = False
     index: NgramIndex | None = None
     d_start: int = 0           # this step's draft: tokens[d_start:d_start+d_count]

@@ -29,6 +29,13 @@ class StepShape:
     proposer_context: Σ context tokens the n-gram proposer scanned (its CPU cost)
     prefill_context_tokens: Σ over prefill chunks of the context already in KV (MLA
                      re-expands it through kv_b_proj every chunk)
+    verify_pairs:    Σ over decodes with drafts of the query rows the attention kernel
+                     computes per head (its tiles, `PerfModel.verify_rows`) × (context +
+                     q/2): the verification attention's work, in attention pairs
+    verify_context:  Σ context of the decodes with drafts (the KV their verification reads)
+    demoted_context: Σ context of the decodes an MLA backend with uniform query lengths
+                     runs on its prefill path (a length other than the first decode's)
+    uniform_decode:  every scheduled request is a decode of exactly 1 + k tokens
     """
 
     num_seqs: int
@@ -40,6 +47,10 @@ class StepShape:
     spec_seqs: int = 0
     proposer_context: int = 0
     prefill_context_tokens: int = 0
+    verify_pairs: float = 0.0
+    verify_context: int = 0
+    demoted_context: int = 0
+    uniform_decode: bool = False
 
 
 class PerfModel(Protocol):

@@ -9,6 +9,8 @@ residuals (relative errors), over the log of each free term, with bounds; numpy 
 from __future__ import annotations
 
 import csv
+import functools
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +40,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "eta_kv": (0.05, 1.0), "kv_half_seqs": (1e-3, 200.0), "eta_s": (0.05, 1.0),
     "eta_c": (0.01, 1.0), "eta_attn": (0.01, 1.0), "routing_skew": (0.05, 3.0),
     "reserve_bytes": (1e6, 1e12),
-    "spec_step_s": (1e-6, 0.1), "spec_seq_s": (1e-7, 0.05), "spec_verify_tok_s": (1e-8, 0.01),
+    "spec_step_s": (1e-6, 0.5), "spec_seq_s": (1e-7, 0.05), "spec_verify_tok_s": (1e-8, 0.01),
     "ngram_ctx_tok_s": (1e-12, 1e-6), "eager_step_s": (1e-5, 0.5),
 }
 
@@ -48,7 +50,7 @@ class Observation(BaseModel):
     s (TTFT), tokens (KV capacity)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Literal["decode", "prefill", "kv_capacity", "spec_decode"]
+    kind: Literal["decode", "prefill", "kv_capacity", "spec_decode", "spec_replay"]
     measured: float = Field(gt=0)
     unit: Literal["tok_s", "s", "tokens", "ratio"]
     batch: int = Field(default=1, gt=0)
@@ -75,6 +77,14 @@ class Observation(BaseModel):
     overrides: tuple[str, ...] = ()
     figure: Literal["decode_tok_s_median", "per_session_tok_s", "aggregate_tok_s"] = \
         "decode_tok_s_median"
+    # spec_replay: a real model's own replies (`exchanges`: a JSON file of [prompt ids,
+    # reply ids] pairs, next to the points file) sent by `batch` clients back to back and
+    # timed on a real server with n-gram speculation `spec` (prompt lookup min/max); the
+    # value is Σ output tokens / Σ request seconds, the twin's by replaying those ids
+    # (`spec_decode.replay.replay_streams`): its acceptance is the real text's
+    exchanges: str | None = None
+    prompt_lookup_min: int = Field(default=5, ge=1)
+    prompt_lookup_max: int = Field(default=5, ge=1)
 
 
 PER_STREAM_FIGURES = frozenset({"decode_tok_s_median", "per_session_tok_s"})
@@ -133,7 +143,8 @@ def load_points(path: str | Path) -> PointsFile:
         err = exc.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
         raise InputError(f"{p}: {loc}: {err['msg']}") from exc
-    return pf.model_copy(update={"points": [_near(o, p.parent) for o in pf.points]})
+    return pf.model_copy(update={"points": [_exchanges_near(_near(o, p.parent), p.parent)
+                                            for o in pf.points]})
 
 
 def _near(obs: Observation, base: Path) -> Observation:
@@ -145,6 +156,12 @@ def _near(obs: Observation, base: Path) -> Observation:
     return obs.model_copy(update={"scenario": str(near)}) if near.is_file() else obs
 
 
+def _exchanges_near(obs: Observation, base: Path) -> Observation:
+    if obs.exchanges is None or Path(obs.exchanges).is_absolute():
+        return obs
+    return obs.model_copy(update={"exchanges": str(base / obs.exchanges)})
+
+
 def predict(pm: RooflinePerfModel, obs: Observation, *, smooth: bool = False,
             runner: ScenarioRunner | None = None) -> float:
     """The model's value for an observation, in the observation's unit (spec_decode
@@ -153,6 +170,8 @@ def predict(pm: RooflinePerfModel, obs: Observation, *, smooth: bool = False,
         return pm.kv_pool_tokens() if smooth else float(pm.kv_capacity_tokens())
     if obs.kind == "decode":
         return decode_tok_s(pm, obs.batch, obs.context)
+    if obs.kind == "spec_replay":
+        return _spec_replay(pm, obs)
     if obs.kind == "spec_decode":
         if runner is None:
             raise InputError(f"fit: spec_decode point {obs.label or obs.spec!r} runs a "
@@ -171,6 +190,37 @@ def scenario_point(pm: RooflinePerfModel, obs: Observation, spec: str) -> Scenar
     terms = tuple((k, float(v)) for k, v in
                   pm.efficiency.model_dump(exclude={"source"}).items())
     return ScenarioPoint(obs.scenario, obs.code_edit, (*over, *obs.overrides), spec, terms)
+
+
+@functools.lru_cache(maxsize=8)
+def load_exchanges(path: str) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+    """[prompt ids, reply ids] pairs from a JSON file (a spec_replay point's)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return tuple((tuple(int(t) for t in p), tuple(int(t) for t in r)) for p, r in data)
+    except (OSError, ValueError, TypeError) as exc:
+        raise InputError(f"{path}: cannot read exchanges ({exc})") from exc
+
+
+def _spec_replay(pm: RooflinePerfModel, obs: Observation) -> float:
+    """The real replies of a spec_replay point replayed by `pm`'s card and terms with
+    the point's n-gram speculation: Σ output tokens / Σ request seconds."""
+    from simulator.twin.spec_decode.ngram import NgramSpec, parse_spec
+    from simulator.twin.spec_decode.replay import replay_streams
+    if obs.exchanges is None:
+        raise InputError(f"fit: spec_replay point {obs.label!r} names no exchanges file")
+    parsed = parse_spec(obs.spec)
+    if not isinstance(parsed, NgramSpec):
+        raise InputError(f"fit: spec_replay point {obs.label!r}: spec must be ngram:K")
+    spec = NgramSpec(parsed.num_speculative_tokens, obs.prompt_lookup_min,
+                     obs.prompt_lookup_max)
+    on = RooflinePerfModel(pm.hardware, pm.model, pm.engine.model_copy(
+        update={"spec": obs.spec}), pm.efficiency, quantization=pm.quantization)
+    pairs = replay_streams(load_exchanges(obs.exchanges), spec, obs.batch, on)
+    seconds = sum(s for _, s in pairs)
+    if seconds <= 0:
+        raise InputError(f"fit: spec_replay point {obs.label!r}: nothing to replay")
+    return sum(n for n, _ in pairs) / seconds
 
 
 def point_figure(summary: Mapping[str, Any], obs: Observation) -> float:
@@ -236,6 +286,8 @@ def _solve_lm(resid: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.
         jac = np.empty((r.size, x.size))
         for j in range(x.size):
             h = 1e-6 * max(1.0, abs(x[j]))
+            if x[j] + h > hi[j]:        # at the upper bound: a backward difference (a
+                h = -h                  # forward one is clipped to the same point: 0)
             xj = x.copy()
             xj[j] += h
             jac[:, j] = (resid(xj) - r) / h

@@ -28,6 +28,7 @@ from simulator.errors import InputError
 from simulator.twin.core.decode_burst import DecodeTerms
 from simulator.twin.core.hybrid_prefill import prefill_chunks
 from simulator.twin.core.types import StepShape
+from simulator.twin.model import execution
 from simulator.twin.model.profiles import (
     KV_DTYPE_BYTES,
     Efficiency,
@@ -39,7 +40,19 @@ from simulator.twin.model.profiles import (
     load_hardware,
     load_model,
 )
-from simulator.twin.spec_decode.ngram import ModelDraftSpec, Spec, parse_spec
+from simulator.twin.spec_decode.ngram import (
+    MAX_SPEC_TOKENS,
+    ModelDraftSpec,
+    Spec,
+    parse_spec,
+)
+
+# The rejection sampler's bytes per vocabulary entry per draft row, random sampling
+# (v1/sample/rejection_sampler.py rejection_sample): bf16 logits read (2) and written as
+# fp32 (4), the fp32 softmax read and written (8), probabilities read for the recovered
+# token and for acceptance (8), plus the bonus row's sampler share: ≈ 30. Claude-Code-like
+# traffic samples at temperature 1 (agent-sessions reference), hence the random path.
+REJECTION_BYTES_PER_VOCAB = 30.0
 
 
 def routing_probabilities(num_experts: int, k: int, skew: float) -> np.ndarray:
@@ -271,50 +284,113 @@ class RooflinePerfModel:
         self._precompute_spec()
 
     def _precompute_spec(self) -> None:
-        """Speculation terms (vLLM's v1/spec_decode and scheduler source): a per-step cost with spec on (no
-        async overlap, piecewise graphs; MTP keeps async scheduling), eager mode where the
-        model's backend drops CUDA graphs, a per-draft-token verification cost, the CPU
-        n-gram scan, and a drafter model's passes."""
-        eff, spec, bw = self.efficiency, self.spec, self.hardware.bandwidth_bytes_s
+        """Speculation's terms, each named in `spec_time` with its source."""
+        eff, spec, bw, m = self.efficiency, self.spec, self.hardware.bandwidth_bytes_s, self.model
         self._t_spec_step = self._t_verify = self._t_ngram = self._t_spec_seq = 0.0
-        self._t_draft_w = self._t_draft_tok = 0.0
+        self._t_draft_w = self._t_draft_tok = self._t_rs_row = 0.0
+        self._t_piecewise = self._t_eager = 0.0
         self._draft_k = 0
+        self._eager_always = self._mla_uniform = False
+        self.backend = execution.attention_backend(
+            self.hardware.compute_capability, self.engine.kv_dtype, m.attention_kind == "mla")
+        self._support: execution.GraphSupport = "never"
+        self._ceiling = self._ceiling_off = 0
+        group = max(1, m.num_q_heads // max(1, m.num_kv_heads))
+        # query rows per head the verification kernel computes for q tokens, by q
+        self.verify_rows: tuple[float, ...] = tuple(
+            float(q) if self.backend is None else self.backend.verify_rows(q, group)
+            for q in range(MAX_SPEC_TOKENS + 2))
         if spec is None:
             return
-        if not (isinstance(spec, ModelDraftSpec) and spec.kind == "mtp"):
-            self._t_spec_step = eff.spec_step_s
-        if self.model.spec_disables_cuda_graphs:
-            self._t_spec_step += eff.eager_step_s
+        k = spec.num_speculative_tokens
+        if not isinstance(spec, ModelDraftSpec):
+            # async scheduling is refused with CPU n-gram drafting (config/vllm.py): the
+            # host's work per step and per sequence runs in series with the forward pass;
+            # a draft model and an MTP head keep it (the drafter runs on the GPU)
+            self._t_spec_step, self._t_spec_seq = eff.spec_step_s, eff.spec_seq_s
+            self._t_ngram = eff.ngram_ctx_tok_s
         self._t_verify = eff.spec_verify_tok_s
-        self._t_spec_seq = eff.spec_seq_s
+        # rejection sampler (v1/sample/rejection_sampler.py, random sampling): per draft
+        # row the target logits are read, cast to fp32, soft-maxed and read again for
+        # the recovered token: ~REJECTION_BYTES_PER_VOCAB bytes per vocabulary entry
+        vocab = m.params.lm_head / m.hidden_size
+        self._t_rs_row = REJECTION_BYTES_PER_VOCAB * vocab / bw
+        self._t_piecewise, self._t_eager = eff.piecewise_step_s, eff.eager_step_s
+        self._eager_always = m.spec_disables_cuda_graphs
+        cc = self.hardware.compute_capability
+        if self.backend is not None and cc is not None:
+            self._support = execution.graph_support(self.backend, m.is_hybrid)
+            self._ceiling = execution.capture_ceiling(self.engine.max_num_seqs, k, cc)
+            self._ceiling_off = execution.capture_ceiling(self.engine.max_num_seqs, 0, cc)
+            self._mla_uniform = self.backend.uniform_queries
         if isinstance(spec, ModelDraftSpec):
-            d = self.model.drafters[spec.kind]
+            d = m.drafters[spec.kind]
             self._t_draft_w = d.bytes_per_pass / (eff.eta_w * bw)
             self._t_draft_tok = 2.0 * d.params_active / (eff.eta_c * self.peak_flops)
-            self._draft_k = spec.num_speculative_tokens
-        else:
-            self._t_ngram = eff.ngram_ctx_tok_s
+            self._draft_k = k
 
     def drafter_pass_time(self, num_tokens: int) -> float:
         """One drafter forward pass over `num_tokens` tokens (s): weights or FLOPs."""
         comp = self._t_draft_tok * num_tokens
         return self._t_draft_w if self._t_draft_w > comp else comp
 
-    def spec_time(self, shape: StepShape) -> float:
-        """What speculation adds to a step (s): 0 with spec off.
+    def mode_time(self, shape: StepShape) -> float:
+        """What the step's CUDA-graph mode costs beyond the same step with speculation
+        off (s): a pure-decode step that would replay a full graph runs piecewise (a
+        batch of unequal drafts on a backend short of ALWAYS) or eager (more tokens than
+        the capture ceiling); a model whose backend drops graphs under speculation runs
+        every step eager (`spec_disables_cuda_graphs`). Steps with prefill run piecewise
+        either way."""
+        if self._eager_always:
+            return self._t_eager
+        if self.backend is None or shape.prefill_tokens:
+            return 0.0
+        cost = {"full": 0.0, "piecewise": self._t_piecewise, "eager": self._t_eager}
+        on = execution.spec_mode(self._support, shape.num_tokens, self._ceiling,
+                                 shape.uniform_decode)
+        off = execution.spec_off_mode(shape.num_seqs, self._ceiling_off)
+        return max(0.0, cost[on] - cost[off])
 
-        t_spec = spec_step_s [+ eager_step_s] + spec_seq_s · n_spec + spec_verify_tok_s · Σk_i
-               + ngram_ctx_tok_s · Σ context scanned                          (n-gram)
-               + drafter(Σ(1 + k_i)) + (k − 1) · drafter(n_spec)              (draft, MTP)
-        The verification tokens themselves are in `num_tokens`, so the roofline already
-        charges their compute, KV writes and the extra MoE experts they touch."""
+    def verify_attention_time(self, shape: StepShape) -> float:
+        """The verification queries' attention beyond its KV read (s): a decode with
+        drafts attends 1 + k queries over its context in the attention kernel's query
+        tiles (`execution`), a kernel of its own between the GEMMs; its KV read is
+        already in the roofline's memory term, so what its FLOPs take beyond that read
+        is added."""
+        if not shape.verify_pairs:
+            return 0.0
+        comp = self._t_pair * shape.verify_pairs
+        kv = (self._t_kv_tok * shape.verify_context
+              * (1.0 + self._kv_half / max(1, shape.num_seqs)))
+        return comp - kv if comp > kv else 0.0
+
+    def spec_time(self, shape: StepShape) -> float:
+        """What speculation adds to a step outside the roofline (s): 0 with spec off.
+
+        t_spec = spec_step_s + spec_seq_s · n_spec            host work, serial (n-gram)
+               + ngram_ctx_tok_s · Σ context scanned            n-gram proposer (CPU)
+               + (κ·V/BW + spec_verify_tok_s) · Σk_i            rejection sampler
+               + max(0, FLOPs of the verification tiles − their KV read)   attention
+               + t_ctx_tok · Σ context of demoted decodes       MLA prefill path
+               + mode_time                                      piecewise / eager graphs
+               + drafter(T) + (k − 1) · drafter(n_spec)          draft model, MTP
+        Inside the roofline: the verification tokens' compute, KV writes and extra MoE
+        experts (they are in `num_tokens`), and the LM head on every verified row."""
         if self.spec is None:
             return 0.0
         t = (self._t_spec_step + self._t_spec_seq * shape.spec_seqs
-             + self._t_verify * shape.draft_tokens
+             + (self._t_verify + self._t_rs_row) * shape.draft_tokens
              + self._t_ngram * shape.proposer_context)
+        if shape.verify_pairs:
+            t += self.verify_attention_time(shape)
+        if self._mla_uniform and shape.demoted_context:
+            t += self._t_ctx_tok * shape.demoted_context
+        if self._eager_always or self.backend is not None:
+            t += self.mode_time(shape)
         if self._draft_k and shape.spec_seqs:
-            t += (self.drafter_pass_time(shape.spec_seqs + shape.draft_tokens)
+            # pass 1 runs over every token the target processed (prefill chunks too:
+            # llm_base_proposer.propose), then k − 1 passes of one token per request
+            t += (self.drafter_pass_time(shape.num_tokens)
                   + (self._draft_k - 1) * self.drafter_pass_time(shape.spec_seqs))
         return t
 
@@ -333,7 +409,9 @@ class RooflinePerfModel:
         t_mem = (self._tw_dense + self._tw_expert * eeff
                  + self._t_kv_tok * (shape.kv_tokens_read + t) * (1.0 + self._kv_half / n)
                  + self._t_state * n)
-        t_comp = (self._t_flop_tok * t + self._t_flop_seq * n
+        # the LM head runs on every verified row, drafts included
+        # (gpu_model_runner._calc_spec_decode_metadata: logits_indices)
+        t_comp = (self._t_flop_tok * t + self._t_flop_seq * (n + shape.draft_tokens)
                   + self._t_pair * shape.attn_token_pairs)
         step = self._t0 + self._t_seq * n + (t_mem if t_mem > t_comp else t_comp)
         if shape.prefill_tokens and (self._t_lin_tok or self._t_ctx_tok):

@@ -44,15 +44,20 @@ class Efficiency(_Strict):
     routing_skew: float = Field(ge=0)      # Zipf exponent s of expert popularity
     reserve_bytes: float = Field(ge=0)     # activations, CUDA graphs, non-torch memory
     # speculative decoding (vLLM's spec_decode source; profiles/calibration/); zero on cards never measured
-    spec_step_s: float = Field(default=0.0, ge=0)     # per step with spec on: no async
-    #                                                   overlap + piecewise CUDA graphs
-    spec_verify_tok_s: float = Field(default=0.0, ge=0)   # per draft token verified
-    spec_seq_s: float = Field(default=0.0, ge=0)   # per decoding sequence per step with
-    #                                                spec on (proposer call, rejection
-    #                                                sampling, input prep, not overlapped)
+    # (`perf_model.spec_time` lists every term; the LM head per verified row, the
+    # verification attention and the rejection sampler are derived, not fitted)
+    spec_step_s: float = Field(default=0.0, ge=0)     # host work per step, serial with the
+    #                                                   forward pass (async scheduling off)
+    spec_verify_tok_s: float = Field(default=0.0, ge=0)   # per draft token beyond the
+    #                                                       derived terms (0: none)
+    spec_seq_s: float = Field(default=0.0, ge=0)   # host work per decoding sequence per
+    #                                                step with spec on (input prep,
+    #                                                bookkeeping), not overlapped
     ngram_ctx_tok_s: float = Field(default=0.0, ge=0)  # CPU n-gram scan, per context token
     #                                                    of each proposing sequence
-    eager_step_s: float = Field(default=0.0, ge=0)   # per step when CUDA graphs are off
+    piecewise_step_s: float = Field(default=0.0, ge=0)   # per decode step run with
+    #                                         piecewise CUDA graphs where it had full ones
+    eager_step_s: float = Field(default=0.0, ge=0)   # per step run without CUDA graphs
     source: str
 
 
@@ -72,6 +77,10 @@ class EngineSettings(_Strict):
     enable_prefix_caching: bool = True
     kv_offload_gib: float = Field(default=0.0, ge=0)   # vLLM --kv-offloading-size (GiB of
     #                                                    host memory for evicted KV); 0: off
+    # hybrids' kept states (vLLM CacheConfig.prefix_cache_retention_interval): 0 the replay
+    # boundary and shared-prefix junctions only (vLLM 0.32's default), None every block
+    # boundary a step ends on, N > 0 also every N tokens (a multiple of the block size)
+    prefix_cache_retention_interval: int | None = Field(default=0, ge=0)
     spec_max_num_batched_tokens: int = Field(default=2048, gt=0)   # budget with spec on
     #                                                      unless max_num_batched_tokens is set
     sources: dict[str, str] = Field(default_factory=dict)
@@ -83,6 +92,23 @@ class EngineSettings(_Strict):
             raise ValueError(f"must be 'off', 'ngram:K', 'draft:K' or 'mtp:K', got {v!r}")
         parse_spec(v)       # the bound on K (vLLM: at most 32 draft tokens per request)
         return v
+
+
+class SpecTerms(_Strict):
+    """Speculation terms a card has of its own while it borrows the rest of its
+    efficiency from the default card's fit (`efficiency_for`); each with the source."""
+
+    spec_step_s: float | None = Field(default=None, ge=0)
+    spec_seq_s: float | None = Field(default=None, ge=0)
+    ngram_ctx_tok_s: float | None = Field(default=None, ge=0)
+    piecewise_step_s: float | None = Field(default=None, ge=0)
+    eager_step_s: float | None = Field(default=None, ge=0)
+    source: str
+
+    def own(self) -> dict[str, float]:
+        """The terms this card sets."""
+        return {k: v for k, v in self.model_dump(exclude={"source"}).items()
+                if v is not None}
 
 
 class HostLink(_Strict):
@@ -105,6 +131,10 @@ class HardwareProfile(_Strict):
     usd_per_hour: float = Field(ge=0)
     kv_cache_bytes: int | None = None      # fixed KV pool (vLLM CPU) instead of utilisation
     efficiency: Efficiency | None = None
+    speculation: SpecTerms | None = None   # own speculation terms of a borrowing card
+    # CUDA compute capability (major, minor): picks vLLM's attention backend and CUDA-graph
+    # behaviour under speculation (`execution`); None: not a CUDA card (no graphs modelled)
+    compute_capability: tuple[int, int] | None = None
     host_link: HostLink | None = None      # for a host KV tier; None: the card has none modelled
     engine: dict[str, Any] = Field(default_factory=dict)   # overrides of engine.yaml
     sources: dict[str, str]
@@ -196,6 +226,9 @@ class ModelProfile(_Strict):
     # backend runs without CUDA graphs once drafts make decode batches non-uniform
     drafters: dict[str, Drafter] = Field(default_factory=dict)
     spec_disables_cuda_graphs: bool = False
+    # "mla": multi-head latent attention (one shared latent per token): vLLM picks an MLA
+    # backend for it (`execution.attention_backend`)
+    attention_kind: Literal["mha", "mla"] = "mha"
     kv_dtype_default: KvDtype | None = None   # what vLLM's `--kv-cache-dtype auto` picks
     #                                           for this model when not the engine default
 
@@ -217,7 +250,7 @@ _SOURCED_WHEN_SET = {"linear_attn_flops_per_token", "linear_attn_bytes_per_token
 
 
 def _numeric_fields(model: BaseModel) -> list[str]:
-    skip = {"efficiency", "engine", "host_link", "sources", "quantizations", "sliding_window",
+    skip = {"efficiency", "engine", "host_link", "sources", "speculation", "quantizations", "sliding_window",
             "drafters", "spec_disables_cuda_graphs", "kv_dtype_default",
             "attn_flops_per_pair", "kv_cache_bytes", "recurrent_state_bytes_per_layer"}
     return [k for k, v in model if k not in skip and not isinstance(v, str) and v is not None
@@ -311,13 +344,20 @@ def load_engine_settings(hardware: HardwareProfile | None = None,
 
 
 def efficiency_for(hardware: HardwareProfile) -> tuple[Efficiency, str]:
-    """The card's fitted terms, or the default card's with a label saying so."""
+    """The card's fitted terms, or the default card's with a label saying so (and the
+    card's own speculation terms, `speculation`, over them)."""
     if hardware.efficiency is not None:
         return hardware.efficiency, hardware.efficiency.source
     default = load_hardware(DEFAULT_EFFICIENCY_HARDWARE).efficiency
     assert default is not None, "the default card must carry fitted efficiency terms"
-    return default, (f"not fitted on {hardware.name}: terms borrowed from the "
-                     f"{DEFAULT_EFFICIENCY_HARDWARE} fit ({default.source})")
+    source = (f"not fitted on {hardware.name}: terms borrowed from the "
+              f"{DEFAULT_EFFICIENCY_HARDWARE} fit ({default.source})")
+    own = hardware.speculation.own() if hardware.speculation is not None else {}
+    if own:
+        default = default.model_copy(update=own)
+        source += (f"; its own speculation terms {', '.join(sorted(own))} "
+                   f"({hardware.speculation.source if hardware.speculation else ''})")
+    return default, source
 
 
 DEFAULT_TWIN = "a40/qwen3-coder-30b-a3b-awq"   # the twin a scenario without one runs on

@@ -58,16 +58,28 @@ def parse_edit_share(headers: Mapping[str, str]) -> float:
         return textgen.EDIT_LINE_PROB
 
 
+def parse_tokens_per_pass(headers: Mapping[str, str]) -> float | None:
+    """The `x-endurance-tokens-per-pass` hint (the reference predictability to pace the
+    reply to, ≥ 1), None when absent or unreadable."""
+    raw = headers.get("x-endurance-tokens-per-pass", headers.get("tokens-per-pass"))
+    try:
+        value = None if raw is None else float(raw)
+    except ValueError:
+        return None
+    return min(1000.0, max(1.0, value)) if value is not None and value == value else None
+
+
 def plan(prompt: Sequence[int], max_tokens: int, limit: int, *, seed: int, code_edit: bool,
          repeat_fraction: float, natural_tokens: int | None,
-         edit_share: float = textgen.EDIT_LINE_PROB) -> PlannedReply:
+         edit_share: float = textgen.EDIT_LINE_PROB,
+         tokens_per_pass: float | None = None) -> PlannedReply:
     """Reply tokens for a request; `limit` is max_tokens capped by the context window."""
     rseed = reply_seed(seed, prompt, max_tokens)
     natural = natural_tokens if natural_tokens is not None else \
         textgen.natural_length(random.Random(rseed))
     _, ids = textgen.plan_reply(prompt, limit, seed=rseed, natural_tokens=natural,
                                 code_edit=code_edit, repeat_fraction=repeat_fraction,
-                                edit_share=edit_share)
+                                edit_share=edit_share, tokens_per_pass=tokens_per_pass)
     return PlannedReply(ids[:limit], "max_tokens" if natural >= limit else "end_turn")
 
 
@@ -94,7 +106,8 @@ def plan_for(prompt: Sequence[int], max_tokens: int, hints: Mapping[str, str], *
         return PlannedReply(ids[:limit], "max_tokens" if len(ids) > limit else "end_turn")
     planned = plan(prompt, max_tokens, limit, seed=seed, code_edit=edit,
                    repeat_fraction=frac, natural_tokens=natural,
-                   edit_share=parse_edit_share(hints))
+                   edit_share=parse_edit_share(hints),
+                   tokens_per_pass=parse_tokens_per_pass(hints))
     kind = hints.get("x-endurance-turn-kind", hints.get("turn-kind", ""))
     if kind.strip().lower() == "summary":
         return PlannedReply(recall_reply.summary_ids(prompt, planned.token_ids, limit),

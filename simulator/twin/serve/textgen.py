@@ -9,6 +9,14 @@ carry a fresh identifier suffix or number, so fresh text, like a real model's ne
 or prose, does not repeat itself and gives an n-gram proposer almost nothing to match
 (a fixed pool of lines would repeat across a long session and feed it false matches).
 
+With a target `tokens_per_pass` (a replayed call whose predictability the import
+measured) the reply is paced instead: line by line, a copied line (continuing a run of
+the prompt's lines) while the reply so far gives fewer reference tokens per forward pass
+than the target, a fresh line while it gives more. The reference is the n-gram meter's
+(ngram:24, prompt lookup 5: `spec_decode.predictability.REFERENCE`), counted as the
+reply grows (`_Pace`), so the figure holds at any reply length: an open-loop copy share
+measured on short visible text overshoots on a long reply (issue 37).
+
 Token ids are cl100k (`simulator.util.tokens`); the returned ids are the encoding of the
 returned text (the reply goes back as history next turn, so the two must agree).
 """
@@ -20,6 +28,7 @@ import random
 import re
 from collections.abc import Sequence
 
+from simulator.twin.spec_decode.ngram import NgramIndex, NgramSpec, accepted_length
 from simulator.util import tokens as tok
 
 NATURAL_MEDIAN_TOKENS = 550.0
@@ -116,26 +125,101 @@ def _assemble(rng: random.Random, target: int, source: list[str], copy_frac: flo
     return "".join(parts)
 
 
+# the reference meter's proposer (spec_decode.predictability.REFERENCE: ngram:24, prompt
+# lookup 5-5, vLLM's default bounds), which a paced reply's tokens per pass aim at
+PACE_SPEC = NgramSpec(24)
+
+
+class _Pace:
+    """Reference forward passes of a reply as it grows, after its prompt: the engine's
+    own proposer (`NgramIndex`) walked pass by pass, each pass's extent fixed once its
+    draft and acceptance lie wholly inside the known tokens (the rest recounted)."""
+
+    __slots__ = ("base", "done", "index", "length", "passes", "tokens")
+
+    def __init__(self, prompt: Sequence[int]) -> None:
+        self.tokens: list[int] = list(prompt)
+        self.base = len(self.tokens)
+        self.index = NgramIndex(PACE_SPEC, self.tokens, self.base + 1)
+        self.length, self.done = self.base + 1, 1     # the prefill pass samples one
+
+    def extend(self, ids: Sequence[int]) -> None:
+        self.tokens.extend(ids)
+
+    def rate(self) -> float:
+        """Reply tokens per pass so far (1 with none)."""
+        total = len(self.tokens)
+        if total <= self.base:
+            return 1.0
+        k = PACE_SPEC.num_speculative_tokens
+        length, passes = self.length, self.done
+        while length < total:
+            start, count = self.index.propose(length)
+            acc = accepted_length(self.tokens, start, count, length, total - length - 1) \
+                if count else 0
+            if length + count + 1 <= total and length + k + 1 <= total:
+                self.length, self.done = length + acc + 1, passes + 1   # fixed for good
+            length += min(acc + 1, total - length)
+            passes += 1
+        return (total - self.base) / passes
+
+
+def _paced(rng: random.Random, target: int, source: list[str], prompt: Sequence[int],
+           tokens_per_pass: float, edit_prob: float) -> str:
+    """Lines until ≈ target tokens, copied (a run of `source` lines, `edit_prob` of them
+    edited) while the reply's reference tokens per pass are below `tokens_per_pass`,
+    fresh while they are above."""
+    enc = tok.encoding()
+    pace = _Pace(prompt)
+    parts: list[str] = []
+    emitted = 0
+    at: int | None = None              # the next line of the current copied run
+    while emitted < target + 24:
+        if source and pace.rate() < tokens_per_pass:
+            if at is None or at >= len(source):
+                at = rng.randrange(len(source))
+            ln = source[at]
+            at += 1
+            if rng.random() < edit_prob:
+                ln = _edit_line(rng, ln)
+        else:
+            at = None
+            ln = _fresh_line(rng)
+        ids = enc.encode_ordinary(ln)
+        pace.extend(ids)
+        parts.append(ln)
+        emitted += len(ids)
+    return "".join(parts)
+
+
 def plan_reply(prompt_tokens: Sequence[int], max_tokens: int, *, seed: int,
                natural_tokens: int | None, code_edit: bool,
                repeat_fraction: float,
-               edit_share: float = EDIT_LINE_PROB) -> tuple[str, list[int]]:
+               edit_share: float = EDIT_LINE_PROB,
+               tokens_per_pass: float | None = None) -> tuple[str, list[int]]:
     """The reply the twin will emit for a prompt: (text, cl100k token ids).
 
     Length = min(max_tokens, natural_tokens or a lognormal draw). `edit_share`: the
-    share of copied lines the edit changes (fewer: longer verbatim runs). Deterministic
-    in (prompt tail, max_tokens, seed, natural_tokens, code_edit, repeat_fraction,
-    edit_share).
+    share of copied lines the edit changes (fewer: longer verbatim runs).
+    `tokens_per_pass` (≥ 1): pace the reply to that reference predictability instead of
+    copying a `repeat_fraction` of it (code_edit then does not matter). Deterministic in
+    (prompt tail, max_tokens, seed, natural_tokens, code_edit, repeat_fraction,
+    edit_share, tokens_per_pass).
     """
     if max_tokens <= 0:
         return "", []
     rng = random.Random(seed)
     natural = natural_tokens if natural_tokens is not None else natural_length(rng)
     target = max(1, min(max_tokens, natural))
-    frac = min(max(repeat_fraction, 0.0), 1.0) if code_edit else 0.0
-    source = _source_lines(prompt_tokens) if frac > 0 else []
     enc = tok.encoding()
-    text = _assemble(rng, target, source, frac, min(max(edit_share, 0.0), 1.0))
+    share = min(max(edit_share, 0.0), 1.0)
+    if tokens_per_pass is not None:
+        tail = list(prompt_tokens[-SOURCE_WINDOW_TOKENS:])
+        text = _paced(rng, target, _source_lines(tail), tail, tokens_per_pass, share)
+    else:
+        frac = min(max(repeat_fraction, 0.0), 1.0) if code_edit else 0.0
+        source = _source_lines(prompt_tokens) if frac > 0 else []
+        text = _assemble(rng, target, source, frac, share)
     ids: list[int] = enc.encode_ordinary(text)
     while len(ids) < target:                   # estimate fell short: add fresh lines
         text += _assemble(rng, target - len(ids), [], 0.0)

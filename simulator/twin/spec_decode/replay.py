@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simulator.twin.core.engine import TwinEngine
-from simulator.twin.core.types import EngineRequest
+from simulator.twin.core.types import EngineRequest, PerfModel
 from simulator.twin.model.perf_model import build_perf_model
 from simulator.twin.spec_decode.ngram import NgramSpec
 
@@ -84,4 +84,40 @@ def replay_seconds(exchanges: Sequence[tuple[Sequence[int], Sequence[int]]],
             for rid in engine.run_until(engine.now + 3600.0):
                 res = engine.pop_result(rid)
                 out.append((len(res.token_times), res.token_times[-1] - start))
+    return out
+
+
+def replay_streams(exchanges: Sequence[tuple[Sequence[int], Sequence[int]]],
+                   spec: NgramSpec | None, streams: int, perf: PerfModel
+                   ) -> list[tuple[int, float]]:
+    """(output tokens, seconds from arrival to the last token) of every request when
+    `streams` clients each send all `exchanges` back to back, client i starting at
+    exchange i (so they do not move in step), on one twin engine with `perf` (whose
+    speculation setting must be `spec`'s): the twin's timing of a real model's own text
+    under concurrency, as `twin_check.time_probe_streams` measures the real server."""
+    engine = TwinEngine(perf, spec=spec)
+    todo = [e for e in exchanges if e[1]]
+    if not todo:
+        return []
+    nxt = [0] * streams
+    start: dict[str, float] = {}
+    out: list[tuple[int, float]] = []
+
+    def send(i: int) -> None:
+        j = nxt[i]
+        prompt, reply = todo[(i + j) % len(todo)]
+        rid = f"s{i}r{j}"
+        start[rid] = engine.now
+        engine.submit(EngineRequest(rid, tuple(prompt), tuple(reply), engine.now))
+        nxt[i] += 1
+
+    for i in range(streams):
+        send(i)
+    while not engine.is_idle():
+        for rid in engine.run_until(engine.now + 3600.0):
+            res = engine.pop_result(rid)
+            out.append((len(res.token_times), res.token_times[-1] - start.pop(rid)))
+            i = int(rid[1:rid.index("r")])
+            if nxt[i] < len(todo):
+                send(i)
     return out
