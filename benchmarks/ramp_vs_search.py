@@ -74,7 +74,8 @@ def main() -> int:
                 print(line, flush=True)
                 lines.append(line)
     stamp = (f"\nSLOs {' and '.join(SLOS)}; ramp: 1*2..{ns.max_sessions}, each window 3 "
-             "min; probe search: as `size` by default (one repeat with another seed), 10-minute constant-load probes from a warm start.\n")
+             "min; probe search: as `size` by default (one repeat with another seed), "
+             "10-minute constant-load probes from a warm start.\n")
     print(stamp)
     if ns.out:
         with ns.out.open("a", encoding="utf-8") as f:
