@@ -53,8 +53,7 @@ def judged_requests(turns: pd.DataFrame) -> pd.DataFrame:
     """The turn requests goodput is judged on: every turn attempt that ended, but for
     the cancelled-at-stop and context-overflow ones."""
     kind = turns["request_kind"] == "turn"
-    err = turns["error_type"].fillna("")
-    return turns[kind & ~err.isin(NOT_FAILURES)]
+    return turns[kind & ~turns["error_type"].isin(NOT_FAILURES)]
 
 
 def meets(rows: pd.DataFrame, slo: GoodputSlo) -> np.ndarray:
