@@ -18,6 +18,26 @@ start, imports, tokenizer load and run), which is what the ≤ 10 s target is ab
 `--fleet` times the fleet point of docs/fleet.md: 4 `h100` twin replicas behind a
 router (`--router`, default prefix_aware) running 256 sessions × 10 turns (target
 ≤ 30 s wall on this machine).
+
+`--team` times the team-scale commands of issue 36 end to end, each a fresh
+`python -m simulator …` process (interpreter start, imports, tokenizer, run, finalize),
+and reports its CPU seconds (user + sys of that process, from `wait4`, so the machine's
+other load does not count except through cache and frequency effects), the part of
+them spent importing `simulator.cli`, peak RSS and wall time, with the load average
+before and after each run. `--before DIR` runs every case on another checkout too
+(PYTHONPATH=DIR; e.g. a detached worktree of the commit a change started from), the
+two alternated case by case, so the before/after columns share the machine's state:
+
+    python benchmarks/sim_speed.py --team --before /work/before --cases team256 fleet4
+    python benchmarks/sim_speed.py --team --profile team256    # where the CPU goes
+
+The cases (`--cases`, default all): `team256` (256 × 10 on the H100, all at once; goal
+≤ 5 CPU-s, ≤ 500 MB), `w128` (128 sessions, 10 minutes, warm start), `fleet4` (4
+replicas × 256 × 10, prefix_aware; goal ≤ 30 CPU-s), `size` (the H100 `size` search
+with two SLOs; goal ≤ 60 CPU-s), `fleet-size` (the same search then `--team 256
+--router prefix_aware`, the fleet search; goal ≤ 120 CPU-s). `--profile CASE` runs one
+case under cProfile and prints its CPU by room of the package (library and stdlib
+time charged to the simulator code that called it) and the top functions.
 """
 
 from __future__ import annotations
@@ -26,10 +46,12 @@ import argparse
 import json
 import math
 import os
+import pstats
 import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +118,206 @@ def startup() -> float:
     return time.perf_counter() - t0
 
 
+# -- --team: the issue-36 commands end to end, before/after --------------------------------
+TEAM_SCENARIO = ["scenarios/claude-code-team.yaml", "--twin", FLEET_TWIN]
+_ALL_AT_ONCE = ["--set", "arrival.pattern=all_at_once"]
+_SLOS = ["--slo", "per_session_tok_s>=30", "--slo", "ttft_p95_s<=10"]
+# name → (CLI args, CPU-s goal, RSS MB goal)
+TEAM_CASES: dict[str, tuple[list[str], float | None, float | None]] = {
+    "team256": (["run", *TEAM_SCENARIO, "--sessions", "256", "--turns", "10", *_ALL_AT_ONCE,
+                 "--quiet"], 5.0, 500.0),
+    "w128": (["run", *TEAM_SCENARIO, "--sessions", "128", "--duration", "10m", "--warm-start",
+              "--quiet"], None, None),
+    "fleet4": (["run", *TEAM_SCENARIO, "--sessions", "256", "--turns", "10", *_ALL_AT_ONCE,
+                "--replicas", "4", "--router", "prefix_aware", "--quiet"], 30.0, None),
+    "size": (["size", *TEAM_SCENARIO, "--duration", "10m", "--warm-start", *_SLOS, "--json"],
+             60.0, None),
+    "fleet-size": (["size", *TEAM_SCENARIO, "--duration", "10m", "--warm-start", *_SLOS,
+                    "--team", "256", "--router", "prefix_aware", "--json"], 120.0, None),
+}
+
+# The child: time the CLI's imports apart from the rest, optionally under cProfile.
+CHILD = r"""
+import atexit, json, os, sys, time
+t0 = time.process_time()
+from simulator.cli import main
+imported = time.process_time() - t0
+out = os.environ["SIM_SPEED_OUT"]
+atexit.register(lambda: open(out, "w").write(json.dumps({"import_cpu_s": imported})))
+sys.argv = ["endurance", *sys.argv[1:]]
+prof_path = os.environ.get("SIM_SPEED_PROFILE")
+if prof_path:
+    import cProfile
+    prof = cProfile.Profile()
+    try:
+        prof.runcall(main)
+    except SystemExit:
+        pass
+    prof.dump_stats(prof_path)
+else:
+    main()
+"""
+
+
+def _child_env(checkout: Path, extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(checkout)
+    env.update(extra)
+    return env
+
+
+def compile_checkout(checkout: Path) -> None:
+    """Bytecode for the checkout, so no case pays for compiling the package."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(checkout / "simulator")],
+                   env=_child_env(checkout, {}), check=False, capture_output=True)
+
+
+def team_run(checkout: Path, args: list[str], profile: Path | None = None) -> dict[str, Any]:
+    """One CLI command in a fresh interpreter on `checkout`: its own CPU (wait4 rusage),
+    peak RSS, wall, import CPU, the load average around it and its last stdout line."""
+    with tempfile.TemporaryDirectory(prefix="sim-speed-") as tmp:
+        side = Path(tmp) / "child.json"
+        extra = {"SIM_SPEED_OUT": str(side)}
+        if profile is not None:
+            extra["SIM_SPEED_PROFILE"] = str(profile)
+        load0 = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        with (Path(tmp) / "stdout").open("w+") as fo, (Path(tmp) / "stderr").open("w+") as fe:
+            proc = subprocess.Popen([sys.executable, "-c", CHILD, *args, "--out", tmp],
+                                    cwd=checkout, env=_child_env(checkout, extra),
+                                    stdout=fo, stderr=fe, text=True)
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            fo.seek(0)
+            fe.seek(0)
+            out, err = fo.read(), fe.read()
+        wall = time.perf_counter() - t0
+        child = json.loads(side.read_text()) if side.exists() else {}
+        last = out.strip().splitlines()[-1] if out.strip() else err.strip()[-300:]
+        summary = Path(last) / "summary.json"
+        figures = json.loads(summary.read_text()) if summary.is_file() else {}
+    return {"rc": proc.returncode, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "import_cpu_s": child.get("import_cpu_s"), "rss_mb": usage.ru_maxrss / 1024,
+            "wall_s": wall, "load": (load0, os.getloadavg()[0]), "last": last,
+            "summary": figures}
+
+
+def _answer(r: dict[str, Any]) -> str:
+    """What the command concluded, to check before and after agree (size: the answer)."""
+    s = r["summary"]
+    if s:
+        agg = s.get("aggregate_tok_s")
+        return (f"{s.get('ok_turns')} turns, {agg:,.0f} tok/s" if agg is not None
+                else f"{s.get('ok_turns')} turns")
+    try:
+        data = json.loads(r["last"])
+    except ValueError:
+        return "" if r["rc"] in (0, 1) else f"rc {r['rc']}: {r['last'][-120:]}"
+    if isinstance(data, dict):
+        parts = [f"{k}={data[k]}" for k in ("max_sessions", "answer", "cards", "replicas")
+                 if k in data and not isinstance(data[k], dict | list)]
+        fleet = data.get("fleet")
+        if isinstance(fleet, dict):
+            parts += [f"fleet.{k}={fleet[k]}" for k in ("replicas", "answer") if k in fleet]
+        return " ".join(parts)
+    return ""
+
+
+def team_table(cases: list[str], after: Path, before: Path | None) -> None:
+    sides = [("before", before), ("after", after)] if before is not None else [("after", after)]
+    for _, checkout in sides:
+        assert checkout is not None
+        compile_checkout(checkout)
+    print(f"{'case':<11} {'side':<7} {'CPU s':>7} {'(imports)':>9} {'RSS MB':>7} "
+          f"{'wall s':>7} {'load':>10}  {'goal':<18} result", flush=True)
+    for name in cases:
+        args, cpu_goal, rss_goal = TEAM_CASES[name]
+        goal = " ".join(x for x in (f"≤ {cpu_goal:g} CPU-s" if cpu_goal else "",
+                                    f"≤ {rss_goal:g} MB" if rss_goal else "") if x)
+        for side, checkout in sides:
+            assert checkout is not None
+            r = team_run(checkout, args)
+            imp = r["import_cpu_s"]
+            print(f"{name:<11} {side:<7} {r['cpu_s']:>7.1f} "
+                  f"{(f'({imp:.2f})' if imp is not None else '-'):>9} {r['rss_mb']:>7.0f} "
+                  f"{r['wall_s']:>7.1f} {r['load'][0]:>4.1f}→{r['load'][1]:<4.1f}  "
+                  f"{goal:<18} {_answer(r)}", flush=True)
+
+
+# bucket of a simulator file by its room; anything else is charged to its caller
+_ROOMS = (("simulator/twin/core/", "engine + KV (twin/core)"),
+          ("simulator/twin/fleet/", "fleet router (twin/fleet)"),
+          ("simulator/endpoints/inprocess/", "in-process endpoint (driver, fleet)"),
+          ("simulator/twin/serve/textgen", "twin reply text (textgen)"),
+          ("simulator/twin/serve/prompt", "prompt tokenisation (twin/serve/prompt)"),
+          ("simulator/endpoints/client_meter", "prompt tokenisation (twin/serve/prompt)"),
+          ("simulator/twin/serve/", "twin reply planning (reply, recall_reply)"),
+          ("simulator/twin/spec_decode/", "n-gram meter (spec_decode)"),
+          ("simulator/twin/model/", "perf model + profiles (twin/model)"),
+          ("simulator/scenario/content", "user/tool text (scenario/content)"),
+          ("simulator/records/prefix", "reuse tracker (records/prefix)"),
+          ("simulator/records/", "recorder (records)"),
+          ("simulator/session/", "agent + runner (session)"),
+          ("simulator/protocol/", "messages (protocol)"),
+          ("simulator/clock/", "event loop (clock, asyncio)"),
+          ("/asyncio/", "event loop (clock, asyncio)"),
+          ("simulator/analysis/", "summary + analysis (finalize)"),
+          ("simulator/", "other simulator code"),
+          ("<frozen importlib", "imports"))
+
+
+def _room(filename: str) -> str | None:
+    for marker, room in _ROOMS:
+        if marker in filename:
+            return room
+    return None
+
+
+def profile_buckets(stats_path: Path, top: int = 15) -> None:
+    """CPU by room from a cProfile dump: a function outside the package (tiktoken,
+    random, hashlib, pandas, builtins) is charged to the rooms of its callers, in
+    proportion to the time each call site spent in it."""
+    st = pstats.Stats(str(stats_path))
+    raw: dict[Any, Any] = st.stats  # type: ignore[attr-defined]
+    total = sum(v[2] for v in raw.values())
+    buckets: defaultdict[str, float] = defaultdict(float)
+
+    def charge(func: Any, weight: float, depth: int) -> None:
+        room = _room(func[0])
+        if room is None and func[0] == "~" and "import" in func[2]:
+            room = "imports"
+        if room is not None or depth > 6:
+            buckets[room or "other (unattributed)"] += weight
+            return
+        callers = raw[func][4]
+        share = sum(c[2] for c in callers.values())
+        if not callers or share <= 0:
+            buckets["other (unattributed)"] += weight
+            return
+        for caller, c in callers.items():
+            charge(caller, weight * c[2] / share, depth + 1)
+
+    for func, v in raw.items():
+        charge(func, v[2], 0)
+    print(f"profile (cProfile, {total:.1f} s in profiled code; its overhead inflates "
+          "call-heavy code):")
+    for room, t in sorted(buckets.items(), key=lambda kv: -kv[1]):
+        print(f"  {100 * t / total:5.1f}%  {t:6.2f} s  {room}")
+    print("top functions by own time:")
+    for func, v in sorted(raw.items(), key=lambda kv: -kv[1][2])[:top]:
+        where = f"{Path(func[0]).name}:{func[1]}" if func[0] != "~" else "builtin"
+        print(f"  {100 * v[2] / total:5.1f}%  {v[1]:>9} calls  {func[2]} ({where})")
+
+
+def team_profile(case: str, checkout: Path) -> None:
+    compile_checkout(checkout)
+    with tempfile.TemporaryDirectory(prefix="sim-speed-prof-") as tmp:
+        path = Path(tmp) / "prof.out"
+        r = team_run(checkout, TEAM_CASES[case][0], profile=path)
+        print(f"{case}: {r['cpu_s']:.1f} CPU s under cProfile, rc {r['rc']}")
+        profile_buckets(path)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, nargs="+", default=[1, 8, 32, 128])
@@ -109,13 +331,26 @@ def main() -> None:
     ap.add_argument("--fleet", action="store_true",
                     help=f"only the fleet point: 4 {FLEET_TWIN} replicas × 256 sessions × 10 turns")
     ap.add_argument("--router", default="prefix_aware", help="the fleet point's router")
+    ap.add_argument("--team", action="store_true",
+                    help="the team-scale commands of issue 36, end to end (see above)")
+    ap.add_argument("--cases", nargs="+", choices=list(TEAM_CASES), default=list(TEAM_CASES),
+                    help="--team: which commands")
+    ap.add_argument("--before", type=Path, help="--team: also run every case on this checkout")
+    ap.add_argument("--profile", choices=list(TEAM_CASES),
+                    help="--team: one case under cProfile, CPU by room")
     args = ap.parse_args()
     print(f"machine: {machine()}")
+    if args.team or args.profile:
+        if args.profile:
+            team_profile(args.profile, ROOT)
+        else:
+            team_table(args.cases, ROOT, args.before)
+        return
     print(f"startup (imports + tokenizer load): {startup():.2f} s")
     if args.fleet:
         for replicas in (1, 4):
-            p = run_point(256, 10, ("fleet.replicas=" + str(replicas),
-                                    f"fleet.router={args.router}"), FLEET_TWIN)
+            p = run_point(256, 10, extra=(f"fleet.replicas={replicas}",
+                                          f"fleet.router={args.router}"), twin=FLEET_TWIN)
             verdict = "ok" if p["wall_s"] <= FLEET_TARGET_WALL_S else "over"
             print(f"{replicas} × {FLEET_TWIN} ({args.router}), 256 sessions × 10 turns: "
                   f"{p['wall_s']:.2f} s wall, {p['cpu_s']:.2f} s CPU, {p['turns']} turns, "
