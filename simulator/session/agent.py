@@ -125,6 +125,7 @@ class Agent:
         self.conv = Conversation()
         self.pending: _Pending | None = None
         self.last_read = ""
+        self._read_ids: tuple[str, list[int]] | None = None   # last_read's ids, once
         self.replay = ReplaySource(ctx.replay.get(self.session_id, {}))
         self._due: float | None = None   # planned start of the next request (monotonic)
         # planted facts and recall probes (scenario `probes:`), None when off
@@ -200,7 +201,7 @@ class Agent:
             self.prober.note_turn(turn, out.event is not None)
         n = self._max_tokens(template, rng)
         # live history appends the reply's content; scripted makes its own text of n tokens
-        blocks = (TextBlock(self._scripted_text(template, n, self.rng(turn, "reply"))),) \
+        blocks = (self._scripted_text(template, n, self.rng(turn, "reply")),) \
             if self.s.history == "live" else ()
         reply = LLMResponse(blocks, "end_turn", Usage(output_tokens=n), Timing(sent=0.0), n)
         self._append_reply(reply, template, turn)
@@ -419,7 +420,7 @@ class Agent:
                                    (not isinstance(b, TextBlock) or b.text)]
         else:
             n = resp.usage.output_tokens or resp.output_tokens_est or 1
-            blocks = [TextBlock(self._scripted_text(template, n, self.rng(turn, "reply")))]
+            blocks = [self._scripted_text(template, n, self.rng(turn, "reply"))]
         server_tools = [b for b in blocks if isinstance(b, ToolUseBlock)]
         decisions = self._facts_due("decision", turn)
         if decisions:
@@ -447,14 +448,25 @@ class Agent:
                 ToolResultBlock(b.id, "ok", False, b.name) for b in server_tools)))
             self.conv = self.conv.append(Message("assistant", (TextBlock("Done."),)))
 
-    def _scripted_text(self, template: TurnTemplate, n: int, rng: random.Random) -> str:
+    def _scripted_text(self, template: TurnTemplate, n: int, rng: random.Random) -> TextBlock:
+        """The scripted reply of n tokens as a block, with its exact token count (the
+        synthesised part's is known without encoding it again: `synth_text_counted`;
+        a newline before a line ends a pretoken, so the two parts count apart)."""
         if template.code_edit and self.last_read:
-            ids = tokens.encode(self.last_read)
+            ids = self._last_read_ids()
             k = min(len(ids), int(n * template.repeat_fraction))
             start = rng.randint(0, max(0, len(ids) - k))
-            copied = tokens.decode(ids[start:start + k])
-            return copied + "\n" + content.synth_text("code", max(1, n - k), rng)
-        return content.synth_text("code", n, rng)
+            copied = tokens.decode(ids[start:start + k]) + "\n"
+            text, count = content.synth_text_counted("code", max(1, n - k), rng)
+            return TextBlock(copied + text, tokens.count(copied) + count)
+        text, count = content.synth_text_counted("code", n, rng)
+        return TextBlock(text, count)
+
+    def _last_read_ids(self) -> list[int]:
+        """cl100k ids of `last_read`, encoded once per file read (edits reuse them)."""
+        if self._read_ids is None or self._read_ids[0] is not self.last_read:
+            self._read_ids = (self.last_read, tokens.encode(self.last_read))
+        return self._read_ids[1]
 
     def _tool_input(self, template: TurnTemplate, rng: random.Random) -> str:
         assert template.tool is not None
