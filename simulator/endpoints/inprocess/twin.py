@@ -147,7 +147,8 @@ class InProcessTwin:
         if self.engine.is_idle():
             self.engine.run_until(sent)
         try:
-            self.engine.submit(EngineRequest(rid, prompt, planned.token_ids, sent))
+            self.engine.submit(EngineRequest(rid, prompt, planned.token_ids, sent,
+                                             request.session_id))
         except RequestTooLong as exc:
             raise EndpointError(ErrorType.CONTEXT_OVERFLOW, str(exc), status=400) from None
         fut: asyncio.Future[RequestResult] = loop.create_future()

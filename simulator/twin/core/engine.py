@@ -184,6 +184,7 @@ class TwinEngine:
         res = RequestResult(request_id=rid, prompt_len=prompt_len)
         self._results[rid] = res
         seq = Seq(rid, tokens, prompt_len, len(tokens), res, prompt_len)
+        seq.prefix_key = request.prefix_key
         arrival = max(request.arrival, self.now)
         if arrival <= self.now:
             self._waiting.append(seq)
