@@ -36,9 +36,7 @@ from __future__ import annotations
 from array import array
 from collections import OrderedDict, deque
 
-import numpy as np
-
-from simulator.twin.core.block_pool import BlockPool, extend_hash_chain
+from simulator.twin.core.block_pool import BlockPool, common_blocks, extend_hash_chain
 from simulator.twin.core.kv_offload import HostTier
 from simulator.twin.core.request import Seq
 
@@ -305,18 +303,7 @@ class KVCacheManager:
                     return
         if newest is not None:
             toks, hashes = newest
-            m = _common_blocks(tokens, toks, min(len(hashes), limit), bs)
+            m = common_blocks(tokens, toks, min(len(hashes), limit), bs)
             if m:
                 s.hashes.extend(hashes[:m])     # in place: the keyed entry holds this list
 
-
-def _common_blocks(a: array[int], b: array[int], n: int, block_size: int) -> int:
-    """The most leading blocks, at most n, in which token arrays `a` and `b` agree (one
-    vectorised compare of the two buffers; the views are gone when it returns)."""
-    if n <= 0 or a.itemsize != b.itemsize:
-        return 0
-    end = n * block_size
-    dtype = f"u{a.itemsize}"
-    differ = np.frombuffer(a, dtype, end) != np.frombuffer(b, dtype, end)
-    first = int(differ.argmax())
-    return n if not differ[first] else first // block_size
