@@ -137,3 +137,23 @@ def test_a_new_session_seeds_the_shared_head_from_the_newest_request() -> None:
     kv.get_computed_blocks(b)
     assert b.hashes == extend_hash_chain(b.tokens, len(b.tokens), BS, [])
     assert b.hashes[:5] == a.hashes[:5] and b.hashes[5] != a.hashes[5]
+
+
+def test_a_routers_session_chains_are_the_prompts_chains() -> None:
+    import random
+
+    from simulator.twin.fleet.view import SessionChains, block_hashes
+    rng = random.Random(11)
+    chains = SessionChains(max_sessions=3)
+    head = [rng.randrange(500) for _ in range(50)]
+    prompts: dict[str, list[int]] = {}
+    for _ in range(150):
+        sid = f"s{rng.randrange(5)}"
+        prev = prompts.get(sid, head)
+        if rng.random() < 0.2:
+            prev = prev[:rng.randrange(len(prev) + 1)]
+        prompts[sid] = prev + [rng.randrange(500) for _ in range(rng.randrange(0, 40))]
+        if not prompts[sid]:
+            continue
+        got = chains.hashes(array("I", prompts[sid]), BS, sid)
+        assert got == block_hashes(prompts[sid], BS)

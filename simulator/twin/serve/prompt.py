@@ -175,6 +175,9 @@ class PromptTokenizer:
         self._cache = _TokenLRU(max_tokens)
         self._objects = _TokenLRU(max_tokens)
         self.encode_calls = 0
+        # the last prompt built from objects: a fleet's router and the replica it picks
+        # ask for the same request's ids one after the other (arrays are never mutated)
+        self._last: tuple[object, tuple[ApiMessage, ...], array[int]] | None = None
 
     def _segment(self, text: str) -> array[int]:
         """Token ids of one segment's text, from the cache when seen before."""
@@ -225,6 +228,9 @@ class PromptTokenizer:
         so a turn renders, hashes and encodes only its new messages."""
         if not messages:
             raise PromptError("messages: expected a non-empty list")
+        last = self._last
+        if last is not None and last[0] is head and last[1] is messages:
+            return last[2]
 
         def render_head() -> array[int]:
             system, tools = head_api()
@@ -235,6 +241,8 @@ class PromptTokenizer:
         for i, m in enumerate(messages):
             arr.extend(self._object(m, partial(self._message, m, i)))
         arr.extend(self._object(_GEN_PROMPT, lambda: self._segment(_GEN_PROMPT)))
+        if isinstance(messages, tuple):                 # immutable: safe to remember
+            self._last = (head, messages, arr)
         return arr
 
     def encode_body(self, body: dict[str, Any]) -> array[int]:
