@@ -148,7 +148,7 @@ sys.argv = ["endurance", *sys.argv[1:]]
 prof_path = os.environ.get("SIM_SPEED_PROFILE")
 if prof_path:
     import cProfile
-    prof = cProfile.Profile()
+    prof = cProfile.Profile(time.process_time)     # CPU, not wall: the machine is shared
     try:
         prof.runcall(main)
     except SystemExit:
@@ -245,7 +245,7 @@ def team_table(cases: list[str], after: Path, before: Path | None) -> None:
 
 
 # bucket of a simulator file by its room; anything else is charged to its caller
-_ROOMS = (("simulator/twin/core/", "engine + KV (twin/core)"),
+_ROOMS: tuple[tuple[str, str | None], ...] = (("simulator/twin/core/", "engine + KV (twin/core)"),
           ("simulator/twin/fleet/", "fleet router (twin/fleet)"),
           ("simulator/endpoints/inprocess/", "in-process endpoint (driver, fleet)"),
           ("simulator/twin/serve/textgen", "twin reply text (textgen)"),
@@ -262,6 +262,7 @@ _ROOMS = (("simulator/twin/core/", "engine + KV (twin/core)"),
           ("simulator/clock/", "event loop (clock, asyncio)"),
           ("/asyncio/", "event loop (clock, asyncio)"),
           ("simulator/analysis/", "summary + analysis (finalize)"),
+          ("simulator/util/", None),          # token helpers: charged to their callers
           ("simulator/", "other simulator code"),
           ("<frozen importlib", "imports"))
 
