@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,7 +33,7 @@ from simulator.endpoints.base import (
 from simulator.protocol.facts import edit_input
 from simulator.records.rows import TurnRecord, derive_rates, spec_columns, tier_columns
 from simulator.scenario import content
-from simulator.scenario.model import RetryPolicy, SummarizeCompaction, TurnTemplate
+from simulator.scenario.model import RetryPolicy, Scenario, SummarizeCompaction, TurnTemplate
 from simulator.session import compaction as comp
 from simulator.session import recall
 from simulator.session.context import (
@@ -103,13 +104,32 @@ class ReplaySource:
         return self._stored.pop((turn, kind), None)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Pending:
     """The tool call the previous reply ended with."""
 
     template: TurnTemplate
     tool_use_id: str
     last_read: str = ""
+
+
+# Warm start's synthesised histories, shared by the runs of one process: session i's
+# history depends on the scenario (its seed included), the session's prefix and its
+# start turn, never on how many sessions run, so the probes of a `size` or `sweep`
+# search run in this process synthesise each session once. Conversations, messages and
+# `_Pending` are immutable. An LRU of WARM_HISTORIES sessions (≈ 0.2–0.5 MB each at
+# 30–45k tokens of history).
+WARM_HISTORIES = 256
+_WarmKey = tuple[str, str, int, str, str, int]
+_warm: OrderedDict[_WarmKey, tuple[Conversation, _Pending | None, str]] = OrderedDict()
+_scenario_json: list[tuple[Scenario, str]] = []        # the last scenario's, once
+
+
+def _scenario_key(s: Scenario) -> str:
+    """The scenario as JSON but for its session count (memoised for the last one)."""
+    if not _scenario_json or _scenario_json[0][0] is not s:
+        _scenario_json[:] = [(s, s.model_dump_json(exclude={"sessions"}))]
+    return _scenario_json[0][1]
 
 
 class Agent:
@@ -147,8 +167,7 @@ class Agent:
             return
 
     async def _turns(self) -> None:
-        for turn in range(self.start_turn):
-            self._synthesise_turn(turn)
+        self._warm_start()
         for turn in range(self.start_turn, self.s.turns):
             replaying = (turn, "turn") in self.replay
             if self.ctx.stop.is_set():
@@ -181,6 +200,29 @@ class Agent:
                     started = self.ctx.clock.monotonic()
                     await self.prober.after_turn(turn, sent, event is not None)
                     self._probe_s = self.ctx.clock.monotonic() - started
+
+    def _warm_start(self) -> None:
+        """Synthesise the turns before `start_turn` (none without a warm start), or take
+        the history a run in this process synthesised for the same session before (not
+        with probes: the prober keeps its own notes of planted facts)."""
+        if not self.start_turn:
+            return
+        key: _WarmKey | None = None
+        if self.prober is None:
+            p = self.prefix
+            key = (_scenario_key(self.s), self.session_id, self.start_turn,
+                   p.system_digest, p.tools_digest, p.tokens_est)
+            hit = _warm.get(key)
+            if hit is not None:
+                _warm.move_to_end(key)
+                self.conv, self.pending, self.last_read = hit
+                return
+        for turn in range(self.start_turn):
+            self._synthesise_turn(turn)
+        if key is not None:
+            _warm[key] = (self.conv, self.pending, self.last_read)
+            if len(_warm) > WARM_HISTORIES:
+                _warm.popitem(last=False)
 
     def _synthesise_turn(self, turn: int) -> None:
         """Warm start: build turn `turn`'s history as the live loop would — same draws
