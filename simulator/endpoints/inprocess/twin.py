@@ -34,7 +34,7 @@ from simulator.twin.core.stats import EngineStats, SpecStats
 from simulator.twin.core.types import EngineRequest, RequestResult
 from simulator.twin.model.perf_model import build_perf_model
 from simulator.twin.serve import reply
-from simulator.twin.serve.prompt import PromptError, PromptTokenizer
+from simulator.twin.serve.prompt import PromptError, shared_tokenizer
 from simulator.twin.serve.wire import ReplyUsage
 from simulator.twin.spec_decode.predictability import ReferenceMeter
 from simulator.util import tokens
@@ -54,7 +54,7 @@ class InProcessTwin:
         self.hardware, self.model = hardware, model
         self.perf = build_perf_model(hardware, model, spec=spec, overrides=overrides)
         self.engine = TwinEngine(self.perf)
-        self.tokenizer = PromptTokenizer()
+        self.tokenizer = shared_tokenizer()     # one per process: runs share encodings
         self.seed = seed
         self.config = engine_config(self.perf, context_window=context_window)
         self.context_window = self.config.scheduler.max_model_len   # the model's, by profile

@@ -19,7 +19,7 @@ import json
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Protocol
 
 from simulator.util import tokens
@@ -249,3 +249,12 @@ class PromptTokenizer:
         """Same as `encode_request`, from a decoded JSON request body."""
         return self.encode_request(system=body.get("system"), tools=body.get("tools"),
                                    messages=body.get("messages"))
+
+
+@lru_cache(maxsize=1)
+def shared_tokenizer() -> PromptTokenizer:
+    """The process's tokenizer for in-process twins: the runs of a search in this
+    process (its serial points) find the messages and segments earlier runs encoded,
+    e.g. a warm-started session's history, which those runs share (`session.agent`);
+    bounded as any `PromptTokenizer` (16M tokens of ids per cache)."""
+    return PromptTokenizer()
