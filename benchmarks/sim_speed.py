@@ -36,8 +36,9 @@ The cases (`--cases`, default all): `team256` (256 × 10 on the H100, all at onc
 replicas × 256 × 10, prefix_aware; goal ≤ 30 CPU-s), `size` (the H100 `size` search
 with two SLOs; goal ≤ 60 CPU-s), `fleet-size` (the same search then `--team 256
 --router prefix_aware`, the fleet search; goal ≤ 120 CPU-s). `--profile CASE` runs one
-case under cProfile and prints its CPU by room of the package (library and stdlib
-time charged to the simulator code that called it) and the top functions.
+case with a CPU-time sampler (SIGPROF every 2 ms) and prints its CPU by room of the
+package (library and stdlib time charged to the package code that called it), the top
+functions and the top lines.
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ import argparse
 import json
 import math
 import os
-import pstats
 import subprocess
 import sys
 import tempfile
@@ -136,7 +136,7 @@ TEAM_CASES: dict[str, tuple[list[str], float | None, float | None]] = {
                     "--team", "256", "--router", "prefix_aware", "--json"], 120.0, None),
 }
 
-# The child: time the CLI's imports apart from the rest, optionally under cProfile.
+# The child: time the CLI's imports apart from the rest, optionally sampled (--profile).
 CHILD = r"""
 import atexit, json, os, sys, time
 t0 = time.process_time()
@@ -147,13 +147,31 @@ atexit.register(lambda: open(out, "w").write(json.dumps({"import_cpu_s": importe
 sys.argv = ["endurance", *sys.argv[1:]]
 prof_path = os.environ.get("SIM_SPEED_PROFILE")
 if prof_path:
-    import cProfile
-    prof = cProfile.Profile(time.process_time)     # CPU, not wall: the machine is shared
+    # a CPU-time sampler (SIGPROF every 2 ms of CPU): each sample names the innermost
+    # Python frame (a C call such as tiktoken's is charged to the line that made it)
+    # and the innermost frame of the package outside util/ (its room)
+    import collections, signal
+    samples = collections.Counter()
+    def on_prof(signum, frame):
+        inner, own = frame.f_code, None
+        f = frame
+        while f is not None:
+            name = f.f_code.co_filename
+            if "/simulator/" in name and "/simulator/util/" not in name:
+                own = (name, f.f_code.co_name, f.f_lineno)
+                break
+            f = f.f_back
+        samples[(inner.co_filename, inner.co_name, *(own or ("", "", 0)))] += 1
+    signal.signal(signal.SIGPROF, on_prof)
+    signal.setitimer(signal.ITIMER_PROF, 0.002, 0.002)
     try:
-        prof.runcall(main)
+        main()
     except SystemExit:
         pass
-    prof.dump_stats(prof_path)
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0, 0)
+        with open(prof_path, "w") as fh:
+            json.dump([[*k, v] for k, v in samples.items()], fh)
 else:
     main()
 """
@@ -263,8 +281,7 @@ _ROOMS: tuple[tuple[str, str | None], ...] = (("simulator/twin/core/", "engine +
           ("/asyncio/", "event loop (clock, asyncio)"),
           ("simulator/analysis/", "summary + analysis (finalize)"),
           ("simulator/util/", None),          # token helpers: charged to their callers
-          ("simulator/", "other simulator code"),
-          ("<frozen importlib", "imports"))
+          ("simulator/", "other simulator code"))
 
 
 def _room(filename: str) -> str | None:
@@ -274,49 +291,44 @@ def _room(filename: str) -> str | None:
     return None
 
 
-def profile_buckets(stats_path: Path, top: int = 15) -> None:
-    """CPU by room from a cProfile dump: a function outside the package (tiktoken,
-    random, hashlib, pandas, builtins) is charged to the rooms of its callers, in
-    proportion to the time each call site spent in it."""
-    st = pstats.Stats(str(stats_path))
-    raw: dict[Any, Any] = st.stats  # type: ignore[attr-defined]
-    total = sum(v[2] for v in raw.values())
-    buckets: defaultdict[str, float] = defaultdict(float)
-
-    def charge(func: Any, weight: float, depth: int) -> None:
-        room = _room(func[0])
-        if room is None and func[0] == "~" and "import" in func[2]:
+def profile_buckets(samples_path: Path, top: int = 15) -> None:
+    """CPU by room from the child's samples: each sample is charged to the innermost
+    frame of the package (outside util/), so tiktoken, random, hashlib, pandas and the
+    interpreter's own work count where the package called them."""
+    rows = json.loads(samples_path.read_text())
+    total = sum(r[-1] for r in rows) or 1
+    rooms: defaultdict[str, int] = defaultdict(int)
+    inner: defaultdict[str, int] = defaultdict(int)
+    own: defaultdict[str, int] = defaultdict(int)
+    for ifile, ifunc, sfile, sfunc, sline, n in rows:
+        if sfunc == "<module>" or (not sfile and "importlib" in ifile):
             room = "imports"
-        if room is not None or depth > 6:
-            buckets[room or "other (unattributed)"] += weight
-            return
-        callers = raw[func][4]
-        share = sum(c[2] for c in callers.values())
-        if not callers or share <= 0:
-            buckets["other (unattributed)"] += weight
-            return
-        for caller, c in callers.items():
-            charge(caller, weight * c[2] / share, depth + 1)
-
-    for func, v in raw.items():
-        charge(func, v[2], 0)
-    print(f"profile (cProfile, {total:.1f} s in profiled code; its overhead inflates "
-          "call-heavy code):")
-    for room, t in sorted(buckets.items(), key=lambda kv: -kv[1]):
-        print(f"  {100 * t / total:5.1f}%  {t:6.2f} s  {room}")
-    print("top functions by own time:")
-    for func, v in sorted(raw.items(), key=lambda kv: -kv[1][2])[:top]:
-        where = f"{Path(func[0]).name}:{func[1]}" if func[0] != "~" else "builtin"
-        print(f"  {100 * v[2] / total:5.1f}%  {v[1]:>9} calls  {func[2]} ({where})")
+        else:
+            room = (_room(sfile) or "other simulator code") if sfile else "outside the package"
+        rooms[room] += n
+        inner[f"{ifunc} ({Path(ifile).name})"] += n
+        if sfile:
+            own[f"{sfunc} ({Path(sfile).parent.name}/{Path(sfile).name}:{sline})"] += n
+    print(f"profile: {total} CPU samples of 2 ms")
+    for room, n in sorted(rooms.items(), key=lambda kv: -kv[1]):
+        print(f"  {100 * n / total:5.1f}%  {room}")
+    print("innermost Python function (a C call counts in its caller):")
+    for name, n in sorted(inner.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"  {100 * n / total:5.1f}%  {name}")
+    print("package lines (innermost frame of the package):")
+    for name, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"  {100 * n / total:5.1f}%  {name}")
 
 
-def team_profile(case: str, checkout: Path) -> None:
+def team_profile(case: str, checkout: Path, keep: Path | None = None) -> None:
     compile_checkout(checkout)
     with tempfile.TemporaryDirectory(prefix="sim-speed-prof-") as tmp:
-        path = Path(tmp) / "prof.out"
+        path = Path(tmp) / "samples.json"
         r = team_run(checkout, TEAM_CASES[case][0], profile=path)
-        print(f"{case}: {r['cpu_s']:.1f} CPU s under cProfile, rc {r['rc']}")
+        print(f"{case}: {r['cpu_s']:.1f} CPU s sampled, rc {r['rc']}")
         profile_buckets(path)
+        if keep is not None:
+            keep.write_text(path.read_text())
 
 
 def main() -> None:
@@ -338,12 +350,13 @@ def main() -> None:
                     help="--team: which commands")
     ap.add_argument("--before", type=Path, help="--team: also run every case on this checkout")
     ap.add_argument("--profile", choices=list(TEAM_CASES),
-                    help="--team: one case under cProfile, CPU by room")
+                    help="--team: one case with a CPU sampler, CPU by room")
+    ap.add_argument("--samples-out", type=Path, help="--profile: keep the raw samples (JSON)")
     args = ap.parse_args()
     print(f"machine: {machine()}")
     if args.team or args.profile:
         if args.profile:
-            team_profile(args.profile, ROOT)
+            team_profile(args.profile, ROOT, args.samples_out)
         else:
             team_table(args.cases, ROOT, args.before)
         return
