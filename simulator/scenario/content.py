@@ -111,8 +111,9 @@ def _synth_ids(kind: str, n_tokens: int, rng: random.Random) -> list[int]:
 
 
 def _line_start(text: str) -> bool:
-    """True when `text` can start a line whose newline before it ends a pretoken."""
-    return bool(text) and text[0] not in "\r\n"
+    """True when `text` can start a line whose newline before it ends a pretoken: not
+    blank (over a blank line `\\s*[\\r\\n]+` runs on to the next newline)."""
+    return bool(text.strip()) and text[0] not in "\r\n"
 
 
 def _encode_more(ids: list[int], lines: list[str], more: list[str]) -> list[int]:
@@ -155,7 +156,10 @@ def synth_text(kind: str, n_tokens: int, rng: random.Random) -> str:
     """Text of `kind` (code|prose|grep|bash) with exactly-or-nearly `n_tokens` tokens."""
     if n_tokens <= 0:
         return ""
-    return tokens.decode(_synth_ids(kind, n_tokens, rng)[:n_tokens])
+    ids = _synth_ids(kind, n_tokens, rng)[:n_tokens]
+    text = tokens.decode(ids)
+    tokens.remember(text, ids)          # a prompt framing it encodes its ends only
+    return text
 
 
 def synth_text_counted(kind: str, n_tokens: int, rng: random.Random) -> tuple[str, int]:
@@ -165,6 +169,7 @@ def synth_text_counted(kind: str, n_tokens: int, rng: random.Random) -> tuple[st
         return "", 0
     ids = _synth_ids(kind, n_tokens, rng)[:n_tokens]
     text = tokens.decode(ids)
+    tokens.remember(text, ids)
     return text, count_of_cut(ids, text)
 
 

@@ -500,7 +500,12 @@ class Agent:
             start = rng.randint(0, max(0, len(ids) - k))
             copied = tokens.decode(ids[start:start + k]) + "\n"
             text, count = content.synth_text_counted("code", max(1, n - k), rng)
-            return TextBlock(copied + text, tokens.count(copied) + count)
+            copied_ids = tokens.encode(copied)
+            reply = copied + text
+            known = tokens.known(text)
+            if known is not None:           # the next prompt frames it: its ids
+                tokens.remember(reply, [*copied_ids, *known])
+            return TextBlock(reply, len(copied_ids) + count)
         text, count = content.synth_text_counted("code", n, rng)
         return TextBlock(text, count)
 

@@ -84,6 +84,31 @@ def render_reply(content: Sequence[Any]) -> str:
     return "\n".join(_render_block(b, f"content.{i}") for i, b in enumerate(content))
 
 
+def message_pieces(message: Any, where: str = "messages") -> list[str]:
+    """`render_message`'s text as the pieces it joins, each content text (a text block's,
+    a tool result's) a piece of its own, as the message holds it: its ids may be known
+    (`tokens.encode_pieces`)."""
+    if not isinstance(message, dict):
+        raise PromptError(f"{where}: expected a message object")
+    role = message.get("role")
+    content = message.get("content")
+    if role not in ("user", "assistant") or not isinstance(content, list):
+        return [render_message(message, where)]
+    pieces = [f"<|im_start|>{role}\n"]
+    for i, block in enumerate(content):
+        if i:
+            pieces.append("\n")
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and isinstance(block.get("text"), str):
+            pieces.append(block["text"])
+        elif kind == "tool_result" and isinstance(block.get("content"), str):
+            pieces += ["<tool_response>\n", block["content"], "\n</tool_response>"]
+        else:
+            pieces.append(_render_block(block, f"{where}.content.{i}"))
+    pieces.append("<|im_end|>\n")
+    return pieces
+
+
 def render_message(message: Any, where: str = "messages") -> str:
     """One API message as framed template text (role markers included)."""
     if not isinstance(message, dict):
@@ -172,6 +197,7 @@ class PromptTokenizer:
     def __init__(self, max_tokens: int = 16_000_000,
                  encode: Callable[[str], Sequence[int]] | None = None) -> None:
         self._encode = encode or tokens.encoding().encode_ordinary
+        self._cl100k = encode is None       # known ids (`tokens.remember`) are cl100k's
         self._cache = _TokenLRU(max_tokens)
         self._objects = _TokenLRU(max_tokens)
         self.encode_calls = 0
@@ -218,7 +244,11 @@ class PromptTokenizer:
         return ids
 
     def _message(self, m: ApiMessage, i: int) -> array[int]:
-        return self._segment(render_message(m.to_api(), f"messages.{i}"))
+        pieces = message_pieces(m.to_api(), f"messages.{i}")
+        if self._cl100k and any(map(tokens.known, pieces)):   # synthesised: ends only
+            self.encode_calls += 1
+            return array("I", tokens.encode_pieces(pieces))
+        return self._segment("".join(pieces))
 
     def encode_objects(self, head: object, head_api: Callable[[], tuple[Any, Any]],
                        messages: Sequence[ApiMessage]) -> array[int]:
