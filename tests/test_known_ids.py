@@ -5,7 +5,9 @@ framed text gives (`tokens.encode_pieces`), for any frame around them."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +17,15 @@ from simulator.scenario import content
 from simulator.twin.serve import textgen
 from simulator.twin.serve.prompt import message_pieces, render_message
 from simulator.util import tokens
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _every_text_remembered() -> Iterator[None]:
+    """Short texts too (the run skips them: encoding them whole costs less)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tokens, "KNOWN_MIN_CHARS", 0)
+        yield
+
 
 FRAMES = st.sampled_from(["", "\n", " ", ":", "<|im_start|>user\n", "<tool_response>\n",
                           "\n</tool_response><|im_end|>\n", "<|im_end|>\n", "x", "  ",

@@ -49,6 +49,9 @@ def decode(ids: list[int]) -> str:
 # what frames them) are encoded again (`encode_pieces`). Known texts are remembered by
 # identity (the entry holds the text, so its id is not reused), as an LRU.
 KNOWN_TEXTS = 1024
+# below this many characters (~500 tokens) encoding a text whole costs less than
+# finding its lines' ids: such texts are not remembered
+KNOWN_MIN_CHARS = 2048
 _known: OrderedDict[int, tuple[str, array[int]]] = OrderedDict()
 _WALK_LIMIT = 256          # tokens of a last line worth finding by decoding backwards
 
@@ -56,9 +59,10 @@ _WALK_LIMIT = 256          # tokens of a last line worth finding by decoding bac
 def remember(text: str, ids: Sequence[int]) -> None:
     """Record `text` = decode(ids), where `ids` agree with the text's encoding up to its
     last newline (a cut of the encoding of whole lines, as `scenario.content` and the
-    twin's reply text are made). Texts without a line between their first and last
-    are not worth it."""
-    if 0 < text.find("\n") + 1 < text.rfind("\n", 0, len(text) - 1) + 1:
+    twin's reply text are made): the caller vouches that decode(ids) == text. Short
+    texts and texts without a line between their first and last are not worth it."""
+    if len(text) >= KNOWN_MIN_CHARS and \
+            0 < text.find("\n") + 1 < text.rfind("\n", 0, len(text) - 1) + 1:
         _known[id(text)] = (text, ids if isinstance(ids, array) else array("I", ids))
         _known.move_to_end(id(text))
         if len(_known) > KNOWN_TEXTS:
@@ -80,8 +84,8 @@ def _blank(text: str, start: int) -> bool:
 
 def _splits(text: str, ids: array[int]) -> tuple[str, array[int], str] | None:
     """(first line, ids of the complete lines after it, last line) of a known text, or
-    None when its lines do not start cleanly (a line starting with "\\r" or "\\n") or
-    the ids do not decode to it there."""
+    None when a line after a split is blank or the ids do not give its first and last
+    lines (the lines between are the ids' by `remember`'s contract)."""
     first = text.find("\n") + 1
     last = text.rfind("\n", 0, len(text) - 1) + 1        # where the last line starts
     if not 0 < first < last or _blank(text, first) or _blank(text, last):
@@ -97,10 +101,9 @@ def _splits(text: str, ids: array[int]) -> tuple[str, array[int], str] | None:
         end -= 1
         if len(ids) - end > _WALK_LIMIT:
             return None
-    middle = ids[start:end]
-    if decode(ids[end:].tolist()) != text[last:] or decode(middle.tolist()) != text[first:last]:
+    if decode(ids[end:].tolist()) != text[last:]:
         return None
-    return head, middle, text[last:]
+    return head, ids[start:end], text[last:]
 
 
 def encode_pieces(pieces: Sequence[str]) -> list[int]:
