@@ -512,7 +512,8 @@ class Agent:
     def _last_read_ids(self) -> list[int]:
         """cl100k ids of `last_read`, encoded once per file read (edits reuse them)."""
         if self._read_ids is None or self._read_ids[0] is not self.last_read:
-            self._read_ids = (self.last_read, tokens.encode(self.last_read))
+            # a synthesised file's ids are known but for its ends (`tokens.known`)
+            self._read_ids = (self.last_read, tokens.encode_pieces([self.last_read]))
         return self._read_ids[1]
 
     def _tool_input(self, template: TurnTemplate, rng: random.Random) -> str:

@@ -47,12 +47,14 @@ def decode(ids: list[int]) -> str:
 # merges across one: the ids of the text's complete lines after its first
 # newline are the ones it was made from, and only its first and last lines (joined to
 # what frames them) are encoded again (`encode_pieces`). Known texts are remembered by
-# identity (the entry holds the text, so its id is not reused), as an LRU.
-KNOWN_TEXTS = 1024
+# identity (the entry holds the text, so its id is not reused), as an LRU bounded by the
+# ids it holds.
+KNOWN_TOKENS = 8_000_000      # ids held (4 bytes each): a few hundred sessions' histories
 # below this many characters (~500 tokens) encoding a text whole costs less than
 # finding its lines' ids: such texts are not remembered
 KNOWN_MIN_CHARS = 2048
 _known: OrderedDict[int, tuple[str, array[int]]] = OrderedDict()
+_known_held = [0]                # tokens in _known
 _WALK_LIMIT = 256          # tokens of a last line worth finding by decoding backwards
 
 
@@ -63,10 +65,14 @@ def remember(text: str, ids: Sequence[int]) -> None:
     texts and texts without a line between their first and last are not worth it."""
     if len(text) >= KNOWN_MIN_CHARS and \
             0 < text.find("\n") + 1 < text.rfind("\n", 0, len(text) - 1) + 1:
-        _known[id(text)] = (text, ids if isinstance(ids, array) else array("I", ids))
-        _known.move_to_end(id(text))
-        if len(_known) > KNOWN_TEXTS:
-            _known.popitem(last=False)
+        arr = ids if isinstance(ids, array) else array("I", ids)
+        old = _known.pop(id(text), None)
+        if old is not None:
+            _known_held[0] -= len(old[1])
+        _known[id(text)] = (text, arr)
+        _known_held[0] += len(arr)
+        while _known_held[0] > KNOWN_TOKENS and len(_known) > 1:
+            _known_held[0] -= len(_known.popitem(last=False)[1][1])
 
 
 def known(text: str) -> array[int] | None:
