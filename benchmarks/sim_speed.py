@@ -18,6 +18,27 @@ start, imports, tokenizer load and run), which is what the ≤ 10 s target is ab
 `--fleet` times the fleet point of docs/fleet.md: 4 `h100` twin replicas behind a
 router (`--router`, default prefix_aware) running 256 sessions × 10 turns (target
 ≤ 30 s wall on this machine).
+
+`--team` times the team-scale commands of issue 36 end to end, each a fresh
+`python -m simulator …` process (interpreter start, imports, tokenizer, run, finalize),
+and reports its CPU seconds (user + sys of that process, from `wait4`, so the machine's
+other load does not count except through cache and frequency effects), the part of
+them spent importing `simulator.cli`, peak RSS and wall time, with the load average
+before and after each run. `--before DIR` runs every case on another checkout too
+(PYTHONPATH=DIR; e.g. a detached worktree of the commit a change started from), the
+two alternated case by case, so the before/after columns share the machine's state:
+
+    python benchmarks/sim_speed.py --team --before /work/before --cases team256 fleet4
+    python benchmarks/sim_speed.py --team --profile team256    # where the CPU goes
+
+The cases (`--cases`, default all): `team256` (256 × 10 on the H100, all at once; goal
+≤ 5 CPU-s, ≤ 500 MB), `w128` (128 sessions, 10 minutes, warm start), `fleet4` (4
+replicas × 256 × 10, prefix_aware; goal ≤ 30 CPU-s), `size` (the H100 `size` search
+with two SLOs; goal ≤ 60 CPU-s), `fleet-size` (the same search then `--team 256
+--router prefix_aware`, the fleet search; goal ≤ 120 CPU-s). `--profile CASE` runs one
+case with a CPU-time sampler (SIGPROF every 2 ms) and prints its CPU by room of the
+package (library and stdlib time charged to the package code that called it), the top
+functions and the top lines.
 """
 
 from __future__ import annotations
@@ -30,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +118,219 @@ def startup() -> float:
     return time.perf_counter() - t0
 
 
+# -- --team: the issue-36 commands end to end, before/after --------------------------------
+TEAM_SCENARIO = ["scenarios/claude-code-team.yaml", "--twin", FLEET_TWIN]
+_ALL_AT_ONCE = ["--set", "arrival.pattern=all_at_once"]
+_SLOS = ["--slo", "per_session_tok_s>=30", "--slo", "ttft_p95_s<=10"]
+# name → (CLI args, CPU-s goal, RSS MB goal)
+TEAM_CASES: dict[str, tuple[list[str], float | None, float | None]] = {
+    "team256": (["run", *TEAM_SCENARIO, "--sessions", "256", "--turns", "10", *_ALL_AT_ONCE,
+                 "--quiet"], 5.0, 500.0),
+    "w128": (["run", *TEAM_SCENARIO, "--sessions", "128", "--duration", "10m", "--warm-start",
+              "--quiet"], None, None),
+    "fleet4": (["run", *TEAM_SCENARIO, "--sessions", "256", "--turns", "10", *_ALL_AT_ONCE,
+                "--replicas", "4", "--router", "prefix_aware", "--quiet"], 30.0, None),
+    "size": (["size", *TEAM_SCENARIO, "--duration", "10m", "--warm-start", *_SLOS, "--json"],
+             60.0, None),
+    "fleet-size": (["size", *TEAM_SCENARIO, "--duration", "10m", "--warm-start", *_SLOS,
+                    "--team", "256", "--router", "prefix_aware", "--json"], 120.0, None),
+}
+
+# The child: time the CLI's imports apart from the rest, optionally sampled (--profile).
+CHILD = r"""
+import atexit, json, os, sys, time
+t0 = time.process_time()
+from simulator.cli import main
+imported = time.process_time() - t0
+out = os.environ["SIM_SPEED_OUT"]
+atexit.register(lambda: open(out, "w").write(json.dumps({"import_cpu_s": imported})))
+sys.argv = ["endurance", *sys.argv[1:]]
+prof_path = os.environ.get("SIM_SPEED_PROFILE")
+if prof_path:
+    # a CPU-time sampler (SIGPROF every 2 ms of CPU): each sample names the innermost
+    # Python frame (a C call such as tiktoken's is charged to the line that made it)
+    # and the innermost frame of the package outside util/ (its room)
+    import collections, signal
+    samples = collections.Counter()
+    def on_prof(signum, frame):
+        inner, own = frame.f_code, None
+        f = frame
+        while f is not None:
+            name = f.f_code.co_filename
+            if "/simulator/" in name and "/simulator/util/" not in name:
+                own = (name, f.f_code.co_name, f.f_lineno)
+                break
+            f = f.f_back
+        samples[(inner.co_filename, inner.co_name, *(own or ("", "", 0)))] += 1
+    signal.signal(signal.SIGPROF, on_prof)
+    signal.setitimer(signal.ITIMER_PROF, 0.002, 0.002)
+    try:
+        main()
+    except SystemExit:
+        pass
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0, 0)
+        with open(prof_path, "w") as fh:
+            json.dump([[*k, v] for k, v in samples.items()], fh)
+else:
+    main()
+"""
+
+
+def _child_env(checkout: Path, extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(checkout)
+    env.update(extra)
+    return env
+
+
+def compile_checkout(checkout: Path) -> None:
+    """Bytecode for the checkout, so no case pays for compiling the package."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(checkout / "simulator")],
+                   env=_child_env(checkout, {}), check=False, capture_output=True)
+
+
+def team_run(checkout: Path, args: list[str], profile: Path | None = None) -> dict[str, Any]:
+    """One CLI command in a fresh interpreter on `checkout`: its own CPU (wait4 rusage),
+    peak RSS, wall, import CPU, the load average around it and its last stdout line."""
+    with tempfile.TemporaryDirectory(prefix="sim-speed-") as tmp:
+        side = Path(tmp) / "child.json"
+        extra = {"SIM_SPEED_OUT": str(side)}
+        if profile is not None:
+            extra["SIM_SPEED_PROFILE"] = str(profile)
+        load0 = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        with (Path(tmp) / "stdout").open("w+") as fo, (Path(tmp) / "stderr").open("w+") as fe:
+            proc = subprocess.Popen([sys.executable, "-c", CHILD, *args, "--out", tmp],
+                                    cwd=checkout, env=_child_env(checkout, extra),
+                                    stdout=fo, stderr=fe, text=True)
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            fo.seek(0)
+            fe.seek(0)
+            out, err = fo.read(), fe.read()
+        wall = time.perf_counter() - t0
+        child = json.loads(side.read_text()) if side.exists() else {}
+        last = out.strip().splitlines()[-1] if out.strip() else err.strip()[-300:]
+        summary = Path(last) / "summary.json"
+        figures = json.loads(summary.read_text()) if summary.is_file() else {}
+    return {"rc": proc.returncode, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "import_cpu_s": child.get("import_cpu_s"), "rss_mb": usage.ru_maxrss / 1024,
+            "wall_s": wall, "load": (load0, os.getloadavg()[0]), "last": last,
+            "summary": figures}
+
+
+def _answer(r: dict[str, Any]) -> str:
+    """What the command concluded, to check before and after agree (size: the answer)."""
+    s = r["summary"]
+    if s:
+        agg = s.get("aggregate_tok_s")
+        return (f"{s.get('ok_turns')} turns, {agg:,.0f} tok/s" if agg is not None
+                else f"{s.get('ok_turns')} turns")
+    try:
+        data = json.loads(r["last"])
+    except ValueError:
+        return "" if r["rc"] in (0, 1) else f"rc {r['rc']}: {r['last'][-120:]}"
+    if isinstance(data, dict):
+        parts = [f"{k}={data[k]}" for k in ("max_sessions", "answer", "cards", "replicas")
+                 if k in data and not isinstance(data[k], dict | list)]
+        fleet = data.get("fleet")
+        if isinstance(fleet, dict):
+            parts += [f"fleet.{k}={fleet[k]}" for k in ("replicas", "answer") if k in fleet]
+        return " ".join(parts)
+    return ""
+
+
+def team_table(cases: list[str], after: Path, before: Path | None) -> None:
+    sides = [("before", before), ("after", after)] if before is not None else [("after", after)]
+    for _, checkout in sides:
+        assert checkout is not None
+        compile_checkout(checkout)
+    print(f"{'case':<11} {'side':<7} {'CPU s':>7} {'(imports)':>9} {'RSS MB':>7} "
+          f"{'wall s':>7} {'load':>10}  {'goal':<18} result", flush=True)
+    for name in cases:
+        args, cpu_goal, rss_goal = TEAM_CASES[name]
+        goal = " ".join(x for x in (f"≤ {cpu_goal:g} CPU-s" if cpu_goal else "",
+                                    f"≤ {rss_goal:g} MB" if rss_goal else "") if x)
+        for side, checkout in sides:
+            assert checkout is not None
+            r = team_run(checkout, args)
+            imp = r["import_cpu_s"]
+            print(f"{name:<11} {side:<7} {r['cpu_s']:>7.1f} "
+                  f"{(f'({imp:.2f})' if imp is not None else '-'):>9} {r['rss_mb']:>7.0f} "
+                  f"{r['wall_s']:>7.1f} {r['load'][0]:>4.1f}→{r['load'][1]:<4.1f}  "
+                  f"{goal:<18} {_answer(r)}", flush=True)
+
+
+# bucket of a simulator file by its room; anything else is charged to its caller
+_ROOMS: tuple[tuple[str, str | None], ...] = (("simulator/twin/core/", "engine + KV (twin/core)"),
+          ("simulator/twin/fleet/", "fleet router (twin/fleet)"),
+          ("simulator/endpoints/inprocess/", "in-process endpoint (driver, fleet)"),
+          ("simulator/twin/serve/textgen", "twin reply text (textgen)"),
+          ("simulator/twin/serve/prompt", "prompt tokenisation (twin/serve/prompt)"),
+          ("simulator/endpoints/client_meter", "prompt tokenisation (twin/serve/prompt)"),
+          ("simulator/twin/serve/", "twin reply planning (reply, recall_reply)"),
+          ("simulator/twin/spec_decode/", "n-gram meter (spec_decode)"),
+          ("simulator/twin/model/", "perf model + profiles (twin/model)"),
+          ("simulator/scenario/content", "user/tool text (scenario/content)"),
+          ("simulator/records/prefix", "reuse tracker (records/prefix)"),
+          ("simulator/records/", "recorder (records)"),
+          ("simulator/session/", "agent + runner (session)"),
+          ("simulator/protocol/", "messages (protocol)"),
+          ("simulator/clock/", "event loop (clock, asyncio)"),
+          ("/asyncio/", "event loop (clock, asyncio)"),
+          ("simulator/analysis/", "summary + analysis (finalize)"),
+          ("simulator/util/", None),          # token helpers: charged to their callers
+          ("simulator/", "other simulator code"))
+
+
+def _room(filename: str) -> str | None:
+    for marker, room in _ROOMS:
+        if marker in filename:
+            return room
+    return None
+
+
+def profile_buckets(samples_path: Path, top: int = 15) -> None:
+    """CPU by room from the child's samples: each sample is charged to the innermost
+    frame of the package (outside util/), so tiktoken, random, hashlib, pandas and the
+    interpreter's own work count where the package called them."""
+    rows = json.loads(samples_path.read_text())
+    total = sum(r[-1] for r in rows) or 1
+    rooms: defaultdict[str, int] = defaultdict(int)
+    inner: defaultdict[str, int] = defaultdict(int)
+    own: defaultdict[str, int] = defaultdict(int)
+    for ifile, ifunc, sfile, sfunc, sline, n in rows:
+        if sfunc == "<module>" or (not sfile and "importlib" in ifile):
+            room = "imports"
+        else:
+            room = (_room(sfile) or "other simulator code") if sfile else "outside the package"
+        rooms[room] += n
+        inner[f"{ifunc} ({Path(ifile).name})"] += n
+        if sfile:
+            own[f"{sfunc} ({Path(sfile).parent.name}/{Path(sfile).name}:{sline})"] += n
+    print(f"profile: {total} CPU samples of 2 ms")
+    for room, n in sorted(rooms.items(), key=lambda kv: -kv[1]):
+        print(f"  {100 * n / total:5.1f}%  {room}")
+    print("innermost Python function (a C call counts in its caller):")
+    for name, n in sorted(inner.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"  {100 * n / total:5.1f}%  {name}")
+    print("package lines (innermost frame of the package):")
+    for name, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"  {100 * n / total:5.1f}%  {name}")
+
+
+def team_profile(case: str, checkout: Path, keep: Path | None = None) -> None:
+    compile_checkout(checkout)
+    with tempfile.TemporaryDirectory(prefix="sim-speed-prof-") as tmp:
+        path = Path(tmp) / "samples.json"
+        r = team_run(checkout, TEAM_CASES[case][0], profile=path)
+        print(f"{case}: {r['cpu_s']:.1f} CPU s sampled, rc {r['rc']}")
+        profile_buckets(path)
+        if keep is not None:
+            keep.write_text(path.read_text())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, nargs="+", default=[1, 8, 32, 128])
@@ -109,13 +344,27 @@ def main() -> None:
     ap.add_argument("--fleet", action="store_true",
                     help=f"only the fleet point: 4 {FLEET_TWIN} replicas × 256 sessions × 10 turns")
     ap.add_argument("--router", default="prefix_aware", help="the fleet point's router")
+    ap.add_argument("--team", action="store_true",
+                    help="the team-scale commands of issue 36, end to end (see above)")
+    ap.add_argument("--cases", nargs="+", choices=list(TEAM_CASES), default=list(TEAM_CASES),
+                    help="--team: which commands")
+    ap.add_argument("--before", type=Path, help="--team: also run every case on this checkout")
+    ap.add_argument("--profile", choices=list(TEAM_CASES),
+                    help="--team: one case with a CPU sampler, CPU by room")
+    ap.add_argument("--samples-out", type=Path, help="--profile: keep the raw samples (JSON)")
     args = ap.parse_args()
     print(f"machine: {machine()}")
+    if args.team or args.profile:
+        if args.profile:
+            team_profile(args.profile, ROOT, args.samples_out)
+        else:
+            team_table(args.cases, ROOT, args.before)
+        return
     print(f"startup (imports + tokenizer load): {startup():.2f} s")
     if args.fleet:
         for replicas in (1, 4):
-            p = run_point(256, 10, ("fleet.replicas=" + str(replicas),
-                                    f"fleet.router={args.router}"), FLEET_TWIN)
+            p = run_point(256, 10, extra=(f"fleet.replicas={replicas}",
+                                          f"fleet.router={args.router}"), twin=FLEET_TWIN)
             verdict = "ok" if p["wall_s"] <= FLEET_TARGET_WALL_S else "over"
             print(f"{replicas} × {FLEET_TWIN} ({args.router}), 256 sessions × 10 turns: "
                   f"{p['wall_s']:.2f} s wall, {p['cpu_s']:.2f} s CPU, {p['turns']} turns, "

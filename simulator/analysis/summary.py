@@ -69,28 +69,61 @@ def measure_wall_window_s(turns: pd.DataFrame) -> float | None:
     return window if window > 0 else None
 
 
+def _session_groups(rows: pd.DataFrame) -> tuple[np.ndarray, list[tuple[Any, int, int]]]:
+    """`rows`' positions grouped by session, and each group's (session_id, start, end)
+    in them: sessions sorted as `groupby("session_id", sort=True)` sorts them, each
+    session's rows in table order (a stable sort), so a group's slice holds what
+    iterating that groupby gives, without building a frame per session."""
+    sid = rows["session_id"].to_numpy(dtype=object)
+    order = np.argsort(sid, kind="stable")
+    ordered = sid[order]
+    if not len(ordered):
+        return order, []
+    cut = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    starts = [0, *cut.tolist()]
+    ends = [*cut.tolist(), len(ordered)]
+    return order, [(ordered[a], a, b) for a, b in zip(starts, ends, strict=True)]
+
+
 def per_session_sustained(ok: pd.DataFrame) -> pd.Series:
-    """Sustained tok/s of each session (index: session_id), successful requests only."""
-    out = {sid: sustained_tok_s(g) for sid, g in ok.groupby("session_id", sort=True)}
-    return pd.Series({k: v for k, v in out.items() if v is not None}, dtype=float)
+    """Sustained tok/s of each session (index: session_id), successful requests only.
+
+    `sustained_tok_s` per session, on numpy slices: the same sums over the same values
+    in the same order (pandas' `Series.sum` is numpy's), so the same floats."""
+    order, groups = _session_groups(ok)
+    out = ok["output_tokens"].to_numpy(dtype=float, na_value=np.nan)[order]
+    e2e = ok["e2e_s"].to_numpy(dtype=float, na_value=np.nan)[order]
+    keep = ~(np.isnan(out) | np.isnan(e2e))
+    rates: dict[Any, float] = {}
+    for sid, a, b in groups:
+        m = keep[a:b]
+        dur = float(e2e[a:b][m].sum())
+        if dur > 0:
+            rates[sid] = float(out[a:b][m].sum()) / dur
+    return pd.Series(rates, dtype=float)
 
 
 def thirds(turn_ok: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """First and last third of each session's successful turns (by turn index), pooled.
 
-    A session with fewer than 3 turns contributes to neither third.
+    A session with fewer than 3 turns contributes to neither third. Rows come session
+    by session (sorted), each session's in turn order (numpy's default sort on its
+    turn indexes, as `sort_values` does).
     """
-    firsts, lasts = [], []
-    for _, g in turn_ok.groupby("session_id", sort=True):
-        g = g.sort_values("turn_index")
-        k = len(g) // 3
+    order, groups = _session_groups(turn_ok)
+    turn = turn_ok["turn_index"].to_numpy()[order]
+    firsts: list[np.ndarray] = []
+    lasts: list[np.ndarray] = []
+    for _, a, b in groups:
+        k = (b - a) // 3
         if k >= 1:
-            firsts.append(g.iloc[:k])
-            lasts.append(g.iloc[-k:])
+            pos = order[a:b][np.argsort(turn[a:b], kind="quicksort")]
+            firsts.append(pos[:k])
+            lasts.append(pos[-k:])
     if not firsts:
         empty = turn_ok.iloc[0:0]
         return empty, empty
-    return pd.concat(firsts), pd.concat(lasts)
+    return turn_ok.iloc[np.concatenate(firsts)], turn_ok.iloc[np.concatenate(lasts)]
 
 
 def compaction_rows(turns: pd.DataFrame) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TypeVar
 
-from simulator.protocol.messages import Message, Prefix
+from simulator.protocol.messages import Message, Prefix, TextBlock, ToolResultBlock
 from simulator.util import tokens
 
 HEAD_SEGMENTS = 3  # tools, system, first message
@@ -57,6 +57,32 @@ def _chain(prev: str, digest: str) -> str:
     """Chain hash of a segment after `prev` (memoised: a session re-sends its whole
     history every turn, so all but the newest links repeat)."""
     return hashlib.blake2b(f"{prev}|{digest}".encode(), digest_size=12).hexdigest()
+
+
+def _pieces(message: Message) -> list[str]:
+    """`message.serialize()` as the pieces it joins, each block's text a piece of its
+    own (the very string the block holds)."""
+    out = [f"<{message.role}>"]
+    for b in message.blocks:
+        if isinstance(b, TextBlock):
+            out.append(b.text)
+        elif isinstance(b, ToolResultBlock):
+            out += [f"<tool_result id={b.tool_use_id} error={int(b.is_error)}>", b.content]
+        else:
+            out.append(b.serialize())
+    return out
+
+
+def _cut(pieces: list[str], n: int) -> list[str]:
+    """The pieces of the first n characters of their join (a piece cut short is a new
+    string: its ids are not known)."""
+    out: list[str] = []
+    for p in pieces:
+        if n <= 0:
+            break
+        out.append(p if len(p) <= n else p[:n])
+        n -= len(p)
+    return out
 
 
 def _segments(prefix: Prefix, messages: tuple[Message, ...], tools_text: str) -> list[_Seg]:
@@ -131,8 +157,10 @@ class PrefixTracker:
         n = common_prefix_len(a, b)
         if n == 0:
             return 0
-        # Tokenise the shared text, minus its last token (which may straddle the cut).
-        return max(0, tokens.count(a[:n]) - 1)
+        # Tokenise the shared text, minus its last token (which may straddle the cut);
+        # a message's texts whose ids are known are encoded at their ends only
+        shared = _cut(_pieces(seg.message), n) if seg.message is not None else [a[:n]]
+        return max(0, len(tokens.encode_pieces(shared)) - 1)
 
     def extend(self, session_id: str, reply: Message) -> None:
         """Count the server's own reply as seen: an engine caches the tokens it

@@ -9,7 +9,8 @@ every duration is computed from the monotonic clock.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any, Literal
 
 from simulator.clock import RunClock
@@ -87,10 +88,13 @@ class TurnRecord:
     replica: str | None = None
 
     def to_row(self) -> dict[str, Any]:
-        return asdict(self)
+        """The row as a dict of its columns (what `dataclasses.asdict` gives: every field
+        is a scalar, so no deep copy is needed; ~10× cheaper, once per request)."""
+        return dict(zip(COLUMNS, _VALUES(self), strict=True))
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TurnRecord))
+_VALUES = attrgetter(*COLUMNS)
 
 # seconds on the loop's clock (the schedule lag too: a client's delay of d wall seconds
 # is d × K of the scaled twin's simulated time, like the e2e it adds to)

@@ -92,10 +92,8 @@ _LINE_MAKERS = {"code": _code_line, "prose": _prose_line, "grep": _grep_line,
 _TOKENS_PER_LINE = {"code": 12, "prose": 16, "grep": 18, "bash": 16}
 
 
-def synth_text(kind: str, n_tokens: int, rng: random.Random) -> str:
-    """Text of `kind` (code|prose|grep|bash) with exactly-or-nearly `n_tokens` tokens."""
-    if n_tokens <= 0:
-        return ""
+def _synth_ids(kind: str, n_tokens: int, rng: random.Random) -> list[int]:
+    """The cl100k ids `synth_text` cuts its text from (at least `n_tokens` of them)."""
     make = _LINE_MAKERS[kind]
     lines: list[str] = []
     est = 0
@@ -106,9 +104,73 @@ def synth_text(kind: str, n_tokens: int, rng: random.Random) -> str:
         est += _TOKENS_PER_LINE[kind] if len(lines) > 4 else tokens.count(line) + 1
     ids = tokens.encode("\n".join(lines))
     while len(ids) < n_tokens:  # our estimate was low: add more
-        lines.extend(make(rng) for _ in range(max(4, (n_tokens - len(ids)) // 8)))
-        ids = tokens.encode("\n".join(lines))
-    return tokens.decode(ids[:n_tokens])
+        more = [make(rng) for _ in range(max(4, (n_tokens - len(ids)) // 8))]
+        ids = _encode_more(ids, lines, more)
+        lines.extend(more)
+    return ids
+
+
+def _line_start(text: str) -> bool:
+    """True when `text` can start a line whose newline before it ends a pretoken: not
+    blank (over a blank line `\\s*[\\r\\n]+` runs on to the next newline)."""
+    return bool(text.strip()) and text[0] not in "\r\n"
+
+
+def _encode_more(ids: list[int], lines: list[str], more: list[str]) -> list[int]:
+    """The ids of "\\n".join(lines + more), given `ids` of "\\n".join(lines).
+
+    Exact, and only the last line is encoded again: in cl100k's pattern every piece
+    that takes a newline ends at it unless more newlines follow, so a "\\n" followed by
+    a character other than "\\r"/"\\n" ends a pretoken, BPE never merges across it,
+    and encode(a + "\\n" + b) == encode(a + "\\n") + encode(b). Falls back to one
+    whole encode for lines starting with a newline (the makers never write any).
+    """
+    tail = lines[-1]
+    if not (_line_start(tail) and all(map(_line_start, more))):
+        return tokens.encode("\n".join(lines + more))
+    head = len(ids) - tokens.count(tail)
+    return ids[:head] + tokens.encode(tail + "\n" + "\n".join(more))
+
+
+def count_of_cut(ids: list[int], text: str) -> int:
+    """Exact cl100k count of `text` = decode(ids), where `ids` is a cut of the encoding
+    of lines joined by newlines (as `synth_text` makes): the lines before the last
+    newline re-encode to the same ids (see `_encode_more`), so only the text after it
+    (a partial line) is encoded again, not the whole text."""
+    cut = text.rfind("\n") + 1
+    if cut == 0 or not text.isascii():
+        return tokens.count(text)
+    if cut == len(text):
+        return len(ids)
+    partial = text[cut:]
+    if not _line_start(partial):
+        return tokens.count(text)
+    # the ids decoding to the partial line: the last few (a line is ~10-20 tokens)
+    j = len(ids)
+    while j > 0 and len(tokens.decode(ids[j - 1:])) <= len(partial):
+        j -= 1
+    return j + tokens.count(partial)
+
+
+def synth_text(kind: str, n_tokens: int, rng: random.Random) -> str:
+    """Text of `kind` (code|prose|grep|bash) with exactly-or-nearly `n_tokens` tokens."""
+    if n_tokens <= 0:
+        return ""
+    ids = _synth_ids(kind, n_tokens, rng)[:n_tokens]
+    text = tokens.decode(ids)
+    tokens.remember(text, ids)          # a prompt framing it encodes its ends only
+    return text
+
+
+def synth_text_counted(kind: str, n_tokens: int, rng: random.Random) -> tuple[str, int]:
+    """`synth_text` (same draws, same text) and the text's exact cl100k count (the cut
+    at `n_tokens` may re-encode to a token more or fewer)."""
+    if n_tokens <= 0:
+        return "", 0
+    ids = _synth_ids(kind, n_tokens, rng)[:n_tokens]
+    text = tokens.decode(ids)
+    tokens.remember(text, ids)
+    return text, count_of_cut(ids, text)
 
 
 def tool_result_text(kind: str, n_tokens: int, rng: random.Random) -> str:

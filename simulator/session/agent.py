@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,7 +33,7 @@ from simulator.endpoints.base import (
 from simulator.protocol.facts import edit_input
 from simulator.records.rows import TurnRecord, derive_rates, spec_columns, tier_columns
 from simulator.scenario import content
-from simulator.scenario.model import RetryPolicy, SummarizeCompaction, TurnTemplate
+from simulator.scenario.model import RetryPolicy, Scenario, SummarizeCompaction, TurnTemplate
 from simulator.session import compaction as comp
 from simulator.session import recall
 from simulator.session.context import (
@@ -103,13 +104,32 @@ class ReplaySource:
         return self._stored.pop((turn, kind), None)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Pending:
     """The tool call the previous reply ended with."""
 
     template: TurnTemplate
     tool_use_id: str
     last_read: str = ""
+
+
+# Warm start's synthesised histories, shared by the runs of one process: session i's
+# history depends on the scenario (its seed included), the session's prefix and its
+# start turn, never on how many sessions run, so the probes of a `size` or `sweep`
+# search run in this process synthesise each session once. Conversations, messages and
+# `_Pending` are immutable. An LRU of WARM_HISTORIES sessions (≈ 0.2–0.5 MB each at
+# 30–45k tokens of history).
+WARM_HISTORIES = 256
+_WarmKey = tuple[str, str, int, str, str, int]
+_warm: OrderedDict[_WarmKey, tuple[Conversation, _Pending | None, str]] = OrderedDict()
+_scenario_json: list[tuple[Scenario, str]] = []        # the last scenario's, once
+
+
+def _scenario_key(s: Scenario) -> str:
+    """The scenario as JSON but for its session count (memoised for the last one)."""
+    if not _scenario_json or _scenario_json[0][0] is not s:
+        _scenario_json[:] = [(s, s.model_dump_json(exclude={"sessions"}))]
+    return _scenario_json[0][1]
 
 
 class Agent:
@@ -129,6 +149,7 @@ class Agent:
         self.conv = Conversation()
         self.pending: _Pending | None = None
         self.last_read = ""
+        self._read_ids: tuple[str, list[int]] | None = None   # last_read's ids, once
         self.replay = ReplaySource(ctx.replay.get(self.session_id, {}))
         self._due: float | None = None   # planned start of the next request (monotonic)
         # planted facts and recall probes (scenario `probes:`), None when off
@@ -150,8 +171,7 @@ class Agent:
             return
 
     async def _turns(self) -> None:
-        for turn in range(self.start_turn):
-            self._synthesise_turn(turn)
+        self._warm_start()
         for turn in range(self.start_turn, self.s.turns):
             replaying = (turn, "turn") in self.replay
             if self.ctx.stop.is_set() or (self.retire is not None and self.retire.is_set()):
@@ -185,6 +205,29 @@ class Agent:
                     await self.prober.after_turn(turn, sent, event is not None)
                     self._probe_s = self.ctx.clock.monotonic() - started
 
+    def _warm_start(self) -> None:
+        """Synthesise the turns before `start_turn` (none without a warm start), or take
+        the history a run in this process synthesised for the same session before (not
+        with probes: the prober keeps its own notes of planted facts)."""
+        if not self.start_turn:
+            return
+        key: _WarmKey | None = None
+        if self.prober is None:
+            p = self.prefix
+            key = (_scenario_key(self.s), self.session_id, self.start_turn,
+                   p.system_digest, p.tools_digest, p.tokens_est)
+            hit = _warm.get(key)
+            if hit is not None:
+                _warm.move_to_end(key)
+                self.conv, self.pending, self.last_read = hit
+                return
+        for turn in range(self.start_turn):
+            self._synthesise_turn(turn)
+        if key is not None:
+            _warm[key] = (self.conv, self.pending, self.last_read)
+            if len(_warm) > WARM_HISTORIES:
+                _warm.popitem(last=False)
+
     def _synthesise_turn(self, turn: int) -> None:
         """Warm start: build turn `turn`'s history as the live loop would — same draws
         from the same (seed, session, turn) generator — without sending anything; the
@@ -204,7 +247,7 @@ class Agent:
             self.prober.note_turn(turn, out.event is not None)
         n = self._max_tokens(template, rng)
         # live history appends the reply's content; scripted makes its own text of n tokens
-        blocks = (TextBlock(self._scripted_text(template, n, self.rng(turn, "reply"))),) \
+        blocks = (self._scripted_text(template, n, self.rng(turn, "reply")),) \
             if self.s.history == "live" else ()
         reply = LLMResponse(blocks, "end_turn", Usage(output_tokens=n), Timing(sent=0.0), n)
         self._append_reply(reply, template, turn)
@@ -426,7 +469,7 @@ class Agent:
                                    (not isinstance(b, TextBlock) or b.text)]
         else:
             n = resp.usage.output_tokens or resp.output_tokens_est or 1
-            blocks = [TextBlock(self._scripted_text(template, n, self.rng(turn, "reply")))]
+            blocks = [self._scripted_text(template, n, self.rng(turn, "reply"))]
         server_tools = [b for b in blocks if isinstance(b, ToolUseBlock)]
         decisions = self._facts_due("decision", turn)
         if decisions:
@@ -454,14 +497,31 @@ class Agent:
                 ToolResultBlock(b.id, "ok", False, b.name) for b in server_tools)))
             self.conv = self.conv.append(Message("assistant", (TextBlock("Done."),)))
 
-    def _scripted_text(self, template: TurnTemplate, n: int, rng: random.Random) -> str:
+    def _scripted_text(self, template: TurnTemplate, n: int, rng: random.Random) -> TextBlock:
+        """The scripted reply of n tokens as a block, with its exact token count (the
+        synthesised part's is known without encoding it again: `synth_text_counted`;
+        a newline before a line ends a pretoken, so the two parts count apart)."""
         if template.code_edit and self.last_read:
-            ids = tokens.encode(self.last_read)
+            ids = self._last_read_ids()
             k = min(len(ids), int(n * template.repeat_fraction))
             start = rng.randint(0, max(0, len(ids) - k))
-            copied = tokens.decode(ids[start:start + k])
-            return copied + "\n" + content.synth_text("code", max(1, n - k), rng)
-        return content.synth_text("code", n, rng)
+            copied = tokens.decode(ids[start:start + k]) + "\n"
+            text, count = content.synth_text_counted("code", max(1, n - k), rng)
+            copied_ids = tokens.encode(copied)
+            reply = copied + text
+            known = tokens.known(text)
+            if known is not None:           # the next prompt frames it: its ids
+                tokens.remember(reply, [*copied_ids, *known])
+            return TextBlock(reply, len(copied_ids) + count)
+        text, count = content.synth_text_counted("code", n, rng)
+        return TextBlock(text, count)
+
+    def _last_read_ids(self) -> list[int]:
+        """cl100k ids of `last_read`, encoded once per file read (edits reuse them)."""
+        if self._read_ids is None or self._read_ids[0] is not self.last_read:
+            # a synthesised file's ids are known but for its ends (`tokens.known`)
+            self._read_ids = (self.last_read, tokens.encode_pieces([self.last_read]))
+        return self._read_ids[1]
 
     def _tool_input(self, template: TurnTemplate, rng: random.Random) -> str:
         assert template.tool is not None

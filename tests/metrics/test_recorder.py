@@ -102,3 +102,12 @@ def test_rows_arrow_cannot_type_fall_back_to_the_row_reader(tmp_path: Path) -> N
     df = turns_frame_from_journal(path)
     assert len(df) == 3 and math.isnan(df.ttft_s.iloc[1])
     assert df.max_tokens.tolist() == [64, 64, 64]
+
+
+@settings(max_examples=50, deadline=None)
+@given(records)
+def test_to_row_is_asdict(rec: TurnRecord) -> None:
+    import dataclasses
+    row = rec.to_row()
+    assert row == dataclasses.asdict(rec)
+    assert list(row) == list(COLUMNS)

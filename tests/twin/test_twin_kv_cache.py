@@ -104,3 +104,32 @@ def test_hash_chain_extends_in_place_and_equals_one_pass() -> None:
     changed = extend_hash_chain(toks[:16] + array("I", [99_999]) + toks[17:], 35_000, 16, [])
     assert changed[0] == whole[0]
     assert all(a != b for a, b in zip(changed[1:], whole[1:], strict=True))
+
+
+def test_lookup_stops_at_the_first_miss_across_chunks() -> None:
+    """Chunked lookup = the walk to the first miss, wherever the miss falls (inside a
+    chunk, on its edge, none, past the cap)."""
+    import random
+
+    from simulator.twin.core.block_pool import LOOKUP_CHUNK
+    rng = random.Random(5)
+    n = 3 * LOOKUP_CHUNK + 17
+    pool = BlockPool(n + 8, 16)
+    hashes = list(range(1000, 1000 + n))
+    blocks = pool.allocate(n)
+    assert blocks is not None
+    for b, h in zip(blocks, hashes, strict=True):
+        pool.cache_block(b, h)
+    for _ in range(200):
+        probe = list(hashes)
+        miss = rng.choice([rng.randrange(n), LOOKUP_CHUNK, 2 * LOOKUP_CHUNK - 1, n])
+        if miss < n:
+            probe[miss] = -1
+        cap = rng.choice([n, rng.randrange(n + 1), LOOKUP_CHUNK])
+        want: list[int] = []
+        for h in probe[:cap]:
+            hit = pool.cached_block(h)
+            if hit is None:
+                break
+            want.append(hit)
+        assert pool.lookup(probe, cap) == want

@@ -101,3 +101,59 @@ def test_freed_blocks_stay_findable_until_evicted_tail_first() -> None:
     d = _seq("d", [8] * 4)
     assert _admit(kv, d)              # evicts a's second block: the prefix shrinks
     assert kv.get_computed_blocks(b) == a_blocks[:1]
+
+
+def test_seeded_chains_are_the_chains_rehashed_whatever_the_seed() -> None:
+    """Sessions (keyed and not) over shared heads, follow-ups that extend or diverge
+    (compaction), and more sessions than recent chains: every request's chain, however
+    it was seeded, is its own chain hashed from scratch, and its hit the same."""
+    import random
+    rng = random.Random(3)
+    head = [rng.randrange(1000) for _ in range(37)]
+    for keyed in (True, False):
+        kv = KVCacheManager(4096, BS, recent_chains=3)
+        history: dict[str, list[int]] = {}
+        for i in range(120):
+            sid = f"s{rng.randrange(6)}"
+            prev = history.get(sid, head + [rng.randrange(1000) for _ in range(5)])
+            if rng.random() < 0.2:                      # compaction: the tail rewritten
+                prev = prev[:rng.randrange(len(prev) + 1)]
+            toks = prev + [rng.randrange(1000) for _ in range(rng.randrange(1, 30))]
+            history[sid] = toks
+            s = _seq(f"r{i}", toks)
+            s.prefix_key = sid if keyed else None
+            assert _admit(kv, s)
+            assert s.hashes == extend_hash_chain(s.tokens, len(toks), BS, [])
+            kv.free(s)
+
+
+def test_a_new_session_seeds_the_shared_head_from_the_newest_request() -> None:
+    kv = KVCacheManager(64, BS)
+    a = _seq("a", [*range(20), 7, 7, 7, 7])
+    a.prefix_key = "s0"
+    assert _admit(kv, a)
+    b = _seq("b", [*range(20), 9, 9, 9, 9, 9])
+    b.prefix_key = "s1"
+    kv.get_computed_blocks(b)
+    assert b.hashes == extend_hash_chain(b.tokens, len(b.tokens), BS, [])
+    assert b.hashes[:5] == a.hashes[:5] and b.hashes[5] != a.hashes[5]
+
+
+def test_a_routers_session_chains_are_the_prompts_chains() -> None:
+    import random
+
+    from simulator.twin.fleet.view import SessionChains, block_hashes
+    rng = random.Random(11)
+    chains = SessionChains(max_sessions=3)
+    head = [rng.randrange(500) for _ in range(50)]
+    prompts: dict[str, list[int]] = {}
+    for _ in range(150):
+        sid = f"s{rng.randrange(5)}"
+        prev = prompts.get(sid, head)
+        if rng.random() < 0.2:
+            prev = prev[:rng.randrange(len(prev) + 1)]
+        prompts[sid] = prev + [rng.randrange(500) for _ in range(rng.randrange(0, 40))]
+        if not prompts[sid]:
+            continue
+        got = chains.hashes(array("I", prompts[sid]), BS, sid)
+        assert got == block_hashes(prompts[sid], BS)

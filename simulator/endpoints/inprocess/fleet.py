@@ -21,7 +21,7 @@ from simulator.endpoints.inprocess.twin import InProcessTwin
 from simulator.endpoints.routed import send_on
 from simulator.twin.core.stats import EngineStats
 from simulator.twin.fleet.router import ReplicaLoad, Router, RouterConfig
-from simulator.twin.fleet.view import block_hashes, cached_blocks, replica_load, replica_stats
+from simulator.twin.fleet.view import SessionChains, cached_blocks, replica_load, replica_stats
 
 
 class FleetTimeline:
@@ -60,6 +60,7 @@ class InProcessFleet:
         self.in_flight = [0] * replicas
         self.routed = [0] * replicas              # requests sent to each replica
         self.timeline = FleetTimeline(self.replicas)
+        self.chains = SessionChains()             # the router's view of prompts' blocks
 
     # -- what runs and the recorder read ----------------------------------------------
     def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
@@ -125,7 +126,7 @@ class InProcessFleet:
                     for i, r in enumerate(self.replicas)], 0
         prompt = self.replicas[0].prompt_of(request)
         bs = self.replicas[0].engine.block_size
-        hashes = block_hashes(prompt, bs)
+        hashes = self.chains.hashes(prompt, bs, request.session_id)
         loads = [replica_load(r.engine, self.in_flight[i],
                               cached_blocks(r.engine, hashes, len(prompt)))
                  for i, r in enumerate(self.replicas)]

@@ -34,7 +34,7 @@ from simulator.twin.core.stats import EngineStats, SpecStats
 from simulator.twin.core.types import EngineRequest, RequestResult
 from simulator.twin.model.perf_model import build_perf_model
 from simulator.twin.serve import reply
-from simulator.twin.serve.prompt import PromptError, PromptTokenizer
+from simulator.twin.serve.prompt import PromptError, shared_tokenizer
 from simulator.twin.serve.wire import ReplyUsage
 from simulator.twin.spec_decode.predictability import ReferenceMeter
 from simulator.util import tokens
@@ -54,7 +54,7 @@ class InProcessTwin:
         self.hardware, self.model = hardware, model
         self.perf = build_perf_model(hardware, model, spec=spec, overrides=overrides)
         self.engine = TwinEngine(self.perf)
-        self.tokenizer = PromptTokenizer()
+        self.tokenizer = shared_tokenizer()     # one per process: runs share encodings
         self.seed = seed
         self.config = engine_config(self.perf, context_window=context_window)
         self.context_window = self.config.scheduler.max_model_len   # the model's, by profile
@@ -147,7 +147,8 @@ class InProcessTwin:
         if self.engine.is_idle():
             self.engine.run_until(sent)
         try:
-            self.engine.submit(EngineRequest(rid, prompt, planned.token_ids, sent))
+            self.engine.submit(EngineRequest(rid, prompt, planned.token_ids, sent,
+                                             request.session_id))
         except RequestTooLong as exc:
             raise EndpointError(ErrorType.CONTEXT_OVERFLOW, str(exc), status=400) from None
         fut: asyncio.Future[RequestResult] = loop.create_future()
@@ -162,6 +163,7 @@ class InProcessTwin:
     def _response(self, res: RequestResult, planned: reply.PlannedReply, sent: float,
                   ref_passes: int | None = None) -> LLMResponse:
         text = tokens.decode(planned.token_ids)
+        tokens.remember(text, planned.token_ids)    # the next prompt frames it
         usage = ReplyUsage(res.prompt_len, res.cached_tokens, self.engine.block_size,
                            len(planned.token_ids)).as_dict()
         times = res.token_times

@@ -16,7 +16,12 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Sequence
 
+import numpy as np
+
 ROOT_HASH = 0x5EED
+# `lookup` maps hashes in chunks and stops at the first chunk with a miss: a replica or
+# a request that shares only a prompt's head does not look up all of its tail
+LOOKUP_CHUNK = 256
 
 
 def extend_hash_chain(tokens: array[int], num_tokens: int, block_size: int,
@@ -39,6 +44,19 @@ def extend_hash_chain(tokens: array[int], num_tokens: int, block_size: int,
         parent = hash((parent, raw[off:off + width]))
         append(parent)
     return hashes
+
+
+def common_blocks(a: array[int], b: array[int], n: int, block_size: int) -> int:
+    """The most leading blocks, at most n, in which token arrays `a` and `b` agree (one
+    vectorised compare of the two buffers; the views are gone when it returns)."""
+    n = min(n, len(a) // block_size, len(b) // block_size)
+    if n <= 0 or a.itemsize != b.itemsize:
+        return 0
+    end = n * block_size
+    dtype = f"u{a.itemsize}"
+    differ = np.frombuffer(a, dtype, end) != np.frombuffer(b, dtype, end)
+    first = int(differ.argmax())
+    return n if not differ[first] else first // block_size
 
 
 class BlockPool:
@@ -100,11 +118,15 @@ class BlockPool:
         `max_blocks` caps the hit (vLLM: (num_tokens − 1) // block_size, so at least one
         token is computed). Does not touch.
         """
-        found = list(map(self._cached.get, hashes[:max_blocks]))
-        try:
-            return found[:found.index(None)]     # type: ignore[return-value]
-        except ValueError:
-            return found                          # type: ignore[return-value]
+        get = self._cached.get
+        found: list[int | None] = []
+        for lo in range(0, min(len(hashes), max_blocks), LOOKUP_CHUNK):
+            part = list(map(get, hashes[lo:min(lo + LOOKUP_CHUNK, max_blocks)]))
+            if None in part:            # the first miss: stop here (C-speed scans)
+                found += part[:part.index(None)]
+                break
+            found += part
+        return found                                  # type: ignore[return-value]
 
     def num_evictable(self, block_ids: Sequence[int]) -> int:
         """How many of `block_ids` sit in the free queue (touching them uses them up)."""

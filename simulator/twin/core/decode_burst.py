@@ -65,9 +65,12 @@ def burst_len(running: list[Seq], max_num_batched_tokens: int) -> int:
         return 0
     k = 1 << 62
     for s in running:
-        if s.num_tokens - s.num_computed != 1:
+        n = s.num_tokens
+        if n - s.num_computed != 1:
             return 0
-        k = min(k, s.total - s.num_tokens - 1)
+        left = s.total - n - 1
+        if left < k:
+            k = left
     return k
 
 

@@ -192,6 +192,7 @@ class TwinEngine:
         res = RequestResult(request_id=rid, prompt_len=prompt_len)
         self._results[rid] = res
         seq = Seq(rid, tokens, prompt_len, len(tokens), res, prompt_len)
+        seq.prefix_key = request.prefix_key
         arrival = max(request.arrival, self.now)
         if arrival <= self.now:
             self._waiting.append(seq)
@@ -249,15 +250,17 @@ class TwinEngine:
         if self._loading and self._loading[0][0] < stop:
             stop = self._loading[0][0]
         done, self.now = run_burst(running, kv, k, self.now, stop, self._step_time, terms)
+        bs = kv.block_size
         for s in running:
-            s.num_computed += done
+            c = s.num_computed + done
+            s.num_computed = c
             s.num_tokens += done
-            kv.cache_blocks(s, s.num_computed)  # computed tokens only, as vLLM caches
+            s.result.decode_steps += done
+            if c // bs > s.n_cached:            # a block filled: computed tokens only,
+                kv.cache_blocks(s, c)           # as vLLM caches
         self.counters.generation_tokens += r * done
         self.counters.steps += done
         self.counters.decode_steps += done
-        for s in running:
-            s.result.decode_steps += done
         used = kv.num_used
         if used > self._peak_used:
             self._peak_used = used

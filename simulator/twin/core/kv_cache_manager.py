@@ -46,10 +46,10 @@ whether it was ever `admitted`, which the scheduler owns.
 from __future__ import annotations
 
 from array import array
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 
-from simulator.twin.core.block_pool import BlockPool, extend_hash_chain
+from simulator.twin.core.block_pool import BlockPool, common_blocks, extend_hash_chain
 from simulator.twin.core.kv_offload import HostTier
 from simulator.twin.core.request import Seq
 
@@ -67,9 +67,9 @@ class KVCacheManager:
     Token counts are in tokens; blocks hold `block_size` tokens each.
     """
 
-    __slots__ = ("_hits", "_pool", "_queries", "_recent", "block_size", "enable_caching",
-                 "num_blocks", "retention", "running_state_blocks", "state_aligned",
-                 "state_blocks", "stored_blocks", "tier")
+    __slots__ = ("_hits", "_keyed", "_pool", "_queries", "_recent", "block_size",
+                 "enable_caching", "num_blocks", "retention", "running_state_blocks",
+                 "state_aligned", "state_blocks", "stored_blocks", "tier")
 
     def __init__(self, num_blocks: int, block_size: int, *, enable_caching: bool = True,
                  recent_chains: int = RECENT_CHAINS, tier: HostTier | None = None,
@@ -85,6 +85,9 @@ class KVCacheManager:
         # token arrays and hash chains of recently admitted requests: a follow-up turn
         # that extends one of them reuses its hashes instead of rehashing the prompt
         self._recent: deque[tuple[array[int], list[int]]] = deque(maxlen=recent_chains)
+        # the same by `Seq.prefix_key` (a session): its last request's, found at once
+        # however many other requests came since (LRU of as many keys)
+        self._keyed: OrderedDict[str, tuple[array[int], list[int]]] = OrderedDict()
         # host-memory tier (`kv_offload`): every newly registered block is offered to it
         # (vLLM's write-through store); `stored_blocks` counts the new ones not yet
         # timed, which the engine drains each step
@@ -124,6 +127,7 @@ class KVCacheManager:
         if not self._pool.reset_prefix_cache():
             return False
         self._recent.clear()
+        self._keyed.clear()
         return True
 
     # -- admission -------------------------------------------------------------------
@@ -301,16 +305,38 @@ class KVCacheManager:
         return True
 
     def _seed_hashes(self, s: Seq) -> None:
-        """Copy the hash chain of a recent request whose known blocks `s` starts with."""
+        """Copy the hash chain of a recent request over the blocks `s` starts with, so
+        only its new blocks are hashed. With a `prefix_key`: the key's last request's
+        chain (a follow-up turn extends it), up to where the two differ; without: the
+        first recent request whose known blocks `s` starts with. Failing those, the
+        blocks it shares with the newest request (a new session: the shared tools and
+        system prompt). Any seed is a prefix of `s`'s own chain: only the cost changes."""
         bs = self.block_size
         limit = s.num_tokens // bs
         tokens = s.tokens
-        for toks, hashes in self._recent:
-            m = min(len(hashes), limit)
-            if not m:
-                continue
-            end = m * bs
-            # the last block first: rejects another session's chain in O(block)
-            if tokens[end - bs:end] == toks[end - bs:end] and tokens[:end] == toks[:end]:
-                s.hashes = hashes[:m]
-                return
+        key = s.prefix_key
+        newest = self._recent[0] if self._recent else None
+        if key is not None:
+            mine = self._keyed.get(key)
+            self._keyed[key] = (tokens, s.hashes)     # s.hashes: filled in place later
+            self._keyed.move_to_end(key)
+            if len(self._keyed) > (self._recent.maxlen or 0):
+                self._keyed.popitem(last=False)
+            if mine is not None:
+                newest = mine
+        else:
+            for toks, hashes in self._recent:
+                m = min(len(hashes), limit)
+                if not m:
+                    continue
+                end = m * bs
+                # the last block first: rejects another session's chain in O(block)
+                if tokens[end - bs:end] == toks[end - bs:end] and tokens[:end] == toks[:end]:
+                    s.hashes = hashes[:m]
+                    return
+        if newest is not None:
+            toks, hashes = newest
+            m = common_blocks(tokens, toks, min(len(hashes), limit), bs)
+            if m:
+                s.hashes.extend(hashes[:m])     # in place: the keyed entry holds this list
+

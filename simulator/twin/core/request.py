@@ -26,6 +26,7 @@ class Seq:
     blocks: list[int] = field(default_factory=list)
     n_cached: int = 0          # leading blocks already registered in the prefix cache
     hashes: list[int] = field(default_factory=list)   # chain over known full blocks
+    prefix_key: str | None = None   # `EngineRequest.prefix_key`: where to seed `hashes`
     state_blocks: list[int] = field(default_factory=list)   # hybrids: running states
     hit_state: list[int] = field(default_factory=list)      # hybrids: the hit's saved
     #                                                         state, held for one step

@@ -75,6 +75,10 @@ class EngineRequest:
     prompt_tokens: Sequence[int]
     output_plan: Sequence[int]
     arrival: float
+    # the conversation this request continues (the in-process twin: the session id),
+    # if the client says: the KV manager seeds its hash chain from that one's last
+    # request instead of searching (or rehashing) for it; never changes a result
+    prefix_key: str | None = None
 
 
 @dataclass(slots=True)

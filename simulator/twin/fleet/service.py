@@ -21,7 +21,7 @@ from typing import Any
 
 from simulator.twin.core.engine import TwinEngine
 from simulator.twin.fleet.router import ReplicaLoad, Router
-from simulator.twin.fleet.view import block_hashes, cached_blocks
+from simulator.twin.fleet.view import SessionChains, cached_blocks
 from simulator.twin.serve.service import ServiceSnapshot, TwinService
 
 
@@ -45,6 +45,7 @@ class FleetService:
         self.services = list(services)
         self.router = router
         self.routed = [0] * len(services)
+        self.chains = SessionChains()
 
     # what the server and its writers read of a service
     @property
@@ -65,7 +66,7 @@ class FleetService:
         hashes: list[int] = []
         bs = self.services[0].engine.block_size
         if self.router.needs_prefix:
-            hashes = block_hashes(prompt, bs)
+            hashes = self.chains.hashes(prompt, bs, session)
         for svc in self.services:
             e = svc.engine
             cached = (cached_blocks(e, hashes, len(prompt))

@@ -10,10 +10,11 @@ its leading blocks are cached there. Nothing here touches an LRU order or a coun
 from __future__ import annotations
 
 from array import array
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from simulator.twin.core.block_pool import extend_hash_chain
+from simulator.twin.core.block_pool import common_blocks, extend_hash_chain
 from simulator.twin.core.engine import TwinEngine
 from simulator.twin.fleet.router import ReplicaLoad
 
@@ -22,6 +23,33 @@ def block_hashes(prompt: Sequence[int], block_size: int) -> list[int]:
     """The chained hashes of the prompt's full blocks (`kv_cache.extend_hash_chain`)."""
     tokens = prompt if isinstance(prompt, array) else array("I", prompt)
     return extend_hash_chain(tokens, len(tokens), block_size, [])
+
+
+class SessionChains:
+    """`block_hashes` for a router that sees sessions: each session's last prompt and
+    chain are kept (LRU, `max_sessions`), so a follow-up prompt hashes only the blocks
+    past what it shares with them (a new session: with the newest one, the shared
+    head), as the engines seed theirs (`KVCacheManager._seed_hashes`). Same chains."""
+
+    def __init__(self, max_sessions: int = 1024) -> None:
+        self._chains: OrderedDict[str, tuple[array[int], list[int]]] = OrderedDict()
+        self._max = max_sessions
+
+    def hashes(self, prompt: Sequence[int], block_size: int, session: str) -> list[int]:
+        tokens = prompt if isinstance(prompt, array) else array("I", prompt)
+        last = self._chains.get(session)
+        if last is None and self._chains:
+            last = next(reversed(self._chains.values()))
+        chain: list[int] = []
+        if last is not None:
+            m = common_blocks(tokens, last[0], len(last[1]), block_size)
+            chain = last[1][:m]
+        extend_hash_chain(tokens, len(tokens), block_size, chain)
+        self._chains[session] = (tokens, chain)
+        self._chains.move_to_end(session)
+        if len(self._chains) > self._max:
+            self._chains.popitem(last=False)
+        return chain
 
 
 def cached_blocks(engine: TwinEngine, hashes: Sequence[int], prompt_len: int) -> int:

@@ -19,7 +19,7 @@ import json
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Protocol
 
 from simulator.util import tokens
@@ -82,6 +82,31 @@ def render_reply(content: Sequence[Any]) -> str:
     assistant message: what the model generated, template markers of tool calls
     included, role markers not."""
     return "\n".join(_render_block(b, f"content.{i}") for i, b in enumerate(content))
+
+
+def message_pieces(message: Any, where: str = "messages") -> list[str]:
+    """`render_message`'s text as the pieces it joins, each content text (a text block's,
+    a tool result's) a piece of its own, as the message holds it: its ids may be known
+    (`tokens.encode_pieces`)."""
+    if not isinstance(message, dict):
+        raise PromptError(f"{where}: expected a message object")
+    role = message.get("role")
+    content = message.get("content")
+    if role not in ("user", "assistant") or not isinstance(content, list):
+        return [render_message(message, where)]
+    pieces = [f"<|im_start|>{role}\n"]
+    for i, block in enumerate(content):
+        if i:
+            pieces.append("\n")
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and isinstance(block.get("text"), str):
+            pieces.append(block["text"])
+        elif kind == "tool_result" and isinstance(block.get("content"), str):
+            pieces += ["<tool_response>\n", block["content"], "\n</tool_response>"]
+        else:
+            pieces.append(_render_block(block, f"{where}.content.{i}"))
+    pieces.append("<|im_end|>\n")
+    return pieces
 
 
 def render_message(message: Any, where: str = "messages") -> str:
@@ -172,9 +197,13 @@ class PromptTokenizer:
     def __init__(self, max_tokens: int = 16_000_000,
                  encode: Callable[[str], Sequence[int]] | None = None) -> None:
         self._encode = encode or tokens.encoding().encode_ordinary
+        self._cl100k = encode is None       # known ids (`tokens.remember`) are cl100k's
         self._cache = _TokenLRU(max_tokens)
         self._objects = _TokenLRU(max_tokens)
         self.encode_calls = 0
+        # the last prompt built from objects: a fleet's router and the replica it picks
+        # ask for the same request's ids one after the other (arrays are never mutated)
+        self._last: tuple[object, tuple[ApiMessage, ...], array[int]] | None = None
 
     def _segment(self, text: str) -> array[int]:
         """Token ids of one segment's text, from the cache when seen before."""
@@ -215,7 +244,11 @@ class PromptTokenizer:
         return ids
 
     def _message(self, m: ApiMessage, i: int) -> array[int]:
-        return self._segment(render_message(m.to_api(), f"messages.{i}"))
+        pieces = message_pieces(m.to_api(), f"messages.{i}")
+        if self._cl100k and any(map(tokens.known, pieces)):   # synthesised: ends only
+            self.encode_calls += 1
+            return array("I", tokens.encode_pieces(pieces))
+        return self._segment("".join(pieces))
 
     def encode_objects(self, head: object, head_api: Callable[[], tuple[Any, Any]],
                        messages: Sequence[ApiMessage]) -> array[int]:
@@ -225,6 +258,9 @@ class PromptTokenizer:
         so a turn renders, hashes and encodes only its new messages."""
         if not messages:
             raise PromptError("messages: expected a non-empty list")
+        last = self._last
+        if last is not None and last[0] is head and last[1] is messages:
+            return last[2]
 
         def render_head() -> array[int]:
             system, tools = head_api()
@@ -235,9 +271,20 @@ class PromptTokenizer:
         for i, m in enumerate(messages):
             arr.extend(self._object(m, partial(self._message, m, i)))
         arr.extend(self._object(_GEN_PROMPT, lambda: self._segment(_GEN_PROMPT)))
+        if isinstance(messages, tuple):                 # immutable: safe to remember
+            self._last = (head, messages, arr)
         return arr
 
     def encode_body(self, body: dict[str, Any]) -> array[int]:
         """Same as `encode_request`, from a decoded JSON request body."""
         return self.encode_request(system=body.get("system"), tools=body.get("tools"),
                                    messages=body.get("messages"))
+
+
+@lru_cache(maxsize=1)
+def shared_tokenizer() -> PromptTokenizer:
+    """The process's tokenizer for in-process twins: the runs of a search in this
+    process (its serial points) find the messages and segments earlier runs encoded,
+    e.g. a warm-started session's history, which those runs share (`session.agent`);
+    bounded as any `PromptTokenizer` (16M tokens of ids per cache)."""
+    return PromptTokenizer()

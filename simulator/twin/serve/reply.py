@@ -26,8 +26,9 @@ class PlannedReply:
 
 def reply_seed(seed: int, prompt: Sequence[int], max_tokens: int) -> int:
     """A seed from the request content: same prompt and max_tokens → same reply."""
-    h = hashlib.blake2b(array("I", prompt).tobytes(), digest_size=8,
-                        key=f"{seed}:{max_tokens}".encode())
+    data = prompt if isinstance(prompt, array) and prompt.typecode == "I" \
+        else array("I", prompt)         # the prompt's uint32 bytes, not copied twice
+    h = hashlib.blake2b(data, digest_size=8, key=f"{seed}:{max_tokens}".encode())
     return int.from_bytes(h.digest(), "little")
 
 
