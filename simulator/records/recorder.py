@@ -29,6 +29,7 @@ from simulator.records.rows import (
     in_simulated_time,
     metrics_in_simulated_time,
 )
+from simulator.util.bounded import is_special
 from simulator.util.redact import redact
 
 if TYPE_CHECKING:  # pandas is imported when a run finishes: start-up stays short
@@ -199,6 +200,8 @@ def load_manifest(run_dir: Path) -> dict[str, Any]:
     """The run's manifest as a dict (InputError when missing or not a JSON object). Here,
     beside its writer, so the resume path reads it without importing pandas."""
     path = run_dir / "manifest.json"
+    if is_special(path):        # a FIFO would block the read forever
+        raise InputError(f"{path}: not a regular file")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
