@@ -369,7 +369,8 @@ class TwinSpec(_Frozen):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     kv_cache_gib: float | None = Field(default=None, gt=0)
     prefix_caching: bool = True
-    kv_offload_gib: float = Field(default=0.0, ge=0)   # host KV tier (--kv-offload-gib)
+    # host KV tier (--kv-offload-gib), at most 1 PiB (1e308 overflowed its block count)
+    kv_offload_gib: float = Field(default=0.0, ge=0, le=1_048_576.0)
     # vLLM --max-num-batched-tokens / --max-num-seqs; None keeps the profile's (with
     # speculation on, the profile's spec_max_num_batched_tokens unless this is set)
     max_num_batched_tokens: int | None = Field(default=None, gt=0, le=1 << 24)

@@ -60,6 +60,9 @@ class Efficiency(_Strict):
 DEFAULT_FREE = ("t0_s", "kv_half_seqs", "routing_skew", "eta_c", "eta_attn", "reserve_bytes")
 
 
+MAX_HOST_GIB = 1_048_576.0      # 1 PiB: a host KV tier past any machine's memory
+
+
 class EngineSettings(_Strict):
     """vLLM engine settings the twin models (CLI flags of `vllm serve`)."""
 
@@ -70,8 +73,9 @@ class EngineSettings(_Strict):
     kv_dtype: KvDtype
     spec: str = "off"
     enable_prefix_caching: bool = True
-    kv_offload_gib: float = Field(default=0.0, ge=0)   # vLLM --kv-offloading-size (GiB of
-    #                                                    host memory for evicted KV); 0: off
+    # vLLM --kv-offloading-size (GiB of host memory for evicted KV; 0: off), at most
+    # 1 PiB (past any host's memory; 1e308 GiB overflowed the tier's block count)
+    kv_offload_gib: float = Field(default=0.0, ge=0, le=MAX_HOST_GIB, allow_inf_nan=False)
     spec_max_num_batched_tokens: int = Field(default=2048, gt=0)   # budget with spec on
     #                                                      unless max_num_batched_tokens is set
     sources: dict[str, str] = Field(default_factory=dict)
