@@ -17,7 +17,8 @@ from simulator.check.runner import run_check_async
 from simulator.cli import main
 from tests.endpoints.test_endpoints_limits import SSE_HEAD, _chunk
 from tests.endpoints.test_endpoints_lying import COMPLETE, HEAD_10
-from tests.reliability.test_hostile_preflight import Reply, lying_server
+from tests.lying_servers import Reply, lying_server, models_ok
+from tests.lying_servers import json_gb as one_gb_json
 
 
 async def complete_no_close(w: asyncio.StreamWriter) -> None:
@@ -32,21 +33,6 @@ async def length_larger(w: asyncio.StreamWriter) -> None:
     body = b'{"data": [{"id": "m"}]}'
     w.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
             + str(len(body) * 10).encode() + b"\r\n\r\n" + body)
-
-
-async def one_gb_json(w: asyncio.StreamWriter) -> None:
-    w.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-            b"content-length: 1000000000\r\n\r\n")
-    piece = b'{"data": [' + b'{"id": "m"}, ' * 5000
-    for _ in range(1_000_000_000 // len(piece)):
-        w.write(piece)
-        await w.drain()
-
-
-async def models_ok(w: asyncio.StreamWriter) -> None:
-    body = b'{"object": "list", "data": [{"id": "m", "object": "model"}]}'
-    w.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-            + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
 @pytest.mark.parametrize("models", [pytest.param(None, marks=pytest.mark.slow), models_ok],
