@@ -254,10 +254,21 @@ class Recorder:
         _write_json_atomic(run_dir / MANIFEST, self.manifest)
 
     def write(self, record: TurnRecord) -> None:
-        row = in_simulated_time(record.to_row(), self.clock)
+        self.write_row(in_simulated_time(record.to_row(), self.clock))
+
+    def write_row(self, row: dict[str, Any]) -> None:
+        """One turn row as the journal holds it (in this run's time already)."""
         self._turns.write(json.dumps(row, separators=(",", ":")) + "\n")
         self._turns.flush()
         self.rows_written += 1
+
+    def write_success(self, history_row: dict[str, Any], record: TurnRecord) -> None:
+        """A successful request: its history line, carrying the turn row, then the turn
+        row. A kill between the two leaves the row in the history line, and `--resume`
+        writes it back (`ownership.rows_to_rebuild`): the two are durable together."""
+        row = in_simulated_time(record.to_row(), self.clock)
+        self.write_history({**history_row, "row": row})
+        self.write_row(row)
 
     def write_history(self, row: dict[str, Any]) -> None:
         """One row of `history.jsonl` (a stored reply or a session's failure), stamped

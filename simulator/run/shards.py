@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from simulator.clock import RunClock
 from simulator.endpoints.factory import make_endpoint
 from simulator.errors import InputError
+from simulator.records.ownership import missing_rows, turn_key, without_row
 from simulator.records.prometheus import metrics_url_for
 from simulator.records.recorder import (
     HISTORY_JOURNAL,
@@ -394,13 +395,19 @@ def merge_shards(recorder: Recorder, jobs: Sequence[ShardJob],
             shift = res.t0_wall + res.clock_offset_s - t0_wall
         else:
             shift = (res.t0_mono - t0) if res.t0_mono else 0.0
+        seen: set[tuple[str, int, str, int, str | None]] = set()
         for row in iter_journal(job.shard_dir / TURNS_JOURNAL):
+            seen.add(turn_key(row))
             row["started_mono_s"] = row["started_mono_s"] + shift
             recorder.write(TurnRecord(**row))
         for row in iter_journal(job.shard_dir / METRICS_JOURNAL):
             recorder.write_metrics(row)
-        for row in iter_journal(job.shard_dir / HISTORY_JOURNAL):
-            recorder.write_history(row)
+        hist = list(iter_journal(job.shard_dir / HISTORY_JOURNAL))
+        for row in missing_rows(seen, hist):     # a worker killed between the two lines
+            row["started_mono_s"] = row["started_mono_s"] + shift
+            recorder.write(TurnRecord(**row))
+        for row in hist:
+            recorder.write_history(without_row(row))
 
 
 def clock_alignment(results: Sequence[ShardResult]) -> dict[str, Any] | None:

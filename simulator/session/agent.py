@@ -355,12 +355,13 @@ class Agent:
                 else:
                     if self.ctx.ngram_meter is not None:     # after the reply's last token
                         resp = self.ctx.ngram_meter.annotate(req, resp)
-                    # History first: a crash between the two rows then replays this reply
-                    # on resume instead of sending the turn twice.
-                    self.ctx.recorder.write_history(reply_row(
+                    # History first, carrying the turn row: a crash between the two
+                    # lines replays this reply on resume instead of sending the turn
+                    # twice, and resume writes the row back from the history line.
+                    self.ctx.recorder.write_success(reply_row(
                         self.session_id, turn, kind, forced, resp,
-                        self.s.history == "live" or kind == "summary", targets))
-                    self._record_success(att, started_wall, sent, resp)
+                        self.s.history == "live" or kind == "summary", targets),
+                        self._success_row(att, started_wall, sent, resp))
                     if resp.content:
                         self.ctx.tracker.extend(self.session_id, Message("assistant", resp.content))
                     return resp
@@ -421,13 +422,13 @@ class Agent:
             compaction_tokens_removed=ev.tokens_removed if ev else 0,
             schedule_lag_s=a.lag_s, **kw)
 
-    def _record_success(self, b: Attempt, wall: float, sent: float, r: LLMResponse) -> None:
+    def _success_row(self, b: Attempt, wall: float, sent: float, r: LLMResponse) -> TurnRecord:
         t = r.timing
         n_out = r.usage.output_tokens if r.usage.output_tokens is not None else r.output_tokens_est
         ttft, decode, turn_rate, e2e = derive_rates(n_out, t.sent, t.first_token, t.last_token)
         if e2e is None and t.done is not None:
             e2e = t.done - t.sent
-        self.ctx.recorder.write(self._row(
+        return (self._row(
             b, wall, sent, input_tokens=r.usage.input_tokens,
             cache_read_tokens=r.usage.cache_read_input_tokens,
             cache_creation_tokens=r.usage.cache_creation_input_tokens,
