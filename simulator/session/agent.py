@@ -168,6 +168,7 @@ class Agent:
         self.prober = Prober(ctx, self.session_id, index, prefix) \
             if ctx.scenario.probes is not None else None
         self._probe_s = 0.0              # seconds the last turn's probes took
+        self._forced = 0                 # compactions an overflow forced in this turn
 
     def rng(self, turn: int, purpose: str = "") -> random.Random:
         """The generator for one purpose of one turn: independent streams, so draws for
@@ -204,6 +205,7 @@ class Agent:
                 return
             template = self._draw_template(rng)
             self.conv = self.conv.append(user_msg)
+            self._forced = 0
             event = await self._compact(turn)
             resp = await self._request(turn, template, event, wait_s, self.conv.messages,
                                        "turn", self._max_tokens(template, rng))
@@ -212,10 +214,12 @@ class Agent:
             if self.ctx.progress is not None and not replaying:
                 self.ctx.progress(resp.usage.output_tokens or resp.output_tokens_est)
             if self.prober is not None:
-                self.prober.note_turn(turn, event is not None)   # resumed turns too
+                # the policy's compaction or one an overflow forced: either is crossed
+                compacted = event is not None or self._forced > 0
+                self.prober.note_turn(turn, compacted)   # resumed turns too
                 if not replaying:
                     started = self.ctx.clock.monotonic()
-                    await self.prober.after_turn(turn, sent, event is not None)
+                    await self.prober.after_turn(turn, sent, compacted)
                     self._probe_s = self.ctx.clock.monotonic() - started
 
     def _synthesise_turn(self, turn: int) -> None:
@@ -378,6 +382,7 @@ class Agent:
                 self.conv, event = out.conversation, out.event
                 messages = self.conv.messages
                 forced += 1
+                self._forced += 1
                 targets.append(target)
                 continue
             if not err.error_type.retryable or number >= retry.max_attempts:
@@ -400,6 +405,7 @@ class Agent:
                 out = comp.force_compaction(self.conv, self.prefix.tokens_est, target,
                                             self.s.compaction.kind)
                 self.conv = out.conversation
+                self._forced += 1
             messages = self.conv.messages
         req = self._build(messages, 1, None)
         self.ctx.tracker.observe(self.session_id, req.prefix, req.messages, self.ctx.tools_text)
