@@ -75,3 +75,29 @@ def test_nothing_listening_is_unreachable() -> None:
         pass                                       # stopped: the port is closed now
     with pytest.raises(RunError, match="unreachable"):
         preflight.preflight(url, 1.0)
+
+
+@pytest.mark.parametrize(("reply", "needle"), [
+    (silent, "no response head within 1 s (timeouts.preflight_s)"),
+    (trickle_pings, "did not finish within 2 s (2 × timeouts.preflight_s)"),
+], ids=["silent", "trickle-pings"])
+def test_the_pre_flight_is_bounded_by_its_own_limit_with_default_limits(
+        tmp_path: Path, reply: Reply, needle: str) -> None:
+    """With no limits set, a silent or trickling /v1/models held the run 600 s (the
+    attempt's first_byte_s) or 3,600 s (total_s); the pre-flight has its own bound,
+    `timeouts.preflight_s` for the head (default 30 s; 1 s here), twice that in all."""
+    path = write_yaml(tmp_path / "s.yaml", small_scenario(turns=1))
+    with lying_server(reply) as url:
+        t0 = time.monotonic()
+        r = CliRunner().invoke(main, ["run", str(path), "--endpoint", url, "--out",
+                                      str(tmp_path / "r"), "--quiet",
+                                      "--set", "timeouts.preflight_s=1"])
+        elapsed = time.monotonic() - t0
+    lines = r.output.strip().splitlines()
+    assert r.exit_code == 1 and len(lines) == 1 and needle in lines[0], r.output
+    assert elapsed < 5.0, elapsed
+
+
+def test_the_pre_flight_default_is_seconds() -> None:
+    from simulator.scenario.model import Timeouts
+    assert Timeouts().preflight_s == preflight.PREFLIGHT_S == 30.0
