@@ -147,6 +147,17 @@ async def echo(w: asyncio.StreamWriter, body: bytes = b"") -> None:
         w.write(_sized(JSON_HEAD, _message(f"The code word is {word}.")))
 
 
+async def never_closes(w: asyncio.StreamWriter, body: bytes = b"") -> None:
+    """A complete Messages JSON reply with the code word, chunked, then neither the
+    last chunk nor a close."""
+    m = CODE_WORD.search(body)
+    word = m.group(0).decode() if m else "ok"
+    w.write(JSON_HEAD + b"transfer-encoding: chunked\r\n\r\n"
+            + chunk(_message(f"The code word is {word}.")))
+    await w.drain()
+    await asyncio.sleep(3600)
+
+
 async def out_of_order(w: asyncio.StreamWriter, body: bytes = b"") -> None:
     """An event stream, its events out of order (a delta before message_start), to any
     request — also a non-streaming one."""
@@ -169,10 +180,11 @@ async def _call(reply: Reply, w: asyncio.StreamWriter, body: bytes) -> None:
 
 
 @contextlib.contextmanager
-def lying_server(reply: Reply, models: Reply | None = None) -> Iterator[str]:
+def lying_server(reply: Reply, models: Reply | None = None, *,
+                 every_get: bool = False) -> Iterator[str]:
     """A raw server on 127.0.0.1:0 in its own thread and loop, stopped at exit; every
-    request gets `reply`, except GET /v1/models which gets `models` when given. Yields
-    its base URL."""
+    request gets `reply`, except GET /v1/models — or, `every_get`, every GET — which
+    gets `models` when given. Yields its base URL."""
     ready = threading.Event()
     box: dict[str, Any] = {}
 
@@ -183,8 +195,8 @@ def lying_server(reply: Reply, models: Reply | None = None) -> Iterator[str]:
                 n = next((int(x.split(b":")[1]) for x in head.lower().split(b"\r\n")
                           if x.startswith(b"content-length:")), 0)
                 body = await r.readexactly(n) if n else b""
-                use = models if models is not None and head.startswith(b"GET /v1/models") \
-                    else reply
+                get = head.startswith(b"GET " if every_get else b"GET /v1/models")
+                use = models if models is not None and get else reply
                 await _call(use, w, body)
                 await w.drain()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError,

@@ -44,8 +44,7 @@ def _target(out: Path, run_dir: Path, force: bool, *, folder: bool = False) -> N
 def _written(path: Path) -> Iterator[IO[str]]:
     """A file written beside `path` and renamed over it once complete: an export that
     fails half-way leaves nothing; an unwritable path is one line, exit 2."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    try:          # the folder must exist (a typo'd path is not made, from / down)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise InputError(f"{path}: cannot write trace ({exc.strerror})") from None

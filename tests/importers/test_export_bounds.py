@@ -147,3 +147,12 @@ def test_export_never_replaces_a_device_node(base_run: Path, tmp_path: Path, fmt
         pytest.skip("creating a device node needs root")
     _refused(["export", fmt, str(base_run), "-o", str(node), "--force"], "not a regular file")
     assert node.exists() and not node.is_file()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_export_into_a_missing_folder_is_refused_not_made(base_run: Path, tmp_path: Path,
+                                                          fmt: str) -> None:
+    """`-o /nonexistent/d/x.jsonl` made the folders (from / down, as root)."""
+    _refused(["export", fmt, str(base_run), "-o", str(tmp_path / "no" / "such" / "x.t")],
+             "cannot write")
+    assert not (tmp_path / "no").exists()

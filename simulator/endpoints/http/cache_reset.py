@@ -19,9 +19,10 @@ from simulator.util.redact import redact_url
 
 PATH = "/reset_prefix_cache"
 MAX_BODY_BYTES = 64 * 1024     # `{"success": true}`, or vLLM's empty 200
+TIMEOUT_S = 5.0                # the whole exchange: a reset answers in milliseconds
 
 
-def reset_prefix_cache(base_url: str, timeout_s: float = 30.0) -> str:
+def reset_prefix_cache(base_url: str, timeout_s: float = TIMEOUT_S) -> str:
     """POST the reset; returns a line saying it was done. A server without the endpoint
     is an InputError (it cannot do what the flag asks); a refused reset, and a reply
     that is not one (an HTML page, a body over 64 KiB, garbage for a status line, no
