@@ -243,7 +243,7 @@ R = "$E check $URL --recall --lengths 0.5k --depths 0.5 --timeout 3"
 RS = f"{S} --endpoint $URL --reset-prefix-cache"
 SW = "$E sweep $F/s.yaml --out $T/r"
 TIGHT = ("--set timeouts.first_byte_s=2 --set timeouts.total_s=4 --set "
-         "endpoint.timeout_s=2")
+         "endpoint.timeout_s=2 --set limits.max_failed_sessions_frac=0")
 
 
 def _edit_manifest(code: str) -> str:
