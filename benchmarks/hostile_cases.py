@@ -1,17 +1,22 @@
-"""Issue 29's adversarial set as one script: every case through the `endurance` command
-in a child process (30 s and a 3 GiB address-space cap), classified as
+"""The adversarial sets of issues 29 and 38 as one script: every case through the
+`endurance` command in a child process (under an address-space cap), classified as
 
   clean     — one `error:` line and the right exit code (or, where the right outcome is
-              a run, its rows right), before the 30 s kill; the seconds are printed
+              a run, its rows right), within the case's bound; the seconds are printed
               (they include ~2-5 s of interpreter start-up and, for runs, finalizing)
   traceback — a Python traceback, or an exit code from a crash (134, 137, …)
-  hang      — still running at 30 s (killed)
-  accepted  — exit 0 (or the wrong verdict / the wrong culprit) where it should refuse
+  hang      — still running at the kill (30 s round 2, 70 s round 3)
+  accepted / nonsense — exit 0 (or the wrong verdict) where it should refuse
+  slow      — the right outcome, past the case's bound (10 s in round 3)
+  other     — the wrong exit code, or data it must not touch touched
 
-Run it against any checkout: `python benchmarks/hostile_cases.py [--root DIR]`
-(default: this repository). Lying servers are raw asyncio sockets on 127.0.0.1:0 in a
-thread of this process. Measured, not asserted: the tests are in tests/reliability,
-tests/endpoints and tests/check.
+Run it against any checkout: `python benchmarks/hostile_cases.py [--root DIR] [--round
+2|3] [--only NAME] [--group G]` (default: this repository, both rounds). Lying servers
+are raw asyncio sockets on 127.0.0.1:0 in a thread of this process, the same ones the
+tests use (`tests/lying_servers.py`). Round 3 (issue 38: traces, export, twin fit and
+points, tier/fleet/recall options, --reset-prefix-cache, the pre-flight, resume, Ctrl-C,
+counts) is `benchmarks/hostile_round3.py`; it ends with a table of verdicts by kind and
+by group. Measured, not asserted: the tests are in tests/.
 """
 
 from __future__ import annotations
@@ -25,48 +30,38 @@ import resource
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 HERE = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(HERE))      # the shared lying servers (tests/lying_servers.py)
+
+from tests.lying_servers import (  # noqa: E402
+    BLOCK,
+    DELTA,
+    END,
+    SSE,
+    START,
+    Reply,
+    chunk,
+    chunked,
+    ev,
+    garbage_status,
+    json_gb,
+    lying_server,
+    models_ok,
+    not_found,
+    silent,
+    trickle,
+)
+
 CAP = 3 * 2**30
 HANG_S = 30.0
-
-
-def _ev(name: str, body: dict[str, Any]) -> bytes:
-    return f"event: {name}\ndata: {json.dumps(body)}\n\n".encode()
-
-
-START = _ev("message_start", {"type": "message_start", "message": {
-    "id": "m", "usage": {"input_tokens": 3, "output_tokens": 0}}})
-BLOCK = _ev("content_block_start", {"type": "content_block_start", "index": 0,
-                                    "content_block": {"type": "text", "text": ""}})
-DELTA = _ev("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                    "delta": {"type": "text_delta", "text": "hello"}})
-END = (_ev("content_block_stop", {"type": "content_block_stop", "index": 0})
-       + _ev("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
-                               "usage": {"output_tokens": 1}})
-       + _ev("message_stop", {"type": "message_stop"}))
-SSE = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-
-
-def _chunk(b: bytes) -> bytes:
-    return f"{len(b):x}\r\n".encode() + b + b"\r\n"
-
-
-Write = Callable[[asyncio.StreamWriter], Awaitable[None]]
-
-
-def _chunked(*events: bytes, close: bool = True) -> Write:
-    async def w(wr: asyncio.StreamWriter) -> None:
-        wr.write(SSE + b"transfer-encoding: chunked\r\n\r\n" + _chunk(b"".join(events))
-                 + (_chunk(b"") if close else b""))
-    return w
+Write = Reply
+_chunk, _chunked, _ev = chunk, chunked, ev
 
 
 async def _http10(wr: asyncio.StreamWriter) -> None:
@@ -111,85 +106,8 @@ async def _delta_gb(wr: asyncio.StreamWriter) -> None:
         await wr.drain()
 
 
-async def _garbage_status(wr: asyncio.StreamWriter) -> None:
-    wr.write(b"\x00\xffHELLO\r\n\r\n")
-
-
-async def _silent(wr: asyncio.StreamWriter) -> None:
-    await asyncio.sleep(3600)
-
-
-async def _trickle(wr: asyncio.StreamWriter) -> None:
-    wr.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-             b"transfer-encoding: chunked\r\n\r\n")
-    while True:
-        wr.write(b"1\r\n \r\n")
-        await wr.drain()
-        await asyncio.sleep(0.1)
-
-
-async def _json_gb(wr: asyncio.StreamWriter) -> None:
-    wr.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-             b"content-length: 1000000000\r\n\r\n")
-    piece = b'{"data": [' + b'{"id": "m"}, ' * 5000
-    for _ in range(1_000_000_000 // len(piece)):
-        wr.write(piece)
-        await wr.drain()
-
-
-async def _models_ok(wr: asyncio.StreamWriter) -> None:
-    body = b'{"object": "list", "data": [{"id": "m", "object": "model"}]}'
-    wr.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-             + str(len(body)).encode() + b"\r\n\r\n" + body)
-
-
-async def _not_found(wr: asyncio.StreamWriter) -> None:
-    wr.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
-
-
-class Server:
-    """GET (the pre-flight) → `models`; POST → `messages`; connections kept open."""
-
-    def __init__(self, models: Write, messages: Write) -> None:
-        self.models, self.messages = models, messages
-        self.url = ""
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=asyncio.run, args=(self._serve(),),
-                                        daemon=True)
-
-    async def _handle(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await r.readuntil(b"\r\n\r\n")
-                n = next((int(x.split(b":")[1]) for x in head.lower().split(b"\r\n")
-                          if x.startswith(b"content-length:")), 0)
-                if n:
-                    await r.readexactly(n)
-                await (self.models if head.startswith(b"GET") else self.messages)(w)
-                await w.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError,
-                asyncio.LimitOverrunError):
-            pass
-        finally:
-            w.close()
-
-    async def _serve(self) -> None:
-        server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        self._stop = asyncio.Event()
-        self._loop = asyncio.get_running_loop()
-        self._ready.set()
-        await self._stop.wait()
-        server.close()
-
-    def __enter__(self) -> Server:
-        self._thread.start()
-        self._ready.wait(5)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(2)
+_garbage_status, _silent, _trickle, _json_gb = garbage_status, silent, trickle, json_gb
+_models_ok, _not_found = models_ok, not_found
 
 
 def _scenario(tmp: Path, **over: Any) -> Path:
@@ -356,49 +274,73 @@ def label_case(root: Path, tmp: Path) -> str:
     return "accepted" if raw or "<b>x</b>" in md else "clean"
 
 
+def round2(root: Path, tmp: Path, only: str, report: Any) -> None:
+    for name, argv, expect, needle in cli_cases(tmp):
+        if only and only not in name:
+            continue
+        rc, out, secs = endurance(root, argv)
+        report(name, classify(rc, out, secs, expect, needle), rc, secs, out)
+    for name, models, messages, extra, expect, needle in SERVER_CASES:
+        if only and only not in name:
+            continue
+        with lying_server(messages, models, every_get=True) as url:
+            rc, out, secs = endurance(root, ["run", str(_scenario(tmp)), "--endpoint",
+                                             url, "--out", str(tmp / "rs"),
+                                             "--quiet", *extra])
+        report(name, classify(rc, out, secs, expect, needle), rc, secs, out)
+    for name, models, messages in CHECK_CASES:
+        if only and only not in name:
+            continue
+        with lying_server(messages, models, every_get=True) as url:
+            rc, out, secs = endurance(root, ["check", url, "--timeout", "10"])
+        report(name, classify(rc, out, secs, "fail1"), rc, secs, out)
+    if not only or "resume" in only:
+        rc, out, secs = resume_case(root, tmp)
+        report("resume of a journal with another run's rows",
+               classify(rc, out, secs, "refuse2", "another run"), rc, secs, out)
+    if not only or "label" in only:
+        report("label with newline, RTL override, HTML", label_case(root, tmp), 0, 0.0, "")
+
+
+# issue 38's triage of round 3 on 21cb8b4 (notes: issue38-cases.md), by kind
+BEFORE = {"traceback": 38, "hang": 22, "nonsense": 46, "count": 1, "other": 14, "clean": 129}
+KINDS = ("traceback", "hang", "nonsense", "count", "other", "slow", "clean")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", type=Path, default=HERE)
+    ap.add_argument("--round", choices=["2", "3", "all"], default="all")
     ap.add_argument("--only", default="")
+    ap.add_argument("--group", default="", help="round 3: one group (import, export, …)")
     args = ap.parse_args()
     root = args.root.resolve()
-    _BOMB.append(gzip.compress(b"\n" * (256 << 20), 6))     # 256 MiB from ~250 KB
     counts: dict[str, int] = {}
 
     def report(name: str, kind: str, rc: int | None, secs: float, out: str) -> None:
         counts[kind] = counts.get(kind, 0) + 1
-        last = out.splitlines()[-1][:110] if out else ""
+        last = out.strip().splitlines()[-1][:110] if out.strip() else ""
         print(f"{kind:9} rc={rc!s:4} {secs:5.1f}s  {name:44} {last}", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="hostile-") as t:
         tmp = Path(t)
-        for name, argv, expect, needle in cli_cases(tmp):
-            if args.only and args.only not in name:
-                continue
-            rc, out, secs = endurance(root, argv)
-            report(name, classify(rc, out, secs, expect, needle), rc, secs, out)
-        for name, models, messages, extra, expect, needle in SERVER_CASES:
-            if args.only and args.only not in name:
-                continue
-            with Server(models, messages) as srv:
-                rc, out, secs = endurance(root, ["run", str(_scenario(tmp)), "--endpoint",
-                                                 srv.url, "--out", str(tmp / "rs"),
-                                                 "--quiet", *extra])
-            report(name, classify(rc, out, secs, expect, needle), rc, secs, out)
-        for name, models, messages in CHECK_CASES:
-            if args.only and args.only not in name:
-                continue
-            with Server(models, messages) as srv:
-                rc, out, secs = endurance(root, ["check", srv.url, "--timeout", "10"])
-            report(name, classify(rc, out, secs, "fail1"), rc, secs, out)
-        if not args.only or "resume" in args.only:
-            rc, out, secs = resume_case(root, tmp)
-            report("resume of a journal with another run's rows",
-                   classify(rc, out, secs, "refuse2", "another run"), rc, secs, out)
-        if not args.only or "label" in args.only:
-            report("label with newline, RTL override, HTML", label_case(root, tmp), 0, 0.0,
-                   "")
-    print("counts:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        if args.round in ("2", "all") and not args.group:
+            _BOMB.append(gzip.compress(b"\n" * (256 << 20), 6))     # 256 MiB from ~250 KB
+            round2(root, tmp, args.only, report)
+            print("round 2 counts:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        if args.round in ("3", "all"):
+            from benchmarks.hostile_round3 import run_all
+            counts.clear()
+            tally = run_all(root, tmp / "r3", args.only, args.group, report)
+            print("\nround 3 (issue 38), by kind — before: the triage on 21cb8b4 (250 cases); "
+                  "after: this run")
+            print("| kind | before | after |\n|---|---|---|")
+            for k in KINDS:
+                print(f"| {k} | {BEFORE.get(k, 0)} | {tally.by_kind.get(k, 0)} |")
+            print(f"| total | {sum(BEFORE.values())} | {sum(tally.by_kind.values())} |")
+            print("\nby group: " + " · ".join(
+                f"{g} " + "/".join(str(v.get(k, 0)) for k in KINDS)
+                for g, v in tally.by_group.items()) + f"  ({'/'.join(KINDS)})")
 
 
 if __name__ == "__main__":

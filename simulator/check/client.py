@@ -30,7 +30,7 @@ class RawReply:
         """The body as JSON, or None when it is not JSON."""
         try:
             return json.loads(self.body)
-        except ValueError:
+        except (ValueError, RecursionError):     # not JSON, or nested past the parser
             return None
 
     def snippet(self, n: int = 160) -> str:

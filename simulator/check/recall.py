@@ -5,6 +5,12 @@ server cannot take is reported as beyond its limit, not as a recall failure: kno
 advance when the server states its window (vLLM's and the twin's `max_model_len`,
 llama.cpp's `n_ctx`) and the estimate is over it, or learnt from its context-overflow
 error. The cases are built in pure code (`needle.py`); this module only talks HTTP.
+
+A conformance check too (issue 38): only a Messages reply is scored — HTTP 200, a JSON
+content type and a `{"type": "message", "content": [...]}` object; an event stream,
+an HTML page or any other shape is an error case, never a miss. `timeout_s` bounds the
+whole check (each request gets what is left; cases left when it is spent are errors,
+not run), and a server whose `GET /v1/models` lies ends the check in one line.
 """
 
 from __future__ import annotations
@@ -16,11 +22,12 @@ from typing import Any
 
 import aiohttp
 
-from simulator.check.client import CheckClient
+from simulator.check.client import CheckClient, RawReply
 from simulator.check.compare import served_model
 from simulator.check.needle import BEYOND, ERROR, HIT, MISS, Outcome, build_case, recalled
 from simulator.check.openai_checks import context_window
 from simulator.endpoints.base import ErrorType, classify_status
+from simulator.errors import RunError
 from simulator.twin.serve.server import TWIN_FIELD
 
 MAX_TOKENS = 48     # a small model often restates the question before the value
@@ -83,7 +90,9 @@ async def _one(c: CheckClient, model: str, length: int, depth: float, repeat: in
     try:
         reply = await c.post("/v1/messages", body)
     except (aiohttp.ClientError, TimeoutError) as exc:
-        return Outcome(length, depth, ERROR, detail=f"{type(exc).__name__}: {exc}")
+        why = str(exc) or ("no reply before the check's --timeout was spent"
+                           if isinstance(exc, TimeoutError) else "")
+        return Outcome(length, depth, ERROR, detail=f"{type(exc).__name__}: {why}")
     data = reply.json()
     if reply.status != 200:
         text = reply.body.decode("utf-8", errors="replace")
@@ -92,9 +101,24 @@ async def _one(c: CheckClient, model: str, length: int, depth: float, repeat: in
                                                          f"{reply.snippet(120)}")
         return Outcome(length, depth, ERROR, detail=f"HTTP {reply.status}: "
                                                     f"{reply.snippet(120)}")
+    wrong = not_a_message(reply, data)
+    if wrong is not None:
+        return Outcome(length, depth, ERROR, detail=wrong)
     answer = _text(data)
     return Outcome(length, depth, HIT if recalled(answer, case.expected) else MISS,
                    _input_tokens(data), answer.strip()[:200], f"expected {case.expected}")
+
+
+def not_a_message(reply: RawReply, data: Any) -> str | None:
+    """Why a 200 reply is not a non-streaming Messages reply (None when it is one)."""
+    kind = reply.content_type.split(";")[0].strip().lower()
+    if kind != "application/json":
+        return (f"HTTP 200 {kind or 'with no content type'} is not a Messages reply "
+                f"({reply.snippet(60)})")
+    if not isinstance(data, dict) or data.get("type") != "message" \
+            or not isinstance(data.get("content"), list):
+        return f"HTTP 200 JSON is not a Messages object ({reply.snippet(60)})"
+    return None
 
 
 async def run_recall_async(base_url: str, lengths: Sequence[int], depths: Sequence[float],
@@ -106,10 +130,17 @@ async def run_recall_async(base_url: str, lengths: Sequence[int], depths: Sequen
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as s:
-        c = CheckClient(s, base_url, api_key=api_key)
-        used = await served_model(c, model)
-        window = await context_window(c, used)
-        simulated = await _is_twin(c)
+        c = CheckClient(s, base_url, api_key=api_key, deadline=t0 + timeout_s)
+        try:
+            used = await served_model(c, model)
+            window = await context_window(c, used)
+            simulated = await _is_twin(c)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            why = " ".join(str(exc).split())[:160] or "no reply"
+            if isinstance(exc, TimeoutError):
+                why = f"no reply within --timeout {timeout_s:g} s"
+            raise RunError(f"{base_url}: GET /v1/models: {type(exc).__name__}: {why}") \
+                from None
         out = []
         for length in lengths:
             for depth in depths:

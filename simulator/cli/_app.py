@@ -23,6 +23,11 @@ class _Group(click.Group):
             line = " ".join(redact_text(str(exc)).split())
             click.echo(f"error: {line}", err=True)
             sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            # Ctrl-C before a run's own handling (start-up, a pre-flight): one line and
+            # 130, as a run interrupted later ends — not click's "Aborted!" and exit 1
+            click.echo("error: interrupted", err=True)
+            sys.exit(130)
         except click.UsageError as exc:
             # One line naming the bad value, not click's usage block (exit 2 either way).
             sub = exc.ctx.command_path if exc.ctx is not None else "endurance"

@@ -92,6 +92,16 @@ def check_cmd(ctx: click.Context, url: str, model: str | None, api_key: str | No
             api_key = check_key(api_key, "--api-key / $ANTHROPIC_API_KEY")
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    given = {name for name in ("lengths", "depths", "repeats", "against", "api")
+             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT}
+    if recall and "against" in given:
+        raise InputError("--recall and --against are two different checks; run them one "
+                         "at a time")
+    if recall and api != "anthropic":
+        raise InputError(f"--recall speaks Anthropic Messages only (--api {api})")
+    if not recall and given & {"lengths", "depths", "repeats"}:
+        flags = ", ".join(f"--{n}" for n in sorted(given & {"lengths", "depths", "repeats"}))
+        raise InputError(f"{flags}: only with --recall")
     if recall:
         from simulator.cli.check_recall import run_recall_cli
         ctx.exit(run_recall_cli(url, model, api_key, timeout_s, as_json, lengths, depths,

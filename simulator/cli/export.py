@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+import os
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 
@@ -19,9 +22,40 @@ def export_group() -> None:
     --set record_blocks=true; imported traces set it)."""
 
 
-def _target(out: Path, force: bool) -> None:
-    if out.exists() and not force:
+def _target(out: Path, run_dir: Path, force: bool, *, folder: bool = False) -> None:
+    """Never the run's own files (nor anything inside its directory), never a device
+    node or FIFO, an existing file only with `force`, a folder only where `folder`."""
+    from simulator.util.bounded import is_special
+    run = run_dir.resolve()
+    target = out.resolve()
+    if target == run or run in target.parents:
+        raise InputError(f"{out}: inside the run directory {run_dir}; the export never "
+                         "writes there (choose an -o path outside it)")
+    if is_special(out):
+        raise InputError(f"{out}: not a regular file (a device, FIFO or socket); -o expects "
+                         "a trace file path")
+    if out.is_dir() and not folder:
+        raise InputError(f"{out}: is a folder; -o expects a trace file path")
+    if out.exists() and not out.is_dir() and not force:
         raise InputError(f"{out}: already exists; choose another -o path or pass --force")
+
+
+@contextlib.contextmanager
+def _written(path: Path) -> Iterator[IO[str]]:
+    """A file written beside `path` and renamed over it once complete: an export that
+    fails half-way leaves nothing; an unwritable path is one line, exit 2."""
+    try:          # the folder must exist (a typo'd path is not made, from / down)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write trace ({exc.strerror})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            yield fh
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write trace ({exc.strerror})") from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def _options(output_help: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -41,19 +75,24 @@ def weka(run_dir: Path, out: Path, force: bool) -> None:
     from simulator.exporters.run_requests import run_info, sent_requests
     from simulator.exporters.weka import build_traces
     info = run_info(run_dir)
+    _target(out, run_dir, force, folder=True)
     traces = build_traces(info, list(sent_requests(run_dir)))
     if not traces:
         raise InputError(f"{run_dir}: no successful request to export")
-    if not out.is_dir():
-        _target(out, force)
     if len(traces) == 1 and not out.is_dir():
         files = {out: next(iter(traces.values()))}
     else:
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"{out}: cannot write traces ({exc.strerror})") from None
         files = {out / f"trace_{sid}.json": t for sid, t in traces.items()}
+        for path in files:
+            _target(path, run_dir, force)
     n = 0
     for path, t in files.items():
-        path.write_text(json.dumps(t, separators=(",", ":")), encoding="utf-8")
+        with _written(path) as fh:
+            fh.write(json.dumps(t, separators=(",", ":")))
         n += _count(t["requests"])
     click.echo(f"wrote {len(files)} trace(s), {n} requests, to {out}")
 
@@ -69,10 +108,10 @@ def mooncake(run_dir: Path, out: Path, force: bool) -> None:
     from simulator.exporters.mooncake import mooncake_row
     from simulator.exporters.run_requests import run_info, sent_requests
     run_info(run_dir)
-    _target(out, force)
+    _target(out, run_dir, force)
     ids: dict[str, int] = {}
     n = 0
-    with out.open("w", encoding="utf-8") as fh:
+    with _written(out) as fh:
         for r in sent_requests(run_dir):
             if r.row.get("ok") and r.row.get("request_kind") in ("turn", "summary"):
                 fh.write(json.dumps(mooncake_row(r, ids), separators=(",", ":")) + "\n")

@@ -5,6 +5,11 @@
 appended by `scenario_overrides` before the user's `--set`, as the load options are.
 `--endpoint` may be repeated: the first URL stays the command's `endpoint` parameter,
 and `endpoint_urls()` returns them all (`run` routes over them on the client).
+
+Each option is checked against the others when the overrides are read (issue 38): the
+twin's `--replicas`/`--router` mean nothing against `--endpoint` servers, `--route`
+nothing without two or more of them, `--route` and `--router` name one setting, and a
+sweep's list of replica counts may not repeat one.
 """
 
 from __future__ import annotations
@@ -14,11 +19,13 @@ from typing import Any
 
 import click
 
+from simulator.errors import InputError
 from simulator.twin.fleet.router import POLICIES
 
 _META = "endurance.fleet_overrides"
 _URLS = "endurance.endpoint_urls"
 _REPLICAS = "endurance.replicas_list"
+_GIVEN = "endurance.fleet_given"     # which of --replicas, --router, --route were given
 MAX_REPLICAS = 1024
 
 
@@ -33,6 +40,9 @@ def _replicas(ctx: click.Context, _param: Any, value: str | None) -> None:
                                  "1,2,4") from None
     if not counts or any(not 1 <= r <= MAX_REPLICAS for r in counts):
         raise click.BadParameter(f"{value!r}: replica counts must be within 1..{MAX_REPLICAS}")
+    if len(set(counts)) < len(counts):
+        raise click.BadParameter(f"{value!r}: a replica count is listed twice")
+    ctx.meta.setdefault(_GIVEN, set()).add("--replicas")
     if len(counts) > 1:
         if ctx.command.name != "sweep":
             raise click.BadParameter(f"{value!r}: a list of replica counts is for `sweep`")
@@ -41,11 +51,30 @@ def _replicas(ctx: click.Context, _param: Any, value: str | None) -> None:
     ctx.meta.setdefault(_META, []).append(f"fleet.replicas={counts[0]}")
 
 
-def _store(key: str) -> Callable[[click.Context, Any, Any], None]:
+def _store(key: str, flag: str) -> Callable[[click.Context, Any, Any], None]:
     def callback(ctx: click.Context, _param: Any, value: Any) -> None:
         if value is not None:
             ctx.meta.setdefault(_META, []).append(f"fleet.{key}={value}")
+            ctx.meta.setdefault(_GIVEN, set()).add(flag)
     return callback
+
+
+def _check(ctx: click.Context) -> None:
+    """InputError (one line) for fleet options that cannot combine."""
+    given: set[str] = ctx.meta.get(_GIVEN, set())
+    urls = ctx.meta.get(_URLS, ())
+    if {"--route", "--router"} <= given:
+        raise InputError("--route and --router name the same setting: --router for the "
+                         "twin's fleet, --route over several --endpoint URLs")
+    if "--route" in given and len(urls) < 2:
+        raise InputError("--route routes over several --endpoint URLs (give two or more); "
+                         "the twin's fleet takes --replicas and --router")
+    if urls and "--router" in given:
+        raise InputError("--router is the twin fleet's policy; over --endpoint URLs give "
+                         "--route (and one --endpoint per server)")
+    if urls and "--replicas" in given:
+        raise InputError("--replicas is for the twin; against servers give one --endpoint "
+                         "per replica (and --route)")
 
 
 def _endpoints(ctx: click.Context, _param: Any, value: tuple[str, ...]) -> str | None:
@@ -70,23 +99,30 @@ def fleet_options() -> list[Callable[[Any], Any]]:
         click.option("--replicas", metavar="R", expose_value=False, callback=_replicas,
                      help="Twin: R engines behind one router, on one virtual clock "
                      "(sweep: a list, e.g. 1,2,4)."),
-        click.option("--router", type=choice, expose_value=False, callback=_store("router"),
+        click.option("--router", type=choice, expose_value=False,
+                     callback=_store("router", "--router"),
                      help="Twin fleet routing policy (default round_robin)."),
         click.option("--route", type=click.Choice(POLICIES[:3]), expose_value=False,
-                     callback=_store("router"),
+                     callback=_store("router", "--route"),
                      help="Routing over several --endpoint URLs, on the client."),
     ]
 
 
 def fleet_overrides() -> list[str]:
     ctx = click.get_current_context(silent=True)
-    return list(ctx.meta.get(_META, [])) if ctx is not None else []
+    if ctx is None:
+        return []
+    _check(ctx)
+    return list(ctx.meta.get(_META, []))
 
 
 def replicas_list() -> list[int]:
     """`sweep --replicas 1,2,4`: the fleet sizes to sweep (empty: one)."""
     ctx = click.get_current_context(silent=True)
-    return list(ctx.meta.get(_REPLICAS, [])) if ctx is not None else []
+    if ctx is None:
+        return []
+    _check(ctx)
+    return list(ctx.meta.get(_REPLICAS, []))
 
 
 def endpoint_urls() -> tuple[str, ...]:

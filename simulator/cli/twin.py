@@ -66,7 +66,9 @@ def fit_command(points_file: Path, hardware: str | None, model: str | None,
     hw, mp = hardware or pf.hardware, model or pf.model
     if not hw or not mp:
         raise InputError(f"{points_file}: give --hardware and --model (the file names none)")
-    terms = [t.strip() for t in free.split(",") if t.strip()] if free else pf.fit
+    terms = [t.strip() for t in free.split(",") if t.strip()] if free is not None else pf.fit
+    if free is not None and not terms:
+        raise InputError(f"--free {free!r}: no term named (e.g. --free eta_w,eta_c)")
     runner = None
     if any(p.kind == "spec_decode" for p in pf.points):   # scenarios run as `endurance run`
         from simulator.sweep.calibration import point_runner
@@ -92,20 +94,40 @@ def fit_command(points_file: Path, hardware: str | None, model: str | None,
 @click.option("--units", type=click.Choice(["twin", "server"]), default="twin",
               show_default=True, help="prompt tokens as the twin counts them (cl100k "
               "estimates) or as the server did")
+@click.option("--force", is_flag=True, help="Overwrite an existing points file.")
 def points_command(run_dir: Path, output: Path, hardware: str | None, model: str | None,
-                   units: str) -> None:
+                   units: str, force: bool = False) -> None:
     """Fit points (decode tok/s, TTFT) from a one-session run's turn rows in RUN_DIR."""
     from simulator.analysis.load import turn_records
     from simulator.twin.model.fit_points import points_document, points_from_rows
     if not (run_dir / "turns.parquet").is_file():
         raise InputError(f"{run_dir}: no turns.parquet (not a results directory)")
+    _check_points_output(output, run_dir, force)
     rows = turn_records(run_dir)
     result = points_from_rows(rows, units="server" if units == "server" else "twin")
     doc = points_document(result, hardware=hardware, model=model,
                           source=f"endurance twin points {run_dir} (units: {units})")
-    output.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    try:
+        output.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{output}: cannot write points ({exc.strerror})") from None
     click.echo(f"twin points: {len(result.points)} points from {run_dir} "
                f"({result.skipped} turns unused) -> {output}")
+
+
+def _check_points_output(output: Path, run_dir: Path, force: bool) -> None:
+    """Never inside the run read (its turns.parquet was overwritten with YAML), never a
+    device node, an existing file only with --force."""
+    from simulator.util.bounded import is_special
+    run = run_dir.resolve()
+    target = output.resolve()
+    if target == run or run in target.parents:
+        raise InputError(f"{output}: inside the run directory {run_dir}; choose an -o path "
+                         "outside it")
+    if is_special(output) or output.is_dir():
+        raise InputError(f"{output}: not a regular file; -o expects a points file path")
+    if output.exists() and not force:
+        raise InputError(f"{output}: already exists; choose another -o path or pass --force")
 
 
 SHOW_CARDS = ("a40", "gb10", "h100", "h200")

@@ -12,7 +12,16 @@ import click
 
 from simulator.errors import InputError
 from simulator.twin.fleet.router import POLICIES, RouterConfig
+from simulator.twin.model.profiles import MAX_HOST_GIB
 from simulator.twin.serve.faults import parse_faults
+
+
+def _host_gib(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    """Finite GiB within [0, 1 PiB] (click's FloatRange lets inf and nan through)."""
+    if not 0 <= value <= MAX_HOST_GIB:        # False for nan too
+        raise click.BadParameter(f"{value:g}: host tier sizes are finite GiB within "
+                                 f"[0, {MAX_HOST_GIB:g}]")
+    return value
 
 
 @click.command("serve")
@@ -32,8 +41,9 @@ from simulator.twin.serve.faults import parse_faults
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--max-model-len", type=click.IntRange(min=1), default=None,
               help="Context window in tokens (default: the model profile's, else 262144).")
-@click.option("--kv-offload-gib", type=click.FloatRange(min=0), default=0.0,
-              help="A host-memory KV tier of this many GiB (vLLM --kv-offloading-size).")
+@click.option("--kv-offload-gib", type=float, default=0.0, callback=_host_gib,
+              help="A host-memory KV tier of this many GiB (vLLM --kv-offloading-size; "
+              "finite, at most 1 PiB).")
 @click.option("--instant", is_flag=True,
               help="Zero latency: write whole replies at once (client-ceiling benchmarks).")
 @click.option("--replicas", type=click.IntRange(1, 64), default=1, show_default=True,

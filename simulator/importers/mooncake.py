@@ -9,12 +9,13 @@ accepted: `input_tokens`, `output_tokens`, `created_time`, `delay_ms`.
 
 Rows without a `session_id` are independent requests: each becomes a one-call
 session at its timestamp (only the prefix all sessions share is shared in replay).
-Lines stream; per session only the previous row's hash ids are kept.
+Lines stream; per session only the previous row's hash ids are kept. Bounded like
+cc-traces (`weka`): a line of at most MAX_LINE_CHARS, at most `weka.MAX_REQUESTS`
+rows, every field in its unit and range, a time span of at most a year.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,18 +27,30 @@ from simulator.importers.trace_build import (
     common_prefix,
     hit_tokens,
 )
-from simulator.importers.weka import _field
+from simulator.importers.weka import (
+    MAX_REQUESTS,
+    MAX_TEXT_CHARS,
+    MAX_TRACE_S,
+    _field,
+    check_ids_cover,
+)
+from simulator.util import bounded
 
 BLOCK_SIZE = 512
 _ALIASES = {"input_tokens": "input_length", "output_tokens": "output_length",
             "created_time": "timestamp", "delay_ms": "delay"}
+MAX_LINE_CHARS = 16 << 20     # one row (a 10M-token prompt in 512-token blocks is ~0.2 MB)
 
 
 def read_mooncake(path: Path, block_size: int = BLOCK_SIZE) -> tuple[list[TraceSession], int]:
     """(sessions in order of first row, the prefix in tokens every session's first
     request shares by its hash ids)."""
     try:
-        fh = path.open(encoding="utf-8")
+        bounded.regular_file(path, "trace file")
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    try:
+        fh = path.open(encoding="utf-8-sig")
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     with fh:
@@ -55,32 +68,50 @@ def _rows(path: Path, fh: IO[str], block_size: int) -> tuple[list[TraceSession],
     prev_ids: dict[int, list[Any]] = {}
     common: list[Any] | None = None
     t_prev: dict[int, float] = {}
+    t_start, t_end = float("inf"), float("-inf")
     idx = -1
-    for lineno, line in enumerate(fh, 1):
+    lineno = 0
+    while True:
+        lineno += 1
+        try:
+            line = bounded.read_line(fh, MAX_LINE_CHARS)
+        except bounded.JSONLimit as exc:
+            raise InputError(f"{path}: request {idx + 1} (line {lineno}): {exc}") from None
+        if line is None:
+            break
         if not line.strip():
             continue
         idx += 1
         where = f"{path}: request {idx} (line {lineno})"
+        if idx >= MAX_REQUESTS:
+            raise InputError(f"{where}: more than {MAX_REQUESTS:,} requests; an import "
+                             f"holds at most {MAX_REQUESTS:,} (split the trace)")
         try:
-            d = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+            d = bounded.json_value(line, finite=False)
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"{where}: {bounded.decode_error(exc)}") from None
         if not isinstance(d, dict):
             raise InputError(f"{where}: expected a JSON object")
         for alias, name in _ALIASES.items():
             if alias in d and name not in d:
                 d[name] = d[alias]
         ids = _field(d, "hash_ids", where, "ids", required=True)
-        inp = _field(d, "input_length", where, "count", required=True)
+        inp = _field(d, "input_length", where, "prompt", required=True)
+        check_ids_cover(ids, inp, block_size, where)
         out = _field(d, "output_length", where, "count", required=True)
-        ts = _field(d, "timestamp", where, "seconds")
-        delay = _field(d, "delay", where, "seconds")
-        tool_wait = _field(d, "tool_wait_ms", where, "seconds")
+        ts = _field(d, "timestamp", where, "ms")
+        delay = _field(d, "delay", where, "ms")
+        tool_wait = _field(d, "tool_wait_ms", where, "ms")
+        for key, wait in (("delay", delay), ("tool_wait_ms", tool_wait)):
+            if wait is not None and wait > MAX_TRACE_S * 1000:
+                raise InputError(f"{where}: field '{key}': {wait:g} ms is more than "
+                                 f"{MAX_TRACE_S * 1000:,.0f} ms (a year)")
         sid = d.get("session_id")
-        if sid is not None and not isinstance(sid, str | int):
-            raise InputError(f"{where}: field 'session_id': expected a string")
+        if sid is not None and (isinstance(sid, bool) or not isinstance(sid, str | int)
+                                or len(str(sid)) > MAX_TEXT_CHARS):
+            raise InputError(f"{where}: field 'session_id': expected a string or an "
+                             f"integer of at most {MAX_TEXT_CHARS} characters, got "
+                             f"{bounded.shown(sid)}")
         si = by_id.get(str(sid)) if sid is not None else None
         first = si is None
         if si is None:
@@ -101,6 +132,11 @@ def _rows(path: Path, fh: IO[str], block_size: int) -> tuple[list[TraceSession],
         if t < 0:
             raise InputError(f"{where}: field 'timestamp': earlier than its session's "
                              f"first row")
+        span = max(t_end, s.start_s + t) - min(t_start, s.start_s)
+        if span > MAX_TRACE_S:
+            raise InputError(f"{where}: field 'timestamp': the trace would span "
+                             f"{span:,.0f} s (at most {MAX_TRACE_S:,.0f} s, a year)")
+        t_start, t_end = min(t_start, s.start_s), max(t_end, s.start_s + t)
         t_prev[si] = t
         prev = prev_ids.get(si)
         s.requests.append(TraceRequest(

@@ -26,28 +26,78 @@ from simulator.importers.trace_build import (
     hit_tokens,
 )
 from simulator.importers.trace_stream import ITEMS, StreamError, iter_object
+from simulator.scenario.model import MAX_TOKENS
+from simulator.util import bounded
 
 REQUEST_TYPES = frozenset({"n", "s", "subagent"})
 
+# The bounds of a trace's fields (each refusal names the file, the request, the field):
+MAX_REQUESTS = 10_000          # one import: a recorded call is ~90 YAML nodes of the
+#                                scenario, whose loader stops at 1,000,000
+MAX_TRACE_S = 366 * 86_400.0   # times and waits within a trace: a year
+MAX_TEXT_CHARS = 256           # ids, model names, stop reasons
+MAX_LIST_ITEMS = 1_000         # input_types / output_types
+MAX_BLOCK_SIZE = 1 << 20       # tokens per hash id (as `import mooncake --block-size`)
+MAX_ID = 1 << 64               # an integer hash id: |id| < 2^64
+IDS_COVER = 4                  # hash ids cover at most 4× the prompt (+ one block): an
+#                                export hashes the client's tokens, `in` is the server's
+
+
+def _ids_ok(v: list[Any]) -> bool:
+    return all((type(x) is int and -MAX_ID < x < MAX_ID)
+               or (type(x) is str and len(x) <= MAX_TEXT_CHARS) for x in v)
+
 
 def _field(d: dict[str, Any], key: str, where: str, kind: str, required: bool = False) -> Any:
+    """`d[key]` checked for its kind, in its unit: `prompt` (tokens, ≥ 1), `count`
+    (tokens, ≥ 0), `block` (tokens per hash id, ≥ 1), `seconds` / `ms` (finite, within a
+    year), `text`, `texts`, `ids`; None when absent (InputError when `required`)."""
     v = d.get(key)
     if v is None:
         if required:
             raise InputError(f"{where}: field '{key}': missing")
         return None
-    ok = {"count": isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-          "seconds": isinstance(v, int | float) and not isinstance(v, bool) and v >= 0,
-          "text": isinstance(v, str),
-          "texts": isinstance(v, list) and all(isinstance(x, str) for x in v),
-          "ids": isinstance(v, list) and all(isinstance(x, int | str) and not isinstance(x, bool)
-                                             for x in v)}[kind]
-    if not ok:
-        want = {"count": "a non-negative integer", "seconds": "a non-negative number",
-                "text": "a string", "texts": "a list of strings",
-                "ids": "a list of integer (or string) hash ids"}[kind]
-        raise InputError(f"{where}: field '{key}': expected {want}, got {str(v)[:40]!r}")
+    try:
+        if kind == "prompt":
+            return bounded.count(v, key, "tokens", 1, MAX_TOKENS)
+        if kind == "count":
+            return bounded.count(v, key, "tokens", 0, MAX_TOKENS)
+        if kind == "block":
+            return bounded.count(v, key, "tokens per block", 1, MAX_BLOCK_SIZE)
+        if kind == "seconds":
+            return bounded.seconds(v, key, MAX_TRACE_S)
+        if kind == "ms":
+            return bounded.seconds(v, key, MAX_TRACE_MS_ABS, "ms")
+        if kind == "text":
+            return bounded.text(v, key, MAX_TEXT_CHARS)
+    except bounded.FieldError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    if kind == "texts":
+        if not (isinstance(v, list) and len(v) <= MAX_LIST_ITEMS
+                and all(isinstance(x, str) and len(x) <= MAX_TEXT_CHARS for x in v)):
+            raise InputError(f"{where}: field '{key}': expected a list of at most "
+                             f"{MAX_LIST_ITEMS:,} short strings, got {str(v)[:40]!r}")
+        return v
+    assert kind == "ids", kind
+    if not isinstance(v, list) or not _ids_ok(v):
+        raise InputError(f"{where}: field '{key}': expected a list of hash ids (integers "
+                         f"below 2^64 or strings of at most {MAX_TEXT_CHARS} characters), "
+                         f"got {str(v)[:40]!r}")
     return v
+
+
+# Mooncake timestamps may be epoch milliseconds: bounded to the year 2286, then the
+# trace's span (first to last request) to MAX_TRACE_S.
+MAX_TRACE_MS_ABS = 1e13
+
+
+def check_ids_cover(ids: list[Any], in_tokens: int, block_size: int, where: str,
+                    key: str = "hash_ids") -> None:
+    """A request's hash ids stand for blocks of its prompt: more than IDS_COVER× the
+    prompt (plus one partial block) is not a trace of that prompt."""
+    if len(ids) * block_size > IDS_COVER * in_tokens + block_size:
+        raise InputError(f"{where}: field '{key}': {len(ids):,} ids of {block_size}-token "
+                         f"blocks for a prompt of {in_tokens:,} tokens")
 
 
 class _Reader:
@@ -58,6 +108,7 @@ class _Reader:
         self.scope = HashScope()
         self.sessions: list[TraceSession] = []
         self.prev_ids: dict[int, list[Any]] = {}
+        self.requests = 0
 
     def session(self, name: str, parent: int | None, start: float, tool: int, system: int,
                 block_size: int) -> int:
@@ -75,13 +126,19 @@ class _Reader:
         if kind == "subagent":
             self.subagent(si, d, where)
             return
+        self.requests += 1
+        if self.requests > MAX_REQUESTS:
+            raise InputError(f"{where}: more than {MAX_REQUESTS:,} requests; an import "
+                             f"holds at most {MAX_REQUESTS:,} (split the trace)")
         ids = _field(d, "hash_ids", where, "ids", required=True)
         prev = self.prev_ids.get(si)
         s = self.sessions[si]
         t = _field(d, "t", where, "seconds")
+        in_tokens = _field(d, "in", where, "prompt", required=True)
+        check_ids_cover(ids, in_tokens, s.block_size, where)
         s.requests.append(TraceRequest(
             t=float(t if t is not None else (s.requests[-1].t if s.requests else 0.0)),
-            in_tokens=_field(d, "in", where, "count", required=True),
+            in_tokens=in_tokens,
             out_tokens=_field(d, "out", where, "count", required=True),
             blocks=len(ids), shared_prev_blocks=common_prefix(ids, prev) if prev else 0,
             implied_hit_tokens=self.scope.observe(ids),       # blocks for now (× size later)
@@ -100,7 +157,9 @@ class _Reader:
             raise InputError(f"{where}: field 'requests': expected a list of requests")
         start = _field(d, "t", where, "seconds", required=True)
         p = self.sessions[parent]
-        name = f"{p.name}.{d.get('agent_id') or len(self.sessions)}"
+        agent = _field(d, "agent_id", where, "text") if isinstance(d.get("agent_id"), str) \
+            else d.get("agent_id")
+        name = f"{p.name}.{str(agent)[:MAX_TEXT_CHARS] if agent else len(self.sessions)}"
         si = self.session(name, parent, float(start),
                           _field(d, "tool_tokens", where, "count") or 0,
                           _field(d, "system_tokens", where, "count") or 0, p.block_size)
@@ -113,30 +172,41 @@ class _Reader:
 def read_trace(path: Path) -> tuple[list[TraceSession], dict[str, Any]]:
     """Sessions of one cc-traces file (the conversation, then its sub-agents) and its
     header fields (id, block_size, hash_id_scope, models)."""
+    try:
+        bounded.regular_file(path, "trace file")
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc}") from None
     r = _Reader(path)
     head: dict[str, Any] = {}
     main = -1
+    where = f"{path}"
     try:
-        with path.open(encoding="utf-8") as fh:
+        with path.open(encoding="utf-8-sig") as fh:
             idx = 0
             for key, value in iter_object(fh, "requests"):
                 if key != "requests":
                     head[key] = value
                     continue
                 if value is ITEMS:
-                    bs = _field(head, "block_size", f"{path}", "count") or 64
-                    main = r.session(str(head.get("id") or path.stem), None, 0.0,
+                    bs = _field(head, "block_size", f"{path}", "block") or 64
+                    name = _field(head, "id", f"{path}", "text") \
+                        if isinstance(head.get("id"), str) else head.get("id")
+                    main = r.session(str(name or path.stem)[:MAX_TEXT_CHARS], None, 0.0,
                                      _field(head, "tool_tokens", f"{path}", "count") or 0,
                                      _field(head, "system_tokens", f"{path}", "count") or 0,
                                      bs)
+                    where = f"{path}: request {idx}"
                     continue
-                r.request(main, value, f"{path}: request {idx}")
+                r.request(main, value, where)
                 idx += 1
+                where = f"{path}: request {idx}"
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except StreamError as exc:
+        if main >= 0 and where != f"{path}":
+            raise InputError(f"{where}: not a cc-traces request ({exc})") from None
         raise InputError(f"{path}: not a cc-traces JSON object ({exc})") from None
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply to be a cc-traces file") from None
@@ -145,8 +215,6 @@ def read_trace(path: Path) -> tuple[list[TraceSession], dict[str, Any]]:
     if not r.sessions[main].requests:
         raise InputError(f"{path}: field 'requests': no requests")
     for s in r.sessions:
-        if s.block_size == 0:
-            raise InputError(f"{path}: field 'block_size': must be positive")
         for q in s.requests:
             q.implied_hit_tokens = hit_tokens(q.implied_hit_tokens, q.blocks, q.in_tokens,
                                               s.block_size)
@@ -156,11 +224,16 @@ def read_trace(path: Path) -> tuple[list[TraceSession], dict[str, Any]]:
 
 
 def trace_files(paths: list[Path]) -> Iterator[Path]:
-    """The files to read: given files, and each folder's *.json (sorted)."""
+    """The files to read: given files, and each folder's *.json (sorted). A given path
+    that is not a regular file (a FIFO, a device) is refused here, before any read."""
     for p in paths:
         if p.is_dir():
             yield from sorted(q for q in p.glob("*.json") if q.is_file())
         elif p.exists():
+            try:
+                bounded.regular_file(p, "trace file")
+            except ValueError as exc:
+                raise InputError(f"{p}: {exc}") from None
             yield p
         else:
             raise InputError(f"{p}: no such file or folder")

@@ -141,5 +141,31 @@ def turn_key(row: dict[str, Any]) -> tuple[str, int, str, int, str | None]:
             str(row.get("request_kind")), int(row.get("attempt") or 0), row.get("fact_id"))
 
 
+def rows_to_rebuild(turn_rows: list[dict[str, Any]],
+                    history_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pure: the turn rows a journal lacks that its history lines carry — a run killed
+    after a success's history line and before its turn row (`Recorder.write_success`)
+    — in history order, each once."""
+    return missing_rows({turn_key(r) for r in turn_rows}, history_rows)
+
+
+def missing_rows(have: set[tuple[str, int, str, int, str | None]],
+                 history_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rows_to_rebuild` given the turn keys the journal has (updated in place)."""
+    out = []
+    for h in history_rows:
+        row = h.get("row")
+        if isinstance(row, dict) and turn_key(row) not in have:
+            have.add(turn_key(row))
+            out.append(row)
+    return out
+
+
+def without_row(history_row: dict[str, Any]) -> dict[str, Any]:
+    """A worker's history line as the parent journals it: the turn row it carries is in
+    the worker's time, and the parent has that row (merged, or rebuilt) already."""
+    return {k: v for k, v in history_row.items() if k != "row"}
+
+
 def history_key(row: dict[str, Any]) -> tuple[str, Any, Any, bool]:
     return (str(row.get("session")), row.get("turn"), row.get("kind"), "failed" in row)

@@ -29,6 +29,7 @@ from simulator.records.rows import (
     in_simulated_time,
     metrics_in_simulated_time,
 )
+from simulator.util.bounded import is_special
 from simulator.util.redact import redact
 
 if TYPE_CHECKING:  # pandas is imported when a run finishes: start-up stays short
@@ -200,6 +201,8 @@ def load_manifest(run_dir: Path) -> dict[str, Any]:
     """The run's manifest as a dict (InputError when missing or not a JSON object). Here,
     beside its writer, so the resume path reads it without importing pandas."""
     path = run_dir / "manifest.json"
+    if is_special(path):        # a FIFO would block the read forever
+        raise InputError(f"{path}: not a regular file")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -254,7 +257,10 @@ class Recorder:
         _write_json_atomic(run_dir / MANIFEST, self.manifest)
 
     def write(self, record: TurnRecord) -> None:
-        row = in_simulated_time(record.to_row(), self.clock)
+        self.write_row(in_simulated_time(record.to_row(), self.clock))
+
+    def write_row(self, row: dict[str, Any]) -> None:
+        """One turn row as the journal holds it (in this run's time already)."""
         self._turns.write(json.dumps(row, separators=(",", ":")) + "\n")
         self._turns.flush()
         self.rows_written += 1
@@ -274,6 +280,14 @@ class Recorder:
         self._events.write(json.dumps({**self._stamp, **row}, separators=(",", ":"),
                                       default=str) + "\n")
         self._events.flush()
+
+    def write_success(self, history_row: dict[str, Any], record: TurnRecord) -> None:
+        """A successful request: its history line, carrying the turn row, then the turn
+        row. A kill between the two leaves the row in the history line, and `--resume`
+        writes it back (`ownership.rows_to_rebuild`): the two are durable together."""
+        row = in_simulated_time(record.to_row(), self.clock)
+        self.write_history({**history_row, "row": row})
+        self.write_row(row)
 
     def write_history(self, row: dict[str, Any]) -> None:
         """One row of `history.jsonl` (a stored reply or a session's failure), stamped

@@ -18,6 +18,10 @@ from simulator.twin.model.perf_model import build_perf_model
 # 10,000 sessions of the small test scenario peak near 0.5 GB; beyond this, use a
 # server (`endurance twin serve` and --endpoint) or --workers with a real endpoint.
 MAX_TWIN_SESSIONS = 10_000
+# Every replica of an in-process fleet holds its own KV bookkeeping, ~160 bytes a block
+# (a40 × qwen3-coder-30b: 28,125 blocks, ~4.7 MB a replica; 256 replicas peaked at
+# 1.2 GB, 1,024 ran out of memory): the fleet's blocks together stay within this.
+MAX_FLEET_KV_BLOCKS = 8_388_608
 
 
 def check_runnable(s: Scenario, *, twin: tuple[str, str] | None = None,
@@ -28,7 +32,15 @@ def check_runnable(s: Scenario, *, twin: tuple[str, str] | None = None,
     if not in_process:
         return
     hw, model = twin or (s.twin.hardware, s.twin.model)
-    build_perf_model(hw, model, spec=spec or s.twin.spec, overrides=s.twin.engine_overrides())
+    pm = build_perf_model(hw, model, spec=spec or s.twin.spec,
+                          overrides=s.twin.engine_overrides())
+    blocks = s.fleet.replicas * pm.num_blocks
+    if blocks > MAX_FLEET_KV_BLOCKS:
+        raise InputError(f"fleet: {s.fleet.replicas:,} replicas × {pm.num_blocks:,} KV blocks "
+                         f"is more than the in-process twin holds ({MAX_FLEET_KV_BLOCKS:,} "
+                         f"blocks, about {MAX_FLEET_KV_BLOCKS * 160 // 2**30} GiB of its own "
+                         f"memory): at most {MAX_FLEET_KV_BLOCKS // pm.num_blocks:,} replicas "
+                         "of this card, or serve them (endurance twin serve --replicas)")
     if s.sessions > MAX_TWIN_SESSIONS:
         raise InputError(f"sessions {s.sessions:,}: the in-process twin holds at most "
                          f"{MAX_TWIN_SESSIONS:,} sessions in memory; run more against "

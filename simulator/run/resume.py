@@ -18,7 +18,13 @@ from pydantic import ValidationError
 from simulator.endpoints.base import Endpoint
 from simulator.endpoints.http.preflight import preflight
 from simulator.errors import InputError
-from simulator.records.ownership import history_key, refuse_if_running, turn_key
+from simulator.records.ownership import (
+    history_key,
+    refuse_if_running,
+    rows_to_rebuild,
+    turn_key,
+    without_row,
+)
 from simulator.records.recorder import (
     EVENTS_JOURNAL,
     HISTORY_JOURNAL,
@@ -79,6 +85,7 @@ def open_resumed(spec: RunSpec, endpoint: Endpoint | None) -> tuple[Scenario, Ru
     prior_status = m.get("status")
     recorder = Recorder(run_dir, m, resume=True)
     merged = merge_worker_journals(recorder, run_dir)
+    rebuilt = rebuild_rows(recorder, run_dir)
     state = resume_state(read_journal(run_dir / TURNS_JOURNAL),
                          read_journal(run_dir / HISTORY_JOURNAL), s.turns)
     if (run_dir / EVENTS_JOURNAL).exists():     # a ramp's judged steps: it continues after
@@ -87,9 +94,29 @@ def open_resumed(spec: RunSpec, endpoint: Endpoint | None) -> tuple[Scenario, Ru
     resumes = [*m.get("resumes", []), {
         "at": time.time(), "from_status": prior_status, "rows_before": state.rows_before,
         "sessions_done": len(state.done_sessions),
-        "sessions_failed": len(state.failed_sessions), "worker_rows_merged": merged}]
+        "sessions_failed": len(state.failed_sessions), "worker_rows_merged": merged,
+        "rows_rebuilt": rebuilt}]
     recorder.update_manifest(resumes=resumes)
     return s, spec, recorder, state
+
+
+def _turn_record(row: dict[str, Any], where: Path) -> TurnRecord:
+    try:
+        return TurnRecord(**row)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: a history line carries a turn row that does not load; "
+                         "refusing to resume") from None
+
+
+def rebuild_rows(recorder: Recorder, run_dir: Path) -> int:
+    """Write back the turn rows a kill took between a success's history line and its
+    turn row (the history line carries it); the number written."""
+    missing = rows_to_rebuild(read_journal(run_dir / TURNS_JOURNAL),
+                              read_journal(run_dir / HISTORY_JOURNAL))
+    for row in missing:
+        _turn_record(row, run_dir / HISTORY_JOURNAL)
+        recorder.write_row(row)
+    return len(missing)
 
 
 def _journals(run_dir: Path) -> list[Path]:
@@ -112,15 +139,17 @@ def merge_worker_journals(recorder: Recorder, run_dir: Path) -> int:
     has_metrics = bool(read_journal(run_dir / METRICS_JOURNAL))
     added = 0
     for shard in shards:
-        for row in read_journal(shard / HISTORY_JOURNAL):
-            if history_key(row) not in hist:
-                hist.add(history_key(row))
-                recorder.write_history(row)
-        for row in read_journal(shard / TURNS_JOURNAL):
+        shard_hist = read_journal(shard / HISTORY_JOURNAL)
+        shard_turns = read_journal(shard / TURNS_JOURNAL)
+        for row in [*shard_turns, *rows_to_rebuild(shard_turns, shard_hist)]:
             if turn_key(row) not in turns:
                 turns.add(turn_key(row))
-                recorder.write(TurnRecord(**row))
+                recorder.write(_turn_record(row, shard / TURNS_JOURNAL))
                 added += 1
+        for row in shard_hist:
+            if history_key(row) not in hist:
+                hist.add(history_key(row))
+                recorder.write_history(without_row(row))
         if not has_metrics:
             for row in read_journal(shard / METRICS_JOURNAL):
                 recorder.write_metrics(row)

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 from simulator.clock import RunClock
 from simulator.endpoints.factory import make_endpoint
 from simulator.errors import InputError
-from simulator.records.ownership import die_with_parent
+from simulator.records.ownership import die_with_parent, missing_rows, turn_key, without_row
 from simulator.records.prometheus import metrics_url_for
 from simulator.records.recorder import (
     HISTORY_JOURNAL,
@@ -62,6 +62,7 @@ from simulator.session.runner import RunOutcome
 
 WORKERS_DIR = "workers"
 SHARD_JOURNALS = (TURNS_JOURNAL, METRICS_JOURNAL, HISTORY_JOURNAL)
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 @dataclass(frozen=True)
@@ -149,8 +150,18 @@ class ProcessExecutor:
             self._procs = [ctx.Process(target=_shard_main, args=(job, results),
                                        name=f"endurance-worker-{job.index}", daemon=False)
                            for job in jobs]
-            for proc in self._procs:
-                proc.start()
+            # Each worker starts with SIGINT and SIGTERM blocked (the mask survives the
+            # spawn's exec): a terminal's Ctrl-C, which reaches the worker's group until
+            # it moves to its own, cannot interrupt its imports (a half-imported pandas
+            # broke its finalize); its runner unblocks them once its handlers are in
+            # place, and a signal sent meanwhile is delivered then. Here they are
+            # pending for the milliseconds the starts take, then forwarded as usual.
+            masked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+            try:
+                for proc in self._procs:
+                    proc.start()
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, masked)
             got: dict[int, ShardResult] = {}
             while len(got) < len(jobs):
                 if not results.empty():
@@ -184,6 +195,9 @@ def _shard_main(job: ShardJob, results: Any) -> None:
     die_with_parent()
     try:
         result = run_shard(job)
+    except KeyboardInterrupt:   # stopped outside the runner's handlers: no traceback
+        result = ShardResult(job.index, "interrupted", f"worker {job.index} stopped by "
+                             "signal before its sessions ran")
     except Exception as exc:  # reported as the shard's failure; the traceback to stderr
         import traceback
         traceback.print_exc()
@@ -282,7 +296,8 @@ def run_shard(job: ShardJob) -> ShardResult:
     except KeyboardInterrupt:
         outcome = RunOutcome("interrupted", reason="interrupted")
     finally:
-        recorder.finalize(outcome.status, None)
+        with signals_deferred():    # a forwarded signal must not tear the parquet
+            recorder.finalize(outcome.status, None)
     return ShardResult(job.index, outcome.status, outcome.reason,
                        tuple(outcome.failed_sessions), outcome.deadline_reached,
                        outcome.wall_window_s, t0, t0_wall)
@@ -389,13 +404,19 @@ def merge_shards(recorder: Recorder, jobs: Sequence[ShardJob],
             shift = res.t0_wall + res.clock_offset_s - t0_wall
         else:
             shift = (res.t0_mono - t0) if res.t0_mono else 0.0
+        seen: set[tuple[str, int, str, int, str | None]] = set()
         for row in iter_journal(job.shard_dir / TURNS_JOURNAL):
+            seen.add(turn_key(row))
             row["started_mono_s"] = row["started_mono_s"] + shift
             recorder.write(TurnRecord(**row))
         for row in iter_journal(job.shard_dir / METRICS_JOURNAL):
             recorder.write_metrics(row)
-        for row in iter_journal(job.shard_dir / HISTORY_JOURNAL):
-            recorder.write_history(row)
+        hist = list(iter_journal(job.shard_dir / HISTORY_JOURNAL))
+        for row in missing_rows(seen, hist):     # a worker killed between the two lines
+            row["started_mono_s"] = row["started_mono_s"] + shift
+            recorder.write(TurnRecord(**row))
+        for row in hist:
+            recorder.write_history(without_row(row))
 
 
 def clock_alignment(results: Sequence[ShardResult]) -> dict[str, Any] | None:

@@ -81,6 +81,35 @@ def _check_events(text: str, file: str) -> None:
                                 file=file, line=_line(ev))
 
 
+def check_data_limits(data: Any, size_bytes: int, file: str) -> None:
+    """The limits `load_scenario` applies to a file (size, nesting, nodes), checked on
+    the plain data about to be written as that file — for a writer (the trace
+    importers) that validated the data in memory and need not parse it back."""
+    if size_bytes > MAX_FILE_BYTES:
+        raise ScenarioError(f"{size_bytes / 2**20:,.0f} MiB of YAML; a scenario file holds "
+                            f"at most {MAX_FILE_BYTES // 2**20} MiB", file=file)
+    total = 0
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        v, depth = stack.pop()
+        total += 1
+        if isinstance(v, dict):
+            total += len(v)                       # the keys
+            items: Any = v.values()
+        elif isinstance(v, list | tuple):
+            items = v
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            raise ScenarioError(f"nested more than {MAX_DEPTH} levels deep", file=file)
+        stack.extend((x, depth + 1) for x in items)
+        if total > MAX_NODES:
+            break
+    if total > MAX_NODES:
+        raise ScenarioError(f"more than {MAX_NODES:,} YAML nodes; a scenario file holds at "
+                            f"most {MAX_NODES:,} (import fewer requests)", file=file)
+
+
 def _line(ev: yaml.Event) -> int | None:
     return ev.start_mark.line + 1 if ev.start_mark is not None else None
 

@@ -412,6 +412,10 @@ class Timeouts(_Frozen):
     total_s: float | None = Field(default=3600.0, gt=0, le=7 * 86_400)
     max_response_bytes: int | None = Field(default=256 * 1024 * 1024, ge=1024)
     retry_after_max_s: float = Field(default=300.0, ge=0, le=86_400)
+    # The pre-flight `GET /v1/models` before a run: its response head and whole reply
+    # within this (or first_byte_s / total_s when lower). A listing is ~1 KB; a server
+    # that says nothing for 30 s is reported before any results directory exists.
+    preflight_s: float = Field(default=30.0, gt=0, le=86_400)
 
 
 # A scenario's name goes into its run id, a directory name (255 bytes on most file systems).
@@ -428,7 +432,8 @@ class TwinSpec(_Frozen):
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     kv_cache_gib: float | None = Field(default=None, gt=0)
     prefix_caching: bool = True
-    kv_offload_gib: float = Field(default=0.0, ge=0)   # host KV tier (--kv-offload-gib)
+    # host KV tier (--kv-offload-gib), at most 1 PiB (1e308 overflowed its block count)
+    kv_offload_gib: float = Field(default=0.0, ge=0, le=1_048_576.0)
     # vLLM --max-num-batched-tokens / --max-num-seqs; None keeps the profile's (with
     # speculation on, the profile's spec_max_num_batched_tokens unless this is set)
     max_num_batched_tokens: int | None = Field(default=None, gt=0, le=1 << 24)

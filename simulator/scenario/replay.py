@@ -16,9 +16,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+# Recorded times (waits, model time, session starts): finite and at most a century, the
+# bound of a run's `deadline_s`; the trace importers refuse more than a year up front.
+MAX_REPLAY_S = 100 * 365.25 * 86_400
+
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class ReplayArg(_Frozen):
@@ -78,9 +82,9 @@ class ReplayCall(_Frozen):
     assistant: tuple[ReplayBlock, ...] = ()
     usage: RecordedUsage | None = None
     stop_reason: str | None = None
-    wait_s: float = Field(default=0.0, ge=0)     # idle before the request
+    wait_s: float = Field(default=0.0, ge=0, le=MAX_REPLAY_S)   # idle before the request
     wait_kind: Literal["think", "tool", "none"] = "none"
-    model_s: float | None = Field(default=None, ge=0)  # request → last reply line
+    model_s: float | None = Field(default=None, ge=0, le=MAX_REPLAY_S)  # request → last reply
     compaction: CompactionPoint | None = None
     spawns: tuple[int, ...] = ()     # sub-agent sessions its Task/Agent call starts
     model: str | None = None         # the model the trace recorded (kept, not sent)
@@ -100,7 +104,8 @@ class ReplaySession(_Frozen):
     id: str
     parent: int | None = None        # index of the parent session (sub-agents)
     parent_call: int | None = None   # the parent's call whose Task/Agent tool_use starts it
-    start_offset_s: float = Field(default=0.0, ge=0)   # since the parent (else the run) began
+    # since the parent (else the run) began
+    start_offset_s: float = Field(default=0.0, ge=0, le=MAX_REPLAY_S)
     prefix_tokens: int | None = Field(default=None, ge=0)  # recorded system+tools size
     calls: tuple[ReplayCall, ...] = Field(min_length=1)
 
@@ -113,7 +118,7 @@ class ReplaySpec(_Frozen):
     compaction: Literal["recorded", "policy", "auto"] = "recorded"
     summary_request: bool = True     # recorded compactions: send the summary call too
     timing: Literal["recorded", "none"] = "recorded"
-    max_wait_s: float = Field(default=600.0, ge=0)
+    max_wait_s: float = Field(default=600.0, ge=0, le=MAX_REPLAY_S)
     summary_prompt_tokens: int = Field(default=120, ge=0)
     token_scale: float = Field(default=1.0, gt=0)
     thinking_in_context: bool = False

@@ -156,6 +156,7 @@ class Agent:
         self.prober = Prober(ctx, self.session_id, index, prefix) \
             if ctx.scenario.probes is not None else None
         self._probe_s = 0.0              # seconds the last turn's probes took
+        self._forced = 0                 # compactions an overflow forced in this turn
 
     def rng(self, turn: int, purpose: str = "") -> random.Random:
         """The generator for one purpose of one turn: independent streams, so draws for
@@ -191,6 +192,7 @@ class Agent:
                 return
             template = self._draw_template(rng)
             self.conv = self.conv.append(user_msg)
+            self._forced = 0
             event = await self._compact(turn)
             resp = await self._request(turn, template, event, wait_s, self.conv.messages,
                                        "turn", self._max_tokens(template, rng))
@@ -199,10 +201,12 @@ class Agent:
             if self.ctx.progress is not None and not replaying:
                 self.ctx.progress(resp.usage.output_tokens or resp.output_tokens_est)
             if self.prober is not None:
-                self.prober.note_turn(turn, event is not None)   # resumed turns too
+                # the policy's compaction or one an overflow forced: either is crossed
+                compacted = event is not None or self._forced > 0
+                self.prober.note_turn(turn, compacted)   # resumed turns too
                 if not replaying:
                     started = self.ctx.clock.monotonic()
-                    await self.prober.after_turn(turn, sent, event is not None)
+                    await self.prober.after_turn(turn, sent, compacted)
                     self._probe_s = self.ctx.clock.monotonic() - started
 
     def _warm_start(self) -> None:
@@ -368,12 +372,13 @@ class Agent:
                 else:
                     if self.ctx.ngram_meter is not None:     # after the reply's last token
                         resp = self.ctx.ngram_meter.annotate(req, resp)
-                    # History first: a crash between the two rows then replays this reply
-                    # on resume instead of sending the turn twice.
-                    self.ctx.recorder.write_history(reply_row(
+                    # History first, carrying the turn row: a crash between the two
+                    # lines replays this reply on resume instead of sending the turn
+                    # twice, and resume writes the row back from the history line.
+                    self.ctx.recorder.write_success(reply_row(
                         self.session_id, turn, kind, forced, resp,
-                        self.s.history == "live" or kind == "summary", targets))
-                    self._record_success(att, started_wall, sent, resp)
+                        self.s.history == "live" or kind == "summary", targets),
+                        self._success_row(att, started_wall, sent, resp))
                     if resp.content:
                         self.ctx.tracker.extend(self.session_id, Message("assistant", resp.content))
                     return resp
@@ -390,6 +395,7 @@ class Agent:
                 self.conv, event = out.conversation, out.event
                 messages = self.conv.messages
                 forced += 1
+                self._forced += 1
                 targets.append(target)
                 continue
             if not err.error_type.retryable or number >= retry.max_attempts:
@@ -412,6 +418,7 @@ class Agent:
                 out = comp.force_compaction(self.conv, self.prefix.tokens_est, target,
                                             self.s.compaction.kind)
                 self.conv = out.conversation
+                self._forced += 1
             messages = self.conv.messages
         req = self._build(messages, 1, None)
         self.ctx.tracker.observe(self.session_id, req.prefix, req.messages, self.ctx.tools_text)
@@ -434,13 +441,13 @@ class Agent:
             compaction_tokens_removed=ev.tokens_removed if ev else 0,
             schedule_lag_s=a.lag_s, **kw)
 
-    def _record_success(self, b: Attempt, wall: float, sent: float, r: LLMResponse) -> None:
+    def _success_row(self, b: Attempt, wall: float, sent: float, r: LLMResponse) -> TurnRecord:
         t = r.timing
         n_out = r.usage.output_tokens if r.usage.output_tokens is not None else r.output_tokens_est
         ttft, decode, turn_rate, e2e = derive_rates(n_out, t.sent, t.first_token, t.last_token)
         if e2e is None and t.done is not None:
             e2e = t.done - t.sent
-        self.ctx.recorder.write(self._row(
+        return (self._row(
             b, wall, sent, input_tokens=r.usage.input_tokens,
             cache_read_tokens=r.usage.cache_read_input_tokens,
             cache_creation_tokens=r.usage.cache_creation_input_tokens,

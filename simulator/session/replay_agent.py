@@ -153,7 +153,9 @@ class ReplayAgent(Agent):
                                 f"{self.script.id} has no message to send")
         max_tokens = max(1, call.usage.output_tokens if call.usage else 1)
         template = self._template(call, max_tokens)
-        wait = call.wait_s if self.spec.timing == "recorded" else 0.0
+        # the wait this turn had (`_wait` caps it at max_wait_s), not the one recorded
+        wait = min(call.wait_s, self.spec.max_wait_s) if self.spec.timing == "recorded" \
+            else 0.0
         resp = await self._request(k, template, event, wait, self.conv.messages, "turn",
                                    max_tokens)
         self._append_recorded(call, resp.content if self.spec.mode == "live" else None)

@@ -270,6 +270,10 @@ class Runner:
                 installed.append(sig)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass  # not the main thread (e.g. a worker thread in tests)
+        if installed:
+            # a `--workers` process starts with both blocked (`run.shards`): from now
+            # on they stop the run, a signal sent during its start-up included
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, installed)
         return installed
 
 

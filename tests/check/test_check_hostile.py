@@ -17,7 +17,8 @@ from simulator.check.runner import run_check_async
 from simulator.cli import main
 from tests.endpoints.test_endpoints_limits import SSE_HEAD, _chunk
 from tests.endpoints.test_endpoints_lying import COMPLETE, HEAD_10
-from tests.reliability.test_hostile_preflight import Reply, lying_server
+from tests.lying_servers import Reply, lying_server, models_ok
+from tests.lying_servers import json_gb as one_gb_json
 
 
 async def complete_no_close(w: asyncio.StreamWriter) -> None:
@@ -34,35 +35,21 @@ async def length_larger(w: asyncio.StreamWriter) -> None:
             + str(len(body) * 10).encode() + b"\r\n\r\n" + body)
 
 
-async def one_gb_json(w: asyncio.StreamWriter) -> None:
-    w.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-            b"content-length: 1000000000\r\n\r\n")
-    piece = b'{"data": [' + b'{"id": "m"}, ' * 5000
-    for _ in range(1_000_000_000 // len(piece)):
-        w.write(piece)
-        await w.drain()
-
-
-async def models_ok(w: asyncio.StreamWriter) -> None:
-    body = b'{"object": "list", "data": [{"id": "m", "object": "model"}]}'
-    w.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-            + str(len(body)).encode() + b"\r\n\r\n" + body)
-
-
 @pytest.mark.parametrize("models", [pytest.param(None, marks=pytest.mark.slow), models_ok],
                          ids=["all-lie", "models-answer"])
 @pytest.mark.parametrize("reply", [complete_no_close, http10_no_length, length_larger],
                          ids=["complete-no-close", "http10-no-length", "length-too-large"])
 def test_check_timeout_bounds_the_whole_check(reply: Reply, models: Reply | None) -> None:
     """Each of the ~8 requests used to wait its own --timeout (66 s for --timeout 10;
-    over 3 s here): the whole check now ends within about one."""
+    16 s and more for --timeout 2): the whole check now ends within about one (the
+    bound leaves a loaded machine room, issue 38 item 7)."""
     with lying_server(reply, models) as url:
         t0 = time.monotonic()
-        r = CliRunner().invoke(main, ["check", url, "--timeout", "0.5"])
+        r = CliRunner().invoke(main, ["check", url, "--timeout", "2"])
         elapsed = time.monotonic() - t0
     assert r.exit_code == 1, r.output
     assert "Traceback" not in r.output
-    assert elapsed < 2.0, f"check --timeout 0.5 took {elapsed:.1f} s"
+    assert elapsed < 10.0, f"check --timeout 2 took {elapsed:.1f} s"
 
 
 async def test_a_1gb_json_body_is_refused_in_bounded_memory(

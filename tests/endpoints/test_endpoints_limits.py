@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -126,37 +127,45 @@ async def hostile(write: Writer) -> AsyncIterator[str]:
         await server.wait_closed()
 
 
-def _endpoint(kind: str, url: str, d: Dialect) -> Any:
+# A case whose outcome is not a timeout runs under limits it cannot reach on a loaded
+# machine (a 0.4 s total raced a slow first connection: `stream_timeout` instead of
+# `rate_limited`); the guard only stops a hang — the error type names the limit that
+# ended an attempt, so no wall-clock bound is asserted (issue 38 item 7).
+RELAXED = dataclasses.replace(LIMITS, first_byte_s=60.0, total_s=60.0)
+GUARD_S = 60.0
+TIMEOUTS = (ErrorType.STREAM_TIMEOUT, ErrorType.FIRST_BYTE_TIMEOUT, ErrorType.TIMEOUT)
+
+
+def _endpoint(kind: str, url: str, d: Dialect, limits: AttemptLimits = LIMITS) -> Any:
     if kind == "lean":
-        return LeanEndpoint(url, timeout_s=LIMITS.idle_s, dialect=d, limits=LIMITS)
+        return LeanEndpoint(url, timeout_s=limits.idle_s, dialect=d, limits=limits)
     if kind == "aiohttp":
-        return AiohttpEndpoint(url, timeout_s=LIMITS.idle_s, dialect=d, limits=LIMITS)
+        return AiohttpEndpoint(url, timeout_s=limits.idle_s, dialect=d, limits=limits)
     cls: Any = OpenAISDKEndpoint if d is OPENAI_CHAT else AnthropicSDKEndpoint
-    return cls(url, "k", timeout_s=LIMITS.idle_s, limits=LIMITS)
+    return cls(url, "k", timeout_s=limits.idle_s, limits=limits)
 
 
-CASES: list[tuple[str, Callable[[str], Writer], ErrorType, float]] = [
-    ("html_200", lambda api: html_200, ErrorType.MALFORMED, 1.0),
-    ("wrong_shape", lambda api: wrong_shape, ErrorType.MALFORMED, 1.0),
-    ("endless_keepalive", lambda api: endless_keepalive, ErrorType.STREAM_TIMEOUT, 1.5),
-    ("endless_deltas", endless_deltas, ErrorType.STREAM_TIMEOUT, 1.5),
-    ("huge_body", huge_body, ErrorType.RESPONSE_TOO_LARGE, 1.5),
-    ("no_answer", lambda api: no_answer, ErrorType.FIRST_BYTE_TIMEOUT, 1.2),
-    ("huge_retry_after", lambda api: huge_retry_after, ErrorType.RATE_LIMITED, 1.0),
+CASES: list[tuple[str, Callable[[str], Writer], ErrorType]] = [
+    ("html_200", lambda api: html_200, ErrorType.MALFORMED),
+    ("wrong_shape", lambda api: wrong_shape, ErrorType.MALFORMED),
+    ("endless_keepalive", lambda api: endless_keepalive, ErrorType.STREAM_TIMEOUT),
+    ("endless_deltas", endless_deltas, ErrorType.STREAM_TIMEOUT),
+    ("huge_body", huge_body, ErrorType.RESPONSE_TOO_LARGE),
+    ("no_answer", lambda api: no_answer, ErrorType.FIRST_BYTE_TIMEOUT),
+    ("huge_retry_after", lambda api: huge_retry_after, ErrorType.RATE_LIMITED),
 ]
 
 
 @pytest.mark.parametrize("kind", ["lean", "aiohttp"])
 @pytest.mark.parametrize("dialect", [ANTHROPIC, OPENAI_CHAT], ids=lambda d: d.name)
-@pytest.mark.parametrize(("case", "make", "expected", "bound_s"), CASES,
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("case", "make", "expected"), CASES, ids=[c[0] for c in CASES])
 async def test_hostile_server_ends_within_its_limit(kind: str, dialect: Dialect, case: str,
                                                    make: Callable[[str], Writer],
-                                                   expected: ErrorType, bound_s: float) -> None:
+                                                   expected: ErrorType) -> None:
     async with hostile(make(dialect.name)) as url:
-        ep = _endpoint(kind, url, dialect)
+        ep = _endpoint(kind, url, dialect, LIMITS if expected in TIMEOUTS else RELAXED)
         try:
-            async with asyncio.timeout(bound_s):  # the limit ended it, not this guard
+            async with asyncio.timeout(GUARD_S):  # a hang; the error type names the limit
                 with pytest.raises(EndpointError) as info:
                     await ep.send(REQ)
         finally:
@@ -170,17 +179,17 @@ async def test_hostile_server_ends_within_its_limit(kind: str, dialect: Dialect,
 
 
 @pytest.mark.parametrize("dialect", [ANTHROPIC, OPENAI_CHAT], ids=lambda d: d.name)
-@pytest.mark.parametrize(("case", "make", "expected", "bound_s"),
+@pytest.mark.parametrize(("case", "make", "expected"),
                          [c for c in CASES if c[0] in ("no_answer", "huge_retry_after",
                                                        "endless_keepalive")],
                          ids=["endless_keepalive", "no_answer", "huge_retry_after"])
 async def test_sdk_paths_keep_the_same_limits(dialect: Dialect, case: str,
                                               make: Callable[[str], Writer],
-                                              expected: ErrorType, bound_s: float) -> None:
+                                              expected: ErrorType) -> None:
     async with hostile(make(dialect.name)) as url:
-        ep = _endpoint("sdk", url, dialect)
+        ep = _endpoint("sdk", url, dialect, LIMITS if expected in TIMEOUTS else RELAXED)
         try:
-            async with asyncio.timeout(bound_s):
+            async with asyncio.timeout(GUARD_S):
                 with pytest.raises(EndpointError) as info:
                     await ep.send(REQ)
         finally:

@@ -154,7 +154,7 @@ async def test_a_complete_stream_is_a_success_whether_or_not_the_body_ends(
         resp = await _send(kind, url, dialect)
         elapsed = asyncio.get_running_loop().time() - t0
     assert resp.text == "hello" and resp.status == 200
-    assert elapsed < 2.0                       # the grace, not a 600 s idle timeout
+    assert elapsed < 10.0                      # the grace, not a 600 s idle timeout
     assert resp.timing.done - resp.timing.sent < 0.5   # done = when the end arrived
 
 
@@ -228,4 +228,4 @@ def test_a_reply_past_the_content_cap_is_too_large_without_counting_it() -> None
         state.response(3.0)
     assert info.value.error_type is ErrorType.RESPONSE_TOO_LARGE
     assert state.partial_output_tokens() == n
-    assert time.monotonic() - t0 < 2.0
+    assert time.monotonic() - t0 < 10.0       # minutes before (bounded, not timed)

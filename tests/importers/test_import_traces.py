@@ -239,7 +239,7 @@ def test_mooncake_bad_row_and_sessions(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("fmt", "body", "why"), [
     ("weka", b"[1, 2]", "expected '{'"),
-    ("weka", b'{"requests":' + b"[" * 50_000 + b"]" * 50_000 + b"}", "nested too deeply"),
+    ("weka", b'{"requests":' + b"[" * 50_000 + b"]" * 50_000 + b"}", "nested deeper than 64"),
     ("weka", b'{"block_size": 64}', "field 'requests': missing"),
     ("mooncake", b"\xff\xfe{}\n", "not UTF-8"),
     ("mooncake", b'{"timestamp": 1}\n', "field 'hash_ids': missing"),

@@ -314,16 +314,16 @@ def _fill_disk_after(monkeypatch: pytest.MonkeyPatch, rows: int, *, parquet: boo
     import errno
 
     from simulator.records.recorder import Recorder
-    real = Recorder.write
+    real = Recorder.write_row          # every turn row's journal line goes through it
     count = {"n": 0}
 
-    def write(self: Recorder, record: Any) -> None:
+    def write_row(self: Recorder, row: Any) -> None:
         count["n"] += 1
         if count["n"] > rows:
             raise OSError(errno.ENOSPC, "No space left on device")
-        real(self, record)
+        real(self, row)
 
-    monkeypatch.setattr(Recorder, "write", write)
+    monkeypatch.setattr(Recorder, "write_row", write_row)
     if parquet:
         def full(*_a: Any, **_k: Any) -> None:
             raise OSError(errno.ENOSPC, "No space left on device")

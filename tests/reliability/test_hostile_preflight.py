@@ -6,11 +6,7 @@ scenario's limits, before any results directory exists. A server without the rou
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,84 +16,18 @@ from simulator.cli import main
 from simulator.endpoints.http import preflight
 from simulator.errors import RunError
 from tests.conftest import small_scenario
+from tests.lying_servers import (
+    Reply,
+    endless_body,
+    garbage_status,
+    lying_server,
+    not_found,
+    silent,
+)
+from tests.lying_servers import trickle as trickle_pings
 from tests.reliability_twin import write_yaml
 
-Reply = Callable[[asyncio.StreamWriter], Awaitable[None]]
-
-
-async def silent(w: asyncio.StreamWriter) -> None:
-    await asyncio.sleep(3600)
-
-
-async def trickle_pings(w: asyncio.StreamWriter) -> None:
-    w.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-            b"transfer-encoding: chunked\r\n\r\n")
-    while True:
-        w.write(b"1\r\n \r\n")
-        await w.drain()
-        await asyncio.sleep(0.05)
-
-
-async def garbage_status(w: asyncio.StreamWriter) -> None:
-    w.write(b"\x00\xffHELLO garbage\r\n\r\n")
-
-
-async def endless_body(w: asyncio.StreamWriter) -> None:
-    w.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-            b"content-length: 99999999999\r\n\r\n")
-    while True:
-        w.write(b"[" * 65536)
-        await w.drain()
-
-
-async def not_found(w: asyncio.StreamWriter) -> None:
-    w.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
-
-
-@contextlib.contextmanager
-def lying_server(reply: Reply, models: Reply | None = None) -> Iterator[str]:
-    """A raw server on 127.0.0.1:0 in its own thread and loop, stopped at exit; every
-    request gets `reply`, except GET /v1/models which gets `models` when given."""
-    ready = threading.Event()
-    box: dict[str, object] = {}
-
-    async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await r.readuntil(b"\r\n\r\n")
-                n = next((int(x.split(b":")[1]) for x in head.lower().split(b"\r\n")
-                          if x.startswith(b"content-length:")), 0)
-                if n:
-                    await r.readexactly(n)
-                use = models if models is not None and head.startswith(b"GET /v1/models") \
-                    else reply
-                await use(w)
-                await w.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass
-        finally:
-            w.close()
-
-    async def serve() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", 0)
-        box["url"] = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        stop = asyncio.Event()
-        box["stop"], box["loop"] = stop, asyncio.get_running_loop()
-        ready.set()
-        await stop.wait()
-        server.close()
-        for t in asyncio.all_tasks() - {asyncio.current_task()}:
-            t.cancel()
-
-    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
-    thread.start()
-    assert ready.wait(5)
-    try:
-        yield str(box["url"])
-    finally:
-        loop = box["loop"]
-        loop.call_soon_threadsafe(box["stop"].set)  # type: ignore[attr-defined]
-        thread.join(5)
+__all__ = ["Reply", "lying_server"]     # re-exported for the tests that import them here
 
 
 # A short total (the trickle case waits it out); pings every 0.05 s stay under idle.
@@ -124,7 +54,7 @@ def test_a_lying_models_route_ends_the_run_in_one_line(tmp_path: Path, reply: Re
     assert len(lines) == 1 and lines[0].startswith("error: "), r.output
     assert "GET /v1/models" in lines[0] and needle in lines[0], lines[0]
     assert "no results directory" in lines[0]
-    assert elapsed < 5.0, elapsed
+    assert elapsed < 20.0, elapsed      # the limits (≤ 2 s), not the 600 s default
     assert not (tmp_path / "r").exists()
 
 
@@ -145,3 +75,29 @@ def test_nothing_listening_is_unreachable() -> None:
         pass                                       # stopped: the port is closed now
     with pytest.raises(RunError, match="unreachable"):
         preflight.preflight(url, 1.0)
+
+
+@pytest.mark.parametrize(("reply", "needle"), [
+    (silent, "no response head within 1 s (timeouts.preflight_s)"),
+    (trickle_pings, "did not finish within 2 s (2 × timeouts.preflight_s)"),
+], ids=["silent", "trickle-pings"])
+def test_the_pre_flight_is_bounded_by_its_own_limit_with_default_limits(
+        tmp_path: Path, reply: Reply, needle: str) -> None:
+    """With no limits set, a silent or trickling /v1/models held the run 600 s (the
+    attempt's first_byte_s) or 3,600 s (total_s); the pre-flight has its own bound,
+    `timeouts.preflight_s` for the head (default 30 s; 1 s here), twice that in all."""
+    path = write_yaml(tmp_path / "s.yaml", small_scenario(turns=1))
+    with lying_server(reply) as url:
+        t0 = time.monotonic()
+        r = CliRunner().invoke(main, ["run", str(path), "--endpoint", url, "--out",
+                                      str(tmp_path / "r"), "--quiet",
+                                      "--set", "timeouts.preflight_s=1"])
+        elapsed = time.monotonic() - t0
+    lines = r.output.strip().splitlines()
+    assert r.exit_code == 1 and len(lines) == 1 and needle in lines[0], r.output
+    assert elapsed < 20.0, elapsed      # the limits (≤ 2 s), not the 600 s default
+
+
+def test_the_pre_flight_default_is_seconds() -> None:
+    from simulator.scenario.model import Timeouts
+    assert Timeouts().preflight_s == preflight.PREFLIGHT_S == 30.0

@@ -86,7 +86,9 @@ def _sigterm_stalled_run(tmp_path: Path, sessions: int, *args: str,
 @pytest.mark.slow
 def test_sigterm_cancels_stalled_requests_after_the_grace(tmp_path: Path) -> None:
     out, stopped_in = _sigterm_stalled_run(tmp_path, 3)
-    assert stopped_in < 10
+    # the `cancelled` rows show the grace ended the stalled requests; the bound only
+    # tells it from the 60 s stall, leaving a loaded machine's finalize room (issue 38)
+    assert stopped_in < 45
     run_dir = Path(out.strip().splitlines()[-1])
     df = pd.read_parquet(run_dir / "turns.parquet")
     assert len(df) == 3 and set(df.error_type) == {"cancelled"}
@@ -127,7 +129,7 @@ def test_sigterm_to_the_workers_parent_stops_every_worker(tmp_path: Path, sig: i
     (SIGINT to the parent alone was ignored: issue 29, item 7)."""
     out, stopped_in = _sigterm_stalled_run(tmp_path, 4, "--workers", "2", start_within_s=60,
                                            sig=sig, group=group)
-    assert stopped_in < 15
+    assert stopped_in < 45        # as above: the rows say `cancelled`; the stall is 60 s
     run_dir = Path(out.strip().splitlines()[-1])
     df = pd.read_parquet(run_dir / "turns.parquet")
     assert len(df) == 4 and set(df.error_type) == {"cancelled"}

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import threading
 import time
@@ -138,6 +137,19 @@ def _wait_shipped(out: Path, n: int, alive: Callable[[], bool], timeout_s: float
         time.sleep(0.2)
 
 
+def _own_shard_pids(out: Path) -> list[int]:
+    """The PIDs of this run's two shard processes, from the owner file each shard's
+    journal holds in its node-local scratch directory (`endurance-<run id>-*`) — never
+    a machine-wide process search, which counted (and once killed) another run's or
+    another user's `ray::remote_shard` (issue 38 item 7). Both have shipped rows when
+    this is called, so both files exist; a PID is kept only while it is alive and
+    started when its file says."""
+    from simulator.records.ownership import live_owner
+    (run_dir,) = out.iterdir()
+    scratch = Path(tempfile.gettempdir()).glob(f"endurance-{run_dir.name}-*/w*")
+    return sorted(pid for d in scratch if (pid := live_owner(d)) is not None)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
 def test_sigterm_on_the_driver_stops_every_shard_keeps_rows_and_resumes(
         ray_head: dict[str, Any], tmp_path: Path, sig: int) -> None:
@@ -193,10 +205,9 @@ def test_a_shard_whose_worker_dies_is_reported_and_its_rows_kept(
             spec, 2, echo=lambda _line: None, executor=_ray_executor())))
         thread.start()
         _wait_shipped(out, 3, thread.is_alive)
-        pids = subprocess.run(["pgrep", "-f", "^ray::remote_shard"], capture_output=True,
-                              text=True, check=False).stdout.split()
+        pids = _own_shard_pids(out)
         assert len(pids) == 2, pids
-        os.kill(int(pids[0]), signal.SIGKILL)
+        os.kill(pids[0], signal.SIGKILL)
         thread.join(240)
         assert not thread.is_alive()
     res = box["res"]

@@ -37,6 +37,10 @@ class MemoryRecorder:
     def write_history(self, row: dict[str, Any]) -> None:
         self.history.append(row)
 
+    def write_success(self, history_row: dict[str, Any], record: TurnRecord) -> None:
+        self.write_history(history_row)
+        self.write(record)
+
     def write_metrics(self, row: dict[str, Any]) -> None:
         raise AssertionError("an agent writes no server metrics")
 

@@ -40,7 +40,25 @@ def test_points_refuse_a_directory_without_rows(tmp_path: Path) -> None:
 
 
 def test_points_refuse_a_corrupted_rows_file_in_one_line(tmp_path: Path) -> None:
-    (tmp_path / "turns.parquet").write_bytes(b"PAR1 not a parquet file")
-    out = CliRunner().invoke(main, ["twin", "points", str(tmp_path), "-o", str(tmp_path / "p.yaml")])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "turns.parquet").write_bytes(b"PAR1 not a parquet file")
+    out = CliRunner().invoke(main, ["twin", "points", str(run), "-o", str(tmp_path / "p.yaml")])
     assert out.exit_code == 2 and "corrupted parquet" in out.output, out.output
     assert not (tmp_path / "p.yaml").exists()
+
+
+def test_points_never_write_into_the_run_nor_over_a_file_without_force(tmp_path: Path) -> None:
+    """`twin points RUN -o RUN/turns.parquet` overwrote the run's rows with YAML."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "turns.parquet").write_bytes(b"rows")
+    for target in (run / "turns.parquet", run / "new.yaml"):
+        out = CliRunner().invoke(main, ["twin", "points", str(run), "-o", str(target)])
+        assert out.exit_code == 2 and "inside the run directory" in out.output, out.output
+    assert (run / "turns.parquet").read_bytes() == b"rows"
+    existing = tmp_path / "p.yaml"
+    existing.write_text("mine")
+    out = CliRunner().invoke(main, ["twin", "points", str(run), "-o", str(existing)])
+    assert out.exit_code == 2 and "pass --force" in out.output, out.output
+    assert existing.read_text() == "mine"

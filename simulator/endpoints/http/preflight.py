@@ -3,7 +3,10 @@ and the URL safe to record.
 
 The probe goes through the project's own HTTP client (`http1`) under the run's limits
 (issue 29): the connect timeout, `first_byte_s` to the response head, `idle_s` between
-reads, `total_s` for the whole probe and MODELS_BODY_LIMIT bytes. A server that
+reads, `total_s` for the whole probe and MODELS_BODY_LIMIT bytes — the head within
+`preflight_s` (default 30 s, issue 38) and the whole probe within twice that: a listing
+needs seconds, not the ten minutes and the hour an attempt's defaults allow a long
+prompt, so a server that never answers is reported within a minute. A server that
 connects but never answers, trickles bytes forever or sends garbage for a status line
 ends the run before any results directory exists, in one line; one that answers with
 an error status or no JSON simply lists no models (not every server has the route).
@@ -41,12 +44,43 @@ class ProbeLimits(Protocol):
     @property
     def total_s(self) -> float | None: ...
 
+    @property
+    def preflight_s(self) -> float: ...
+
+
+PREFLIGHT_S = 30.0       # the scenario's `timeouts.preflight_s` default
+
 
 @dataclass(frozen=True)
 class _Defaults:
     first_byte_s: float | None = 600.0
     idle_s: float | None = None
     total_s: float | None = 3600.0
+    preflight_s: float = PREFLIGHT_S
+
+
+@dataclass(frozen=True)
+class _Bound:
+    """The probe's effective limits: the attempt's, capped at `preflight_s` for the
+    response head and twice that for the whole reply, with the name the refusal line
+    gives each."""
+
+    first_byte_s: float
+    first_byte_name: str
+    idle_s: float | None
+    total_s: float
+    total_name: str
+
+    @classmethod
+    def of(cls, lim: ProbeLimits) -> _Bound:
+        cap = lim.preflight_s
+        fb, total = lim.first_byte_s, lim.total_s
+        fb_named = (fb, f"first_byte_s={fb:g} s") if fb is not None and fb <= cap \
+            else (cap, f"{cap:g} s (timeouts.preflight_s)")
+        total_named = (total, f"total_s={total:g} s") \
+            if total is not None and total <= 2 * cap \
+            else (2 * cap, f"{2 * cap:g} s (2 × timeouts.preflight_s)")
+        return cls(fb_named[0], fb_named[1], lim.idle_s, total_named[0], total_named[1])
 
 
 # The last listing fetched per base URL: `models()` (twin detection, the context
@@ -72,14 +106,16 @@ def models(url: str, timeout_s: float) -> list[dict[str, Any]]:
     if url in _LISTED:
         return _LISTED[url]
     try:
-        return _fetch(url, timeout_s, _Defaults(first_byte_s=timeout_s, total_s=timeout_s))
+        return _fetch(url, timeout_s, _Defaults(first_byte_s=timeout_s, total_s=timeout_s,
+                                                preflight_s=max(timeout_s, PREFLIGHT_S)))
     except (RunError, InputError):
         return []
 
 
-def _fetch(url: str, connect_s: float, lim: ProbeLimits) -> list[dict[str, Any]]:
+def _fetch(url: str, connect_s: float, limits: ProbeLimits) -> list[dict[str, Any]]:
     where = f"endpoint {redact_url(url)}"
     tail = "; no results directory was created"
+    lim = _Bound.of(limits)
     try:
         status, body = asyncio.run(_get(url, "/v1/models", connect_s, lim))
     except http1.ConnectTimeout:
@@ -117,7 +153,7 @@ class _TooLarge(Exception):
     pass
 
 
-def _idle(lim: ProbeLimits, connect_s: float) -> float:
+def _idle(lim: _Bound, connect_s: float) -> float:
     return lim.idle_s if lim.idle_s is not None else max(connect_s, 600.0)
 
 
@@ -125,7 +161,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())[:200]
 
 
-async def _get(url: str, path: str, connect_s: float, lim: ProbeLimits) -> tuple[int, bytes]:
+async def _get(url: str, path: str, connect_s: float, lim: _Bound) -> tuple[int, bytes]:
     """GET `path`: (status, body) under the limits; _Timeout / _TooLarge / http1 errors."""
     pool = http1.HTTP1Pool(url, max_connections=1, connect_timeout_s=connect_s,
                            read_timeout_s=_idle(lim, connect_s), clock=time.monotonic)
@@ -141,14 +177,14 @@ async def _get(url: str, path: str, connect_s: float, lim: ProbeLimits) -> tuple
                 except TimeoutError:
                     if total.expired():
                         raise
-                    raise _Timeout(f"sent no response head within first_byte_s="
-                                   f"{lim.first_byte_s:g} s") from None
+                    raise _Timeout(f"sent no response head within {lim.first_byte_name}") \
+                        from None
                 body = await ex.read_body(MODELS_BODY_LIMIT + 1)
                 if len(body) > MODELS_BODY_LIMIT:
                     raise _TooLarge
                 return head.status, body
     except TimeoutError:
-        raise _Timeout(f"did not finish within total_s={lim.total_s:g} s "
+        raise _Timeout(f"did not finish within {lim.total_name} "
                        f"({loop.time() - t0:.1f} s)") from None
     finally:
         await pool.aclose()

@@ -45,21 +45,28 @@ BOUNDS: dict[str, tuple[float, float]] = {
 }
 
 
+# What a measured point may hold (issue 38): finite numbers within what an engine serves.
+MAX_MEASURED = 1e12          # tok/s, seconds, tokens or a ratio
+MAX_BATCH = 1 << 20          # running sequences (vLLM's max_num_seqs, as `--max-num-seqs`)
+MAX_CONTEXT = 100_000_000    # tokens (a scenario's context window bound)
+MAX_POINTS_BYTES = 64 << 20  # a points file
+
+
 class Observation(BaseModel):
     """One measured figure. Units: tok_s (decode aggregate or prompt tokens / TTFT),
     s (TTFT), tokens (KV capacity)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     kind: Literal["decode", "prefill", "kv_capacity", "spec_decode", "spec_replay"]
-    measured: float = Field(gt=0)
+    measured: float = Field(gt=0, le=MAX_MEASURED)
     unit: Literal["tok_s", "s", "tokens", "ratio"]
-    batch: int = Field(default=1, gt=0)
-    context: int = Field(default=0, ge=0)
-    prompt_tokens: int = Field(default=0, ge=0)
-    cached_tokens: int = Field(default=0, ge=0)
-    low: float | None = None
-    high: float | None = None
-    weight: float = Field(default=1.0, ge=0)
+    batch: int = Field(default=1, gt=0, le=MAX_BATCH)
+    context: int = Field(default=0, ge=0, le=MAX_CONTEXT)
+    prompt_tokens: int = Field(default=0, ge=0, le=MAX_CONTEXT)
+    cached_tokens: int = Field(default=0, ge=0, le=MAX_CONTEXT)
+    low: float | None = Field(default=None, ge=0, le=MAX_MEASURED)
+    high: float | None = Field(default=None, ge=0, le=MAX_MEASURED)
+    weight: float = Field(default=1.0, ge=0, le=1e6)
     label: str = ""
     note: str = ""
     # spec_decode: a run of the product's path (`endurance run`, through the runner the
@@ -71,7 +78,7 @@ class Observation(BaseModel):
     # speculation off
     spec: str = "off"
     code_edit: bool = True
-    turns: int = Field(default=3, gt=0)
+    turns: int = Field(default=3, gt=0, le=1_000_000)
     max_num_batched_tokens: int | None = None
     scenario: str | None = None
     overrides: tuple[str, ...] = ()
@@ -118,31 +125,46 @@ class PointsFile(BaseModel):
     engine: dict[str, Any] = Field(default_factory=dict)
     fit: list[str] | None = None
     assumptions: list[str] = Field(default_factory=list)
-    points: list[Observation]
+    points: list[Observation] = Field(max_length=10_000)   # each is predicted per iteration
 
 
 def load_points(path: str | Path) -> PointsFile:
-    """Read observations from a YAML file (with metadata) or a CSV (one point per row)."""
+    """Read observations from a YAML file (with metadata) or a CSV (one point per row).
+    A FIFO, a device, a file over MAX_POINTS_BYTES, text that is not UTF-8 and numbers
+    that are not finite or past their bounds are one InputError line."""
+    from simulator.util.bounded import regular_file
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        regular_file(p, "points file")
+        if p.stat().st_size > MAX_POINTS_BYTES:
+            raise ValueError(f"larger than {MAX_POINTS_BYTES >> 20} MiB")
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: not UTF-8 text (byte {exc.start})") from None
+    except ValueError as exc:
+        raise InputError(f"{p}: {exc}") from None
     except OSError as exc:
-        raise InputError(f"{p}: cannot read points file ({exc.strerror})") from exc
+        raise InputError(f"{p}: cannot read points file ({exc.strerror})") from None
     if p.suffix.lower() == ".csv":
-        rows = [{k: v for k, v in row.items() if v not in ("", None)}
-                for row in csv.DictReader(text.splitlines())]
+        try:
+            rows = [{k: v for k, v in row.items() if v not in ("", None)}
+                    for row in csv.DictReader(text.splitlines())]
+        except csv.Error as exc:
+            raise InputError(f"{p}: not a CSV points file ({exc})") from None
         data: Any = {"points": rows}
     else:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise InputError(f"{p}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+            raise InputError(f"{p}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        except RecursionError:
+            raise InputError(f"{p}: YAML nested too deeply") from None
     try:
         pf = PointsFile.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
-        raise InputError(f"{p}: {loc}: {err['msg']}") from exc
+        raise InputError(f"{p}: {loc}: {err['msg']}") from None
     return pf.model_copy(update={"points": [_exchanges_near(_near(o, p.parent), p.parent)
                                             for o in pf.points]})
 
@@ -320,6 +342,10 @@ def fit_terms(points: Sequence[Observation], hardware: str, model: str, *,
                          f"(known: {', '.join(BOUNDS)})")
     if not points:
         raise InputError("fit: no points to fit")
+    if not free:
+        raise InputError("fit: no term to fit")
+    if not any(p.weight > 0 for p in points):
+        raise InputError("fit: every point's weight is 0; nothing to fit")
     hw, mp = load_hardware(hardware), load_model(model)
     settings = load_engine_settings(hw, engine)
     base, _ = efficiency_for(hw)

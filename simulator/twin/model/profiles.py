@@ -65,6 +65,9 @@ class Efficiency(_Strict):
 DEFAULT_FREE = ("t0_s", "kv_half_seqs", "routing_skew", "eta_c", "eta_attn", "reserve_bytes")
 
 
+MAX_HOST_GIB = 1_048_576.0      # 1 PiB: a host KV tier past any machine's memory
+
+
 class EngineSettings(_Strict):
     """vLLM engine settings the twin models (CLI flags of `vllm serve`)."""
 
@@ -75,8 +78,9 @@ class EngineSettings(_Strict):
     kv_dtype: KvDtype
     spec: str = "off"
     enable_prefix_caching: bool = True
-    kv_offload_gib: float = Field(default=0.0, ge=0)   # vLLM --kv-offloading-size (GiB of
-    #                                                    host memory for evicted KV); 0: off
+    # vLLM --kv-offloading-size (GiB of host memory for evicted KV; 0: off), at most
+    # 1 PiB (past any host's memory; 1e308 GiB overflowed the tier's block count)
+    kv_offload_gib: float = Field(default=0.0, ge=0, le=MAX_HOST_GIB, allow_inf_nan=False)
     # hybrids' kept states (vLLM CacheConfig.prefix_cache_retention_interval): 0 the replay
     # boundary and shared-prefix junctions only (vLLM 0.32's default), None every block
     # boundary a step ends on, N > 0 also every N tokens (a multiple of the block size)

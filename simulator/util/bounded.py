@@ -1,0 +1,201 @@
+"""Bounded reading of untrusted files: one place for the limits every reader shares.
+
+A trace, a points file or a run's journal comes from outside and may be hostile: a
+FIFO with no writer (a read that never returns), a device that never ends
+(`/dev/zero`), a 5,000-digit integer (`ValueError` from the stdlib's int parser), a
+number that overflows to infinity (`1e400`, `Infinity`), a key given twice (JSON keeps
+the last, silently), nesting 100,000 deep (`RecursionError`), one line of a gigabyte.
+Each is refused here with one line naming the file, the record and the field, before
+it can cost more than a bounded amount of time or memory:
+
+* `regular_file(path)`: anything but a regular file (FIFO, device, socket, folder) is
+  refused at once, from its `stat`, before it is opened;
+* `json_value(text)` / `DECODER`: the stdlib's decoder with `Infinity`/`NaN`, floats
+  that overflow, duplicate member names and nesting deeper than `MAX_DEPTH` refused
+  (`JSONLimit`, a `ValueError` that is not a `JSONDecodeError`, so a streaming reader
+  never mistakes it for "read more");
+* `read_line(fh, limit)`: one line of at most `limit` characters;
+* `count`, `seconds`, `text`: one field of a record, checked for type (a bool is not a
+  number), finiteness and its range, in its unit.
+
+Pure apart from `regular_file` (one `stat`) and `read_line` (reads the handle given).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import stat
+from pathlib import Path
+from typing import IO, Any
+
+MAX_DEPTH = 64                     # JSON nesting: a trace row is 3 deep, a points file 4
+MAX_INT_DIGITS = 4300              # the stdlib's own limit (sys.int_info.default_max_str_digits)
+
+
+class JSONLimit(ValueError):
+    """A JSON value past one of this module's bounds (not a syntax error)."""
+
+
+class FieldError(ValueError):
+    """A field outside its type or range; the message names the field and what it holds."""
+
+
+def regular_file(path: Path, what: str = "file") -> None:
+    """OSError-free check that `path` is a regular file; ValueError with the reason
+    otherwise (a FIFO would block its reader forever, a device never ends)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise ValueError(f"no such {what}") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read {what} ({exc.strerror or type(exc).__name__})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ValueError(f"is a folder, not a {what}")
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device"
+                if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise ValueError(f"{kind}, not a regular {what}")
+
+
+def is_special(path: Path) -> bool:
+    """True when `path` exists and is neither a regular file nor a folder (a FIFO, a
+    device node, a socket): never to be opened for writing or replaced."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _constant(name: str) -> Any:
+    raise JSONLimit(f"{name} is not a finite number")
+
+
+def _float(s: str) -> float:
+    x = float(s)
+    if not math.isfinite(x):
+        raise JSONLimit(f"{s[:40]} is not a finite number")
+    return x
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise JSONLimit(f"field {k[:60]!r} given twice")
+            seen.add(k)
+    return d
+
+
+DECODER = json.JSONDecoder(parse_float=_float, parse_constant=_constant,
+                           object_pairs_hook=_pairs)
+# For records whose every number is then checked by field (`count`, `seconds`): a
+# non-finite number reaches the field check, whose line names the field.
+FIELD_DECODER = json.JSONDecoder(object_pairs_hook=_pairs)
+
+
+def depth(value: Any, limit: int = MAX_DEPTH) -> None:
+    """JSONLimit when `value` nests lists/objects deeper than `limit`."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            items: Any = v.values()
+        elif isinstance(v, list):
+            items = v
+        else:
+            continue
+        if d > limit:
+            raise JSONLimit(f"nested deeper than {limit} levels")
+        stack.extend((x, d + 1) for x in items if isinstance(x, dict | list))
+
+
+def decode_error(exc: Exception) -> str:
+    """What a failed bounded decode means, in a few words (no traceback text)."""
+    if isinstance(exc, JSONLimit):
+        return str(exc)
+    if isinstance(exc, RecursionError):
+        return f"nested deeper than {MAX_DEPTH} levels"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not JSON ({exc.msg} at column {exc.colno})"
+    if isinstance(exc, ValueError) and "digits" in str(exc):
+        return f"an integer of more than {MAX_INT_DIGITS} digits"
+    return f"not JSON ({type(exc).__name__})"
+
+
+def json_value(text: str, *, finite: bool = True) -> Any:
+    """One JSON document under this module's bounds; JSONLimit / JSONDecodeError /
+    ValueError (too many digits) / RecursionError otherwise — `decode_error` words it.
+    `finite=False`: non-finite numbers pass, for a caller that checks every field."""
+    dec = DECODER if finite else FIELD_DECODER
+    value, end = dec.raw_decode(text, len(text) - len(text.lstrip()))
+    if text[end:].strip():
+        raise JSONLimit(f"data after the JSON value (column {end + 1})")
+    depth(value)
+    return value
+
+
+def read_line(fh: IO[str], limit: int) -> str | None:
+    """The next line (with its newline), None at the end; JSONLimit when a line holds
+    more than `limit` characters (read at most `limit + 1` of them)."""
+    line = fh.readline(limit + 1)
+    if not line:
+        return None
+    if len(line) > limit and not line.endswith("\n"):
+        raise JSONLimit(f"a line longer than {limit:,} characters")
+    return line
+
+
+def shown(v: Any) -> str:
+    """A value as JSON, cut to 40 characters (for a refusal's line)."""
+    return _shown(v)
+
+
+def _shown(v: Any) -> str:
+    try:
+        s = json.dumps(v)[:41]
+    except (TypeError, ValueError):
+        s = repr(v)[:41]
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+def count(v: Any, field: str, unit: str, lo: int, hi: int) -> int:
+    """An integer in [lo, hi] `unit` (a bool or a float is not one)."""
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise FieldError(f"field {field!r}: expected a whole number of {unit}, got {_shown(v)}")
+    if not lo <= v <= hi:
+        digits = len(str(abs(v))) if abs(v) < 10 ** 30 else 31
+        shown = f"a {digits}{'+' if digits > 30 else ''}-digit number of" if digits > 15 \
+            else f"{v:,}"
+        raise FieldError(f"field {field!r}: {shown} {unit}, not within [{lo:,}, {hi:,}]")
+    return v
+
+
+def seconds(v: Any, field: str, hi: float, unit: str = "s") -> float:
+    """A finite, non-negative number at most `hi` (in `unit`)."""
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        raise FieldError(f"field {field!r}: expected a non-negative number of {unit}, "
+                         f"got {_shown(v)}")
+    if isinstance(v, int) and abs(v) >= 10 ** 30:
+        raise FieldError(f"field {field!r}: a number of 31+ digits of {unit} is more "
+                         f"than {hi:,.0f} {unit}")
+    x = float(v)
+    if not math.isfinite(x) or x < 0:
+        raise FieldError(f"field {field!r}: expected a finite, non-negative number of {unit}, "
+                         f"got {_shown(v)}")
+    if x > hi:
+        raise FieldError(f"field {field!r}: {x:g} {unit} is more than {hi:,.0f} {unit}")
+    return x
+
+
+def text(v: Any, field: str, max_chars: int) -> str:
+    """A string of at most `max_chars` characters."""
+    if not isinstance(v, str):
+        raise FieldError(f"field {field!r}: expected a string, got {_shown(v)}")
+    if len(v) > max_chars:
+        raise FieldError(f"field {field!r}: {len(v):,} characters (at most {max_chars:,})")
+    return v
