@@ -1,0 +1,161 @@
+"""Presenting a `LiveSnapshot`: the terminal dashboard (a rich renderable) and the
+one-line status a non-terminal gets. Formatting only; the figures are `live.figures`'.
+
+The dashboard's last column, "run", is the whole run so far by the summary's own
+definitions: when the run ends it shows summary.json's figures (the tmux test reads
+them off the screen and compares).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from simulator.live.figures import LiveSnapshot, RunFigures, WindowFigures
+
+
+def _num(v: float | None, fmt: str = "{:,.1f}") -> str:
+    return "—" if v is None else fmt.format(v)
+
+
+def _ms(v: float | None) -> str:
+    if v is None:
+        return "—"
+    return f"{v * 1000:,.0f} ms" if v < 1.0 else f"{v:,.2f} s"
+
+
+def _pct(v: float | None) -> str:
+    return "—" if v is None else f"{100.0 * v:.1f}%"
+
+
+def _failures(f: Mapping[str, int]) -> str:
+    return "0" if not f else ", ".join(f"{k} {v}" for k, v in f.items())
+
+
+def _window_label(w: WindowFigures, nominal: float) -> str:
+    name = f"last {nominal:.0f} s" if nominal < 120 else f"last {nominal / 60:.0f} min"
+    return name if w.span_s >= nominal - 1 else f"{name} ({w.span_s:.0f} s so far)"
+
+
+def rows(snap: LiveSnapshot) -> list[tuple[str, list[str], str]]:
+    """(figure, one cell per rolling window, whole run) — the table's rows."""
+    r, ws = snap.run, snap.windows
+    return [
+        ("aggregate tok/s", [_num(w.aggregate_tok_s) for w in ws], _num(r.aggregate_tok_s)),
+        ("per-session tok/s (while generating)", [_num(w.per_session_tok_s) for w in ws], ""),
+        ("TTFT p50", [_ms(w.ttft_p50_s) for w in ws], _ms(r.ttft_p50_s)),
+        ("TTFT p95", [_ms(w.ttft_p95_s) for w in ws], _ms(r.ttft_p95_s)),
+        ("ITL p50", [_ms(w.itl_p50_s) for w in ws], ""),
+        ("requests", [f"{w.requests:,}" for w in ws], f"{r.requests:,}"),
+        ("concurrency (mean in flight)", [_num(w.concurrency) for w in ws], ""),
+        ("cache read (server-reported)", [_pct(w.cache_read_share) for w in ws],
+         _pct(r.server_cache_read_share)),
+        ("reusable prefix (client bound)", [_pct(w.client_reusable_share) for w in ws],
+         _pct(r.client_reusable_share)),
+        ("failures", [_failures(w.failures) for w in ws], f"{r.failed_requests:,}"),
+        ("preemptions (server)", [_num(w.preemptions, "{:,.0f}") for w in ws],
+         _num(snap.server.get("preemptions_total"), "{:,.0f}")),
+    ]
+
+
+def final_line(r: RunFigures) -> str:
+    """The whole run on one line (the dashboard's foot and the plain status's end)."""
+    comp = ", ".join(f"{k} {v}" for k, v in r.compactions_by_kind.items())
+    recall = "" if r.probes_answered == 0 else \
+        f" · probe recall {_pct(r.probe_recall)} of {r.probes_answered:,}"
+    return (f"run: requests {r.requests:,} · ok turns {r.ok_turns:,} · failed "
+            f"{r.failed_requests:,} · output tokens {r.output_tokens:,} · "
+            f"{_num(r.aggregate_tok_s, '{:,.2f}')} tok/s · TTFT p50 {_num(r.ttft_p50_s, '{:.4f}')} s"
+            f" p95 {_num(r.ttft_p95_s, '{:.4f}')} s · compactions {r.compaction_events:,}"
+            + (f" ({comp})" if comp else "") + recall)
+
+
+def _server_line(snap: LiveSnapshot) -> str | None:
+    s = snap.server
+    parts = []
+    if "kv_usage" in s:
+        parts.append(f"KV usage {_pct(s['kv_usage'])}")
+    if "requests_running" in s:
+        parts.append(f"running {s['requests_running']:,.0f}")
+    if "requests_waiting" in s:
+        parts.append(f"queued {s['requests_waiting']:,.0f}")
+    if "preemptions_total" in s:
+        parts.append(f"preemptions {s['preemptions_total']:,.0f}")
+    if "prefix_cache_queries_total" in s and s["prefix_cache_queries_total"] > 0:
+        parts.append("prefix-cache hits "
+                     + _pct(s.get("prefix_cache_hits_total", 0.0)
+                            / s["prefix_cache_queries_total"]))
+    return "server /metrics: " + " · ".join(parts) if parts else None
+
+
+def energy_line(e: Mapping[str, Any] | None) -> str | None:
+    if not e:
+        return None
+    parts = [f"{e['gpu_power_mean_w']:,.0f} W mean"]
+    if e.get("gpu_util_mean") is not None:
+        parts.append(f"util {_pct(e['gpu_util_mean'])}")
+    if e.get("energy_wh_per_mtok") is not None:
+        parts.append(f"{e['energy_wh_per_mtok']:,.1f} Wh per 1M output tokens")
+    if e.get("sessions_per_kw") is not None:
+        parts.append(f"{e['sessions_per_kw']:,.2f} sessions per kW")
+    return "GPU: " + " · ".join(parts) + f" ({e.get('energy_source')})"
+
+
+def sessions_line(snap: LiveSnapshot) -> str:
+    line = (f"sessions: {snap.sessions_active:,} active · {snap.sessions_done:,} done · "
+            f"{snap.sessions_started:,} started")
+    if "in_flight" in snap.live:
+        line += f" · requests in flight {snap.live['in_flight']:,}"
+    if snap.live.get("waiting"):
+        line += f" · waiting at the client's limit {snap.live['waiting']:,}"
+    if snap.context_spread is not None:
+        p10, p50, p90, mx = snap.context_spread
+        line += f" · context p10 {p10:,} / p50 {p50:,} / p90 {p90:,} / max {mx:,} tokens"
+    return line
+
+
+def render(snap: LiveSnapshot, header: Sequence[str] = ()) -> RenderableType:
+    """The dashboard: header lines, the figures table, state lines and the last events."""
+    table = Table(box=None, pad_edge=False, show_edge=False, expand=False)
+    table.add_column("figure", style="bold")
+    for w, nominal in zip(snap.windows, (30.0, 300.0), strict=False):
+        table.add_column(_window_label(w, nominal), justify="right")
+    table.add_column("run", justify="right", style="cyan")
+    for name, cells, whole in rows(snap):
+        table.add_row(name, *cells, whole)
+    parts: list[RenderableType] = [Text(h, style="bold") for h in header]
+    parts.append(Text(f"run clock {snap.now_s:,.1f} s · {snap.steady}"))
+    if snap.ramp:
+        parts.append(Text(snap.ramp, style="magenta"))
+    parts.append(table)
+    parts.append(Text(sessions_line(snap)))
+    for line in (_server_line(snap), energy_line(snap.energy)):
+        if line:
+            parts.append(Text(line))
+    if snap.events:
+        parts.append(Text("last events:", style="bold"))
+        parts.extend(Text("  " + e) for e in snap.events)
+    parts.append(Text(final_line(snap.run), style="cyan"))
+    return Group(*parts)
+
+
+def status_line(snap: LiveSnapshot, prefix: str = "") -> str:
+    """One line for a log (no terminal): the last 30 s, the whole run, the state."""
+    w = snap.windows[0]
+    r = snap.run
+    parts = [f"t {snap.now_s:,.0f} s",
+             f"30 s: {_num(w.aggregate_tok_s)} tok/s, TTFT p50 {_ms(w.ttft_p50_s)}, "
+             f"{w.requests:,} requests",
+             f"run: {r.requests:,} requests, {r.output_tokens:,} output tokens, "
+             f"{r.failed_requests:,} failed, {r.compaction_events:,} compactions",
+             f"{snap.sessions_active:,} sessions active"]
+    if "kv_usage" in snap.server:
+        parts.append(f"KV {_pct(snap.server['kv_usage'])}")
+    if snap.energy and snap.energy.get("energy_wh_per_mtok") is not None:
+        parts.append(f"{snap.energy['energy_wh_per_mtok']:,.1f} Wh/1M tok (measured)")
+    parts.append(snap.ramp or snap.steady)
+    return (prefix + " · ".join(parts)).replace("\n", " ")

@@ -1,0 +1,549 @@
+"""A run's figures while it runs: rolling windows and whole-run counters, pure.
+
+`LiveFigures` folds in each journaled turn row (simulated seconds since the run
+started, as `Recorder.subscribe` hands them and the journal holds them), each
+/metrics window row and each run event, and `snapshot(now_s)` returns what a live view
+shows. Nothing here reads a file, a clock or a terminal: the dashboard, the plain
+status line, `endurance watch` and the tests feed it the same rows.
+
+Two kinds of figure, never mixed:
+
+* **Rolling** (the last 30 s and 5 min of the run's clock, `WINDOWS_S`): kept in
+  one-second buckets (`BUCKET_S`), so folding a row and taking a snapshot cost the
+  same whatever the request rate. A request's output tokens are apportioned as the
+  steady-state window does (`analysis/steady.py`): the first token at its time, the
+  other n − 1 evenly over its decode interval; its busy time (send → last token)
+  likewise, so `per_session_tok_s` is tokens ÷ busy time (the window's
+  `window_per_session_tok_s`) and `concurrency` is busy time ÷ window (mean requests in
+  flight, Little's law). TTFT counts a turn by its first-token time, ITL
+  ((last − first) / (n − 1)) by its decode midpoint. Percentiles come from log-spaced
+  histograms (`HIST_RATIO` apart: within 2% of the exact value), as a Prometheus
+  histogram would give them. Only finished requests are known: a request still in
+  flight enters when its row is written, its tokens then spread over the past seconds.
+* **Whole run** (`RunFigures`): exact, by the summary's own definitions
+  (`analysis/summary.py`: probe rows apart, cancelled and overflow attempts not
+  failures, a compaction counted once per session and turn), so when the run ends they
+  equal summary.json's figures of the same keys.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from simulator.analysis.energy import PowerSums, energy_figures
+
+WINDOWS_S: tuple[float, ...] = (30.0, 300.0)   # the rolling windows shown
+BUCKET_S = 1.0                                 # their resolution (run seconds)
+_SLOTS = int(max(WINDOWS_S) / BUCKET_S) + 2    # ring of buckets (one spare each side)
+
+# log-spaced latency histogram: bin i holds [LO·R^i, LO·R^(i+1)); below LO → bin 0
+HIST_LO_S = 1e-4
+HIST_RATIO = 1.02
+HIST_BINS = int(math.ceil(math.log(1e5 / HIST_LO_S) / math.log(HIST_RATIO))) + 1
+_LOG_R = math.log(HIST_RATIO)
+
+LAST_EVENTS = 6            # the last events a view lists
+NOT_FAILURES = ("cancelled", "context_overflow")   # as the summary counts failures
+
+
+def hist_bin(x: float) -> int:
+    """The histogram bin of a latency `x` (s)."""
+    if x <= HIST_LO_S:
+        return 0
+    return min(HIST_BINS - 1, int(math.log(x / HIST_LO_S) / _LOG_R))
+
+
+def hist_value(i: int) -> float:
+    """The value a bin stands for: its geometric middle (s)."""
+    return float(HIST_LO_S * HIST_RATIO ** (i + 0.5))
+
+
+def hist_quantile(counts: np.ndarray, q: float) -> float | None:
+    """The q-quantile of a histogram (None when empty), within one bin's width."""
+    total = int(counts.sum())
+    if total == 0:
+        return None
+    rank = max(1, math.ceil(q * total))
+    return hist_value(int(np.searchsorted(np.cumsum(counts), rank)))
+
+
+def exact_quantile(values: array[float], q: float) -> float | None:
+    """pandas' default quantile (linear interpolation) of the values, None when empty."""
+    if not values:
+        return None
+    return float(np.quantile(np.frombuffer(values, dtype=float), q))
+
+
+@dataclass(frozen=True, slots=True)
+class SteadyPlan:
+    """What the steady-state window waits for (the run's `SteadyConfig`, flattened):
+    `sessions` requested, `turns` per session (fixed-turn runs end a session there),
+    the constant-load `duration_s`, `warmup_s`, `cooldown_s`."""
+
+    sessions: int
+    turns: int
+    duration_s: float | None = None
+    warmup_s: float | None = None
+    cooldown_s: float = 0.0
+    ramp: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WindowFigures:
+    """One rolling window's figures (None where it held nothing to measure)."""
+
+    span_s: float                     # the window's length (shorter at the run's start)
+    aggregate_tok_s: float | None
+    per_session_tok_s: float | None   # tokens ÷ busy time: a stream's speed
+    ttft_p50_s: float | None
+    ttft_p95_s: float | None
+    itl_p50_s: float | None
+    requests: int                     # finished in the window (probes apart)
+    concurrency: float | None         # mean requests in flight (busy time ÷ window)
+    cache_read_share: float | None    # server-reported reads ÷ prompt tokens
+    client_reusable_share: float | None   # the client's bound: reusable ÷ context
+    failures: Mapping[str, int] = field(default_factory=dict)
+    preemptions: float | None = None  # the server's, from /metrics deltas
+
+
+@dataclass(frozen=True, slots=True)
+class RunFigures:
+    """The whole run so far; keys and definitions are summary.json's."""
+
+    sessions: int = 0
+    requests: int = 0
+    ok_turns: int = 0
+    failed_requests: int = 0
+    cancelled_requests: int = 0
+    summary_requests: int = 0
+    output_tokens: int = 0
+    wall_window_s: float | None = None
+    aggregate_tok_s: float | None = None
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    compaction_events: int = 0
+    compactions_by_kind: Mapping[str, int] = field(default_factory=dict)
+    errors_by_type: Mapping[str, int] = field(default_factory=dict)
+    server_cache_read_share: float | None = None
+    client_reusable_share: float | None = None
+    probe_requests: int = 0
+    probes_answered: int = 0
+    probe_recall: float | None = None
+
+    def as_summary(self) -> dict[str, Any]:
+        """These figures under their summary.json keys."""
+        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in (
+            (f, getattr(self, f)) for f in self.__dataclass_fields__)}
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSnapshot:
+    """What a live view shows at run time `now_s` (simulated seconds)."""
+
+    now_s: float
+    windows: tuple[WindowFigures, ...]
+    run: RunFigures
+    sessions_started: int
+    sessions_active: int
+    sessions_done: int
+    context_spread: tuple[int, int, int, int] | None   # p10, p50, p90, max (tokens)
+    server: Mapping[str, float]                # latest gauges: kv_usage, requests_waiting, …
+    steady: str                                # the steady-state window's state, one line
+    ramp: str | None                           # a ramp's current step and verdicts
+    energy: Mapping[str, Any] | None           # measured power, energy per 1M tokens, …
+    events: tuple[str, ...]                    # the last few, oldest first
+    live: Mapping[str, int] = field(default_factory=dict)   # in-flight / waiting (this process)
+
+
+class _Ring:
+    """`_SLOTS` one-second buckets of rolling sums and latency histograms."""
+
+    def __init__(self) -> None:
+        self.stamp = [-1] * _SLOTS              # the absolute bucket each slot holds
+        self.tokens = [0.0] * _SLOTS
+        self.busy = [0.0] * _SLOTS
+        self.requests = [0] * _SLOTS
+        self.cache_read = [0] * _SLOTS
+        self.prompt = [0] * _SLOTS
+        self.reusable = [0] * _SLOTS
+        self.context = [0] * _SLOTS
+        self.preempt = [0.0] * _SLOTS
+        self.fail: list[Counter[str] | None] = [None] * _SLOTS
+        self.ttft = np.zeros((_SLOTS, HIST_BINS), dtype=np.int64)
+        self.itl = np.zeros((_SLOTS, HIST_BINS), dtype=np.int64)
+        self.newest = -1                        # the newest bucket written or read
+
+    def slot(self, b: int) -> int | None:
+        """The slot of absolute bucket `b`, cleared if it held an older one; None when
+        `b` is older than the ring keeps."""
+        if b <= self.newest - _SLOTS + 1 and self.newest >= 0:
+            return None
+        if b > self.newest:
+            self.newest = b
+        i = b % _SLOTS
+        if self.stamp[i] != b:
+            self.stamp[i] = b
+            self.tokens[i] = self.busy[i] = self.preempt[i] = 0.0
+            self.requests[i] = self.cache_read[i] = self.prompt[i] = 0
+            self.reusable[i] = self.context[i] = 0
+            self.fail[i] = None
+            self.ttft[i] = 0
+            self.itl[i] = 0
+        return i
+
+    def spread(self, lo: float, hi: float, amount: float, into: list[float]) -> None:
+        """Add `amount` spread evenly over [lo, hi] (at lo when the interval is empty)."""
+        if amount == 0:
+            return
+        if hi <= lo:
+            i = self.slot(int(lo // BUCKET_S))
+            if i is not None:
+                into[i] += amount
+            return
+        per_s = amount / (hi - lo)
+        b, last = int(lo // BUCKET_S), int(hi // BUCKET_S)
+        while b <= last:
+            a0, a1 = max(lo, b * BUCKET_S), min(hi, (b + 1) * BUCKET_S)
+            i = self.slot(b) if a1 > a0 else None
+            if i is not None:
+                into[i] += per_s * (a1 - a0)
+            b += 1
+
+    def slots_in(self, lo_b: int, hi_b: int) -> list[int]:
+        return [b % _SLOTS for b in range(max(lo_b, hi_b - _SLOTS + 2), hi_b + 1)
+                if self.stamp[b % _SLOTS] == b]
+
+
+class LiveFigures:
+    """Folds rows in; `snapshot(now_s)` gives the figures (see the module docstring)."""
+
+    def __init__(self, plan: SteadyPlan | None = None) -> None:
+        self.plan = plan
+        self._events: deque[str] = deque(maxlen=LAST_EVENTS)
+        self._reset_rows()
+        # server /metrics
+        self._gauges: dict[str, float] = {}
+        self._power: dict[str, PowerSums] = {}     # per --scrape target
+        # run events
+        self._ramp_step: dict[str, Any] | None = None
+        self._ramp_done: list[tuple[int, bool]] = []
+
+    def _reset_rows(self) -> None:
+        self._ring = _Ring()
+        # whole run (non-probe rows unless said)
+        # sid → [start, first turn, its reply's end (first_done), last end]
+        self._sessions: dict[str, list[float]] = {}
+        self._done: set[str] = set()
+        self._context: dict[str, int] = {}            # latest context of a live session
+        self._requests = self._ok_turns = self._failed = self._cancelled = 0
+        self._summaries = 0
+        self._out_tokens = 0
+        self._first_start: float | None = None
+        self._last_end: float | None = None
+        self._ttft: array[float] = array("d")
+        self._compactions: set[tuple[str, int, str]] = set()
+        self._by_kind: Counter[str] = Counter()
+        self._errors: Counter[str] = Counter()
+        self._cache = [0, 0]              # server-reported reads, prompt tokens
+        self._client = [0, 0]             # reusable, context estimate
+        self._probes = self._answered = self._correct = 0
+        self._steady_lo: float | None = None
+        self._steady_noted = False
+
+    def rebuild(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Fold these rows afresh in place of every row so far (a sharded run's merged
+        journal replaces its shards' rows); /metrics, events and the event list stay."""
+        events = list(self._events)
+        self._reset_rows()
+        for row in rows:
+            self.add_row(row)
+        self._events.clear()
+        self._events.extend(events)
+
+    # ------------------------------------------------------------------ rows in
+    def add_row(self, row: Mapping[str, Any]) -> None:
+        """Fold in one turn row (a journal row: simulated seconds since the run began)."""
+        kind = row.get("request_kind") or "turn"
+        ok = bool(row.get("ok", True))
+        sid = str(row.get("session_id"))
+        turn = int(row.get("turn_index") or 0)
+        t0 = float(row.get("started_mono_s") or 0.0)
+        e2e, ttft = _f(row.get("e2e_s")), _f(row.get("ttft_s"))
+        end = t0 + (e2e or 0.0)
+        if kind == "probe":
+            self._probes += 1
+            correct = row.get("probe_correct")
+            if ok and correct is not None:
+                self._answered += 1
+                self._correct += bool(correct)
+            return
+        err = row.get("error_type")
+        self._requests += 1
+        self._first_start = t0 if self._first_start is None else min(self._first_start, t0)
+        if e2e is not None:
+            self._last_end = end if self._last_end is None else max(self._last_end, end)
+        self._session_seen(sid, turn, t0, end, kind, ok)
+        if err is not None:
+            self._errors[str(err)] += 1
+        if not ok:
+            if err == "cancelled":
+                self._cancelled += 1
+            elif err not in NOT_FAILURES:
+                self._failed += 1
+                self._events.append(f"{t0 + (e2e or 0):>8.1f} s  {sid} turn {turn}: "
+                                    f"{err or 'error'}"
+                                    + (f" (HTTP {row['http_status']})"
+                                       if row.get("http_status") else ""))
+        comp = row.get("compaction")
+        if comp:
+            key = (sid, turn, str(comp))
+            if key not in self._compactions:
+                self._compactions.add(key)
+                self._by_kind[str(comp)] += 1
+                removed = int(row.get("compaction_tokens_removed") or 0)
+                self._events.append(f"{t0:>8.1f} s  {sid} turn {turn}: {comp} compaction, "
+                                    f"−{removed:,} tokens")
+        out = int(row.get("output_tokens") or 0) if ok else 0
+        ring = self._ring
+        if ok:
+            self._out_tokens += out
+            if kind == "turn":
+                self._ok_turns += 1
+                if ttft is not None:
+                    self._ttft.append(ttft)
+                ctx = row.get("context_tokens_est")
+                if ctx is not None and sid not in self._done:
+                    self._context[sid] = int(ctx)
+            elif kind == "summary":
+                self._summaries += 1
+            cr, pt = row.get("cache_read_tokens"), row.get("prompt_tokens")
+            if cr is not None and pt is not None:
+                self._cache[0] += int(cr)
+                self._cache[1] += int(pt)
+            reus, ctx_est = int(row.get("reusable_prefix_tokens") or 0), \
+                int(row.get("context_tokens_est") or 0)
+            self._client[0] += reus
+            self._client[1] += ctx_est
+            # rolling: tokens, busy time, latency
+            first = t0 + ttft if ttft is not None else end
+            if out > 0:
+                ring.spread(first, first, 1.0, ring.tokens)
+                if out > 1:
+                    ring.spread(first, end, float(out - 1), ring.tokens)
+            ring.spread(t0, end, end - t0, ring.busy)
+            i = ring.slot(int(end // BUCKET_S))
+            if i is not None:
+                ring.requests[i] += 1
+                if cr is not None and pt is not None:
+                    ring.cache_read[i] += int(cr)
+                    ring.prompt[i] += int(pt)
+                ring.reusable[i] += reus
+                ring.context[i] += ctx_est
+            if kind == "turn" and ttft is not None:
+                j = ring.slot(int(first // BUCKET_S))
+                if j is not None:
+                    ring.ttft[j, hist_bin(ttft)] += 1
+                if out > 1 and end > first:
+                    k = ring.slot(int(((first + end) / 2) // BUCKET_S))
+                    if k is not None:
+                        ring.itl[k, hist_bin((end - first) / (out - 1))] += 1
+        elif err not in NOT_FAILURES:
+            i = ring.slot(int(end // BUCKET_S))
+            if i is not None:
+                ring.requests[i] += 1
+                c = ring.fail[i]
+                if c is None:
+                    c = ring.fail[i] = Counter()
+                c[str(err or "error")] += 1
+
+    def _session_seen(self, sid: str, turn: int, t0: float, end: float, kind: str,
+                      ok: bool) -> None:
+        s = self._sessions.get(sid)
+        if s is None:
+            self._sessions[sid] = [t0, float(turn), end, end]
+        else:
+            s[0] = min(s[0], t0)
+            if turn < s[1]:
+                s[1], s[2] = float(turn), end
+            elif turn == s[1]:
+                s[2] = max(s[2], end)
+            s[3] = max(s[3], end)
+        plan = self.plan
+        if plan is not None and ok and kind == "turn" and turn >= plan.turns - 1:
+            self._done.add(sid)
+            self._context.pop(sid, None)
+
+    def add_metrics(self, row: Mapping[str, Any]) -> None:
+        """Fold in one /metrics window row (`records/prometheus.py`'s schema)."""
+        metric, kind, value = row.get("metric"), row.get("kind"), _f(row.get("value"))
+        if metric is None or value is None:
+            return
+        t0, t1 = _f(row.get("t_start_s")) or 0.0, _f(row.get("t_end_s")) or 0.0
+        source = row.get("source")
+        if source is not None:        # a --scrape target (GPU telemetry)
+            self._power.setdefault(str(source), PowerSums()).add(
+                str(metric), str(kind), value, t1 - t0)
+        if kind == "gauge":
+            self._gauges[str(metric)] = value
+        elif kind == "delta":
+            key = f"{metric}_total"
+            self._gauges[key] = self._gauges.get(key, 0.0) + value
+            if metric == "preemptions":
+                self._ring.spread(t1, t1, value, self._ring.preempt)
+
+    def add_event(self, row: Mapping[str, Any]) -> None:
+        """Fold in one run event (`events.jsonl`: a ramp's steps)."""
+        ev = row.get("event")
+        if ev == "ramp_hold":
+            self._ramp_step = dict(row)
+            self._events.append(f"{float(row.get('t_s') or 0):>8.1f} s  ramp step "
+                                f"{int(row.get('step', 0)) + 1}: {row.get('sessions')} "
+                                f"sessions ({row.get('phase')})")
+        elif ev == "ramp_step":
+            n = int(row.get("sessions") or 0)
+            steady = bool(row.get("steady"))
+            self._ramp_done.append((n, steady and not row.get("breached")))
+            self._events.append(f"{'':>8}    ramp step {n} sessions judged: "
+                                + ("held" if steady else "not steady")
+                                + (f", breached {row['breached']}" if row.get("breached")
+                                   else ""))
+
+    # ------------------------------------------------------------------ figures out
+    def run_figures(self) -> RunFigures:
+        """The whole run so far (exact; summary.json's definitions)."""
+        window = None
+        if self._first_start is not None and self._last_end is not None:
+            w = self._last_end - self._first_start
+            window = w if w > 0 else None
+        cr, pt = self._cache
+        reus, ctx = self._client
+        return RunFigures(
+            sessions=len(self._sessions), requests=self._requests, ok_turns=self._ok_turns,
+            failed_requests=self._failed, cancelled_requests=self._cancelled,
+            summary_requests=self._summaries, output_tokens=self._out_tokens,
+            wall_window_s=window,
+            aggregate_tok_s=self._out_tokens / window if window else None,
+            ttft_p50_s=exact_quantile(self._ttft, 0.50),
+            ttft_p95_s=exact_quantile(self._ttft, 0.95),
+            compaction_events=len(self._compactions),
+            compactions_by_kind=dict(sorted(self._by_kind.items())),
+            errors_by_type=dict(sorted(self._errors.items())),
+            server_cache_read_share=cr / pt if pt > 0 else None,
+            client_reusable_share=reus / ctx if ctx > 0 else None,
+            probe_requests=self._probes, probes_answered=self._answered,
+            probe_recall=self._correct / self._answered if self._answered else None)
+
+    def window(self, now_s: float, span_s: float) -> WindowFigures:
+        """The rolling window (now − span, now] (shorter while the run is younger)."""
+        ring = self._ring
+        start = max(0.0, now_s - span_s)
+        length = now_s - start
+        hi_b = int(now_s // BUCKET_S) if now_s > 0 else 0
+        lo_b = int(start // BUCKET_S) + (1 if start > 0 else 0)
+        slots = ring.slots_in(lo_b, hi_b)
+        tok = sum(ring.tokens[i] for i in slots)
+        busy = sum(ring.busy[i] for i in slots)
+        cr, pt = sum(ring.cache_read[i] for i in slots), sum(ring.prompt[i] for i in slots)
+        ru, cx = sum(ring.reusable[i] for i in slots), sum(ring.context[i] for i in slots)
+        fails: Counter[str] = Counter()
+        for i in slots:
+            if ring.fail[i]:
+                fails.update(ring.fail[i])
+        ttft = ring.ttft[slots].sum(axis=0) if slots else np.zeros(HIST_BINS, np.int64)
+        itl = ring.itl[slots].sum(axis=0) if slots else np.zeros(HIST_BINS, np.int64)
+        span = (hi_b + 1 - lo_b) * BUCKET_S if slots else length
+        span = max(min(span, span_s), BUCKET_S)
+        return WindowFigures(
+            span_s=span, aggregate_tok_s=tok / span if slots else None,
+            per_session_tok_s=tok / busy if busy > 0 else None,
+            ttft_p50_s=hist_quantile(ttft, 0.50), ttft_p95_s=hist_quantile(ttft, 0.95),
+            itl_p50_s=hist_quantile(itl, 0.50),
+            requests=sum(ring.requests[i] for i in slots),
+            concurrency=busy / span if slots else None,
+            cache_read_share=cr / pt if pt > 0 else None,
+            client_reusable_share=ru / cx if cx > 0 else None,
+            failures=dict(sorted(fails.items())),
+            preemptions=sum(ring.preempt[i] for i in slots)
+            if "preemptions_total" in self._gauges else None)
+
+    def steady_state(self, now_s: float) -> str:
+        """Whether the steady-state window has started (`analysis/steady.py`'s rule)."""
+        plan = self.plan
+        if plan is None:
+            return "steady window: n/a"
+        if plan.ramp:
+            return "steady window: per ramp step"
+        lo = self._steady_lo
+        if lo is None:
+            if plan.warmup_s is not None:
+                lo = plan.warmup_s
+            else:
+                past = [s[2] for s in sorted(self._sessions.values())[:plan.sessions]]
+                if len(past) < plan.sessions:
+                    return (f"steady window: not started ({len(self._sessions)} of "
+                            f"{plan.sessions} sessions started)")
+                lo = max(past)
+            self._steady_lo = lo
+        if plan.duration_s is not None:
+            hi: float | None = plan.duration_s - plan.cooldown_s
+        else:
+            hi = min((self._sessions[s][3] for s in self._done), default=None)
+        if now_s < lo:
+            return f"steady window: opens at {lo:,.1f} s"
+        if hi is not None and now_s >= hi:
+            return f"steady window: {lo:,.1f} → {hi:,.1f} s (closed)"
+        if not self._steady_noted:
+            self._steady_noted = True
+            self._events.append(f"{lo:>8.1f} s  steady-state window opens")
+        return f"steady window: open since {lo:,.1f} s"
+
+    def ramp_state(self) -> str | None:
+        step = self._ramp_step
+        if step is None:
+            return None
+        judged = ", ".join(f"{n}{'✓' if held else '✗'}" for n, held in self._ramp_done)
+        return (f"ramp step {int(step.get('step', 0)) + 1}: {step.get('sessions')} sessions "
+                f"({step.get('phase')}) since {float(step.get('t_s') or 0):,.1f} s"
+                + (f"; judged {judged}" if judged else ""))
+
+    def energy(self, run: RunFigures) -> dict[str, Any] | None:
+        """Measured power so far and what it gives (`analysis/energy.py`): sessions per
+        kW counts the sessions active now; None without a power series."""
+        out = energy_figures(self._power, run.wall_window_s, run.output_tokens,
+                             float(len(self._sessions) - len(self._done)))
+        return out if out["gpu_power_mean_w"] is not None else None
+
+    def snapshot(self, now_s: float, live: Mapping[str, int] | None = None) -> LiveSnapshot:
+        """Everything a view shows at run time `now_s`."""
+        run = self.run_figures()
+        ctxs = sorted(self._context.values())
+        spread = None
+        if ctxs:
+            def pick(q: float) -> int:
+                return ctxs[min(len(ctxs) - 1, int(q * len(ctxs)))]
+            spread = (pick(0.10), pick(0.50), pick(0.90), ctxs[-1])
+        server = dict(self._gauges)
+        return LiveSnapshot(
+            now_s=now_s, windows=tuple(self.window(now_s, w) for w in WINDOWS_S), run=run,
+            sessions_started=len(self._sessions),
+            sessions_active=len(self._sessions) - len(self._done),
+            sessions_done=len(self._done), context_spread=spread, server=server,
+            steady=self.steady_state(now_s), ramp=self.ramp_state(),
+            energy=self.energy(run), events=tuple(self._events), live=dict(live or {}))
+
+
+def _f(x: Any) -> float | None:
+    if x is None:
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
