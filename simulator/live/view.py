@@ -62,12 +62,13 @@ class LiveView:
     def __init__(self, mode: str, *, header: Sequence[str] = (),
                  plan: SteadyPlan | None = None, metrics: RunMetrics | None = None,
                  stream: IO[str] | None = None, every_s: float = PLAIN_EVERY_S,
-                 refresh_s: float = REFRESH_S,
+                 refresh_s: float = REFRESH_S, prefix: str = "[endurance] ",
                  wall: Callable[[], float] = time.monotonic) -> None:
         self.stream = stream if stream is not None else sys.stderr
         isatty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.mode = resolve_mode(mode, isatty)
         self.header = list(header)
+        self.prefix = prefix          # a plain line's start
         self.figures = LiveFigures(plan)
         self.metrics = metrics
         self.every_s = every_s if self.mode == "plain" else refresh_s
@@ -82,6 +83,17 @@ class LiveView:
     def shows(self) -> bool:
         """Whether anything is drawn (the exporter is fed either way)."""
         return self.mode in ("dashboard", "plain")
+
+    def warm_up(self) -> None:
+        """Draw one frame into nothing, on the calling thread: what rich imports on
+        first use is then loaded before a view draws from another thread (issue 23:
+        no import on a background thread)."""
+        import io
+
+        from rich.console import Console
+        from rich.live import Live  # noqa: F401  (loaded here, used by start)
+        Console(file=io.StringIO(), force_terminal=True, width=120).print(
+            render(self.figures.snapshot(0.0), ["warm-up"]))
 
     def start(self) -> None:
         if self.mode != "dashboard":
@@ -123,7 +135,7 @@ class LiveView:
             self._live.update(render(snap, self.header), refresh=True)
             self.frames += 1
         elif self.mode == "plain":
-            print(status_line(snap, "[endurance] "), file=self.stream, flush=True)
+            print(status_line(snap, self.prefix), file=self.stream, flush=True)
             self.frames += 1
         return snap
 
@@ -138,5 +150,5 @@ class LiveView:
             self._live.stop()
             self._live = None
         elif self.mode == "plain" and final:
-            print("[endurance] " + final_line(snap.run), file=self.stream, flush=True)
+            print(self.prefix + final_line(snap.run), file=self.stream, flush=True)
         return snap

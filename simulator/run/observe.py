@@ -168,6 +168,7 @@ def follow_shards(view: LiveView | None, run_dir: Path) -> Iterator[Callable[[],
             view.refresh(follower.now_s())
             stop.wait(FOLLOW_POLL_S)
 
+    view.warm_up()       # rich's first-use imports on this (the main) thread
     view.start()
     thread = threading.Thread(target=loop, name="endurance-live", daemon=True)
     thread.start()
