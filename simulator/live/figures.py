@@ -53,6 +53,12 @@ LAST_EVENTS = 6            # the last events a view lists
 NOT_FAILURES = ("cancelled", "context_overflow")   # as the summary counts failures
 
 
+def bucket_of(t: float) -> int:
+    """The bucket holding time `t`: bucket b is (b, b + 1] seconds (bucket 0 also holds
+    t = 0), so a window (now − span, now] on bucket edges is whole buckets."""
+    return max(0, math.ceil(t / BUCKET_S) - 1)
+
+
 def hist_bin(x: float) -> int:
     """The histogram bin of a latency `x` (s)."""
     if x <= HIST_LO_S:
@@ -203,7 +209,7 @@ class _Ring:
         if amount == 0:
             return
         if hi <= lo:
-            i = self.slot(int(lo // BUCKET_S))
+            i = self.slot(bucket_of(lo))
             if i is not None:
                 into[i] += amount
             return
@@ -338,7 +344,7 @@ class LiveFigures:
                 if out > 1:
                     ring.spread(first, end, float(out - 1), ring.tokens)
             ring.spread(t0, end, end - t0, ring.busy)
-            i = ring.slot(int(end // BUCKET_S))
+            i = ring.slot(bucket_of(end))
             if i is not None:
                 ring.requests[i] += 1
                 if cr is not None and pt is not None:
@@ -347,15 +353,15 @@ class LiveFigures:
                 ring.reusable[i] += reus
                 ring.context[i] += ctx_est
             if kind == "turn" and ttft is not None:
-                j = ring.slot(int(first // BUCKET_S))
+                j = ring.slot(bucket_of(first))
                 if j is not None:
                     ring.ttft[j, hist_bin(ttft)] += 1
                 if out > 1 and end > first:
-                    k = ring.slot(int(((first + end) / 2) // BUCKET_S))
+                    k = ring.slot(bucket_of((first + end) / 2))
                     if k is not None:
                         ring.itl[k, hist_bin((end - first) / (out - 1))] += 1
         elif err not in NOT_FAILURES:
-            i = ring.slot(int(end // BUCKET_S))
+            i = ring.slot(bucket_of(end))
             if i is not None:
                 ring.requests[i] += 1
                 c = ring.fail[i]
@@ -441,13 +447,14 @@ class LiveFigures:
             probe_recall=self._correct / self._answered if self._answered else None)
 
     def window(self, now_s: float, span_s: float) -> WindowFigures:
-        """The rolling window (now − span, now] (shorter while the run is younger)."""
+        """The rolling window: the whole buckets from `span_s` before the bucket that
+        holds `now_s` up to it, i.e. (now − span, now] when `now_s` falls on a bucket
+        boundary; shorter while the run is younger."""
         ring = self._ring
-        start = max(0.0, now_s - span_s)
-        length = now_s - start
-        hi_b = int(now_s // BUCKET_S) if now_s > 0 else 0
-        lo_b = int(start // BUCKET_S) + (1 if start > 0 else 0)
+        hi_b = max(0, math.ceil(now_s / BUCKET_S) - 1)
+        lo_b = max(0, hi_b - int(round(span_s / BUCKET_S)) + 1)
         slots = ring.slots_in(lo_b, hi_b)
+        span = max(now_s - lo_b * BUCKET_S, BUCKET_S)
         tok = sum(ring.tokens[i] for i in slots)
         busy = sum(ring.busy[i] for i in slots)
         cr, pt = sum(ring.cache_read[i] for i in slots), sum(ring.prompt[i] for i in slots)
@@ -458,8 +465,6 @@ class LiveFigures:
                 fails.update(ring.fail[i])
         ttft = ring.ttft[slots].sum(axis=0) if slots else np.zeros(HIST_BINS, np.int64)
         itl = ring.itl[slots].sum(axis=0) if slots else np.zeros(HIST_BINS, np.int64)
-        span = (hi_b + 1 - lo_b) * BUCKET_S if slots else length
-        span = max(min(span, span_s), BUCKET_S)
         return WindowFigures(
             span_s=span, aggregate_tok_s=tok / span if slots else None,
             per_session_tok_s=tok / busy if busy > 0 else None,
