@@ -47,6 +47,8 @@ def watch(run_dir: Path, progress: str, every: float | None, speed: float | None
     running = manifest.get("status") == "running" and writer_alive(run_dir)
     view = view_for(run_dir, progress, sys.stdout,
                     every if every is not None else (30.0 if running else 1.0))
+    click.echo(f"watch: {'following' if running else 'replaying'} {run_dir} "
+               f"(status {manifest.get('status')})", err=True)
     try:
         if running:
             view.warm_up()
