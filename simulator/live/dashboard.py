@@ -45,7 +45,9 @@ def rows(snap: LiveSnapshot) -> list[tuple[str, list[str], str]]:
     """(figure, one cell per rolling window, whole run) — the table's rows."""
     r, ws = snap.run, snap.windows
     return [
-        ("aggregate tok/s", [_num(w.aggregate_tok_s) for w in ws], _num(r.aggregate_tok_s)),
+        ("output tok/s, server (/metrics)", [_num(w.server_tok_s) for w in ws], ""),
+        ("aggregate tok/s (finished requests)", [_num(w.aggregate_tok_s) for w in ws],
+         _num(r.aggregate_tok_s)),
         ("per-session tok/s (while generating)", [_num(w.per_session_tok_s) for w in ws], ""),
         ("TTFT p50", [_ms(w.ttft_p50_s) for w in ws], _ms(r.ttft_p50_s)),
         ("TTFT p95", [_ms(w.ttft_p95_s) for w in ws], _ms(r.ttft_p95_s)),

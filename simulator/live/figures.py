@@ -106,7 +106,7 @@ class WindowFigures:
     """One rolling window's figures (None where it held nothing to measure)."""
 
     span_s: float                     # the window's length (shorter at the run's start)
-    aggregate_tok_s: float | None
+    aggregate_tok_s: float | None     # finished requests' tokens (in flight: not yet)
     per_session_tok_s: float | None   # tokens ÷ busy time: a stream's speed
     ttft_p50_s: float | None
     ttft_p95_s: float | None
@@ -117,6 +117,9 @@ class WindowFigures:
     client_reusable_share: float | None   # the client's bound: reusable ÷ context
     failures: Mapping[str, int] = field(default_factory=dict)
     preemptions: float | None = None  # the server's, from /metrics deltas
+    # the server's own output tokens/s (its /metrics counter, the twin's engine log):
+    # it counts tokens as they are generated, requests in flight included
+    server_tok_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +184,7 @@ class _Ring:
         self.reusable = [0] * _SLOTS
         self.context = [0] * _SLOTS
         self.preempt = [0.0] * _SLOTS
+        self.server_tokens = [0.0] * _SLOTS     # the server's generation_tokens deltas
         self.fail: list[Counter[str] | None] = [None] * _SLOTS
         self.ttft = np.zeros((_SLOTS, HIST_BINS), dtype=np.int64)
         self.itl = np.zeros((_SLOTS, HIST_BINS), dtype=np.int64)
@@ -196,7 +200,7 @@ class _Ring:
         i = b % _SLOTS
         if self.stamp[i] != b:
             self.stamp[i] = b
-            self.tokens[i] = self.busy[i] = self.preempt[i] = 0.0
+            self.tokens[i] = self.busy[i] = self.preempt[i] = self.server_tokens[i] = 0.0
             self.requests[i] = self.cache_read[i] = self.prompt[i] = 0
             self.reusable[i] = self.context[i] = 0
             self.fail[i] = None
@@ -403,6 +407,8 @@ class LiveFigures:
             self._gauges[key] = self._gauges.get(key, 0.0) + value
             if metric == "preemptions":
                 self._ring.spread(t1, t1, value, self._ring.preempt)
+            elif metric == "generation_tokens":
+                self._ring.spread(t0, t1, value, self._ring.server_tokens)
 
     def add_event(self, row: Mapping[str, Any]) -> None:
         """Fold in one run event (`events.jsonl`: a ramp's steps)."""
@@ -476,7 +482,9 @@ class LiveFigures:
             client_reusable_share=ru / cx if cx > 0 else None,
             failures=dict(sorted(fails.items())),
             preemptions=sum(ring.preempt[i] for i in slots)
-            if "preemptions_total" in self._gauges else None)
+            if "preemptions_total" in self._gauges else None,
+            server_tok_s=sum(ring.server_tokens[i] for i in slots) / span
+            if "generation_tokens_total" in self._gauges else None)
 
     def steady_state(self, now_s: float) -> str:
         """Whether the steady-state window has started (`analysis/steady.py`'s rule)."""
