@@ -102,7 +102,7 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
               help="While it runs: a live dashboard (on a terminal; elsewhere a status line), "
               "the turns progress bar, a plain status line every --progress-every seconds, "
               "or nothing. auto: the dashboard on a terminal, plain lines otherwise.")
-@click.option("--progress-every", "progress_every", type=click.FloatRange(min=1, max=86400),
+@click.option("--progress-every", "progress_every", type=click.FloatRange(min=0.1, max=86400),
               default=30.0, show_default=True, metavar="S",
               help="Seconds between plain status lines (no terminal, or --progress plain).")
 @click.option("--metrics-port", "metrics_port", metavar="[HOST:]PORT", default=None,

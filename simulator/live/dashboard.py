@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich.console import Group, RenderableType
-from rich.table import Table
+from rich.console import RenderableType
 from rich.text import Text
 
 from simulator.live.figures import LiveSnapshot, RunFigures, WindowFigures
@@ -120,29 +119,48 @@ def sessions_line(snap: LiveSnapshot) -> str:
     return line
 
 
+def table_lines(snap: LiveSnapshot) -> list[str]:
+    """The figures table as fixed-width lines (formatted here: a rich `Table` costs
+    ten times as much to draw every second)."""
+    cols = [_window_label(w, n) for w, n in zip(snap.windows, (30.0, 300.0), strict=False)]
+    body = rows(snap)
+    name_w = max(len("figure"), *(len(r[0]) for r in body))
+    widths = [max(len(c), *(len(r[1][i]) for r in body)) for i, c in enumerate(cols)]
+    run_w = max(len("run"), *(len(r[2]) for r in body))
+    out = ["figure".ljust(name_w) + "".join(f"  {c:>{w}}" for c, w in zip(cols, widths,
+                                                                          strict=True))
+           + f"  {'run':>{run_w}}"]
+    for name, cells, whole in body:
+        out.append(name.ljust(name_w) + "".join(f"  {c:>{w}}" for c, w in zip(
+            cells, widths, strict=True)) + f"  {whole:>{run_w}}")
+    return out
+
+
 def render(snap: LiveSnapshot, header: Sequence[str] = ()) -> RenderableType:
     """The dashboard: header lines, the figures table, state lines and the last events."""
-    table = Table(box=None, pad_edge=False, show_edge=False, expand=False)
-    table.add_column("figure", style="bold")
-    for w, nominal in zip(snap.windows, (30.0, 300.0), strict=False):
-        table.add_column(_window_label(w, nominal), justify="right")
-    table.add_column("run", justify="right", style="cyan")
-    for name, cells, whole in rows(snap):
-        table.add_row(name, *cells, whole)
-    parts: list[RenderableType] = [Text(h, style="bold") for h in header]
-    parts.append(Text(f"run clock {snap.now_s:,.1f} s · {snap.steady}"))
+    text = Text(no_wrap=False)
+
+    def line(s: str, style: str = "") -> None:
+        text.append(s + "\n", style=style)
+    for h in header:
+        line(h, "bold")
+    line(f"run clock {snap.now_s:,.1f} s · {snap.steady}")
     if snap.ramp:
-        parts.append(Text(snap.ramp, style="magenta"))
-    parts.append(table)
-    parts.append(Text(sessions_line(snap)))
-    for line in (_server_line(snap), energy_line(snap.energy)):
-        if line:
-            parts.append(Text(line))
+        line(snap.ramp, "magenta")
+    head, *body = table_lines(snap)
+    line(head, "bold")
+    for row in body:
+        line(row)
+    line(sessions_line(snap))
+    for extra in (_server_line(snap), energy_line(snap.energy)):
+        if extra:
+            line(extra)
     if snap.events:
-        parts.append(Text("last events:", style="bold"))
-        parts.extend(Text("  " + e) for e in snap.events)
-    parts.append(Text(final_line(snap.run), style="cyan"))
-    return Group(*parts)
+        line("last events:", "bold")
+        for e in snap.events:
+            line("  " + e)
+    text.append(final_line(snap.run), style="cyan")
+    return text
 
 
 def status_line(snap: LiveSnapshot, prefix: str = "") -> str:

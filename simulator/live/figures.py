@@ -172,41 +172,58 @@ class LiveSnapshot:
 
 
 class _Ring:
-    """`_SLOTS` one-second buckets of rolling sums and latency histograms."""
+    """`_SLOTS` one-second buckets of rolling sums and latency histograms. The ring
+    holds buckets (newest − _SLOTS, newest]: moving `newest` on clears the slots it
+    passes, so a window's sums are plain slices."""
 
     def __init__(self) -> None:
-        self.stamp = [-1] * _SLOTS              # the absolute bucket each slot holds
-        self.tokens = [0.0] * _SLOTS
-        self.busy = [0.0] * _SLOTS
-        self.requests = [0] * _SLOTS
-        self.cache_read = [0] * _SLOTS
-        self.prompt = [0] * _SLOTS
-        self.reusable = [0] * _SLOTS
-        self.context = [0] * _SLOTS
-        self.preempt = [0.0] * _SLOTS
-        self.server_tokens = [0.0] * _SLOTS     # the server's generation_tokens deltas
-        self.fail: list[Counter[str] | None] = [None] * _SLOTS
-        self.ttft = np.zeros((_SLOTS, HIST_BINS), dtype=np.int64)
-        self.itl = np.zeros((_SLOTS, HIST_BINS), dtype=np.int64)
-        self.newest = -1                        # the newest bucket written or read
+        self._reset()
+
+    def _reset(self) -> None:
+        n = _SLOTS
+        self.tokens = [0.0] * n
+        self.busy = [0.0] * n
+        self.requests = [0] * n
+        self.cache_read = [0] * n
+        self.prompt = [0] * n
+        self.reusable = [0] * n
+        self.context = [0] * n
+        self.preempt = [0.0] * n
+        self.server_tokens = [0.0] * n     # the server's generation_tokens deltas
+        self.fail: list[Counter[str] | None] = [None] * n
+        self.ttft = np.zeros((n, HIST_BINS), dtype=np.int64)
+        self.itl = np.zeros((n, HIST_BINS), dtype=np.int64)
+        # flat views for one-count increments (a numpy scalar update costs 3× as much)
+        self.ttft_flat = self.ttft.data.cast("B").cast("q")
+        self.itl_flat = self.itl.data.cast("B").cast("q")
+        self.newest = -1
+
+    def _clear(self, i: int) -> None:
+        self.tokens[i] = self.busy[i] = self.preempt[i] = self.server_tokens[i] = 0.0
+        self.requests[i] = self.cache_read[i] = self.prompt[i] = 0
+        self.reusable[i] = self.context[i] = 0
+        self.fail[i] = None
+        self.ttft[i] = 0
+        self.itl[i] = 0
+
+    def advance(self, b: int) -> None:
+        """Make bucket `b` the newest (clearing what falls out of the ring)."""
+        if b <= self.newest:
+            return
+        if b - self.newest >= _SLOTS:
+            self._reset()            # a jump past the whole ring
+        else:
+            for k in range(self.newest + 1, b + 1):
+                self._clear(k % _SLOTS)
+        self.newest = b
 
     def slot(self, b: int) -> int | None:
-        """The slot of absolute bucket `b`, cleared if it held an older one; None when
-        `b` is older than the ring keeps."""
-        if b <= self.newest - _SLOTS + 1 and self.newest >= 0:
-            return None
+        """The slot of bucket `b`; None when it is older than the ring keeps."""
         if b > self.newest:
-            self.newest = b
-        i = b % _SLOTS
-        if self.stamp[i] != b:
-            self.stamp[i] = b
-            self.tokens[i] = self.busy[i] = self.preempt[i] = self.server_tokens[i] = 0.0
-            self.requests[i] = self.cache_read[i] = self.prompt[i] = 0
-            self.reusable[i] = self.context[i] = 0
-            self.fail[i] = None
-            self.ttft[i] = 0
-            self.itl[i] = 0
-        return i
+            self.advance(b)
+        elif b <= self.newest - _SLOTS:
+            return None
+        return b % _SLOTS
 
     def spread(self, lo: float, hi: float, amount: float, into: list[float]) -> None:
         """Add `amount` spread evenly over [lo, hi] (at lo when the interval is empty)."""
@@ -217,18 +234,49 @@ class _Ring:
             if i is not None:
                 into[i] += amount
             return
+        self.advance(bucket_of(hi))
         per_s = amount / (hi - lo)
-        b, last = int(lo // BUCKET_S), int(hi // BUCKET_S)
-        while b <= last:
+        floor = self.newest - _SLOTS + 1
+        for b in range(max(int(lo // BUCKET_S), floor), bucket_of(hi) + 1):
             a0, a1 = max(lo, b * BUCKET_S), min(hi, (b + 1) * BUCKET_S)
-            i = self.slot(b) if a1 > a0 else None
-            if i is not None:
-                into[i] += per_s * (a1 - a0)
-            b += 1
+            if a1 > a0:
+                into[b % _SLOTS] += per_s * (a1 - a0)
 
-    def slots_in(self, lo_b: int, hi_b: int) -> list[int]:
-        return [b % _SLOTS for b in range(max(lo_b, hi_b - _SLOTS + 2), hi_b + 1)
-                if self.stamp[b % _SLOTS] == b]
+    def request(self, t0: float, first: float, end: float, out: int) -> None:
+        """A finished request's busy time over [t0, end] and its tokens (the first at
+        `first`, the other n − 1 evenly over [first, end]), in one pass."""
+        if out > 0:       # no decode interval: every token at `first`, as steady.py counts
+            i = self.slot(bucket_of(first))
+            if i is not None:
+                self.tokens[i] += 1.0 if end > first else float(out)
+        if end <= t0:
+            return
+        self.advance(bucket_of(end))
+        rest = float(out - 1) / (end - first) if out > 1 and end > first else 0.0
+        floor = self.newest - _SLOTS + 1
+        tokens, busy = self.tokens, self.busy
+        for b in range(max(int(t0 // BUCKET_S), floor), bucket_of(end) + 1):
+            lo, hi = b * BUCKET_S, (b + 1) * BUCKET_S
+            i = b % _SLOTS
+            hi_ = end if end < hi else hi
+            over = hi_ - (t0 if t0 > lo else lo)
+            if over > 0:
+                busy[i] += over
+            if rest:
+                over = hi_ - (first if first > lo else lo)
+                if over > 0:
+                    tokens[i] += rest * over
+
+    def slices(self, lo_b: int, hi_b: int) -> list[slice]:
+        """The slots of buckets lo_b … hi_b (at most the ring), as one or two slices."""
+        self.advance(hi_b)
+        lo_b = max(lo_b, hi_b - _SLOTS + 1)
+        if hi_b < lo_b:
+            return []
+        i0, i1 = lo_b % _SLOTS, hi_b % _SLOTS
+        if i0 <= i1:
+            return [slice(i0, i1 + 1)]
+        return [slice(i0, _SLOTS), slice(0, i1 + 1)]
 
 
 class LiveFigures:
@@ -266,6 +314,7 @@ class LiveFigures:
         self._probes = self._answered = self._correct = 0
         self._steady_lo: float | None = None
         self._steady_noted = False
+        self._first_done_end: float | None = None     # the first session to end, its end
 
     def rebuild(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Fold these rows afresh in place of every row so far (a sharded run's merged
@@ -343,11 +392,7 @@ class LiveFigures:
             self._client[1] += ctx_est
             # rolling: tokens, busy time, latency
             first = t0 + ttft if ttft is not None else end
-            if out > 0:
-                ring.spread(first, first, 1.0, ring.tokens)
-                if out > 1:
-                    ring.spread(first, end, float(out - 1), ring.tokens)
-            ring.spread(t0, end, end - t0, ring.busy)
+            ring.request(t0, first, end, out)
             i = ring.slot(bucket_of(end))
             if i is not None:
                 ring.requests[i] += 1
@@ -359,11 +404,11 @@ class LiveFigures:
             if kind == "turn" and ttft is not None:
                 j = ring.slot(bucket_of(first))
                 if j is not None:
-                    ring.ttft[j, hist_bin(ttft)] += 1
+                    ring.ttft_flat[j * HIST_BINS + hist_bin(ttft)] += 1
                 if out > 1 and end > first:
                     k = ring.slot(bucket_of((first + end) / 2))
                     if k is not None:
-                        ring.itl[k, hist_bin((end - first) / (out - 1))] += 1
+                        ring.itl_flat[k * HIST_BINS + hist_bin((end - first) / (out - 1))] += 1
         elif err not in NOT_FAILURES:
             i = ring.slot(bucket_of(end))
             if i is not None:
@@ -386,9 +431,13 @@ class LiveFigures:
                 s[2] = max(s[2], end)
             s[3] = max(s[3], end)
         plan = self.plan
-        if plan is not None and ok and kind == "turn" and turn >= plan.turns - 1:
+        if plan is not None and ok and kind == "turn" and turn >= plan.turns - 1 \
+                and sid not in self._done:
             self._done.add(sid)
             self._context.pop(sid, None)
+            ends = self._sessions[sid][3]
+            if self._first_done_end is None or ends < self._first_done_end:
+                self._first_done_end = ends
 
     def add_metrics(self, row: Mapping[str, Any]) -> None:
         """Fold in one /metrics window row (`records/prometheus.py`'s schema)."""
@@ -457,33 +506,35 @@ class LiveFigures:
         holds `now_s` up to it, i.e. (now − span, now] when `now_s` falls on a bucket
         boundary; shorter while the run is younger."""
         ring = self._ring
-        hi_b = max(0, math.ceil(now_s / BUCKET_S) - 1)
+        hi_b = bucket_of(now_s)
         lo_b = max(0, hi_b - int(round(span_s / BUCKET_S)) + 1)
-        slots = ring.slots_in(lo_b, hi_b)
+        parts = ring.slices(lo_b, hi_b)
         span = max(now_s - lo_b * BUCKET_S, BUCKET_S)
-        tok = sum(ring.tokens[i] for i in slots)
-        busy = sum(ring.busy[i] for i in slots)
-        cr, pt = sum(ring.cache_read[i] for i in slots), sum(ring.prompt[i] for i in slots)
-        ru, cx = sum(ring.reusable[i] for i in slots), sum(ring.context[i] for i in slots)
+
+        def total(xs: list[Any]) -> Any:
+            return sum(sum(xs[p]) for p in parts)
+        tok, busy, requests = total(ring.tokens), total(ring.busy), total(ring.requests)
+        cr, pt = total(ring.cache_read), total(ring.prompt)
+        ru, cx = total(ring.reusable), total(ring.context)
         fails: Counter[str] = Counter()
-        for i in slots:
-            if ring.fail[i]:
-                fails.update(ring.fail[i])
-        ttft = ring.ttft[slots].sum(axis=0) if slots else np.zeros(HIST_BINS, np.int64)
-        itl = ring.itl[slots].sum(axis=0) if slots else np.zeros(HIST_BINS, np.int64)
+        for p in parts:
+            for c in ring.fail[p]:
+                if c:
+                    fails.update(c)
+        ttft = sum((ring.ttft[p].sum(axis=0) for p in parts), np.zeros(HIST_BINS, np.int64))
+        itl = sum((ring.itl[p].sum(axis=0) for p in parts), np.zeros(HIST_BINS, np.int64))
+        seen = bool(parts) and self._first_start is not None
         return WindowFigures(
-            span_s=span, aggregate_tok_s=tok / span if slots else None,
+            span_s=span, aggregate_tok_s=tok / span if seen else None,
             per_session_tok_s=tok / busy if busy > 0 else None,
             ttft_p50_s=hist_quantile(ttft, 0.50), ttft_p95_s=hist_quantile(ttft, 0.95),
-            itl_p50_s=hist_quantile(itl, 0.50),
-            requests=sum(ring.requests[i] for i in slots),
-            concurrency=busy / span if slots else None,
+            itl_p50_s=hist_quantile(itl, 0.50), requests=int(requests),
+            concurrency=busy / span if seen else None,
             cache_read_share=cr / pt if pt > 0 else None,
             client_reusable_share=ru / cx if cx > 0 else None,
             failures=dict(sorted(fails.items())),
-            preemptions=sum(ring.preempt[i] for i in slots)
-            if "preemptions_total" in self._gauges else None,
-            server_tok_s=sum(ring.server_tokens[i] for i in slots) / span
+            preemptions=total(ring.preempt) if "preemptions_total" in self._gauges else None,
+            server_tok_s=total(ring.server_tokens) / span
             if "generation_tokens_total" in self._gauges else None)
 
     def steady_state(self, now_s: float) -> str:
@@ -507,7 +558,7 @@ class LiveFigures:
         if plan.duration_s is not None:
             hi: float | None = plan.duration_s - plan.cooldown_s
         else:
-            hi = min((self._sessions[s][3] for s in self._done), default=None)
+            hi = self._first_done_end
         if now_s < lo:
             return f"steady window: opens at {lo:,.1f} s"
         if hi is not None and now_s >= hi:

@@ -78,6 +78,7 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+@pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")  # a row's repr
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows())
 def test_whole_run_figures_equal_the_summary_s_for_any_rows(rs: list[dict[str, Any]]) -> None:
@@ -90,6 +91,7 @@ def test_whole_run_figures_equal_the_summary_s_for_any_rows(rs: list[dict[str, A
         assert _same(mine[key], theirs[key]), (key, mine[key], theirs[key])
 
 
+@pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows(60), st.integers(5, 260), st.sampled_from([30.0, 300.0]))
 def test_a_rolling_window_equals_brute_force_over_its_rows(
