@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import pty
+import re
 import statistics
 import subprocess
 import sys
@@ -83,22 +84,25 @@ def lines(path: Path) -> int:
 def one_run(mode: str, scen: Path, url: str, out: Path, cpu: int, expected: int
             ) -> dict[str, Any]:
     master, slave = pty.openpty()
-    drained = threading.Event()
+    tail = bytearray()
 
-    def drain() -> None:          # the terminal: read what the dashboard draws, drop it
+    def drain() -> None:          # the terminal: read what the dashboard draws, keep its end
         while True:
             try:
-                if not os.read(master, 65536):
-                    break
+                got = os.read(master, 65536)
             except OSError:
                 break
-        drained.set()
+            if not got:
+                break
+            tail.extend(got)
+            del tail[:-65536]
     threading.Thread(target=drain, daemon=True).start()
     args = [sys.executable, "-m", "simulator", "run", str(scen), "--endpoint", url,
             "--out", str(out)]
     args += (["--progress", "dashboard", "--metrics-port", "127.0.0.1:0"] if mode == "on"
-             else ["--progress", "off"])
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "160", "LINES": "48"}
+             else ["--progress", "off"])     # ENDURANCE_LIVE_CPU: the view times itself
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "160", "LINES": "48",
+           "ENDURANCE_LIVE_CPU": "1"}
     import resource
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=slave, text=True, env=env,
@@ -139,7 +143,12 @@ def one_run(mode: str, scen: Path, url: str, out: Path, cpu: int, expected: int
     whole_cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     stop.set()
     rest = proc.stdout.read()
+    time.sleep(0.2)
     os.close(master)
+    own = re.search(r"live view CPU: ([\d.]+) ms on the run's thread, ([\d.]+) ms serving "
+                    r"scrapes, of ([\d.]+) ms", tail.decode(errors="replace"))
+    view_share = (float(own.group(1)) + float(own.group(2))) / float(own.group(3)) \
+        if own else None
     import pandas as pd
     run_dir = Path(rest.strip().splitlines()[-1])
     rows = pd.read_parquet(run_dir / "turns.parquet")
@@ -154,9 +163,14 @@ def one_run(mode: str, scen: Path, url: str, out: Path, cpu: int, expected: int
             "mid_wall_s": tb - ta, "mid_tokens": mid_tokens,
             "mid_us_per_token": (cb - ca) / mid_tokens * 1e6,
             "all_us_per_token": whole_cpu / max(1, int(summary["output_tokens"])) * 1e6,
+            "view_share": view_share,
             "tokens": int(summary["output_tokens"]), "requests": int(summary["requests"]),
             "p50_e2e_s": float(rows["e2e_s"].median()), "scrapes": scrapes,
             "rows": rows[SAME], "run_dir": str(run_dir)}
+
+
+def _share(x: float | None) -> str:
+    return "" if x is None else f"{x * 100:.2f}%"
 
 
 def twin_check(tmp: Path) -> str:
@@ -206,7 +220,8 @@ def main(argv: list[str] | None = None) -> None:
                   f"{a.rate:g} tok/s per stream; client on cpu {a.client_cpu}, server on "
                   f"cpu {a.server_cpu}")
             print(f"{'rep':>3} {'mode':<4} {'µs/tok mid':>10} {'µs/tok all':>10} "
-                  f"{'wall s':>7} {'p50 e2e/ideal':>13} {'scrapes':>7} {'load':>10}")
+                  f"{'wall s':>7} {'p50 e2e/ideal':>13} {'scrapes':>7} {'view CPU':>8} "
+                  f"{'load':>10}")
             for rep in range(a.reps):
                 order = ("off", "on") if rep % 2 == 0 else ("on", "off")
                 pair = {}
@@ -219,6 +234,7 @@ def main(argv: list[str] | None = None) -> None:
                     print(f"{rep:>3} {mode:<4} {r['mid_us_per_token']:>10.2f} "
                           f"{r['all_us_per_token']:>10.2f} {r['wall_s']:>7.1f} "
                           f"{r['p50_e2e_s'] / (a.tokens / a.rate):>13.2f} {r['scrapes']:>7} "
+                          f"{_share(r['view_share']):>8} "
                           f"{r['load'][0]:>4.1f}→{r['load'][1]:<4.1f}", flush=True)
                     pair[mode] = r
                     results.append(r)
@@ -235,6 +251,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"on / off, per rep: {', '.join(f'{x:.3f}' for x in ratios)}; median "
                   f"{statistics.median(ratios):.3f} "
                   f"({(statistics.median(ratios) - 1) * 100:+.1f}%)")
+            shares = [r["view_share"] for r in results if r["view_share"] is not None]
+            if shares:
+                print(f"the view's own CPU (dashboard + exporter, measured inside the 'on' "
+                      f"runs) / the process's CPU while it ran: median "
+                      f"{statistics.median(shares) * 100:.2f}% "
+                      f"({', '.join(_share(x) for x in shares)})")
             if a.twin_check:
                 print(twin_check(Path(tmp)))
     finally:

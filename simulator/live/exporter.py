@@ -23,6 +23,7 @@ session and turn, as the summary counts them), probes = probe rows.
 from __future__ import annotations
 
 import threading
+import time
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -109,6 +110,7 @@ class RunMetrics:
         self._bounds = {h[0]: h[3] for h in HISTOGRAMS}
         self._gauges: dict[str, float] = {}
         self._seen: set[tuple[str, int, str]] = set()
+        self.collect_ns = 0                 # CPU spent building expositions (scrapes)
         self.registry.register(self)
 
     def _inc(self, name: str, key: tuple[str, ...], v: float = 1.0) -> None:
@@ -171,6 +173,11 @@ class RunMetrics:
 
     def collect(self) -> Iterator[Metric]:
         """The exposition (prometheus_client calls it on each scrape)."""
+        t = time.thread_time_ns()
+        yield from self._collect()
+        self.collect_ns += time.thread_time_ns() - t
+
+    def _collect(self) -> Iterator[Metric]:
         with self._lock:
             counters = {n: dict(c) for n, c in self._counters.items()}
             hists = {n: {k: (list(h.counts), h.sum) for k, h in hs.items()}

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,6 +105,10 @@ class InProcessFeed:
         # the in-process twin has no /metrics: its engine log is read as it grows
         self._engine = engine if isinstance(engine, SampledEngine) else None
         self._windows = 0
+        # ENDURANCE_LIVE_CPU=1 (benchmarks/live_overhead.py): the CPU the view itself
+        # takes on the run's thread, reported to stderr at the end
+        self.cpu_ns: int | None = 0 if os.environ.get("ENDURANCE_LIVE_CPU") == "1" else None
+        self._cpu0 = time.process_time_ns()
         recorder.subscribe(self._row)
         recorder.subscribe_metrics(view.metrics_row)
         recorder.subscribe_events(view.event)
@@ -118,11 +124,20 @@ class InProcessFeed:
         return self.clock.to_sim(asyncio.get_running_loop().time() - self._t0)
 
     def _row(self, row: dict[str, Any]) -> None:
+        t = time.thread_time_ns() if self.cpu_ns is not None else 0
         self.view.row(row)
         if self.view.due():
-            self.refresh()
+            self._refresh()
+        if self.cpu_ns is not None:
+            self.cpu_ns += time.thread_time_ns() - t
 
     def refresh(self) -> None:
+        t = time.thread_time_ns() if self.cpu_ns is not None else 0
+        self._refresh()
+        if self.cpu_ns is not None:
+            self.cpu_ns += time.thread_time_ns() - t
+
+    def _refresh(self) -> None:
         if self._engine is not None:
             rows, self._windows = self._engine.timeline_since(self._windows)
             for m in rows:
@@ -142,6 +157,14 @@ class InProcessFeed:
         with contextlib.suppress(RuntimeError):     # no running loop: the run's end
             end = max(end, self.now_s())
         self.view.close(end)
+        if self.cpu_ns is not None:
+            m = self.view.metrics
+            scrape = m.collect_ns if m is not None else 0
+            total = time.process_time_ns() - self._cpu0
+            print(f"live view CPU: {self.cpu_ns / 1e6:.1f} ms on the run's thread, "
+                  f"{scrape / 1e6:.1f} ms serving scrapes, of {total / 1e6:.1f} ms of the "
+                  f"process's CPU while it ran; {last.output_tokens} output tokens",
+                  file=sys.stderr, flush=True)
 
 
 # ----------------------------------------------------------------- sharded -------
