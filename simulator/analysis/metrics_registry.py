@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-Source = Literal["rows", "server", "engine", "run", "steady", "probes"]
+Source = Literal["rows", "server", "engine", "run", "steady", "probes", "gpu"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,6 +335,26 @@ METRICS += (
            _BOOT, source="probes"),
 )
 
+# Measured GPU power (a `--scrape` target such as NVIDIA's DCGM exporter;
+# `analysis/energy.py`): None without a power series, never estimated.
+_MEASURED = "measured by the --scrape target(s) `energy_source` names"
+METRICS += (
+    Metric("gpu_power_mean_w", "W", "mean GPU power over the run, " + _MEASURED,
+           "energy counter increase ÷ scraped time, else the power gauge's time-weighted "
+           "mean; GPUs of a target and targets summed", source="gpu", fmt="{:,.0f}"),
+    Metric("gpu_util_mean", "share", "mean GPU utilisation over the run, " + _MEASURED,
+           "the utilisation gauge's time-weighted mean (÷ 100), averaged over GPUs and "
+           "targets", source="gpu"),
+    Metric("energy_wh", "Wh", "GPU energy over the run's window, " + _MEASURED,
+           "gpu_power_mean_w × wall_window_s / 3600", source="gpu", fmt="{:,.2f}"),
+    Metric("energy_wh_per_mtok", "Wh", "GPU energy per 1M output tokens, " + _MEASURED,
+           "energy_wh / output_tokens × 10⁶", source="gpu", fmt="{:,.1f}", compare=True),
+    Metric("sessions_per_kw", "sessions/kW", "sessions held per kW of GPU power "
+           "(AA-AgentPerf's agents per MW, per kW), " + _MEASURED,
+           "achieved_sessions / (gpu_power_mean_w / 1000)", source="gpu", fmt="{:,.2f}",
+           compare=True),
+)
+
 REGISTRY: Mapping[str, Metric] = {m.key: m for m in METRICS}
 
 # Keys older summary.json files used → the registry key (read, never written).
@@ -359,7 +379,9 @@ FACT_KEYS: frozenset[str] = frozenset({
     "saturated", "saturated_reason",
     # recall breakdowns (`analysis/recall.py`)
     "recall_ci_unit", "recall_by_kind", "recall_by_age", "retention_by_state",
-    "recall_by_compactions_crossed"})
+    "recall_by_compactions_crossed",
+    # which --scrape targets measured the GPU power (`analysis/energy.py`)
+    "energy_source"})
 
 NUMERIC_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS)
 COMPARE_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS if m.compare)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.closed_loop import closed_loop_figures
+from simulator.analysis.energy import energy_figures, fold
 from simulator.analysis.goodput import GoodputSlo, goodput_figures, goodput_from_manifest
 from simulator.analysis.kv_tier import tier_figures
 from simulator.analysis.queueing import queue_figures, server_queue_mean_s
@@ -282,6 +283,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
                            if price_per_hour is not None and agg else None)
     out["simulated"] = bool(simulated)
     out |= _steady_part(turns, turn_ok, steady, price_per_hour)
+    out |= _energy_part(server_metrics, out)
     out |= _goodput_part(turns, goodput or GoodputSlo(), window, out)
     out |= recall_figures(all_rows)
     return {k: (_num(v) if isinstance(v, float | np.floating) else v) for k, v in out.items()}
@@ -296,6 +298,22 @@ def _steady_part(turns: pd.DataFrame, turn_ok: pd.DataFrame, steady: SteadyConfi
     if steady is not None:
         out |= steady_figures(turns, steady, price_per_hour)
     return out
+
+
+def _energy_part(server_metrics: pd.DataFrame | None,
+                 figures: Mapping[str, Any]) -> dict[str, Any]:
+    """Energy figures from measured GPU power (`analysis/energy.py`; None throughout
+    without a power series): sessions per kW counts the achieved sessions."""
+    rows: list[dict[Any, Any]] = []
+    if server_metrics is not None and not server_metrics.empty \
+            and "source" in server_metrics.columns:
+        rows = server_metrics[server_metrics["source"].notna()].to_dict("records")
+    sessions = figures.get("achieved_sessions")
+    if sessions is None:
+        sessions = figures.get("sessions")
+    return energy_figures(fold(rows), figures.get("wall_window_s"),
+                          int(figures.get("output_tokens") or 0),
+                          None if sessions is None else float(sessions))
 
 
 def _goodput_part(turns: pd.DataFrame, slo: GoodputSlo, wall_window_s: float | None,

@@ -6,7 +6,16 @@ to one-line messages and exit codes here (2: bad input, 1: runtime failure).
 
 from __future__ import annotations
 
-from simulator.cli import analysis, check, export, importer, run, sweep, twin  # noqa: F401  (registers commands)
+from simulator.cli import (  # noqa: F401  (registers commands)
+    analysis,
+    check,
+    export,
+    importer,
+    run,
+    sweep,
+    twin,
+    watch,
+)
 from simulator.cli._app import main
 from simulator.cli.twin_serve import serve_command
 

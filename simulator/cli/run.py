@@ -104,7 +104,28 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
 @common_run_options
 @click.option("--sessions", type=int, callback=at_least_one, help="Concurrent sessions.")
 @click.option("--label", help="A label for this run (shown in reports).")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--quiet", is_flag=True, help="No progress display (same as --progress off).")
+@click.option("--progress", "progress", type=click.Choice(["auto", "dashboard", "bar", "plain",
+                                                           "off"]),
+              default="auto", show_default=True,
+              help="While it runs: a live dashboard (on a terminal; elsewhere a status line), "
+              "the turns progress bar, a plain status line every --progress-every seconds, "
+              "or nothing. auto: the dashboard on a terminal, plain lines otherwise.")
+@click.option("--progress-every", "progress_every", type=click.FloatRange(min=0.1, max=86400),
+              default=30.0, show_default=True, metavar="S",
+              help="Seconds between plain status lines (no terminal, or --progress plain).")
+@click.option("--metrics-port", "metrics_port", metavar="[HOST:]PORT", default=None,
+              help="Serve the run's own Prometheus metrics (endurance:…) on "
+              "http://HOST:PORT/metrics (HOST defaults to 127.0.0.1; 0.0.0.0 for a "
+              "Prometheus on another machine; PORT 0: any free port, printed).")
+@click.option("--metrics-hold", "metrics_hold", type=click.FloatRange(min=0, max=86400),
+              default=0.0, show_default=True, metavar="S",
+              help="Keep --metrics-port up S seconds after the run (a last scrape sees the "
+              "final counters); Ctrl-C ends the wait.")
+@click.option("--scrape", "scrape", multiple=True, metavar="URL",
+              help="An extra Prometheus target scraped beside the server's own /metrics, "
+              "e.g. NVIDIA's DCGM exporter (http://gpu-node:9400/metrics): with GPU power "
+              "the summary adds energy per 1M output tokens and sessions per kW. Repeatable.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes to shard sessions over (HTTP endpoints only).")
 @click.option("--resume", "resume", type=click.Path(file_okay=False, path_type=Path),
@@ -138,7 +159,9 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
         stop_grace_s: float | None, api_key_file: str | None, executor: str = "local",
         ray_address: str | None = None, ray_shared_fs: bool = False,
         reset_prefix_cache: bool = False, ramp: str | None = None, hold: str = "3m",
-        max_step: str = "30m") -> None:
+        max_step: str = "30m", progress: str = "auto", progress_every: float = 30.0,
+        metrics_port: str | None = None, metrics_hold: float = 0.0,
+        scrape: tuple[str, ...] = ()) -> None:
     """Run SCENARIO and write results/<run-id>/ (the last line printed is its path).
 
     Exit codes: 0 completed, 1 failed (or endpoint unreachable / rejecting us),
@@ -156,7 +179,10 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
                  endpoint_url=endpoint, twin=twin, spec=spec, out_dir=out, label=label,
                  price_per_hour=price_per_hour, client=client, show_progress=not quiet,
                  stop_grace_s=stop_grace_s, resume_dir=resume,
-                 api_key_file=api_key_file, endpoint_urls=_urls())
+                 api_key_file=api_key_file, endpoint_urls=_urls(),
+                 progress="off" if quiet else progress, progress_every_s=progress_every,
+                 metrics_port=metrics_port, metrics_hold_s=metrics_hold,
+                 scrape_urls=_scrape_urls(scrape, endpoint, resume))
     drive = drive_for(workers, executor, ray_address, ray_shared_fs)
     if reset_prefix_cache:
         if endpoint is None:
@@ -183,6 +209,22 @@ def _ramp_set(steps: str, hold: str, max_step: str, workers: int,
     if hold_s >= max_s:
         raise InputError(f"--hold ({hold_s:g} s) must be shorter than --max-step ({max_s:g} s)")
     return (ramp_override(parse_steps(steps), hold_s, max_s, []),)
+
+
+def _scrape_urls(urls: tuple[str, ...], endpoint: str | None,
+                 resume: Path | None) -> tuple[str, ...]:
+    """`--scrape` URLs, checked; refused for the in-process twin (no GPU to measure)."""
+    from simulator.errors import InputError
+    from simulator.util.redact import check_endpoint_url
+    if urls and endpoint is None and resume is None:
+        raise InputError("--scrape needs --endpoint: the in-process twin runs on no GPU "
+                         "whose power could be measured")
+    for url in urls:
+        try:
+            check_endpoint_url(url, "--scrape")
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+    return tuple(urls)
 
 
 def _urls() -> tuple[str, ...]:

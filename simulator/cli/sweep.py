@@ -102,6 +102,13 @@ def progress_line(as_json: bool) -> Callable[[Any], None] | None:
     return line
 
 
+def watching(folder: Path, as_json: bool, kind: str) -> Any:
+    """The live view of the running point and the search's state (`live/watch.py`; none
+    with --json)."""
+    from simulator.live.watch import watching as watch_folder
+    return watch_folder(folder, as_json, kind)
+
+
 def _folder(out: Path, kind: str) -> Path:
     return out / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
@@ -158,7 +165,8 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
         outer.append(tiers_dim(sizes))
     if replicas := replicas_list():
         outer.append(replicas_dim(replicas, _router()))
-    with executor_for(parallel, executor, ray_address) as ex:
+    with executor_for(parallel, executor, ray_address) as ex, \
+            watching(base.folder, as_json, "sweep"):      # the running point, live
         answer = run_profile(Sweep(base, inner, tuple(outer)), ex, progress_line(as_json))
     name = answer.name + ("-tiers" if sizes is not None and answer.name == "sweep" else "")
     _save_and_show(answer, base.folder, name, as_json)
@@ -322,16 +330,19 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
         from simulator.cli.load_options import parse_duration_s
         from simulator.sweep.ramp import tier_specs
         specs = tier_specs(parsed, tiers, ttft, attainment)
-        with executor_for(parallel, executor, ray_address) as ex:
+        with executor_for(parallel, executor, ray_address) as ex, \
+                watching(base.folder, as_json, "size"):
             answer = _ramp(base, ramp, max_sessions, parse_duration_s(hold, "--hold"),
                            parse_duration_s(max_step, "--max-step"), specs, from_twin,
                            not no_compare, ex, on_done)
         sys.exit(_show_ramp(answer, base.folder, as_json))
     if tiers:
-        with executor_for(parallel, executor, ray_address) as ex:
+        with executor_for(parallel, executor, ray_address) as ex, \
+                watching(base.folder, as_json, "size"):
             sys.exit(_size_per_speed_tier(base, parsed, tiers, ttft, attainment,
                                           max_sessions, repeats, ex, on_done, as_json))
-    with executor_for(parallel, executor, ray_address) as ex:
+    with executor_for(parallel, executor, ray_address) as ex, \
+            watching(base.folder, as_json, "size"):
         if (sizes := kv_tiers()) is not None:
             sys.exit(_size_per_tier(base, sizes, parsed, max_sessions, repeats, team, sets,
                                     ex, on_done, as_json))

@@ -235,3 +235,12 @@ class EngineEndpoint(Endpoint, Protocol):
     def continue_timeline(self, offset_s: float) -> None:
         """A resumed run's engine log continues from `offset_s`."""
         ...
+
+
+@runtime_checkable
+class SampledEngine(Protocol):
+    """An in-process engine whose log a live view can read while the run goes on."""
+
+    def timeline_since(self, done: int) -> tuple[list[dict[str, Any]], int]:
+        """The log's rows after its first `done` windows, and how many are done now."""
+        ...

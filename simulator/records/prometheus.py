@@ -67,7 +67,16 @@ DIALECTS: dict[str, dict[str, tuple[str, Kind, Agg]]] = {
         "llamacpp:requests_processing": ("requests_running", "gauge", "sum"),
         "llamacpp:requests_deferred": ("requests_waiting", "gauge", "sum"),
     },
+    # NVIDIA's DCGM exporter (a `--scrape` target): GPU power, energy and utilisation,
+    # summed (power, energy) or averaged (utilisation) over the GPUs it exposes
+    "dcgm": {
+        "DCGM_FI_DEV_POWER_USAGE": ("gpu_power_w", "gauge", "sum"),
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("gpu_energy_mj", "counter", "sum"),
+        "DCGM_FI_DEV_GPU_UTIL": ("gpu_util", "gauge", "mean"),
+    },
 }
+# how a dialect's sample names begin (default: its name and a colon)
+PREFIXES: dict[str, str] = {"dcgm": "DCGM_FI_"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +121,8 @@ def parse_metrics(text: str) -> Snapshot:
                 block_size = int(bs) if bs.isdigit() else block_size
                 continue
             values.setdefault(sample.name, []).append(float(sample.value))
-    prefix_counts = {d: sum(1 for n in values if n.startswith(d + ":")) for d in DIALECTS}
+    prefix_counts = {d: sum(1 for n in values if n.startswith(PREFIXES.get(d, d + ":")))
+                     for d in DIALECTS}
     dialect = max(prefix_counts, key=lambda d: prefix_counts[d])
     if prefix_counts[dialect] == 0 and not info:
         return Snapshot(dialect=None, samples=len(names))
@@ -225,7 +235,7 @@ class MetricsScraper:
             self.notes.append(f"{self.url}: not Prometheus text ({exc}); no server metrics")
             return False
         if snap.dialect is None:
-            self.notes.append(f"{self.url}: no vLLM/SGLang/llama.cpp metrics found")
+            self.notes.append(f"{self.url}: no vLLM/SGLang/llama.cpp/DCGM metrics found")
             return False
         rows = window_rows(self._prev, snap, self._prev_t, now)
         if self._prev is not None:

@@ -250,6 +250,8 @@ class Recorder:
         self.rows_written = 0
         self._events: IO[str] | None = None
         self._listeners: list[Callable[[dict[str, Any]], None]] = []
+        self._metrics_listeners: list[Callable[[dict[str, Any]], None]] = []
+        self._event_listeners: list[Callable[[dict[str, Any]], None]] = []
         self._stamp = {k: v for k, v in (("run", self.manifest.get("run_id")), (
             "scenario_hash", self.manifest.get("scenario_hash"))) if v is not None}
         self.manifest["status"] = "running"
@@ -273,13 +275,23 @@ class Recorder:
         journal file."""
         self._listeners.append(listen)
 
+    def subscribe_metrics(self, listen: Callable[[dict[str, Any]], None]) -> None:
+        """Call `listen(row)` with every /metrics window row once it is journaled."""
+        self._metrics_listeners.append(listen)
+
+    def subscribe_events(self, listen: Callable[[dict[str, Any]], None]) -> None:
+        """Call `listen(row)` with every run event once it is journaled."""
+        self._event_listeners.append(listen)
+
     def write_event(self, row: dict[str, Any]) -> None:
         """One row of `events.jsonl` (a run event, e.g. a ramp step), flushed."""
         if self._events is None:
             self._events = open(self.run_dir / EVENTS_JOURNAL, "a", encoding="utf-8")
-        self._events.write(json.dumps({**self._stamp, **row}, separators=(",", ":"),
-                                      default=str) + "\n")
+        row = {**self._stamp, **row}
+        self._events.write(json.dumps(row, separators=(",", ":"), default=str) + "\n")
         self._events.flush()
+        for listen in self._event_listeners:
+            listen(row)
 
     def write_success(self, history_row: dict[str, Any], record: TurnRecord) -> None:
         """A successful request: its history line, carrying the turn row, then the turn
@@ -301,6 +313,8 @@ class Recorder:
         row = metrics_in_simulated_time(row, self.clock)
         self._metrics.write(json.dumps(row, separators=(",", ":"), default=str) + "\n")
         self._metrics.flush()
+        for listen in self._metrics_listeners:
+            listen(row)
 
     def update_manifest(self, **fields: Any) -> None:
         self.manifest.update(fields)

@@ -115,6 +115,16 @@ def format_sizing(result: SizingResult, target: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def energy_row(s: Mapping[str, Any]) -> tuple[str, str]:
+    """Measured GPU power and what it gives, labelled with the exporter it came from."""
+    def fmt(key: str) -> str:
+        return registry.REGISTRY[key].format(s.get(key))
+    return ("GPU power, util / Wh per 1M output tokens / sessions per kW",
+            f"{fmt('gpu_power_mean_w')} W, {fmt('gpu_util_mean')} / "
+            f"{fmt('energy_wh_per_mtok')} / {fmt('sessions_per_kw')} "
+            f"({s.get('energy_source')})")
+
+
 def summary_table(s: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(label, formatted value) pairs shared by the terminal, markdown and HTML views:
     the registry's rows, with the request breakdown, compaction kinds and price beside."""
@@ -135,6 +145,8 @@ def summary_table(s: Mapping[str, Any]) -> list[tuple[str, str]]:
                              s.get("spec_mean_acceptance_length")) + ", "
                          + registry.REGISTRY["spec_acceptance_share"].format(
                              s.get("spec_acceptance_share")) + ")"))
+        if label == "KV usage peak / preemptions" and s.get("gpu_power_mean_w") is not None:
+            rows.append(energy_row(s))
         if label == "cache: server counters hit share" and s.get("probe_requests"):
             rows.append(recall_table_row(s))
         if label == "sessions / successful turns":

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from simulator.clock import RunClock
@@ -20,6 +20,7 @@ from simulator.endpoints.base import Endpoint, EngineEndpoint
 from simulator.endpoints.routed import RoutedEndpoint
 from simulator.records.prometheus import MetricsScraper, metrics_url_for
 from simulator.records.recorder import Recorder, prewarm_finalize
+from simulator.run.observe import InProcessFeed
 from simulator.run.prepare import OpenedRun
 from simulator.scenario.model import Scenario
 from simulator.session.runner import STOP_GRACE_S, Runner, RunOutcome, warm_start_turn
@@ -38,7 +39,8 @@ def run_background(endpoint: Endpoint, recorder: Recorder, scrape_url: str | Non
 
 
 def _background(endpoint: Endpoint, recorder: Recorder, metrics_url: str | None,
-                clock: RunClock) -> tuple[Background, list[Callable[[], None]]]:
+                clock: RunClock, extra: Sequence[str] = ()
+                ) -> tuple[Background, list[Callable[[], None]]]:
     background: Background = []
     if isinstance(endpoint, EngineEndpoint):
         background.extend(endpoint.background())
@@ -52,21 +54,34 @@ def _background(endpoint: Endpoint, recorder: Recorder, metrics_url: str | None,
                                       replica=str(i) if len(targets) > 1 else None)
             background.append(scraper.run)
             on_finish.append(scraper.stop)
+    for url in extra:      # --scrape: GPU telemetry beside the server's own metrics
+        scraper = metrics_scraper(url, recorder, clock, source=target_label(url))
+        background.append(scraper.run)
+        on_finish.append(scraper.stop)
     return background, on_finish
 
 
+def target_label(url: str) -> str:
+    """How a `--scrape` target is named in its rows and figures: host:port/path."""
+    from urllib.parse import urlsplit
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port or 80}{parts.path or ''}"
+
+
 def metrics_scraper(metrics_url: str, recorder: Recorder, clock: RunClock,
-                    replica: str | None = None) -> MetricsScraper:
+                    replica: str | None = None, source: str | None = None) -> MetricsScraper:
     """A scraper of `metrics_url` into `recorder`: as often in simulated time as a real
     server is scraped (no faster than 0.5 s); the recorder writes the windows in
-    simulated seconds, like the turn rows."""
+    simulated seconds, like the turn rows. `source` names a `--scrape` target (GPU
+    telemetry) in its rows; it is scraped as often in wall time as a real server."""
     interval = max(clock.to_loop(SCRAPE_INTERVAL_S), min(0.5, SCRAPE_INTERVAL_S))
+    tag = {k: v for k, v in (("replica", replica), ("source", source)) if v is not None}
 
     def sink(rows: list[dict[str, Any]]) -> None:
         for row in rows:
-            recorder.write_metrics(row if replica is None else {**row, "replica": replica})
+            recorder.write_metrics({**row, **tag} if tag else row)
 
-    return MetricsScraper(metrics_url, interval, sink)
+    return MetricsScraper(metrics_url, SCRAPE_INTERVAL_S if source else interval, sink)
 
 
 def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: bool = True,
@@ -79,23 +94,36 @@ def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: boo
     s, spec, endpoint, recorder = run.scenario, run.spec, run.endpoint, run.recorder
     clock = run.server.clock()
     background, on_finish = _background(endpoint, recorder,
-                                        run.server.metrics_url if scrape else None, clock)
-    bar = ProgressBar(progress_total(s), progress and spec.show_progress and sys.stderr.isatty(),
-                      duration_s=s.load.duration_s, clock=clock)
+                                        run.server.metrics_url if scrape else None, clock,
+                                        spec.scrape_urls if scrape else ())
+    # the live view (`run/observe.py`): the dashboard, a status line, the exporter's feed
+    feed = InProcessFeed(run.live, recorder, clock, endpoint) if progress and run.live \
+        else None
+    show_bar = progress and spec.show_progress and spec.progress in ("auto", "bar") \
+        and feed is None and sys.stderr.isatty()
+    bar = ProgressBar(progress_total(s), show_bar, duration_s=s.load.duration_s, clock=clock)
+    if feed is not None:
+        background.append(feed.tick)
     with bar as advance:
         grace = STOP_GRACE_S if spec.stop_grace_s is None else spec.stop_grace_s
         runner = Runner(s, endpoint, recorder, run.run_id, progress=advance,
                         background=background, on_finish=on_finish, stop_grace_s=grace,
                         resume=run.state, clock=clock, session_range=sessions)
+        if feed is not None:
+            feed.view.gauges = runner.live_gauges
 
         async def main() -> RunOutcome:
             bar.start_clock()
+            if feed is not None:
+                feed.start()
             if started is not None:
                 started()
             try:
                 return await runner.run()
             finally:
                 await endpoint.aclose()
+                if feed is not None:
+                    feed.close()
 
         # What finalize needs is imported now, on this thread, before the first request:
         # a stop then finds it loaded (a second Ctrl-C never waits for imports), and no

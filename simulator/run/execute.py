@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from simulator.endpoints.base import Endpoint
 from simulator.run.drive import drive_sessions
 from simulator.run.finish import run_to_end
+from simulator.run.observe import observed
 from simulator.run.prepare import OpenedRun, open_run
 from simulator.run.signals import sigterm_as_interrupt
 from simulator.run.spec import RunResult, RunSpec, base_endpoint_url, check_spec_numbers
@@ -88,4 +89,5 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
     # runner's own handlers (or a sharded drive's executor) take over while it runs.
     with sigterm_as_interrupt():
         run = open_run(spec, endpoint, extra=drive.manifest_extra)
-        return run_to_end(run, lambda: drive(run), echo)
+        with observed(run, echo):      # the live view and the exporter, if asked for
+            return run_to_end(run, lambda: drive(run), echo)

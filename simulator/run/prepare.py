@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simulator.clock import RunClock
 from simulator.endpoints.base import Endpoint, EngineEndpoint
@@ -30,6 +30,9 @@ from simulator.scenario.model import Scenario
 from simulator.session.resume import ResumeState
 from simulator.twin.model.profiles import parse_twin
 
+if TYPE_CHECKING:       # a type only: the view loads with the run's drive
+    from simulator.live.view import LiveView
+
 
 @dataclass
 class OpenedRun:
@@ -42,6 +45,7 @@ class OpenedRun:
     recorder: Recorder
     server: ServerInfo
     state: ResumeState | None = None   # --resume: what the sessions did before
+    live: LiveView | None = None       # what watches it (`run/observe.py`), set by execute
 
     @property
     def run_id(self) -> str:

@@ -49,8 +49,9 @@ from simulator.records.recorder import (
     iter_journal,
 )
 from simulator.records.rows import TurnRecord
-from simulator.run.drive import drive_sessions, metrics_scraper
+from simulator.run.drive import drive_sessions, metrics_scraper, target_label
 from simulator.run.execute import execute
+from simulator.run.observe import follow_shards
 from simulator.run.prepare import OpenedRun, endpoint_target, resolve
 from simulator.run.server import ServerInfo
 from simulator.run.signals import signals_deferred, signals_handled
@@ -351,21 +352,26 @@ def _drive_shards(run: OpenedRun, workers: int, executor: Executor,
                      None if state is None else shard_resume(state, r), run.server)
             for i, r in enumerate(ranges)]
     t0, t0_wall = time.monotonic(), time.time()
-    # the executor owns SIGINT/SIGTERM while shards run: it tells every shard to stop
-    with _parent_scrape(recorder, run.server, parent_scrape):
-        results = executor.run_shards(jobs)
-    with signals_deferred():  # a late signal must not tear the merge
-        merge_shards(recorder, jobs, results, t0, t0_wall)
-        alignment = clock_alignment(results)
-        if alignment is not None:
-            recorder.update_manifest(clock_alignment=alignment)
+    # the executor owns SIGINT/SIGTERM while shards run: it tells every shard to stop;
+    # the live view (if any) follows the shards' journals meanwhile
+    with follow_shards(run.live, run.run_dir) as live_done:
+        with _parent_scrape(recorder, run.server, parent_scrape, spec.scrape_urls):
+            results = executor.run_shards(jobs)
+        with signals_deferred():  # a late signal must not tear the merge
+            merge_shards(recorder, jobs, results, t0, t0_wall)
+            alignment = clock_alignment(results)
+            if alignment is not None:
+                recorder.update_manifest(clock_alignment=alignment)
+        live_done()
     return merge_outcomes(results)
 
 
 @contextlib.contextmanager
-def _parent_scrape(recorder: Recorder, server: ServerInfo, enabled: bool) -> Iterator[None]:
-    """Scrape the server's /metrics from the parent (in a thread with its own loop)
-    while the block runs: one owner of the scrape however many nodes generate load."""
+def _parent_scrape(recorder: Recorder, server: ServerInfo, enabled: bool,
+                   extra: Sequence[str] = ()) -> Iterator[None]:
+    """Scrape the server's /metrics (and the `--scrape` targets) from the parent (in a
+    thread with its own loop) while the block runs: one owner of the scrape however
+    many nodes generate load."""
     if not enabled or server.metrics_url is None:
         yield
         return
@@ -373,14 +379,18 @@ def _parent_scrape(recorder: Recorder, server: ServerInfo, enabled: bool) -> Ite
 
     import aiohttp  # noqa: F401  (the scraper's client, imported here: never on the thread)
 
-    scraper = metrics_scraper(server.metrics_url, recorder, server.clock())
+    scrapers = [metrics_scraper(server.metrics_url, recorder, server.clock())]
+    scrapers += [metrics_scraper(u, recorder, server.clock(), source=target_label(u))
+                 for u in extra]
     started = threading.Event()
     loops: list[asyncio.AbstractEventLoop] = []
 
     async def scrape() -> None:
         loops.append(asyncio.get_running_loop())
         started.set()
-        await scraper.run()
+        async with asyncio.TaskGroup() as tg:
+            for scraper in scrapers:
+                tg.create_task(scraper.run())
 
     thread = threading.Thread(target=lambda: asyncio.run(scrape()),
                               name="endurance-scrape", daemon=True)
@@ -390,7 +400,8 @@ def _parent_scrape(recorder: Recorder, server: ServerInfo, enabled: bool) -> Ite
         yield
     finally:
         for loop in loops:
-            loop.call_soon_threadsafe(scraper.stop)
+            for scraper in scrapers:
+                loop.call_soon_threadsafe(scraper.stop)
         thread.join(15)
 
 

@@ -41,6 +41,15 @@ class RunSpec:
     # in-process twin only: efficiency terms / engine settings on top of the scenario's
     # twin section (a fit's candidate terms, run without writing a profile file)
     twin_overrides: Mapping[str, Any] = field(default_factory=dict)
+    # watching the run (`run/observe.py`, docs/watching.md): the live view's mode
+    # (auto | dashboard | bar | plain | off; show_progress=False is off), a plain status
+    # line's period, the load generator's own /metrics ([HOST:]PORT) and how long it
+    # stays up after the run, and extra Prometheus targets (GPU telemetry)
+    progress: str = "auto"
+    progress_every_s: float = 30.0
+    metrics_port: str | None = None
+    metrics_hold_s: float = 0.0
+    scrape_urls: tuple[str, ...] = ()
 
 
 @dataclass

@@ -45,12 +45,18 @@ class Limiter:
         self._sem = asyncio.Semaphore(max_in_flight) if max_in_flight else None
         self._pacer = Pacer(requests_per_s) if requests_per_s else None
         self._since: dict[asyncio.Task[object] | None, float] = {}
+        self._waiting = 0       # attempts held at a limit now
 
     async def __aenter__(self) -> None:
-        if self._pacer is not None:
-            await self._pacer.acquire()
-        if self._sem is not None:
-            await self._sem.acquire()
+        if self._pacer is not None or self._sem is not None:
+            self._waiting += 1
+            try:
+                if self._pacer is not None:
+                    await self._pacer.acquire()
+                if self._sem is not None:
+                    await self._sem.acquire()
+            finally:
+                self._waiting -= 1
         self._since[asyncio.current_task()] = asyncio.get_running_loop().time()
 
     async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
@@ -58,6 +64,10 @@ class Limiter:
         self._since.pop(asyncio.current_task(), None)
         if self._sem is not None:
             self._sem.release()
+
+    def counts(self) -> dict[str, int]:
+        """Attempts in flight and attempts waiting at a limit, now (a live view's)."""
+        return {"in_flight": len(self._since), "waiting": self._waiting}
 
     def oldest_in_flight(self) -> float | None:
         """Loop time the oldest attempt now in flight was admitted (None: none is)."""

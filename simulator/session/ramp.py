@@ -100,6 +100,11 @@ class RampController:
             while (nxt := self.plan.next_count(self.done)) is not None:
                 n, phase = nxt
                 retired = self.pool.set_target(n)
+                # the step now held, for a live view (`live/figures.py`); only the
+                # judged `ramp_step` events are read back (summary, resume)
+                self.ctx.recorder.write_event({"event": "ramp_hold", "step": len(self.done),
+                                               "sessions": n, "phase": phase,
+                                               "t_s": self.now()})
                 step = await self._hold(len(self.done), n, phase, self.now(), retired)
                 if step is None:          # the run is stopping: this step has no verdict
                     return

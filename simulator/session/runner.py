@@ -105,6 +105,12 @@ class Runner:
         self.outcome = RunOutcome("completed", failed_sessions=list(self.resume.failed_sessions))
         self._stop = asyncio.Event()
         self._signalled = 0
+        self._ctx: RunContext | None = None
+
+    def live_gauges(self) -> dict[str, int]:
+        """Requests in flight and held at the client's limits now (a live view reads
+        them; empty before the run starts)."""
+        return {} if self._ctx is None else self._ctx.limiter.counts()
 
     async def run(self) -> RunOutcome:
         loop = asyncio.get_running_loop()
@@ -122,6 +128,7 @@ class Runner:
                          base, tools_json(base), self._stop, t0, self.progress,
                          replay=self.resume.replay, prior_attempts=self.resume.prior_attempts,
                          ngram_meter=_client_meter(self.endpoint))
+        self._ctx = ctx
         try:
             await self._run_all(ctx)
         except asyncio.CancelledError:

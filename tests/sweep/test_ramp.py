@@ -28,7 +28,9 @@ TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")
 
 
 def _events(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+    """The judged steps (a live view's `ramp_hold` events, one per step held, apart)."""
+    rows = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+    return [e for e in rows if e.get("event") == "ramp_step"]
 
 
 def _summary(run_dir: Path) -> dict[str, Any]:

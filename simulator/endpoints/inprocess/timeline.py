@@ -72,7 +72,14 @@ class EngineTimeline:
 
     def rows(self) -> list[dict[str, Any]]:
         """`server_metrics` rows: per window, counter deltas and gauges at its end."""
+        return self.rows_since(0)[0]
+
+    def rows_since(self, done: int) -> tuple[list[dict[str, Any]], int]:
+        """The rows of the windows after the first `done` ones, and how many windows
+        are done now (a live view reads the log as it grows; reading changes nothing)."""
         out: list[dict[str, Any]] = []
-        for (t0, prev), (t1, cur) in zip(self.samples, self.samples[1:], strict=False):
+        samples = self.samples
+        for i in range(done, len(samples) - 1):
+            (t0, prev), (t1, cur) = samples[i], samples[i + 1]
             out += window_rows(prev, cur, t0 + self.offset_s, t1 + self.offset_s)
-        return out
+        return out, max(done, len(samples) - 1)

@@ -115,6 +115,11 @@ class InProcessTwin:
         """A resumed run: the engine log continues where the journal ended (s)."""
         self.timeline.offset_s = offset_s
 
+    def timeline_since(self, done: int) -> tuple[list[dict[str, Any]], int]:
+        """The engine log's windows after the first `done` (a live view's), and how
+        many are done now; the log is not closed."""
+        return self.timeline.rows_since(done)
+
     def timeline_rows(self) -> list[dict[str, Any]]:
         """The engine log as `server_metrics` rows (seconds since the run started)."""
         self.timeline.close(self.engine.now, self.engine)

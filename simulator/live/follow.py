@@ -1,0 +1,188 @@
+"""Reading a run directory while it is written, read-only: `endurance watch`, and the
+parent of a sharded run (its shards' rows reach it only through their journals).
+
+`JournalTail` reads the complete lines appended to a JSONL journal since its last call
+(a torn last line waits for its newline; a line that is not a JSON object is skipped:
+a viewer never stops on what a writer is in the middle of). It opens the file for
+reading only and takes no lock: the writer's `flock` is never contended.
+
+`RunFollower` yields a run's new rows on one timeline, simulated seconds since the run
+started, as the run's own journal holds them:
+
+* the run's `turns.jsonl` (a one-process run writes it as it goes; a sharded run's
+  parent merges its shards into it when they end);
+* the shards' journals under `workers/` (local processes, Ray shards shipped back by
+  the driver, a resumed run's `workers/resume<k>/`): each shard journals on its own
+  loop clock from its own start, so its rows are put on the run's timeline by wall
+  clock (the shard's start is `started_at − started_mono_s` of any of its rows, the
+  run's is the manifest's `started_at`) and into simulated time at the run's rate;
+* `server_metrics.jsonl` and `events.jsonl` (a ramp's steps).
+
+A row is yielded once, whichever journal holds it (keyed by session, turn, kind and
+attempt): the merge copies shard rows into `turns.jsonl`, and they are not counted
+twice. The figures of a running sharded run are therefore the live view's best
+alignment; the run's final figures come from its merged journal (`finished()`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simulator.clock import RunClock
+from simulator.records.recorder import (
+    EVENTS_JOURNAL,
+    MANIFEST,
+    METRICS_JOURNAL,
+    SUMMARY,
+    TURNS_JOURNAL,
+)
+from simulator.records.rows import in_simulated_time, metrics_in_simulated_time
+
+WORKERS_DIR = "workers"     # run.shards.WORKERS_DIR (the run layer is above this one)
+
+
+class JournalTail:
+    """The complete JSON-object lines appended to `path` since the last `read()`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def read(self) -> list[dict[str, Any]]:
+        try:
+            with self.path.open("rb") as f:
+                size = f.seek(0, 2)
+                if size < self.offset:        # cut back (a resume dropped a torn tail)
+                    self.offset = size
+                f.seek(self.offset)
+                data = f.read(size - self.offset)
+        except (FileNotFoundError, PermissionError):
+            return []
+        end = data.rfind(b"\n")
+        if end < 0:
+            return []
+        self.offset += end + 1
+        out: list[dict[str, Any]] = []
+        for line in data[: end + 1].splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict):
+                out.append(row)
+        return out
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any] | None:
+    """The manifest as it stands (None while missing or mid-replace)."""
+    try:
+        data = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def row_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (row.get("session_id"), row.get("turn_index"), row.get("request_kind"),
+            row.get("attempt"), row.get("fact_id"))
+
+
+@dataclass
+class _Shard:
+    tail: JournalTail
+    metrics: JournalTail
+    shift_s: float | None = None     # its start − the run's start (wall seconds)
+
+
+@dataclass
+class Batch:
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+class RunFollower:
+    """New rows of a run directory on the run's timeline (see the module docstring)."""
+
+    def __init__(self, run_dir: Path, shards: bool = True) -> None:
+        self.run_dir = run_dir
+        self.manifest = read_manifest(run_dir) or {}
+        self.clock = RunClock(rate=float(self.manifest.get("time_scale") or 1.0))
+        self.t0_wall = float(self.manifest.get("started_at") or time.time())
+        self._turns = JournalTail(run_dir / TURNS_JOURNAL)
+        self._metrics = JournalTail(run_dir / METRICS_JOURNAL)
+        self._events = JournalTail(run_dir / EVENTS_JOURNAL)
+        self._shards: dict[Path, _Shard] = {}
+        self._follow_shards = shards
+        self._seen: set[tuple[Any, ...]] = set()
+        self.last_end_s = 0.0
+
+    def status(self) -> str:
+        """The manifest's status now (`running` until the run is finalized)."""
+        m = read_manifest(self.run_dir)
+        if m is not None:
+            self.manifest = m
+        return str(self.manifest.get("status") or "running")
+
+    def finished(self) -> bool:
+        """Finalized: status no longer running and summary.json written (or failed)."""
+        st = self.status()
+        return st != "running" and ((self.run_dir / SUMMARY).exists() or st == "failed")
+
+    def now_s(self) -> float:
+        """The run's clock now (simulated seconds since it started), by wall clock."""
+        return self.clock.to_sim(max(0.0, time.time() - self.t0_wall))
+
+    def poll(self) -> Batch:
+        out = Batch()
+        for row in self._turns.read():
+            self._take(row, out)
+        if self._follow_shards:
+            self._poll_shards(out)
+        out.metrics.extend(self._metrics.read())
+        out.events.extend(self._events.read())
+        return out
+
+    def _take(self, row: dict[str, Any], out: Batch) -> None:
+        key = row_key(row)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        end = float(row.get("started_mono_s") or 0.0) + float(row.get("e2e_s") or 0.0)
+        self.last_end_s = max(self.last_end_s, end)
+        out.rows.append(row)
+
+    def _poll_shards(self, out: Batch) -> None:
+        base = self.run_dir / WORKERS_DIR
+        if not base.is_dir():
+            return
+        for journal in sorted(base.glob(f"**/w*/{TURNS_JOURNAL}")):
+            shard = self._shards.get(journal.parent)
+            if shard is None:
+                shard = self._shards[journal.parent] = _Shard(
+                    JournalTail(journal), JournalTail(journal.parent / METRICS_JOURNAL))
+            for row in shard.tail.read():
+                if shard.shift_s is None and row.get("started_at") is not None:
+                    shard.shift_s = (float(row["started_at"]) - float(row["started_mono_s"])
+                                     - self.t0_wall)
+                self._take(self._on_run_timeline(row, shard.shift_s or 0.0), out)
+            for m in shard.metrics.read():
+                shifted = {**m, **{k: float(m[k]) + (shard.shift_s or 0.0)
+                                   for k in ("t_start_s", "t_end_s") if m.get(k) is not None}}
+                out.metrics.append(metrics_in_simulated_time(shifted, self.clock))
+
+    def _on_run_timeline(self, row: dict[str, Any], shift_s: float) -> dict[str, Any]:
+        """A shard row (its loop clock, from its start) on the run's timeline, simulated."""
+        moved = {**row, "started_mono_s": float(row["started_mono_s"]) + shift_s}
+        return in_simulated_time(moved, self.clock)
+
+
+def run_dirs_in(folder: Path) -> list[Path]:
+    """The run directories directly inside a sweep or size folder, oldest first."""
+    found = [p for p in folder.iterdir() if (p / MANIFEST).is_file()] if folder.is_dir() else []
+    return sorted(found, key=lambda p: (p / MANIFEST).stat().st_mtime_ns)
