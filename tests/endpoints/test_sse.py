@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from simulator.endpoints.base import ErrorType, Usage
 from simulator.endpoints.wire.anthropic import StreamState
 from simulator.endpoints.wire.http_errors import hint_headers, parse_retry_after
-from simulator.endpoints.wire.sse import SSEParser, StreamFault, parse_block
+from simulator.endpoints.wire.sse import SSEParser, StreamFault, loads_event, parse_block
 from simulator.session.conversation import TextBlock
 
 
@@ -114,6 +114,53 @@ def test_data_only_framing_is_understood() -> None:
 def test_parse_block_follows_field_rules() -> None:
     assert parse_block(b"event:x\ndata: 1\ndata:2\nid: 7") == ("x", b"1\n2")
     assert parse_block(b": only a comment") == ("", b"")
+
+
+def _field_rules(block: bytes) -> tuple[str, bytes]:
+    """The WHATWG field rules line by line: parse_block's oracle."""
+    name, data = "", []
+    for line in block.split(b"\n"):
+        if not line or line[:1] == b":":
+            continue
+        field, _, value = line.partition(b":")
+        value = value[1:] if value[:1] == b" " else value
+        if field == b"event":
+            name = value.decode("utf-8", "replace")
+        elif field == b"data":
+            data.append(value)
+    return name, b"\n".join(data)
+
+
+@given(st.one_of(
+    st.lists(st.sampled_from([b"event: ", b"event:", b"data: ", b"data:", b"\n", b":", b" ",
+                              b"x", b"id: 1", b"\xff", b"{}"]), max_size=12).map(b"".join),
+    st.builds(lambda a, b: b"event: " + a + b"\ndata: " + b,   # the common two-line form
+              st.binary(max_size=6), st.binary(max_size=6))))
+@settings(max_examples=300)
+def test_parse_block_equals_the_field_rules(block: bytes) -> None:
+    assert parse_block(block) == _field_rules(block)
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=4),
+                                                                         c, max_size=3),
+                     max_leaves=8)
+
+
+@given(st.one_of(
+    _JSON.map(lambda v: json.dumps(v, ensure_ascii=False).encode("utf-8", "surrogatepass")),
+    st.tuples(_JSON, st.sampled_from(["", " ", "\n", " x", "}", "\t\r"]), st.integers(0, 3))
+    .map(lambda t: (json.dumps(t[0])[t[2]:] + t[1]).encode()),
+    st.binary(max_size=12).map(lambda b: b"{" + b), st.binary(max_size=12).map(lambda b: b'"' + b)))
+@settings(max_examples=400)
+def test_loads_event_equals_json_loads(data: bytes) -> None:
+    try:
+        expected = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        with pytest.raises(StreamFault):
+            loads_event(data, "x")
+        return
+    assert loads_event(data, "x") == expected
 
 
 def test_missing_message_stop_is_a_disconnect() -> None:

@@ -202,7 +202,11 @@ class _Conn(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         try:
-            self._emit(body, self._now)
+            sink = self._sink
+            if self._inflate is None and sink is not None and body:
+                sink(body, self._now)  # the paced hot path: one call per token
+            else:
+                self._emit(body, self._now)
         except BaseException as e:  # the sink's own (StreamFault): the caller's error
             self._error = e
             raise

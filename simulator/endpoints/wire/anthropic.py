@@ -14,6 +14,7 @@ Times are whatever monotonic clock the caller passes in (seconds).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Any
 
 from simulator.endpoints.base import ErrorType, LLMRequest, LLMResponse, Usage
 from simulator.endpoints.wire.sse import (
+    COMPACT_JSON,
     SSEParser,
     StreamFault,
     check_content_size,
@@ -49,12 +51,16 @@ class _BlockInfo:
     name: str = ""
 
 
-# Prefixes that never match (b"\x00"): every delta takes the slow, checked path.
-_NO_FAST_PATH: tuple[bytes, bytes, list[bytes]] = (b"\x00", b"\x00", [])
+# A block's delta prefixes with their lengths, and its payload pieces: (compact, len,
+# spaced, len, pieces). Prefixes that never match (b"\x00"): every delta takes the
+# slow, checked path.
+_Fast = tuple[bytes, int, bytes, int, list[bytes]]
+_NO_FAST_PATH: _Fast = (b"\x00", 1, b"\x00", 1, [])
 
 _FIELD = {"text": ("text_delta", "text"), "tool_use": ("input_json_delta", "partial_json")}
 
 
+@functools.lru_cache(maxsize=256)
 def _fast_prefixes(index: int, kind: str) -> tuple[bytes, bytes]:
     """Byte prefixes (compact and `json.dumps`-spaced JSON) of a delta event for block
     `index` whose payload string starts right after; b"\x00" (never matches) otherwise."""
@@ -88,7 +94,7 @@ class StreamState(DeltaTimes):
         self._esc: dict[int, list[bytes]] = {}   # escaped payload pieces (lean path)
         self._txt: dict[int, list[str]] = {}     # decoded payload pieces (SDK path)
         # No fast path before a block is started: a delta then is a grammar error.
-        self._fast: tuple[bytes, bytes, list[bytes]] = _NO_FAST_PATH
+        self._fast: _Fast = _NO_FAST_PATH
         self._parser: SSEParser | None = None
         self._started = False            # message_start seen
         self._open: set[int] = set()     # content blocks started and not stopped
@@ -99,17 +105,20 @@ class StreamState(DeltaTimes):
         parser = self._parser
         if parser is None:
             parser = self._parser = SSEParser()
-        elif not parser.pending and chunk.endswith(b'"}}\n\n'):
+        elif not parser.pending and chunk[-5:] == b'"}}\n\n':
             # A paced server sends one standard delta event per read: take its payload
             # directly when nothing is buffered and the chunk is exactly that event (no
             # newline between the prefix and the end: a JSON string holds none, raw).
-            compact, spaced, parts = self._fast
-            lp = len(compact) if chunk.startswith(compact) else (
-                len(spaced) if chunk.startswith(spaced) else 0)
-            if lp and chunk.find(b"\n", lp) == len(chunk) - 2:
-                parts.append(chunk[lp:-5])
-                self.mark(now)
-                return
+            # Slices and `in`, not startswith/find: those parse their arguments in
+            # Python 3.11 at several times the cost, once a token.
+            compact, lc, spaced, ls, parts = self._fast
+            lp = lc if chunk[:lc] == compact else ls if chunk[:ls] == spaced else 0
+            if lp:
+                piece = chunk[lp:-5]
+                if 10 not in piece:  # no b"\n"
+                    parts.append(piece)
+                    self.mark(now)
+                    return
         blocks = parser.feed(chunk)
         if blocks:
             self.feed_blocks(blocks, now)
@@ -123,8 +132,7 @@ class StreamState(DeltaTimes):
     # -- raw event blocks ------------------------------------------------------------
     def feed_blocks(self, blocks: Iterable[bytes], now: float) -> None:
         """Handle complete SSE blocks that arrived together at `now`."""
-        compact, spaced, parts = self._fast
-        lc, ls = len(compact), len(spaced)
+        compact, lc, spaced, ls, parts = self._fast
         n = 0
         for block in blocks:
             if block.endswith(b'"}}'):
@@ -142,8 +150,7 @@ class StreamState(DeltaTimes):
                     n = 0
                 name, data = parse_block(block)
                 self._slow_event(name, data, now)
-                compact, spaced, parts = self._fast
-                lc, ls = len(compact), len(spaced)
+                compact, lc, spaced, ls, parts = self._fast
         if n:
             self.mark(now, n)
 
@@ -232,7 +239,9 @@ class StreamState(DeltaTimes):
             index, kind = _index(body, name), str(cb.get("type", ""))
             self._blocks[index] = _BlockInfo(kind, str(cb.get("id", "")),
                                              str(cb.get("name", "")))
-            self._fast = (*_fast_prefixes(index, kind), self._esc.setdefault(index, []))
+            compact, spaced = _fast_prefixes(index, kind)
+            self._fast = (compact, len(compact), spaced, len(spaced),
+                          self._esc.setdefault(index, []))
         elif name == "message_delta":
             delta = body.get("delta") or {}
             if delta.get("stop_reason") is not None:
@@ -325,4 +334,4 @@ def stream_body(request: LLMRequest) -> bytes:
     """The compact JSON body of a streamed Messages request."""
     body = request.to_api_kwargs()
     body["stream"] = True
-    return json.dumps(body, separators=(",", ":")).encode()
+    return COMPACT_JSON.encode(body).encode()

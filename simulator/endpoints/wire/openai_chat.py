@@ -22,7 +22,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from simulator.endpoints.base import ErrorType, LLMRequest, LLMResponse, Usage
-from simulator.endpoints.wire.sse import SSEParser, StreamFault, check_content_size, parse_block
+from simulator.endpoints.wire.sse import (
+    COMPACT_JSON,
+    SSEParser,
+    StreamFault,
+    check_content_size,
+    parse_block,
+)
 from simulator.endpoints.wire.times import DeltaTimes
 from simulator.protocol.messages import (
     Block,
@@ -89,7 +95,7 @@ def stream_body(request: LLMRequest) -> bytes:
     body = chat_kwargs(request)
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
-    return json.dumps(body, separators=(",", ":")).encode()
+    return COMPACT_JSON.encode(body).encode()
 
 
 def request_headers(api_key: str) -> dict[str, str]:
