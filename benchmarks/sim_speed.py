@@ -212,8 +212,11 @@ def team_run(checkout: Path, args: list[str], profile: Path | None = None) -> di
         wall = time.perf_counter() - t0
         child = json.loads(side.read_text()) if side.exists() else {}
         last = out.strip().splitlines()[-1] if out.strip() else err.strip()[-300:]
-        summary = Path(last) / "summary.json"
-        figures = json.loads(summary.read_text()) if summary.is_file() else {}
+        # a run prints its directory last; `size --json` prints the answer (not a path)
+        summary = Path(last) / "summary.json" if len(last) < 4096 and "\n" not in last \
+            and not last.startswith("{") else None
+        figures = json.loads(summary.read_text()) \
+            if summary is not None and summary.is_file() else {}
     return {"rc": proc.returncode, "cpu_s": usage.ru_utime + usage.ru_stime,
             "import_cpu_s": child.get("import_cpu_s"), "rss_mb": usage.ru_maxrss / 1024,
             "wall_s": wall, "load": (load0, os.getloadavg()[0]), "last": last,
@@ -232,7 +235,7 @@ def _answer(r: dict[str, Any]) -> str:
     except ValueError:
         return "" if r["rc"] in (0, 1) else f"rc {r['rc']}: {r['last'][-120:]}"
     if isinstance(data, dict):
-        parts = [f"{k}={data[k]}" for k in ("max_sessions", "answer", "cards", "replicas")
+        parts = [f"{k}={data[k]}" for k in ("sessions", "answer", "cards", "replicas")
                  if k in data and not isinstance(data[k], dict | list)]
         fleet = data.get("fleet")
         if isinstance(fleet, dict):

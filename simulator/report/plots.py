@@ -18,6 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from simulator.analysis.goodput import judged_requests
 from simulator.analysis.summary import (
     compaction_rows,
     post_compaction_mask,
@@ -405,7 +406,6 @@ def plot_ramp(turns: pd.DataFrame, server: pd.DataFrame | None, ramp: dict[str, 
     request's TTFT, the steps' goodput share, and KV usage; each step's window shaded
     (green passed, red failed, grey unjudged), its count written above it, the answer
     (the boundary) named in the title."""
-    from simulator.analysis.goodput import judged_requests
     steps = ramp.get("steps") or []
     tiers = ramp.get("tiers") or []
     cli = client_series(turns)

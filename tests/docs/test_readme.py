@@ -120,7 +120,8 @@ def _skip_reason(text: str) -> str | None:
     for why, rule in _SKIP_RULES:
         if rule.search(text):
             return why
-    if any(t.startswith("[") and t.endswith("]") for t in text.split()):
+    tokens = shlex.split(text)          # `[--endpoint URL]` is two tokens
+    if any(t.startswith("[") for t in tokens) and any(t.endswith("]") for t in tokens):
         return "optional arguments in brackets"
     return None
 

@@ -71,8 +71,9 @@ def _clean_turns(rows: pd.DataFrame) -> int:
 
 
 def _real_and_twin(a: EngineServer, b: EngineServer, policy: str,
-                   tmp_path: Path) -> tuple[float, float]:
-    """(servers' share, twin fleet's share) for one policy, with the per-replica checks."""
+                   tmp_path: Path) -> tuple[float, float, pd.DataFrame]:
+    """(servers' share, twin fleet's share, the servers' clean turns) for one policy,
+    with the per-replica checks."""
     real = run_scenario(SCENARIO, tmp_path, _overrides(policy, a.model), endpoint_url=a.base_url,
                         endpoint_urls=(a.base_url, b.base_url), client="lean")
     assert real.status == "completed", real.outcome.reason
@@ -105,15 +106,18 @@ def _real_and_twin(a: EngineServer, b: EngineServer, policy: str,
     print(f"\n[fleet {policy}] cache-read share over turns 0–{clean - 1}: servers "
           f"{_share(real_clean):.3f}, twin {_share(twin_clean):.3f} (whole run, servers "
           f"per replica: {per}; {len(rows) - len(ok)} failed attempts)")
-    return _share(real_clean), _share(twin_clean)
+    return _share(real_clean), _share(twin_clean), real_clean
 
 
 def test_twin_fleet_predicts_two_servers_under_round_robin_and_affinity(
         llamacpp_server: EngineServer, second_llamacpp: EngineServer, tmp_path: Path) -> None:
     shares = {p: _real_and_twin(llamacpp_server, second_llamacpp, p, tmp_path)
               for p in ("round_robin", "session_affinity")}
-    for policy, (real, twin) in shares.items():
+    for policy, (real, twin, _) in shares.items():
         assert abs(real - twin) <= TOLERANCE, policy
     # round robin sends every other turn to the server that holds only the prompt of two
-    # turns before: the servers' share drops; affinity keeps it
-    assert shares["round_robin"][0] < shares["session_affinity"][0] - 0.05
+    # turns before: the servers' share drops; affinity keeps it. Compared over the turns
+    # both runs have clean (a broken stream cuts one short; early turns share less)
+    rr, aff = shares["round_robin"][2], shares["session_affinity"][2]
+    n = min(len(rr), len(aff))
+    assert _share(rr[rr.index < n]) < _share(aff[aff.index < n]) - 0.05, n

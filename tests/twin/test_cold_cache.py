@@ -81,7 +81,10 @@ def test_reset_needs_an_endpoint() -> None:
 
 def _sweep(url: str, out: Path, *extra: str) -> list[dict[str, object]]:
     res = CliRunner().invoke(main, ["sweep", str(SCENARIOS / "claude-code-endurance.yaml"),
-                                    "--endpoint", url, "--sessions", "1,1", "--turns", "4",
+                                    "--endpoint", url, "--sessions", "1", "--turns", "4",
+                                    # two points of the same traffic (a count listed twice is
+                                    # refused): the description is in no prompt
+                                    "--set", "description=first,second",
                                     "--json", "--out", str(out), *FAST, *extra])
     assert res.exit_code == 0, res.output
     rows: list[dict[str, object]] = json.loads(res.stdout)

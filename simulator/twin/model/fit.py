@@ -30,6 +30,9 @@ from simulator.twin.model.profiles import (
     load_hardware,
     load_model,
 )
+from simulator.twin.spec_decode.ngram import NgramSpec, parse_spec
+from simulator.twin.spec_decode.replay import replay_streams
+from simulator.util.bounded import regular_file
 
 if TYPE_CHECKING:  # numpy is imported by the fitting code only: CLI start-up stays short
     import numpy as np
@@ -132,7 +135,6 @@ def load_points(path: str | Path) -> PointsFile:
     """Read observations from a YAML file (with metadata) or a CSV (one point per row).
     A FIFO, a device, a file over MAX_POINTS_BYTES, text that is not UTF-8 and numbers
     that are not finite or past their bounds are one InputError line."""
-    from simulator.util.bounded import regular_file
     p = Path(path)
     try:
         regular_file(p, "points file")
@@ -227,8 +229,6 @@ def load_exchanges(path: str) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], 
 def _spec_replay(pm: RooflinePerfModel, obs: Observation) -> float:
     """The real replies of a spec_replay point replayed by `pm`'s card and terms with
     the point's n-gram speculation: Σ output tokens / Σ request seconds."""
-    from simulator.twin.spec_decode.ngram import NgramSpec, parse_spec
-    from simulator.twin.spec_decode.replay import replay_streams
     if obs.exchanges is None:
         raise InputError(f"fit: spec_replay point {obs.label!r} names no exchanges file")
     parsed = parse_spec(obs.spec)
