@@ -50,6 +50,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="one scenario, one card")
     ap.add_argument("--max-sessions", type=int, default=64)
     ap.add_argument("--out", type=Path, help="append the table to this file")
+    ap.add_argument("--skip", type=int, default=0,
+                    help="skip the first N scenario × card rows (to finish a table)")
     ns = ap.parse_args()
     cases = CASES[:1] if ns.quick else CASES
     cards = CARDS[:1] if ns.quick else CARDS
@@ -58,21 +60,21 @@ def main() -> int:
              "|---|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)
     with tempfile.TemporaryDirectory(prefix="endurance-ramp-bench-") as tmp:
-        for scenario, extra in cases:
-            for card in cards:
-                d = run(scenario, extra, card, ns.max_sessions, Path(tmp))
-                ramp = d["ramp"]
-                assert isinstance(ramp, dict)
-                tier = ramp["tiers"][0]
-                (cmp,) = d["compared"]  # type: ignore[misc]
-                ramp_min = float(d["seconds"] or 0.0) / 60  # type: ignore[arg-type]
-                search_min = float(cmp["seconds"]) / 60
-                line = (f"| {scenario} | {card.split('/')[0]} | {tier['sessions']} | "
-                        f"{cmp['sessions']} | {tier['sessions'] - cmp['sessions']:+d} | "
-                        f"{len(ramp['steps'])} | {ramp_min:,.0f} | {cmp['probes']} | "
-                        f"{search_min:,.0f} | {ramp_min / search_min:.0%} |")
-                print(line, flush=True)
-                lines.append(line)
+        rows = [(sc, ex, card) for sc, ex in cases for card in cards][ns.skip:]
+        for scenario, extra, card in rows:
+            d = run(scenario, extra, card, ns.max_sessions, Path(tmp))
+            ramp = d["ramp"]
+            assert isinstance(ramp, dict)
+            tier = ramp["tiers"][0]
+            (cmp,) = d["compared"]  # type: ignore[misc]
+            ramp_min = float(d["seconds"] or 0.0) / 60  # type: ignore[arg-type]
+            search_min = float(cmp["seconds"]) / 60
+            line = (f"| {scenario} | {card.split('/')[0]} | {tier['sessions']} | "
+                    f"{cmp['sessions']} | {tier['sessions'] - cmp['sessions']:+d} | "
+                    f"{len(ramp['steps'])} | {ramp_min:,.0f} | {cmp['probes']} | "
+                    f"{search_min:,.0f} | {ramp_min / search_min:.0%} |")
+            print(line, flush=True)
+            lines.append(line)
     stamp = (f"\nSLOs {' and '.join(SLOS)}; ramp: 1*2..{ns.max_sessions}, each window 3 "
              "min; probe search: as `size` by default (one repeat with another seed), "
              "10-minute constant-load probes from a warm start.\n")

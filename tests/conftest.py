@@ -32,6 +32,15 @@ settings.register_profile("endurance", deadline=None)
 settings.load_profile("endurance")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `--dist loadgroup` the real-engine tests run on one worker, one after another:
+    their session-scoped servers start once, and two engines never share the two cores."""
+    for item in items:
+        if item.get_closest_marker("real_engine") is not None:
+            item.add_marker(pytest.mark.xdist_group("real_engines"))
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Install the real engines the selected tests need before the first test starts,
     so pytest-timeout's per-test limit never cuts a build (issue 16)."""

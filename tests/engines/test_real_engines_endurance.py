@@ -43,6 +43,14 @@ SEEDS = {"block": 7, "prune": 11}
 # Each protocol runs once per policy (issue 18): OpenAI runs get their own seeds (+100)
 # for the same reason, since they share the session's servers with the Anthropic runs.
 APIS = ["anthropic", "openai-chat"]
+# (kind, api): by default vLLM runs each policy once and each protocol once, llama.cpp
+# (the slower here, ~3 min a run) the first pair; the rest is the campaign
+# (`pytest -m campaign`: minutes of a real server each)
+CAMPAIGN = pytest.mark.campaign
+PAIRS = [pytest.param("block", "anthropic"),
+         pytest.param("block", "openai-chat", marks=CAMPAIGN),
+         pytest.param("prune", "anthropic", marks=CAMPAIGN),
+         pytest.param("prune", "openai-chat")]
 # `_check_client_bound`'s slack: (blocks, extra tokens) per protocol.
 SLACK = {"anthropic": (1, 0), "openai-chat": (3, 16)}
 
@@ -226,8 +234,7 @@ def _check_summary_and_report(run: EngineRun) -> None:
     assert (run.result.run_dir / "report.html").stat().st_size > 0
 
 
-@pytest.mark.parametrize("api", APIS)
-@pytest.mark.parametrize("kind", ["block", "prune"])
+@pytest.mark.parametrize(("kind", "api"), PAIRS)
 def test_vllm_endurance(vllm_server: EngineServer, kind: str, api: str,
                         tmp_path_factory: pytest.TempPathFactory) -> None:
     run = engine_run(vllm_server, kind, tmp_path_factory.mktemp(f"vllm-{kind}"),
@@ -247,8 +254,8 @@ def test_vllm_endurance(vllm_server: EngineServer, kind: str, api: str,
     _check_summary_and_report(run)
 
 
-@pytest.mark.parametrize("api", APIS)
-@pytest.mark.parametrize("kind", ["block", "prune"])
+@pytest.mark.parametrize(("kind", "api"), [
+    PAIRS[0], *(pytest.param(*p.values, marks=CAMPAIGN) for p in PAIRS[1:])])
 def test_llamacpp_endurance(llamacpp_server: EngineServer, kind: str, api: str,
                             tmp_path_factory: pytest.TempPathFactory) -> None:
     run = engine_run(llamacpp_server, kind, tmp_path_factory.mktemp(f"llamacpp-{kind}"),

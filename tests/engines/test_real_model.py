@@ -56,6 +56,7 @@ def _minus(a: SpecCounts, b: SpecCounts) -> SpecCounts:
                       a.accepted_tokens - b.accepted_tokens, a.output_tokens - b.output_tokens)
 
 
+@pytest.mark.campaign       # two vLLM CPU servers, ~10 min here: `pytest -m campaign`
 async def test_ngram_speculation_is_lossless_and_the_twin_drafts_alike(
         smol_vllm: EngineServer, smol_vllm_spec: EngineServer) -> None:
     """`check --against`: greedy replies with and without n-gram speculation are the

@@ -92,8 +92,10 @@ def test_recall_scenario_on_the_twin(kind: str, tmp_path: Path) -> None:
 
 @pytest.mark.real_engine
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("kind", POLICIES)
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize(("engine", "kind"), [
+    # by default one engine and one policy; the rest is the campaign (`-m campaign`)
+    (e, k) if (e, k) == ("smol_llamacpp", "block") else
+    pytest.param(e, k, marks=pytest.mark.campaign) for e in ENGINES for k in POLICIES])
 def test_recall_scenario_on_the_real_model(engine: str, kind: str,
                                            request: pytest.FixtureRequest,
                                            tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -18,7 +18,8 @@ from simulator.engines import twin_check as tc
 from simulator.engines.server import EngineServer
 from simulator.twin.model.profile_write import yaml_text
 
-pytestmark = [pytest.mark.real_engine, pytest.mark.timeout(1800)]
+# two vLLM CPU servers (plain and n-gram), ~15 min here: a campaign (`pytest -m campaign`)
+pytestmark = [pytest.mark.real_engine, pytest.mark.campaign, pytest.mark.timeout(1800)]
 
 # twin ÷ real must lie in [1/BAND, BAND]. Measured here (2026-12-01, load 3-10 on the
 # shared 2 cores), twin errors at 4 sessions in this test / two benchmark runs: decode
