@@ -32,13 +32,21 @@ settings.register_profile("endurance", deadline=None)
 settings.load_profile("endurance")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `--dist loadgroup` the real-engine tests run on one worker, one after another:
-    their session-scoped servers start once, and two engines never share the two cores."""
-    for item in items:
-        if item.get_closest_marker("real_engine") is not None:
-            item.add_marker(pytest.mark.xdist_group("real_engines"))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under pytest-xdist every test under tests/engines/ runs on one worker, one after
+    another: the session-scoped vLLM and llama.cpp servers start once, and two engines
+    never share the two cores. (xdist's `--dist loadgroup` would say this with a marker,
+    but it renames `item._nodeid`, which pytest 9 no longer reads: the groups were
+    silently ignored.) Every other test is its own scope, handed out as `--dist load`."""
+    if config.getvalue("dist") not in ("load", "loadscope"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EnginesTogether(LoadScopeScheduling):      # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/engines" if nodeid.startswith("tests/engines/") else nodeid
+
+    return EnginesTogether(config, log)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
