@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import _thread
 import sys
+import threading
 from typing import Any
 
 import click
@@ -12,10 +14,26 @@ from simulator.errors import EnduranceError
 from simulator.util.redact import redact_text
 
 
+def _deliver_interrupts(unraisable: Any, _default: Any = sys.__unraisablehook__) -> None:
+    """`sys.unraisablehook`: a Ctrl-C that lands while a finalizer runs (an event loop's
+    `__del__` as a pre-flight's loop is collected) would be printed as "Exception ignored
+    in …" with a traceback, and lost. It is handed back to the main thread instead, as if
+    the signal had arrived a moment later (from a timer thread: raised here, inside the
+    hook, it would be unraisable again); anything else is reported as Python does."""
+    exc_type = getattr(unraisable, "exc_type", None)
+    if isinstance(exc_type, type) and issubclass(exc_type, KeyboardInterrupt):
+        timer = threading.Timer(0.05, _thread.interrupt_main)
+        timer.daemon = True
+        timer.start()
+        return
+    _default(unraisable)
+
+
 class _Group(click.Group):
     """Turns our exceptions into one line on stderr and the right exit code."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        sys.unraisablehook = _deliver_interrupts
         try:
             return super().invoke(ctx)
         except EnduranceError as exc:

@@ -155,7 +155,9 @@ async def test_a_complete_stream_is_a_success_whether_or_not_the_body_ends(
         elapsed = asyncio.get_running_loop().time() - t0
     assert resp.text == "hello" and resp.status == 200
     assert elapsed < 10.0                      # the grace, not a 600 s idle timeout
-    assert resp.timing.done - resp.timing.sent < 0.5   # done = when the end arrived
+    # done = when the end arrived, not a timeout's end; 2 s leaves a loaded box room
+    # (CI measured 0.57 s under two xdist workers; the limits here are 600 s)
+    assert resp.timing.done - resp.timing.sent < 2.0
 
 
 @pytest.mark.parametrize("kind", list(KINDS))

@@ -40,14 +40,15 @@ FINAL = re.compile(r"run: requests ([\d,]+) · ok turns ([\d,]+) · failed ([\d,
 
 
 def wait_for(what: str, cond: Callable[[], Any], timeout_s: float = 120.0,
-             every_s: float = 0.2) -> Any:
+             every_s: float = 0.2, show: Callable[[], str] | None = None) -> Any:
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         got = cond()
         if got:
             return got
         time.sleep(every_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+    seen = f"; last seen:\n{show()[-3000:]}" if show is not None else ""
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}{seen}")
 
 
 def scenario(tmp_path: Path, turns: int = 24, sessions: int = 2) -> Path:
@@ -99,18 +100,20 @@ def stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
 # ------------------------------------------------------------------ tmux dashboard --
 @contextlib.contextmanager
 def tmux_session(command: str, width: int = 230, height: int = 70) -> Iterator[str]:
+    # a server of its own (-L): a tmux server already running (another test's, a
+    # user's) would start the command with that server's environment, not ENV
     name = f"endurance-test-{os.getpid()}-{time.monotonic_ns()}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", str(width), "-y",
-                    str(height), command], check=True, env=ENV)
+    subprocess.run(["tmux", "-L", name, "new-session", "-d", "-s", name, "-x", str(width),
+                    "-y", str(height), command], check=True, env=ENV)
     try:
         yield name
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], check=False,
-                       capture_output=True)
+        subprocess.run(["tmux", "-L", name, "kill-server"], check=False, capture_output=True)
 
 
 def capture(name: str, history: bool = False) -> str:
-    args = ["tmux", "capture-pane", "-p", "-J", "-t", name] + (["-S", "-"] if history else [])
+    args = ["tmux", "-L", name, "capture-pane", "-p", "-J", "-t", name] + \
+        (["-S", "-"] if history else [])
     return subprocess.run(args, check=True, capture_output=True, text=True).stdout
 
 
@@ -133,7 +136,9 @@ def test_dashboard_in_tmux_changes_while_it_runs_and_ends_on_the_summary_s_figur
                     return None
                 figures = final_figures(text)
                 return figures if (figures["requests"] or 0) > 0 else None
-            first = wait_for("a first frame with requests", shown)
+            # a failure shows the screen (CI once timed out here with no clue)
+            first = wait_for("a first frame with requests", shown,
+                             show=lambda: capture(name, history=True))
             second = wait_for("a frame whose figures changed",
                               lambda: (f := shown()) and f["requests"] > first["requests"]
                               and f)

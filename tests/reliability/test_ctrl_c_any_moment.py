@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -87,3 +88,26 @@ def test_ctrl_c_before_a_run_handles_it_is_one_line_and_130(
     monkeypatch.setattr(cli_run, "load_scenario", interrupted)
     r = CliRunner().invoke(main, ["validate", str(tmp_path / "s.yaml")])
     assert r.exit_code == 130 and r.output.strip() == "error: interrupted", r.output
+
+
+def test_a_ctrl_c_inside_a_finalizer_reaches_the_main_thread_unprinted(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """CI caught a Ctrl-C landing in an event loop's `__del__` as the run directory was
+    made: Python printed "Exception ignored in …" with a traceback and dropped the
+    interrupt. The CLI's unraisable hook hands it back to the main thread instead."""
+    from simulator.cli._app import _deliver_interrupts
+
+    class Finalised:
+        def __del__(self) -> None:
+            raise KeyboardInterrupt
+
+    old = sys.unraisablehook
+    sys.unraisablehook = _deliver_interrupts
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Finalised()                 # collected at once: its Ctrl-C goes to the hook
+            for _ in range(2000):       # the main thread takes it at its next check
+                time.sleep(0.001)
+    finally:
+        sys.unraisablehook = old
+    assert "Exception ignored" not in capsys.readouterr().err
