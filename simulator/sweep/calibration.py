@@ -59,7 +59,11 @@ def calibration_point(scenario: str | Path, *, twin: str | None = None,
 
 
 def point_run(result: PointResult) -> PointRun:
-    """A calibration point's figures; a run that did not complete is an error."""
+    """A calibration point's figures; a run that did not complete is an error: the
+    InputError or RunError that stopped it (one line: a fit's point naming a file that
+    is no scenario is the user's to fix), else a RuntimeError naming the run."""
+    if result.status == "error":
+        result.raise_error(f"calibration run of {result.point.scenario_path}")
     if result.status != "completed":
         raise RuntimeError(f"calibration run of {result.point.scenario_path} ended "
                            f"{result.status}: {result.reason}")

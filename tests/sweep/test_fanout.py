@@ -204,3 +204,14 @@ def test_a_sweep_row_is_the_figures_of_its_run_by_name(tmp_path: Path) -> None:
         assert len(shared) > 50 and "window_aggregate_tok_s" in shared
         assert {k: row[k] for k in shared} == {k: summary[k] for k in shared}
         assert row["requested_sessions"] == summary["requested_sessions"]
+
+
+def test_a_calibration_point_on_a_file_that_is_no_scenario_is_one_input_error(
+        tmp_path: Path) -> None:
+    """`twin fit` with a spec_decode point naming /etc/passwd ended in a RuntimeError
+    traceback (hostile round 3): the point's InputError is raised as itself."""
+    from simulator.sweep.calibration import run_calibration
+    bad = tmp_path / "passwd"
+    bad.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    with pytest.raises(InputError, match="a scenario must be a YAML mapping"):
+        run_calibration(bad, twin="a40/qwen3-coder-30b-a3b-awq")
