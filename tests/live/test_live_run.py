@@ -33,7 +33,10 @@ from tests.http_twin import twin_in_thread
 from tests.live.test_exporter_follow import samples, total
 
 ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+# pytest-xdist workers set COLUMNS=80 and LINES=24: rich would draw the dashboard at 80
+# columns whatever the terminal (tmux's 230), wrapping the figures' line (CI failed so)
+ENV = {**{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")},
+       "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
 FINAL = re.compile(r"run: requests ([\d,]+) · ok turns ([\d,]+) · failed ([\d,]+) · output "
                    r"tokens ([\d,]+) · ([\d,.]+|—) tok/s · TTFT p50 ([\d.]+|—) s p95 "
                    r"([\d.]+|—) s · compactions ([\d,]+)")
