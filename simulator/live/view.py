@@ -117,6 +117,16 @@ class LiveView:
     def event(self, row: Mapping[str, Any]) -> None:
         self.figures.add_event(row)
 
+    def feed(self, batch: Any) -> None:
+        """A journal follower's batch (`records` RunFollower.poll): its rows, metrics
+        rows and events, in that order."""
+        for row in batch.rows:
+            self.row(row)
+        for m in batch.metrics:
+            self.metrics_row(m)
+        for e in batch.events:
+            self.event(e)
+
     # ------------------------------------------------------------------ out
     def due(self) -> bool:
         return self._wall() - self._last >= self.every_s

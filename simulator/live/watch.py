@@ -49,15 +49,6 @@ def view_for(run_dir: Path, mode: str, stream: Any, every_s: float,
         every_s=every_s, prefix=prefix)
 
 
-def feed(view: LiveView, batch: Any) -> None:
-    for row in batch.rows:
-        view.row(row)
-    for m in batch.metrics:
-        view.metrics_row(m)
-    for e in batch.events:
-        view.event(e)
-
-
 def writer_alive(run_dir: Path) -> bool:
     """Whether the process writing the run (or, sharded, one of its workers) lives."""
     return live_owner(run_dir) is not None or any(
@@ -73,7 +64,7 @@ def follow(run_dir: Path, view: LiveView, *, poll_s: float = POLL_S,
     ended_at: float | None = None
     gone = 0
     while not stop():
-        feed(view, follower.poll())
+        view.feed(follower.poll())
         view.refresh(follower.now_s())
         if follower.status() != "running":
             ended_at = ended_at or time.monotonic()
@@ -86,7 +77,7 @@ def follow(run_dir: Path, view: LiveView, *, poll_s: float = POLL_S,
                      "(killed?); `endurance run --resume` continues it")
                 break
         time.sleep(poll_s)
-    feed(view, follower.poll())
+    view.feed(follower.poll())
     # the last frame from the run's own journal (a sharded run's merged rows)
     view.figures.rebuild(iter_journal(run_dir / TURNS_JOURNAL))
     return view.close(view.figures.run_figures().wall_window_s or follower.now_s())

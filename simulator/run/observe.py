@@ -181,13 +181,7 @@ def follow_shards(view: LiveView | None, run_dir: Path) -> Iterator[Callable[[],
 
     def loop() -> None:
         while not stop.is_set():
-            batch = follower.poll()
-            for row in batch.rows:
-                view.row(row)
-            for m in batch.metrics:
-                view.metrics_row(m)
-            for e in batch.events:
-                view.event(e)
+            view.feed(follower.poll())
             view.refresh(follower.now_s())
             stop.wait(FOLLOW_POLL_S)
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from simulator.protocol.vllm_buckets import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS
 from simulator.twin.serve.faults import FaultInjector
 from simulator.twin.serve.service import RequestStream, TwinService
 
@@ -22,14 +23,6 @@ if TYPE_CHECKING:
     from simulator.twin.fleet.service import FleetService
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-# vLLM V1's bucket boundaries (seconds).
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
-                2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
-               5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
-E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
-               50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
 
 _COUNTERS = (  # (vLLM name without _total, EngineCounters field, help)
     ("vllm:prefix_cache_queries", "prefix_cache_queries", "Prefix cache queries (tokens)."),
