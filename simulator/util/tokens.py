@@ -39,6 +39,29 @@ def decode(ids: list[int]) -> str:
     return str(encoding().decode(ids))
 
 
+# -- text made of known pretokens ---------------------------------------------------------
+# Generators that build text from a small vocabulary (names, keywords, punctuation,
+# numbers) know where cl100k's pretokens end; BPE never merges across a pretoken
+# boundary, so the ids of such a text are the concatenation of its pieces' ids, each
+# piece (one or more whole pretokens) encoded once per process and then looked up
+# (~0.1 µs a piece against ~0.7 µs a token for `encode_ordinary` on this VM). A caller
+# must split only where the pattern splits in the joined text (a property test against
+# `encode_ordinary` of the whole text keeps each generator honest).
+PIECES_HELD = 200_000          # distinct pieces remembered (a few MB)
+_pieces: dict[str, list[int]] = {}
+
+
+def piece_ids(piece: str) -> list[int]:
+    """The cl100k ids of `piece`, a run of whole pretokens of the text it sits in (the
+    list is shared: do not modify it)."""
+    ids = _pieces.get(piece)
+    if ids is None:
+        ids = list(encoding().encode_ordinary(piece))
+        if len(_pieces) < PIECES_HELD:
+            _pieces[piece] = ids
+    return ids
+
+
 # -- texts whose ids are known -------------------------------------------------------
 # Synthesised text and the twin's replies are made from cl100k ids; a prompt that frames
 # such a text needs its ids again. In cl100k's pattern a newline followed by a line with
