@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 from simulator.twin.spec_decode.ngram import NgramIndex, NgramSpec, accepted_length
 from simulator.util import tokens as tok
@@ -64,21 +65,141 @@ def _fresh_line(rng: random.Random) -> str:
     """A code-like line that does not repeat earlier text: each name gets a numeric
     suffix drawn per line (cl100k splits `name_417` into name, `_`, 417), so any 5
     consecutive tokens contain a fresh draw."""
-    def name() -> str:
-        return f"{rng.choice(_NAMES)}_{rng.randrange(1000)}"
-    ind = "    " * rng.randint(0, 3)
-    f = f"{rng.choice(_FUNCS)}_{rng.randrange(1000)}"
-    n = rng.randrange(100_000)
-    forms = (
-        f"{ind}{name()} = {f}({name()}, {name()}={n})",
-        f"{ind}if {name()} > {n}: {name()}.{f}({name()})",
-        f"{ind}for {name()} in {f}({name()}, {n}):",
-        f"{ind}return {f}({name()}) + {name()}",
-        f"{ind}def {f}({name()}: {rng.choice(_TYPES)}, {name()}={n}):",
-        f"{ind}# {name()} {rng.choice(_FUNCS)} {name()} {n} {name()}",
-        f"{ind}{name()}[{n}] = {name()}.{f}({name()})",
-    )
-    return rng.choice(forms) + "\n"
+    return _fresh(rng)[0]
+
+
+# `random.Random`'s draws made by hand: `choice`, `randrange` and `randint` all come down
+# to `_randbelow(n)`, getrandbits(n.bit_length()) until below n, so a fresh line takes
+# the very same 32-bit words from the generator, in the same order, as the seven
+# f-strings it was once drawn as (all seven drawn, one kept), in a fifth of the time.
+assert random.Random._randbelow is random.Random._randbelow_with_getrandbits  # type: ignore[attr-defined]
+
+
+def _draw_names(getrandbits: Callable[[int], int], count: int,
+                out: list[tuple[int, int]]) -> None:
+    """`count` draws of a name: (index in _NAMES, suffix below 1000)."""
+    for _ in range(count):
+        w = getrandbits(5)
+        while w >= 24:
+            w = getrandbits(5)
+        d = getrandbits(10)
+        while d >= 1000:
+            d = getrandbits(10)
+        out.append((w, d))
+
+
+class _Ids:
+    """cl100k ids of the runs of whole pretokens a fresh line is made of: a name or
+    function word with the one non-letter before it (`(name`, `.load`, ` name`: one
+    pretoken), `_` and a suffix (pretokens of their own), a number in runs of three
+    digits from the left, an indent as its spaces but one (the next word takes the
+    last), punctuation runs with the newline after them (`):\n`: one pretoken)."""
+
+    def __init__(self) -> None:
+        ids = tok.piece_ids
+        self.name = {before: [ids(before + w) for w in _NAMES] for before in ("", " ", "(")}
+        self.func = {before: [ids(before + f) for f in _FUNCS] for before in (" ", ".")}
+        self.suffix = [[*ids("_"), *ids(str(d))] for d in range(1000)]     # _417
+        self.digits = [ids(str(d)) for d in range(1000)]
+        self.two = [ids(f"{d:02d}") for d in range(100)]                  # 12|05
+        self.lead = [[], *(ids("    " * (d - 1) + "   ") for d in (1, 2, 3))]
+        self.type = [ids(f": {t},") for t in _TYPES]
+        self.lit = {p: ids(p) for p in (" =", ",", "=", ")\n", "if", " if", " >", " ", ":",
+                                        "for", " for", " in", "):\n", "return", " return",
+                                        ")", " +", "\n", "def", " def", "#", " #", "[",
+                                        "]")}
+
+    def number(self, n: int) -> list[int]:
+        """A number below 100,000: cl100k's pattern takes digits three at a time."""
+        if n < 1000:
+            return self.digits[n]
+        if n < 10_000:
+            return [*self.digits[n // 10], *self.digits[n % 10]]
+        return [*self.digits[n // 100], *self.two[n % 100]]
+
+
+@lru_cache(maxsize=1)
+def _ids() -> _Ids:
+    return _Ids()
+
+
+def _fresh(rng: random.Random) -> tuple[str, list[int]]:
+    """A fresh line (`_fresh_line`) and its cl100k ids, put together from its pieces'
+    ids (`_Ids`: boundaries that are pretoken boundaries in any text of such lines)."""
+    gb = rng.getrandbits
+    depth = gb(3)                                       # randint(0, 3)
+    while depth >= 4:
+        depth = gb(3)
+    fw = gb(5)                                          # f = choice(_FUNCS)_randrange(1000)
+    while fw >= 16:
+        fw = gb(5)
+    fd = gb(10)
+    while fd >= 1000:
+        fd = gb(10)
+    n = gb(17)                                          # randrange(100_000)
+    while n >= 100_000:
+        n = gb(17)
+    names: list[tuple[int, int]] = []
+    _draw_names(gb, 11, names)                          # forms 1–4, form 5's first
+    ty = gb(4)                                          # form 5's choice(_TYPES)
+    while ty >= 8:
+        ty = gb(4)
+    _draw_names(gb, 2, names)                           # form 5's second, form 6's first
+    fn2 = gb(5)                                         # form 6's choice(_FUNCS)
+    while fn2 >= 16:
+        fn2 = gb(5)
+    _draw_names(gb, 5, names)                           # form 6's last two, form 7's
+    form = gb(3)                                        # choice(forms)
+    while form >= 7:
+        form = gb(3)
+
+    t = _ids()
+    lit, suffix, num = t.lit, t.suffix, t.number(n)
+    ind = "    " * depth
+    f = f"{_FUNCS[fw]}_{fd}"
+    sp = " " if depth else ""
+    first, space, paren = t.name[sp], t.name[" "], t.name["("]
+    out = list(t.lead[depth])
+    if form == 0:
+        (a, da), (b, db), (c, dc) = names[0:3]
+        text = f"{ind}{_NAMES[a]}_{da} = {f}({_NAMES[b]}_{db}, {_NAMES[c]}_{dc}={n})\n"
+        out += [*first[a], *suffix[da], *lit[" ="], *t.func[" "][fw], *suffix[fd],
+                *paren[b], *suffix[db], *lit[","], *space[c], *suffix[dc], *lit["="], *num,
+                *lit[")\n"]]
+    elif form == 1:
+        (a, da), (b, db), (c, dc) = names[3:6]
+        text = f"{ind}if {_NAMES[a]}_{da} > {n}: {_NAMES[b]}_{db}.{f}({_NAMES[c]}_{dc})\n"
+        out += [*lit[sp + "if"], *space[a], *suffix[da], *lit[" >"], *lit[" "], *num,
+                *lit[":"], *space[b], *suffix[db], *t.func["."][fw], *suffix[fd], *paren[c],
+                *suffix[dc], *lit[")\n"]]
+    elif form == 2:
+        (a, da), (b, db) = names[6:8]
+        text = f"{ind}for {_NAMES[a]}_{da} in {f}({_NAMES[b]}_{db}, {n}):\n"
+        out += [*lit[sp + "for"], *space[a], *suffix[da], *lit[" in"], *t.func[" "][fw],
+                *suffix[fd], *paren[b], *suffix[db], *lit[","], *lit[" "], *num,
+                *lit["):\n"]]
+    elif form == 3:
+        (a, da), (b, db) = names[8:10]
+        text = f"{ind}return {f}({_NAMES[a]}_{da}) + {_NAMES[b]}_{db}\n"
+        out += [*lit[sp + "return"], *t.func[" "][fw], *suffix[fd], *paren[a], *suffix[da],
+                *lit[")"], *lit[" +"], *space[b], *suffix[db], *lit["\n"]]
+    elif form == 4:
+        (a, da), (b, db) = names[10:12]
+        text = f"{ind}def {f}({_NAMES[a]}_{da}: {_TYPES[ty]}, {_NAMES[b]}_{db}={n}):\n"
+        out += [*lit[sp + "def"], *t.func[" "][fw], *suffix[fd], *paren[a], *suffix[da],
+                *t.type[ty], *space[b], *suffix[db], *lit["="], *num, *lit["):\n"]]
+    elif form == 5:
+        (a, da), (b, db), (c, dc) = names[12:15]
+        text = f"{ind}# {_NAMES[a]}_{da} {_FUNCS[fn2]} {_NAMES[b]}_{db} {n} {_NAMES[c]}_{dc}\n"
+        out += [*lit[sp + "#"], *space[a], *suffix[da], *t.func[" "][fn2], *space[b],
+                *suffix[db], *lit[" "], *num, *space[c], *suffix[dc], *lit["\n"]]
+    else:
+        (a, da), (b, db), (c, dc) = names[15:18]
+        text = f"{ind}{_NAMES[a]}_{da}[{n}] = {_NAMES[b]}_{db}.{f}({_NAMES[c]}_{dc})\n"
+        out += [*first[a], *suffix[da], *lit["["], *num, *lit["]"], *lit[" ="], *space[b],
+                *suffix[db], *t.func["."][fw], *suffix[fd], *paren[c], *suffix[dc],
+                *lit[")\n"]]
+    return text, out
 
 
 def _edit_line(rng: random.Random, line: str) -> str:
@@ -125,6 +246,41 @@ def _assemble(rng: random.Random, target: int, source: list[str], copy_frac: flo
     return "".join(parts)
 
 
+def _whole_lines(source: list[str]) -> bool:
+    """Whether every line ends in a newline (`splitlines` also ends lines at `\\r`, form
+    feeds, U+2028…): the lines are non-blank, so a newline followed by the next line
+    ends a cl100k pretoken, and a text of such lines has its lines' ids one after another
+    (`tokens`, "texts whose ids are known")."""
+    return all(ln[-1] == "\n" for ln in source)
+
+
+def _assemble_into(rng: random.Random, target: int, source: list[str], copy_frac: float,
+                   edit_prob: float, parts: list[str], ids: list[int], stop: int) -> None:
+    """`_assemble`, its lines appended to `parts` and their ids to `ids` (`source`'s
+    lines whole: `_whole_lines`), the same draws in the same order; it ends early once
+    `ids` holds `stop` tokens, as a reply cut there does not depend on the lines after."""
+    enc = tok.encoding()
+    est = 0
+    goal = target + 24
+    while est < goal and len(ids) < stop:
+        if source and rng.random() < copy_frac:
+            run = rng.randint(COPY_RUN_MIN, COPY_RUN_MAX)
+            i = rng.randrange(max(len(source) - run, 0) + 1)
+            start = len(parts)
+            for ln in source[i:i + run]:
+                if rng.random() < edit_prob:          # the edit itself
+                    ln = _edit_line(rng, ln)
+                parts.append(ln)
+                est += max(1, len(ln) // 4)
+            ids += enc.encode_ordinary("".join(parts[start:]))
+        else:
+            for _ in range(rng.randint(1, 3)):
+                ln, line_ids = _fresh(rng)
+                parts.append(ln)
+                ids += line_ids
+                est += max(1, len(ln) // 3)
+
+
 # the reference meter's proposer (spec_decode.predictability.REFERENCE: ngram:24, prompt
 # lookup 5-5, vLLM's default bounds), which a paced reply's tokens per pass aim at
 PACE_SPEC = NgramSpec(24)
@@ -165,16 +321,16 @@ class _Pace:
 
 
 def _paced(rng: random.Random, target: int, source: list[str], prompt: Sequence[int],
-           tokens_per_pass: float, edit_prob: float) -> str:
+           tokens_per_pass: float, edit_prob: float) -> tuple[str, list[int]]:
     """Lines until ≈ target tokens, copied (a run of `source` lines, `edit_prob` of them
     edited) while the reply's reference tokens per pass are below `tokens_per_pass`,
-    fresh while they are above."""
+    fresh while they are above: (text, its lines' ids one after another, the text's
+    ids when `source` is `_whole_lines`)."""
     enc = tok.encoding()
     pace = _Pace(prompt)
     parts: list[str] = []
-    emitted = 0
     at: int | None = None              # the next line of the current copied run
-    while emitted < target + 24:
+    while len(pace.tokens) - pace.base < target + 24:
         if source and pace.rate() < tokens_per_pass:
             if at is None or at >= len(source):
                 at = rng.randrange(len(source))
@@ -182,14 +338,13 @@ def _paced(rng: random.Random, target: int, source: list[str], prompt: Sequence[
             at += 1
             if rng.random() < edit_prob:
                 ln = _edit_line(rng, ln)
+            pace.extend(enc.encode_ordinary(ln))
         else:
             at = None
-            ln = _fresh_line(rng)
-        ids = enc.encode_ordinary(ln)
-        pace.extend(ids)
+            ln, ids = _fresh(rng)
+            pace.extend(ids)
         parts.append(ln)
-        emitted += len(ids)
-    return "".join(parts)
+    return "".join(parts), pace.tokens[pace.base:]
 
 
 def plan_reply(prompt_tokens: Sequence[int], max_tokens: int, *, seed: int,
@@ -213,14 +368,27 @@ def plan_reply(prompt_tokens: Sequence[int], max_tokens: int, *, seed: int,
     target = max(1, min(max_tokens, natural))
     enc = tok.encoding()
     share = min(max(edit_share, 0.0), 1.0)
+    ids: list[int]
     if tokens_per_pass is not None:
         tail = list(prompt_tokens[-SOURCE_WINDOW_TOKENS:])
-        text = _paced(rng, target, _source_lines(tail), tail, tokens_per_pass, share)
+        source = _source_lines(tail)
+        text, ids = _paced(rng, target, source, tail, tokens_per_pass, share)
+        if not _whole_lines(source):
+            ids = enc.encode_ordinary(text)
     else:
         frac = min(max(repeat_fraction, 0.0), 1.0) if code_edit else 0.0
         source = _source_lines(prompt_tokens) if frac > 0 else []
-        text = _assemble(rng, target, source, frac, share)
-    ids: list[int] = enc.encode_ordinary(text)
+        if _whole_lines(source):       # each line's ids found apart, none past the cut
+            parts: list[str] = []
+            ids = []
+            _assemble_into(rng, target, source, frac, share, parts, ids, target)
+            while len(ids) < target:       # estimate fell short: add fresh lines
+                _assemble_into(rng, target - len(ids), [], 0.0, EDIT_LINE_PROB, parts, ids,
+                               target)
+            text = "".join(parts)
+        else:
+            text = _assemble(rng, target, source, frac, share)
+            ids = enc.encode_ordinary(text)
     while len(ids) < target:                   # estimate fell short: add fresh lines
         text += _assemble(rng, target - len(ids), [], 0.0)
         ids = enc.encode_ordinary(text)
