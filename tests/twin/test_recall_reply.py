@@ -15,7 +15,9 @@ WINDOW = 100_000
 def _plan(text: str, hints: dict[str, str] | None = None, max_tokens: int = 32) -> str:
     planned = reply.plan_for(tokens.encode(text), max_tokens, hints or {},
                              context_window=WINDOW, seed=0)
-    return tokens.decode(planned.token_ids)
+    out = tokens.decode(planned.token_ids)
+    assert planned.text in (None, out)       # the text carried along is the ids' text
+    return out
 
 
 def test_answer_comes_from_the_prompt() -> None:
@@ -44,3 +46,18 @@ def test_summary_keeps_notes_and_decisions_not_tool_values() -> None:
     assert "10.0.0.1:20001" not in out
     plain = _plan(text, {"x-endurance-output-tokens": "300"}, max_tokens=300)
     assert len(tokens.encode(out)) <= len(tokens.encode(plain)) + 2   # the planned length
+
+
+def test_the_reply_text_comes_with_the_ids() -> None:
+    """The in-process twin builds its response from the text the plan had at hand:
+    the ids' very text, whether the reply was planned, cut or a probe's answer."""
+    q = fx.question("user_value", KEY)
+    said = f"{fx.statement('user_value', KEY, VALUE)}\n{q}"
+    for text, hints, max_tokens in [(said, {}, 32), ("def f():\n    pass\n" * 30, {}, 64),
+                                    ("x\n" * 50, {"output-tokens": "300"}, 40),
+                                    ("x\n" * 50, {"turn-kind": "edit"}, 900)]:
+        planned = reply.plan_for(tokens.encode(text), max_tokens, hints,
+                                 context_window=WINDOW, seed=3)
+        assert planned.text == tokens.decode(planned.token_ids)
+    cut = reply.plan_for(tokens.encode(said), 1, {}, context_window=WINDOW, seed=0)
+    assert cut.text is None and len(cut.token_ids) == 1

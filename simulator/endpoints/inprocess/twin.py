@@ -167,7 +167,7 @@ class InProcessTwin:
 
     def _response(self, res: RequestResult, planned: reply.PlannedReply, sent: float,
                   ref_passes: int | None = None) -> LLMResponse:
-        text = tokens.decode(planned.token_ids)
+        text = planned.text if planned.text is not None else tokens.decode(planned.token_ids)
         tokens.remember(text, planned.token_ids)    # the next prompt frames it
         usage = ReplyUsage(res.prompt_len, res.cached_tokens, self.engine.block_size,
                            len(planned.token_ids)).as_dict()

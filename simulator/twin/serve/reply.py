@@ -22,6 +22,7 @@ from simulator.util import tokens
 class PlannedReply:
     token_ids: list[int]
     stop_reason: str          # end_turn | max_tokens
+    text: str | None = None   # decode(token_ids) when the plan had it at hand
 
 
 def reply_seed(seed: int, prompt: Sequence[int], max_tokens: int) -> int:
@@ -78,10 +79,11 @@ def plan(prompt: Sequence[int], max_tokens: int, limit: int, *, seed: int, code_
     rseed = reply_seed(seed, prompt, max_tokens)
     natural = natural_tokens if natural_tokens is not None else \
         textgen.natural_length(random.Random(rseed))
-    _, ids = textgen.plan_reply(prompt, limit, seed=rseed, natural_tokens=natural,
-                                code_edit=code_edit, repeat_fraction=repeat_fraction,
-                                edit_share=edit_share, tokens_per_pass=tokens_per_pass)
-    return PlannedReply(ids[:limit], "max_tokens" if natural >= limit else "end_turn")
+    text, ids = textgen.plan_reply(prompt, limit, seed=rseed, natural_tokens=natural,
+                                   code_edit=code_edit, repeat_fraction=repeat_fraction,
+                                   edit_share=edit_share, tokens_per_pass=tokens_per_pass)
+    # plan_reply's ids are its text's, no more than `limit` of them
+    return PlannedReply(ids, "max_tokens" if natural >= limit else "end_turn", text)
 
 
 class PromptTooLong(ValueError):
@@ -104,7 +106,9 @@ def plan_for(prompt: Sequence[int], max_tokens: int, hints: Mapping[str, str], *
     answer = recall_reply.probe_answer(prompt)
     if answer is not None:         # a recall probe: answered from the prompt
         ids = tokens.encode(answer)
-        return PlannedReply(ids[:limit], "max_tokens" if len(ids) > limit else "end_turn")
+        if len(ids) > limit:
+            return PlannedReply(ids[:limit], "max_tokens")
+        return PlannedReply(ids, "end_turn", answer)
     planned = plan(prompt, max_tokens, limit, seed=seed, code_edit=edit,
                    repeat_fraction=frac, natural_tokens=natural,
                    edit_share=parse_edit_share(hints),
