@@ -266,13 +266,14 @@ def _assemble_into(rng: random.Random, target: int, source: list[str], copy_frac
         if source and rng.random() < copy_frac:
             run = rng.randint(COPY_RUN_MIN, COPY_RUN_MAX)
             i = rng.randrange(max(len(source) - run, 0) + 1)
-            start = len(parts)
             for ln in source[i:i + run]:
                 if rng.random() < edit_prob:          # the edit itself
                     ln = _edit_line(rng, ln)
                 parts.append(ln)
                 est += max(1, len(ln) // 4)
-            ids += enc.encode_ordinary("".join(parts[start:]))
+                ids += enc.encode_ordinary(ln)
+                if len(ids) >= stop:                  # the rest of the run is cut off
+                    return
         else:
             for _ in range(rng.randint(1, 3)):
                 ln, line_ids = _fresh(rng)
