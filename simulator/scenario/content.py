@@ -49,65 +49,125 @@ def _ident(rng: random.Random) -> str:
     return f"{rng.choice(_IDENTS)}_{rng.choice(_IDENTS)}"
 
 
-def _code_line(rng: random.Random) -> str:
+# -- lines as pieces -------------------------------------------------------------------
+# Each line maker returns its line as pieces (runs of whole cl100k pretokens of the text
+# the line sits in), drawing exactly what the plain f-string makers drew, in the same
+# order: the ids of the text are then the pieces' memoised ids (`tokens.piece_ids`), with
+# no encode. Where the pattern splits: a letter run may be led by one other character
+# (" x", "_x", ".x", "(x", ":x", "`x", "\"x"); a punctuation run (with one leading space)
+# swallows the newlines after it; a space before a digit or punctuation is its own
+# pretoken or leads the run; digits split in threes from the left; indentation is all
+# its spaces but one, the last leading the word. So a piece starts at a letter run or at
+# " " + a letter, or after a letter/digit at punctuation, and a line's last piece takes
+# the newline that follows it (`_synth_ids`). tests/scenario/test_content_counts.py
+# checks every maker against the plain makers and `encode_ordinary`.
+
+def _type_then(rng: random.Random, after: str) -> str:
+    """" " + a drawn type + `after` (its closing "]" and `after` are one punctuation run)."""
+    return f" {rng.choice(_TYPES)}{after}"
+
+
+def _code_pieces(rng: random.Random, head: str | None = None) -> list[str]:
+    """A line of Python as pieces; `head` in place of the drawn indentation (a grep hit
+    strips it and puts ":" there)."""
+    choice, idents = rng.choice, _IDENTS
     r = rng.random()
     ind = "    " * rng.randint(0, 3)
+    h = ind if head is None else head
     if r < 0.15:
-        args = ", ".join(f"{_ident(rng)}: {rng.choice(_TYPES)}" for _ in range(rng.randint(0, 3)))
-        return f"{ind}def {rng.choice(_VERBS)}_{rng.choice(_IDENTS)}({args}) -> {rng.choice(_TYPES)}:"
+        args: list[str] = []
+        n_args = rng.randint(0, 3)
+        for i in range(n_args):
+            args += ("(" if i == 0 else " ") + choice(idents), f"_{choice(idents)}:", \
+                _type_then(rng, "," if i < n_args - 1 else ") ->")
+        verb, name = choice(_VERBS), choice(idents)
+        return [h + "def", " " + verb, "_" + name, *(args or ["() ->"]),
+                _type_then(rng, ":")]
     if r < 0.45:
-        return f"{ind}{_ident(rng)} = self.{rng.choice(_VERBS)}({_ident(rng)}, {rng.randint(0, 4096)})"
+        a, b, verb, c, d = choice(idents), choice(idents), choice(_VERBS), choice(idents), \
+            choice(idents)
+        return [h + a, f"_{b} = self", "." + verb, "(" + c, f"_{d},",
+                f" {rng.randint(0, 4096)})"]
     if r < 0.6:
-        return f"{ind}if {_ident(rng)} > {rng.choice(_IDENTS)}.{rng.choice(_IDENTS)}:"
+        a, b, c, d = choice(idents), choice(idents), choice(idents), choice(idents)
+        return [h + "if", " " + a, f"_{b} >", " " + c, f".{d}:"]
     if r < 0.7:
-        return f"{ind}return {_ident(rng)}"
+        return [h + "return", " " + choice(idents), "_" + choice(idents)]
     if r < 0.8:
-        return f"{ind}# {' '.join(rng.choice(_WORDS) for _ in range(rng.randint(4, 10)))}"
+        return [h + "#", *[" " + choice(_WORDS) for _ in range(rng.randint(4, 10))]]
     if r < 0.9:
-        return f"{ind}for {rng.choice(_IDENTS)} in {_ident(rng)}:"
-    return f"{ind}raise ValueError(f\"{rng.choice(_VERBS)} {{{_ident(rng)}}} failed\")"
+        c, a, b = choice(idents), choice(idents), choice(idents)
+        return [h + "for", " " + c, " in", " " + a, f"_{b}:"]
+    verb, a, b = choice(_VERBS), choice(idents), choice(idents)
+    return [f'{h}raise ValueError(f"{verb}', " {" + a, "_" + b, '} failed")']
+
+
+def _prose_pieces(rng: random.Random, lead: str = "") -> list[str]:
+    """A sentence as pieces (`lead` before its first word): some words and one `name`
+    in backticks, capitalised, with a full stop."""
+    choice = rng.choice
+    words = [" " + choice(_WORDS) for _ in range(rng.randint(6, 16))]
+    at = rng.randint(0, len(words))
+    words[at:at] = [" `" + choice(_VERBS), f"_{choice(_IDENTS)}`"]
+    first = words[0][1:]
+    words[0] = lead + (first if at == 0 else first.capitalize())
+    words[-1] += "."
+    return words
+
+
+def _grep_pieces(rng: random.Random) -> list[str]:
+    path = f"src/{rng.choice(_IDENTS)}/{rng.choice(_IDENTS)}.py:"
+    return [path, str(rng.randint(1, 2000)), *_code_pieces(rng, ":")]
+
+
+def _bash_pieces(rng: random.Random) -> list[str]:
+    r = rng.random()
+    if r < 0.5:
+        a, verb, b = rng.choice(_IDENTS), rng.choice(_VERBS), rng.choice(_IDENTS)
+        return [f"tests/test_{a}", f".py::test_{verb}", "_" + b,
+                " PASSED" if rng.random() < 0.8 else " FAILED"]
+    stamp = f"[{rng.randint(0, 99):02d}:{rng.randint(0, 59):02d}]"
+    return [stamp, *_prose_pieces(rng, " ")]
 
 
 def _prose_line(rng: random.Random) -> str:
-    words = [rng.choice(_WORDS) for _ in range(rng.randint(6, 16))]
-    words.insert(rng.randint(0, len(words)), f"`{rng.choice(_VERBS)}_{rng.choice(_IDENTS)}`")
-    return " ".join(words).capitalize() + "."
+    return "".join(_prose_pieces(rng))
 
 
-def _grep_line(rng: random.Random) -> str:
-    return f"src/{rng.choice(_IDENTS)}/{rng.choice(_IDENTS)}.py:{rng.randint(1, 2000)}:" \
-        + _code_line(rng).strip()
-
-
-def _bash_line(rng: random.Random) -> str:
-    r = rng.random()
-    if r < 0.5:
-        return (f"tests/test_{rng.choice(_IDENTS)}.py::test_{rng.choice(_VERBS)}_"
-                f"{rng.choice(_IDENTS)} {'PASSED' if rng.random() < 0.8 else 'FAILED'}")
-    return f"[{rng.randint(0, 99):02d}:{rng.randint(0, 59):02d}] {_prose_line(rng)}"
-
-
-_LINE_MAKERS = {"code": _code_line, "prose": _prose_line, "grep": _grep_line,
-                "bash": _bash_line}
+_PIECE_MAKERS = {"code": _code_pieces, "prose": _prose_pieces, "grep": _grep_pieces,
+                 "bash": _bash_pieces}
 _TOKENS_PER_LINE = {"code": 12, "prose": 16, "grep": 18, "bash": 16}
 
 
 def _synth_ids(kind: str, n_tokens: int, rng: random.Random) -> list[int]:
-    """The cl100k ids `synth_text` cuts its text from (at least `n_tokens` of them)."""
-    make = _LINE_MAKERS[kind]
-    lines: list[str] = []
-    est = 0
+    """The cl100k ids `synth_text` cuts its text from (at least `n_tokens` of them): the
+    ids of the made lines joined by newlines, from their pieces' ids (each line's last
+    piece with the newline after it, when a line follows)."""
+    make = _PIECE_MAKERS[kind]
+    per_line = _TOKENS_PER_LINE[kind]
+    piece_ids = tokens.piece_ids
+    ids: list[int] = []
+    tail = ""                   # the last line's last piece: no newline after it yet
+    lines = est = 0
     need = n_tokens + 8
     while est < need:
-        line = make(rng)
-        lines.append(line)
-        est += _TOKENS_PER_LINE[kind] if len(lines) > 4 else tokens.count(line) + 1
-    ids = tokens.encode("\n".join(lines))
-    while len(ids) < n_tokens:  # our estimate was low: add more
-        more = [make(rng) for _ in range(max(4, (n_tokens - len(ids)) // 8))]
-        ids = _encode_more(ids, lines, more)
-        lines.extend(more)
-    return ids
+        pieces = make(rng)
+        if lines:
+            ids += piece_ids(tail + "\n")
+        start = len(ids)
+        for piece in pieces[:-1]:
+            ids += piece_ids(piece)
+        tail = pieces[-1]
+        lines += 1
+        est += per_line if lines > 4 else len(ids) - start + len(piece_ids(tail)) + 1
+    while (have := len(ids) + len(piece_ids(tail))) < n_tokens:  # our estimate was low
+        for _ in range(max(4, (n_tokens - have) // 8)):
+            pieces = make(rng)
+            ids += piece_ids(tail + "\n")
+            for piece in pieces[:-1]:
+                ids += piece_ids(piece)
+            tail = pieces[-1]
+    return ids + piece_ids(tail)
 
 
 def _line_start(text: str) -> bool:
@@ -116,26 +176,10 @@ def _line_start(text: str) -> bool:
     return bool(text.strip()) and text[0] not in "\r\n"
 
 
-def _encode_more(ids: list[int], lines: list[str], more: list[str]) -> list[int]:
-    """The ids of "\\n".join(lines + more), given `ids` of "\\n".join(lines).
-
-    Exact, and only the last line is encoded again: in cl100k's pattern every piece
-    that takes a newline ends at it unless more newlines follow, so a "\\n" followed by
-    a character other than "\\r"/"\\n" ends a pretoken, BPE never merges across it,
-    and encode(a + "\\n" + b) == encode(a + "\\n") + encode(b). Falls back to one
-    whole encode for lines starting with a newline (the makers never write any).
-    """
-    tail = lines[-1]
-    if not (_line_start(tail) and all(map(_line_start, more))):
-        return tokens.encode("\n".join(lines + more))
-    head = len(ids) - tokens.count(tail)
-    return ids[:head] + tokens.encode(tail + "\n" + "\n".join(more))
-
-
 def count_of_cut(ids: list[int], text: str) -> int:
     """Exact cl100k count of `text` = decode(ids), where `ids` is a cut of the encoding
     of lines joined by newlines (as `synth_text` makes): the lines before the last
-    newline re-encode to the same ids (see `_encode_more`), so only the text after it
+    newline re-encode to the same ids (a newline before a line ends a pretoken), so only the text after it
     (a partial line) is encoded again, not the whole text."""
     cut = text.rfind("\n") + 1
     if cut == 0 or not text.isascii():
