@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable, Sequence
+from itertools import chain
 from typing import Any
 
 from simulator.util import tokens
@@ -62,53 +64,69 @@ def _ident(rng: random.Random) -> str:
 # the newline that follows it (`_synth_ids`). tests/scenario/test_content_counts.py
 # checks every maker against the plain makers and `encode_ordinary`.
 
-def _type_then(rng: random.Random, after: str) -> str:
-    """" " + a drawn type + `after` (its closing "]" and `after` are one punctuation run)."""
-    return f" {rng.choice(_TYPES)}{after}"
+def _below(bits: Callable[[int], int], n: int) -> int:
+    """`rng.randrange(n)` (n > 0) from `bits = rng.getrandbits`, drawn exactly as CPython's
+    `Random._randbelow` draws for `choice` and `randint` (n's bit length of bits until a
+    number below n), at half the cost of their call chains: the makers draw ~10^6 times
+    a run. The tests check the draws against `choice`/`randint`'s."""
+    k = n.bit_length()
+    r = bits(k)
+    while r >= n:
+        r = bits(k)
+    return r
+
+
+def _pick(bits: Callable[[int], int], seq: Sequence[str]) -> str:
+    """`rng.choice(seq)` (see `_below`)."""
+    n = len(seq)
+    k = n.bit_length()
+    r = bits(k)
+    while r >= n:
+        r = bits(k)
+    return seq[r]
 
 
 def _code_pieces(rng: random.Random, head: str | None = None) -> list[str]:
     """A line of Python as pieces; `head` in place of the drawn indentation (a grep hit
     strips it and puts ":" there)."""
-    choice, idents = rng.choice, _IDENTS
+    bits, idents = rng.getrandbits, _IDENTS
     r = rng.random()
-    ind = "    " * rng.randint(0, 3)
+    ind = "    " * _below(bits, 4)
     h = ind if head is None else head
     if r < 0.15:
         args: list[str] = []
-        n_args = rng.randint(0, 3)
+        n_args = _below(bits, 4)
         for i in range(n_args):
-            args += ("(" if i == 0 else " ") + choice(idents), f"_{choice(idents)}:", \
-                _type_then(rng, "," if i < n_args - 1 else ") ->")
-        verb, name = choice(_VERBS), choice(idents)
-        return [h + "def", " " + verb, "_" + name, *(args or ["() ->"]),
-                _type_then(rng, ":")]
+            a, b, t = _pick(bits, idents), _pick(bits, idents), _pick(bits, _TYPES)
+            args += ("(" if i == 0 else " ") + a, f"_{b}: {t}{',' if i < n_args - 1 else ') ->'}"
+        verb, name, ret = _pick(bits, _VERBS), _pick(bits, idents), _pick(bits, _TYPES)
+        return [f"{h}def {verb}_{name}", *(args or ["() ->"]), f" {ret}:"]
     if r < 0.45:
-        a, b, verb, c, d = choice(idents), choice(idents), choice(_VERBS), choice(idents), \
-            choice(idents)
-        return [h + a, f"_{b} = self", "." + verb, "(" + c, f"_{d},",
-                f" {rng.randint(0, 4096)})"]
+        a, b, verb = _pick(bits, idents), _pick(bits, idents), _pick(bits, _VERBS)
+        c, d = _pick(bits, idents), _pick(bits, idents)
+        return [h + a, f"_{b} = self.{verb}", f"({c}_{d},", f" {_below(bits, 4097)})"]
     if r < 0.6:
-        a, b, c, d = choice(idents), choice(idents), choice(idents), choice(idents)
-        return [h + "if", " " + a, f"_{b} >", " " + c, f".{d}:"]
+        a, b, c, d = _pick(bits, idents), _pick(bits, idents), _pick(bits, idents), \
+            _pick(bits, idents)
+        return [f"{h}if {a}", f"_{b} > {c}", f".{d}:"]
     if r < 0.7:
-        return [h + "return", " " + choice(idents), "_" + choice(idents)]
+        return [f"{h}return {_pick(bits, idents)}", "_" + _pick(bits, idents)]
     if r < 0.8:
-        return [h + "#", *[" " + choice(_WORDS) for _ in range(rng.randint(4, 10))]]
+        return [h + "#", *[" " + _pick(bits, _WORDS) for _ in range(4 + _below(bits, 7))]]
     if r < 0.9:
-        c, a, b = choice(idents), choice(idents), choice(idents)
-        return [h + "for", " " + c, " in", " " + a, f"_{b}:"]
-    verb, a, b = choice(_VERBS), choice(idents), choice(idents)
-    return [f'{h}raise ValueError(f"{verb}', " {" + a, "_" + b, '} failed")']
+        c, a, b = _pick(bits, idents), _pick(bits, idents), _pick(bits, idents)
+        return [f"{h}for {c} in {a}", f"_{b}:"]
+    verb, a, b = _pick(bits, _VERBS), _pick(bits, idents), _pick(bits, idents)
+    return [f'{h}raise ValueError(f"{verb} {{{a}', f'_{b}}} failed")']
 
 
 def _prose_pieces(rng: random.Random, lead: str = "") -> list[str]:
     """A sentence as pieces (`lead` before its first word): some words and one `name`
     in backticks, capitalised, with a full stop."""
-    choice = rng.choice
-    words = [" " + choice(_WORDS) for _ in range(rng.randint(6, 16))]
-    at = rng.randint(0, len(words))
-    words[at:at] = [" `" + choice(_VERBS), f"_{choice(_IDENTS)}`"]
+    bits = rng.getrandbits
+    words = [" " + _pick(bits, _WORDS) for _ in range(6 + _below(bits, 11))]
+    at = _below(bits, len(words) + 1)
+    words[at:at] = [" `" + _pick(bits, _VERBS), f"_{_pick(bits, _IDENTS)}`"]
     first = words[0][1:]
     words[0] = lead + (first if at == 0 else first.capitalize())
     words[-1] += "."
@@ -116,17 +134,19 @@ def _prose_pieces(rng: random.Random, lead: str = "") -> list[str]:
 
 
 def _grep_pieces(rng: random.Random) -> list[str]:
-    path = f"src/{rng.choice(_IDENTS)}/{rng.choice(_IDENTS)}.py:"
-    return [path, str(rng.randint(1, 2000)), *_code_pieces(rng, ":")]
+    bits = rng.getrandbits
+    path = f"src/{_pick(bits, _IDENTS)}/{_pick(bits, _IDENTS)}.py:"
+    return [path, str(1 + _below(bits, 2000)), *_code_pieces(rng, ":")]
 
 
 def _bash_pieces(rng: random.Random) -> list[str]:
+    bits = rng.getrandbits
     r = rng.random()
     if r < 0.5:
-        a, verb, b = rng.choice(_IDENTS), rng.choice(_VERBS), rng.choice(_IDENTS)
-        return [f"tests/test_{a}", f".py::test_{verb}", "_" + b,
-                " PASSED" if rng.random() < 0.8 else " FAILED"]
-    stamp = f"[{rng.randint(0, 99):02d}:{rng.randint(0, 59):02d}]"
+        a, verb, b = _pick(bits, _IDENTS), _pick(bits, _VERBS), _pick(bits, _IDENTS)
+        return [f"tests/test_{a}.py::test_{verb}",
+                f"_{b} PASSED" if rng.random() < 0.8 else f"_{b} FAILED"]
+    stamp = f"[{_below(bits, 100):02d}:{_below(bits, 60):02d}]"
     return [stamp, *_prose_pieces(rng, " ")]
 
 
@@ -145,29 +165,27 @@ def _synth_ids(kind: str, n_tokens: int, rng: random.Random) -> list[int]:
     piece with the newline after it, when a line follows)."""
     make = _PIECE_MAKERS[kind]
     per_line = _TOKENS_PER_LINE[kind]
-    piece_ids = tokens.piece_ids
-    ids: list[int] = []
-    tail = ""                   # the last line's last piece: no newline after it yet
-    lines = est = 0
+    lines: list[list[str]] = []
+    est = 0
     need = n_tokens + 8
     while est < need:
-        pieces = make(rng)
-        if lines:
-            ids += piece_ids(tail + "\n")
-        start = len(ids)
-        for piece in pieces[:-1]:
-            ids += piece_ids(piece)
-        tail = pieces[-1]
-        lines += 1
-        est += per_line if lines > 4 else len(ids) - start + len(piece_ids(tail)) + 1
-    while (have := len(ids) + len(piece_ids(tail))) < n_tokens:  # our estimate was low
-        for _ in range(max(4, (n_tokens - have) // 8)):
-            pieces = make(rng)
-            ids += piece_ids(tail + "\n")
-            for piece in pieces[:-1]:
-                ids += piece_ids(piece)
-            tail = pieces[-1]
-    return ids + piece_ids(tail)
+        line = make(rng)
+        lines.append(line)
+        est += per_line if len(lines) > 4 else \
+            sum(len(tokens.piece_ids(piece)) for piece in line) + 1
+    ids: list[int] = []
+    while True:
+        for line in lines[:-1]:
+            line[-1] += "\n"
+        tokens.extend_piece_ids(ids, chain.from_iterable(lines))
+        if len(ids) >= n_tokens:
+            return ids
+        # our estimate was low: more lines after the last, which takes its newline
+        tail, short = lines[-1], n_tokens - len(ids)
+        del ids[len(ids) - len(tokens.piece_ids(tail[-1])):]
+        tail[-1] += "\n"
+        tokens.extend_piece_ids(ids, tail[-1:])
+        lines = [make(rng) for _ in range(max(4, short // 8))]
 
 
 def _line_start(text: str) -> bool:
