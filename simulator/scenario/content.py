@@ -86,9 +86,18 @@ def _pick(bits: Callable[[int], int], seq: Sequence[str]) -> str:
     return seq[r]
 
 
+def _number(n: int, after: str) -> list[str]:
+    """" " + n + `after` as pieces: digits split in threes from the left, so the first
+    three and the rest (with `after`) are apart (fewer distinct pieces)."""
+    digits = str(n)
+    return [" " + digits[:3], digits[3:] + after]
+
+
 def _code_pieces(rng: random.Random, head: str | None = None) -> list[str]:
     """A line of Python as pieces; `head` in place of the drawn indentation (a grep hit
-    strips it and puts ":" there)."""
+    strips it and puts its line number's end and ":" there). A piece joins at most a
+    few hundred to a thousand variants: each is encoded once a process, at its first
+    use."""
     bits, idents = rng.getrandbits, _IDENTS
     r = rng.random()
     ind = "    " * _below(bits, 4)
@@ -100,11 +109,11 @@ def _code_pieces(rng: random.Random, head: str | None = None) -> list[str]:
             a, b, t = _pick(bits, idents), _pick(bits, idents), _pick(bits, _TYPES)
             args += ("(" if i == 0 else " ") + a, f"_{b}: {t}{',' if i < n_args - 1 else ') ->'}"
         verb, name, ret = _pick(bits, _VERBS), _pick(bits, idents), _pick(bits, _TYPES)
-        return [f"{h}def {verb}_{name}", *(args or ["() ->"]), f" {ret}:"]
+        return [f"{h}def {verb}", f"_{name}" if args else f"_{name}() ->", *args, f" {ret}:"]
     if r < 0.45:
         a, b, verb = _pick(bits, idents), _pick(bits, idents), _pick(bits, _VERBS)
         c, d = _pick(bits, idents), _pick(bits, idents)
-        return [h + a, f"_{b} = self.{verb}", f"({c}_{d},", f" {_below(bits, 4097)})"]
+        return [h + a, f"_{b} = self.{verb}", f"({c}_{d},", *_number(_below(bits, 4097), ")")]
     if r < 0.6:
         a, b, c, d = _pick(bits, idents), _pick(bits, idents), _pick(bits, idents), \
             _pick(bits, idents)
@@ -115,9 +124,9 @@ def _code_pieces(rng: random.Random, head: str | None = None) -> list[str]:
         return [h + "#", *[" " + _pick(bits, _WORDS) for _ in range(4 + _below(bits, 7))]]
     if r < 0.9:
         c, a, b = _pick(bits, idents), _pick(bits, idents), _pick(bits, idents)
-        return [f"{h}for {c} in {a}", f"_{b}:"]
+        return [f"{h}for {c}", f" in {a}", f"_{b}:"]
     verb, a, b = _pick(bits, _VERBS), _pick(bits, idents), _pick(bits, idents)
-    return [f'{h}raise ValueError(f"{verb} {{{a}', f'_{b}}} failed")']
+    return [f'{h}raise ValueError(f"{verb}', f" {{{a}", f'_{b}}} failed")']
 
 
 def _prose_pieces(rng: random.Random, lead: str = "") -> list[str]:
@@ -136,7 +145,8 @@ def _prose_pieces(rng: random.Random, lead: str = "") -> list[str]:
 def _grep_pieces(rng: random.Random) -> list[str]:
     bits = rng.getrandbits
     path = f"src/{_pick(bits, _IDENTS)}/{_pick(bits, _IDENTS)}.py:"
-    return [path, str(1 + _below(bits, 2000)), *_code_pieces(rng, ":")]
+    line = str(1 + _below(bits, 2000))
+    return [path + line[:3], *_code_pieces(rng, line[3:] + ":")]
 
 
 def _bash_pieces(rng: random.Random) -> list[str]:
@@ -146,8 +156,8 @@ def _bash_pieces(rng: random.Random) -> list[str]:
         a, verb, b = _pick(bits, _IDENTS), _pick(bits, _VERBS), _pick(bits, _IDENTS)
         return [f"tests/test_{a}.py::test_{verb}",
                 f"_{b} PASSED" if rng.random() < 0.8 else f"_{b} FAILED"]
-    stamp = f"[{_below(bits, 100):02d}:{_below(bits, 60):02d}]"
-    return [stamp, *_prose_pieces(rng, " ")]
+    hour = f"[{_below(bits, 100):02d}:"
+    return [hour, f"{_below(bits, 60):02d}]", *_prose_pieces(rng, " ")]
 
 
 def _prose_line(rng: random.Random) -> str:
@@ -159,10 +169,10 @@ _PIECE_MAKERS = {"code": _code_pieces, "prose": _prose_pieces, "grep": _grep_pie
 _TOKENS_PER_LINE = {"code": 12, "prose": 16, "grep": 18, "bash": 16}
 
 
-def _synth_ids(kind: str, n_tokens: int, rng: random.Random) -> list[int]:
-    """The cl100k ids `synth_text` cuts its text from (at least `n_tokens` of them): the
-    ids of the made lines joined by newlines, from their pieces' ids (each line's last
-    piece with the newline after it, when a line follows)."""
+def _synth(kind: str, n_tokens: int, rng: random.Random) -> tuple[list[int], str]:
+    """The cl100k ids `synth_text` cuts its text from (at least `n_tokens` of them) and
+    their text: the made lines joined by newlines, the ids their pieces' ids (each line's
+    last piece with the newline after it, when a line follows)."""
     make = _PIECE_MAKERS[kind]
     per_line = _TOKENS_PER_LINE[kind]
     lines: list[list[str]] = []
@@ -174,18 +184,35 @@ def _synth_ids(kind: str, n_tokens: int, rng: random.Random) -> list[int]:
         est += per_line if len(lines) > 4 else \
             sum(len(tokens.piece_ids(piece)) for piece in line) + 1
     ids: list[int] = []
+    text: list[str] = []
     while True:
         for line in lines[:-1]:
             line[-1] += "\n"
-        tokens.extend_piece_ids(ids, chain.from_iterable(lines))
+        pieces = list(chain.from_iterable(lines))
+        tokens.extend_piece_ids(ids, pieces)
+        text += pieces
         if len(ids) >= n_tokens:
-            return ids
+            return ids, "".join(text)
         # our estimate was low: more lines after the last, which takes its newline
         tail, short = lines[-1], n_tokens - len(ids)
         del ids[len(ids) - len(tokens.piece_ids(tail[-1])):]
         tail[-1] += "\n"
         tokens.extend_piece_ids(ids, tail[-1:])
+        text[-1] = tail[-1]
         lines = [make(rng) for _ in range(max(4, short // 8))]
+
+
+def _synth_ids(kind: str, n_tokens: int, rng: random.Random) -> list[int]:
+    return _synth(kind, n_tokens, rng)[0]
+
+
+def _cut(kind: str, n_tokens: int, rng: random.Random) -> tuple[list[int], str]:
+    """The first `n_tokens` of the made ids and their text: the made text less what the
+    ids after the cut decode to (a few tokens; the text is ASCII, so a cut between
+    tokens is one between characters)."""
+    ids, text = _synth(kind, n_tokens, rng)
+    over = len(tokens.decode(ids[n_tokens:])) if len(ids) > n_tokens else 0
+    return ids[:n_tokens], text[:len(text) - over]
 
 
 def _line_start(text: str) -> bool:
@@ -218,8 +245,7 @@ def synth_text(kind: str, n_tokens: int, rng: random.Random) -> str:
     """Text of `kind` (code|prose|grep|bash) with exactly-or-nearly `n_tokens` tokens."""
     if n_tokens <= 0:
         return ""
-    ids = _synth_ids(kind, n_tokens, rng)[:n_tokens]
-    text = tokens.decode(ids)
+    ids, text = _cut(kind, n_tokens, rng)
     tokens.remember(text, ids)          # a prompt framing it encodes its ends only
     return text
 
@@ -229,8 +255,7 @@ def synth_text_counted(kind: str, n_tokens: int, rng: random.Random) -> tuple[st
     at `n_tokens` may re-encode to a token more or fewer)."""
     if n_tokens <= 0:
         return "", 0
-    ids = _synth_ids(kind, n_tokens, rng)[:n_tokens]
-    text = tokens.decode(ids)
+    ids, text = _cut(kind, n_tokens, rng)
     tokens.remember(text, ids)
     return text, count_of_cut(ids, text)
 

@@ -89,6 +89,14 @@ def test_piece_ids_are_the_whole_encode(kind: str, n: int, seed: int) -> None:
     assert fast_rng.getstate() == whole_rng.getstate()       # the same draws, too
 
 
+@settings(max_examples=120, deadline=None)
+@given(KINDS, st.integers(1, 3000), st.integers(0, 2**32))
+def test_text_is_the_decoded_cut(kind: str, n: int, seed: int) -> None:
+    """The text is cut from the joined pieces, not decoded: the same as decoding."""
+    text = content.synth_text(kind, n, random.Random(seed))
+    assert text == tokens.decode(_synth_ids_whole(kind, n, random.Random(seed))[:n])
+
+
 @settings(max_examples=200, deadline=None)
 @given(KINDS, st.integers(1, 2000), st.integers(0, 2**32))
 def test_counted_text_is_synth_text_and_its_count(kind: str, n: int, seed: int) -> None:
