@@ -181,8 +181,7 @@ def _synth(kind: str, n_tokens: int, rng: random.Random) -> tuple[list[int], str
     while est < need:
         line = make(rng)
         lines.append(line)
-        est += per_line if len(lines) > 4 else \
-            sum(len(tokens.piece_ids(piece)) for piece in line) + 1
+        est += per_line if len(lines) > 4 else sum(map(len, map(tokens.piece_ids, line))) + 1
     ids: list[int] = []
     text: list[str] = []
     while True:
