@@ -517,9 +517,9 @@ class Agent:
             ids = self._last_read_ids()
             k = min(len(ids), int(n * template.repeat_fraction))
             start = rng.randint(0, max(0, len(ids) - k))
-            copied = tokens.decode(ids[start:start + k]) + "\n"
+            # the copied lines' ids are the file's but for the first and last
+            copied, copied_ids = tokens.encode_cut(ids, start, start + k, "\n")
             text, count = content.synth_text_counted("code", max(1, n - k), rng)
-            copied_ids = tokens.encode(copied)
             reply = copied + text
             known = tokens.known(text)
             if known is not None:           # the next prompt frames it: its ids

@@ -183,3 +183,33 @@ def encode_pieces(pieces: Sequence[str]) -> list[int]:
         pending = [tail]
     out += encode("".join(pending))
     return out
+
+
+def encode_cut(ids: Sequence[int], start: int, stop: int, after: str = "") -> tuple[str, list[int]]:
+    """(text, encode(text)) for text = decode(ids[start:stop]) + `after`, where `ids` is
+    a text's whole encoding: the text's complete lines between its first and last line
+    breaks that end pretokens are `ids`' own, only its first and last lines are encoded
+    (an edit's reply copies a stretch of the file it read)."""
+    cut = list(ids[start:stop])
+    pieces = encoding().decode_tokens_bytes(cut)
+    text = b"".join(pieces).decode("utf-8", "replace") + after
+    if not text.isascii():                  # offsets below are in bytes = characters
+        return text, encode(text)
+    first = last = None
+    pos = 0
+    for i, piece in enumerate(pieces[:-1]):   # the first line break before an opening line
+        pos += len(piece)
+        if piece.endswith(b"\n") and _opens_line(text, pos):
+            first = (i + 1, pos)
+            break
+    pos = len(text) - len(after)
+    for i in range(len(pieces) - 1, 0, -1):   # the last one
+        pos -= len(pieces[i])
+        if first is None or i <= first[0]:
+            break
+        if pieces[i - 1].endswith(b"\n") and _opens_line(text, pos):
+            last = (i, pos)
+            break
+    if first is None or last is None:
+        return text, encode(text)
+    return text, [*encode(text[:first[1]]), *cut[first[0]:last[0]], *encode(text[last[1]:])]
