@@ -121,20 +121,24 @@ def _opens_line(text: str, start: int) -> bool:
     return i < len(text) and not text[i].isspace()
 
 
+_token_bytes: dict[int, int] = {}      # a token's length in bytes, once looked up
+
+
+def _token_len(token: int) -> int:
+    size = _token_bytes.get(token)
+    if size is None:
+        size = _token_bytes[token] = len(encoding().decode_single_token_bytes(token))
+    return size
+
+
 def _last_line_start(ids: array[int], floor: int, tail_bytes: int) -> int | None:
     """The index in `ids` where the last `tail_bytes` bytes of their text start (found
     by the tokens' lengths from the end, not below `floor`), or None when a token spans
     that point or it is more than `_WALK_LIMIT` tokens back."""
     end, got = len(ids), 0
-    for window in (32, _WALK_LIMIT):
-        lo = max(floor, len(ids) - window)
-        for token in reversed(encoding().decode_tokens_bytes(ids[lo:end].tolist())):
-            if got >= tail_bytes:
-                break
-            got += len(token)
-            end -= 1
-        if got >= tail_bytes or lo == floor:
-            break
+    while got < tail_bytes and end > floor and len(ids) - end < _WALK_LIMIT:
+        got += _token_len(ids[end - 1])
+        end -= 1
     return end if got == tail_bytes else None
 
 
@@ -191,23 +195,22 @@ def encode_cut(ids: Sequence[int], start: int, stop: int, after: str = "") -> tu
     breaks that end pretokens are `ids`' own, only its first and last lines are encoded
     (an edit's reply copies a stretch of the file it read)."""
     cut = list(ids[start:stop])
-    pieces = encoding().decode_tokens_bytes(cut)
-    text = b"".join(pieces).decode("utf-8", "replace") + after
+    text = decode(cut) + after
     if not text.isascii():                  # offsets below are in bytes = characters
         return text, encode(text)
     first = last = None
     pos = 0
-    for i, piece in enumerate(pieces[:-1]):   # the first line break before an opening line
-        pos += len(piece)
-        if piece.endswith(b"\n") and _opens_line(text, pos):
+    for i in range(len(cut) - 1):           # the first line break before an opening line
+        pos += _token_len(cut[i])
+        if text[pos - 1] == "\n" and _opens_line(text, pos):
             first = (i + 1, pos)
             break
     pos = len(text) - len(after)
-    for i in range(len(pieces) - 1, 0, -1):   # the last one
-        pos -= len(pieces[i])
+    for i in range(len(cut) - 1, 0, -1):    # the last one
+        pos -= _token_len(cut[i])
         if first is None or i <= first[0]:
             break
-        if pieces[i - 1].endswith(b"\n") and _opens_line(text, pos):
+        if text[pos - 1] == "\n" and _opens_line(text, pos):
             last = (i, pos)
             break
     if first is None or last is None:
