@@ -113,3 +113,27 @@ def test_synthesised_cuts_ending_in_indentation_frame_exactly() -> None:
             pieces = ["<|im_start|>user\n", text, frame]
             assert tokens.encode_pieces(pieces) == tokens.encode("".join(pieces))
     assert blank_tails > 0          # the case that needs the blank-line rule was met
+
+
+@settings(max_examples=200, deadline=None)
+@given(KINDS, st.integers(1, 900), st.integers(0, 2**32), st.data())
+def test_a_cut_of_an_encoding_encodes_as_its_text(kind: str, n: int, seed: int,
+                                                  data: st.DataObject) -> None:
+    """`encode_cut`: a stretch of a text's ids, decoded and followed by a line break,
+    has the ids that encoding it gives."""
+    ids = tokens.encode(content.synth_text(kind, n, random.Random(seed)))
+    start = data.draw(st.integers(0, len(ids)))
+    stop = data.draw(st.integers(start, len(ids)))
+    after = data.draw(st.sampled_from(["\n", "", " x", "\n\n"]))
+    text, cut_ids = tokens.encode_cut(ids, start, stop, after)
+    assert text == tokens.decode(ids[start:stop]) + after
+    assert cut_ids == tokens.encode(text)
+
+
+def test_a_cut_with_blank_lines_encodes_as_its_text() -> None:
+    text = "def a():\n    b = 1\n\n    \n    c = 2\n  \nx = 3\n    y\n"
+    ids = tokens.encode(text)
+    for start in range(len(ids)):
+        for stop in range(start, len(ids) + 1):
+            assert tokens.encode_cut(ids, start, stop, "\n")[1] == \
+                tokens.encode(tokens.decode(ids[start:stop]) + "\n")

@@ -22,6 +22,7 @@ Role = Literal["user", "assistant"]
 # JSON punctuation of tool blocks). Only used for client-side estimates.
 BLOCK_OVERHEAD_TOKENS = 3
 MESSAGE_OVERHEAD_TOKENS = 4
+TOOL_USE_OVERHEAD_TOKENS = 8        # a tool_use block's id and name, beyond its input
 
 
 def _digest(*parts: str) -> str:
@@ -59,7 +60,7 @@ class ToolUseBlock:
 
     def __post_init__(self) -> None:
         if self.tokens_est < 0:
-            object.__setattr__(self, "tokens_est", tokens.count(self.input_json) + 8)
+            object.__setattr__(self, "tokens_est", tokens.count(self.input_json) + TOOL_USE_OVERHEAD_TOKENS)
 
     def serialize(self) -> str:
         return f"<tool_use id={self.id} name={self.name}>{self.input_json}"

@@ -261,9 +261,10 @@ class Recorder:
     def write(self, record: TurnRecord) -> None:
         self.write_row(in_simulated_time(record.to_row(), self.clock))
 
-    def write_row(self, row: dict[str, Any]) -> None:
-        """One turn row as the journal holds it (in this run's time already)."""
-        self._turns.write(json.dumps(row, separators=(",", ":")) + "\n")
+    def write_row(self, row: dict[str, Any], line: str | None = None) -> None:
+        """One turn row as the journal holds it (in this run's time already); `line`,
+        when given, is its JSON already."""
+        self._turns.write((line or json.dumps(row, separators=(",", ":"))) + "\n")
         self._turns.flush()
         self.rows_written += 1
         for listen in self._listeners:
@@ -298,8 +299,15 @@ class Recorder:
         row. A kill between the two leaves the row in the history line, and `--resume`
         writes it back (`ownership.rows_to_rebuild`): the two are durable together."""
         row = in_simulated_time(record.to_row(), self.clock)
-        self.write_history({**history_row, "row": row})
-        self.write_row(row)
+        line = json.dumps(row, separators=(",", ":"))
+        head = {**self._stamp, **history_row}
+        if "row" in head:               # the row would take that key's place: dump it all
+            self.write_history({**history_row, "row": row})
+        else:                           # the row's JSON once, spliced in as the last key
+            self._history.write(json.dumps(head, separators=(",", ":"))[:-1] +
+                                ("," if head else "") + '"row":' + line + "}\n")
+            self._history.flush()
+        self.write_row(row, line)
 
     def write_history(self, row: dict[str, Any]) -> None:
         """One row of `history.jsonl` (a stored reply or a session's failure), stamped

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable, Sequence
+from itertools import chain
 from typing import Any
 
 from simulator.util import tokens
@@ -49,65 +51,167 @@ def _ident(rng: random.Random) -> str:
     return f"{rng.choice(_IDENTS)}_{rng.choice(_IDENTS)}"
 
 
-def _code_line(rng: random.Random) -> str:
+# -- lines as pieces -------------------------------------------------------------------
+# Each line maker returns its line as pieces (runs of whole cl100k pretokens of the text
+# the line sits in), drawing exactly what the plain f-string makers drew, in the same
+# order: the ids of the text are then the pieces' memoised ids (`tokens.piece_ids`), with
+# no encode. Where the pattern splits: a letter run may be led by one other character
+# (" x", "_x", ".x", "(x", ":x", "`x", "\"x"); a punctuation run (with one leading space)
+# swallows the newlines after it; a space before a digit or punctuation is its own
+# pretoken or leads the run; digits split in threes from the left; indentation is all
+# its spaces but one, the last leading the word. So a piece starts at a letter run or at
+# " " + a letter, or after a letter/digit at punctuation, and a line's last piece takes
+# the newline that follows it (`_synth_ids`). tests/scenario/test_content_counts.py
+# checks every maker against the plain makers and `encode_ordinary`.
+
+def _below(bits: Callable[[int], int], n: int) -> int:
+    """`rng.randrange(n)` (n > 0) from `bits = rng.getrandbits`, drawn exactly as CPython's
+    `Random._randbelow` draws for `choice` and `randint` (n's bit length of bits until a
+    number below n), at half the cost of their call chains: the makers draw ~10^6 times
+    a run. The tests check the draws against `choice`/`randint`'s."""
+    k = n.bit_length()
+    r = bits(k)
+    while r >= n:
+        r = bits(k)
+    return r
+
+
+def _pick(bits: Callable[[int], int], seq: Sequence[str]) -> str:
+    """`rng.choice(seq)` (see `_below`)."""
+    n = len(seq)
+    k = n.bit_length()
+    r = bits(k)
+    while r >= n:
+        r = bits(k)
+    return seq[r]
+
+
+def _number(n: int, after: str) -> list[str]:
+    """" " + n + `after` as pieces: digits split in threes from the left, so the first
+    three and the rest (with `after`) are apart (fewer distinct pieces)."""
+    digits = str(n)
+    return [" " + digits[:3], digits[3:] + after]
+
+
+def _code_pieces(rng: random.Random, head: str | None = None) -> list[str]:
+    """A line of Python as pieces; `head` in place of the drawn indentation (a grep hit
+    strips it and puts its line number's end and ":" there). A piece joins at most a
+    few hundred to a thousand variants: each is encoded once a process, at its first
+    use."""
+    bits, idents = rng.getrandbits, _IDENTS
     r = rng.random()
-    ind = "    " * rng.randint(0, 3)
+    ind = "    " * _below(bits, 4)
+    h = ind if head is None else head
     if r < 0.15:
-        args = ", ".join(f"{_ident(rng)}: {rng.choice(_TYPES)}" for _ in range(rng.randint(0, 3)))
-        return f"{ind}def {rng.choice(_VERBS)}_{rng.choice(_IDENTS)}({args}) -> {rng.choice(_TYPES)}:"
+        args: list[str] = []
+        n_args = _below(bits, 4)
+        for i in range(n_args):
+            a, b, t = _pick(bits, idents), _pick(bits, idents), _pick(bits, _TYPES)
+            args += ("(" if i == 0 else " ") + a, f"_{b}: {t}{',' if i < n_args - 1 else ') ->'}"
+        verb, name, ret = _pick(bits, _VERBS), _pick(bits, idents), _pick(bits, _TYPES)
+        return [f"{h}def {verb}", f"_{name}" if args else f"_{name}() ->", *args, f" {ret}:"]
     if r < 0.45:
-        return f"{ind}{_ident(rng)} = self.{rng.choice(_VERBS)}({_ident(rng)}, {rng.randint(0, 4096)})"
+        a, b, verb = _pick(bits, idents), _pick(bits, idents), _pick(bits, _VERBS)
+        c, d = _pick(bits, idents), _pick(bits, idents)
+        return [h + a, f"_{b} = self.{verb}", f"({c}_{d},", *_number(_below(bits, 4097), ")")]
     if r < 0.6:
-        return f"{ind}if {_ident(rng)} > {rng.choice(_IDENTS)}.{rng.choice(_IDENTS)}:"
+        a, b, c, d = _pick(bits, idents), _pick(bits, idents), _pick(bits, idents), \
+            _pick(bits, idents)
+        return [f"{h}if {a}", f"_{b} > {c}", f".{d}:"]
     if r < 0.7:
-        return f"{ind}return {_ident(rng)}"
+        return [f"{h}return {_pick(bits, idents)}", "_" + _pick(bits, idents)]
     if r < 0.8:
-        return f"{ind}# {' '.join(rng.choice(_WORDS) for _ in range(rng.randint(4, 10)))}"
+        return [h + "#", *[" " + _pick(bits, _WORDS) for _ in range(4 + _below(bits, 7))]]
     if r < 0.9:
-        return f"{ind}for {rng.choice(_IDENTS)} in {_ident(rng)}:"
-    return f"{ind}raise ValueError(f\"{rng.choice(_VERBS)} {{{_ident(rng)}}} failed\")"
+        c, a, b = _pick(bits, idents), _pick(bits, idents), _pick(bits, idents)
+        return [f"{h}for {c}", f" in {a}", f"_{b}:"]
+    verb, a, b = _pick(bits, _VERBS), _pick(bits, idents), _pick(bits, idents)
+    return [f'{h}raise ValueError(f"{verb}', f" {{{a}", f'_{b}}} failed")']
+
+
+def _prose_pieces(rng: random.Random, lead: str = "") -> list[str]:
+    """A sentence as pieces (`lead` before its first word): some words and one `name`
+    in backticks, capitalised, with a full stop."""
+    bits = rng.getrandbits
+    words = [" " + _pick(bits, _WORDS) for _ in range(6 + _below(bits, 11))]
+    at = _below(bits, len(words) + 1)
+    words[at:at] = [" `" + _pick(bits, _VERBS), f"_{_pick(bits, _IDENTS)}`"]
+    first = words[0][1:]
+    words[0] = lead + (first if at == 0 else first.capitalize())
+    words[-1] += "."
+    return words
+
+
+def _grep_pieces(rng: random.Random) -> list[str]:
+    bits = rng.getrandbits
+    path = f"src/{_pick(bits, _IDENTS)}/{_pick(bits, _IDENTS)}.py:"
+    line = str(1 + _below(bits, 2000))
+    return [path + line[:3], *_code_pieces(rng, line[3:] + ":")]
+
+
+def _bash_pieces(rng: random.Random) -> list[str]:
+    bits = rng.getrandbits
+    r = rng.random()
+    if r < 0.5:
+        a, verb, b = _pick(bits, _IDENTS), _pick(bits, _VERBS), _pick(bits, _IDENTS)
+        return [f"tests/test_{a}.py::test_{verb}",
+                f"_{b} PASSED" if rng.random() < 0.8 else f"_{b} FAILED"]
+    hour = f"[{_below(bits, 100):02d}:"
+    return [hour, f"{_below(bits, 60):02d}]", *_prose_pieces(rng, " ")]
 
 
 def _prose_line(rng: random.Random) -> str:
-    words = [rng.choice(_WORDS) for _ in range(rng.randint(6, 16))]
-    words.insert(rng.randint(0, len(words)), f"`{rng.choice(_VERBS)}_{rng.choice(_IDENTS)}`")
-    return " ".join(words).capitalize() + "."
+    return "".join(_prose_pieces(rng))
 
 
-def _grep_line(rng: random.Random) -> str:
-    return f"src/{rng.choice(_IDENTS)}/{rng.choice(_IDENTS)}.py:{rng.randint(1, 2000)}:" \
-        + _code_line(rng).strip()
-
-
-def _bash_line(rng: random.Random) -> str:
-    r = rng.random()
-    if r < 0.5:
-        return (f"tests/test_{rng.choice(_IDENTS)}.py::test_{rng.choice(_VERBS)}_"
-                f"{rng.choice(_IDENTS)} {'PASSED' if rng.random() < 0.8 else 'FAILED'}")
-    return f"[{rng.randint(0, 99):02d}:{rng.randint(0, 59):02d}] {_prose_line(rng)}"
-
-
-_LINE_MAKERS = {"code": _code_line, "prose": _prose_line, "grep": _grep_line,
-                "bash": _bash_line}
+_PIECE_MAKERS = {"code": _code_pieces, "prose": _prose_pieces, "grep": _grep_pieces,
+                 "bash": _bash_pieces}
 _TOKENS_PER_LINE = {"code": 12, "prose": 16, "grep": 18, "bash": 16}
 
 
-def _synth_ids(kind: str, n_tokens: int, rng: random.Random) -> list[int]:
-    """The cl100k ids `synth_text` cuts its text from (at least `n_tokens` of them)."""
-    make = _LINE_MAKERS[kind]
-    lines: list[str] = []
+def _synth(kind: str, n_tokens: int, rng: random.Random) -> tuple[list[int], str]:
+    """The cl100k ids `synth_text` cuts its text from (at least `n_tokens` of them) and
+    their text: the made lines joined by newlines, the ids their pieces' ids (each line's
+    last piece with the newline after it, when a line follows)."""
+    make = _PIECE_MAKERS[kind]
+    per_line = _TOKENS_PER_LINE[kind]
+    lines: list[list[str]] = []
     est = 0
     need = n_tokens + 8
     while est < need:
         line = make(rng)
         lines.append(line)
-        est += _TOKENS_PER_LINE[kind] if len(lines) > 4 else tokens.count(line) + 1
-    ids = tokens.encode("\n".join(lines))
-    while len(ids) < n_tokens:  # our estimate was low: add more
-        more = [make(rng) for _ in range(max(4, (n_tokens - len(ids)) // 8))]
-        ids = _encode_more(ids, lines, more)
-        lines.extend(more)
-    return ids
+        est += per_line if len(lines) > 4 else sum(map(len, map(tokens.piece_ids, line))) + 1
+    ids: list[int] = []
+    text: list[str] = []
+    while True:
+        for line in lines[:-1]:
+            line[-1] += "\n"
+        pieces = list(chain.from_iterable(lines))
+        tokens.extend_piece_ids(ids, pieces)
+        text += pieces
+        if len(ids) >= n_tokens:
+            return ids, "".join(text)
+        # our estimate was low: more lines after the last, which takes its newline
+        tail, short = lines[-1], n_tokens - len(ids)
+        del ids[len(ids) - len(tokens.piece_ids(tail[-1])):]
+        tail[-1] += "\n"
+        tokens.extend_piece_ids(ids, tail[-1:])
+        text[-1] = tail[-1]
+        lines = [make(rng) for _ in range(max(4, short // 8))]
+
+
+def _synth_ids(kind: str, n_tokens: int, rng: random.Random) -> list[int]:
+    return _synth(kind, n_tokens, rng)[0]
+
+
+def _cut(kind: str, n_tokens: int, rng: random.Random) -> tuple[list[int], str]:
+    """The first `n_tokens` of the made ids and their text: the made text less what the
+    ids after the cut decode to (a few tokens; the text is ASCII, so a cut between
+    tokens is one between characters)."""
+    ids, text = _synth(kind, n_tokens, rng)
+    over = len(tokens.decode(ids[n_tokens:])) if len(ids) > n_tokens else 0
+    return ids[:n_tokens], text[:len(text) - over]
 
 
 def _line_start(text: str) -> bool:
@@ -116,26 +220,10 @@ def _line_start(text: str) -> bool:
     return bool(text.strip()) and text[0] not in "\r\n"
 
 
-def _encode_more(ids: list[int], lines: list[str], more: list[str]) -> list[int]:
-    """The ids of "\\n".join(lines + more), given `ids` of "\\n".join(lines).
-
-    Exact, and only the last line is encoded again: in cl100k's pattern every piece
-    that takes a newline ends at it unless more newlines follow, so a "\\n" followed by
-    a character other than "\\r"/"\\n" ends a pretoken, BPE never merges across it,
-    and encode(a + "\\n" + b) == encode(a + "\\n") + encode(b). Falls back to one
-    whole encode for lines starting with a newline (the makers never write any).
-    """
-    tail = lines[-1]
-    if not (_line_start(tail) and all(map(_line_start, more))):
-        return tokens.encode("\n".join(lines + more))
-    head = len(ids) - tokens.count(tail)
-    return ids[:head] + tokens.encode(tail + "\n" + "\n".join(more))
-
-
 def count_of_cut(ids: list[int], text: str) -> int:
     """Exact cl100k count of `text` = decode(ids), where `ids` is a cut of the encoding
     of lines joined by newlines (as `synth_text` makes): the lines before the last
-    newline re-encode to the same ids (see `_encode_more`), so only the text after it
+    newline re-encode to the same ids (a newline before a line ends a pretoken), so only the text after it
     (a partial line) is encoded again, not the whole text."""
     cut = text.rfind("\n") + 1
     if cut == 0 or not text.isascii():
@@ -156,8 +244,7 @@ def synth_text(kind: str, n_tokens: int, rng: random.Random) -> str:
     """Text of `kind` (code|prose|grep|bash) with exactly-or-nearly `n_tokens` tokens."""
     if n_tokens <= 0:
         return ""
-    ids = _synth_ids(kind, n_tokens, rng)[:n_tokens]
-    text = tokens.decode(ids)
+    ids, text = _cut(kind, n_tokens, rng)
     tokens.remember(text, ids)          # a prompt framing it encodes its ends only
     return text
 
@@ -167,8 +254,7 @@ def synth_text_counted(kind: str, n_tokens: int, rng: random.Random) -> tuple[st
     at `n_tokens` may re-encode to a token more or fewer)."""
     if n_tokens <= 0:
         return "", 0
-    ids = _synth_ids(kind, n_tokens, rng)[:n_tokens]
-    text = tokens.decode(ids)
+    ids, text = _cut(kind, n_tokens, rng)
     tokens.remember(text, ids)
     return text, count_of_cut(ids, text)
 

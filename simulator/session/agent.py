@@ -31,6 +31,7 @@ from simulator.endpoints.base import (
     Usage,
 )
 from simulator.protocol.facts import edit_input
+from simulator.protocol.messages import TOOL_USE_OVERHEAD_TOKENS
 from simulator.records.rows import TurnRecord, derive_rates, spec_columns, tier_columns
 from simulator.scenario import content
 from simulator.scenario.model import RetryPolicy, Scenario, SummarizeCompaction, TurnTemplate
@@ -489,7 +490,11 @@ class Agent:
             if edited:
                 tool_input = json.dumps(edit_input(edited[0].key, edited[0].value),
                                         separators=(",", ":"))
-            blocks.append(ToolUseBlock(tid, _tool_name(template.tool.kind), tool_input))
+            # a read's, grep's, bash's… input is one of a few hundred: its count is
+            # memoised (`tokens.piece_ids`); an edit's carries the file's text: counted
+            counted = -1 if template.tool.kind == "edit" or edited else \
+                len(tokens.piece_ids(tool_input)) + TOOL_USE_OVERHEAD_TOKENS
+            blocks.append(ToolUseBlock(tid, _tool_name(template.tool.kind), tool_input, counted))
             self.pending = _Pending(template, tid)
         elif server_tools and template.tool is not None:
             # The model asked for tools itself: answer the first one with this template's
@@ -512,9 +517,9 @@ class Agent:
             ids = self._last_read_ids()
             k = min(len(ids), int(n * template.repeat_fraction))
             start = rng.randint(0, max(0, len(ids) - k))
-            copied = tokens.decode(ids[start:start + k]) + "\n"
+            # the copied lines' ids are the file's but for the first and last
+            copied, copied_ids = tokens.encode_cut(ids, start, start + k, "\n")
             text, count = content.synth_text_counted("code", max(1, n - k), rng)
-            copied_ids = tokens.encode(copied)
             reply = copied + text
             known = tokens.known(text)
             if known is not None:           # the next prompt frames it: its ids

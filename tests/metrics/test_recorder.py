@@ -111,3 +111,25 @@ def test_to_row_is_asdict(rec: TurnRecord) -> None:
     row = rec.to_row()
     assert row == dataclasses.asdict(rec)
     assert list(row) == list(COLUMNS)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rec=records, history=st.sampled_from([{}, {"kind": "reply", "n": 3},
+                                             {"row": 1, "kind": "x"}, {"run": "other"}]),
+       manifest=st.sampled_from([{}, {"run_id": "t"}, {"run_id": "t", "scenario_hash": "h"}]))
+def test_success_lines_are_the_dumped_rows(tmp_path: Path, rec: TurnRecord,
+                                           history: dict[str, Any],
+                                           manifest: dict[str, Any]) -> None:
+    """write_success splices the row's JSON into the history line: byte for byte what
+    dumping the history row with the turn row in it gives."""
+    run_dir = tmp_path / f"run{abs(hash((rec, str(history), str(manifest))))}"
+    recorder = Recorder(run_dir, manifest)
+    recorder.write_success(history, rec)
+    recorder.finalize("completed", None, (turns_frame([]), None))
+    row = json.loads((run_dir / TURNS_JOURNAL).read_text())
+    stamp = {k: v for k, v in (("run", manifest.get("run_id")),
+                               ("scenario_hash", manifest.get("scenario_hash"))) if v is not None}
+    expected = json.dumps({**stamp, **history, "row": row}, separators=(",", ":")) + "\n"
+    assert (run_dir / "history.jsonl").read_text() == expected
+    assert (run_dir / TURNS_JOURNAL).read_text() == json.dumps(row, separators=(",", ":")) + "\n"

@@ -317,11 +317,11 @@ def _fill_disk_after(monkeypatch: pytest.MonkeyPatch, rows: int, *, parquet: boo
     real = Recorder.write_row          # every turn row's journal line goes through it
     count = {"n": 0}
 
-    def write_row(self: Recorder, row: Any) -> None:
+    def write_row(self: Recorder, row: Any, line: str | None = None) -> None:
         count["n"] += 1
         if count["n"] > rows:
             raise OSError(errno.ENOSPC, "No space left on device")
-        real(self, row)
+        real(self, row, line)
 
     monkeypatch.setattr(Recorder, "write_row", write_row)
     if parquet:

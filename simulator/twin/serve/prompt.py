@@ -19,7 +19,7 @@ import json
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Any, Protocol
 
 from simulator.util import tokens
@@ -266,11 +266,17 @@ class PromptTokenizer:
             system, tools = head_api()
             return self._segment(render_tools(tools)) + self._segment(render_system(system))
 
+        parts = [self._object(head, render_head)]
+        objects = self._objects
+        for i, m in enumerate(messages):            # `_object`, inlined: ~20 a request
+            ids = objects.get(id(m), m)
+            if ids is None:
+                ids = self._message(m, i)
+                objects.put(id(m), ids, m)
+            parts.append(ids)
+        parts.append(self._object(_GEN_PROMPT, lambda: self._segment(_GEN_PROMPT)))
         arr = array("I")
-        arr.extend(self._object(head, render_head))
-        for i, m in enumerate(messages):
-            arr.extend(self._object(m, partial(self._message, m, i)))
-        arr.extend(self._object(_GEN_PROMPT, lambda: self._segment(_GEN_PROMPT)))
+        arr.frombytes(b"".join(parts))      # one copy of each part, no regrowth
         if isinstance(messages, tuple):                 # immutable: safe to remember
             self._last = (head, messages, arr)
         return arr
