@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import random
 import re
+import sys
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
@@ -227,22 +228,7 @@ def _assemble(rng: random.Random, target: int, source: list[str], copy_frac: flo
     """Lines until ≈ target tokens (+ slack): copied runs from `source` (a share
     `edit_prob` of their lines edited) and fresh ones."""
     parts: list[str] = []
-    est = 0
-    goal = target + 24
-    while est < goal:
-        if source and rng.random() < copy_frac:
-            run = rng.randint(COPY_RUN_MIN, COPY_RUN_MAX)
-            i = rng.randrange(max(len(source) - run, 0) + 1)
-            for ln in source[i:i + run]:
-                if rng.random() < edit_prob:          # the edit itself
-                    ln = _edit_line(rng, ln)
-                parts.append(ln)
-                est += max(1, len(ln) // 4)
-        else:
-            for _ in range(rng.randint(1, 3)):
-                ln = _fresh_line(rng)
-                parts.append(ln)
-                est += max(1, len(ln) // 3)
+    _assemble_into(rng, target, source, copy_frac, edit_prob, parts, [], sys.maxsize)
     return "".join(parts)
 
 
@@ -256,9 +242,10 @@ def _whole_lines(source: list[str]) -> bool:
 
 def _assemble_into(rng: random.Random, target: int, source: list[str], copy_frac: float,
                    edit_prob: float, parts: list[str], ids: list[int], stop: int) -> None:
-    """`_assemble`, its lines appended to `parts` and their ids to `ids` (`source`'s
-    lines whole: `_whole_lines`), the same draws in the same order; it ends early once
-    `ids` holds `stop` tokens, as a reply cut there does not depend on the lines after."""
+    """`_assemble`'s lines appended to `parts` and their ids, one line after another, to
+    `ids` (the text's ids when `source`'s lines are whole: `_whole_lines`); it ends
+    early once `ids` holds `stop` tokens, as a reply cut there does not depend on the
+    lines after."""
     enc = tok.encoding()
     est = 0
     goal = target + 24
