@@ -240,9 +240,7 @@ class KVCacheManager:
         if n_full <= s.n_cached:
             return
         hashes = extend_hash_chain(s.tokens, n_full * bs, bs, s.hashes)
-        pool, blocks = self._pool, s.blocks
-        for j in range(s.n_cached, n_full):
-            pool.cache_block(blocks[j], hashes[j])
+        self._pool.cache_blocks(s.blocks[s.n_cached:n_full], hashes[s.n_cached:n_full])
         if self.state_aligned and not (step_end_only and num_tokens % bs):
             self._save_states(s, hashes, s.n_cached, n_full, step_end_only)
         if self.tier is not None:
