@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.twin.core import block_pool
-from simulator.twin.core.block_pool import LOOKUP_CHUNK, BlockPool
+from simulator.twin.core.block_pool import LOOKUP_CHUNK, BlockPool, Snapshot
 
 HASHES = list(range(100, 160))          # a small space: duplicates and re-caching happen
 
@@ -211,9 +211,11 @@ def test_pool_matches_the_oracle(spare: int, lifo: bool, data: st.DataObject) ->
 def _run(data: st.DataObject, n: int, lifo: bool) -> None:
     new, old = BlockPool(n, 16, lifo_uncached=lifo), OraclePool(n, 16, lifo_uncached=lifo)
     held: list[list[int]] = []            # each a request's blocks, in allocation order
+    # snapshots of freed requests, with the hashes their blocks held then (None: none)
+    snaps: list[tuple[Snapshot, list[int | None]]] = []
     for _ in range(data.draw(st.integers(1, 60), label="steps")):
         op = data.draw(st.sampled_from(
-            ["allocate", "allocate_one", "cache", "free", "hit", "reset"]))
+            ["allocate", "allocate_one", "cache", "free", "hit", "hinted hit", "reset"]))
         if op == "allocate":
             k = data.draw(st.integers(0, n + 1))
             got = new.allocate(k)
@@ -244,8 +246,19 @@ def _run(data: st.DataObject, n: int, lifo: bool) -> None:
             order = data.draw(st.sampled_from(["tail first", "head first", "shuffled"]))
             ids = (blocks[::-1] if order == "tail first" else blocks if order == "head first"
                    else data.draw(st.permutations(blocks)))
+            snaps.append((new.snapshot(blocks, len(blocks)), [new.block_hash(b) for b in blocks]))
             new.free(ids)
             old.free(ids)
+        elif op == "hinted hit" and snaps:
+            # a chain that shares its first k hashes with a freed request's blocks
+            snap, then = snaps[data.draw(st.integers(0, len(snaps) - 1))]
+            k = data.draw(st.integers(0, len(then)))
+            chain = [h for h in then[:k] if h is not None]
+            if len(chain) == k and len(set(chain)) == k:
+                rest = [h for h in HASHES if h not in chain]
+                chain += data.draw(st.lists(st.sampled_from(rest), max_size=n, unique=True))
+                cap = data.draw(st.integers(0, len(chain) + 1))
+                assert new.lookup(chain, cap, snap._replace(shared=k)) == old.lookup(chain, cap)
         elif op == "hit":
             # a chain's hashes are distinct (each covers its parent's), so its hit is
             # distinct blocks, as every call takes

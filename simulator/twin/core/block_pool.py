@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +26,8 @@ LOOKUP_CHUNK = 256
 NO_HASH = -1              # a block without a hash (`hash()` never returns −1)
 SMALL = 8                 # calls on at most this many blocks go block by block
 SPARE_ENTRIES = 1024      # free-queue room beyond 2 × blocks between compactions
+
+BlockIds = Sequence[int] | npt.NDArray[np.int64]
 
 
 def extend_hash_chain(tokens: array[int], num_tokens: int, block_size: int,
@@ -76,7 +79,8 @@ class BlockPool:
     Every operation takes distinct block ids (as a request's blocks are).
     """
 
-    __slots__ = ("_cached", "_hash", "_hash_np", "_head", "_n_cached", "_num_free",
+    __slots__ = ("_cached", "_gen", "_gen_np", "_hash", "_hash_np", "_head", "_n_cached",
+                 "_num_free",
                  "_queue", "_queue_np", "_ref", "_ref_np", "_slot", "_slot_np", "_stack",
                  "_stack_np", "_tail", "_top", "block_size", "lifo_uncached", "num_blocks")
 
@@ -91,6 +95,10 @@ class BlockPool:
         self._ref_np = _view(self._ref)
         self._hash = array("q", [NO_HASH]) * num_blocks
         self._hash_np = _view(self._hash)
+        # times each block was allocated (or its hash reset): a `Snapshot` of blocks is
+        # still theirs while their generations are unchanged
+        self._gen = _buffer(num_blocks)
+        self._gen_np = _view(self._gen)
         self._slot = array("q", range(1, num_blocks + 1))    # block b at queue position b
         self._slot_np = _view(self._slot)
         self._queue = _buffer(self._capacity())
@@ -150,15 +158,32 @@ class BlockPool:
         out += [queue[p] for p in range(self._head, self._tail) if slot[queue[p]] == p + 1]
         return out
 
-    def lookup(self, hashes: Sequence[int], max_blocks: int) -> list[int]:
+    def snapshot(self, block_ids: BlockIds, shared: int) -> Snapshot:
+        """Remember a request's blocks (in chain order) for a `lookup` of a chain whose
+        first `shared` hashes are that request's."""
+        ids = _ids(block_ids)
+        return Snapshot(ids, self._gen_np[ids], shared)
+
+    def lookup(self, hashes: Sequence[int], max_blocks: int,
+               known: Snapshot | None = None) -> list[int]:
         """Blocks of the longest cached prefix: walk the chain until the first miss.
 
         `max_blocks` caps the hit (vLLM: (num_tokens − 1) // block_size, so at least one
-        token is computed). Does not touch.
+        token is computed). Does not touch. With `known`, the leading blocks of the
+        snapshot still holding their hash (allocated none since and hashed then: then
+        the map names them for those hashes) are taken at once, and the walk goes on
+        from the first that is not.
         """
-        get, held_hash = self._cached.get, self._hash.__getitem__
         found: list[int] = []
-        for lo in range(0, min(len(hashes), max_blocks), LOOKUP_CHUNK):
+        start = 0
+        if known is not None:
+            k = min(known.shared, len(known.ids), max_blocks, len(hashes))
+            ids = known.ids[:k]
+            moved = (self._gen_np[ids] != known.gens[:k]) | (self._hash_np[ids] == NO_HASH)
+            start = int(moved.argmax()) if moved.any() else k
+            found = ids[:start].tolist()
+        get, held_hash = self._cached.get, self._hash.__getitem__
+        for lo in range(start, min(len(hashes), max_blocks), LOOKUP_CHUNK):
             want = hashes[lo:min(lo + LOOKUP_CHUNK, max_blocks)]
             part: list[int] = list(map(get, want))       # type: ignore[arg-type]
             whole = None not in part          # C-speed scans from here on
@@ -188,15 +213,29 @@ class BlockPool:
             return False
         self._cached.clear()
         self._hash_np[:] = NO_HASH
+        self._gen_np += 1
         self._n_cached = 0
         return True
 
-    def touch(self, block_ids: Sequence[int]) -> None:
+    def touch_if_room(self, block_ids: BlockIds, need: int) -> bool:
+        """Touch `block_ids` if `need` blocks can then still be allocated, as
+        `num_evictable` then `touch` do (False: nothing changed)."""
+        ids = _ids(block_ids)
+        r = self._ref_np[ids]
+        queued = ids[r == 0]
+        if need > self._num_free - len(queued):
+            return False
+        self._slot_np[queued] = 0
+        self._num_free -= len(queued)
+        self._ref_np[ids] = r + 1
+        return True
+
+    def touch(self, block_ids: BlockIds) -> None:
         """Take a reference on cached blocks (a prefix hit); pull free ones off the queue
         (their entries there die)."""
         if len(block_ids) <= SMALL:
             ref, slot = self._ref, self._slot
-            for b in block_ids:
+            for b in (block_ids.tolist() if isinstance(block_ids, np.ndarray) else block_ids):
                 if ref[b] == 0:
                     slot[b] = 0
                     self._num_free -= 1
@@ -223,6 +262,7 @@ class BlockPool:
         ids = np.concatenate(parts) if len(parts) > 1 else parts[0]
         self._slot_np[ids] = 0
         self._ref_np[ids] = 1
+        self._gen_np[ids] += 1
         self._n_cached -= int(np.count_nonzero(self._hash_np[ids] != NO_HASH))
         self._hash_np[ids] = NO_HASH
         self._num_free -= n
@@ -261,7 +301,7 @@ class BlockPool:
             # drop the stale entries (an evicted block's), amortised over many blocks
             self._cached = {h: b for h, b in cached.items() if held[b] == h}
 
-    def free(self, block_ids: Sequence[int]) -> None:
+    def free(self, block_ids: BlockIds) -> None:
         """Drop one reference from each block, in the given order; blocks reaching 0 go
         to the queue's tail (pass a request's blocks reversed: tail first), or, with
         `lifo_uncached`, those without a hash to its head, in the given order."""
@@ -283,11 +323,11 @@ class BlockPool:
         self._append(zero)
 
     # -- internals -------------------------------------------------------------------
-    def _free_small(self, block_ids: Sequence[int]) -> None:
+    def _free_small(self, block_ids: BlockIds) -> None:
         """`free` for a few blocks, one at a time."""
         ref, held = self._ref, self._hash
         bare: list[int] = []
-        for b in block_ids:
+        for b in (block_ids.tolist() if isinstance(block_ids, np.ndarray) else block_ids):
             r = ref[b] - 1
             ref[b] = r
             if r == 0:
@@ -348,6 +388,7 @@ class BlockPool:
                     break
         slot[b] = 0
         self._ref[b] = 1
+        self._gen[b] += 1
         if self._hash[b] != NO_HASH:
             self._hash[b] = NO_HASH
             self._n_cached -= 1
@@ -411,6 +452,14 @@ class BlockPool:
         self._top = k
 
 
+class Snapshot(NamedTuple):
+    """A request's blocks as `BlockPool.snapshot` saw them."""
+
+    ids: npt.NDArray[np.int64]       # block ids, in chain order
+    gens: npt.NDArray[np.int64]      # their generations then
+    shared: int                      # leading blocks whose hashes the chain shares
+
+
 def _buffer(n: int) -> array[int]:
     return array("q", bytes(8 * n))
 
@@ -420,5 +469,7 @@ def _view(a: array[int]) -> npt.NDArray[np.int64]:
     return np.frombuffer(a, dtype=np.int64)
 
 
-def _ids(block_ids: Sequence[int]) -> npt.NDArray[np.int64]:
+def _ids(block_ids: BlockIds) -> npt.NDArray[np.int64]:
+    if isinstance(block_ids, np.ndarray):
+        return block_ids
     return np.array(block_ids, dtype=np.int64)

@@ -87,7 +87,7 @@ class KVCacheManager:
         self._recent: deque[tuple[array[int], list[int]]] = deque(maxlen=recent_chains)
         # the same by `Seq.prefix_key` (a session): its last request's, found at once
         # however many other requests came since (LRU of as many keys)
-        self._keyed: OrderedDict[str, tuple[array[int], list[int]]] = OrderedDict()
+        self._keyed: OrderedDict[str, tuple[array[int], list[int], Seq]] = OrderedDict()
         # host-memory tier (`kv_offload`): every newly registered block is offered to it
         # (vLLM's write-through store); `stored_blocks` counts the new ones not yet
         # timed, which the engine drains each step
@@ -144,7 +144,7 @@ class KVCacheManager:
         extend_hash_chain(s.tokens, known, bs, s.hashes)
         if not self.enable_caching:
             return []
-        found = self._pool.lookup(s.hashes, (known - 1) // bs)
+        found = self._pool.lookup(s.hashes, (known - 1) // bs, s.hint)
         if self.state_aligned:
             n, s.hit_state = self._last_state(s.hashes, len(found))
             s.junction = len(found) * bs if len(found) > n else 0
@@ -199,7 +199,9 @@ class KVCacheManager:
     def free(self, s: Seq) -> None:
         """Give back `s`'s blocks, tail first (a prefix's end is evicted before its
         beginning); its hash chain stays for readmission."""
-        self._pool.free(s.blocks[::-1])
+        # what the request held, for its readmission's or its follow-up's lookup
+        s.hint = self._pool.snapshot(s.blocks, len(s.blocks))
+        self._pool.free(s.hint.ids[::-1])
         if s.hit_state:
             self._pool.free(s.hit_state)
             s.hit_state = []
@@ -282,11 +284,9 @@ class KVCacheManager:
         need = -(-(hit + n) // bs) - len(hit_blocks)
         states = self.running_state_blocks if not s.state_blocks else 0
         held = s.hit_state if hit_blocks else []
-        if need + states > pool.num_free - pool.num_evictable(hit_blocks + held):
+        # admission takes the hit's state for its first step
+        if not pool.touch_if_room(hit_blocks + held, need + states):
             return False
-        pool.touch(hit_blocks)
-        if held:                # admission takes the hit's state for its first step
-            pool.touch(held)
         s.hit_state = held
         new = pool.allocate(need + states)
         assert new is not None
@@ -314,14 +314,15 @@ class KVCacheManager:
         tokens = s.tokens
         key = s.prefix_key
         newest = self._recent[0] if self._recent else None
+        mine = None
         if key is not None:
             mine = self._keyed.get(key)
-            self._keyed[key] = (tokens, s.hashes)     # s.hashes: filled in place later
+            self._keyed[key] = (tokens, s.hashes, s)  # s.hashes: filled in place later
             self._keyed.move_to_end(key)
             if len(self._keyed) > (self._recent.maxlen or 0):
                 self._keyed.popitem(last=False)
             if mine is not None:
-                newest = mine
+                newest = mine[:2]
         else:
             for toks, hashes in self._recent:
                 m = min(len(hashes), limit)
@@ -337,4 +338,7 @@ class KVCacheManager:
             m = common_blocks(tokens, toks, min(len(hashes), limit), bs)
             if m:
                 s.hashes.extend(hashes[:m])     # in place: the keyed entry holds this list
+                hint = mine[2].hint if mine is not None else None
+                if hint is not None:            # its blocks, as far as the chains agree
+                    s.hint = hint._replace(shared=min(m, hint.shared))
 
