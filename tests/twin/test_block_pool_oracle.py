@@ -286,10 +286,14 @@ def test_long_chains_match_the_oracle_across_lookup_chunks() -> None:
     shared = chains[0][:LOOKUP_CHUNK]
     for c in chains[1:]:
         c[:LOOKUP_CHUNK] = shared
+    snaps: dict[int, Snapshot] = {}       # each chain's blocks when last freed
     for _ in range(40):
-        chain = rng.choice(chains)
+        i = rng.randrange(len(chains))
+        chain = chains[i]
         found = new.lookup(chain, len(chain))
         assert found == old.lookup(chain, len(chain))
+        if i in snaps:                      # the same walk from its last blocks
+            assert new.lookup(chain, len(chain), snaps[i]) == found
         for pool in (new, old):
             pool.touch(found)
         fresh = new.allocate(len(chain) - len(found))
@@ -298,6 +302,7 @@ def test_long_chains_match_the_oracle_across_lookup_chunks() -> None:
         new.cache_blocks(blocks, chain)
         for b, h in zip(blocks, chain, strict=True):
             old.cache_block(b, h)
+        snaps[i] = new.snapshot(blocks, len(blocks))
         for pool in (new, old):
             pool.free(blocks[::-1])
         _same_long(new, old, n)

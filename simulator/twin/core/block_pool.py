@@ -23,6 +23,7 @@ ROOT_HASH = 0x5EED
 # `lookup` maps hashes in chunks and stops at the first chunk with a miss: a replica or
 # a request that shares only a prompt's head does not look up all of its tail
 LOOKUP_CHUNK = 256
+HINTED_CHUNK = 32         # the first chunk looked up past a `Snapshot`'s blocks
 NO_HASH = -1              # a block without a hash (`hash()` never returns −1)
 SMALL = 8                 # calls on at most this many blocks go block by block
 SPARE_ENTRIES = 1024      # free-queue room beyond 2 × blocks between compactions
@@ -183,8 +184,13 @@ class BlockPool:
             start = int(moved.argmax()) if moved.any() else k
             found = ids[:start].tolist()
         get, held_hash = self._cached.get, self._hash.__getitem__
-        for lo in range(start, min(len(hashes), max_blocks), LOOKUP_CHUNK):
-            want = hashes[lo:min(lo + LOOKUP_CHUNK, max_blocks)]
+        # past a snapshot the next block is most likely new: a short first chunk
+        chunk = HINTED_CHUNK if known is not None else LOOKUP_CHUNK
+        lo, end = start, min(len(hashes), max_blocks)
+        while lo < end:
+            want = hashes[lo:min(lo + chunk, end)]
+            lo += chunk
+            chunk = LOOKUP_CHUNK
             part: list[int] = list(map(get, want))       # type: ignore[arg-type]
             whole = None not in part          # C-speed scans from here on
             if not whole:
