@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
+from itertools import repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -28,6 +29,8 @@ NO_HASH = -1              # a block without a hash (`hash()` never returns −1)
 SMALL = 8                 # calls on at most this many blocks go block by block
 SPARE_ENTRIES = 1024      # free-queue room beyond 2 × blocks between compactions
 
+# block ids travel as array('q') (a request's table, a hit, an allocation): numpy reads
+# them without a copy (`_ids`)
 BlockIds = Sequence[int] | npt.NDArray[np.int64]
 
 
@@ -162,11 +165,11 @@ class BlockPool:
     def snapshot(self, block_ids: BlockIds, shared: int) -> Snapshot:
         """Remember a request's blocks (in chain order) for a `lookup` of a chain whose
         first `shared` hashes are that request's."""
-        ids = _ids(block_ids)
+        ids = _ids(block_ids).copy()        # not a view: the table may grow again
         return Snapshot(ids, self._gen_np[ids], shared)
 
     def lookup(self, hashes: Sequence[int], max_blocks: int,
-               known: Snapshot | None = None) -> list[int]:
+               known: Snapshot | None = None) -> array[int]:
         """Blocks of the longest cached prefix: walk the chain until the first miss.
 
         `max_blocks` caps the hit (vLLM: (num_tokens − 1) // block_size, so at least one
@@ -175,14 +178,18 @@ class BlockPool:
         the map names them for those hashes) are taken at once, and the walk goes on
         from the first that is not.
         """
-        found: list[int] = []
+        found = array("q")
         start = 0
         if known is not None:
             k = min(known.shared, len(known.ids), max_blocks, len(hashes))
-            ids = known.ids[:k]
-            moved = (self._gen_np[ids] != known.gens[:k]) | (self._hash_np[ids] == NO_HASH)
-            start = int(moved.argmax()) if moved.any() else k
-            found = ids[:start].tolist()
+            if k > 0:
+                ids = known.ids[:k]
+                moved = ((self._gen_np[ids] != known.gens[:k])
+                         | (self._hash_np[ids] == NO_HASH))
+                start = int(moved.argmax())     # (argmax: no `any`, which costs µs)
+                if not moved[start]:
+                    start = k
+                found.frombytes(ids[:start].tobytes())
         get, held_hash = self._cached.get, self._hash.__getitem__
         # past a snapshot the next block is most likely new: a short first chunk
         chunk = HINTED_CHUNK if known is not None else LOOKUP_CHUNK
@@ -199,9 +206,9 @@ class BlockPool:
             if held != want[:len(part)]:
                 stale = next(i for i, (x, y) in enumerate(zip(held, want, strict=False))
                              if x != y)
-                found += part[:stale]
+                found.extend(part[:stale])
                 break
-            found += part
+            found.extend(part)
             if not whole:
                 break
         return found
@@ -254,13 +261,13 @@ class BlockPool:
         self._num_free -= len(queued)
         self._ref_np[ids] = r + 1
 
-    def allocate(self, n: int) -> list[int] | None:
+    def allocate(self, n: int) -> array[int] | None:
         """n fresh blocks from the free queue's head (their old hashes forgotten), or
         None when fewer than n are free."""
         if n > self._num_free:
             return None
         if n <= SMALL:
-            return [self._take_one() for _ in range(n)]
+            return array("q", [self._take_one() for _ in range(n)])
         parts: list[npt.NDArray[np.int64]] = []
         need = self._take_stack(n, parts) if self._top else n
         if need:
@@ -272,7 +279,7 @@ class BlockPool:
         self._n_cached -= int(np.count_nonzero(self._hash_np[ids] != NO_HASH))
         self._hash_np[ids] = NO_HASH
         self._num_free -= n
-        return ids.tolist()                                   # type: ignore[no-any-return]
+        return array("q", ids.tobytes())
 
     def allocate_one(self) -> int | None:
         """One fresh block (the decode hot path), or None when none is free."""
@@ -290,6 +297,9 @@ class BlockPool:
         """`cache_block` for each pair of `block_ids` and `hashes`, in order."""
         if NO_HASH in hashes:
             raise ValueError(f"{NO_HASH} is no block hash (hash() never returns it)")
+        if len(block_ids) > SMALL and len(set(hashes)) == len(hashes):
+            self._cache_distinct(block_ids, hashes)
+            return
         held, cached = self._hash, self._cached
         get = cached.get
         added = 0
@@ -303,9 +313,40 @@ class BlockPool:
             held[b] = h
             added += 1
         self._n_cached += added
-        if len(cached) > self._capacity():
-            # drop the stale entries (an evicted block's), amortised over many blocks
-            self._cached = {h: b for h, b in cached.items() if held[b] == h}
+        self._drop_stale()
+
+    def _cache_distinct(self, block_ids: Sequence[int], hashes: Sequence[int]) -> None:
+        """`cache_blocks` for distinct hashes (then no pair depends on another's
+        registration), vectorised: the map is read once per hash at C speed and the
+        live-duplicate check is numpy's."""
+        ids = _ids(block_ids)
+        if len(ids) != len(hashes):
+            raise ValueError(f"{len(ids)} blocks for {len(hashes)} hashes")
+        want = np.array(hashes, dtype=np.int64)
+        held = self._hash_np
+        # the block each hash maps to now (−1: none; a stale entry names a block that
+        # holds another hash by now)
+        other = np.array(list(map(self._cached.get, hashes, repeat(-1))), dtype=np.int64)
+        dup = (other >= 0) & (held[other] == want)
+        keep = (held[ids] == NO_HASH) & ~dup
+        n = int(np.count_nonzero(keep))
+        if n == len(ids):
+            self._cached.update(zip(hashes, ids.tolist() if isinstance(block_ids, np.ndarray)
+                                    else block_ids, strict=True))
+            held[ids] = want
+        elif n:
+            ids, want = ids[keep], want[keep]
+            self._cached.update(zip(want.tolist(), ids.tolist(), strict=True))
+            held[ids] = want
+        self._n_cached += n
+        self._drop_stale()
+
+    def _drop_stale(self) -> None:
+        """Drop the map's stale entries (an evicted block's) once it outgrows the pool
+        (amortised over as many registrations)."""
+        if len(self._cached) > self._capacity():
+            held = self._hash
+            self._cached = {h: b for h, b in self._cached.items() if held[b] == h}
 
     def free(self, block_ids: BlockIds) -> None:
         """Drop one reference from each block, in the given order; blocks reaching 0 go
@@ -323,7 +364,7 @@ class BlockPool:
         self._num_free += len(zero)
         if self.lifo_uncached:
             bare = self._hash_np[zero] == NO_HASH
-            if bare.any():
+            if np.count_nonzero(bare):
                 self._push(zero[bare])
                 zero = zero[~bare]
         self._append(zero)
@@ -476,6 +517,10 @@ def _view(a: array[int]) -> npt.NDArray[np.int64]:
 
 
 def _ids(block_ids: BlockIds) -> npt.NDArray[np.int64]:
+    """Block ids as int64 numpy (an array('q')'s buffer is read in place: the view
+    must not outlive the call while the array may grow)."""
     if isinstance(block_ids, np.ndarray):
         return block_ids
+    if isinstance(block_ids, array) and block_ids.typecode == "q":
+        return np.frombuffer(block_ids, dtype=np.int64)
     return np.array(block_ids, dtype=np.int64)

@@ -131,7 +131,7 @@ class KVCacheManager:
         return True
 
     # -- admission -------------------------------------------------------------------
-    def get_computed_blocks(self, s: Seq) -> list[int]:
+    def get_computed_blocks(self, s: Seq) -> array[int]:
         """Blocks of the longest cached prefix of `s`'s known tokens, capped so at least
         one token is computed (none with caching off). Counts nothing and touches
         nothing. A hybrid's hit stops at its last kept state (`s.hit_state` names it for
@@ -143,7 +143,7 @@ class KVCacheManager:
             self._seed_hashes(s)
         extend_hash_chain(s.tokens, known, bs, s.hashes)
         if not self.enable_caching:
-            return []
+            return array("q")
         found = self._pool.lookup(s.hashes, (known - 1) // bs, s.hint)
         if self.state_aligned:
             n, s.hit_state = self._last_state(s.hashes, len(found))
@@ -162,7 +162,7 @@ class KVCacheManager:
         return 0, []
 
     def allocate_slots(self, s: Seq, num_new_tokens: int,
-                       new_computed_blocks: list[int] | None = None,
+                       new_computed_blocks: array[int] | None = None,
                        num_lookahead_tokens: int = 0) -> bool:
         """Slots for `num_new_tokens` past `s.num_computed` (+ lookahead slots), and
         register the blocks those tokens fill. With `new_computed_blocks` (from
@@ -208,7 +208,7 @@ class KVCacheManager:
         if s.state_blocks:
             self._pool.free(s.state_blocks)
             s.state_blocks = []
-        s.blocks = []
+        s.blocks = array("q")
         s.n_cached = 0
 
     # -- the decode fast path (`decode_burst`) ---------------------------------------
@@ -278,20 +278,21 @@ class KVCacheManager:
                 pool.cache_block(b, _state_hash(hashes[j], g))
             pool.free(blocks)
 
-    def _admit(self, s: Seq, n: int, hit_blocks: list[int]) -> bool:
+    def _admit(self, s: Seq, n: int, hit_blocks: array[int]) -> bool:
         pool, bs = self._pool, self.block_size
         hit = len(hit_blocks) * bs
         need = -(-(hit + n) // bs) - len(hit_blocks)
         states = self.running_state_blocks if not s.state_blocks else 0
         held = s.hit_state if hit_blocks else []
         # admission takes the hit's state for its first step
-        if not pool.touch_if_room(hit_blocks + held, need + states):
+        if not pool.touch_if_room(hit_blocks + array("q", held) if held else hit_blocks,
+                                  need + states):
             return False
         s.hit_state = held
         new = pool.allocate(need + states)
         assert new is not None
         if states:
-            s.state_blocks = new[need:]
+            s.state_blocks = new[need:].tolist()
             new = new[:need]
         s.blocks = hit_blocks + new
         s.n_cached = len(hit_blocks)

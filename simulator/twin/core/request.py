@@ -24,7 +24,7 @@ class Seq:
     result: RequestResult
     num_tokens: int            # known tokens: prompt + emitted
     num_computed: int = 0      # tokens whose KV is computed
-    blocks: list[int] = field(default_factory=list)
+    blocks: array[int] = field(default_factory=lambda: array("q"))   # numpy reads it in place
     n_cached: int = 0          # leading blocks already registered in the prefix cache
     hashes: list[int] = field(default_factory=list)   # chain over known full blocks
     prefix_key: str | None = None   # `EngineRequest.prefix_key`: where to seed `hashes`
