@@ -157,3 +157,34 @@ def test_a_routers_session_chains_are_the_prompts_chains() -> None:
             continue
         got = chains.hashes(array("I", prompts[sid]), BS, sid)
         assert got == block_hashes(prompts[sid], BS)
+
+
+def test_a_routers_hinted_count_is_the_walk_of_the_hash_map() -> None:
+    """`cached_prefix` with a session key (its last request's blocks checked first)
+    counts what a lookup walking the hash map finds: sessions that extend, compact and
+    share a head, a pool small enough to evict, keys asked of other sessions' prompts."""
+    import random
+    rng = random.Random(5)
+    head = [rng.randrange(1000) for _ in range(37)]
+    kv = KVCacheManager(48, BS, recent_chains=3)
+    history: dict[str, list[int]] = {}
+    hinted = 0
+    for i in range(300):
+        sid = f"s{rng.randrange(6)}"
+        prev = history.get(sid, head + [rng.randrange(1000) for _ in range(5)])
+        if rng.random() < 0.2:                          # compaction: the tail rewritten
+            prev = prev[:rng.randrange(len(prev) + 1)]
+        toks = prev + [rng.randrange(1000) for _ in range(rng.randrange(1, 30))]
+        history[sid] = toks
+        tokens = array("I", toks)
+        chain = extend_hash_chain(tokens, len(toks), BS, [])
+        walked = len(kv._pool.lookup(chain, (len(toks) - 1) // BS))
+        for key in (sid, f"s{rng.randrange(6)}", None):
+            assert kv.cached_prefix(chain, tokens, len(toks), key) == walked
+        last = kv._keyed.get(sid)
+        hinted += last is not None and last[2].hint is not None and walked > 0
+        s = _seq(f"r{i}", toks)
+        s.prefix_key = sid
+        if _admit(kv, s):
+            kv.free(s)
+    assert hinted > 50                                  # the hinted path was taken

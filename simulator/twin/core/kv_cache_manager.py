@@ -151,6 +151,27 @@ class KVCacheManager:
             return found[:n]
         return found
 
+    def cached_prefix(self, hashes: Sequence[int], tokens: array[int], num_tokens: int,
+                      key: str | None = None) -> int:
+        """How many blocks a lookup of a request of `num_tokens` known tokens (`tokens`,
+        chain `hashes`) would find now, capped as `get_computed_blocks` caps it; a
+        router's question, answered without a state check and touching nothing. With
+        `key` (`Seq.prefix_key`) the blocks the key's last request knew (its hint) are
+        validated first, so only the chain past them walks the hash map."""
+        if not self.enable_caching or num_tokens <= 0:
+            return 0
+        bs = self.block_size
+        cap = (num_tokens - 1) // bs
+        hint = None
+        last = self._keyed.get(key) if key is not None else None
+        if last is not None and last[2].hint is not None:
+            known = last[2].hint
+            # the leading blocks whose tokens, hence hashes, the two chains share
+            m = common_blocks(tokens, last[0], min(len(last[1]), known.shared, cap), bs)
+            if m:
+                hint = known._replace(shared=m)
+        return len(self._pool.lookup(hashes, cap, hint))
+
     def _last_state(self, hashes: list[int], n: int) -> tuple[int, list[int]]:
         """Blocks up to the last of the first n whose end holds a kept state, and that
         state's blocks (right to left, as `MambaManager.find_longest_cache_hit`)."""
