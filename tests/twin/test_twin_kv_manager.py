@@ -162,13 +162,15 @@ def test_a_routers_session_chains_are_the_prompts_chains() -> None:
 def test_a_routers_hinted_count_is_the_walk_of_the_hash_map() -> None:
     """`cached_prefix` with a session key (its last request's blocks checked first)
     counts what a lookup walking the hash map finds: sessions that extend, compact and
-    share a head, a pool small enough to evict, keys asked of other sessions' prompts."""
+    share a head, a pool small enough to evict, requests still running (their blocks
+    as they are), keys asked of other sessions' prompts and of none seen yet."""
     import random
     rng = random.Random(5)
     head = [rng.randrange(1000) for _ in range(37)]
     kv = KVCacheManager(48, BS, recent_chains=3)
     history: dict[str, list[int]] = {}
     hinted = 0
+    running: list[Seq] = []
     for i in range(300):
         sid = f"s{rng.randrange(6)}"
         prev = history.get(sid, head + [rng.randrange(1000) for _ in range(5)])
@@ -179,12 +181,14 @@ def test_a_routers_hinted_count_is_the_walk_of_the_hash_map() -> None:
         tokens = array("I", toks)
         chain = extend_hash_chain(tokens, len(toks), BS, [])
         walked = len(kv._pool.lookup(chain, (len(toks) - 1) // BS))
-        for key in (sid, f"s{rng.randrange(6)}", None):
+        for key in (sid, f"s{rng.randrange(6)}", "unseen", None):
             assert kv.cached_prefix(chain, tokens, len(toks), key) == walked
         last = kv._keyed.get(sid)
-        hinted += last is not None and last[2].hint is not None and walked > 0
+        hinted += last is not None and bool(last[2].blocks or last[2].hint) and walked > 0
         s = _seq(f"r{i}", toks)
         s.prefix_key = sid
         if _admit(kv, s):
-            kv.free(s)
+            running.append(s)
+        if len(running) > rng.randrange(3) or not kv.num_used < kv.num_blocks:
+            kv.free(running.pop(0))
     assert hinted > 50                                  # the hinted path was taken

@@ -157,19 +157,26 @@ class KVCacheManager:
         chain `hashes`) would find now, capped as `get_computed_blocks` caps it; a
         router's question, answered without a state check and touching nothing. With
         `key` (`Seq.prefix_key`) the blocks the key's last request knew (its hint) are
-        validated first, so only the chain past them walks the hash map."""
+        validated first, so only the chain past them walks the hash map; without one
+        (the session's first request here) the newest keyed request's (a shared head)."""
         if not self.enable_caching or num_tokens <= 0:
             return 0
         bs = self.block_size
         cap = (num_tokens - 1) // bs
         hint = None
         last = self._keyed.get(key) if key is not None else None
-        if last is not None and last[2].hint is not None:
-            known = last[2].hint
-            # the leading blocks whose tokens, hence hashes, the two chains share
-            m = common_blocks(tokens, last[0], min(len(last[1]), known.shared, cap), bs)
-            if m:
-                hint = known._replace(shared=m)
+        if last is None and self._keyed:
+            last = next(reversed(self._keyed.values()))
+        if last is not None:
+            seq = last[2]
+            # a running request's blocks as they are (registered ones: n_cached)
+            known = (self._pool.snapshot(seq.blocks[:seq.n_cached], seq.n_cached)
+                     if seq.blocks else seq.hint)
+            if known is not None:
+                # the leading blocks whose tokens, hence hashes, the two chains share
+                m = common_blocks(tokens, last[0], min(len(last[1]), known.shared, cap), bs)
+                if m:
+                    hint = known._replace(shared=m)
         return len(self._pool.lookup(hashes, cap, hint))
 
     def _last_state(self, hashes: list[int], n: int) -> tuple[int, list[int]]:
