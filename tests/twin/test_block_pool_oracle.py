@@ -233,7 +233,7 @@ def _run(data: st.DataObject, n: int, lifo: bool) -> None:
                     held.append([b])
         elif op == "cache" and held:
             blocks = held[data.draw(st.integers(0, len(held) - 1))]
-            # distinct hashes (a chain's) take the vectorised path past SMALL blocks
+            # distinct hashes (a chain's) or repeated ones
             hs = data.draw(st.lists(st.sampled_from(HASHES), min_size=len(blocks),
                                     max_size=len(blocks), unique=data.draw(st.booleans())))
             if data.draw(st.booleans()):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from itertools import repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -297,9 +296,6 @@ class BlockPool:
         """`cache_block` for each pair of `block_ids` and `hashes`, in order."""
         if NO_HASH in hashes:
             raise ValueError(f"{NO_HASH} is no block hash (hash() never returns it)")
-        if len(block_ids) > SMALL and len(set(hashes)) == len(hashes):
-            self._cache_distinct(block_ids, hashes)
-            return
         held, cached = self._hash, self._cached
         get = cached.get
         added = 0
@@ -313,32 +309,6 @@ class BlockPool:
             held[b] = h
             added += 1
         self._n_cached += added
-        self._drop_stale()
-
-    def _cache_distinct(self, block_ids: Sequence[int], hashes: Sequence[int]) -> None:
-        """`cache_blocks` for distinct hashes (then no pair depends on another's
-        registration), vectorised: the map is read once per hash at C speed and the
-        live-duplicate check is numpy's."""
-        ids = _ids(block_ids)
-        if len(ids) != len(hashes):
-            raise ValueError(f"{len(ids)} blocks for {len(hashes)} hashes")
-        want = np.array(hashes, dtype=np.int64)
-        held = self._hash_np
-        # the block each hash maps to now (−1: none; a stale entry names a block that
-        # holds another hash by now)
-        other = np.array(list(map(self._cached.get, hashes, repeat(-1))), dtype=np.int64)
-        dup = (other >= 0) & (held[other] == want)
-        keep = (held[ids] == NO_HASH) & ~dup
-        n = int(np.count_nonzero(keep))
-        if n == len(ids):
-            self._cached.update(zip(hashes, ids.tolist() if isinstance(block_ids, np.ndarray)
-                                    else block_ids, strict=True))
-            held[ids] = want
-        elif n:
-            ids, want = ids[keep], want[keep]
-            self._cached.update(zip(want.tolist(), ids.tolist(), strict=True))
-            held[ids] = want
-        self._n_cached += n
         self._drop_stale()
 
     def _drop_stale(self) -> None:
