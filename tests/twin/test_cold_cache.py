@@ -35,7 +35,7 @@ def test_pool_reset_forgets_every_hash_and_is_refused_while_blocks_are_held() ->
     pool.free(list(reversed(blocks)))
     assert pool.lookup(hashes, 2) == blocks       # freed blocks stay findable …
     assert pool.reset_prefix_cache()
-    assert pool.lookup(hashes, 2) == [] and pool.num_cached() == 0   # … until the reset
+    assert not pool.lookup(hashes, 2) and pool.num_cached() == 0   # … until the reset
     assert pool.num_free == 8
 
 

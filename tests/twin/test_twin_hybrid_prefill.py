@@ -212,7 +212,7 @@ def test_decode_saves_a_state_at_every_boundary_it_crosses_a_chunk_only_at_its_e
     b = _seq("b", [*range(13), 99, 98], 15)
     assert len(kv.get_computed_blocks(b)) == 3
     c = _seq("c", [*range(9), 99, 98], 11)
-    assert kv.get_computed_blocks(c) == []
+    assert not kv.get_computed_blocks(c)
     plain = KVCacheManager(64, 4)
     a2 = _seq("a", list(range(20)), 10)
     assert plain.allocate_slots(a2, 10, plain.get_computed_blocks(a2))
@@ -253,9 +253,9 @@ def test_a_saved_state_takes_pool_blocks_and_is_evicted_like_them() -> None:
     kv.free(a)
     b = _seq("b", [*range(8), 99, 98], 10)                        # its state: at 8
     hog = _seq("hog", list(range(500, 540)), 40)                  # 8 + 2 blocks, LRU
-    assert kv.allocate_slots(hog, 30, [])                         # first: the state's
+    assert kv.allocate_slots(hog, 30, array("q"))                       # first: the state's
     kv.free(hog)
-    assert kv.get_computed_blocks(b) == []
+    assert not kv.get_computed_blocks(b)
     plain = KVCacheManager(12, 4, state_blocks=2)                 # the attention blocks
     plain._pool = kv._pool                                        # are still cached
     assert len(plain.get_computed_blocks(b)) == 2

@@ -32,7 +32,7 @@ def _admit(kv: KVCacheManager, s: Seq, budget: int = 1 << 30) -> bool:
 def test_a_shared_prefix_is_found_and_counted_once_admitted() -> None:
     kv = KVCacheManager(16, BS)
     a = _seq("a", list(range(10)))
-    assert kv.get_computed_blocks(a) == [] and _admit(kv, a)
+    assert not kv.get_computed_blocks(a) and _admit(kv, a)
     assert len(a.blocks) == 3 and kv.num_used == 3 and kv.usage() == 3 / 16
     assert kv.make_prefix_cache_stats() == (10, 0)
     assert kv.make_prefix_cache_stats() == (0, 0)              # taken: reset
@@ -53,7 +53,7 @@ def test_running_slots_grow_with_lookahead_and_fail_without_change() -> None:
     assert kv.allocate_slots(s, 1, None, 3) and len(s.blocks) == 3   # 5 + 1 + 3 slots
     before = list(s.blocks)
     assert not kv.allocate_slots(s, 1, None, 12)                    # needs 2, 1 free
-    assert s.blocks == before and kv.num_used == 3
+    assert list(s.blocks) == before and kv.num_used == 3
     room = kv.room([s])
     assert room == [7] and kv.allocate_blocks([s], room, 7) and room == [11]
     assert not kv.allocate_blocks([s], room, 11) and len(s.blocks) == 4
@@ -63,7 +63,7 @@ def test_a_blocked_admission_changes_nothing() -> None:
     kv = KVCacheManager(2, BS)
     s = _seq("s", list(range(12)))
     assert not _admit(kv, s)
-    assert s.blocks == [] and kv.num_used == 0 and kv.make_prefix_cache_stats() == (0, 0)
+    assert not s.blocks and kv.num_used == 0 and kv.make_prefix_cache_stats() == (0, 0)
     assert _admit(kv, s, budget=8) and len(s.blocks) == 2            # a first chunk fits
 
 
@@ -73,16 +73,16 @@ def test_free_keeps_the_chain_so_a_preempted_request_finds_its_prefix() -> None:
     assert _admit(kv, s)
     blocks, hashes = list(s.blocks), list(s.hashes)
     kv.free(s)                                                 # preemption or finish
-    assert s.blocks == [] and s.n_cached == 0 and s.hashes == hashes and kv.num_used == 0
+    assert not s.blocks and s.n_cached == 0 and s.hashes == hashes and kv.num_used == 0
     s.num_computed = 0
-    assert kv.get_computed_blocks(s) == blocks[:3]             # recompute from the cache
+    assert list(kv.get_computed_blocks(s)) == blocks[:3]            # recompute from the cache
     assert _admit(kv, s) and s.num_computed == 12
 
 
 def test_caching_off_finds_nothing_but_counts_queries() -> None:
     kv = KVCacheManager(8, BS, enable_caching=False)
     a, b = _seq("a", list(range(9))), _seq("b", list(range(9)))
-    assert _admit(kv, a) and kv.get_computed_blocks(b) == [] and _admit(kv, b)
+    assert _admit(kv, a) and not kv.get_computed_blocks(b) and _admit(kv, b)
     assert kv.make_prefix_cache_stats() == (18, 0)
 
 
@@ -93,14 +93,14 @@ def test_freed_blocks_stay_findable_until_evicted_tail_first() -> None:
     a_blocks = list(a.blocks)
     kv.free(a)
     b = _seq("b", [*range(9), 50, 51, 52])
-    assert kv.get_computed_blocks(b) == a_blocks[:2]           # freed, still cached
+    assert list(kv.get_computed_blocks(b)) == a_blocks[:2]     # freed, still cached
     assert b.hashes == extend_hash_chain(b.tokens, 12, BS, [])  # seeded chain is right
     c = _seq("c", [7] * 8)
     assert _admit(kv, c)              # takes the never-used block, then a's tail block
-    assert kv.get_computed_blocks(b) == a_blocks[:2]
+    assert list(kv.get_computed_blocks(b)) == a_blocks[:2]
     d = _seq("d", [8] * 4)
     assert _admit(kv, d)              # evicts a's second block: the prefix shrinks
-    assert kv.get_computed_blocks(b) == a_blocks[:1]
+    assert list(kv.get_computed_blocks(b)) == a_blocks[:1]
 
 
 def test_seeded_chains_are_the_chains_rehashed_whatever_the_seed() -> None:
@@ -157,3 +157,38 @@ def test_a_routers_session_chains_are_the_prompts_chains() -> None:
             continue
         got = chains.hashes(array("I", prompts[sid]), BS, sid)
         assert got == block_hashes(prompts[sid], BS)
+
+
+def test_a_routers_hinted_count_is_the_walk_of_the_hash_map() -> None:
+    """`cached_prefix` with a session key (its last request's blocks checked first)
+    counts what a lookup walking the hash map finds: sessions that extend, compact and
+    share a head, a pool small enough to evict, requests still running (their blocks
+    as they are), keys asked of other sessions' prompts and of none seen yet."""
+    import random
+    rng = random.Random(5)
+    head = [rng.randrange(1000) for _ in range(37)]
+    kv = KVCacheManager(48, BS, recent_chains=3)
+    history: dict[str, list[int]] = {}
+    hinted = 0
+    running: list[Seq] = []
+    for i in range(300):
+        sid = f"s{rng.randrange(6)}"
+        prev = history.get(sid, head + [rng.randrange(1000) for _ in range(5)])
+        if rng.random() < 0.2:                          # compaction: the tail rewritten
+            prev = prev[:rng.randrange(len(prev) + 1)]
+        toks = prev + [rng.randrange(1000) for _ in range(rng.randrange(1, 30))]
+        history[sid] = toks
+        tokens = array("I", toks)
+        chain = extend_hash_chain(tokens, len(toks), BS, [])
+        walked = len(kv._pool.lookup(chain, (len(toks) - 1) // BS))
+        for key in (sid, f"s{rng.randrange(6)}", "unseen", None):
+            assert kv.cached_prefix(chain, tokens, len(toks), key) == walked
+        last = kv._keyed.get(sid)
+        hinted += last is not None and bool(last[2].blocks or last[2].hint) and walked > 0
+        s = _seq(f"r{i}", toks)
+        s.prefix_key = sid
+        if _admit(kv, s):
+            running.append(s)
+        if len(running) > rng.randrange(3) or not kv.num_used < kv.num_blocks:
+            kv.free(running.pop(0))
+    assert hinted > 50                                  # the hinted path was taken

@@ -425,7 +425,9 @@ class TwinEngine:
                 else:
                     acc = accepted_length(s.tokens, s.d_start, s.d_count, known, limit)
                 self._count_spec(s, acc)
-            e = min(acc + 1, s.total - known)
+            e = s.total - known                # no `min`: this runs per sequence and step
+            if e > acc + 1:
+                e = acc + 1
             s.num_computed = known + acc
             s.num_tokens = known + e
             res = s.result

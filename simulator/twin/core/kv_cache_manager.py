@@ -87,7 +87,7 @@ class KVCacheManager:
         self._recent: deque[tuple[array[int], list[int]]] = deque(maxlen=recent_chains)
         # the same by `Seq.prefix_key` (a session): its last request's, found at once
         # however many other requests came since (LRU of as many keys)
-        self._keyed: OrderedDict[str, tuple[array[int], list[int]]] = OrderedDict()
+        self._keyed: OrderedDict[str, tuple[array[int], list[int], Seq]] = OrderedDict()
         # host-memory tier (`kv_offload`): every newly registered block is offered to it
         # (vLLM's write-through store); `stored_blocks` counts the new ones not yet
         # timed, which the engine drains each step
@@ -131,7 +131,7 @@ class KVCacheManager:
         return True
 
     # -- admission -------------------------------------------------------------------
-    def get_computed_blocks(self, s: Seq) -> list[int]:
+    def get_computed_blocks(self, s: Seq) -> array[int]:
         """Blocks of the longest cached prefix of `s`'s known tokens, capped so at least
         one token is computed (none with caching off). Counts nothing and touches
         nothing. A hybrid's hit stops at its last kept state (`s.hit_state` names it for
@@ -143,13 +143,41 @@ class KVCacheManager:
             self._seed_hashes(s)
         extend_hash_chain(s.tokens, known, bs, s.hashes)
         if not self.enable_caching:
-            return []
-        found = self._pool.lookup(s.hashes, (known - 1) // bs)
+            return array("q")
+        found = self._pool.lookup(s.hashes, (known - 1) // bs, s.hint)
         if self.state_aligned:
             n, s.hit_state = self._last_state(s.hashes, len(found))
             s.junction = len(found) * bs if len(found) > n else 0
             return found[:n]
         return found
+
+    def cached_prefix(self, hashes: Sequence[int], tokens: array[int], num_tokens: int,
+                      key: str | None = None) -> int:
+        """How many blocks a lookup of a request of `num_tokens` known tokens (`tokens`,
+        chain `hashes`) would find now, capped as `get_computed_blocks` caps it; a
+        router's question, answered without a state check and touching nothing. With
+        `key` (`Seq.prefix_key`) the blocks the key's last request knew (its hint) are
+        validated first, so only the chain past them walks the hash map; without one
+        (the session's first request here) the newest keyed request's (a shared head)."""
+        if not self.enable_caching or num_tokens <= 0:
+            return 0
+        bs = self.block_size
+        cap = (num_tokens - 1) // bs
+        hint = None
+        last = self._keyed.get(key) if key is not None else None
+        if last is None and self._keyed:
+            last = next(reversed(self._keyed.values()))
+        if last is not None:
+            seq = last[2]
+            # a running request's blocks as they are (registered ones: n_cached)
+            known = (self._pool.snapshot(seq.blocks[:seq.n_cached], seq.n_cached)
+                     if seq.blocks else seq.hint)
+            if known is not None:
+                # the leading blocks whose tokens, hence hashes, the two chains share
+                m = common_blocks(tokens, last[0], min(len(last[1]), known.shared, cap), bs)
+                if m:
+                    hint = known._replace(shared=m)
+        return len(self._pool.lookup(hashes, cap, hint))
 
     def _last_state(self, hashes: list[int], n: int) -> tuple[int, list[int]]:
         """Blocks up to the last of the first n whose end holds a kept state, and that
@@ -162,7 +190,7 @@ class KVCacheManager:
         return 0, []
 
     def allocate_slots(self, s: Seq, num_new_tokens: int,
-                       new_computed_blocks: list[int] | None = None,
+                       new_computed_blocks: array[int] | None = None,
                        num_lookahead_tokens: int = 0) -> bool:
         """Slots for `num_new_tokens` past `s.num_computed` (+ lookahead slots), and
         register the blocks those tokens fill. With `new_computed_blocks` (from
@@ -199,14 +227,16 @@ class KVCacheManager:
     def free(self, s: Seq) -> None:
         """Give back `s`'s blocks, tail first (a prefix's end is evicted before its
         beginning); its hash chain stays for readmission."""
-        self._pool.free(s.blocks[::-1])
+        # what the request held, for its readmission's or its follow-up's lookup
+        s.hint = self._pool.snapshot(s.blocks, len(s.blocks))
+        self._pool.free(s.hint.ids[::-1])
         if s.hit_state:
             self._pool.free(s.hit_state)
             s.hit_state = []
         if s.state_blocks:
             self._pool.free(s.state_blocks)
             s.state_blocks = []
-        s.blocks = []
+        s.blocks = array("q")
         s.n_cached = 0
 
     # -- the decode fast path (`decode_burst`) ---------------------------------------
@@ -240,9 +270,7 @@ class KVCacheManager:
         if n_full <= s.n_cached:
             return
         hashes = extend_hash_chain(s.tokens, n_full * bs, bs, s.hashes)
-        pool, blocks = self._pool, s.blocks
-        for j in range(s.n_cached, n_full):
-            pool.cache_block(blocks[j], hashes[j])
+        self._pool.cache_blocks(s.blocks[s.n_cached:n_full], hashes[s.n_cached:n_full])
         if self.state_aligned and not (step_end_only and num_tokens % bs):
             self._save_states(s, hashes, s.n_cached, n_full, step_end_only)
         if self.tier is not None:
@@ -278,22 +306,21 @@ class KVCacheManager:
                 pool.cache_block(b, _state_hash(hashes[j], g))
             pool.free(blocks)
 
-    def _admit(self, s: Seq, n: int, hit_blocks: list[int]) -> bool:
+    def _admit(self, s: Seq, n: int, hit_blocks: array[int]) -> bool:
         pool, bs = self._pool, self.block_size
         hit = len(hit_blocks) * bs
         need = -(-(hit + n) // bs) - len(hit_blocks)
         states = self.running_state_blocks if not s.state_blocks else 0
         held = s.hit_state if hit_blocks else []
-        if need + states > pool.num_free - pool.num_evictable(hit_blocks + held):
+        # admission takes the hit's state for its first step
+        if not pool.touch_if_room(hit_blocks + array("q", held) if held else hit_blocks,
+                                  need + states):
             return False
-        pool.touch(hit_blocks)
-        if held:                # admission takes the hit's state for its first step
-            pool.touch(held)
         s.hit_state = held
         new = pool.allocate(need + states)
         assert new is not None
         if states:
-            s.state_blocks = new[need:]
+            s.state_blocks = new[need:].tolist()
             new = new[:need]
         s.blocks = hit_blocks + new
         s.n_cached = len(hit_blocks)
@@ -316,14 +343,15 @@ class KVCacheManager:
         tokens = s.tokens
         key = s.prefix_key
         newest = self._recent[0] if self._recent else None
+        mine = None
         if key is not None:
             mine = self._keyed.get(key)
-            self._keyed[key] = (tokens, s.hashes)     # s.hashes: filled in place later
+            self._keyed[key] = (tokens, s.hashes, s)  # s.hashes: filled in place later
             self._keyed.move_to_end(key)
             if len(self._keyed) > (self._recent.maxlen or 0):
                 self._keyed.popitem(last=False)
             if mine is not None:
-                newest = mine
+                newest = mine[:2]
         else:
             for toks, hashes in self._recent:
                 m = min(len(hashes), limit)
@@ -339,4 +367,7 @@ class KVCacheManager:
             m = common_blocks(tokens, toks, min(len(hashes), limit), bs)
             if m:
                 s.hashes.extend(hashes[:m])     # in place: the keyed entry holds this list
+                hint = mine[2].hint if mine is not None else None
+                if hint is not None:            # its blocks, as far as the chains agree
+                    s.hint = hint._replace(shared=min(m, hint.shared))
 

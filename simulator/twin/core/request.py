@@ -5,6 +5,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
+from simulator.twin.core.block_pool import Snapshot
 from simulator.twin.core.types import RequestResult
 from simulator.twin.spec_decode.ngram import NgramIndex
 
@@ -23,13 +24,16 @@ class Seq:
     result: RequestResult
     num_tokens: int            # known tokens: prompt + emitted
     num_computed: int = 0      # tokens whose KV is computed
-    blocks: list[int] = field(default_factory=list)
+    blocks: array[int] = field(default_factory=lambda: array("q"))   # numpy reads it in place
     n_cached: int = 0          # leading blocks already registered in the prefix cache
     hashes: list[int] = field(default_factory=list)   # chain over known full blocks
     prefix_key: str | None = None   # `EngineRequest.prefix_key`: where to seed `hashes`
     state_blocks: list[int] = field(default_factory=list)   # hybrids: running states
     hit_state: list[int] = field(default_factory=list)      # hybrids: the hit's saved
     #                                                         state, held for one step
+    # the blocks it (or the request it follows) last held, to validate at its next
+    # prefix-cache lookup instead of walking the hash map (`BlockPool.snapshot`)
+    hint: Snapshot | None = None
     junction: int = 0          # hybrids: shared-prefix junction (vLLM
     #                            `Request.shared_prefix_boundary`), 0: none
     admitted: bool = False

@@ -36,6 +36,11 @@ class SessionChains:
         self._max = max_sessions
 
     def hashes(self, prompt: Sequence[int], block_size: int, session: str) -> list[int]:
+        return self.chain(prompt, block_size, session)[1]
+
+    def chain(self, prompt: Sequence[int], block_size: int,
+              session: str) -> tuple[array[int], list[int]]:
+        """The prompt as a token array and its chain (`hashes`)."""
         tokens = prompt if isinstance(prompt, array) else array("I", prompt)
         last = self._chains.get(session)
         if last is None and self._chains:
@@ -49,16 +54,21 @@ class SessionChains:
         self._chains.move_to_end(session)
         if len(self._chains) > self._max:
             self._chains.popitem(last=False)
-        return chain
+        return tokens, chain
 
 
-def cached_blocks(engine: TwinEngine, hashes: Sequence[int], prompt_len: int) -> int:
+def cached_blocks(engine: TwinEngine, hashes: Sequence[int], prompt_len: int,
+                  tokens: array[int] | None = None, session: str | None = None) -> int:
     """Leading blocks of a prompt of `prompt_len` tokens (hash chain `hashes`) that the
-    engine's prefix cache would hit now (capped as vLLM caps a hit: one token computed)."""
+    engine's prefix cache would hit now (capped as vLLM caps a hit: one token computed).
+    With the prompt's `tokens` and its `session` (the engines' prefix key) the blocks
+    the session's last request on this engine held are checked first (the same count,
+    without walking the hash map over them)."""
     kv = engine.kv_cache_manager
-    if not kv.enable_caching or prompt_len <= 0:
-        return 0
-    return len(kv._pool.lookup(hashes, (prompt_len - 1) // kv.block_size))
+    if tokens is None:
+        tokens = array("I")
+        session = None
+    return kv.cached_prefix(hashes, tokens, prompt_len, session)
 
 
 def replica_load(engine: TwinEngine, in_flight: int, cached: int = 0) -> ReplicaLoad:
