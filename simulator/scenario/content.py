@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Sequence
 from itertools import chain
 from typing import Any
 
 from simulator.util import tokens
+from simulator.util.draws import below, pick
 
 _IDENTS = (
     "session", "request", "tokens", "context", "budget", "history", "message", "result",
@@ -64,28 +64,6 @@ def _ident(rng: random.Random) -> str:
 # the newline that follows it (`_synth_ids`). tests/scenario/test_content_counts.py
 # checks every maker against the plain makers and `encode_ordinary`.
 
-def _below(bits: Callable[[int], int], n: int) -> int:
-    """`rng.randrange(n)` (n > 0) from `bits = rng.getrandbits`, drawn exactly as CPython's
-    `Random._randbelow` draws for `choice` and `randint` (n's bit length of bits until a
-    number below n), at half the cost of their call chains: the makers draw ~10^6 times
-    a run. The tests check the draws against `choice`/`randint`'s."""
-    k = n.bit_length()
-    r = bits(k)
-    while r >= n:
-        r = bits(k)
-    return r
-
-
-def _pick(bits: Callable[[int], int], seq: Sequence[str]) -> str:
-    """`rng.choice(seq)` (see `_below`)."""
-    n = len(seq)
-    k = n.bit_length()
-    r = bits(k)
-    while r >= n:
-        r = bits(k)
-    return seq[r]
-
-
 def _number(n: int, after: str) -> list[str]:
     """" " + n + `after` as pieces: digits split in threes from the left, so the first
     three and the rest (with `after`) are apart (fewer distinct pieces)."""
@@ -100,32 +78,32 @@ def _code_pieces(rng: random.Random, head: str | None = None) -> list[str]:
     use."""
     bits, idents = rng.getrandbits, _IDENTS
     r = rng.random()
-    ind = "    " * _below(bits, 4)
+    ind = "    " * below(bits, 4)
     h = ind if head is None else head
     if r < 0.15:
         args: list[str] = []
-        n_args = _below(bits, 4)
+        n_args = below(bits, 4)
         for i in range(n_args):
-            a, b, t = _pick(bits, idents), _pick(bits, idents), _pick(bits, _TYPES)
+            a, b, t = pick(bits, idents), pick(bits, idents), pick(bits, _TYPES)
             args += ("(" if i == 0 else " ") + a, f"_{b}: {t}{',' if i < n_args - 1 else ') ->'}"
-        verb, name, ret = _pick(bits, _VERBS), _pick(bits, idents), _pick(bits, _TYPES)
+        verb, name, ret = pick(bits, _VERBS), pick(bits, idents), pick(bits, _TYPES)
         return [f"{h}def {verb}", f"_{name}" if args else f"_{name}() ->", *args, f" {ret}:"]
     if r < 0.45:
-        a, b, verb = _pick(bits, idents), _pick(bits, idents), _pick(bits, _VERBS)
-        c, d = _pick(bits, idents), _pick(bits, idents)
-        return [h + a, f"_{b} = self.{verb}", f"({c}_{d},", *_number(_below(bits, 4097), ")")]
+        a, b, verb = pick(bits, idents), pick(bits, idents), pick(bits, _VERBS)
+        c, d = pick(bits, idents), pick(bits, idents)
+        return [h + a, f"_{b} = self.{verb}", f"({c}_{d},", *_number(below(bits, 4097), ")")]
     if r < 0.6:
-        a, b, c, d = _pick(bits, idents), _pick(bits, idents), _pick(bits, idents), \
-            _pick(bits, idents)
+        a, b, c, d = pick(bits, idents), pick(bits, idents), pick(bits, idents), \
+            pick(bits, idents)
         return [f"{h}if {a}", f"_{b} > {c}", f".{d}:"]
     if r < 0.7:
-        return [f"{h}return {_pick(bits, idents)}", "_" + _pick(bits, idents)]
+        return [f"{h}return {pick(bits, idents)}", "_" + pick(bits, idents)]
     if r < 0.8:
-        return [h + "#", *[" " + _pick(bits, _WORDS) for _ in range(4 + _below(bits, 7))]]
+        return [h + "#", *[" " + pick(bits, _WORDS) for _ in range(4 + below(bits, 7))]]
     if r < 0.9:
-        c, a, b = _pick(bits, idents), _pick(bits, idents), _pick(bits, idents)
+        c, a, b = pick(bits, idents), pick(bits, idents), pick(bits, idents)
         return [f"{h}for {c}", f" in {a}", f"_{b}:"]
-    verb, a, b = _pick(bits, _VERBS), _pick(bits, idents), _pick(bits, idents)
+    verb, a, b = pick(bits, _VERBS), pick(bits, idents), pick(bits, idents)
     return [f'{h}raise ValueError(f"{verb}', f" {{{a}", f'_{b}}} failed")']
 
 
@@ -133,9 +111,9 @@ def _prose_pieces(rng: random.Random, lead: str = "") -> list[str]:
     """A sentence as pieces (`lead` before its first word): some words and one `name`
     in backticks, capitalised, with a full stop."""
     bits = rng.getrandbits
-    words = [" " + _pick(bits, _WORDS) for _ in range(6 + _below(bits, 11))]
-    at = _below(bits, len(words) + 1)
-    words[at:at] = [" `" + _pick(bits, _VERBS), f"_{_pick(bits, _IDENTS)}`"]
+    words = [" " + pick(bits, _WORDS) for _ in range(6 + below(bits, 11))]
+    at = below(bits, len(words) + 1)
+    words[at:at] = [" `" + pick(bits, _VERBS), f"_{pick(bits, _IDENTS)}`"]
     first = words[0][1:]
     words[0] = lead + (first if at == 0 else first.capitalize())
     words[-1] += "."
@@ -144,8 +122,8 @@ def _prose_pieces(rng: random.Random, lead: str = "") -> list[str]:
 
 def _grep_pieces(rng: random.Random) -> list[str]:
     bits = rng.getrandbits
-    path = f"src/{_pick(bits, _IDENTS)}/{_pick(bits, _IDENTS)}.py:"
-    line = str(1 + _below(bits, 2000))
+    path = f"src/{pick(bits, _IDENTS)}/{pick(bits, _IDENTS)}.py:"
+    line = str(1 + below(bits, 2000))
     return [path + line[:3], *_code_pieces(rng, line[3:] + ":")]
 
 
@@ -153,11 +131,11 @@ def _bash_pieces(rng: random.Random) -> list[str]:
     bits = rng.getrandbits
     r = rng.random()
     if r < 0.5:
-        a, verb, b = _pick(bits, _IDENTS), _pick(bits, _VERBS), _pick(bits, _IDENTS)
+        a, verb, b = pick(bits, _IDENTS), pick(bits, _VERBS), pick(bits, _IDENTS)
         return [f"tests/test_{a}.py::test_{verb}",
                 f"_{b} PASSED" if rng.random() < 0.8 else f"_{b} FAILED"]
-    hour = f"[{_below(bits, 100):02d}:"
-    return [hour, f"{_below(bits, 60):02d}]", *_prose_pieces(rng, " ")]
+    hour = f"[{below(bits, 100):02d}:"
+    return [hour, f"{below(bits, 60):02d}]", *_prose_pieces(rng, " ")]
 
 
 def _prose_line(rng: random.Random) -> str:

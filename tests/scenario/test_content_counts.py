@@ -144,16 +144,3 @@ def test_piece_makers_are_the_plain_makers(kind: str, seed: int, lines: int) -> 
            for i in tokens.piece_ids(piece + ("\n" if k == len(line) - 1 and n < lines else ""))]
     assert ids == tokens.encode("\n".join(plain))
     assert all(piece for line in made for piece in line)     # no empty piece
-
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.integers(0, 2**32), st.integers(1, 5000))
-def test_draws_are_choice_and_randint(seed: int, n: int) -> None:
-    """The makers' draws are `Random.choice`'s and `randint`'s, value for value and
-    state for state."""
-    fast, plain = random.Random(seed), random.Random(seed)
-    for seq in (content._IDENTS, content._TYPES, content._VERBS, content._WORDS):
-        assert content._pick(fast.getrandbits, seq) == plain.choice(seq)
-    assert content._below(fast.getrandbits, n) == plain.randint(0, n - 1)
-    assert fast.getstate() == plain.getstate()

@@ -32,6 +32,7 @@ from functools import lru_cache
 
 from simulator.twin.spec_decode.ngram import NgramIndex, NgramSpec, accepted_length
 from simulator.util import tokens as tok
+from simulator.util.draws import below
 
 NATURAL_MEDIAN_TOKENS = 550.0
 NATURAL_SIGMA = 0.7
@@ -69,11 +70,9 @@ def _fresh_line(rng: random.Random) -> str:
     return _fresh(rng)[0]
 
 
-# `random.Random`'s draws made by hand: `choice`, `randrange` and `randint` all come down
-# to `_randbelow(n)`, getrandbits(n.bit_length()) until below n, so a fresh line takes
-# the very same 32-bit words from the generator, in the same order, as the seven
-# f-strings it was once drawn as (all seven drawn, one kept), in a fifth of the time.
-assert random.Random._randbelow is random.Random._randbelow_with_getrandbits  # type: ignore[attr-defined]
+# A fresh line's draws are `simulator.util.draws.below`'s (its 18 names' unrolled: the
+# hot path): the very same 32-bit words, in the same order, as the seven f-strings it
+# was once drawn as (all seven drawn, one kept), in a fifth of the time.
 
 
 def _draw_names(getrandbits: Callable[[int], int], count: int,
@@ -128,31 +127,16 @@ def _fresh(rng: random.Random) -> tuple[str, list[int]]:
     """A fresh line (`_fresh_line`) and its cl100k ids, put together from its pieces'
     ids (`_Ids`: boundaries that are pretoken boundaries in any text of such lines)."""
     gb = rng.getrandbits
-    depth = gb(3)                                       # randint(0, 3)
-    while depth >= 4:
-        depth = gb(3)
-    fw = gb(5)                                          # f = choice(_FUNCS)_randrange(1000)
-    while fw >= 16:
-        fw = gb(5)
-    fd = gb(10)
-    while fd >= 1000:
-        fd = gb(10)
-    n = gb(17)                                          # randrange(100_000)
-    while n >= 100_000:
-        n = gb(17)
+    depth = below(gb, 4)                                # randint(0, 3)
+    fw, fd = below(gb, 16), below(gb, 1000)             # f = choice(_FUNCS)_randrange(1000)
+    n = below(gb, 100_000)                              # randrange(100_000)
     names: list[tuple[int, int]] = []
     _draw_names(gb, 11, names)                          # forms 1–4, form 5's first
-    ty = gb(4)                                          # form 5's choice(_TYPES)
-    while ty >= 8:
-        ty = gb(4)
+    ty = below(gb, 8)                                   # form 5's choice(_TYPES)
     _draw_names(gb, 2, names)                           # form 5's second, form 6's first
-    fn2 = gb(5)                                         # form 6's choice(_FUNCS)
-    while fn2 >= 16:
-        fn2 = gb(5)
+    fn2 = below(gb, 16)                                 # form 6's choice(_FUNCS)
     _draw_names(gb, 5, names)                           # form 6's last two, form 7's
-    form = gb(3)                                        # choice(forms)
-    while form >= 7:
-        form = gb(3)
+    form = below(gb, 7)                                 # choice(forms)
 
     t = _ids()
     lit, suffix, num = t.lit, t.suffix, t.number(n)
