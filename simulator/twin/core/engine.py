@@ -487,12 +487,24 @@ class TwinEngine:
         # vLLM 0.32 schedule(): a request's drafts are part of its tokens, so they come
         # out of the budget (truncated when it is short; the requests after it wait a
         # step); a drafter's extra slots are charged on top (`drafting_slots`)
+        spec, bs = self.spec, kv.block_size
+        # a plain decode that neither needs a block nor fills one (15 steps in 16) is
+        # only counted: `allocate_slots` would do nothing for it
+        plain = spec is None and not self._align
         while i < len(running) and budget > slots:
             s = running[i]
-            n = s.num_tokens - s.num_computed
+            c = s.num_computed
+            n = s.num_tokens - c
+            if (n == 1 and plain and c < len(s.blocks) * bs and (c + 1) // bs <= s.n_cached
+                    and not s.hit_state):
+                sched.append(s)
+                nums.append(1)
+                budget -= 1 + slots
+                i += 1
+                continue
             room = budget - slots
             look = 0
-            if n == 1 and self.spec is not None:
+            if n == 1 and spec is not None:
                 n += self._draft(s, room - 1)
                 if isinstance(self.spec, ModelDraftSpec):
                     look = self.spec.num_speculative_tokens   # lookahead KV slots
