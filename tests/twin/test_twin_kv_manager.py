@@ -4,6 +4,8 @@ prefix blocks, slot allocation (+ lookahead), free, usage, prefix-cache stats.""
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterator
+from typing import Any
 
 from simulator.twin.core.block_pool import extend_hash_chain
 from simulator.twin.core.kv_cache_manager import KVCacheManager
@@ -103,23 +105,30 @@ def test_freed_blocks_stay_findable_until_evicted_tail_first() -> None:
     assert list(kv.get_computed_blocks(b)) == a_blocks[:1]
 
 
+def _session_prompts(rng: Any, count: int) -> Iterator[tuple[str, list[int]]]:
+    """`count` prompts of 6 sessions over a shared head: each extends its session's last
+    prompt, a fifth of them after a compaction rewrote its tail."""
+    head = [rng.randrange(1000) for _ in range(37)]
+    history: dict[str, list[int]] = {}
+    for _ in range(count):
+        sid = f"s{rng.randrange(6)}"
+        prev = history.get(sid, head + [rng.randrange(1000) for _ in range(5)])
+        if rng.random() < 0.2:                          # compaction: the tail rewritten
+            prev = prev[:rng.randrange(len(prev) + 1)]
+        toks = prev + [rng.randrange(1000) for _ in range(rng.randrange(1, 30))]
+        history[sid] = toks
+        yield sid, toks
+
+
 def test_seeded_chains_are_the_chains_rehashed_whatever_the_seed() -> None:
     """Sessions (keyed and not) over shared heads, follow-ups that extend or diverge
     (compaction), and more sessions than recent chains: every request's chain, however
     it was seeded, is its own chain hashed from scratch, and its hit the same."""
     import random
     rng = random.Random(3)
-    head = [rng.randrange(1000) for _ in range(37)]
     for keyed in (True, False):
         kv = KVCacheManager(4096, BS, recent_chains=3)
-        history: dict[str, list[int]] = {}
-        for i in range(120):
-            sid = f"s{rng.randrange(6)}"
-            prev = history.get(sid, head + [rng.randrange(1000) for _ in range(5)])
-            if rng.random() < 0.2:                      # compaction: the tail rewritten
-                prev = prev[:rng.randrange(len(prev) + 1)]
-            toks = prev + [rng.randrange(1000) for _ in range(rng.randrange(1, 30))]
-            history[sid] = toks
+        for i, (sid, toks) in enumerate(_session_prompts(rng, 120)):
             s = _seq(f"r{i}", toks)
             s.prefix_key = sid if keyed else None
             assert _admit(kv, s)
@@ -166,18 +175,10 @@ def test_a_routers_hinted_count_is_the_walk_of_the_hash_map() -> None:
     as they are), keys asked of other sessions' prompts and of none seen yet."""
     import random
     rng = random.Random(5)
-    head = [rng.randrange(1000) for _ in range(37)]
     kv = KVCacheManager(48, BS, recent_chains=3)
-    history: dict[str, list[int]] = {}
     hinted = 0
     running: list[Seq] = []
-    for i in range(300):
-        sid = f"s{rng.randrange(6)}"
-        prev = history.get(sid, head + [rng.randrange(1000) for _ in range(5)])
-        if rng.random() < 0.2:                          # compaction: the tail rewritten
-            prev = prev[:rng.randrange(len(prev) + 1)]
-        toks = prev + [rng.randrange(1000) for _ in range(rng.randrange(1, 30))]
-        history[sid] = toks
+    for i, (sid, toks) in enumerate(_session_prompts(rng, 300)):
         tokens = array("I", toks)
         chain = extend_hash_chain(tokens, len(toks), BS, [])
         walked = len(kv._pool.lookup(chain, (len(toks) - 1) // BS))
