@@ -107,10 +107,11 @@ def test_a_scaled_ramp_starts_sessions_at_its_simulated_offsets(
     assert res.status == "completed", res.outcome.reason
     df = turns_of(res)
     starts = df.groupby("session_id").started_mono_s.min().sort_index().tolist()
-    # 2 simulated s apart (the bug: 40); a loaded machine may delay the first request
-    # by ~0.1 s of wall time, i.e. ~2 simulated s, so the gaps are what is checked
+    # 2 simulated s apart (the bug: 40). A loaded machine delays a session's first
+    # request by wall time, ×20 in simulated seconds (CI saw a 4.5-s gap: 0.12 s of
+    # wall), so the bound sits halfway (in ratio) between the right gap and the bug's
     gaps = [b - a for a, b in itertools.pairwise(starts)]
-    assert len(starts) == 3 and starts[0] < 10 and all(1.0 <= g <= 3.0 for g in gaps), starts
+    assert len(starts) == 3 and starts[0] < 10 and all(1.0 <= g < 9.0 for g in gaps), starts
     assert wall < 4.0        # 4 simulated seconds are 0.2 s of waiting
 
 
