@@ -61,7 +61,7 @@ def _ident(rng: random.Random) -> str:
 # pretoken or leads the run; digits split in threes from the left; indentation is all
 # its spaces but one, the last leading the word. So a piece starts at a letter run or at
 # " " + a letter, or after a letter/digit at punctuation, and a line's last piece takes
-# the newline that follows it (`_synth_ids`). tests/scenario/test_content_counts.py
+# the newline that follows it (`_synth`). tests/scenario/test_content_counts.py
 # checks every maker against the plain makers and `encode_ordinary`.
 
 def _number(n: int, after: str) -> list[str]:
@@ -177,10 +177,6 @@ def _synth(kind: str, n_tokens: int, rng: random.Random) -> tuple[list[int], str
         tokens.extend_piece_ids(ids, tail[-1:])
         text[-1] = tail[-1]
         lines = [make(rng) for _ in range(max(4, short // 8))]
-
-
-def _synth_ids(kind: str, n_tokens: int, rng: random.Random) -> list[int]:
-    return _synth(kind, n_tokens, rng)[0]
 
 
 def _cut(kind: str, n_tokens: int, rng: random.Random) -> tuple[list[int], str]:

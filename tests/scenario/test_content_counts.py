@@ -85,7 +85,7 @@ def _synth_ids_whole(kind: str, n_tokens: int, rng: random.Random) -> list[int]:
 @given(KINDS, st.integers(1, 3000), st.integers(0, 2**32))
 def test_piece_ids_are_the_whole_encode(kind: str, n: int, seed: int) -> None:
     fast_rng, whole_rng = random.Random(seed), random.Random(seed)
-    assert content._synth_ids(kind, n, fast_rng) == _synth_ids_whole(kind, n, whole_rng)
+    assert content._synth(kind, n, fast_rng)[0] == _synth_ids_whole(kind, n, whole_rng)
     assert fast_rng.getstate() == whole_rng.getstate()       # the same draws, too
 
 
@@ -122,7 +122,7 @@ def test_lines_encode_apart_at_newlines() -> None:
     from simulator.twin.serve import textgen
 
     def fresh(r: random.Random) -> str:
-        return textgen._fresh_line(r).rstrip("\n")
+        return textgen._fresh(r)[0].rstrip("\n")
     rng = random.Random(7)
     makers = [*_LINE_MAKERS.values(), fresh]
     for _ in range(300):

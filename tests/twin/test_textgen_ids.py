@@ -195,9 +195,9 @@ def test_paced_replies_are_the_old_ones(seed: int, n: int, tokens_per_pass: floa
 
 
 def test_the_str_helpers_draw_as_before() -> None:
-    """`_assemble` and `_fresh_line` (other modules' callers keep using the rng after)."""
+    """`_assemble` and a fresh line's text (other modules' callers keep using the rng after)."""
     old, new = random.Random(4), random.Random(4)
     assert textgen._assemble(new, 2000, [], 0.0) == _old_assemble(old, 2000, [], 0.0)
     assert old.getstate() == new.getstate()
-    assert textgen._fresh_line(new) == _old_fresh_line(old)
+    assert textgen._fresh(new)[0] == _old_fresh_line(old)
     assert old.getstate() == new.getstate()

@@ -63,13 +63,6 @@ def natural_length(rng: random.Random) -> int:
     return max(MIN_NATURAL_TOKENS, min(MAX_NATURAL_TOKENS, round(x)))
 
 
-def _fresh_line(rng: random.Random) -> str:
-    """A code-like line that does not repeat earlier text: each name gets a numeric
-    suffix drawn per line (cl100k splits `name_417` into name, `_`, 417), so any 5
-    consecutive tokens contain a fresh draw."""
-    return _fresh(rng)[0]
-
-
 # A fresh line's draws are `simulator.util.draws.below`'s (its 18 names' unrolled: the
 # hot path): the very same 32-bit words, in the same order, as the seven f-strings it
 # was once drawn as (all seven drawn, one kept), in a fifth of the time.
@@ -124,8 +117,11 @@ def _ids() -> _Ids:
 
 
 def _fresh(rng: random.Random) -> tuple[str, list[int]]:
-    """A fresh line (`_fresh_line`) and its cl100k ids, put together from its pieces'
-    ids (`_Ids`: boundaries that are pretoken boundaries in any text of such lines)."""
+    """A fresh line and its cl100k ids: a code-like line that does not repeat earlier
+    text (each name gets a numeric suffix drawn per line, which cl100k splits as name,
+    `_`, 417, so any 5 consecutive tokens contain a fresh draw), its ids put together
+    from its pieces' ids (`_Ids`: boundaries that are pretoken boundaries in any text
+    of such lines)."""
     gb = rng.getrandbits
     depth = below(gb, 4)                                # randint(0, 3)
     fw, fd = below(gb, 16), below(gb, 1000)             # f = choice(_FUNCS)_randrange(1000)
