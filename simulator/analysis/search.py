@@ -11,18 +11,30 @@ it is done. Pure and deterministic, so:
   answer read from them is the serial answer whatever else ran ahead.
 
 The searches: `SloSearch` (geometric 1, 2, 4, … up to the first failure, then a
-bisection), `GallopSearch` (a repeat with another seed, started at an answer: gallop
-towards the boundary, then bisect) and `FleetSearch` (the fewest replicas from a first
-guess: walk down while passing, else double up and bisect).
+bisection, or — given the SLOs and the probes' figures — a gallop from where the figures
+say the boundary lies: `boundary_estimate`), `GallopSearch` (a repeat with another seed,
+started at an answer: gallop towards the boundary, then bisect) and `FleetSearch` (the
+fewest replicas from a first guess: walk down while passing, else gallop up and bisect).
+
+Why the estimate: a probe is a whole run (10 simulated minutes on the twin, ten real
+ones against a card), and past saturation the judged figures follow a power law in the
+session count (per-session tok/s ∝ 1/n once the card's throughput is shared), so the
+log-log line through the bracket's two probes lands within a session or two of the
+boundary where a bisection needs log2(bracket) probes. The answer is still read from a
+bracket of a passing count and the failing count one above it, as the bisection's is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Protocol
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from simulator.analysis.slo import Slo
 
 Known = Mapping[int, bool]
+Figures = Mapping[int, Mapping[str, Any]]      # count → the figures its probe measured
 
 
 class SerialSearch(Protocol):
@@ -84,44 +96,124 @@ def bisection_frontier(lo: int, hi: int, k: int) -> list[int]:
     return out
 
 
+def boundary_estimate(slos: Sequence[Slo], lo: int, at_lo: Mapping[str, Any],
+                      hi: int, at_hi: Mapping[str, Any]) -> int | None:
+    """The largest count the figures say still meets every SLO that `hi` misses: each
+    such SLO's judged figure on the log-log line through (lo, at lo) and (hi, at hi),
+    solved for its threshold, rounded down; the smallest over those SLOs, inside
+    (lo, hi). None when no missed SLO has two positive, different figures and a
+    positive threshold (a run that never reached steady state, a missing figure)."""
+    best: int | None = None
+    for slo in slos:
+        v_lo, v_hi = slo.value(at_lo), slo.value(at_hi)
+        if slo.check(at_hi) or v_lo is None or v_hi is None:
+            continue
+        if min(v_lo, v_hi, slo.threshold) <= 0 or v_lo == v_hi:
+            continue
+        slope = (math.log(v_hi) - math.log(v_lo)) / (math.log(hi) - math.log(lo))
+        log_n = math.log(lo) + (math.log(slo.threshold) - math.log(v_lo)) / slope
+        n = math.floor(math.exp(log_n) + 1e-9) if log_n < math.log(hi) else hi
+        guess = min(hi - 1, max(lo + 1, n))
+        best = guess if best is None else min(best, guess)
+    return best
+
+
 @dataclass(frozen=True)
 class SloSearch:
     """The search `size` runs: geometric probes 1, 2, 4, … up to the first failure,
-    then a bisection between the last pass and that failure. `steps` replaces the
-    geometric probes (ascending counts: a ramp's steps), the bisection is the same."""
+    then the boundary between the last pass and that failure. `steps` replaces the
+    geometric probes (ascending counts: a ramp's steps).
+
+    The boundary: without `slos`, a bisection. With `slos` and `figures` (each probed
+    count's figures), a gallop inside the bracket from `boundary_estimate` (up while
+    passing, +1, +2, +4 …, or down while failing, then a bisection of the last step).
+    The estimate needs the figures of the bracket's two probes: in a state a `frontier`
+    only supposes (their figures not measured yet) `next_probe` is None, so nothing is
+    run ahead there."""
 
     max_sessions: int
     steps: tuple[int, ...] | None = None
+    slos: tuple[Slo, ...] = ()
+    figures: Figures = field(default_factory=dict)
 
     def probes(self) -> list[int]:
         return list(self.steps) if self.steps is not None else probe_counts(self.max_sessions)
 
-    def bounds(self, known: Known) -> tuple[int, int | None, bool]:
-        """(highest count known to pass, lowest above it known to fail or None, done)."""
-        lo, hi = 0, None
+    def _ascent(self, known: Known) -> tuple[int, int | None, bool]:
+        """(highest count passing, first failure or None, every ascent probe known)."""
+        lo = 0
         for n in self.probes():
             if n not in known:
                 return lo, None, False
             if not known[n]:
-                hi = n
-                break
+                return lo, n, True
             lo = n
-        if hi is None:
-            return lo, None, True
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if mid not in known:
-                return lo, hi, False
-            lo, hi = (mid, hi) if known[mid] else (lo, mid)
-        return lo, hi, True
+        return lo, None, True
+
+    def _walk(self, known: Known) -> tuple[int | None, int, int | None, bool]:
+        """(next probe or None, lo, hi, done) after the answers in `known`."""
+        lo, hi, ascended = self._ascent(known)
+        if not ascended:
+            return next(n for n in self.probes() if n not in known), lo, None, False
+        if hi is None or hi - lo <= 1:
+            return None, lo, hi, True
+        if not self.slos:
+            return _bisect(known, lo, hi)
+        if hi not in self.figures or (lo > 0 and lo not in self.figures):
+            return None, lo, hi, False      # supposed, not measured: nothing to estimate
+        guess = boundary_estimate(self.slos, lo, self.figures[lo], hi, self.figures[hi]) \
+            if lo > 0 else None
+        if guess is None:
+            return _bisect(known, lo, hi)
+        return _gallop(known, guess, lo, hi)
+
+    def bounds(self, known: Known) -> tuple[int, int | None, bool]:
+        """(highest count known to pass, lowest above it known to fail or None, done)."""
+        _, lo, hi, done = self._walk(known)
+        return lo, hi, done
 
     def next_probe(self, known: Known) -> int | None:
-        lo, hi, done = self.bounds(known)
-        if done:
-            return None
-        if hi is None:
-            return next(n for n in self.probes() if n not in known)
-        return (lo + hi) // 2
+        return self._walk(known)[0]
+
+
+def _bisect(known: Known, lo: int, hi: int) -> tuple[int | None, int, int | None, bool]:
+    """Bisect (lo passes, hi fails) over `known`: (next probe or None, lo, hi, done)."""
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if mid not in known:
+            return mid, lo, hi, False
+        lo, hi = (mid, hi) if known[mid] else (lo, mid)
+    return None, lo, hi, True
+
+
+def _gallop(known: Known, guess: int, lo: int, hi: int
+            ) -> tuple[int | None, int, int | None, bool]:
+    """From `guess` inside (lo passes, hi fails): up while passing (+1, +2, +4, …), or
+    down while failing, never past the bracket; then bisect the last step."""
+    if guess not in known:
+        return guess, lo, hi, False
+    step = 1
+    if known[guess]:
+        lo = guess
+        while hi - lo > 1:
+            n = min(hi - 1, lo + step)
+            if n not in known:
+                return n, lo, hi, False
+            if not known[n]:
+                hi = n
+                break
+            lo, step = n, step * 2
+    else:
+        hi = guess
+        while hi - lo > 1:
+            n = max(lo + 1, hi - step)
+            if n not in known:
+                return n, lo, hi, False
+            if known[n]:
+                lo = n
+                break
+            hi, step = n, step * 2
+    return _bisect(known, lo, hi)
 
 
 @dataclass(frozen=True)
@@ -183,8 +275,11 @@ class GallopSearch:
 @dataclass(frozen=True)
 class FleetSearch:
     """The fewest replicas ≤ max_replicas that pass, from a first guess `start`: walk
-    down while the fleet still passes, else double up and bisect (more replicas are
-    assumed never to make the figures worse)."""
+    down while the fleet still passes, else gallop up (+1, +2, +4, …) and bisect the
+    last step (more replicas are assumed never to make the figures worse). The guess is
+    the division ⌈team / one card's answer⌉, which a router misses by a replica or two
+    at most, so a gallop settles it in two or three fleet runs where doubling took four
+    (7 → 14 → 10 → 8); each probe is a whole team's run."""
 
     start: int
     max_replicas: int
@@ -202,15 +297,15 @@ class FleetSearch:
                     break
                 r -= 1
             return None, r
-        lo, hi = r, None
+        lo, hi, step = r, None, 1
         while hi is None and lo < self.max_replicas:
-            nxt = min(lo * 2, self.max_replicas)
+            nxt = min(lo + step, self.max_replicas)
             if nxt not in known:
                 return nxt, None
             if known[nxt]:
                 hi = nxt
             else:
-                lo = nxt
+                lo, step = nxt, step * 2
         if hi is None:
             return None, None
         while hi - lo > 1:

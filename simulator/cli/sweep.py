@@ -297,7 +297,8 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                  ttft: float | None = None, attainment: float = 0.9,
                  from_twin: str | None = None, no_compare: bool = False) -> None:
     """Largest session count that meets every SLO at steady state (geometric probe,
-    bisection, then --repeats searches with other seeds giving a range); with --ramp,
+    then a gallop from where the figures put the boundary, then --repeats searches with
+    other seeds giving a range); with --ramp,
     in one run; with --tier, per output-speed tier.
 
     Exit code 0 when some count meets every SLO, 1 when not even one session does

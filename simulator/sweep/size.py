@@ -1,7 +1,8 @@
 """`size` as profiles of the one pipeline: the SLO search, its repeats, the fleet search.
 
 `SizeProfile` finds the largest session count meeting every SLO at steady state: the
-serial search (`search.SloSearch`: geometric probes, then bisection), then `repeats`
+serial search (`search.SloSearch`: geometric probes, then a gallop from where the
+figures of the first failure and the last pass put the boundary), then `repeats`
 searches with other seeds started at the answer (`search.GallopSearch`), giving a range.
 With a width K it runs up to K probes at once — the ones the serial search may ask for
 next — and reads its answer from the probes the serial search consumed, so the answer,
@@ -11,7 +12,7 @@ as `unused`. `FleetProfile` is the team search behind a router (`search.FleetSea
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,8 +57,11 @@ class SizeProfile:
         return Probe(n, not failed, failed, r.summary, seed_offset, r.run_dir)
 
     def _search(self, search: SerialSearch, seed_offset: int, width: int,
-                probes: list[Probe], unused: list[Probe]
+                probes: list[Probe], unused: list[Probe],
+                figures: dict[int, Mapping[str, Any]] | None = None,
                 ) -> Generator[list[Point], list[PointResult], dict[int, bool]]:
+        """Run `search` to its end; each probe's figures go into `figures` (the
+        search's own, when it reads them) as its result comes in."""
         seen: dict[int, PointResult] = {}
         known: dict[int, bool] = {}
         while batch := frontier(search, known, width):
@@ -68,6 +72,8 @@ class SizeProfile:
             for n, r in zip(batch, results, strict=False):
                 seen[n] = r
                 known[n] = r.ok and not failures(r.summary, self.slos)
+                if figures is not None:
+                    figures[n] = r.summary
             for n in serial_path(search, known):
                 seen[n].raise_error(f"at {n} sessions")
         path = serial_path(search, known)
@@ -78,8 +84,9 @@ class SizeProfile:
     def plan(self, width: int) -> Generator[list[Point], list[PointResult], SizingResult]:
         res = SizingResult(0, self.slos, self.max_sessions, team_sessions=self.team_sessions,
                            reseeded=True)
-        first = SloSearch(self.max_sessions)
-        known = yield from self._search(first, 0, width, res.probes, res.unused)
+        figures: dict[int, Mapping[str, Any]] = {}
+        first = SloSearch(self.max_sessions, slos=self.slos, figures=figures)
+        known = yield from self._search(first, 0, width, res.probes, res.unused, figures)
         lo, hi, _ = first.bounds(known)
         res.sessions, res.answers = lo, [lo]
         for k in range(1, self.repeats + 1 if lo > 0 else 1):

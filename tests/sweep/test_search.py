@@ -5,7 +5,9 @@ the serial probes (`serial_path`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,10 +17,12 @@ from simulator.analysis.search import (
     SerialSearch,
     SloSearch,
     bisection_frontier,
+    boundary_estimate,
     frontier,
     probe_counts,
     serial_path,
 )
+from simulator.analysis.slo import failures, parse_slo
 
 
 def _serial(search: SerialSearch, ok: Callable[[int], bool]) -> tuple[list[int], dict[int, bool]]:
@@ -41,7 +45,8 @@ def _wide(search: SerialSearch, ok: Callable[[int], bool], k: int) -> tuple[dict
     return known, rounds
 
 
-# The searches as `size` and `size --team` ran them before they were data: the oracles.
+# The searches as `size` and `size --team` ran them before they were data: the oracles
+# (the fleet's upward walk a gallop since issue 36, was a doubling).
 def _old_size(max_sessions: int, ok: Callable[[int], bool]) -> tuple[list[int], int]:
     asked: list[int] = []
     seen: dict[int, bool] = {}
@@ -111,13 +116,13 @@ def _old_fleet(start: int, max_r: int, ok: Callable[[int], bool]) -> tuple[list[
         while r > 1 and passes(r - 1):
             r -= 1
         return asked, r
-    lo, hi = r, None
+    lo, hi, step = r, None, 1
     while hi is None and lo < max_r:
-        nxt = min(lo * 2, max_r)
+        nxt = min(lo + step, max_r)
         if passes(nxt):
             hi = nxt
         else:
-            lo = nxt
+            lo, step = nxt, step * 2
     if hi is None:
         return asked, None
     while hi - lo > 1:
@@ -166,6 +171,16 @@ def test_fleet_search_asks_what_the_old_fleet_search_asked(start: int, max_r: in
     assert asked == old_asked and search.answer(known) == old_answer
     wide, _ = _wide(search, ok, k)
     assert serial_path(search, wide) == asked and search.answer(wide) == old_answer
+    assert old_answer == (need if need <= max_r else None)       # the fewest that pass
+
+
+def test_a_fleet_one_replica_short_of_its_guess_takes_two_fleet_runs() -> None:
+    """The H100 team of 256: the division says 7, the router needs 8 (doubling ran
+    7, 14, 10, 8)."""
+    asked, known = _serial(FleetSearch(7, 64), lambda r: r >= 8)
+    assert asked == [7, 8] and FleetSearch(7, 64).answer(known) == 8
+    asked, known = _serial(FleetSearch(7, 64), lambda r: r >= 12)
+    assert asked == [7, 8, 10, 14, 12, 11] and FleetSearch(7, 64).answer(known) == 12
 
 
 def test_frontier_is_the_next_probe_first_then_both_outcomes_breadth_first() -> None:
@@ -183,3 +198,106 @@ def test_bisection_frontier_is_the_bisection_tree_breadth_first() -> None:
     assert bisection_frontier(0, 16, 3) == [8, 4, 12]
     assert bisection_frontier(4, 8, 7) == [6, 5, 7]
     assert bisection_frontier(3, 4, 5) == []
+
+
+# -- the guided boundary: a gallop from where the bracket's figures put it ------------------
+def _figure(n: int, top: float, knee: float, power: float) -> dict[str, Any]:
+    """A run's judged figures: per-session speed flat, then falling as n^-power past the
+    knee (a card's throughput shared); TTFT growing with n."""
+    speed = top / (1.0 + n / knee) ** power
+    return {"requested_sessions": n, "window_per_session_tok_s": speed,
+            "window_ttft_p95_s": 0.05 * n, "steady_state": True}
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 300), st.floats(5, 400), st.floats(0.5, 200), st.floats(0.3, 2.0),
+       st.floats(1, 300), st.integers(1, 7))
+def test_the_guided_search_answers_as_the_bisection_does_in_no_more_probes_give_or_take(
+        max_sessions: int, top: float, knee: float, power: float, need: float,
+        k: int) -> None:
+    slos = (parse_slo(f"per_session_tok_s>={need}"), parse_slo("ttft_p95_s<=9"))
+    figures: dict[int, dict[str, Any]] = {}
+
+    def ok(n: int) -> bool:
+        figures[n] = _figure(n, top, knee, power)
+        return not failures(figures[n], slos)
+    guided = SloSearch(max_sessions, slos=slos, figures=figures)
+    asked, known = _serial(guided, ok)
+    old_asked, old_answer = _old_size(max_sessions, ok)
+    assert guided.bounds(known)[0] == old_answer           # a monotone figure: one answer
+    lo, hi, done = guided.bounds(known)
+    assert done and (hi is None or (hi - lo == 1 and not known[hi]))
+    assert lo == 0 or known[lo]
+    # the same ascent; the bracket costs at most two probes more than its bisection
+    ascent = [n for n in asked if n in probe_counts(max_sessions)]
+    assert asked[:len(ascent)] == old_asked[:len(ascent)]
+    assert len(asked) <= len(old_asked) + 2
+    # K at a time: the serial probes and answer
+    figures.clear()
+    wide, rounds = _wide(guided, ok, k)
+    assert serial_path(guided, wide) == asked and guided.bounds(wide)[0] == old_answer
+    assert rounds <= len(asked)
+
+
+def test_the_estimate_on_a_shared_card_lands_on_the_boundary() -> None:
+    """Past saturation per-session speed is throughput / n: the log-log line through the
+    bracket is exact, so two probes settle it where the bisection of 32..64 took five
+    (the H100 `size` search: 48, 40, 44, 42, 43)."""
+    slos = (parse_slo("per_session_tok_s>=30"), parse_slo("ttft_p95_s<=10"))
+    figures = {n: {"requested_sessions": n, "window_per_session_tok_s": 1264.0 / n,
+                   "window_ttft_p95_s": 0.01 * n} for n in range(1, 65)}
+    assert boundary_estimate(slos, 32, figures[32], 64, figures[64]) == 42
+    search = SloSearch(64, slos=slos, figures=figures)
+    asked, known = _serial(search, lambda n: not failures(figures[n], slos))
+    assert asked == [1, 2, 4, 8, 16, 32, 64, 42, 43] and search.bounds(known) == (42, 43, True)
+    old_asked, _ = _old_size(64, lambda n: not failures(figures[n], slos))
+    assert old_asked[7:] == [48, 40, 44, 42, 43]
+
+
+def test_the_estimate_reads_latency_slos_and_the_tightest_wins() -> None:
+    lat = parse_slo("ttft_p95_s<=10")
+    at = lambda n, t: {"requested_sessions": n, "window_ttft_p95_s": t}  # noqa: E731
+    # TTFT p95 ∝ n²: 2.5 s at 16, 10 s at 32 exactly … 40 s at 64 → the boundary is 32
+    assert boundary_estimate((lat,), 16, at(16, 2.5), 64, at(64, 40.0)) == 32
+    speed = parse_slo("per_session_tok_s>=30")
+    both = {"window_ttft_p95_s": 40.0, "window_per_session_tok_s": 1264 / 64,
+            "requested_sessions": 64}
+    lo = {"window_ttft_p95_s": 2.5, "window_per_session_tok_s": 1264 / 16,
+          "requested_sessions": 16}
+    assert boundary_estimate((speed, lat), 16, lo, 64, both) == 32      # not 42
+    assert boundary_estimate((lat, speed), 16, lo, 64, both) == 32
+
+
+@pytest.mark.parametrize("at_lo, at_hi, why", [
+    ({}, {"window_per_session_tok_s": 10.0}, "a figure missing at the pass"),
+    ({"window_per_session_tok_s": 40.0}, {"window_per_session_tok_s": 0.0}, "zero"),
+    ({"window_per_session_tok_s": 40.0}, {"window_per_session_tok_s": 40.0}, "flat (and met)"),
+    ({"window_per_session_tok_s": 20.0}, {"window_per_session_tok_s": 20.0}, "flat"),
+    ({"window_per_session_tok_s": 40.0}, {"window_per_session_tok_s": 40.0,
+                                          "steady_state": False}, "failed for steadiness"),
+])
+def test_no_estimate_without_two_usable_figures_of_a_missed_slo(
+        at_lo: dict[str, Any], at_hi: dict[str, Any], why: str) -> None:
+    slos = (parse_slo("per_session_tok_s>=30"),)
+    lo = {"requested_sessions": 8, **at_lo}
+    hi = {"requested_sessions": 16, **at_hi}
+    assert boundary_estimate(slos, 8, lo, 16, hi) is None, why
+
+
+def test_the_estimate_stays_inside_the_bracket() -> None:
+    slo = parse_slo("per_session_tok_s>=30")
+    at = lambda n, v: {"requested_sessions": n, "window_per_session_tok_s": v}  # noqa: E731
+    assert boundary_estimate((slo,), 8, at(8, 1e6), 16, at(16, 29.9)) == 15   # far above
+    assert boundary_estimate((slo,), 8, at(8, 30.0), 16, at(16, 1e-9)) == 9   # at the pass
+    assert boundary_estimate((slo,), 8, at(8, 20.0), 16, at(16, 25.0)) == 15  # upside down
+
+
+def test_without_figures_or_slos_the_search_bisects_and_runs_nothing_ahead_on_a_guess() -> None:
+    slos = (parse_slo("per_session_tok_s>=30"),)
+    known = {1: True, 2: True, 4: True, 8: True, 16: False}
+    # the bracket's figures not measured (a frontier's supposition): nothing to ask
+    assert SloSearch(64, slos=slos, figures={}).next_probe(known) is None
+    assert frontier(SloSearch(64, slos=slos, figures={}), {}, 9) == [1, 2, 4, 8, 16, 32, 64]
+    # figures that give no estimate: the bisection's probes
+    blank: dict[int, dict[str, Any]] = {n: {} for n in (8, 16)}
+    assert SloSearch(64, slos=slos, figures=blank).next_probe(known) == 12

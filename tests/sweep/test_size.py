@@ -163,6 +163,8 @@ def test_a_failed_probe_on_the_serial_path_stops_the_search_but_one_run_ahead_do
     profile = SizeProfile(BASE, (parse_slo("per_session_tok_s>=50"),), 64, repeats=0)
     with pytest.raises(Exception, match="the run at 16 sessions failed: http 500"):
         run_profile(profile, Wide(1), runner=failing_at(16))
-    # 64 runs ahead of a search whose serial path stops at 16 (fails) then bisects 8..16
-    res = run_profile(profile, Wide(5), runner=failing_at(32))
-    assert res.sessions == 10 and 32 in {p.sessions for p in res.unused}
+    # 15 runs ahead of a search whose serial path stops at 16 (fails), then gallops from
+    # the figures' estimate of 9 (9 and 10 pass, 12 and 11 fail): [1 2 4 8 16], [9 10 12 15 11]
+    res = run_profile(profile, Wide(5), runner=failing_at(15))
+    assert res.sessions == 10 and 15 in {p.sessions for p in res.unused}
+    assert [p.sessions for p in res.probes] == [1, 2, 4, 8, 16, 9, 10, 12, 11]
