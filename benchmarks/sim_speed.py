@@ -237,9 +237,13 @@ def _answer(r: dict[str, Any]) -> str:
     if isinstance(data, dict):
         parts = [f"{k}={data[k]}" for k in ("sessions", "answer", "cards", "replicas")
                  if k in data and not isinstance(data[k], dict | list)]
+        if isinstance(data.get("probes"), list):
+            parts.append(f"({len(data['probes'])} probes)")
         fleet = data.get("fleet")
         if isinstance(fleet, dict):
             parts += [f"fleet.{k}={fleet[k]}" for k in ("replicas", "answer") if k in fleet]
+            if isinstance(fleet.get("probes"), list):
+                parts.append(f"({len(fleet['probes'])} fleet probes)")
         return " ".join(parts)
     return ""
 
