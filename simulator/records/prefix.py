@@ -85,11 +85,36 @@ def _cut(pieces: list[str], n: int) -> list[str]:
     return out
 
 
-def _segments(prefix: Prefix, messages: tuple[Message, ...], tools_text: str) -> list[_Seg]:
+def _segments(prefix: Prefix, messages: tuple[Message, ...], tools_text: str,
+              start: int = 0) -> list[_Seg]:
+    """The request's segments from the `start`-th (tools, system, then each message)."""
     segs = [_Seg(prefix.tools_digest, prefix.tools_tokens_est, text=tools_text),
-            _Seg(prefix.system_digest, prefix.system_tokens_est, text=prefix.system)]
-    segs.extend(_Seg(m.digest, m.tokens_est, message=m) for m in messages)
+            _Seg(prefix.system_digest, prefix.system_tokens_est, text=prefix.system)][start:]
+    segs.extend(_Seg(m.digest, m.tokens_est, message=m)
+                for m in messages[max(0, start - 2):])
     return segs
+
+
+def _same_start(prev: list[_Seg], prefix: Prefix, messages: tuple[Message, ...]) -> int:
+    """How many segments (tools, system, messages) start both `prev` and this request
+    with the same digests."""
+    digests = (prefix.tools_digest, prefix.system_digest)
+    k = 0
+    limit = min(len(prev), len(messages) + 2)
+    while k < 2 and k < limit and prev[k].digest == digests[k]:
+        k += 1
+    if k < 2:
+        return k
+    while k < limit and prev[k].digest == messages[k - 2].digest:
+        k += 1
+    return k
+
+
+def _estimate(prefix: Prefix, messages: tuple[Message, ...], i: int) -> int:
+    """Segment i's token estimate (the request's own, as `_segments` takes it)."""
+    if i >= 2:
+        return messages[i - 2].tokens_est
+    return prefix.tools_tokens_est if i == 0 else prefix.system_tokens_est
 
 
 def _remember(lru: OrderedDict[str, V], key: str, value: V, limit: int) -> None:
@@ -120,16 +145,24 @@ class PrefixTracker:
 
     def observe(self, session_id: str, prefix: Prefix, messages: tuple[Message, ...],
                 tools_text: str) -> int:
-        segs = _segments(prefix, messages, tools_text)
         state = self._sessions.setdefault(session_id, _SessionState())
-        prev = set(state.chains)
-        chains: list[str] = []
-        reused = 0
-        chain = ""
+        # The segments the session's previous request (and its reply) began with, in
+        # order and by digest, keep their chains: a chain hashes the whole path, so the
+        # first segment that differs has a chain no earlier request of the session had
+        # (barring a 96-bit hash collision) and from there on the general walk runs.
+        k = _same_start(state.segs, prefix, messages)
+        segs = state.segs[:k] + _segments(prefix, messages, tools_text, k)
+        for i in range(k):
+            if segs[i].tokens_est != (est := _estimate(prefix, messages, i)):
+                segs[i] = _Seg(segs[i].digest, est, segs[i].message, segs[i].text)
+        chains = state.chains[:k]
+        reused = sum(seg.tokens_est for seg in segs[:k])
+        chain = chains[-1] if chains else ""
         matched = True
-        for i, seg in enumerate(segs):
+        for i in range(k, len(segs)):
+            seg = segs[i]
             nxt = _chain(chain, seg.digest)
-            if matched and (nxt in prev or (i < HEAD_SEGMENTS and nxt in self._heads)):
+            if matched and i < HEAD_SEGMENTS and nxt in self._heads:
                 reused += seg.tokens_est
             elif matched:
                 matched = False
