@@ -154,6 +154,20 @@ class _Draw:
 _draws: OrderedDict[_DrawKey, _Draw] = OrderedDict()
 _draws_held = [0]                                        # tokens_est in _draws
 
+# Live turns' replies as history, shared the same way: what `_append_reply` appends
+# (and the tool call it leaves pending) follows from the reply's content, the turn's
+# template, the (seed, session, turn) generator and, for an edit's input, the start of
+# `last_read`; the twin replies alike to the same request in every run, so the same
+# assistant Message objects come back and the prompt builder finds their ids by
+# identity. Keyed by value (the content's blocks), so any endpoint is safe; only with
+# live history, not with probes nor on resume. An LRU bounded like `_draws`.
+LIVE_REPLY_TOKENS = 4_000_000
+# (scenario, session, turn, template's index, reply content, the edit's `last_read` start)
+_ReplyKey = tuple[str, str, int, int, tuple[Block, ...], str]
+# the messages appended, and the pending tool call's id (None: nothing pending)
+_replies: OrderedDict[_ReplyKey, tuple[tuple[Message, ...], str | None]] = OrderedDict()
+_replies_held = [0]                                      # tokens_est in _replies
+
 
 def _scenario_key(s: Scenario) -> str:
     """The scenario as JSON but for its session count (memoised for the last one)."""
@@ -225,7 +239,7 @@ class Agent:
             resp = await self._request(turn, template, event, wait_s, self.conv.messages,
                                        "turn", max_tokens)
             sent = self.conv.messages
-            self._append_reply(resp, template, turn)
+            self._append_live_reply(resp, template, turn)
             if self.ctx.progress is not None and not replaying:
                 self.ctx.progress(resp.usage.output_tokens or resp.output_tokens_est)
             if self.prober is not None:
@@ -305,6 +319,32 @@ class Agent:
             while _draws_held[0] > LIVE_DRAW_TOKENS and len(_draws) > 1:
                 _draws_held[0] -= _draws.popitem(last=False)[1].message.tokens_est
         return user_msg, wait_s, template, max_tokens
+
+    def _append_live_reply(self, resp: LLMResponse, template: TurnTemplate,
+                           turn: int) -> None:
+        """`_append_reply`, or the messages a run in this process appended for the same
+        reply to the same turn of the same session (`_replies`)."""
+        key: _ReplyKey | None = None
+        if self.s.history == "live" and self.prober is None and not self.ctx.replay:
+            index = next(i for i, t in enumerate(self.s.turn_templates) if t is template)
+            tool = template.tool
+            edit_old = self.last_read[:160] if tool is not None and tool.kind == "edit" else ""
+            key = (_scenario_key(self.s), self.session_id, turn, index, resp.content, edit_old)
+            hit = _replies.get(key)
+            if hit is not None:
+                _replies.move_to_end(key)
+                messages, pending_id = hit
+                self.conv = self.conv.append(*messages)
+                self.pending = None if pending_id is None else _Pending(template, pending_id)
+                return
+        before = len(self.conv.messages)
+        self._append_reply(resp, template, turn)
+        if key is not None:
+            added = self.conv.messages[before:]
+            _replies[key] = (added, None if self.pending is None else self.pending.tool_use_id)
+            _replies_held[0] += sum(m.tokens_est for m in added)
+            while _replies_held[0] > LIVE_REPLY_TOKENS and len(_replies) > 1:
+                _replies_held[0] -= sum(m.tokens_est for m in _replies.popitem(last=False)[1][0])
 
     def _synthesise_turn(self, turn: int) -> None:
         """Warm start: build turn `turn`'s history as the live loop would — same draws

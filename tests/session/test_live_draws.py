@@ -1,6 +1,7 @@
-"""Live turns' draws are shared by the runs of one process (`agent._draws`): a turn
-whose draws an earlier run made from the same state takes them, and gives what a
-fresh draw gives; a state that differs in anything the draw reads draws its own."""
+"""Live turns' draws and replies-as-history are shared by the runs of one process
+(`agent._draws`, `agent._replies`): a turn whose draws (history) an earlier run made
+from the same state takes them, and gives what a fresh draw gives; a state that
+differs in anything the draw (`_append_reply`) reads makes its own."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pandas as pd
 import pytest
 
 from simulator.clock import RunClock
+from simulator.endpoints.base import LLMResponse, Timing, Usage
 from simulator.endpoints.fake import FakeEndpoint
 from simulator.records.prefix import PrefixTracker
 from simulator.run.execute import execute
@@ -21,6 +23,7 @@ from simulator.scenario.model import Scenario
 from simulator.session import agent
 from simulator.session.agent import Agent, _Pending
 from simulator.session.context import RunContext
+from simulator.session.conversation import TextBlock
 from simulator.session.limiter import Limiter
 from simulator.session.prefix import build_base_prefix, tools_json
 from simulator.session.resume import StoredReply
@@ -32,11 +35,13 @@ TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")
 
 @pytest.fixture(autouse=True)
 def _cold() -> Iterator[None]:
-    agent._draws.clear()
-    agent._draws_held[0] = 0
+    for memo, held in ((agent._draws, agent._draws_held), (agent._replies, agent._replies_held)):
+        memo.clear()
+        held[0] = 0
     yield
-    agent._draws.clear()
-    agent._draws_held[0] = 0
+    for memo, held in ((agent._draws, agent._draws_held), (agent._replies, agent._replies_held)):
+        memo.clear()
+        held[0] = 0
 
 
 def _agent(s: Scenario, index: int = 0, **ctx_kw: Any) -> Agent:
@@ -118,6 +123,44 @@ def test_the_memo_is_bounded_by_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
     assert agent._draws_held[0] == next(iter(agent._draws.values())).message.tokens_est
 
 
+def _reply(s: Scenario, index: int, turn: int, template: int, text: str,
+           last_read: str = "") -> tuple[Any, ...]:
+    """What a fresh agent's history and pending call are after a live reply `text`."""
+    a = _agent(s, index)
+    a.last_read = last_read
+    resp = LLMResponse((TextBlock(text, 3),), "end_turn", Usage(output_tokens=3),
+                       Timing(sent=0.0), 3)
+    a._append_live_reply(resp, s.turn_templates[template], turn)
+    return a.conv.messages, a.pending
+
+
+def test_every_state_append_reply_reads_keys_its_own_entry() -> None:
+    s, other_seed = _scenario(), _scenario(seed=5)
+    read, edit = 0, 1
+    first = (s, 0, 5, read, "def f():\n    pass", "src = 1")
+    # each differs from the first in one component
+    others = [(s, 0, 5, read, "def g():\n    pass", "src = 1"), (s, 1, 5, read, *first[4:]),
+              (s, 0, 6, read, *first[4:]), (s, 0, 5, 3, *first[4:]),
+              (other_seed, 0, 5, read, *first[4:])]
+    edits = [(s, 0, 5, edit, "x", "src = 1"), (s, 0, 5, edit, "x", "src = 2")]
+    for a, b in [*((first, o) for o in others), edits]:
+        agent._replies.clear()
+        expected = _reply(*b)
+        assert _reply(*a) != expected
+        assert _reply(*b) == expected              # not a's history
+        hit = _reply(*b)
+        assert hit == expected and len(agent._replies) == 2
+        assert hit[0][-1] is _reply(*b)[0][-1]     # the same Message object
+    # an answer leaves nothing pending, and its entry says so
+    agent._replies.clear()
+    assert _reply(s, 0, 5, 2, "done")[1] is None and _reply(s, 0, 5, 2, "done")[1] is None
+
+
+def test_no_reply_memo_with_scripted_history() -> None:
+    _reply(_scenario(history="scripted"), 0, 5, 0, "x")
+    assert not agent._replies
+
+
 def _rows(tmp: Path, *overrides: str) -> pd.DataFrame:
     res = execute(RunSpec(TEAM, ["turns=12", "load.warm_start=true", *overrides], out_dir=tmp,
                           show_progress=False), echo=lambda s: None)
@@ -137,8 +180,9 @@ def test_a_run_on_shared_draws_is_the_run_alone(tmp_path: Path,
     monkeypatch.setattr(Agent, "_next_user_message", counted)
     alone = _rows(tmp_path, "sessions=3")
     _rows(tmp_path, "sessions=4")
-    drawn = len(agent._draws)
+    drawn, replied = len(agent._draws), len(agent._replies)
     calls.clear()
     shared = _rows(tmp_path, "sessions=3")
     assert calls == [] and len(agent._draws) == drawn   # every live draw was a hit
+    assert len(agent._replies) == replied                # and every reply
     pd.testing.assert_frame_equal(shared, alone)
