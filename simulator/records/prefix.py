@@ -25,6 +25,7 @@ from simulator.util import tokens
 
 HEAD_SEGMENTS = 3  # tools, system, first message
 MAX_HEADS = 16_384  # run-wide head chains remembered (LRU); ≥ 3 per distinct session head
+K = TypeVar("K")
 V = TypeVar("V")
 
 
@@ -117,14 +118,35 @@ def _estimate(prefix: Prefix, messages: tuple[Message, ...], i: int) -> int:
     return prefix.tools_tokens_est if i == 0 else prefix.system_tokens_est
 
 
-def _remember(lru: OrderedDict[str, V], key: str, value: V, limit: int) -> None:
+def _remember(lru: OrderedDict[K, V], key: K, value: V, limit: int) -> V:
     """`setdefault` on a bounded LRU: keeps the first value, refreshes its recency."""
     if key in lru:
         lru.move_to_end(key)
-        return
+        return lru[key]
     lru[key] = value
     if len(lru) > limit:
         lru.popitem(last=False)
+    return value
+
+
+def _shared_tokens(seg: _Seg, other: _Seg) -> int:
+    """Tokens of the text `seg` shares at its start with `other`, minus the last
+    (which may straddle the cut)."""
+    a, b = seg.serialized(), other.serialized()
+    n = common_prefix_len(a, b)
+    if n == 0:
+        return 0
+    # a message's texts whose ids are known are encoded at their ends only
+    shared = _cut(_pieces(seg.message), n) if seg.message is not None else [a[:n]]
+    return max(0, len(tokens.encode_pieces(shared)) - 1)
+
+
+# The shared tokens of two messages, by their digests (a message's digest is its
+# serialised text's, as the chains' are): the runs of one process (a search's probes)
+# replay the same sessions, whose requests differ from their previous ones alike turn
+# by turn. An LRU of MAX_PARTIALS pairs (≈ 200 bytes each).
+MAX_PARTIALS = 65_536
+_partials: OrderedDict[tuple[str, str], int] = OrderedDict()
 
 
 @dataclass
@@ -186,14 +208,13 @@ class PrefixTracker:
             other = self._head_segs.get(chain_before)
         if other is None:
             return 0
-        a, b = seg.serialized(), other.serialized()
-        n = common_prefix_len(a, b)
-        if n == 0:
-            return 0
-        # Tokenise the shared text, minus its last token (which may straddle the cut);
-        # a message's texts whose ids are known are encoded at their ends only
-        shared = _cut(_pieces(seg.message), n) if seg.message is not None else [a[:n]]
-        return max(0, len(tokens.encode_pieces(shared)) - 1)
+        if seg.message is None or other.message is None:
+            return _shared_tokens(seg, other)
+        key = (seg.digest, other.digest)
+        if key in _partials:
+            _partials.move_to_end(key)
+            return _partials[key]
+        return _remember(_partials, key, _shared_tokens(seg, other), MAX_PARTIALS)
 
     def extend(self, session_id: str, reply: Message) -> None:
         """Count the server's own reply as seen: an engine caches the tokens it

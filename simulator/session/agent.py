@@ -126,6 +126,49 @@ _warm: OrderedDict[_WarmKey, tuple[Conversation, _Pending | None, str]] = Ordere
 _scenario_json: list[tuple[Scenario, str]] = []        # the last scenario's, once
 
 
+# Live turns' draws, shared by the runs of one process like `_warm`: a turn's user
+# message, wait, template and output size come from the (seed, session, turn) generator
+# and, for a tool result, from the tool call the previous reply ended with (its
+# template and id), never from timing or the server's replies, so session i's turn t
+# is drawn once for a whole search (the probes of `size` replay the same sessions at
+# other counts). The same Message object comes back: the prompt builder finds its ids
+# by identity (`PromptTokenizer`). Not with probes (planted facts), nor on resume. An
+# LRU bounded by the messages' estimated tokens (their text is shared with the
+# tokenizer's caches while those hold it).
+LIVE_DRAW_TOKENS = 4_000_000
+# (scenario, session, turn, pending template's index or -1, pending tool_use_id or "")
+_DrawKey = tuple[str, str, int, int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Draw:
+    """What a live turn draws before its request, and its `last_read` (None: kept)."""
+
+    message: Message
+    wait_s: float
+    template_index: int
+    max_tokens: int
+    last_read: str | None
+
+
+_draws: OrderedDict[_DrawKey, _Draw] = OrderedDict()
+_draws_held = [0]                                        # tokens_est in _draws
+
+# Live turns' replies as history, shared the same way: what `_append_reply` appends
+# (and the tool call it leaves pending) follows from the reply's content, the turn's
+# template, the (seed, session, turn) generator and, for an edit's input, the start of
+# `last_read`; the twin replies alike to the same request in every run, so the same
+# assistant Message objects come back and the prompt builder finds their ids by
+# identity. Keyed by value (the content's blocks), so any endpoint is safe; only with
+# live history, not with probes nor on resume. An LRU bounded like `_draws`.
+LIVE_REPLY_TOKENS = 4_000_000
+# (scenario, session, turn, template's index, reply content, the edit's `last_read` start)
+_ReplyKey = tuple[str, str, int, int, tuple[Block, ...], str]
+# the messages appended, and the pending tool call's id (None: nothing pending)
+_replies: OrderedDict[_ReplyKey, tuple[tuple[Message, ...], str | None]] = OrderedDict()
+_replies_held = [0]                                      # tokens_est in _replies
+
+
 def _scenario_key(s: Scenario) -> str:
     """The scenario as JSON but for its session count (memoised for the last one)."""
     if not _scenario_json or _scenario_json[0][0] is not s:
@@ -178,8 +221,7 @@ class Agent:
             replaying = (turn, "turn") in self.replay
             if self.ctx.stop.is_set() or (self.retire is not None and self.retire.is_set()):
                 return
-            rng = self.rng(turn)
-            user_msg, wait_s = self._next_user_message(turn, rng)
+            user_msg, wait_s, template, max_tokens = self._live_draw(turn)
             if turn == self.start_turn > 0:
                 # a warm-started session sends its first request at once, or (primed)
                 # after the rest of the idle gap it was met in
@@ -191,14 +233,13 @@ class Agent:
             idle, self._probe_s = self._due - now, 0.0
             if idle > 0 and not replaying and await self._idle(clock.to_sim(idle)):
                 return
-            template = self._draw_template(rng)
             self.conv = self.conv.append(user_msg)
             self._forced = 0
             event = await self._compact(turn)
             resp = await self._request(turn, template, event, wait_s, self.conv.messages,
-                                       "turn", self._max_tokens(template, rng))
+                                       "turn", max_tokens)
             sent = self.conv.messages
-            self._append_reply(resp, template, turn)
+            self._append_live_reply(resp, template, turn)
             if self.ctx.progress is not None and not replaying:
                 self.ctx.progress(resp.usage.output_tokens or resp.output_tokens_est)
             if self.prober is not None:
@@ -232,6 +273,78 @@ class Agent:
             _warm[key] = (self.conv, self.pending, self.last_read)
             if len(_warm) > WARM_HISTORIES:
                 _warm.popitem(last=False)
+
+    def _draw_key(self, turn: int) -> _DrawKey | None:
+        """The key of this turn's draws in `_draws`: everything `_next_user_message`,
+        `_draw_template` and `_max_tokens` read besides the generator's (seed, session,
+        turn), which the scenario and session give; None where they read more (planted
+        facts) or the run resumes."""
+        if self.prober is not None or self.ctx.replay:
+            return None
+        pending = None if turn == 0 else self.pending
+        if pending is None:
+            return (_scenario_key(self.s), self.session_id, turn, -1, "")
+        # by identity, or by value for a warm history's (an earlier run's scenario's)
+        ts = self.s.turn_templates
+        i = next((i for i, t in enumerate(ts) if t is pending.template), None)
+        if i is None:
+            i = next((i for i, t in enumerate(ts) if t == pending.template), None)
+        return None if i is None else \
+            (_scenario_key(self.s), self.session_id, turn, i, pending.tool_use_id)
+
+    def _live_draw(self, turn: int) -> tuple[Message, float, TurnTemplate, int]:
+        """A live turn's user message, wait (s), template and max_tokens, drawn as
+        `_next_user_message` etc. do or taken from a run in this process that drew the
+        same turn of the same session from the same state (`_draws`)."""
+        key = self._draw_key(turn)
+        hit = _draws.get(key) if key is not None else None
+        if key is not None and hit is not None:
+            _draws.move_to_end(key)
+            if hit.last_read is not None:
+                self.last_read = hit.last_read
+            return (hit.message, hit.wait_s, self.s.turn_templates[hit.template_index],
+                    hit.max_tokens)
+        rng = self.rng(turn)
+        reads = key is not None and key[3] >= 0 and \
+            self.pending is not None and self.pending.template.tool is not None and \
+            self.pending.template.tool.kind == "read"
+        user_msg, wait_s = self._next_user_message(turn, rng)
+        template = self._draw_template(rng)
+        max_tokens = self._max_tokens(template, rng)
+        if key is not None:
+            index = next(i for i, t in enumerate(self.s.turn_templates) if t is template)
+            _draws[key] = _Draw(user_msg, wait_s, index, max_tokens,
+                                self.last_read if reads else None)
+            _draws_held[0] += user_msg.tokens_est
+            while _draws_held[0] > LIVE_DRAW_TOKENS and len(_draws) > 1:
+                _draws_held[0] -= _draws.popitem(last=False)[1].message.tokens_est
+        return user_msg, wait_s, template, max_tokens
+
+    def _append_live_reply(self, resp: LLMResponse, template: TurnTemplate,
+                           turn: int) -> None:
+        """`_append_reply`, or the messages a run in this process appended for the same
+        reply to the same turn of the same session (`_replies`)."""
+        key: _ReplyKey | None = None
+        if self.s.history == "live" and self.prober is None and not self.ctx.replay:
+            index = next(i for i, t in enumerate(self.s.turn_templates) if t is template)
+            tool = template.tool
+            edit_old = self.last_read[:160] if tool is not None and tool.kind == "edit" else ""
+            key = (_scenario_key(self.s), self.session_id, turn, index, resp.content, edit_old)
+            hit = _replies.get(key)
+            if hit is not None:
+                _replies.move_to_end(key)
+                messages, pending_id = hit
+                self.conv = self.conv.append(*messages)
+                self.pending = None if pending_id is None else _Pending(template, pending_id)
+                return
+        before = len(self.conv.messages)
+        self._append_reply(resp, template, turn)
+        if key is not None:
+            added = self.conv.messages[before:]
+            _replies[key] = (added, None if self.pending is None else self.pending.tool_use_id)
+            _replies_held[0] += sum(m.tokens_est for m in added)
+            while _replies_held[0] > LIVE_REPLY_TOKENS and len(_replies) > 1:
+                _replies_held[0] -= sum(m.tokens_est for m in _replies.popitem(last=False)[1][0])
 
     def _synthesise_turn(self, turn: int) -> None:
         """Warm start: build turn `turn`'s history as the live loop would — same draws

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import random
 from array import array
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -71,6 +72,54 @@ def parse_tokens_per_pass(headers: Mapping[str, str]) -> float | None:
     return min(1000.0, max(1.0, value)) if value is not None and value == value else None
 
 
+# Planned replies' text and ids, shared by the runs of one process: the probes of a
+# `size` or `sweep` search replay the same sessions, whose requests repeat turn by turn
+# (only their timing differs), so each reply is planned once a search. `plan_reply` is
+# a pure function of its arguments, the prompt read only in its last
+# SOURCE_WINDOW_TOKENS and only when the reply copies from it: the key holds every
+# other argument as `plan_reply` reads it (code_edit and repeat_fraction as the copy
+# share) and that tail as a 128-bit digest (b"" when not read). An LRU bounded by the
+# ids held (≈ 8 bytes a token with the text).
+PLANNED_TOKENS = 4_000_000
+# (seed, limit, natural tokens, copy share, edit share, tokens per pass, tail digest)
+_PlanKey = tuple[int, int, int, float, float, float | None, bytes]
+_planned: OrderedDict[_PlanKey, tuple[str, array[int]]] = OrderedDict()
+_planned_held = [0]                                    # ids in _planned
+
+
+def _tail_digest(prompt: Sequence[int], copy_share: float,
+                 tokens_per_pass: float | None) -> bytes:
+    """The digest of the prompt's tail `plan_reply` copies from, b"" when it copies
+    nothing (as `plan_reply` decides)."""
+    if tokens_per_pass is None and not copy_share > 0:
+        return b""
+    tail = prompt[-textgen.SOURCE_WINDOW_TOKENS:]
+    data = tail if isinstance(tail, array) and tail.typecode == "I" else array("I", tail)
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _plan_reply(prompt: Sequence[int], limit: int, *, seed: int, natural_tokens: int,
+                code_edit: bool, repeat_fraction: float, edit_share: float,
+                tokens_per_pass: float | None) -> tuple[str, list[int]]:
+    """`textgen.plan_reply`, or the reply a run in this process planned with the same
+    arguments (`_planned`): the same text object, a fresh list of its ids."""
+    share = textgen.copy_share(code_edit, repeat_fraction)
+    key = (seed, limit, natural_tokens, share, edit_share, tokens_per_pass,
+           _tail_digest(prompt, share, tokens_per_pass))
+    hit = _planned.get(key)
+    if hit is not None:
+        _planned.move_to_end(key)
+        return hit[0], hit[1].tolist()
+    text, ids = textgen.plan_reply(prompt, limit, seed=seed, natural_tokens=natural_tokens,
+                                   code_edit=code_edit, repeat_fraction=repeat_fraction,
+                                   edit_share=edit_share, tokens_per_pass=tokens_per_pass)
+    _planned[key] = (text, array("I", ids))
+    _planned_held[0] += len(ids)
+    while _planned_held[0] > PLANNED_TOKENS and len(_planned) > 1:
+        _planned_held[0] -= len(_planned.popitem(last=False)[1][1])
+    return text, ids
+
+
 def plan(prompt: Sequence[int], max_tokens: int, limit: int, *, seed: int, code_edit: bool,
          repeat_fraction: float, natural_tokens: int | None,
          edit_share: float = textgen.EDIT_LINE_PROB,
@@ -79,9 +128,9 @@ def plan(prompt: Sequence[int], max_tokens: int, limit: int, *, seed: int, code_
     rseed = reply_seed(seed, prompt, max_tokens)
     natural = natural_tokens if natural_tokens is not None else \
         textgen.natural_length(random.Random(rseed))
-    text, ids = textgen.plan_reply(prompt, limit, seed=rseed, natural_tokens=natural,
-                                   code_edit=code_edit, repeat_fraction=repeat_fraction,
-                                   edit_share=edit_share, tokens_per_pass=tokens_per_pass)
+    text, ids = _plan_reply(prompt, limit, seed=rseed, natural_tokens=natural,
+                            code_edit=code_edit, repeat_fraction=repeat_fraction,
+                            edit_share=edit_share, tokens_per_pass=tokens_per_pass)
     # plan_reply's ids are its text's, no more than `limit` of them
     return PlannedReply(ids, "max_tokens" if natural >= limit else "end_turn", text)
 

@@ -315,6 +315,11 @@ def _paced(rng: random.Random, target: int, source: list[str], prompt: Sequence[
     return "".join(parts), pace.tokens[pace.base:]
 
 
+def copy_share(code_edit: bool, repeat_fraction: float) -> float:
+    """The share of an unpaced reply copied from its prompt (`plan_reply`'s)."""
+    return min(max(repeat_fraction, 0.0), 1.0) if code_edit else 0.0
+
+
 def plan_reply(prompt_tokens: Sequence[int], max_tokens: int, *, seed: int,
                natural_tokens: int | None, code_edit: bool,
                repeat_fraction: float,
@@ -344,7 +349,7 @@ def plan_reply(prompt_tokens: Sequence[int], max_tokens: int, *, seed: int,
         if not _whole_lines(source):
             ids = enc.encode_ordinary(text)
     else:
-        frac = min(max(repeat_fraction, 0.0), 1.0) if code_edit else 0.0
+        frac = copy_share(code_edit, repeat_fraction)
         source = _source_lines(prompt_tokens) if frac > 0 else []
         if _whole_lines(source):       # each line's ids found apart, none past the cut
             parts: list[str] = []
