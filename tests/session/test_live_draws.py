@@ -17,8 +17,6 @@ from simulator.clock import RunClock
 from simulator.endpoints.base import LLMResponse, Timing, Usage
 from simulator.endpoints.fake import FakeEndpoint
 from simulator.records.prefix import PrefixTracker
-from simulator.run.execute import execute
-from simulator.run.spec import RunSpec
 from simulator.scenario.model import Scenario
 from simulator.session import agent
 from simulator.session.agent import Agent, _Pending
@@ -28,9 +26,7 @@ from simulator.session.limiter import Limiter
 from simulator.session.prefix import build_base_prefix, tools_json
 from simulator.session.resume import StoredReply
 from tests.conftest import small_scenario
-
-ROOT = Path(__file__).resolve().parents[2]
-TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")
+from tests.warm_runs import team_rows
 
 
 @pytest.fixture(autouse=True)
@@ -161,14 +157,6 @@ def test_no_reply_memo_with_scripted_history() -> None:
     assert not agent._replies
 
 
-def _rows(tmp: Path, *overrides: str) -> pd.DataFrame:
-    res = execute(RunSpec(TEAM, ["turns=12", "load.warm_start=true", *overrides], out_dir=tmp,
-                          show_progress=False), echo=lambda s: None)
-    assert res.status == "completed", res.outcome.reason
-    t = pd.read_parquet(res.run_dir / "turns.parquet")
-    return t.drop(columns=["run_id", "started_at"]).reset_index(drop=True)
-
-
 def test_a_run_on_shared_draws_is_the_run_alone(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
@@ -178,11 +166,11 @@ def test_a_run_on_shared_draws_is_the_run_alone(tmp_path: Path,
         calls.append(turn)
         return draw(self, turn, rng)
     monkeypatch.setattr(Agent, "_next_user_message", counted)
-    alone = _rows(tmp_path, "sessions=3")
-    _rows(tmp_path, "sessions=4")
+    alone = team_rows(tmp_path, "sessions=3")
+    team_rows(tmp_path, "sessions=4")
     drawn, replied = len(agent._draws), len(agent._replies)
     calls.clear()
-    shared = _rows(tmp_path, "sessions=3")
+    shared = team_rows(tmp_path, "sessions=3")
     assert calls == [] and len(agent._draws) == drawn   # every live draw was a hit
     assert len(agent._replies) == replied                # and every reply
     pd.testing.assert_frame_equal(shared, alone)

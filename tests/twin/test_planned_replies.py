@@ -12,13 +12,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from simulator.run.execute import execute
-from simulator.run.spec import RunSpec
 from simulator.twin.serve import reply, textgen
 from simulator.util import tokens
-
-ROOT = Path(__file__).resolve().parents[2]
-TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")
+from tests.warm_runs import team_rows
 
 
 @pytest.fixture(autouse=True)
@@ -92,14 +88,6 @@ def test_the_memo_is_bounded_by_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
     assert reply._planned_held[0] == len(next(iter(reply._planned.values()))[1])
 
 
-def _rows(tmp: Path, *overrides: str) -> pd.DataFrame:
-    res = execute(RunSpec(TEAM, ["turns=12", "load.warm_start=true", *overrides], out_dir=tmp,
-                          show_progress=False), echo=lambda s: None)
-    assert res.status == "completed", res.outcome.reason
-    t = pd.read_parquet(res.run_dir / "turns.parquet")
-    return t.drop(columns=["run_id", "started_at"]).reset_index(drop=True)
-
-
 def test_a_run_on_shared_replies_is_the_run_alone(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
@@ -109,10 +97,10 @@ def test_a_run_on_shared_replies_is_the_run_alone(tmp_path: Path,
         calls.append(1)
         return plan_reply(*args, **kw)
     monkeypatch.setattr(textgen, "plan_reply", counted)
-    alone = _rows(tmp_path, "sessions=3")
+    alone = team_rows(tmp_path, "sessions=3")
     assert calls
-    _rows(tmp_path, "sessions=4")
+    team_rows(tmp_path, "sessions=4")
     calls.clear()
-    shared = _rows(tmp_path, "sessions=3")
+    shared = team_rows(tmp_path, "sessions=3")
     assert calls == []                                        # every reply from the memo
     pd.testing.assert_frame_equal(shared, alone)
