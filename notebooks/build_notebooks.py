@@ -211,8 +211,9 @@ SIZING = [
 
 `scenarios/claude-code-team.yaml` (coding sessions sharing a ~20k-token prefix) swept
 over session counts on three twin hardware profiles with the same model, then
-`nb.size` finds the largest count meeting the SLOs by a geometric probe, bisection
-and a repeat run, and names the binding constraint. Short sessions (`TURNS` turns) keep
+`nb.size` finds the largest count meeting the SLOs by a geometric probe, a gallop from
+where the figures put the boundary (a bisection when they give none) and a repeat run,
+and names the binding constraint. Short sessions (`TURNS` turns) keep
 this fast; every figure is **simulated** by the twin. Runs are reused from `results/`
 when they exist.
 
