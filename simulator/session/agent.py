@@ -169,10 +169,15 @@ _replies: OrderedDict[_ReplyKey, tuple[tuple[Message, ...], str | None]] = Order
 _replies_held = [0]                                      # tokens_est in _replies
 
 
+# What no session reads: runs that differ only here draw the same sessions (a size
+# search's counts, a fleet search's replica counts and router)
+_NOT_DRAWN_FROM = frozenset({"sessions", "fleet"})
+
+
 def _scenario_key(s: Scenario) -> str:
-    """The scenario as JSON but for its session count (memoised for the last one)."""
+    """The scenario as JSON but for what no session reads (memoised for the last one)."""
     if not _scenario_json or _scenario_json[0][0] is not s:
-        _scenario_json[:] = [(s, s.model_dump_json(exclude={"sessions"}))]
+        _scenario_json[:] = [(s, s.model_dump_json(exclude=set(_NOT_DRAWN_FROM)))]
     return _scenario_json[0][1]
 
 

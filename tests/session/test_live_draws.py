@@ -174,3 +174,22 @@ def test_a_run_on_shared_draws_is_the_run_alone(tmp_path: Path,
     assert calls == [] and len(agent._draws) == drawn   # every live draw was a hit
     assert len(agent._replies) == replied                # and every reply
     pd.testing.assert_frame_equal(shared, alone)
+
+
+def test_fleets_of_other_sizes_share_their_sessions_draws(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fleet search's probes differ in `fleet.replicas` only, which no session reads:
+    the second fleet neither draws a turn nor synthesises a warm history again."""
+    calls: list[int] = []
+    draw = Agent._next_user_message
+
+    def counted(self: Agent, turn: int, rng: Any) -> Any:
+        calls.append(turn)
+        return draw(self, turn, rng)
+    monkeypatch.setattr(Agent, "_next_user_message", counted)
+    agent._warm.clear()
+    team_rows(tmp_path, "sessions=4", "fleet.replicas=2", "fleet.router=prefix_aware")
+    assert calls
+    calls.clear()
+    team_rows(tmp_path, "sessions=4", "fleet.replicas=3", "fleet.router=prefix_aware")
+    assert calls == []
