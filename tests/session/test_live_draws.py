@@ -157,8 +157,9 @@ def test_no_reply_memo_with_scripted_history() -> None:
     assert not agent._replies
 
 
-def test_a_run_on_shared_draws_is_the_run_alone(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def drawn_turns(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The turns `Agent._next_user_message` draws from here on (a memo hit draws none)."""
     calls: list[int] = []
     draw = Agent._next_user_message
 
@@ -166,6 +167,11 @@ def test_a_run_on_shared_draws_is_the_run_alone(tmp_path: Path,
         calls.append(turn)
         return draw(self, turn, rng)
     monkeypatch.setattr(Agent, "_next_user_message", counted)
+    return calls
+
+
+def test_a_run_on_shared_draws_is_the_run_alone(tmp_path: Path, drawn_turns: list[int]) -> None:
+    calls = drawn_turns
     alone = team_rows(tmp_path, "sessions=3")
     team_rows(tmp_path, "sessions=4")
     drawn, replied = len(agent._draws), len(agent._replies)
@@ -177,16 +183,10 @@ def test_a_run_on_shared_draws_is_the_run_alone(tmp_path: Path,
 
 
 def test_fleets_of_other_sizes_share_their_sessions_draws(tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                                          drawn_turns: list[int]) -> None:
     """The fleet search's probes differ in `fleet.replicas` only, which no session reads:
     the second fleet neither draws a turn nor synthesises a warm history again."""
-    calls: list[int] = []
-    draw = Agent._next_user_message
-
-    def counted(self: Agent, turn: int, rng: Any) -> Any:
-        calls.append(turn)
-        return draw(self, turn, rng)
-    monkeypatch.setattr(Agent, "_next_user_message", counted)
+    calls = drawn_turns
     agent._warm.clear()
     team_rows(tmp_path, "sessions=4", "fleet.replicas=2", "fleet.router=prefix_aware")
     assert calls
