@@ -228,7 +228,13 @@ def test_watch_follows_a_workers_run_to_its_end_and_replays_it(tmp_path: Path) -
             watch = endurance("watch", str(run_dir), "--progress", "plain", "--every", "1")
             w_out, w_err = watch.communicate(timeout=300)
         finally:
-            _r_out, r_err = stop(run)
+            # the watch ends when the run's summary is written; the run may still be
+            # exiting then: wait for it to end on its own (SIGTERM then, once, killed a
+            # run at load: -15), stopping it only if it does not
+            try:
+                _r_out, r_err = run.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                _r_out, r_err = stop(run)
     assert run.returncode == 0, r_err
     assert watch.returncode == 0, w_err
     assert f"following {run_dir}" in w_err
