@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from simulator.clock import RunClock
-from simulator.clock.virtual import run_virtual
+from simulator.clock.virtual import quiet_now, run_virtual
 
 
 def test_conversions_at_a_rate() -> None:
@@ -45,6 +45,42 @@ def test_waits_and_timeouts_are_simulated_seconds() -> None:
     waited, timed_out, stopped, deadline = run_virtual(main())
     assert waited == pytest.approx(0.2) and not timed_out and stopped
     assert deadline == pytest.approx(0.5)
+
+
+def test_quiet_now_says_whether_anything_else_can_run_at_this_instant() -> None:
+    """The in-process driver skips its settling yields only when alone at an instant."""
+    seen: list[tuple[str, bool]] = []
+    first: list[tuple[str, bool]] = []
+
+    async def other() -> None:
+        seen.append(("other", quiet_now()))
+
+    async def main() -> None:
+        await asyncio.sleep(1.0)
+        seen.append(("alone", quiet_now()))
+        task = asyncio.get_running_loop().create_task(other())
+        seen.append(("with a task ready", quiet_now()))
+        await task
+        first.extend(seen)
+        seen.clear()
+
+        async def sleeper(name: str) -> None:
+            await asyncio.sleep(0.5)
+            seen.append((name, quiet_now()))
+
+        # two tasks woken at one instant: the first to run is not alone, the second is
+        tasks = [asyncio.get_running_loop().create_task(sleeper(n)) for n in "ab"]
+        await asyncio.sleep(1.0)
+        await asyncio.gather(*tasks)
+
+    run_virtual(main())
+    assert first == [("alone", True), ("with a task ready", False), ("other", True)]
+    assert [q for _, q in seen] == [False, True]
+    assert asyncio.run(_quiet_on_a_real_loop()) is False
+
+
+async def _quiet_on_a_real_loop() -> bool:
+    return quiet_now()
 
 
 def test_no_call_site_scales_time_by_hand() -> None:

@@ -74,6 +74,14 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         return sched[0].when() if sched else None
 
 
+def quiet_now() -> bool:
+    """Whether nothing but the caller can run at this instant of the running loop when
+    it is virtual: no callback is ready, so no timer of this instant is left to fire
+    and nothing another task did is waiting (False on any other loop)."""
+    loop = asyncio.get_running_loop()
+    return isinstance(loop, VirtualTimeLoop) and not loop._ready  # type: ignore[attr-defined]
+
+
 def run_virtual(coro: Coroutine[Any, Any, T]) -> T:
     """`asyncio.run` on a fresh virtual-time loop."""
     with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
