@@ -320,3 +320,35 @@ def _same_long(new: BlockPool, old: OraclePool, n: int) -> None:
     assert new.free_order() == old.free_order()
     assert new.num_cached() == old.num_cached()
     assert [new.block_hash(b) for b in range(n)] == [old.block_hash(b) for b in range(n)]
+
+
+def test_caching_blocks_again_in_a_batch_matches_the_oracle() -> None:
+    """A batch as block by block: blocks that already hold a hash keep it, a hash
+    another block holds stays there, and a stale entry is overwritten."""
+    n = 4 * block_pool.SMALL
+    new, old = BlockPool(n, 16), OraclePool(n, 16)
+    blocks = list(new.allocate(n) or [])
+    assert blocks == old.allocate(n)
+    first, second = blocks[:2 * block_pool.SMALL], blocks[2 * block_pool.SMALL:]
+    hs = list(range(1000, 1000 + len(first)))
+    for pool in (new, old):
+        _cache(pool, first, hs)                                # fresh: all register
+        _cache(pool, first, [h + 5000 for h in hs])            # already hashed: kept
+        _cache(pool, second, hs)                               # held elsewhere: kept
+        pool.free(first[::-1])
+    _same(new, old, n)
+    again = list(new.allocate(len(first)) or [])               # `first`'s hashes go stale
+    assert again == old.allocate(len(first))
+    for pool in (new, old):
+        _cache(pool, again, [h + 7 for h in hs])               # no clash: all register
+    _same(new, old, n)
+    assert [new.block_hash(b) for b in first] == [old.block_hash(b) for b in first]
+
+
+def _cache(pool: BlockPool | OraclePool, blocks: list[int], hashes: list[int]) -> None:
+    """The pool's batch call; the oracle's one block at a time."""
+    if isinstance(pool, BlockPool):
+        pool.cache_blocks(blocks, hashes)
+    else:
+        for b, h in zip(blocks, hashes, strict=True):
+            pool.cache_block(b, h)
