@@ -133,14 +133,21 @@ class ProcessExecutor:
     def __init__(self) -> None:
         self._procs: list[Any] = []
         self._stopping = False
+        self._unsent: int | None = None     # a stop that came before any worker started
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
-        """Send `sig` to every worker still running."""
+        """Send `sig` to every worker still running; before any has started, send it to
+        each once they have (a Ctrl-C landing between the handler's install and the
+        starts went to no one, and the workers ran to their end: exit 0)."""
         self._stopping = True
+        sent = False
         for proc in self._procs:
             if proc.is_alive() and proc.pid is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(proc.pid, sig)
+                    sent = True
+        if not sent and not any(p.exitcode is not None for p in self._procs):
+            self._unsent = sig
 
     def run_shards(self, jobs: Sequence[ShardJob]) -> list[ShardResult]:
         ctx = get_context("spawn")
@@ -163,6 +170,9 @@ class ProcessExecutor:
                     proc.start()
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, masked)
+            if self._unsent is not None:
+                sig, self._unsent = self._unsent, None
+                self.stop(sig)
             got: dict[int, ShardResult] = {}
             while len(got) < len(jobs):
                 if not results.empty():

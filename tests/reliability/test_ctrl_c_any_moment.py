@@ -111,3 +111,35 @@ def test_a_ctrl_c_inside_a_finalizer_reaches_the_main_thread_unprinted(
     finally:
         sys.unraisablehook = old
     assert "Exception ignored" not in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_before_the_workers_start_reaches_them(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """CI caught a Ctrl-C landing after the executor's forwarding handler was installed
+    but before any worker had started: it was forwarded to no one, the workers ran to
+    their end and the run exited 0. It lands there on purpose here (as the starts are
+    about to be masked), and the run must end interrupted, with 130."""
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+
+    real_mask = signal.pthread_sigmask
+    landed: list[bool] = []
+
+    def mask(how: int, sigs: object) -> object:
+        if (how == signal.SIG_BLOCK and not landed
+                and sys._getframe(1).f_code.co_name == "run_shards"):
+            landed.append(True)
+            os.kill(os.getpid(), signal.SIGINT)      # handled by the forwarding handler
+        return real_mask(how, sigs)                  # type: ignore[arg-type]
+
+    path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=2, turns=150))
+    with TwinThread() as twin:
+        monkeypatch.setattr(signal, "pthread_sigmask", mask)
+        r = CliRunner().invoke(main, ["run", str(path), "--endpoint", twin.url,
+                                      "--workers", "2", "--out", str(tmp_path / "out"),
+                                      "--quiet"])
+    assert landed, "the workers were never started"
+    assert r.exit_code == 130, (r.exit_code, r.output[-2000:])
+    assert "status: interrupted" in r.output and "Traceback" not in r.output
