@@ -140,13 +140,15 @@ class ProcessExecutor:
         each once they have (a Ctrl-C landing between the handler's install and the
         starts went to no one, and the workers ran to their end: exit 0)."""
         self._stopping = True
-        sent = False
+        started = False
         for proc in self._procs:
-            if proc.is_alive() and proc.pid is not None:
+            if proc.pid is None:                 # not started yet
+                continue
+            started = True
+            if proc.is_alive():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(proc.pid, sig)
-                    sent = True
-        if not sent and not any(p.exitcode is not None for p in self._procs):
+        if not started:
             self._unsent = sig
 
     def run_shards(self, jobs: Sequence[ShardJob]) -> list[ShardResult]:
