@@ -65,6 +65,12 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         if seconds > 0:
             self._virtual_now += seconds
 
+    def quiet(self) -> bool:
+        """Whether nothing but the caller can run at this instant: no callback is ready,
+        so no timer of this instant is left to fire and nothing another task did is
+        waiting."""
+        return not self._ready  # type: ignore[attr-defined]
+
     def next_timer(self) -> float | None:
         """When the earliest scheduled timer is due (None when none is)."""
         sched: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
@@ -75,11 +81,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
 
 def quiet_now() -> bool:
-    """Whether nothing but the caller can run at this instant of the running loop when
-    it is virtual: no callback is ready, so no timer of this instant is left to fire
-    and nothing another task did is waiting (False on any other loop)."""
+    """The running loop's `quiet()` when it is virtual, else False."""
     loop = asyncio.get_running_loop()
-    return isinstance(loop, VirtualTimeLoop) and not loop._ready  # type: ignore[attr-defined]
+    return isinstance(loop, VirtualTimeLoop) and loop.quiet()
 
 
 def run_virtual(coro: Coroutine[Any, Any, T]) -> T:
