@@ -141,7 +141,11 @@ def test_sigkilled_workers_parent_orphans_nothing_and_resume_completes(tmp_path:
 
     from simulator.cli import main
     from tests.reliability_twin import TwinThread, endurance, soak_scenario, write_yaml
-    path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=4, turns=120))
+    # long enough that neither worker ends before the other has started on a loaded
+    # machine (CI: with 120 turns a late second worker found the first one finished,
+    # its owner file gone)
+    turns = 600
+    path = write_yaml(tmp_path / "s.yaml", soak_scenario(sessions=4, turns=turns))
     with TwinThread() as twin:
         proc = endurance("run", str(path), "--quiet", "--endpoint", twin.url, "--workers", "2",
                          "--stop-grace-s", "1", "--out", str(tmp_path / "r"))
@@ -168,7 +172,7 @@ def test_sigkilled_workers_parent_orphans_nothing_and_resume_completes(tmp_path:
         assert r.exit_code == 0, r.output
     df = turns_of_dir(run_dir)
     ok = df[df.ok]
-    assert len(ok[ok.request_kind == "turn"]) == 4 * 120
+    assert len(ok[ok.request_kind == "turn"]) == 4 * turns
     assert not df.duplicated(["session_id", "turn_index", "request_kind", "attempt"]).any()
     m = json.loads((run_dir / "manifest.json").read_text())
     assert m["status"] == "completed" and m["resumes"][0]["worker_rows_merged"] > 0
