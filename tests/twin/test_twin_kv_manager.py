@@ -7,7 +7,10 @@ from array import array
 from collections.abc import Iterator
 from typing import Any
 
-from simulator.twin.core.block_pool import extend_hash_chain
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.twin.core.block_pool import common_blocks, common_chain, extend_hash_chain
 from simulator.twin.core.kv_cache_manager import KVCacheManager
 from simulator.twin.core.request import Seq
 from simulator.twin.core.types import RequestResult
@@ -193,3 +196,16 @@ def test_a_routers_hinted_count_is_the_walk_of_the_hash_map() -> None:
         if len(running) > rng.randrange(3) or not kv.num_used < kv.num_blocks:
             kv.free(running.pop(0))
     assert hinted > 50                                  # the hinted path was taken
+
+
+@given(st.lists(st.integers(0, 3), min_size=0, max_size=40),
+       st.lists(st.integers(0, 3), min_size=0, max_size=40), st.integers(-1, 12))
+@settings(max_examples=300, deadline=None)
+def test_chains_agree_on_as_many_blocks_as_their_tokens(a: list[int], b: list[int],
+                                                        n: int) -> None:
+    """`common_chain` of two prompts' hash chains is `common_blocks` of their tokens,
+    whatever the bound (a small alphabet: long shared runs, differences anywhere)."""
+    ta, tb = array("I", a), array("I", b)
+    ca = extend_hash_chain(ta, len(ta), BS, [])
+    cb = extend_hash_chain(tb, len(tb), BS, [])
+    assert common_chain(ca, cb, n) == common_blocks(ta, tb, n, BS)

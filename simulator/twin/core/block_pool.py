@@ -68,6 +68,27 @@ def common_blocks(a: array[int], b: array[int], n: int, block_size: int) -> int:
     return n if not differ[first] else first // block_size
 
 
+def common_chain(a: Sequence[int], b: Sequence[int], n: int) -> int:
+    """The most leading blocks, at most n, on which two hash chains agree. Block i's
+    hash covers every token up to its end, so two chains agree up to some block and
+    differ from there on: a binary search finds it in O(log n) compares of two ints.
+    `common_blocks` of the chains' token arrays gives the same count (barring a 64-bit
+    hash collision, which the prefix cache itself would take for a hit)."""
+    n = min(n, len(a), len(b))
+    if n <= 0:
+        return 0
+    if a[n - 1] == b[n - 1]:
+        return n
+    lo, hi = 0, n - 1               # blocks before lo agree; block hi differs
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid] == b[mid]:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 class BlockPool:
     """Fixed pool of KV blocks with reference counts, hashes and an LRU free queue.
 
@@ -167,6 +188,12 @@ class BlockPool:
         ids = _ids(block_ids).copy()        # not a view: the table may grow again
         return Snapshot(ids, self._gen_np[ids], shared)
 
+    def held(self, block_ids: array[int], n: int) -> Snapshot:
+        """The first n blocks of a running request, which it holds (referenced: none
+        can be reallocated while it runs), for a `lookup` made before anything frees
+        them whose chain shares their n hashes."""
+        return Snapshot(np.frombuffer(block_ids, dtype=np.int64, count=n).copy(), None, n)
+
     def lookup(self, hashes: Sequence[int], max_blocks: int,
                known: Snapshot | None = None) -> array[int]:
         """Blocks of the longest cached prefix: walk the chain until the first miss.
@@ -183,8 +210,9 @@ class BlockPool:
             k = min(known.shared, len(known.ids), max_blocks, len(hashes))
             if k > 0:
                 ids = known.ids[:k]
-                moved = ((self._gen_np[ids] != known.gens[:k])
-                         | (self._hash_np[ids] == NO_HASH))
+                moved = self._hash_np[ids] == NO_HASH
+                if known.gens is not None:
+                    moved |= self._gen_np[ids] != known.gens[:k]
                 start = int(moved.argmax())     # (argmax: no `any`, which costs µs)
                 if not moved[start]:
                     start = k
@@ -473,7 +501,10 @@ class Snapshot(NamedTuple):
     """A request's blocks as `BlockPool.snapshot` saw them."""
 
     ids: npt.NDArray[np.int64]       # block ids, in chain order
-    gens: npt.NDArray[np.int64]      # their generations then
+    # their generations then; None for blocks held by a running request, looked up at
+    # once (`BlockPool.held`): a held block is never reallocated, so only its hash
+    # needs a check (a duplicate's registration left it without one)
+    gens: npt.NDArray[np.int64] | None
     shared: int                      # leading blocks whose hashes the chain shares
 
 

@@ -49,7 +49,12 @@ from array import array
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 
-from simulator.twin.core.block_pool import BlockPool, common_blocks, extend_hash_chain
+from simulator.twin.core.block_pool import (
+    BlockPool,
+    common_blocks,
+    common_chain,
+    extend_hash_chain,
+)
 from simulator.twin.core.kv_offload import HostTier
 from simulator.twin.core.request import Seq
 
@@ -167,16 +172,18 @@ class KVCacheManager:
         last = self._keyed.get(key) if key is not None else None
         if last is None and self._keyed:
             last = next(reversed(self._keyed.values()))
-        if last is not None:
+        if last is not None and len(tokens):
             seq = last[2]
-            # a running request's blocks as they are (registered ones: n_cached)
-            known = (self._pool.snapshot(seq.blocks[:seq.n_cached], seq.n_cached)
-                     if seq.blocks else seq.hint)
-            if known is not None:
-                # the leading blocks whose tokens, hence hashes, the two chains share
-                m = common_blocks(tokens, last[0], min(len(last[1]), known.shared, cap), bs)
+            # the leading blocks whose hashes the two chains share: of a running
+            # request, its registered blocks as they are (held: `BlockPool.held`)
+            if seq.blocks:
+                m = common_chain(hashes, last[1], min(seq.n_cached, cap))
                 if m:
-                    hint = known._replace(shared=m)
+                    hint = self._pool.held(seq.blocks, m)
+            elif seq.hint is not None:
+                m = common_chain(hashes, last[1], min(seq.hint.shared, cap))
+                if m:
+                    hint = seq.hint._replace(shared=m)
         return len(self._pool.lookup(hashes, cap, hint))
 
     def _last_state(self, hashes: list[int], n: int) -> tuple[int, list[int]]:
