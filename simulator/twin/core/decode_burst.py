@@ -76,15 +76,15 @@ def burst_len(running: list[Seq], max_num_batched_tokens: int) -> int:
 
 def run_burst(running: list[Seq], kv: KVCacheManager, k: int, now: float, stop: float,
               step_time: Callable[[StepShape], float], terms: DecodeTerms | None,
-              ) -> tuple[int, float]:
+              room: list[int], since: int) -> tuple[int, float]:
     """Up to k pure decode steps of `running` from `now`; stops once now ≥ stop, or when
     a block is needed and none is free. Appends each step's end time to every sequence's
-    token times and gives blocks as the tables fill; the caller advances positions.
-    Returns (steps run, new now in s)."""
+    token times and gives blocks as the tables fill (raising `room`: `kv.room(running)`
+    as it was `since` decode steps ago, kept by the caller across the bursts of one
+    batch); the caller advances positions. Returns (steps run, new now in s)."""
     r = len(running)
     ctx = sum(s.num_computed for s in running) + r
-    room = kv.room(running)                     # steps each can run without a block
-    next_alloc = min(room)
+    next_alloc = min(room) - since              # steps each can run without a block
     ends: list[float] = []
     append = ends.append
     done = 0
@@ -92,7 +92,7 @@ def run_burst(running: list[Seq], kv: KVCacheManager, k: int, now: float, stop: 
         base, mem0, coef, scale = terms.base, terms.mem0, terms.kv_coef, terms.kv_scale
         state, comp = terms.state, terms.comp
     while done < k and now < stop:
-        if done == next_alloc and not kv.allocate_blocks(running, room, done):
+        if done == next_alloc and not kv.allocate_blocks(running, room, done + since):
             break
         if terms is not None:
             t_mem = mem0 + coef * (ctx + r) * scale + state
@@ -103,7 +103,7 @@ def run_burst(running: list[Seq], kv: KVCacheManager, k: int, now: float, stop: 
         ctx += r
         done += 1
         if done > next_alloc:
-            next_alloc = min(room)
+            next_alloc = min(room) - since
     if ends:
         for s in running:
             s.result.token_times.extend(ends)

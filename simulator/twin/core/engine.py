@@ -122,6 +122,12 @@ class TwinEngine:
         self._admit_blocked = False
         self._spare_indexes: deque[NgramIndex] = deque(maxlen=SPARE_INDEXES)
         self._terms: dict[int, DecodeTerms | None] = {}   # batch size → inline step terms
+        # what the last burst leaves for the next while the batch stays as it is (only
+        # a step through the scheduler changes it): the steps `burst_len` would give,
+        # and the batch's `room` with the decode steps run since it was taken
+        self._burst_left: int | None = None
+        self._room: list[int] = []
+        self._room_since = 0
         self._peak_used = 0                                # most blocks in use after a step
 
     @staticmethod
@@ -235,7 +241,12 @@ class TwinEngine:
                 self.now = t
                 break
             if self.spec is None and (self._admit_blocked or not self._waiting):
-                k = burst_len(self._running, self.max_num_batched_tokens)
+                k = self._burst_left
+                if k is None:
+                    k = burst_len(self._running, self.max_num_batched_tokens)
+                    if k > 0:
+                        self._room = self.kv_cache_manager.room(self._running)
+                        self._room_since = 0
                 if k > 0 and self._burst(k, t):
                     continue
             finished = self._run_step(None, None)
@@ -255,7 +266,10 @@ class TwinEngine:
         stop = min(t, self._pending[0][0]) if self._pending else t
         if self._loading and self._loading[0][0] < stop:
             stop = self._loading[0][0]
-        done, self.now = run_burst(running, kv, k, self.now, stop, self._step_time, terms)
+        done, self.now = run_burst(running, kv, k, self.now, stop, self._step_time, terms,
+                                   self._room, self._room_since)
+        self._burst_left = k - done
+        self._room_since += done
         bs = kv.block_size
         for s in running:
             c = s.num_computed + done
@@ -335,6 +349,7 @@ class TwinEngine:
     def _run_step(self, emitted: list[tuple[str, int]] | None,
                   admitted: list[str] | None) -> list[str]:
         """Schedule, time and apply one step; returns the ids it finished."""
+        self._burst_left = None            # the batch may change: bursts start afresh
         sched, nums = self._schedule(admitted)
         if not sched and self._loading:      # all it admitted went to host loads
             self.now = max(self.now, self._loading[0][0])
