@@ -1,6 +1,7 @@
-"""The twin's planned replies are shared by the runs of one process (`reply._planned`):
-a request planned before with the same arguments gets the same reply as a fresh plan,
-and arguments that differ in anything `plan_reply` reads plan their own."""
+"""The twin's planned replies are shared by the runs of one process (`reply._planned`,
+and by request in the in-process twin: `twin._plans`): a request planned before with
+the same arguments gets the same reply as a fresh plan, and arguments that differ in
+anything `plan_reply` (`plan_for`) reads plan their own."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from simulator.endpoints.base import LLMRequest
+from simulator.endpoints.inprocess import twin as twin_mod
+from simulator.endpoints.inprocess.twin import InProcessTwin
+from simulator.protocol.messages import Message, Prefix, TextBlock
 from simulator.twin.serve import reply, textgen
 from simulator.util import tokens
 from tests.warm_runs import team_rows
@@ -19,11 +24,15 @@ from tests.warm_runs import team_rows
 
 @pytest.fixture(autouse=True)
 def _cold() -> Iterator[None]:
-    reply._planned.clear()
-    reply._planned_held[0] = 0
+    for memo, held in ((reply._planned, reply._planned_held),
+                       (twin_mod._plans, twin_mod._plans_held)):
+        memo.clear()
+        held[0] = 0
     yield
-    reply._planned.clear()
-    reply._planned_held[0] = 0
+    for memo, held in ((reply._planned, reply._planned_held),
+                       (twin_mod._plans, twin_mod._plans_held)):
+        memo.clear()
+        held[0] = 0
 
 
 def _prompt(seed: int) -> array[int]:
@@ -104,3 +113,74 @@ def test_a_run_on_shared_replies_is_the_run_alone(tmp_path: Path,
     shared = team_rows(tmp_path, "sessions=3")
     assert calls == []                                        # every reply from the memo
     pd.testing.assert_frame_equal(shared, alone)
+
+
+# -- by request, in the in-process twin ---------------------------------------------
+PREFIX = Prefix("You are a coding agent.", (), 6, 0)
+
+
+def _request(text: str, max_tokens: int = 300, hints: dict[str, str] | None = None,
+             ) -> LLMRequest:
+    return LLMRequest("m", PREFIX, (Message("user", (TextBlock(text),)),), max_tokens,
+                      hints=dict(hints or {}))
+
+
+def _planned_fresh(twin: InProcessTwin, request: LLMRequest) -> reply.PlannedReply:
+    return reply.plan_for(twin.prompt_of(request), request.max_tokens, request.hints,
+                          context_window=twin.context_window, seed=twin.seed)
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    plan_for = reply.plan_for
+
+    def counted(*args: Any, **kw: Any) -> reply.PlannedReply:
+        calls.append(1)
+        return plan_for(*args, **kw)
+    monkeypatch.setattr(reply, "plan_for", counted)
+    return calls
+
+
+def test_a_request_met_again_is_planned_once_and_alike(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    twin = InProcessTwin("h100", "qwen3-coder-30b-a3b-awq")
+    request = _request("fix the failing test in parser.py", hints={"x-endurance-turn-kind": "edit"})
+    expected = _planned_fresh(twin, request)
+    calls = _counting(monkeypatch)
+    first = twin._plan(request, twin.prompt_of(request))
+    other_run = InProcessTwin("h100", "qwen3-coder-30b-a3b-awq")     # a later probe's
+    again = other_run._plan(request, other_run.prompt_of(request))
+    assert calls == [1]                                  # the second from the memo
+    assert first == again == expected
+    again.token_ids.append(0)                            # a caller's list is its own
+    assert other_run._plan(request, other_run.prompt_of(request)) == expected
+    held = next(iter(twin_mod._plans.values()))[0]
+    assert held[0] is request.prefix and held[1] is request.messages   # ids stay theirs
+
+
+def test_every_argument_plan_for_reads_keys_its_own_entry(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    twin = InProcessTwin("h100", "qwen3-coder-30b-a3b-awq")
+    base = _request("rename the cache helper", hints={"x-endurance-output-tokens": "400"})
+    variants = [
+        (twin, _request("rename the cache helper", hints={"x-endurance-output-tokens": "400"})),
+        (twin, _request("rename the cache helper", 200, {"x-endurance-output-tokens": "400"})),
+        (twin, _request("rename the cache helper", hints={"x-endurance-output-tokens": "90"})),
+        (InProcessTwin("h100", "qwen3-coder-30b-a3b-awq", seed=1), base),
+        (InProcessTwin("h100", "qwen3-coder-30b-a3b-awq", context_window=20_000), base)]
+    expected = [_planned_fresh(t, request) for t, request in variants]
+    twin._plan(base, twin.prompt_of(base))
+    calls = _counting(monkeypatch)
+    assert [t._plan(r, t.prompt_of(r)) for t, r in variants] == expected
+    assert len(calls) == len(variants)                   # none taken from base's entry
+    assert len(twin_mod._plans) == 1 + len(variants)
+
+
+def test_the_plans_are_bounded_by_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(twin_mod, "PLANS_HELD_TOKENS", 1)
+    twin = InProcessTwin("h100", "qwen3-coder-30b-a3b-awq")
+    for word in ("one", "two", "three"):
+        r = _request(f"explain {word}")
+        twin._plan(r, twin.prompt_of(r))
+    assert len(twin_mod._plans) == 1
+    assert twin_mod._plans_held[0] == len(next(iter(twin_mod._plans.values()))[1][0])

@@ -13,6 +13,7 @@ import asyncio
 import itertools
 import math
 from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -42,6 +43,21 @@ from simulator.util import tokens
 # Yields granted to woken agents before the driver plans again, so that a request
 # sent in reaction to a delivery is in the engine before it runs ahead.
 _SETTLE_YIELDS = 3
+
+
+# Planned replies by request, shared by the runs of one process: the probes of a `size`
+# search (or a fleet's) replay the same sessions, whose requests are made of the very
+# same prefix and message objects turn by turn (`session.agent`'s draws and replies are
+# shared alike), so a request met again skips `plan_for`: hashing the whole prompt for
+# its reply seed, the probe check, the plan. Keyed by the objects' identities, which
+# the entry holds (so none is reused while it lives), with every other argument
+# `plan_for` reads; an LRU bounded by the planned ids held (4 bytes a token, the text
+# shared with the replies' history).
+PLANS_HELD_TOKENS = 8_000_000
+_PlanKey = tuple[int, tuple[int, ...], int, tuple[tuple[str, str], ...], int, int]
+_plans: OrderedDict[_PlanKey, tuple[tuple[object, tuple[object, ...]],
+                                    tuple[array[int], str, str | None]]] = OrderedDict()
+_plans_held = [0]                                   # ids in _plans
 
 
 class InProcessTwin:
@@ -145,8 +161,7 @@ class InProcessTwin:
             reply.check_window(len(prompt), self.context_window)
         except reply.PromptTooLong as exc:
             raise EndpointError(ErrorType.CONTEXT_OVERFLOW, str(exc), status=400) from None
-        planned = reply.plan_for(prompt, request.max_tokens, request.hints,
-                                 context_window=self.context_window, seed=self.seed)
+        planned = self._plan(request, prompt)
         ref_passes = self.ngram_meter.passes(prompt, planned.token_ids, request.session_id)
         rid = f"req-{next(self._ids)}"
         if self.engine.is_idle():
@@ -164,6 +179,27 @@ class InProcessTwin:
         finally:
             self._waiters.pop(rid, None)
         return self._response(res, planned, sent, ref_passes)
+
+    def _plan(self, request: LLMRequest, prompt: array[int]) -> reply.PlannedReply:
+        """`reply.plan_for` of the request, or the plan a run in this process made for a
+        request of the very same prefix and message objects (hence the same prompt),
+        max_tokens and hints on a twin of the same window and seed (`_plans`)."""
+        key = (id(request.prefix), tuple(map(id, request.messages)), request.max_tokens,
+               tuple(sorted(request.hints.items())), self.context_window, self.seed)
+        hit = _plans.get(key)
+        if hit is not None:
+            _plans.move_to_end(key)
+            ids, stop_reason, text = hit[1]
+            return reply.PlannedReply(ids.tolist(), stop_reason, text)
+        planned = reply.plan_for(prompt, request.max_tokens, request.hints,
+                                 context_window=self.context_window, seed=self.seed)
+        ids = array("I", planned.token_ids)
+        _plans[key] = ((request.prefix, request.messages),
+                       (ids, planned.stop_reason, planned.text))
+        _plans_held[0] += len(ids)
+        while _plans_held[0] > PLANS_HELD_TOKENS and len(_plans) > 1:
+            _plans_held[0] -= len(_plans.popitem(last=False)[1][1][0])
+        return planned
 
     def _response(self, res: RequestResult, planned: reply.PlannedReply, sent: float,
                   ref_passes: int | None = None) -> LLMResponse:
