@@ -148,3 +148,40 @@ def test_burst_at_any_block_size_equals_the_step_loop(block_size: int,
     stepped = _drain(TwinEngine(perf, num_blocks=20_000, block_size=block_size), reqs())
     assert burst == stepped
     assert [len(t) for t in burst.values()] == [60 + 11 * i for i in range(4)]
+
+
+@pytest.mark.parametrize("num_blocks", [20_000, 200])
+def test_bursts_cut_by_many_horizons_equal_the_step_loop(
+        num_blocks: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet's drivers stop each engine at every other engine's wake-up, so one batch
+    runs as many short bursts that carry what `burst_len` and the block room gave the
+    first; arrivals between them, requests finishing and (with a small pool) blocks
+    running out change the batch. Token times equal the one-step-at-a-time loop's."""
+    import simulator.twin.core.engine as engine_module
+    perf = build_perf_model("h100", "llama-3.1-8b")
+
+    def reqs() -> list[EngineRequest]:
+        return [EngineRequest(f"r{i}", _toks(150 + 37 * i, i), _toks(90 + 13 * i, 50 + i),
+                              0.004 * i * i) for i in range(7)]
+
+    def cut(eng: TwinEngine) -> tuple[dict[str, list[float]], int]:
+        waiting = reqs()
+        for r in waiting[:3]:
+            eng.submit(r)
+        later, horizons = waiting[3:], 0
+        for i in range(100_000):
+            if eng.is_idle() and not later:
+                break
+            if later and i % 5 == 4:             # an arrival between two horizons
+                eng.submit(later.pop(0))
+            eng.run_until(eng.now + 0.0037)      # shorter than most batches' bursts
+            horizons += 1
+        return {r.request_id: eng.pop_result(r.request_id).token_times
+                for r in reqs()}, horizons
+
+    burst, horizons = cut(TwinEngine(perf, num_blocks=num_blocks, block_size=4))
+    assert horizons > 100
+    monkeypatch.setattr(engine_module, "burst_len", lambda *_: 0)   # one step at a time
+    stepped, _ = cut(TwinEngine(perf, num_blocks=num_blocks, block_size=4))
+    assert burst == stepped
+    assert [len(t) for t in burst.values()] == [90 + 13 * i for i in range(7)]
