@@ -18,9 +18,29 @@ from simulator.scenario.model import Scenario
 from simulator.session.conversation import Prefix
 from simulator.util import tokens
 
+# Synthesised prefixes by what they are made from, shared by the runs of one process:
+# the probes of a search get the very same (immutable) object, so what is cached by
+# its identity (the prompt's head ids, the in-process twin's plans) serves them all.
+# Prefixes read from files are built afresh, as the files may change between runs.
+_SYNTHESISED: dict[tuple[int, int | None, int, int | None], Prefix] = {}
+_SYNTHESISED_HELD = 16
+
 
 def build_base_prefix(s: Scenario) -> Prefix:
     """System prompt and tools from files or synthesised to their target sizes."""
+    if s.system.file is None and s.tools.file is None:
+        key = (s.seed, s.system.tokens, s.tools.count, s.tools.tokens)
+        hit = _SYNTHESISED.get(key)
+        if hit is None:
+            hit = _build(s)
+            if len(_SYNTHESISED) >= _SYNTHESISED_HELD:
+                _SYNTHESISED.pop(next(iter(_SYNTHESISED)))
+            _SYNTHESISED[key] = hit
+        return hit
+    return _build(s)
+
+
+def _build(s: Scenario) -> Prefix:
     rng = random.Random(f"{s.seed}:prefix")
     base = Path(s.base_dir)
     if s.system.file is not None:

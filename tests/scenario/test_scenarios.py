@@ -105,3 +105,18 @@ def test_files_for_system_and_tools(write_scenario, tmp_path: Path) -> None:  # 
     prefix = build_base_prefix(s)
     assert prefix.system == "You are a helpful coding agent."
     assert prefix.tools[0]["name"] == "Read"
+    (tmp_path / "sys.txt").write_text("You are a careful coding agent.")
+    assert build_base_prefix(s).system == "You are a careful coding agent."  # read again
+
+
+def test_a_synthesised_prefix_is_one_object_a_process(write_scenario) -> None:  # type: ignore[no-untyped-def]
+    """The probes of a search share the prefix object (what is cached by its identity
+    serves them all), and anything it is made from makes its own."""
+    from simulator.session.prefix import _build, build_base_prefix
+    s, _ = load_scenario(write_scenario())
+    first = build_base_prefix(s)
+    assert build_base_prefix(load_scenario(write_scenario())[0]) is first
+    assert first == _build(s)                               # what a fresh build gives
+    others = [load_scenario(write_scenario(), [o])[0] for o in
+              ("seed=8", "system.tokens=50", "tools.count=4", "tools.tokens=900")]
+    assert all(build_base_prefix(o) == _build(o) != first for o in others)
