@@ -1,0 +1,125 @@
+"""A warm fleet probe with and without the fifth round's fleet work, in one process.
+
+Whole-process pairs (`sim_speed.py --team --before`) could not resolve these changes on a
+VM whose speed swung ±25% from run to run, so this A/B runs both versions in one process
+on the same warm state: after a warm-up probe (7 replicas, which fills the search's
+shared caches as a `size --team` search's first fleet probe does), it runs the same
+8-replica `prefix_aware` probe of `scenarios/claude-code-team.yaml` (256 sessions, warm
+start) alternately old, new, new, old (`--reps` times), and prints each probe's CPU
+seconds and new ÷ old over the sums (alternation cancels a drift in the machine's speed).
+
+"old" puts back what main did before the round:
+- `KVCacheManager.cached_prefix` checking a running request's blocks by generation as
+  well as hash, and comparing the two prompts' tokens whole (`common_blocks`) instead of
+  a binary search on their hash chains;
+- every request planned (`reply.plan_for`), none taken from the plans by request;
+- each decode burst recomputing `burst_len` and the block room.
+
+    python benchmarks/fleet_probe_ab.py                 # 5-minute probes, 2 reps
+    python benchmarks/fleet_probe_ab.py --duration 600 --reps 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from array import array
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from machine import machine
+
+from simulator.endpoints.base import LLMRequest
+from simulator.endpoints.inprocess import twin as twin_mod
+from simulator.sweep.point import Point, Target, run_point
+from simulator.twin.core import engine as engine_mod
+from simulator.twin.core import kv_cache_manager as kv_mod
+from simulator.twin.core.block_pool import common_blocks
+from simulator.twin.serve import reply
+
+TWIN = "h100/qwen3-coder-30b-a3b-awq"
+
+
+def old_cached_prefix(self: Any, hashes: Sequence[int], tokens: array[int], num_tokens: int,
+                      key: str | None = None) -> int:
+    """`cached_prefix` as it was before the round."""
+    if not self.enable_caching or num_tokens <= 0:
+        return 0
+    bs = self.block_size
+    cap = (num_tokens - 1) // bs
+    hint = None
+    last = self._keyed.get(key) if key is not None else None
+    if last is None and self._keyed:
+        last = next(reversed(self._keyed.values()))
+    if last is not None:
+        seq = last[2]
+        known = (self._pool.snapshot(seq.blocks[:seq.n_cached], seq.n_cached)
+                 if seq.blocks else seq.hint)
+        if known is not None:
+            m = common_blocks(tokens, last[0], min(len(last[1]), known.shared, cap), bs)
+            if m:
+                hint = known._replace(shared=m)
+    return len(self._pool.lookup(hashes, cap, hint))
+
+
+def old_plan(self: Any, request: LLMRequest, prompt: array[int]) -> reply.PlannedReply:
+    """Every request planned afresh."""
+    return reply.plan_for(prompt, request.max_tokens, request.hints,
+                          context_window=self.context_window, seed=self.seed)
+
+
+NEW = (kv_mod.KVCacheManager.cached_prefix, twin_mod.InProcessTwin._plan,
+       engine_mod.TwinEngine._burst)
+
+
+def old_burst(self: Any, k: int, t: float) -> int:
+    """A burst that leaves nothing for the next: `burst_len` and the room again."""
+    done: int = NEW[2](self, k, t)
+    self._burst_left = None
+    return done
+
+
+def use(old: bool) -> None:
+    paths = (old_cached_prefix, old_plan, old_burst) if old else NEW
+    (kv_mod.KVCacheManager.cached_prefix, twin_mod.InProcessTwin._plan,  # type: ignore[method-assign]
+     engine_mod.TwinEngine._burst) = paths
+
+
+def probe(replicas: int, duration: int, tag: str) -> float:
+    """CPU seconds of one warm-start fleet probe."""
+    p = Point("scenarios/claude-code-team.yaml",
+              ("sessions=256", f"load.duration_s={duration}", "load.warm_start=true",
+               f"fleet.replicas={replicas}", "fleet.router=prefix_aware"),
+              str(Path("results") / "fleet-probe-ab"), tag, Target(twin=TWIN), temporary=True)
+    c0 = time.process_time()
+    run_point(p)
+    return time.process_time() - c0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--duration", type=int, default=300, help="probe length, s (300)")
+    ap.add_argument("--reps", type=int, default=2, help="old/new/new/old rounds (2)")
+    args = ap.parse_args()
+    print(f"machine: {machine()}")
+    use(False)
+    print(f"warm-up probe (7 replicas): {probe(7, args.duration, 'warm'):.1f} CPU-s", flush=True)
+    got: dict[str, list[float]] = {"old": [], "new": []}
+    for i, old in enumerate([True, False, False, True] * args.reps):
+        use(old)
+        side = "old" if old else "new"
+        got[side].append(probe(8, args.duration, f"p{i}"))
+        print(f"{side} {got[side][-1]:.1f} CPU-s", flush=True)
+    use(False)
+    for side, v in got.items():
+        print(f"{side}: {', '.join(f'{x:.1f}' for x in v)} (mean {sum(v) / len(v):.1f})")
+    print(f"new ÷ old: {sum(got['new']) / sum(got['old']):.3f}")
+
+
+if __name__ == "__main__":
+    main()
