@@ -9,9 +9,10 @@ start) alternately old, new, new, old (`--reps` times), and prints each probe's 
 seconds and new ÷ old over the sums (alternation cancels a drift in the machine's speed).
 
 "old" puts back what main did before the round:
-- `KVCacheManager.cached_prefix` checking a running request's blocks by generation as
-  well as hash, and comparing the two prompts' tokens whole (`common_blocks`) instead of
-  a binary search on their hash chains;
+- the router's view (`InProcessFleet.loads`) asking each replica's cache manager as
+  `cached_prefix` did: a running request's blocks checked by generation as well as
+  hash, and the two prompts' tokens compared whole (`common_blocks`) instead of a
+  binary search on their hash chains;
 - every request planned (`reply.plan_for`), none taken from the plans by request;
 - each decode burst recomputing `burst_len` and the block room.
 
@@ -36,10 +37,12 @@ from machine import machine
 
 from simulator.endpoints.base import LLMRequest
 from simulator.endpoints.inprocess import twin as twin_mod
+from simulator.endpoints.inprocess.fleet import InProcessFleet
 from simulator.sweep.point import Point, Target, run_point
 from simulator.twin.core import engine as engine_mod
-from simulator.twin.core import kv_cache_manager as kv_mod
 from simulator.twin.core.block_pool import common_blocks
+from simulator.twin.fleet.router import ReplicaLoad
+from simulator.twin.fleet.view import replica_load
 from simulator.twin.serve import reply
 
 TWIN = "h100/qwen3-coder-30b-a3b-awq"
@@ -47,7 +50,7 @@ TWIN = "h100/qwen3-coder-30b-a3b-awq"
 
 def old_cached_prefix(self: Any, hashes: Sequence[int], tokens: array[int], num_tokens: int,
                       key: str | None = None) -> int:
-    """`cached_prefix` as it was before the round."""
+    """`KVCacheManager.cached_prefix` as it was before the round."""
     if not self.enable_caching or num_tokens <= 0:
         return 0
     bs = self.block_size
@@ -67,14 +70,25 @@ def old_cached_prefix(self: Any, hashes: Sequence[int], tokens: array[int], num_
     return len(self._pool.lookup(hashes, cap, hint))
 
 
+def old_loads(self: Any, request: LLMRequest) -> tuple[list[ReplicaLoad], int]:
+    """`InProcessFleet.loads` (prefix-aware) as it was before the round."""
+    prompt = self.replicas[0].prompt_of(request)
+    bs = self.replicas[0].engine.block_size
+    hashes = self.chains.hashes(prompt, bs, request.session_id)
+    loads = [replica_load(r.engine, self.in_flight[i],
+                          old_cached_prefix(r.engine.kv_cache_manager, hashes, prompt,
+                                            len(prompt), request.session_id))
+             for i, r in enumerate(self.replicas)]
+    return loads, len(prompt) // bs
+
+
 def old_plan(self: Any, request: LLMRequest, prompt: array[int]) -> reply.PlannedReply:
     """Every request planned afresh."""
     return reply.plan_for(prompt, request.max_tokens, request.hints,
                           context_window=self.context_window, seed=self.seed)
 
 
-NEW = (kv_mod.KVCacheManager.cached_prefix, twin_mod.InProcessTwin._plan,
-       engine_mod.TwinEngine._burst)
+NEW = (InProcessFleet.loads, twin_mod.InProcessTwin._plan, engine_mod.TwinEngine._burst)
 
 
 def old_burst(self: Any, k: int, t: float) -> int:
@@ -85,8 +99,8 @@ def old_burst(self: Any, k: int, t: float) -> int:
 
 
 def use(old: bool) -> None:
-    paths = (old_cached_prefix, old_plan, old_burst) if old else NEW
-    (kv_mod.KVCacheManager.cached_prefix, twin_mod.InProcessTwin._plan,  # type: ignore[method-assign]
+    paths = (old_loads, old_plan, old_burst) if old else NEW
+    (InProcessFleet.loads, twin_mod.InProcessTwin._plan,  # type: ignore[method-assign]
      engine_mod.TwinEngine._burst) = paths
 
 

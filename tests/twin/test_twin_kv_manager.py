@@ -186,7 +186,7 @@ def test_a_routers_hinted_count_is_the_walk_of_the_hash_map() -> None:
         chain = extend_hash_chain(tokens, len(toks), BS, [])
         walked = len(kv._pool.lookup(chain, (len(toks) - 1) // BS))
         for key in (sid, f"s{rng.randrange(6)}", "unseen", None):
-            assert kv.cached_prefix(chain, tokens, len(toks), key) == walked
+            assert kv.cached_prefix(chain, len(toks), key) == walked
         last = kv._keyed.get(sid)
         hinted += last is not None and bool(last[2].blocks or last[2].hint) and walked > 0
         s = _seq(f"r{i}", toks)

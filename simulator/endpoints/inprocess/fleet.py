@@ -126,10 +126,9 @@ class InProcessFleet:
                     for i, r in enumerate(self.replicas)], 0
         prompt = self.replicas[0].prompt_of(request)
         bs = self.replicas[0].engine.block_size
-        tokens, hashes = self.chains.chain(prompt, bs, request.session_id)
+        hashes = self.chains.hashes(prompt, bs, request.session_id)
         loads = [replica_load(r.engine, self.in_flight[i],
-                              cached_blocks(r.engine, hashes, len(prompt), tokens,
-                                            request.session_id))
+                              cached_blocks(r.engine, hashes, len(prompt), request.session_id))
                  for i, r in enumerate(self.replicas)]
         return loads, len(prompt) // bs
 

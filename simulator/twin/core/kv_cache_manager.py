@@ -156,10 +156,10 @@ class KVCacheManager:
             return found[:n]
         return found
 
-    def cached_prefix(self, hashes: Sequence[int], tokens: array[int], num_tokens: int,
+    def cached_prefix(self, hashes: Sequence[int], num_tokens: int,
                       key: str | None = None) -> int:
-        """How many blocks a lookup of a request of `num_tokens` known tokens (`tokens`,
-        chain `hashes`) would find now, capped as `get_computed_blocks` caps it; a
+        """How many blocks a lookup of a request of `num_tokens` known tokens (chain
+        `hashes`) would find now, capped as `get_computed_blocks` caps it; a
         router's question, answered without a state check and touching nothing. With
         `key` (`Seq.prefix_key`) the blocks the key's last request knew (its hint) are
         validated first, so only the chain past them walks the hash map; without one
@@ -172,7 +172,7 @@ class KVCacheManager:
         last = self._keyed.get(key) if key is not None else None
         if last is None and self._keyed:
             last = next(reversed(self._keyed.values()))
-        if last is not None and len(tokens):
+        if last is not None:
             seq = last[2]
             # the leading blocks whose hashes the two chains share: of a running
             # request, its registered blocks as they are (held: `BlockPool.held`)

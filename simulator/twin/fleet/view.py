@@ -36,11 +36,7 @@ class SessionChains:
         self._max = max_sessions
 
     def hashes(self, prompt: Sequence[int], block_size: int, session: str) -> list[int]:
-        return self.chain(prompt, block_size, session)[1]
-
-    def chain(self, prompt: Sequence[int], block_size: int,
-              session: str) -> tuple[array[int], list[int]]:
-        """The prompt as a token array and its chain (`hashes`)."""
+        """The prompt's chain, seeded from the session's last prompt (or the newest)."""
         tokens = prompt if isinstance(prompt, array) else array("I", prompt)
         last = self._chains.get(session)
         if last is None and self._chains:
@@ -54,21 +50,17 @@ class SessionChains:
         self._chains.move_to_end(session)
         if len(self._chains) > self._max:
             self._chains.popitem(last=False)
-        return tokens, chain
+        return chain
 
 
 def cached_blocks(engine: TwinEngine, hashes: Sequence[int], prompt_len: int,
-                  tokens: array[int] | None = None, session: str | None = None) -> int:
+                  session: str | None = None) -> int:
     """Leading blocks of a prompt of `prompt_len` tokens (hash chain `hashes`) that the
     engine's prefix cache would hit now (capped as vLLM caps a hit: one token computed).
-    With the prompt's `tokens` and its `session` (the engines' prefix key) the blocks
-    the session's last request on this engine held are checked first (the same count,
-    without walking the hash map over them)."""
-    kv = engine.kv_cache_manager
-    if tokens is None:
-        tokens = array("I")
-        session = None
-    return kv.cached_prefix(hashes, tokens, prompt_len, session)
+    With its `session` (the engines' prefix key) the blocks the session's last request
+    on this engine held are checked first (the same count, without walking the hash
+    map over them)."""
+    return engine.kv_cache_manager.cached_prefix(hashes, prompt_len, session)
 
 
 def replica_load(engine: TwinEngine, in_flight: int, cached: int = 0) -> ReplicaLoad:
