@@ -70,8 +70,9 @@ def old_cached_prefix(self: Any, hashes: Sequence[int], tokens: array[int], num_
     return len(self._pool.lookup(hashes, cap, hint))
 
 
-def old_loads(self: Any, request: LLMRequest) -> tuple[list[ReplicaLoad], int]:
-    """`InProcessFleet.loads` (prefix-aware) as it was before the round."""
+def old_loads(self: Any, request: LLMRequest) -> tuple[list[ReplicaLoad], int, None]:
+    """`InProcessFleet.loads` (prefix-aware) as it was before the round (no chain for
+    the chosen engine: it hashes the prompt again)."""
     prompt = self.replicas[0].prompt_of(request)
     bs = self.replicas[0].engine.block_size
     hashes = self.chains.hashes(prompt, bs, request.session_id)
@@ -79,7 +80,7 @@ def old_loads(self: Any, request: LLMRequest) -> tuple[list[ReplicaLoad], int]:
                           old_cached_prefix(r.engine.kv_cache_manager, hashes, prompt,
                                             len(prompt), request.session_id))
              for i, r in enumerate(self.replicas)]
-    return loads, len(prompt) // bs
+    return loads, len(prompt) // bs, None
 
 
 def old_plan(self: Any, request: LLMRequest, prompt: array[int]) -> reply.PlannedReply:

@@ -11,7 +11,7 @@ the URLs were given), which the rows record; the manifest lists the URLs by inde
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from simulator.endpoints.base import Endpoint, EndpointError, LLMRequest, LLMResponse
@@ -54,13 +54,16 @@ class RoutedEndpoint:
 
 
 async def send_on(child: Endpoint, i: int, in_flight: list[int], routed: list[int],
-                  request: LLMRequest) -> LLMResponse:
-    """Send on replica i, counted in flight meanwhile; the reply's extra (or the error)
+                  request: LLMRequest,
+                  send: Callable[[LLMRequest], Awaitable[LLMResponse]] | None = None,
+                  ) -> LLMResponse:
+    """Send on replica i (with `send` in place of `child.send`: what the router
+    computed goes along), counted in flight meanwhile; the reply's extra (or the error)
     names the replica, which the agent writes into the row."""
     in_flight[i] += 1
     routed[i] += 1
     try:
-        resp = await child.send(request)
+        resp = await (send or child.send)(request)
     except EndpointError as exc:
         exc.replica = str(i)
         raise

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from simulator.cli import main
 from simulator.endpoints.inprocess.fleet import InProcessFleet
 from simulator.endpoints.inprocess.twin import InProcessTwin
+from simulator.twin.core.types import EngineRequest
 from simulator.twin.fleet.router import RouterConfig
 from tests.conftest import SCENARIOS, run_scenario, turns_of
 
@@ -145,3 +146,28 @@ def test_sweep_over_replica_counts(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "is for `sweep`" in r.output
     r = CliRunner().invoke(main, ["run", str(TEAM), "--replicas", "0", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "within 1..1024" in r.output
+
+
+def test_the_routers_chain_goes_to_the_engine_and_changes_no_row(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`prefix_aware` hashes each prompt to score the replicas and hands the chain to
+    the engine it picks (which then hashes none of it): the rows are those of the
+    same fleet whose engines hash every prompt themselves."""
+    from simulator.twin.core.engine import TwinEngine
+    submit, told = TwinEngine.submit, []
+
+    def spy(self: TwinEngine, request: EngineRequest) -> None:
+        told.append(request.prefix_hashes is not None)
+        submit(self, request)
+
+    monkeypatch.setattr(TwinEngine, "submit", spy)
+    handed = run_scenario(TEAM, tmp_path / "a", _fleet("prefix_aware"))
+    assert told and all(told)
+    loads = InProcessFleet.loads
+    monkeypatch.setattr(InProcessFleet, "loads",
+                        lambda self, request: (*loads(self, request)[:2], None))
+    told.clear()
+    hashed = run_scenario(TEAM, tmp_path / "b", _fleet("prefix_aware"))
+    assert told and not any(told)
+    pd.testing.assert_frame_equal(turns_of(handed).drop(columns=["started_at", "run_id"]),
+                                  turns_of(hashed).drop(columns=["started_at", "run_id"]))

@@ -139,6 +139,45 @@ def test_seeded_chains_are_the_chains_rehashed_whatever_the_seed() -> None:
             kv.free(s)
 
 
+def test_a_chain_the_sender_gives_is_taken_and_changes_nothing(monkeypatch: Any) -> None:
+    """A fleet's router hands the engine the prompt's chain (`Seq.given_hashes`): the
+    manager hashes none of the prompt's blocks, and every hit, hint and chain is the
+    one it finds hashing them itself; a chain of the wrong length is not taken."""
+    import random
+
+    from simulator.twin.core import kv_cache_manager as kvm
+    hashed = [0]
+    real = kvm.extend_hash_chain
+
+    def counting(tokens: array[int], n: int, bs: int, hashes: list[int]) -> list[int]:
+        hashed[0] += max(0, n // bs - len(hashes))
+        return real(tokens, n, bs, hashes)
+
+    monkeypatch.setattr(kvm, "extend_hash_chain", counting)
+    rng = random.Random(5)
+    own, told = KVCacheManager(4096, BS, recent_chains=3), KVCacheManager(4096, BS,
+                                                                          recent_chains=3)
+    for i, (sid, toks) in enumerate(_session_prompts(rng, 150)):
+        a, b = _seq(f"r{i}", toks), _seq(f"r{i}", toks)
+        a.prefix_key = b.prefix_key = sid
+        b.given_hashes = real(b.tokens, len(toks), BS, [])
+        hit_a = own.get_computed_blocks(a)
+        before = hashed[0]
+        hit_b = told.get_computed_blocks(b)
+        assert hashed[0] == before                              # b hashed nothing
+        assert list(hit_b) == list(hit_a) and b.hashes == a.hashes
+        assert (a.hint is None) == (b.hint is None)
+        if a.hint is not None and b.hint is not None:
+            assert a.hint.shared == b.hint.shared and list(a.hint.ids) == list(b.hint.ids)
+        assert _admit(own, a) and _admit(told, b) and list(a.blocks) == list(b.blocks)
+        own.free(a)
+        told.free(b)
+    c = _seq("c", list(range(40)))
+    c.given_hashes = [1, 2, 3]                         # not the chain of 10 blocks
+    told.get_computed_blocks(c)
+    assert c.hashes == real(c.tokens, 40, BS, [])
+
+
 def test_a_new_session_seeds_the_shared_head_from_the_newest_request() -> None:
     kv = KVCacheManager(64, BS)
     a = _seq("a", [*range(20), 7, 7, 7, 7])

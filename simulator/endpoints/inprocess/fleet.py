@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any
 
 from simulator.endpoints.base import LLMRequest, LLMResponse
@@ -119,25 +120,27 @@ class InProcessFleet:
             await r.aclose()
 
     # -- routing ----------------------------------------------------------------------
-    def loads(self, request: LLMRequest) -> tuple[list[ReplicaLoad], int]:
-        """Each replica's load as the router sees it now, and the request's blocks."""
+    def loads(self, request: LLMRequest) -> tuple[list[ReplicaLoad], int, list[int] | None]:
+        """Each replica's load as the router sees it now, the request's blocks and
+        (prefix-aware routers) their hash chain, which the chosen engine takes."""
         if not self.router.needs_prefix:
             return [replica_load(r.engine, self.in_flight[i])
-                    for i, r in enumerate(self.replicas)], 0
+                    for i, r in enumerate(self.replicas)], 0, None
         prompt = self.replicas[0].prompt_of(request)
         bs = self.replicas[0].engine.block_size
         hashes = self.chains.hashes(prompt, bs, request.session_id)
         loads = [replica_load(r.engine, self.in_flight[i],
                               cached_blocks(r.engine, hashes, len(prompt), request.session_id))
                  for i, r in enumerate(self.replicas)]
-        return loads, len(prompt) // bs
+        return loads, len(prompt) // bs, hashes
 
     async def send(self, request: LLMRequest) -> LLMResponse:
         if len(self.replicas) == 1:
-            i = 0
-        else:
-            loads, blocks = self.loads(request)
-            i = self.router.pick(request.session_id, loads, blocks)
-        return await send_on(self.replicas[i], i, self.in_flight, self.routed, request)
+            return await send_on(self.replicas[0], 0, self.in_flight, self.routed, request)
+        loads, blocks, hashes = self.loads(request)
+        i = self.router.pick(request.session_id, loads, blocks)
+        replica = self.replicas[i]
+        return await send_on(replica, i, self.in_flight, self.routed, request,
+                             partial(replica.send, prefix_hashes=hashes))
 
 

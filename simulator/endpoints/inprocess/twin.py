@@ -14,7 +14,7 @@ import itertools
 import math
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from simulator.clock.virtual import next_timer, quiet_now
@@ -153,7 +153,10 @@ class InProcessTwin:
         except PromptError as exc:
             raise EndpointError(ErrorType.BAD_REQUEST, str(exc), status=400) from None
 
-    async def send(self, request: LLMRequest) -> LLMResponse:
+    async def send(self, request: LLMRequest, *,
+                   prefix_hashes: Sequence[int] | None = None) -> LLMResponse:
+        """The request on this engine; `prefix_hashes`: its prompt's block hash chain
+        where a fleet's router computed it (`EngineRequest.prefix_hashes`)."""
         loop = asyncio.get_running_loop()
         sent = loop.time()
         prompt = self.prompt_of(request)
@@ -168,7 +171,7 @@ class InProcessTwin:
             self.engine.run_until(sent)
         try:
             self.engine.submit(EngineRequest(rid, prompt, planned.token_ids, sent,
-                                             request.session_id))
+                                             request.session_id, prefix_hashes))
         except RequestTooLong as exc:
             raise EndpointError(ErrorType.CONTEXT_OVERFLOW, str(exc), status=400) from None
         fut: asyncio.Future[RequestResult] = loop.create_future()

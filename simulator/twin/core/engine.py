@@ -205,6 +205,7 @@ class TwinEngine:
         self._results[rid] = res
         seq = Seq(rid, tokens, prompt_len, len(tokens), res, prompt_len)
         seq.prefix_key = request.prefix_key
+        seq.given_hashes = request.prefix_hashes
         arrival = max(request.arrival, self.now)
         if arrival <= self.now:
             self._waiting.append(seq)

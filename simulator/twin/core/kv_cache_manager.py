@@ -344,11 +344,16 @@ class KVCacheManager:
         chain (a follow-up turn extends it), up to where the two differ; without: the
         first recent request whose known blocks `s` starts with. Failing those, the
         blocks it shares with the newest request (a new session: the shared tools and
-        system prompt). Any seed is a prefix of `s`'s own chain: only the cost changes."""
+        system prompt). Any seed is a prefix of `s`'s own chain: only the cost changes.
+        A chain the sender gave (`Seq.given_hashes`, the whole prompt's) is taken as it
+        is; the key's last request is then met by comparing the two chains."""
         bs = self.block_size
         limit = s.num_tokens // bs
         tokens = s.tokens
         key = s.prefix_key
+        given, s.given_hashes = s.given_hashes, None
+        if given is not None and len(given) != limit:
+            given = None            # not this prompt's chain at this block size: hash
         newest = self._recent[0] if self._recent else None
         mine = None
         if key is not None:
@@ -359,7 +364,15 @@ class KVCacheManager:
                 self._keyed.popitem(last=False)
             if mine is not None:
                 newest = mine[:2]
-        else:
+        if given is not None:
+            s.hashes.extend(given)      # in place: the keyed entry holds this list
+            hint = mine[2].hint if mine is not None else None
+            if hint is not None and mine is not None:
+                m = common_chain(given, mine[1], min(len(mine[1]), limit))
+                if m:
+                    s.hint = hint._replace(shared=min(m, hint.shared))
+            return
+        if key is None:
             for toks, hashes in self._recent:
                 m = min(len(hashes), limit)
                 if not m:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from simulator.twin.core.block_pool import Snapshot
@@ -28,6 +29,7 @@ class Seq:
     n_cached: int = 0          # leading blocks already registered in the prefix cache
     hashes: list[int] = field(default_factory=list)   # chain over known full blocks
     prefix_key: str | None = None   # `EngineRequest.prefix_key`: where to seed `hashes`
+    given_hashes: Sequence[int] | None = None   # `EngineRequest.prefix_hashes`
     state_blocks: list[int] = field(default_factory=list)   # hybrids: running states
     hit_state: list[int] = field(default_factory=list)      # hybrids: the hit's saved
     #                                                         state, held for one step

@@ -79,6 +79,11 @@ class EngineRequest:
     # if the client says: the KV manager seeds its hash chain from that one's last
     # request instead of searching (or rehashing) for it; never changes a result
     prefix_key: str | None = None
+    # the chained hashes of the prompt's full blocks (`block_pool.extend_hash_chain`
+    # at this engine's block size), when the sender has them already: a fleet's router
+    # hashed the prompt to score the replicas. The engine takes them instead of
+    # hashing the prompt again; never changes a result
+    prefix_hashes: Sequence[int] | None = None
 
 
 @dataclass(slots=True)
