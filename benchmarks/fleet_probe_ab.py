@@ -83,10 +83,11 @@ def old_loads(self: Any, request: LLMRequest) -> tuple[list[ReplicaLoad], int, N
     return loads, len(prompt) // bs, None
 
 
-def old_plan(self: Any, request: LLMRequest, prompt: array[int]) -> reply.PlannedReply:
-    """Every request planned afresh."""
+def old_plan(self: Any, request: LLMRequest,
+             prompt: array[int]) -> tuple[reply.PlannedReply, list[int | None]]:
+    """Every request planned afresh (and its reference passes counted)."""
     return reply.plan_for(prompt, request.max_tokens, request.hints,
-                          context_window=self.context_window, seed=self.seed)
+                          context_window=self.context_window, seed=self.seed), [None]
 
 
 NEW = (InProcessFleet.loads, twin_mod.InProcessTwin._plan, engine_mod.TwinEngine._burst)

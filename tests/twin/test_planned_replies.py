@@ -147,13 +147,13 @@ def test_a_request_met_again_is_planned_once_and_alike(
     request = _request("fix the failing test in parser.py", hints={"x-endurance-turn-kind": "edit"})
     expected = _planned_fresh(twin, request)
     calls = _counting(monkeypatch)
-    first = twin._plan(request, twin.prompt_of(request))
+    first = twin._plan(request, twin.prompt_of(request))[0]
     other_run = InProcessTwin("h100", "qwen3-coder-30b-a3b-awq")     # a later probe's
-    again = other_run._plan(request, other_run.prompt_of(request))
+    again = other_run._plan(request, other_run.prompt_of(request))[0]
     assert calls == [1]                                  # the second from the memo
     assert first == again == expected
     again.token_ids.append(0)                            # a caller's list is its own
-    assert other_run._plan(request, other_run.prompt_of(request)) == expected
+    assert other_run._plan(request, other_run.prompt_of(request))[0] == expected
     held = next(iter(twin_mod._plans.values()))[0]
     assert held[0] is request.prefix and held[1] is request.messages   # ids stay theirs
 
@@ -171,7 +171,7 @@ def test_every_argument_plan_for_reads_keys_its_own_entry(
     expected = [_planned_fresh(t, request) for t, request in variants]
     twin._plan(base, twin.prompt_of(base))
     calls = _counting(monkeypatch)
-    assert [t._plan(r, t.prompt_of(r)) for t, r in variants] == expected
+    assert [t._plan(r, t.prompt_of(r))[0] for t, r in variants] == expected
     assert len(calls) == len(variants)                   # none taken from base's entry
     assert len(twin_mod._plans) == 1 + len(variants)
 
@@ -184,3 +184,32 @@ def test_the_plans_are_bounded_by_tokens(monkeypatch: pytest.MonkeyPatch) -> Non
         twin._plan(r, twin.prompt_of(r))
     assert len(twin_mod._plans) == 1
     assert twin_mod._plans_held[0] == len(next(iter(twin_mod._plans.values()))[1][0])
+
+
+def test_a_request_met_again_takes_its_reference_passes_along(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A later run's twin gives the reply's reference passes (`ngram_ref_passes`) of the
+    earlier count, without counting again."""
+    import asyncio
+
+    from simulator.clock.virtual import run_virtual
+    from simulator.twin.spec_decode import predictability
+    request = _request("fix the failing test in parser.py",
+                       hints={"x-endurance-turn-kind": "edit"})
+
+    async def send(twin: InProcessTwin) -> Any:
+        drivers = [asyncio.create_task(d()) for d in twin.background()]
+        try:
+            return (await asyncio.wait_for(twin.send(request), 600)).extra["ngram_ref_passes"]
+        finally:
+            for d in drivers:
+                d.cancel()
+            await twin.aclose()
+
+    first = run_virtual(send(InProcessTwin("h100", "qwen3-coder-30b-a3b-awq")))
+    counts: list[int] = []
+    common = predictability._common
+    monkeypatch.setattr(predictability, "_common",
+                        lambda *a: counts.append(1) or common(*a))
+    again = run_virtual(send(InProcessTwin("h100", "qwen3-coder-30b-a3b-awq")))
+    assert isinstance(first, int) and first > 0 and again == first and not counts

@@ -52,11 +52,13 @@ _SETTLE_YIELDS = 3
 # its reply seed, the probe check, the plan. Keyed by the objects' identities, which
 # the entry holds (so none is reused while it lives), with every other argument
 # `plan_for` reads; an LRU bounded by the planned ids held (4 bytes a token, the text
-# shared with the replies' history).
+# shared with the replies' history). The entry also keeps the reply's reference passes
+# (`ReferenceMeter.passes`, a function of the prompt and the reply alone) once counted.
 PLANS_HELD_TOKENS = 8_000_000
 _PlanKey = tuple[int, tuple[int, ...], int, tuple[tuple[str, str], ...], int, int]
+_Passes = list[int | None]                          # one slot: the count, once made
 _plans: OrderedDict[_PlanKey, tuple[tuple[object, tuple[object, ...]],
-                                    tuple[array[int], str, str | None]]] = OrderedDict()
+                                    tuple[array[int], str, str | None, _Passes]]] = OrderedDict()
 _plans_held = [0]                                   # ids in _plans
 
 
@@ -164,8 +166,10 @@ class InProcessTwin:
             reply.check_window(len(prompt), self.context_window)
         except reply.PromptTooLong as exc:
             raise EndpointError(ErrorType.CONTEXT_OVERFLOW, str(exc), status=400) from None
-        planned = self._plan(request, prompt)
-        ref_passes = self.ngram_meter.passes(prompt, planned.token_ids, request.session_id)
+        planned, counted = self._plan(request, prompt)
+        ref_passes = self.ngram_meter.passes(prompt, planned.token_ids, request.session_id,
+                                             known=counted[0])
+        counted[0] = ref_passes if counted[0] is None else counted[0]
         rid = f"req-{next(self._ids)}"
         if self.engine.is_idle():
             self.engine.run_until(sent)
@@ -183,26 +187,29 @@ class InProcessTwin:
             self._waiters.pop(rid, None)
         return self._response(res, planned, sent, ref_passes)
 
-    def _plan(self, request: LLMRequest, prompt: array[int]) -> reply.PlannedReply:
+    def _plan(self, request: LLMRequest,
+              prompt: array[int]) -> tuple[reply.PlannedReply, _Passes]:
         """`reply.plan_for` of the request, or the plan a run in this process made for a
         request of the very same prefix and message objects (hence the same prompt),
-        max_tokens and hints on a twin of the same window and seed (`_plans`)."""
+        max_tokens and hints on a twin of the same window and seed (`_plans`); with
+        the slot that holds its reference passes once counted."""
         key = (id(request.prefix), tuple(map(id, request.messages)), request.max_tokens,
                tuple(sorted(request.hints.items())), self.context_window, self.seed)
         hit = _plans.get(key)
         if hit is not None:
             _plans.move_to_end(key)
-            ids, stop_reason, text = hit[1]
-            return reply.PlannedReply(ids.tolist(), stop_reason, text)
+            ids, stop_reason, text, slot = hit[1]
+            return reply.PlannedReply(ids.tolist(), stop_reason, text), slot
         planned = reply.plan_for(prompt, request.max_tokens, request.hints,
                                  context_window=self.context_window, seed=self.seed)
         ids = array("I", planned.token_ids)
+        counted: _Passes = [None]
         _plans[key] = ((request.prefix, request.messages),
-                       (ids, planned.stop_reason, planned.text))
+                       (ids, planned.stop_reason, planned.text, counted))
         _plans_held[0] += len(ids)
         while _plans_held[0] > PLANS_HELD_TOKENS and len(_plans) > 1:
             _plans_held[0] -= len(_plans.popitem(last=False)[1][1][0])
-        return planned
+        return planned, counted
 
     def _response(self, res: RequestResult, planned: reply.PlannedReply, sent: float,
                   ref_passes: int | None = None) -> LLMResponse:

@@ -109,9 +109,11 @@ class ReferenceMeter:
         return session in self._sessions or len(self._sessions) < self.max_sessions
 
     def passes(self, prompt: Sequence[int], reply: Sequence[int],
-               session: str = "") -> int | None:
+               session: str = "", known: int | None = None) -> int | None:
         """Forward passes that emit `reply` after `prompt` (0 for an empty reply), or
-        None for a session beyond the metered ones."""
+        None for a session beyond the metered ones. `known`: the count an earlier
+        meter made of this very prompt and reply (it is theirs alone), returned as it
+        is for a metered session; the session's index catches up at its next count."""
         st = self._sessions.get(session)
         if st is None:
             if len(self._sessions) >= self.max_sessions:
@@ -119,6 +121,8 @@ class ReferenceMeter:
             st = self._sessions[session] = _Session()
         if not reply:
             return 0
+        if known is not None:
+            return known
         n, k = self.spec.prompt_lookup_min, self.spec.num_speculative_tokens
         p = len(prompt)
         toks = array("I", prompt)
