@@ -1,4 +1,4 @@
-"""A warm fleet probe with and without the fifth round's fleet work, in one process.
+"""A warm fleet probe with and without a round's fleet work, in one process.
 
 Whole-process pairs (`sim_speed.py --team --before`) could not resolve these changes on a
 VM whose speed swung ±25% from run to run, so this A/B runs both versions in one process
@@ -8,16 +8,19 @@ shared caches as a `size --team` search's first fleet probe does), it runs the s
 start) alternately old, new, new, old (`--reps` times), and prints each probe's CPU
 seconds and new ÷ old over the sums (alternation cancels a drift in the machine's speed).
 
-"old" puts back what main did before the round:
+"old" (`--since fifth`, the default) puts back what main did before the fifth round:
 - the router's view (`InProcessFleet.loads`) asking each replica's cache manager as
   `cached_prefix` did: a running request's blocks checked by generation as well as
   hash, and the two prompts' tokens compared whole (`common_blocks`) instead of a
   binary search on their hash chains;
 - every request planned (`reply.plan_for`), none taken from the plans by request;
-- each decode burst recomputing `burst_len` and the block room.
+- each decode burst recomputing `burst_len` and the block room;
+and the sixth round's two changes below. `--since sixth` puts back only those:
+- the chosen engine hashing the prompt again (the router's chain not handed over);
+- every reply's reference passes counted again (not kept with its plan).
 
     python benchmarks/fleet_probe_ab.py                 # 5-minute probes, 2 reps
-    python benchmarks/fleet_probe_ab.py --duration 600 --reps 1
+    python benchmarks/fleet_probe_ab.py --since sixth --duration 600 --reps 1
 """
 
 from __future__ import annotations
@@ -100,10 +103,25 @@ def old_burst(self: Any, k: int, t: float) -> int:
     return done
 
 
-def use(old: bool) -> None:
-    paths = (old_loads, old_plan, old_burst) if old else NEW
+def sixth_loads(self: Any, request: LLMRequest) -> tuple[list[ReplicaLoad], int, None]:
+    """`InProcessFleet.loads` with no chain for the engine (it hashes the prompt)."""
+    loads, blocks, _ = NEW[0](self, request)
+    return loads, blocks, None
+
+
+def sixth_plan(self: Any, request: LLMRequest,
+               prompt: array[int]) -> tuple[reply.PlannedReply, list[int | None]]:
+    """The plans by request, without the reference passes kept with them."""
+    return NEW[1](self, request, prompt)[0], [None]
+
+
+OLD = {"fifth": (old_loads, old_plan, old_burst), "sixth": (sixth_loads, sixth_plan, NEW[2])}
+
+
+def use(old: bool, since: str = "fifth") -> None:
+    paths = OLD[since] if old else NEW
     (InProcessFleet.loads, twin_mod.InProcessTwin._plan,  # type: ignore[method-assign]
-     engine_mod.TwinEngine._burst) = paths
+     engine_mod.TwinEngine._burst) = paths  # type: ignore[method-assign]
 
 
 def probe(replicas: int, duration: int, tag: str) -> float:
@@ -121,13 +139,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=int, default=300, help="probe length, s (300)")
     ap.add_argument("--reps", type=int, default=2, help="old/new/new/old rounds (2)")
+    ap.add_argument("--since", choices=sorted(OLD), default="fifth",
+                    help="which round's work \"old\" takes out (and every later one's)")
     args = ap.parse_args()
-    print(f"machine: {machine()}")
+    print(f"machine: {machine()}; old: main before the {args.since} round")
     use(False)
     print(f"warm-up probe (7 replicas): {probe(7, args.duration, 'warm'):.1f} CPU-s", flush=True)
     got: dict[str, list[float]] = {"old": [], "new": []}
     for i, old in enumerate([True, False, False, True] * args.reps):
-        use(old)
+        use(old, args.since)
         side = "old" if old else "new"
         got[side].append(probe(8, args.duration, f"p{i}"))
         print(f"{side} {got[side][-1]:.1f} CPU-s", flush=True)
