@@ -26,9 +26,12 @@ other load does not count except through cache and frequency effects), the part 
 them spent importing `simulator.cli`, peak RSS and wall time, with the load average
 before and after each run. `--before DIR` runs every case on another checkout too
 (PYTHONPATH=DIR; e.g. a detached worktree of the commit a change started from), the
-two alternated case by case, so the before/after columns share the machine's state:
+two alternated case by case, so the before/after columns share the machine's state;
+with `--paired` the two run at the same time, one core each, which is what resolves a
+change of a few percent on a VM whose speed drifts by ±25% from minute to minute:
 
     python benchmarks/sim_speed.py --team --before /work/before --cases team256 fleet4
+    python benchmarks/sim_speed.py --team --before /work/before --paired --reps 3
     python benchmarks/sim_speed.py --team --profile team256    # where the CPU goes
 
 The cases (`--cases`, default all): `team256` (256 × 10 on the H100, all at once; goal
@@ -193,34 +196,53 @@ def compile_checkout(checkout: Path) -> None:
 def team_run(checkout: Path, args: list[str], profile: Path | None = None) -> dict[str, Any]:
     """One CLI command in a fresh interpreter on `checkout`: its own CPU (wait4 rusage),
     peak RSS, wall, import CPU, the load average around it and its last stdout line."""
-    with tempfile.TemporaryDirectory(prefix="sim-speed-") as tmp:
-        side = Path(tmp) / "child.json"
-        extra = {"SIM_SPEED_OUT": str(side)}
-        if profile is not None:
-            extra["SIM_SPEED_PROFILE"] = str(profile)
+    return team_runs([checkout], args, profile)[0]
+
+
+def team_runs(checkouts: list[Path], args: list[str],
+              profile: Path | None = None) -> list[dict[str, Any]]:
+    """`team_run` of the same command on each checkout, all at the same time (a pair
+    on a 2-core machine: each side one core, both under the machine's same moment)."""
+    with tempfile.TemporaryDirectory(prefix="sim-speed-") as tmpdir:
+        tmps = [Path(tmpdir) / str(i) for i in range(len(checkouts))]
         load0 = os.getloadavg()[0]
         t0 = time.perf_counter()
-        with (Path(tmp) / "stdout").open("w+") as fo, (Path(tmp) / "stderr").open("w+") as fe:
-            proc = subprocess.Popen([sys.executable, "-c", CHILD, *args, "--out", tmp],
-                                    cwd=checkout, env=_child_env(checkout, extra),
-                                    stdout=fo, stderr=fe, text=True)
-            _, status, usage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            fo.seek(0)
-            fe.seek(0)
-            out, err = fo.read(), fe.read()
-        wall = time.perf_counter() - t0
-        child = json.loads(side.read_text()) if side.exists() else {}
-        last = out.strip().splitlines()[-1] if out.strip() else err.strip()[-300:]
-        # a run prints its directory last; `size --json` prints the answer (not a path)
-        summary = Path(last) / "summary.json" if len(last) < 4096 and "\n" not in last \
-            and not last.startswith("{") else None
-        figures = json.loads(summary.read_text()) \
-            if summary is not None and summary.is_file() else {}
+        procs = []
+        for checkout, tmp in zip(checkouts, tmps, strict=True):
+            tmp.mkdir()
+            extra = {"SIM_SPEED_OUT": str(tmp / "child.json")}
+            if profile is not None:
+                extra["SIM_SPEED_PROFILE"] = str(profile)
+            with (tmp / "stdout").open("w") as fo, (tmp / "stderr").open("w") as fe:
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-c", CHILD, *args, "--out", str(tmp)], cwd=checkout,
+                    env=_child_env(checkout, extra), stdout=fo, stderr=fe, text=True))
+        done: dict[int, tuple[int, Any, float]] = {}
+        while len(done) < len(procs):       # each child's own rusage, as it ends
+            pid, status, usage = os.wait4(-1, 0)
+            if any(pr.pid == pid for pr in procs):
+                done[pid] = (status, usage, time.perf_counter() - t0)
+        load1 = os.getloadavg()[0]
+        return [_team_result(pr, tmp, *done[pr.pid], (load0, load1))
+                for pr, tmp in zip(procs, tmps, strict=True)]
+
+
+def _team_result(proc: subprocess.Popen[str], tmp: Path, status: int, usage: Any,
+                 wall: float, load: tuple[float, float]) -> dict[str, Any]:
+    """What `team_run` reports of one finished child (its files in `tmp`)."""
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    out, err = (tmp / "stdout").read_text(), (tmp / "stderr").read_text()
+    side = tmp / "child.json"
+    child = json.loads(side.read_text()) if side.exists() else {}
+    last = out.strip().splitlines()[-1] if out.strip() else err.strip()[-300:]
+    # a run prints its directory last; `size --json` prints the answer (not a path)
+    summary = Path(last) / "summary.json" if len(last) < 4096 and "\n" not in last \
+        and not last.startswith("{") else None
+    figures = json.loads(summary.read_text()) \
+        if summary is not None and summary.is_file() else {}
     return {"rc": proc.returncode, "cpu_s": usage.ru_utime + usage.ru_stime,
             "import_cpu_s": child.get("import_cpu_s"), "rss_mb": usage.ru_maxrss / 1024,
-            "wall_s": wall, "load": (load0, os.getloadavg()[0]), "last": last,
-            "summary": figures}
+            "wall_s": wall, "load": load, "last": last, "summary": figures}
 
 
 def _answer(r: dict[str, Any]) -> str:
@@ -248,7 +270,8 @@ def _answer(r: dict[str, Any]) -> str:
     return ""
 
 
-def team_table(cases: list[str], after: Path, before: Path | None) -> None:
+def team_table(cases: list[str], after: Path, before: Path | None,
+               paired: bool = False, reps: int = 1) -> None:
     sides = [("before", before), ("after", after)] if before is not None else [("after", after)]
     for _, checkout in sides:
         assert checkout is not None
@@ -259,9 +282,16 @@ def team_table(cases: list[str], after: Path, before: Path | None) -> None:
         args, cpu_goal, rss_goal = TEAM_CASES[name]
         goal = " ".join(x for x in (f"≤ {cpu_goal:g} CPU-s" if cpu_goal else "",
                                     f"≤ {rss_goal:g} MB" if rss_goal else "") if x)
-        for side, checkout in sides:
-            assert checkout is not None
-            r = team_run(checkout, args)
+        runs: list[tuple[str, dict[str, Any]]] = []
+        for _ in range(reps):
+            if paired:
+                runs += zip([side for side, _ in sides],
+                            team_runs([c for _, c in sides if c is not None], args),
+                            strict=True)
+            else:
+                runs += [(side, team_run(checkout, args)) for side, checkout in sides
+                         if checkout is not None]
+        for side, r in runs:
             imp = r["import_cpu_s"]
             print(f"{name:<11} {side:<7} {r['cpu_s']:>7.1f} "
                   f"{(f'({imp:.2f})' if imp is not None else '-'):>9} {r['rss_mb']:>7.0f} "
@@ -356,6 +386,9 @@ def main() -> None:
     ap.add_argument("--cases", nargs="+", choices=list(TEAM_CASES), default=list(TEAM_CASES),
                     help="--team: which commands")
     ap.add_argument("--before", type=Path, help="--team: also run every case on this checkout")
+    ap.add_argument("--paired", action="store_true",
+                    help="--team --before: run the two sides at the same time (one core each)")
+    ap.add_argument("--reps", type=int, default=1, help="--team: runs of each case per side")
     ap.add_argument("--profile", choices=list(TEAM_CASES),
                     help="--team: one case with a CPU sampler, CPU by room")
     ap.add_argument("--samples-out", type=Path, help="--profile: keep the raw samples (JSON)")
@@ -365,7 +398,7 @@ def main() -> None:
         if args.profile:
             team_profile(args.profile, ROOT, args.samples_out)
         else:
-            team_table(args.cases, ROOT, args.before)
+            team_table(args.cases, ROOT, args.before, args.paired, args.reps)
         return
     print(f"startup (imports + tokenizer load): {startup():.2f} s")
     if args.fleet:
