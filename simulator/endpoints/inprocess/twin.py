@@ -169,7 +169,8 @@ class InProcessTwin:
         planned, counted = self._plan(request, prompt)
         ref_passes = self.ngram_meter.passes(prompt, planned.token_ids, request.session_id,
                                              known=counted[0])
-        counted[0] = ref_passes if counted[0] is None else counted[0]
+        if counted[0] is None:
+            counted[0] = ref_passes
         rid = f"req-{next(self._ids)}"
         if self.engine.is_idle():
             self.engine.run_until(sent)

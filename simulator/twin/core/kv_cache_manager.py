@@ -364,15 +364,7 @@ class KVCacheManager:
                 self._keyed.popitem(last=False)
             if mine is not None:
                 newest = mine[:2]
-        if given is not None:
-            s.hashes.extend(given)      # in place: the keyed entry holds this list
-            hint = mine[2].hint if mine is not None else None
-            if hint is not None and mine is not None:
-                m = common_chain(given, mine[1], min(len(mine[1]), limit))
-                if m:
-                    s.hint = hint._replace(shared=min(m, hint.shared))
-            return
-        if key is None:
+        if given is None and key is None:
             for toks, hashes in self._recent:
                 m = min(len(hashes), limit)
                 if not m:
@@ -382,12 +374,16 @@ class KVCacheManager:
                 if tokens[end - bs:end] == toks[end - bs:end] and tokens[:end] == toks[:end]:
                     s.hashes = hashes[:m]
                     return
-        if newest is not None:
+        m = 0
+        if given is not None:
+            s.hashes.extend(given)          # in place: the keyed entry holds this list
+            if mine is not None:
+                m = common_chain(given, mine[1], min(len(mine[1]), limit))
+        elif newest is not None:
             toks, hashes = newest
             m = common_blocks(tokens, toks, min(len(hashes), limit), bs)
-            if m:
-                s.hashes.extend(hashes[:m])     # in place: the keyed entry holds this list
-                hint = mine[2].hint if mine is not None else None
-                if hint is not None:            # its blocks, as far as the chains agree
-                    s.hint = hint._replace(shared=min(m, hint.shared))
+            s.hashes.extend(hashes[:m])     # in place: the keyed entry holds this list
+        hint = mine[2].hint if mine is not None else None
+        if m and hint is not None:          # its blocks, as far as the chains agree
+            s.hint = hint._replace(shared=min(m, hint.shared))
 
