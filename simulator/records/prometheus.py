@@ -185,10 +185,11 @@ Sink = Callable[[list[dict[str, Any]]], None]
 class MetricsScraper:
     """Scrapes /metrics every `interval_s` seconds and hands window rows to `sink`.
 
-    Run it inside the runner's TaskGroup (`tg.create_task(scraper.run())`) and call
-    `stop()` when the run ends: a last scrape closes the final window. Problems are
-    recorded in `notes` (the run carries on); a missing or foreign endpoint stops
-    scraping after the first attempt.
+    Run it inside the runner's TaskGroup (`tg.create_task(scraper.run())`), send the
+    run's first request after `ready()` (the baseline: a request the server counted
+    before it would be missing from every window), and call `stop()` when the run ends:
+    a last scrape closes the final window. Problems are recorded in `notes` (the run
+    carries on); a missing or foreign endpoint stops scraping after the first attempt.
     """
 
     def __init__(self, url: str, interval_s: float, sink: Sink, *,
@@ -203,6 +204,11 @@ class MetricsScraper:
         self._prev: Snapshot | None = None
         self._prev_t = 0.0
         self._stop = asyncio.Event()
+        self._baseline = asyncio.Event()
+
+    async def ready(self) -> None:
+        """Return once the first scrape (the run's baseline) is taken or has failed."""
+        await self._baseline.wait()
 
     def stop(self) -> None:
         """Ask `run()` to take its final scrape and return."""
@@ -247,10 +253,18 @@ class MetricsScraper:
 
     async def run(self) -> None:
         """Scrape until `stop()`; never raises for endpoint problems (they are notes)."""
+        try:
+            await self._run()
+        finally:
+            self._baseline.set()        # cancelled before its first scrape: wait no more
+
+    async def _run(self) -> None:
         import aiohttp
         async with aiohttp.ClientSession() as session:
             use = None if self._fetch is not None else session
-            if not await self.scrape_once(use):
+            usable = await self.scrape_once(use)
+            self._baseline.set()
+            if not usable:
                 return
             while not self._stop.is_set():
                 with contextlib.suppress(TimeoutError):

@@ -30,21 +30,17 @@ SCRAPE_INTERVAL_S = 5.0  # how often a real server's /metrics is read during a r
 Background = list[Callable[[], Coroutine[Any, Any, Any]]]
 
 
-def run_background(endpoint: Endpoint, recorder: Recorder, scrape_url: str | None,
-                   clock: RunClock | None = None) -> tuple[Background, list[Callable[[], None]]]:
-    """The run's background tasks and their stop hooks: the endpoint's own (the twin's
-    engine driver) and, against the server at `scrape_url`, a /metrics scraper."""
-    return _background(endpoint, recorder, metrics_url_for(scrape_url) if scrape_url else None,
-                       clock or recorder.clock)
-
-
 def _background(endpoint: Endpoint, recorder: Recorder, metrics_url: str | None,
                 clock: RunClock, extra: Sequence[str] = ()
-                ) -> tuple[Background, list[Callable[[], None]]]:
+                ) -> tuple[Background, list[Callable[[], None]], Background]:
+    """The run's background tasks, their stop hooks and what the first session waits
+    for: the endpoint's own tasks (the twin's engine driver) and, against the server at
+    `metrics_url` and each `extra` target, a /metrics scraper (its baseline first)."""
     background: Background = []
     if isinstance(endpoint, EngineEndpoint):
         background.extend(endpoint.background())
     on_finish: list[Callable[[], None]] = []
+    on_start: Background = []
     if metrics_url is not None:
         # a client-routed fleet: each URL's /metrics, rows tagged with the replica
         urls = endpoint.replica_urls if isinstance(endpoint, RoutedEndpoint) else []
@@ -54,11 +50,12 @@ def _background(endpoint: Endpoint, recorder: Recorder, metrics_url: str | None,
                                       replica=str(i) if len(targets) > 1 else None)
             background.append(scraper.run)
             on_finish.append(scraper.stop)
+            on_start.append(scraper.ready)
     for url in extra:      # --scrape: GPU telemetry beside the server's own metrics
         scraper = metrics_scraper(url, recorder, clock, source=target_label(url))
         background.append(scraper.run)
         on_finish.append(scraper.stop)
-    return background, on_finish
+    return background, on_finish, on_start
 
 
 def target_label(url: str) -> str:
@@ -93,7 +90,7 @@ def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: boo
     as the loop starts."""
     s, spec, endpoint, recorder = run.scenario, run.spec, run.endpoint, run.recorder
     clock = run.server.clock()
-    background, on_finish = _background(endpoint, recorder,
+    background, on_finish, on_start = _background(endpoint, recorder,
                                         run.server.metrics_url if scrape else None, clock,
                                         spec.scrape_urls if scrape else ())
     # the live view (`run/observe.py`): the dashboard, a status line, the exporter's feed
@@ -107,7 +104,8 @@ def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: boo
     with bar as advance:
         grace = STOP_GRACE_S if spec.stop_grace_s is None else spec.stop_grace_s
         runner = Runner(s, endpoint, recorder, run.run_id, progress=advance,
-                        background=background, on_finish=on_finish, stop_grace_s=grace,
+                        background=background, on_finish=on_finish, on_start=on_start,
+                        stop_grace_s=grace,
                         resume=run.state, clock=clock, session_range=sessions)
         if feed is not None:
             feed.view.gauges = runner.live_gauges

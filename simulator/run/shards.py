@@ -24,6 +24,7 @@ N processes would each simulate their own card. Serve the twin over HTTP instead
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import math
@@ -59,7 +60,7 @@ from simulator.run.spec import RunResult, RunSpec
 from simulator.scenario.load import apply_overrides
 from simulator.scenario.model import Scenario
 from simulator.session.resume import ResumeState, read_manifest_for_resume
-from simulator.session.runner import RunOutcome
+from simulator.session.runner import START_WAIT_S, RunOutcome
 
 WORKERS_DIR = "workers"
 SHARD_JOURNALS = (TURNS_JOURNAL, METRICS_JOURNAL, HISTORY_JOURNAL)
@@ -408,6 +409,13 @@ def _parent_scrape(recorder: Recorder, server: ServerInfo, enabled: bool,
                               name="endurance-scrape", daemon=True)
     thread.start()
     started.wait(10)
+
+    async def baselines() -> None:
+        await asyncio.gather(*(scraper.ready() for scraper in scrapers))
+
+    if loops:       # the shards' first requests after the baselines (`MetricsScraper`)
+        with contextlib.suppress(concurrent.futures.TimeoutError):
+            asyncio.run_coroutine_threadsafe(baselines(), loops[0]).result(START_WAIT_S)
     try:
         yield
     finally:

@@ -33,6 +33,7 @@ from simulator.session.replay_agent import ReplayAgent
 from simulator.session.resume import ResumeState
 
 STOP_GRACE_S = 10.0
+START_WAIT_S = 10.0  # the longest the first session waits for the start hooks (a scrape)
 
 
 @dataclass
@@ -86,6 +87,7 @@ class Runner:
                  background: list[Callable[[], Coroutine[Any, Any, Any]]] | None = None,
                  session_range: range | None = None,
                  on_finish: list[Callable[[], None]] | None = None,
+                 on_start: list[Callable[[], Coroutine[Any, Any, Any]]] | None = None,
                  stop_grace_s: float = STOP_GRACE_S, resume: ResumeState | None = None,
                  time_scale: float = 1.0, clock: RunClock | None = None) -> None:
         self.s = scenario
@@ -100,6 +102,9 @@ class Runner:
         self.background = background or []
         self.sessions = session_range or range(scenario.sessions)
         self.on_finish = on_finish or []
+        # awaited once the background tasks run, before the first session starts (at
+        # most START_WAIT_S): e.g. a metrics scraper's baseline scrape
+        self.on_start = on_start or []
         self.stop_grace_s = stop_grace_s
         self.resume = resume or ResumeState()
         self.outcome = RunOutcome("completed", failed_sessions=list(self.resume.failed_sessions))
@@ -158,6 +163,12 @@ class Runner:
         try:
             async with asyncio.TaskGroup() as outer:
                 bg: list[asyncio.Task[Any]] = [outer.create_task(f()) for f in self.background]
+                if self.on_start:
+                    starting: list[asyncio.Task[Any]] = [outer.create_task(f())
+                                                         for f in self.on_start]
+                    await asyncio.wait(starting, timeout=START_WAIT_S)
+                    for t in starting:
+                        t.cancel()
                 try:
                     async with asyncio.TaskGroup() as tg:
                         duration = self.s.load.duration_s

@@ -78,3 +78,28 @@ def test_the_deadline_stops_the_run_in_virtual_time() -> None:
     assert outcome.deadline_reached and "deadline" in outcome.reason
     assert 0 < len(rec.rows) < 1000
     assert outcome.wall_window_s == pytest.approx(100.0, abs=1.0)
+
+
+@pytest.mark.parametrize("wait_for_baseline", [True, False])
+def test_the_first_request_waits_for_the_metrics_baseline(wait_for_baseline: bool) -> None:
+    """A request the server counted before the scraper's first scrape is in the baseline
+    and in no window (a loaded machine's vLLM run lost its first prompt that way): the
+    sessions start once the baseline is taken, so the windows hold every request."""
+    import asyncio
+
+    from simulator.records.prometheus import MetricsScraper
+    endpoint = FakeEndpoint()
+    rows: list[dict[str, Any]] = []
+
+    async def fetch(url: str) -> tuple[int, str]:
+        await asyncio.sleep(0.5)          # the server reads its counters late
+        return 200, ("# TYPE vllm:prompt_tokens counter\n"
+                     f'vllm:prompt_tokens_total{{engine="0"}} {100 * len(endpoint.requests)}\n')
+
+    scraper = MetricsScraper("http://x/metrics", 1.0, rows.extend, fetch=fetch)
+    runner = Runner(scenario(sessions=2, turns=2), endpoint, MemoryRecorder(),  # type: ignore[arg-type]
+                    "r", background=[scraper.run], on_finish=[scraper.stop],
+                    on_start=[scraper.ready] if wait_for_baseline else None)
+    assert run_virtual(runner.run()).status == "completed" and len(endpoint.requests) == 4
+    windows = sum(r["value"] for r in rows if r["metric"] == "prompt_tokens")
+    assert (windows == 400) is wait_for_baseline
