@@ -32,7 +32,7 @@ class RoutedEndpoint:
                              "client use round_robin, least_loaded or session_affinity")
         self.children = list(children)
         self.simulated = all(c.simulated for c in children)   # fakes in tests: virtual time
-        self.replica_urls = list(urls)       # scraped one by one (`runs.run_background`)
+        self.replica_urls = list(urls)       # scraped one by one (`run.drive._background`)
         self.router = router
         self.in_flight = [0] * len(children)
         self.routed = [0] * len(children)

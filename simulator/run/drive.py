@@ -39,23 +39,18 @@ def _background(endpoint: Endpoint, recorder: Recorder, metrics_url: str | None,
     background: Background = []
     if isinstance(endpoint, EngineEndpoint):
         background.extend(endpoint.background())
-    on_finish: list[Callable[[], None]] = []
-    on_start: Background = []
+    scrapers: list[MetricsScraper] = []
     if metrics_url is not None:
         # a client-routed fleet: each URL's /metrics, rows tagged with the replica
         urls = endpoint.replica_urls if isinstance(endpoint, RoutedEndpoint) else []
         targets = [metrics_url_for(u) for u in urls] if len(urls) > 1 else [metrics_url]
-        for i, url in enumerate(targets):
-            scraper = metrics_scraper(url, recorder, clock,
-                                      replica=str(i) if len(targets) > 1 else None)
-            background.append(scraper.run)
-            on_finish.append(scraper.stop)
-            on_start.append(scraper.ready)
+        scrapers += [metrics_scraper(url, recorder, clock,
+                                     replica=str(i) if len(targets) > 1 else None)
+                     for i, url in enumerate(targets)]
     for url in extra:      # --scrape: GPU telemetry beside the server's own metrics
-        scraper = metrics_scraper(url, recorder, clock, source=target_label(url))
-        background.append(scraper.run)
-        on_finish.append(scraper.stop)
-    return background, on_finish, on_start
+        scrapers.append(metrics_scraper(url, recorder, clock, source=target_label(url)))
+    background += [s.run for s in scrapers]
+    return background, [s.stop for s in scrapers], [s.ready for s in scrapers]
 
 
 def target_label(url: str) -> str:
@@ -90,9 +85,9 @@ def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: boo
     as the loop starts."""
     s, spec, endpoint, recorder = run.scenario, run.spec, run.endpoint, run.recorder
     clock = run.server.clock()
-    background, on_finish, on_start = _background(endpoint, recorder,
-                                        run.server.metrics_url if scrape else None, clock,
-                                        spec.scrape_urls if scrape else ())
+    background, on_finish, on_start = _background(
+        endpoint, recorder, run.server.metrics_url if scrape else None, clock,
+        spec.scrape_urls if scrape else ())
     # the live view (`run/observe.py`): the dashboard, a status line, the exporter's feed
     feed = InProcessFeed(run.live, recorder, clock, endpoint) if progress and run.live \
         else None
@@ -105,8 +100,8 @@ def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: boo
         grace = STOP_GRACE_S if spec.stop_grace_s is None else spec.stop_grace_s
         runner = Runner(s, endpoint, recorder, run.run_id, progress=advance,
                         background=background, on_finish=on_finish, on_start=on_start,
-                        stop_grace_s=grace,
-                        resume=run.state, clock=clock, session_range=sessions)
+                        stop_grace_s=grace, resume=run.state, clock=clock,
+                        session_range=sessions)
         if feed is not None:
             feed.view.gauges = runner.live_gauges
 
