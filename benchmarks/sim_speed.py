@@ -32,6 +32,8 @@ change of a few percent on a VM whose speed drifts by ±25% from minute to minut
 
     python benchmarks/sim_speed.py --team --before /work/before --cases team256 fleet4
     python benchmarks/sim_speed.py --team --before /work/before --paired --reps 3
+    python benchmarks/sim_speed.py --team --before /work/base --paired --issue-base
+                     # /work/base = 21cb8b4, the issue's base: figures on its scale
     python benchmarks/sim_speed.py --team --profile team256    # where the CPU goes
 
 The cases (`--cases`, default all): `team256` (256 × 10 on the H100, all at once; goal
@@ -270,9 +272,49 @@ def _answer(r: dict[str, Any]) -> str:
     return ""
 
 
+# The figures issue 36 measured on its machine, CPU-s, for the commit it measured them on
+# (21cb8b4; docs/benchmarks.md): what `--issue-base` scales this machine's figures to
+ISSUE_BASE_CPU_S: dict[str, float] = {"team256": 17.1, "size": 160.0}
+
+
+def issue_scale_lines(cpu: dict[str, dict[str, list[float]]],
+                      base_is_issue: bool) -> list[str]:
+    """Per case: the sides' mean CPU-s and after/before. With the before side the
+    issue's base, also this machine's speed against the issue's (the geometric mean
+    of before / the issue's figure over the cases it measured) and each after figure
+    on the issue's scale against its goal: a VM whose speed drifts by ±40% from hour to
+    hour is judged by what ran beside the base, not by its raw seconds."""
+    lines = [f"{'case':<11} {'before':>7} {'after':>7} {'after/before':>12}"
+             + ("  on the issue's scale" if base_is_issue else "")]
+    means = {name: {side: sum(v) / len(v) for side, v in sides.items() if v}
+             for name, sides in cpu.items()}
+    ratios = [means[n]["before"] / ISSUE_BASE_CPU_S[n] for n in ISSUE_BASE_CPU_S
+              if "before" in means.get(n, {})]
+    speed = math.prod(ratios) ** (1 / len(ratios)) if ratios else None
+    for name, m in means.items():
+        if "before" not in m or "after" not in m:
+            continue
+        line = f"{name:<11} {m['before']:>7.1f} {m['after']:>7.1f} {m['after'] / m['before']:>12.2f}"
+        if base_is_issue and speed is not None:
+            goal = TEAM_CASES[name][1]
+            scaled = m["after"] / speed
+            verdict = "" if goal is None else \
+                f" (goal ≤ {goal:g}: {'met' if scaled <= goal else 'not met'})"
+            line += f"  {scaled:.1f} CPU-s{verdict}"
+        lines.append(line)
+    if base_is_issue:
+        lines.append("this machine against the issue's: " + (
+            f"{speed:.2f}× its CPU-s (before / the issue's figure, geometric mean over "
+            f"{', '.join(n for n in ISSUE_BASE_CPU_S if 'before' in means.get(n, {}))})"
+            if speed is not None else
+            f"unknown (run {' or '.join(ISSUE_BASE_CPU_S)} to scale by)"))
+    return lines
+
+
 def team_table(cases: list[str], after: Path, before: Path | None,
-               paired: bool = False, reps: int = 1) -> None:
+               paired: bool = False, reps: int = 1, base_is_issue: bool = False) -> None:
     sides = [("before", before), ("after", after)] if before is not None else [("after", after)]
+    cpu: dict[str, dict[str, list[float]]] = {}
     for _, checkout in sides:
         assert checkout is not None
         compile_checkout(checkout)
@@ -283,6 +325,7 @@ def team_table(cases: list[str], after: Path, before: Path | None,
         goal = " ".join(x for x in (f"≤ {cpu_goal:g} CPU-s" if cpu_goal else "",
                                     f"≤ {rss_goal:g} MB" if rss_goal else "") if x)
         runs: list[tuple[str, dict[str, Any]]] = []
+        cpu[name] = {}
         for _ in range(reps):
             if paired:
                 runs += zip([side for side, _ in sides],
@@ -297,6 +340,11 @@ def team_table(cases: list[str], after: Path, before: Path | None,
                   f"{(f'({imp:.2f})' if imp is not None else '-'):>9} {r['rss_mb']:>7.0f} "
                   f"{r['wall_s']:>7.1f} {r['load'][0]:>4.1f}→{r['load'][1]:<4.1f}  "
                   f"{goal:<18} {_answer(r)}", flush=True)
+            cpu[name].setdefault(side, []).append(r["cpu_s"])
+    if before is not None:
+        print()
+        for line in issue_scale_lines(cpu, base_is_issue):
+            print(line)
 
 
 # bucket of a simulator file by its room; anything else is charged to its caller
@@ -389,6 +437,9 @@ def main() -> None:
     ap.add_argument("--paired", action="store_true",
                     help="--team --before: run the two sides at the same time (one core each)")
     ap.add_argument("--reps", type=int, default=1, help="--team: runs of each case per side")
+    ap.add_argument("--issue-base", action="store_true",
+                    help="--team --before: the before checkout is issue 36's base "
+                         "(21cb8b4): also print each figure on the issue's scale")
     ap.add_argument("--profile", choices=list(TEAM_CASES),
                     help="--team: one case with a CPU sampler, CPU by room")
     ap.add_argument("--samples-out", type=Path, help="--profile: keep the raw samples (JSON)")
@@ -398,7 +449,10 @@ def main() -> None:
         if args.profile:
             team_profile(args.profile, ROOT, args.samples_out)
         else:
-            team_table(args.cases, ROOT, args.before, args.paired, args.reps)
+            if args.issue_base and args.before is None:
+                ap.error("--issue-base needs --before (a checkout of 21cb8b4)")
+            team_table(args.cases, ROOT, args.before, args.paired, args.reps,
+                       args.issue_base)
         return
     print(f"startup (imports + tokenizer load): {startup():.2f} s")
     if args.fleet:
