@@ -237,6 +237,36 @@ def test_a_routers_hinted_count_is_the_walk_of_the_hash_map() -> None:
     assert hinted > 50                                  # the hinted path was taken
 
 
+def test_a_running_duplicate_counts_by_the_map_not_by_its_blocks() -> None:
+    """Two requests that computed the same prompt at once: the second's blocks stay
+    without hashes (duplicates), so a router's count for its session must walk the map
+    from its first such block (`Seq.bare_from`), not take its held blocks unread: once
+    the first request's blocks are evicted, nothing of the prompt is cached."""
+    from simulator.twin.core.block_pool import NO_BARE
+    kv = KVCacheManager(16, BS)
+    toks = list(range(21))                            # 5 full blocks and one token
+    a, b = _seq("a", toks), _seq("b", toks)
+    a.prefix_key, b.prefix_key = "sa", "sb"
+    hit_a, hit_b = kv.get_computed_blocks(a), kv.get_computed_blocks(b)   # both miss
+    assert not hit_a and not hit_b
+    assert kv.allocate_slots(a, len(toks), hit_a) and kv.allocate_slots(b, len(toks), hit_b)
+    assert a.bare_from == NO_BARE and b.bare_from == 0
+    chain = extend_hash_chain(array("I", toks), len(toks), BS, [])
+    longer = [*toks, *range(100, 108)]                # b's session's next prompt
+    next_chain = extend_hash_chain(array("I", longer), len(longer), BS, [])
+    cap = (len(longer) - 1) // BS
+    assert kv.cached_prefix(next_chain, len(longer), "sb") == 5 == \
+        len(kv._pool.lookup(next_chain, cap))          # a's blocks, found by the map
+    kv.free(a)                                        # a's blocks: cached, free
+    filler = _seq("f", list(range(500, 540)))         # every free block: evicts a's
+    assert kv.allocate_slots(filler, 40, kv.get_computed_blocks(filler))
+    assert kv.num_used == kv.num_blocks
+    assert len(kv._pool.lookup(chain, 5)) == 0
+    assert kv.cached_prefix(next_chain, len(longer), "sb") == 0
+    kv.free(b)
+    assert b.bare_from == NO_BARE
+
+
 @given(st.lists(st.integers(0, 3), min_size=0, max_size=40),
        st.lists(st.integers(0, 3), min_size=0, max_size=40), st.integers(-1, 12))
 @settings(max_examples=300, deadline=None)

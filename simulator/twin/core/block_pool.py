@@ -27,6 +27,7 @@ HINTED_CHUNK = 32         # the first chunk looked up past a `Snapshot`'s blocks
 NO_HASH = -1              # a block without a hash (`hash()` never returns −1)
 SMALL = 8                 # calls on at most this many blocks go block by block
 SPARE_ENTRIES = 1024      # free-queue room beyond 2 × blocks between compactions
+NO_BARE = 1 << 62         # `cache_blocks`: every block given holds its hash
 
 # block ids travel as array('q') (a request's table, a hit, an allocation): numpy reads
 # them without a copy (`_ids`)
@@ -188,12 +189,6 @@ class BlockPool:
         ids = _ids(block_ids).copy()        # not a view: the table may grow again
         return Snapshot(ids, self._gen_np[ids], shared)
 
-    def held(self, block_ids: array[int], n: int) -> Snapshot:
-        """The first n blocks of a running request, which it holds (referenced: none
-        can be reallocated while it runs), for a `lookup` made before anything frees
-        them whose chain shares their n hashes."""
-        return Snapshot(np.frombuffer(block_ids, dtype=np.int64, count=n).copy(), None, n)
-
     def lookup(self, hashes: Sequence[int], max_blocks: int,
                known: Snapshot | None = None) -> array[int]:
         """Blocks of the longest cached prefix: walk the chain until the first miss.
@@ -211,16 +206,31 @@ class BlockPool:
             if k > 0:
                 ids = known.ids[:k]
                 moved = self._hash_np[ids] == NO_HASH
-                if known.gens is not None:
-                    moved |= self._gen_np[ids] != known.gens[:k]
+                moved |= self._gen_np[ids] != known.gens[:k]
                 start = int(moved.argmax())     # (argmax: no `any`, which costs µs)
                 if not moved[start]:
                     start = k
                 found.frombytes(ids[:start].tobytes())
-        get, held_hash = self._cached.get, self._hash.__getitem__
         # past a snapshot the next block is most likely new: a short first chunk
-        chunk = HINTED_CHUNK if known is not None else LOOKUP_CHUNK
-        lo, end = start, min(len(hashes), max_blocks)
+        self._walk(hashes, start, min(len(hashes), max_blocks),
+                   HINTED_CHUNK if known is not None else LOOKUP_CHUNK, found)
+        return found
+
+    def count_held(self, hashes: Sequence[int], max_blocks: int, held: int) -> int:
+        """`len(lookup(hashes, max_blocks, known))` where `known` is the first `held`
+        blocks of a running request, none of them without a hash (`Seq.bare_from`), and
+        the chain's first `held` hashes are theirs: those count as they are (no table
+        is read for them: held blocks keep their hashes) and the map is walked after."""
+        found: list[int] = []
+        start = min(held, max_blocks, len(hashes))
+        self._walk(hashes, start, min(len(hashes), max_blocks), HINTED_CHUNK, found)
+        return start + len(found)
+
+    def _walk(self, hashes: Sequence[int], lo: int, end: int, chunk: int,
+              found: array[int] | list[int]) -> None:
+        """Append to `found` the blocks cached under hashes[lo:end], up to the first
+        miss, looked up a chunk at a time (the first `chunk` long, then LOOKUP_CHUNK)."""
+        get, held_hash = self._cached.get, self._hash.__getitem__
         while lo < end:
             want = hashes[lo:min(lo + chunk, end)]
             lo += chunk
@@ -238,7 +248,6 @@ class BlockPool:
             found.extend(part)
             if not whole:
                 break
-        return found
 
     def num_evictable(self, block_ids: Sequence[int]) -> int:
         """How many of `block_ids` sit in the free queue (touching them uses them up)."""
@@ -320,8 +329,10 @@ class BlockPool:
         would return the first block anyway)."""
         self.cache_blocks((block_id,), (block_hash,))
 
-    def cache_blocks(self, block_ids: Sequence[int], hashes: Sequence[int]) -> None:
-        """`cache_block` for each pair of `block_ids` and `hashes`, in order."""
+    def cache_blocks(self, block_ids: Sequence[int], hashes: Sequence[int]) -> int:
+        """`cache_block` for each pair of `block_ids` and `hashes`, in order. Returns the
+        index of the first block left without a hash (a duplicate of a block that holds
+        it), NO_BARE when none is."""
         if NO_HASH in hashes:
             raise ValueError(f"{NO_HASH} is no block hash (hash() never returns it)")
         held, cached = self._hash, self._cached
@@ -338,6 +349,9 @@ class BlockPool:
             added += 1
         self._n_cached += added
         self._drop_stale()
+        if added == len(block_ids):          # fresh blocks, all registered: the hot path
+            return NO_BARE
+        return next((i for i, b in enumerate(block_ids) if held[b] == NO_HASH), NO_BARE)
 
     def _drop_stale(self) -> None:
         """Drop the map's stale entries (an evicted block's) once it outgrows the pool
@@ -501,10 +515,7 @@ class Snapshot(NamedTuple):
     """A request's blocks as `BlockPool.snapshot` saw them."""
 
     ids: npt.NDArray[np.int64]       # block ids, in chain order
-    # their generations then; None for blocks held by a running request, looked up at
-    # once (`BlockPool.held`): a held block is never reallocated, so only its hash
-    # needs a check (a duplicate's registration left it without one)
-    gens: npt.NDArray[np.int64] | None
+    gens: npt.NDArray[np.int64]      # their generations then
     shared: int                      # leading blocks whose hashes the chain shares
 
 

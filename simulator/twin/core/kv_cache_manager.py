@@ -50,6 +50,7 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 
 from simulator.twin.core.block_pool import (
+    NO_BARE,
     BlockPool,
     common_blocks,
     common_chain,
@@ -177,9 +178,10 @@ class KVCacheManager:
             # the leading blocks whose hashes the two chains share: of a running
             # request, its registered blocks as they are (held: `BlockPool.held`)
             if seq.blocks:
-                m = common_chain(hashes, last[1], min(seq.n_cached, cap))
+                # none of them is without a hash before `bare_from`: counted unread
+                m = common_chain(hashes, last[1], min(seq.n_cached, cap, seq.bare_from))
                 if m:
-                    hint = self._pool.held(seq.blocks, m)
+                    return self._pool.count_held(hashes, cap, m)
             elif seq.hint is not None:
                 m = common_chain(hashes, last[1], min(seq.hint.shared, cap))
                 if m:
@@ -245,6 +247,7 @@ class KVCacheManager:
             s.state_blocks = []
         s.blocks = array("q")
         s.n_cached = 0
+        s.bare_from = NO_BARE
 
     # -- the decode fast path (`decode_burst`) ---------------------------------------
     def room(self, seqs: list[Seq]) -> list[int]:
@@ -277,7 +280,9 @@ class KVCacheManager:
         if n_full <= s.n_cached:
             return
         hashes = extend_hash_chain(s.tokens, n_full * bs, bs, s.hashes)
-        self._pool.cache_blocks(s.blocks[s.n_cached:n_full], hashes[s.n_cached:n_full])
+        bare = self._pool.cache_blocks(s.blocks[s.n_cached:n_full], hashes[s.n_cached:n_full])
+        if bare != NO_BARE and s.bare_from == NO_BARE:
+            s.bare_from = s.n_cached + bare
         if self.state_aligned and not (step_end_only and num_tokens % bs):
             self._save_states(s, hashes, s.n_cached, n_full, step_end_only)
         if self.tier is not None:
@@ -331,6 +336,7 @@ class KVCacheManager:
             new = new[:need]
         s.blocks = hit_blocks + new
         s.n_cached = len(hit_blocks)
+        s.bare_from = NO_BARE             # a hit's blocks hold their hashes
         self._queries += s.num_tokens
         self._hits += hit
         if not s.admitted:                  # its first admission: share its chain

@@ -6,7 +6,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from simulator.twin.core.block_pool import Snapshot
+from simulator.twin.core.block_pool import NO_BARE, Snapshot
 from simulator.twin.core.types import RequestResult
 from simulator.twin.spec_decode.ngram import NgramIndex
 
@@ -27,6 +27,10 @@ class Seq:
     num_computed: int = 0      # tokens whose KV is computed
     blocks: array[int] = field(default_factory=lambda: array("q"))   # numpy reads it in place
     n_cached: int = 0          # leading blocks already registered in the prefix cache
+    # the first of them left without a hash (a duplicate of a block another request
+    # registered first), NO_BARE when none: fixed while it holds them (held blocks
+    # are neither evicted nor registered again), so a router need not check them
+    bare_from: int = NO_BARE
     hashes: list[int] = field(default_factory=list)   # chain over known full blocks
     prefix_key: str | None = None   # `EngineRequest.prefix_key`: where to seed `hashes`
     given_hashes: Sequence[int] | None = None   # `EngineRequest.prefix_hashes`
