@@ -27,7 +27,7 @@ HINTED_CHUNK = 32         # the first chunk looked up past a `Snapshot`'s blocks
 NO_HASH = -1              # a block without a hash (`hash()` never returns −1)
 SMALL = 8                 # calls on at most this many blocks go block by block
 SPARE_ENTRIES = 1024      # free-queue room beyond 2 × blocks between compactions
-NO_BARE = 1 << 62         # `cache_blocks`: every block given holds its hash
+NO_BARE = 1 << 62         # `cache_blocks`: no block given was left without a hash
 
 # block ids travel as array('q') (a request's table, a hit, an allocation): numpy reads
 # them without a copy (`_ids`)

@@ -176,9 +176,9 @@ class KVCacheManager:
         if last is not None:
             seq = last[2]
             # the leading blocks whose hashes the two chains share: of a running
-            # request, its registered blocks as they are (held: `BlockPool.held`)
+            # request, its registered blocks before the first without a hash
+            # (`bare_from`), counted unread (`BlockPool.count_held`)
             if seq.blocks:
-                # none of them is without a hash before `bare_from`: counted unread
                 m = common_chain(hashes, last[1], min(seq.n_cached, cap, seq.bare_from))
                 if m:
                     return self._pool.count_held(hashes, cap, m)

@@ -15,8 +15,9 @@ from simulator.twin.spec_decode.ngram import NgramIndex
 class Seq:
     """One request's engine state; token counts are in tokens, `blocks` are block ids.
 
-    `blocks`, `n_cached`, `hashes`, `state_blocks`, `hit_state` and `junction` are its KV
-    state, written only by the `KVCacheManager`; the rest is the scheduler's."""
+    `blocks`, `n_cached`, `bare_from`, `hashes`, `state_blocks`, `hit_state` and
+    `junction` are its KV state, written only by the `KVCacheManager`; the rest is the
+    scheduler's."""
 
     rid: str
     tokens: array[int]         # prompt + planned output; tokens[:num_tokens] are known
