@@ -257,7 +257,7 @@ def _answer(r: dict[str, Any]) -> str:
     try:
         data = json.loads(r["last"])
     except ValueError:
-        return "" if r["rc"] in (0, 1) else f"rc {r['rc']}: {r['last'][-120:]}"
+        return "" if r["rc"] == 0 else f"rc {r['rc']}: {r['last'][-120:]}"
     if isinstance(data, dict):
         parts = [f"{k}={data[k]}" for k in ("sessions", "answer", "cards", "replicas")
                  if k in data and not isinstance(data[k], dict | list)]
@@ -288,11 +288,14 @@ def issue_scale_lines(cpu: dict[str, dict[str, list[float]]],
              + ("  on the issue's scale" if base_is_issue else "")]
     means = {name: {side: sum(v) / len(v) for side, v in sides.items() if v}
              for name, sides in cpu.items()}
+    failed = {name: [side for side, v in sides.items() if not v] for name, sides in cpu.items()}
     ratios = [means[n]["before"] / ISSUE_BASE_CPU_S[n] for n in ISSUE_BASE_CPU_S
               if "before" in means.get(n, {})]
     speed = math.prod(ratios) ** (1 / len(ratios)) if ratios else None
     for name, m in means.items():
         if "before" not in m or "after" not in m:
+            lines.append(f"{name:<11} no ratio: every {' and '.join(failed[name])} run failed"
+                         if failed[name] else f"{name:<11} no ratio: one side did not run")
             continue
         line = f"{name:<11} {m['before']:>7.1f} {m['after']:>7.1f} {m['after'] / m['before']:>12.2f}"
         if base_is_issue and speed is not None:
@@ -311,6 +314,18 @@ def issue_scale_lines(cpu: dict[str, dict[str, list[float]]],
     return lines
 
 
+def counted_cpu(runs: list[tuple[str, dict[str, Any]]]) -> dict[str, list[float]]:
+    """Each side's CPU-s over its runs that succeeded (rc 0): a failed command stopped
+    early, so its seconds are no figure (a side whose runs all failed keeps an empty
+    list, which `issue_scale_lines` reports)."""
+    cpu: dict[str, list[float]] = {}
+    for side, r in runs:
+        cpu.setdefault(side, [])
+        if r["rc"] == 0:
+            cpu[side].append(r["cpu_s"])
+    return cpu
+
+
 def team_table(cases: list[str], after: Path, before: Path | None,
                paired: bool = False, reps: int = 1, base_is_issue: bool = False) -> None:
     sides = [("before", before), ("after", after)] if before is not None else [("after", after)]
@@ -325,7 +340,6 @@ def team_table(cases: list[str], after: Path, before: Path | None,
         goal = " ".join(x for x in (f"≤ {cpu_goal:g} CPU-s" if cpu_goal else "",
                                     f"≤ {rss_goal:g} MB" if rss_goal else "") if x)
         runs: list[tuple[str, dict[str, Any]]] = []
-        cpu[name] = {}
         for _ in range(reps):
             if paired:
                 runs += zip([side for side, _ in sides],
@@ -340,7 +354,7 @@ def team_table(cases: list[str], after: Path, before: Path | None,
                   f"{(f'({imp:.2f})' if imp is not None else '-'):>9} {r['rss_mb']:>7.0f} "
                   f"{r['wall_s']:>7.1f} {r['load'][0]:>4.1f}→{r['load'][1]:<4.1f}  "
                   f"{goal:<18} {_answer(r)}", flush=True)
-            cpu[name].setdefault(side, []).append(r["cpu_s"])
+        cpu[name] = counted_cpu(runs)
     if before is not None:
         print()
         for line in issue_scale_lines(cpu, base_is_issue):
@@ -444,13 +458,15 @@ def main() -> None:
                     help="--team: one case with a CPU sampler, CPU by room")
     ap.add_argument("--samples-out", type=Path, help="--profile: keep the raw samples (JSON)")
     args = ap.parse_args()
+    if args.issue_base and args.before is None:
+        ap.error("--issue-base needs --before (a checkout of 21cb8b4)")
+    if args.before is not None and not (args.before / "simulator").is_dir():
+        ap.error(f"--before {args.before}: no checkout of this repository (no simulator/ in it)")
     print(f"machine: {machine()}")
     if args.team or args.profile:
         if args.profile:
             team_profile(args.profile, ROOT, args.samples_out)
         else:
-            if args.issue_base and args.before is None:
-                ap.error("--issue-base needs --before (a checkout of 21cb8b4)")
             team_table(args.cases, ROOT, args.before, args.paired, args.reps,
                        args.issue_base)
         return

@@ -4,6 +4,7 @@ beside the issue's base, not by this machine's raw seconds."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -47,3 +48,33 @@ def test_no_scale_without_a_case_the_issue_measured(sim_speed: ModuleType) -> No
     # a plain before/after comparison names no scale at all
     plain = sim_speed.issue_scale_lines({"fleet4": {"before": [20.0], "after": [12.0]}}, False)
     assert len(plain) == 2 and "issue" not in " ".join(plain)
+
+
+def test_a_failed_run_is_no_figure(sim_speed: ModuleType) -> None:
+    """A side whose command failed (a checkout without the scenario, a crash) ran for a
+    second or two: its CPU is no figure to divide by."""
+    runs = [("before", {"rc": 2, "cpu_s": 1.8}), ("after", {"rc": 0, "cpu_s": 17.8}),
+            ("before", {"rc": 0, "cpu_s": 20.0}), ("after", {"rc": 0, "cpu_s": 18.0})]
+    assert sim_speed.counted_cpu(runs) == {"before": [20.0], "after": [17.8, 18.0]}
+    failed = sim_speed.counted_cpu([("before", {"rc": 2, "cpu_s": 1.8}),
+                                    ("after", {"rc": 0, "cpu_s": 17.8})])
+    assert failed == {"before": [], "after": [17.8]}
+    lines = sim_speed.issue_scale_lines({"team256": failed}, True)
+    assert lines[1].split()[0] == "team256" and "no ratio: every before run failed" in lines[1]
+    assert not any("9.87" in line or "0.10" in line for line in lines)
+
+
+def test_a_before_that_is_no_checkout_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    for before in (tmp_path / "missing", tmp_path):
+        out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "sim_speed.py"), "--team",
+                              "--before", str(before), "--cases", "team256"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2, out.stderr
+        assert "--before" in out.stderr and "no checkout" in out.stderr
+        assert "Traceback" not in out.stderr and "case" not in out.stdout
+
+
+def test_a_failed_run_says_why_in_its_row(sim_speed: ModuleType) -> None:
+    failed = {"rc": 1, "summary": {}, "last": "ModuleNotFoundError: No module named 'x'"}
+    assert sim_speed._answer(failed) == "rc 1: ModuleNotFoundError: No module named 'x'"
+    assert sim_speed._answer({"rc": 0, "summary": {}, "last": "done"}) == ""
