@@ -98,16 +98,37 @@ def open_run(spec: RunSpec, endpoint: Endpoint | None = None,
     run_id = new_run_id(s.name)
     manifest = {**build_manifest(s, resolved, spec, endpoint, run_id), **server.manifest_fields(),
                 **(extra(s) if extra is not None else {})}
-    recorder = open_recorder(spec.out_dir / run_id, manifest, spec.out_dir, clock=server.clock())
+    for _ in range(RUN_ID_DRAWS - 1):
+        try:
+            recorder = open_recorder(spec.out_dir / run_id, manifest, spec.out_dir,
+                                     clock=server.clock(), taken_ok=True)
+            break
+        except FileExistsError:    # another run took this id this second: draw again
+            run_id = manifest["run_id"] = new_run_id(s.name)
+    else:
+        recorder = open_recorder(spec.out_dir / run_id, manifest, spec.out_dir,
+                                 clock=server.clock())
     return OpenedRun(s, spec, endpoint, recorder, server)
 
 
+# A run id is the second it starts, the scenario and 4 random hex digits: runs started in
+# the same second into one --out (a search's parallel points) can draw the same one
+RUN_ID_DRAWS = 8
+
+
 def open_recorder(run_dir: Path, manifest: dict[str, Any], out: Path,
-                  clock: RunClock | None = None) -> Recorder:
+                  clock: RunClock | None = None, taken_ok: bool = False) -> Recorder:
     """A recorder for a new run directory under `out`; one InputError line when `--out`
-    cannot hold it (not a directory, not writable, under /proc, a name too long)."""
+    cannot hold it (not a directory, not writable, under /proc, a name too long). With
+    `taken_ok`, a run directory that exists already raises FileExistsError (the caller
+    draws another id)."""
     try:
         return Recorder(run_dir, manifest, clock=clock)
+    except FileExistsError:
+        if taken_ok and run_dir.is_dir():
+            raise
+        raise InputError(f"--out {str(out)[:200]!r}: cannot create the results directory "
+                         "(File exists)") from None
     except (OSError, ValueError) as exc:   # ValueError: a NUL byte in the path
         why = describe_os_error(exc) if isinstance(exc, OSError) else str(exc)
         raise InputError(f"--out {str(out)[:200]!r}: cannot create the results directory "

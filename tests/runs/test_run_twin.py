@@ -105,3 +105,21 @@ def test_same_seed_same_turns(tmp_path: Path) -> None:
     b = turns_of(run_scenario(ENDURANCE, tmp_path, ["turns=15"]))
     cols = ["turn_kind", "context_tokens_est", "output_tokens", "cache_read_tokens", "ttft_s"]
     pd.testing.assert_frame_equal(a[cols], b[cols])
+
+
+def test_a_run_id_already_taken_in_out_is_drawn_again(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs started in the same second into one --out (a search's parallel points,
+    runs launched from a script) can draw the same id; the second takes another one
+    instead of failing with 'cannot create the results directory (File exists)'."""
+    import simulator.run.prepare as prepare
+    ids = iter(["20261203-170034-claude-code-team-4bbb"] * 3 + ["20261203-170034-claude-code-team-5ccc"])
+    monkeypatch.setattr(prepare, "new_run_id", lambda _name: next(ids))
+    team = SCENARIOS / "claude-code-team.yaml"
+    first = run_scenario(team, tmp_path, ["sessions=1", "turns=1"])
+    second = run_scenario(team, tmp_path, ["sessions=1", "turns=1"])
+    assert first.status == second.status == "completed"
+    assert first.run_dir.name.endswith("4bbb") and second.run_dir.name.endswith("5ccc")
+    manifest = json.loads((second.run_dir / "manifest.json").read_text())
+    assert manifest["run_id"] == second.run_dir.name
+    assert len(turns_of(first)) == len(turns_of(second)) == 1
