@@ -1,6 +1,8 @@
 """Run `endurance …` in a child process bounded in time and memory (issue 29): a hostile
 input must end in one line with the right exit code within `timeout_s`, inside an
-address-space cap, or the helper says which bound it broke."""
+address-space cap, or the helper says which bound it broke. `timeout_s` is wall time, a
+hang guard with room for a loaded machine; a test that bounds the work itself asserts
+the child's own CPU (`Outcome.cpu_s`)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ class Outcome:
     rc: int
     lines: list[str]
     seconds: float
+    cpu_s: float = 0.0     # the child's own CPU (user + system): what a busy machine leaves alone
 
     @property
     def one_error_line(self) -> str:
@@ -36,9 +39,10 @@ def _cap() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP_BYTES, MEMORY_CAP_BYTES))
 
 
-def endurance(*args: str, timeout_s: float = 10.0, cwd: Path | None = None) -> Outcome:
+def endurance(*args: str, timeout_s: float = 30.0, cwd: Path | None = None) -> Outcome:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t0 = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         p = subprocess.run([sys.executable, "-m", "simulator", *args], capture_output=True,
                            text=True, timeout=timeout_s, preexec_fn=_cap, env=env,
@@ -47,4 +51,6 @@ def endurance(*args: str, timeout_s: float = 10.0, cwd: Path | None = None) -> O
         raise AssertionError(f"endurance {' '.join(args)[:200]}: still running after "
                              f"{timeout_s} s") from exc
     out = (p.stdout + p.stderr).strip()
-    return Outcome(p.returncode, out.splitlines(), time.monotonic() - t0)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Outcome(p.returncode, out.splitlines(), time.monotonic() - t0, cpu)

@@ -110,11 +110,14 @@ def test_node_limit_leaves_an_imported_replay_alone(tmp_path: Path) -> None:
 ])
 def test_50mb_scenarios_end_in_one_line_within_10s(tmp_path: Path, what: str,
                                                    make: object) -> None:
-    """The issue's files, in a child process under a 3 GiB address-space cap."""
+    """The issue's files, in a child process under a 3 GiB address-space cap. The 10 s
+    are the child's CPU: wall time on a shared 2-core machine measures its neighbours
+    (CI saw 10 s of wall for 4 s of work); the wall bound only catches a hang."""
     path = tmp_path / "s.yaml"
     path.write_text(make())  # type: ignore[operator]
     for args in (["validate", str(path)], ["run", str(path), "--out", str(tmp_path / "r")]):
-        out = endurance(*args, timeout_s=10)
+        out = endurance(*args, timeout_s=120)
+        assert out.cpu_s < 10, (args[0], out.cpu_s)
         assert out.rc == 2, out.lines
         line = out.one_error_line
         assert "s.yaml:" in line and "--out" not in line, line
