@@ -124,12 +124,9 @@ def open_recorder(run_dir: Path, manifest: dict[str, Any], out: Path,
     draws another id)."""
     try:
         return Recorder(run_dir, manifest, clock=clock)
-    except FileExistsError:
-        if taken_ok and run_dir.is_dir():
-            raise
-        raise InputError(f"--out {str(out)[:200]!r}: cannot create the results directory "
-                         "(File exists)") from None
     except (OSError, ValueError) as exc:   # ValueError: a NUL byte in the path
+        if taken_ok and isinstance(exc, FileExistsError) and run_dir.is_dir():
+            raise
         why = describe_os_error(exc) if isinstance(exc, OSError) else str(exc)
         raise InputError(f"--out {str(out)[:200]!r}: cannot create the results directory "
                          f"({why})") from None
