@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from simulator.twin.core.sampling import SamplingParams
+
 
 @dataclass(frozen=True, slots=True)
 class StepShape:
@@ -36,6 +38,12 @@ class StepShape:
     demoted_context: Σ context of the decodes an MLA backend with uniform query lengths
                      runs on its prefill path (a length other than the first decode's)
     uniform_decode:  every scheduled request is a decode of exactly 1 + k tokens
+    penalty_draft_rows: Σ draft rows (1 + drafts) of the decodes with drafts whose
+                     request carries a penalty (`SamplingParams.penalties_active`)
+    penalty_pad_tokens: those rows × the longest output in the batch: the history
+                     tensor vLLM pads every row to (`make_tensor_with_pad`)
+    topk_draft_rows: Σ draft rows of the decodes with drafts whose request has an active
+                     top-k/top-p cut (`SamplingParams.top_k_top_p_active`)
     """
 
     num_seqs: int
@@ -51,6 +59,9 @@ class StepShape:
     verify_context: int = 0
     demoted_context: int = 0
     uniform_decode: bool = False
+    penalty_draft_rows: int = 0
+    penalty_pad_tokens: int = 0
+    topk_draft_rows: int = 0
 
 
 class PerfModel(Protocol):
@@ -84,6 +95,9 @@ class EngineRequest:
     # hashed the prompt to score the replicas. The engine takes them instead of
     # hashing the prompt again; never changes a result
     prefix_hashes: Sequence[int] | None = None
+    # what the request samples with, resolved by the serving side (the model's
+    # generation config where the request said nothing); None: vLLM's neutral values
+    sampling: SamplingParams | None = None
 
 
 @dataclass(slots=True)
