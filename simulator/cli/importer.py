@@ -204,3 +204,41 @@ def trace_yaml(data: dict[str, Any], fmt: str) -> str:
     return (f"# Imported from a {fmt} trace: sizes, timings and hash-implied prefix sharing; "
             f"every text is seeded synthetic content.\n"
             + yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=None, width=100))
+
+
+def _team_command(source: str, doc: str) -> None:
+    @import_group.command(source, help=doc)
+    @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+    @click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path),
+                  help="Scenario file to write (YAML).")
+    @click.option("--window", metavar="HH:MM-HH:MM", default=None,
+                  help="Replay this slice of the day (UTC), e.g. 10:00-11:00.")
+    @click.option("--busiest", metavar="TIME", default=None,
+                  help="Replay the busiest TIME of the day (most requests), e.g. 1h.")
+    @click.option("--scale", type=float, default=1.0, show_default=True,
+                  help="Replay the team × this factor (sessions resampled, seeded).")
+    @click.option("--seed", type=int, default=0, show_default=True)
+    @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+    def command(paths: tuple[Path, ...], out: Path, window: str | None, busiest: str | None,
+                scale: float, seed: int, force: bool) -> None:
+        from simulator.cli.load_options import parse_duration_s
+        from simulator.importers.otlp_read import otlp_files
+        from simulator.importers.team_import import format_team_summary, import_team
+        check_output(out, otlp_files(list(paths)), force)
+        res = import_team(list(paths), source,  # type: ignore[arg-type]
+                          out_path=out, seed=seed, window=window,
+                          busiest_s=None if busiest is None
+                          else parse_duration_s(busiest, "--busiest"), scale=scale)
+        write_atomically(out, trace_yaml(res.data, source), res.data)
+        click.echo(format_team_summary(res.summary, out))
+
+
+_team_command("claude-code-otel",
+              "Import Claude Code's OpenTelemetry events (OTLP JSON lines or protobuf, as a "
+              "Collector's file exporter writes them; FILE or folders) into a team replay: "
+              "one stream per session.id and query source, each request at its recorded "
+              "time with its recorded sizes. Sizes only; prompt texts are dropped.")
+_team_command("otel-genai",
+              "Import OpenTelemetry GenAI spans (gen_ai.usage.*, gen_ai.conversation.id; "
+              "OTLP JSON lines or protobuf) into a team replay: one stream per "
+              "conversation, each request at its recorded time with its recorded sizes.")

@@ -58,6 +58,7 @@ class TraceRequest:
     # A session's first request in a file whose ids are global (Mooncake): its hash ids,
     # so sessions that share leading blocks are given the same text for them.
     block_ids: tuple[Any, ...] | None = None
+    cache_write_tokens: int = 0  # recorded cache creation (telemetry; a hash trace: 0)
 
 
 @dataclass
@@ -73,6 +74,7 @@ class TraceSession:
     #                                          the trace began
     model: str | None = None
     source: str = ""                         # the file it came from
+    arrivals: bool = False                   # each call carries its recorded start (at_s)
 
 
 class HashScope:
@@ -242,9 +244,13 @@ def session_calls(s: TraceSession, spans: SpanTable, spawn_at: dict[int, list[in
         history.append(("user", _msg_tokens(call["user"])))
         wait, wait_kind = _wait(r, prev)
         call.update(stop_reason=r.stop or None, wait_s=round(wait, 3), wait_kind=wait_kind,
-                    usage={"input_tokens": r.in_tokens - r.implied_hit_tokens,
+                    usage={"input_tokens": r.in_tokens - r.implied_hit_tokens
+                           - r.cache_write_tokens,
                            "cache_read_tokens": r.implied_hit_tokens,
-                           "cache_creation_tokens": 0, "output_tokens": r.out_tokens})
+                           "cache_creation_tokens": r.cache_write_tokens,
+                           "output_tokens": r.out_tokens})
+        if s.arrivals:
+            call["at_s"] = round(r.t, 3)
         if r.api_time is not None:
             call["model_s"] = round(max(0.0, r.api_time), 3)
         if r.model:

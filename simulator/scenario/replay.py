@@ -98,6 +98,9 @@ class ReplayCall(_Frozen):
     # measure of the real reply, hidden thinking included: `importers.predictability`);
     # set, it replaces repeat_fraction and edit_share
     tokens_per_pass: float | None = Field(default=None, ge=1, le=1000)
+    # telemetry imports: the recorded start since the session began; `timing: arrivals`
+    # sends the call then (or when the previous reply arrives, if later)
+    at_s: float | None = Field(default=None, ge=0, le=MAX_REPLAY_S)
 
 
 class ReplaySession(_Frozen):
@@ -110,6 +113,22 @@ class ReplaySession(_Frozen):
     calls: tuple[ReplayCall, ...] = Field(min_length=1)
 
 
+class TeamDay(_Frozen):
+    """A team's day from its telemetry (`import claude-code-otel` / `otel-genai`): where
+    the replay sits in it and the sessions in flight over the whole day."""
+
+    source: str                      # claude-code-otel | otel-genai
+    day_start_unix_s: float = Field(ge=0)       # midnight UTC of the first request
+    replay_start_s: float = Field(ge=0)         # the replay's t=0, s since day start
+    replay_end_s: float = Field(ge=0)           # the window's end (the day's last reply)
+    window: str | None = None                   # "10:00-11:00", "busiest 1h", None: all
+    scale: float = Field(default=1.0, gt=0)
+    sessions: int = Field(ge=0)                 # distinct sessions replayed
+    day_sessions: int = Field(ge=0)             # distinct sessions in the (scaled) day
+    profile_step_s: int = Field(gt=0)
+    day_profile: tuple[int, ...] = ()           # sessions in flight per step, day start on
+
+
 class ReplaySpec(_Frozen):
     """How to replay, and what was recorded."""
 
@@ -117,7 +136,10 @@ class ReplaySpec(_Frozen):
     # auto: the recorded compactions unless the scenario names a policy (kind != none)
     compaction: Literal["recorded", "policy", "auto"] = "recorded"
     summary_request: bool = True     # recorded compactions: send the summary call too
-    timing: Literal["recorded", "none"] = "recorded"
+    # recorded: the recorded waits between calls; none: no waits; arrivals: each call at
+    # its recorded start (`at_s`) or when the previous reply arrives, if later
+    timing: Literal["recorded", "none", "arrivals"] = "recorded"
+    team: TeamDay | None = None
     max_wait_s: float = Field(default=600.0, ge=0, le=MAX_REPLAY_S)
     summary_prompt_tokens: int = Field(default=120, ge=0)
     token_scale: float = Field(default=1.0, gt=0)

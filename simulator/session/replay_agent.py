@@ -95,6 +95,8 @@ class ReplayAgent(Agent):
         self.awaiting: dict[str, list[int]] = {}     # Task tool_use id → sub-agent indexes
         self._templates: dict[tuple[str, bool, float | None, float | None], TurnTemplate] = {}
         self._paced: dict[tuple[str, float, float | None], TurnTemplate] = {}
+        self._began = 0.0       # when the session started (s since the run began)
+        self._waited = 0.0      # timing "arrivals": the idle before the current call
 
     def _global(self, rec_index: int) -> int:
         return rec_index + self.copy * len(self.spec.sessions)
@@ -104,9 +106,10 @@ class ReplayAgent(Agent):
             if self.script.parent is not None and not await self._await_start():
                 return
             if self.script.parent is None and self.script.start_offset_s > 0 \
-                    and self.spec.timing == "recorded" \
+                    and self.spec.timing != "none" \
                     and await self._idle(self.script.start_offset_s):
                 return                      # a trace session starts at its recorded time
+            self._began = self._now()
             for k, call in enumerate(self.script.calls[: self.s.turns]):
                 if self.ctx.stop.is_set():
                     return
@@ -142,9 +145,18 @@ class ReplayAgent(Agent):
             for c in children:
                 await self.co.event(self.co.done, c).wait()
             return self.ctx.stop.is_set()
+        self._waited = 0.0
+        if self.spec.timing == "arrivals" and call.at_s is not None:
+            # at the recorded start, or now if the previous reply came later than that
+            self._waited = max(0.0, self._began + call.at_s - self._now())
+            return self._waited > 0 and await self._idle(self._waited)
         if self.spec.timing == "none" or call.wait_s <= 0:
             return False
         return await self._idle(min(call.wait_s, self.spec.max_wait_s))
+
+    def _now(self) -> float:
+        """Simulated seconds since the run started (the rows' `started_mono_s`)."""
+        return self.ctx.clock.to_sim(self.ctx.clock.monotonic() - self.ctx.t0)
 
     async def _turn(self, k: int, call: ReplayCall) -> None:
         event = await self._apply_compaction(k, call)
@@ -155,7 +167,7 @@ class ReplayAgent(Agent):
         template = self._template(call, max_tokens)
         # the wait this turn had (`_wait` caps it at max_wait_s), not the one recorded
         wait = min(call.wait_s, self.spec.max_wait_s) if self.spec.timing == "recorded" \
-            else 0.0
+            else self._waited if self.spec.timing == "arrivals" else 0.0
         resp = await self._request(k, template, event, wait, self.conv.messages, "turn",
                                    max_tokens)
         self._append_recorded(call, resp.content if self.spec.mode == "live" else None)

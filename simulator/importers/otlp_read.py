@@ -1,0 +1,426 @@
+"""Read OTLP files as an OpenTelemetry Collector's file exporter writes them: one record
+(a log record or a span) at a time, with its scalar attributes and times.
+
+Two encodings, told apart by the first byte:
+
+* **JSON lines** (`format: json`, the default): one `LogsData` / `TracesData` per line
+  in the OTLP/JSON mapping — `resourceLogs[].scopeLogs[].logRecords[]` or
+  `resourceSpans[].scopeSpans[].spans[]`, attributes as `{key, value: AnyValue}`,
+  64-bit integers (`timeUnixNano`, `intValue`) as decimal strings or numbers;
+* **protobuf** (`format: proto`): each message preceded by its length as a 4-byte
+  big-endian unsigned integer, parsed with the `opentelemetry-proto` classes.
+
+Bounded as every importer is (`util.bounded`): a regular file only, a line or a
+message of at most MAX_MESSAGE_BYTES, JSON nesting at most `bounded.MAX_DEPTH`, a
+member or an attribute key given twice refused, at most MAX_RECORDS records. Only
+scalar attributes are kept (strings cut to MAX_TEXT_CHARS on use, never stored whole:
+a prompt's text is not kept); a nested value (array, key/value list, bytes) is
+skipped. A record's fields are checked where they are read (`attr_*`), each refusal
+naming the file, the line or message, the record and the field.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from simulator.errors import InputError
+from simulator.scenario.model import MAX_TOKENS
+from simulator.util import bounded
+
+Signal = Literal["logs", "spans"]
+Scalar = str | int | float | bool
+
+MAX_MESSAGE_BYTES = 16 << 20   # one line / one protobuf message (a Collector batch of
+#                                8,192 Claude Code events is ~8 MiB of JSON)
+MAX_RECORDS = 1_000_000        # records read from all files of one import (a team-day of
+#                                100,000 requests with its tool and prompt events is ~400k)
+MAX_ATTRIBUTES = 256           # per record (Claude Code sends ~20)
+MAX_TEXT_CHARS = 256           # ids, names, models
+MAX_NANOS = 1 << 63            # an OTLP fixed64 time the year 2262 at most
+_KEYS = {"logs": ("resourceLogs", "scopeLogs", "logRecords"),
+         "spans": ("resourceSpans", "scopeSpans", "spans")}
+
+
+@dataclass(slots=True)
+class OtlpRecord:
+    """One log record or span: its name, scalar attributes (the resource's under
+    them) and times in Unix nanoseconds (0: not set)."""
+
+    name: str
+    attrs: dict[str, Scalar]
+    start_ns: int          # a log's timeUnixNano (else observed), a span's start
+    end_ns: int            # a span's end (a log: 0)
+    where: str             # "FILE: line 3, record 2" / "FILE: message 3, record 2"
+
+
+def otlp_files(paths: list[Path]) -> list[Path]:
+    """The files to read: given files, and each folder's regular files (sorted), not
+    hidden; a path that is not a regular file is refused before any read."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out.extend(sorted(q for q in p.iterdir()
+                              if q.is_file() and not q.name.startswith(".")))
+            continue
+        try:
+            bounded.regular_file(p, "OTLP file")
+        except ValueError as exc:
+            raise InputError(f"{p}: {exc}") from None
+        out.append(p)
+    if not out:
+        raise InputError(f"{', '.join(map(str, paths))}: no OTLP files")
+    return out
+
+
+def read_records(paths: list[Path], signal: Signal) -> Iterator[OtlpRecord]:
+    """Every record of `signal` in the files, in file order; InputError (one line) on
+    the first malformed one. Lines or messages of another signal (metrics) are skipped."""
+    n = 0
+    for path in otlp_files(paths):
+        for rec in _read_file(path, signal):
+            n += 1
+            if n > MAX_RECORDS:
+                raise InputError(f"{rec.where}: more than {MAX_RECORDS:,} records in one "
+                                 "import (import a day at a time)")
+            yield rec
+
+
+def _read_file(path: Path, signal: Signal) -> Iterator[OtlpRecord]:
+    try:
+        bounded.regular_file(path, "OTLP file")
+        fh = path.open("rb")
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    with fh:
+        head = fh.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")[:1]
+        fh.seek(0)
+        try:
+            if head == b"{":
+                yield from _json_lines(path, fh, signal)
+            elif head:
+                yield from _proto_messages(path, fh, signal)
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+# --- JSON lines ------------------------------------------------------------------------
+
+def _json_lines(path: Path, fh: IO[bytes], signal: Signal) -> Iterator[OtlpRecord]:
+    lineno = 0
+    while True:
+        lineno += 1
+        raw = fh.readline(MAX_MESSAGE_BYTES + 1)
+        if not raw:
+            return
+        where = f"{path}: line {lineno}"
+        if len(raw) > MAX_MESSAGE_BYTES and not raw.endswith(b"\n"):
+            raise InputError(f"{where}: a line longer than {MAX_MESSAGE_BYTES:,} bytes")
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+        if not text.strip():
+            continue
+        try:
+            doc = bounded.json_value(text, finite=False)
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"{where}: {bounded.decode_error(exc)}") from None
+        if not isinstance(doc, dict):
+            raise InputError(f"{where}: expected an OTLP/JSON object, got {bounded.shown(doc)}")
+        top, scope_key, rec_key = _KEYS[signal]
+        if top not in doc:
+            if any(k in doc for keys in _KEYS.values() for k in keys[:1]) \
+                    or "resourceMetrics" in doc:
+                continue                  # another signal's line (metrics, the other one)
+            raise InputError(f"{where}: field '{top}': missing (not an OTLP {signal} line)")
+        k = 0
+        for ri, res in enumerate(_list(doc, top, where)):
+            rwhere = f"{where}: {top}[{ri}]"
+            res_attrs = _json_attrs(_obj(res, "resource", rwhere).get("attributes"),
+                                    f"{rwhere}.resource")
+            for si, scope in enumerate(_list(_obj_of(res, rwhere), scope_key, rwhere)):
+                swhere = f"{rwhere}.{scope_key}[{si}]"
+                for r in _list(_obj_of(scope, swhere), rec_key, swhere):
+                    rw = f"{where}, record {k}"
+                    k += 1
+                    yield _json_record(_obj_of(r, rw), res_attrs, signal, rw)
+
+
+def _obj_of(v: Any, where: str) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise InputError(f"{where}: expected an object, got {bounded.shown(v)}")
+    return v
+
+
+def _obj(d: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    v = d.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise InputError(f"{where}: field '{key}': expected an object, got {bounded.shown(v)}")
+    return v
+
+
+def _list(d: dict[str, Any], key: str, where: str) -> list[Any]:
+    v = d.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise InputError(f"{where}: field '{key}': expected a list, got {bounded.shown(v)}")
+    return v
+
+
+def _nanos(v: Any, field: str, where: str) -> int:
+    """An OTLP fixed64 time: a decimal string or an integer, 0 ≤ t < 2^63 ns."""
+    if v is None:
+        return 0
+    if isinstance(v, str) and v.isdigit() and len(v) <= 19:
+        v = int(v)
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < MAX_NANOS:
+        raise InputError(f"{where}: field '{field}': expected Unix nanoseconds (a whole "
+                         f"number below 2^63, as a string or a number), got {bounded.shown(v)}")
+    return v
+
+
+def _json_any(v: Any, key: str, where: str) -> Scalar | None:
+    """A scalar AnyValue (None: a nested or empty one, skipped)."""
+    if not isinstance(v, dict) or len(v) > 1:
+        raise InputError(f"{where}: attribute {key[:60]!r}: expected an AnyValue object with "
+                         f"one member, got {bounded.shown(v)}")
+    if not v:
+        return None
+    (kind, x), = v.items()
+    if kind == "stringValue" and isinstance(x, str):
+        return x
+    if kind == "boolValue" and isinstance(x, bool):
+        return x
+    if kind == "intValue":
+        if isinstance(x, str) and x.lstrip("-").isdigit() and len(x) <= 20:
+            return int(x)
+        if isinstance(x, int) and not isinstance(x, bool):
+            return x
+    if kind == "doubleValue":
+        if isinstance(x, str) and x in ("NaN", "Infinity", "-Infinity"):
+            return float(x.replace("Infinity", "inf").replace("NaN", "nan"))
+        if isinstance(x, int | float) and not isinstance(x, bool):
+            return float(x)
+    if kind in ("arrayValue", "kvlistValue", "bytesValue"):
+        return None
+    raise InputError(f"{where}: attribute {key[:60]!r}: {kind[:40]!r} holding "
+                     f"{bounded.shown(x)} is not an OTLP AnyValue")
+
+
+def _json_attrs(v: Any, where: str) -> dict[str, Scalar]:
+    if v is None:
+        return {}
+    if not isinstance(v, list) or len(v) > MAX_ATTRIBUTES:
+        raise InputError(f"{where}: field 'attributes': expected a list of at most "
+                         f"{MAX_ATTRIBUTES} key/value objects, got {bounded.shown(v)}")
+    out: dict[str, Scalar] = {}
+    for kv in v:
+        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+            raise InputError(f"{where}: field 'attributes': expected {{key, value}}, got "
+                             f"{bounded.shown(kv)}")
+        key = kv["key"]
+        if key in out:
+            raise InputError(f"{where}: attribute {key[:60]!r} given twice")
+        x = _json_any(kv.get("value", {}), key, where)
+        if x is not None:
+            out[key] = x
+    return out
+
+
+def _json_record(r: dict[str, Any], res: dict[str, Scalar], signal: Signal,
+                 where: str) -> OtlpRecord:
+    attrs = {**res, **_json_attrs(r.get("attributes"), where)}
+    if signal == "spans":
+        name = r.get("name", "")
+        return OtlpRecord(name if isinstance(name, str) else "", attrs,
+                          _nanos(r.get("startTimeUnixNano"), "startTimeUnixNano", where),
+                          _nanos(r.get("endTimeUnixNano"), "endTimeUnixNano", where), where)
+    body = r.get("body")
+    name = r.get("eventName") if isinstance(r.get("eventName"), str) else ""
+    if not name and isinstance(body, dict) and isinstance(body.get("stringValue"), str):
+        name = body["stringValue"]
+    t = _nanos(r.get("timeUnixNano"), "timeUnixNano", where) \
+        or _nanos(r.get("observedTimeUnixNano"), "observedTimeUnixNano", where)
+    return OtlpRecord(str(name)[:MAX_TEXT_CHARS], attrs, t, 0, where)
+
+
+# --- protobuf ----------------------------------------------------------------------------
+
+def _proto_messages(path: Path, fh: IO[bytes], signal: Signal) -> Iterator[OtlpRecord]:
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
+    from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+    idx = 0
+    while True:
+        head = fh.read(4)
+        if not head:
+            return
+        where = f"{path}: message {idx}"
+        if len(head) < 4:
+            raise InputError(f"{where}: a torn length prefix ({len(head)} of 4 bytes; "
+                             "expected the file exporter's format: proto)")
+        (size,) = struct.unpack(">I", head)
+        if size > MAX_MESSAGE_BYTES:
+            raise InputError(f"{where}: a message of {size:,} bytes (at most "
+                             f"{MAX_MESSAGE_BYTES:,}); not an OTLP protobuf file?")
+        data = fh.read(size)
+        if len(data) < size:
+            raise InputError(f"{where}: torn: {len(data):,} of {size:,} bytes")
+        msg: Any = LogsData() if signal == "logs" else TracesData()
+        try:
+            msg.ParseFromString(data)
+        except (DecodeError, RecursionError) as exc:
+            raise InputError(f"{where}: not an OTLP {signal} protobuf message "
+                             f"({str(exc)[:80] or type(exc).__name__})") from None
+        yield from _proto_records(msg, signal, where)
+        idx += 1
+
+
+def _proto_any(v: Any, key: str, where: str) -> Scalar | None:
+    kind = v.WhichOneof("value")
+    if kind == "string_value":
+        return str(v.string_value)
+    if kind == "bool_value":
+        return bool(v.bool_value)
+    if kind == "int_value":
+        return int(v.int_value)
+    if kind == "double_value":
+        return float(v.double_value)
+    return None
+
+
+def _proto_attrs(kvs: Any, where: str) -> dict[str, Scalar]:
+    if len(kvs) > MAX_ATTRIBUTES:
+        raise InputError(f"{where}: {len(kvs):,} attributes (at most {MAX_ATTRIBUTES})")
+    out: dict[str, Scalar] = {}
+    for kv in kvs:
+        key = str(kv.key)
+        if key in out:
+            raise InputError(f"{where}: attribute {key[:60]!r} given twice")
+        x = _proto_any(kv.value, key, where)
+        if x is not None:
+            out[key] = x
+    return out
+
+
+def _proto_records(msg: Any, signal: Signal, where: str) -> Iterator[OtlpRecord]:
+    k = 0
+    groups = msg.resource_logs if signal == "logs" else msg.resource_spans
+    for res in groups:
+        res_attrs = _proto_attrs(res.resource.attributes, f"{where}: resource")
+        for scope in (res.scope_logs if signal == "logs" else res.scope_spans):
+            for r in (scope.log_records if signal == "logs" else scope.spans):
+                rw = f"{where}, record {k}"
+                k += 1
+                attrs = {**res_attrs, **_proto_attrs(r.attributes, rw)}
+                if signal == "spans":
+                    yield OtlpRecord(str(r.name)[:MAX_TEXT_CHARS], attrs,
+                                     _nanos(int(r.start_time_unix_nano), "start_time_unix_nano",
+                                            rw),
+                                     _nanos(int(r.end_time_unix_nano), "end_time_unix_nano", rw),
+                                     rw)
+                    continue
+                name = str(r.event_name) or (str(r.body.string_value)
+                                             if r.body.WhichOneof("value") == "string_value"
+                                             else "")
+                t = _nanos(int(r.time_unix_nano), "time_unix_nano", rw) \
+                    or _nanos(int(r.observed_time_unix_nano), "observed_time_unix_nano", rw)
+                yield OtlpRecord(name[:MAX_TEXT_CHARS], attrs, t, 0, rw)
+
+
+# --- one attribute, checked -------------------------------------------------------------
+
+def _missing(rec: OtlpRecord, key: str) -> InputError:
+    return InputError(f"{rec.where} ({rec.name or 'unnamed'}): attribute {key!r}: missing")
+
+
+def attr_count(rec: OtlpRecord, key: str, *, default: int | None = None,
+               lo: int = 0) -> int:
+    """A token count: an integer (or a decimal string, or a whole double: exporters
+    differ), lo … MAX_TOKENS."""
+    v = rec.attrs.get(key)
+    if v is None:
+        if default is None:
+            raise _missing(rec, key)
+        return default
+    if isinstance(v, str) and v.strip().isdigit() and len(v) <= 20:
+        v = int(v)
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+        v = int(v)
+    try:
+        return bounded.count(v, key, "tokens", lo, MAX_TOKENS)
+    except bounded.FieldError as exc:
+        raise InputError(f"{rec.where} ({rec.name}): attribute {str(exc)[6:]}") from None
+
+
+def attr_seconds(rec: OtlpRecord, key: str, scale: float, hi_s: float) -> float | None:
+    """A duration attribute in seconds (`scale`: seconds per unit, 1e-3 for ms), finite,
+    0 … hi_s; None when absent."""
+    v = rec.attrs.get(key)
+    if v is None:
+        return None
+    if isinstance(v, str):
+        try:
+            v = float(v) if len(v) <= 40 else v
+        except ValueError:
+            pass
+    unit = "ms" if scale == 1e-3 else "s"
+    try:
+        return bounded.seconds(v, key, hi_s / scale, unit) * scale
+    except bounded.FieldError as exc:
+        raise InputError(f"{rec.where} ({rec.name}): attribute {str(exc)[6:]}") from None
+
+
+def attr_text(rec: OtlpRecord, key: str, *, required: bool = False) -> str | None:
+    """A short string attribute (an integer id reads as its decimal text)."""
+    v = rec.attrs.get(key)
+    if v is None or v == "":
+        if required:
+            raise _missing(rec, key)
+        return None
+    if isinstance(v, int) and not isinstance(v, bool):
+        v = str(v)
+    try:
+        return bounded.text(v, key, MAX_TEXT_CHARS)
+    except bounded.FieldError as exc:
+        raise InputError(f"{rec.where} ({rec.name}): attribute {str(exc)[6:]}") from None
+
+
+def iso_nanos(text: str) -> int | None:
+    """`event.timestamp` (ISO 8601, e.g. 2026-12-03T10:15:02.123Z) as Unix ns."""
+    from datetime import datetime
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        return None
+    ns = round(dt.timestamp() * 1e9)
+    return ns if 0 <= ns < MAX_NANOS else None
+
+
+def dumps_attrs(attrs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Attributes in the OTLP/JSON mapping (for tests and the synthetic generator)."""
+    out: list[dict[str, Any]] = []
+    for k, v in attrs.items():
+        if isinstance(v, bool):
+            val: dict[str, Any] = {"boolValue": v}
+        elif isinstance(v, int):
+            val = {"intValue": str(v)}
+        elif isinstance(v, float):
+            val = {"doubleValue": v}
+        else:
+            val = {"stringValue": str(v)}
+        out.append({"key": k, "value": val})
+    return out
+
