@@ -327,6 +327,15 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                       _folder(out, "size"), endpoint, twin, spec, price_per_hour, client,
                       reset_prefix_cache)
     on_done = progress_line(as_json)
+    from simulator.sweep.team_size import team_replay
+    if (team_spec := team_replay(base)) is not None:   # an imported team's day
+        if ramp is not None or tiers or team is not None or kv_tiers() is not None:
+            raise InputError("size: a team replay sizes cards for the team's own arrivals; "
+                             "--ramp, --tier, --team and host KV tiers do not apply")
+        routers = [m.group(1) for o in _fleet() if (m := _ROUTER.match(o))]
+        with executor_for(parallel, executor, ray_address) as ex, \
+                watching(base.folder, as_json, "size"):
+            sys.exit(_show_team(base, parsed, team_spec, routers, ex, on_done, as_json))
     if ramp is not None:
         from simulator.cli.load_options import parse_duration_s
         from simulator.sweep.ramp import tier_specs
@@ -358,6 +367,16 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                                        ex, on_done)
     _show_size(result, base.folder, fleet_answer, as_json)
     sys.exit(0 if result.sessions > 0 else 1)
+
+
+def _show_team(base: Any, slos: tuple[Any, ...], spec: Any, routers: list[str], ex: Any,
+               on_done: Any, as_json: bool) -> int:
+    """Size a team replay; size.json, the answer, the fidelity and the profile."""
+    from simulator.sweep.team_size import size_team, team_report
+    result = size_team(base, slos, spec, routers[0] if routers else None, ex, on_done)
+    data, text = team_report(result, base.folder)
+    click.echo(json.dumps(data, default=str) if as_json else text)
+    return 0 if result.replicas is not None else 1
 
 
 def _fleet() -> list[str]:

@@ -39,6 +39,7 @@ MAX_SPAN_S = 7 * DAY_S          # one import covers at most a week of telemetry
 PROFILE_STEP_S = 300            # the concurrency profile: sessions in flight per 5 min
 SCALE_JITTER_S = 900.0          # a resampled session starts within ±15 min of its source
 BUSIEST_STEP_S = 60.0           # --busiest slides its window by a minute
+REPLAY_MESSAGE_TOKENS = 11      # a message's framing as the twin's chat template counts it
 
 
 @dataclass(slots=True)
@@ -191,13 +192,14 @@ def _shared(r: TeamRequest, prev: TeamRequest | None) -> int:
     return prev.prompt if r.prompt >= prev.prompt else min(r.cache_read, prev.prompt)
 
 
-def trace_session(s: Stream, t0: float, base_prefix: int) -> TraceSession:
+def trace_session(s: Stream, t0: float, base_prefix: int,
+                  message_tokens: int = REPLAY_MESSAGE_TOKENS) -> TraceSession:
     """The stream as the trace model's session (module docstring); `t0`: the replay's
     start (Unix s)."""
     first = s.requests[0]
     own = min(base_prefix, max(0, first.prompt - 64))
     out = TraceSession(s.label, 1, own, 0, own, start_s=max(0.0, first.start_s - t0),
-                       model=first.model, arrivals=True)
+                       model=first.model, arrivals=True, message_tokens=message_tokens)
     prev: TeamRequest | None = None
     for r, tool in zip(s.requests, s.tool_gaps, strict=True):
         gap = None if prev is None else max(0.0, r.start_s - prev.start_s - (prev.api_s or 0.0))

@@ -75,6 +75,7 @@ class TraceSession:
     model: str | None = None
     source: str = ""                         # the file it came from
     arrivals: bool = False                   # each call carries its recorded start (at_s)
+    message_tokens: int = _MSG               # a message's framing the replay plans for
 
 
 class HashScope:
@@ -166,8 +167,8 @@ def _text(spans: SpanTable, n: int, *, summary: bool = False) -> dict[str, Any]:
     return d
 
 
-def _msg_tokens(blocks: Iterable[dict[str, Any]]) -> int:
-    return _MSG + sum(_BLK + int(b["tokens"]) for b in blocks)
+def _msg_tokens(blocks: Iterable[dict[str, Any]], msg: int = _MSG) -> int:
+    return msg + sum(_BLK + int(b["tokens"]) for b in blocks)
 
 
 def drop_kind(kept_history: bool, shrank: bool) -> str:
@@ -195,6 +196,7 @@ def session_calls(s: TraceSession, spans: SpanTable, spawn_at: dict[int, list[in
     history: list[tuple[str, int]] = []          # (role, tokens) of the replayed history
     prev: TraceRequest | None = None
     p = s.prefix_tokens
+    msg = s.message_tokens
     for k, r in enumerate(s.requests):
         call: dict[str, Any] = {}
         task_id = f"toolu_{s.name}_{k - 1}" if (k - 1) in spawn_at else None
@@ -204,14 +206,14 @@ def session_calls(s: TraceSession, spans: SpanTable, spawn_at: dict[int, list[in
             delta = r.in_tokens - prev.in_tokens
             kept = r.shared_prev_blocks * s.block_size
             drop = r.shared_prev_blocks < DROP_KEEP_SHARE * prev.blocks or delta < 0
-            overhead = 2 * _MSG + 2 * _BLK + (2 * _BLK + TOOL_USE_TOKENS if task_id else 0)
+            overhead = 2 * msg + 2 * _BLK + (2 * _BLK + TOOL_USE_TOKENS if task_id else 0)
             a = prev.out_tokens if drop else min(prev.out_tokens, max(1, delta - overhead - 1))
             reply = [_text(spans, a)]
             if task_id is not None:
                 reply.append({"kind": "tool_use", "tokens": TOOL_USE_TOKENS, "tool": "Task",
                               "id": task_id})
             pc["assistant"] = reply
-            history.append(("assistant", _msg_tokens(reply)))
+            history.append(("assistant", _msg_tokens(reply, msg)))
             if not drop:
                 u = max(1, delta - overhead - a)
                 call["user"] = [_user_block(spans, u, task_id)]
@@ -224,7 +226,7 @@ def session_calls(s: TraceSession, spans: SpanTable, spawn_at: dict[int, list[in
                     m = i + 1
                 m -= m % 2                               # end on a reply: roles alternate
                 total = p + sum(n for _, n in history[:m])
-                rest = r.in_tokens - total - _MSG
+                rest = r.in_tokens - total - msg
                 own = min(NEW_TURN_TOKENS, max(1, rest // 2))
                 body = max(1, rest - own - 2 * _BLK)
                 blocks = [_user_block(spans, own, task_id), _text(spans, body, summary=True)]
@@ -235,13 +237,13 @@ def session_calls(s: TraceSession, spans: SpanTable, spawn_at: dict[int, list[in
                                       "keep_messages": m, "inferred": kind}
                 history = history[:m]
         elif r.block_ids is not None:
-            n = max(1, r.in_tokens - p - _MSG - _BLK)
+            n = max(1, r.in_tokens - p - msg - _BLK)
             skip = p // s.block_size
             call["user"] = [{"kind": "text", "tokens": n,
                              "spans": spans.blocks(r.block_ids[skip:], s.block_size, n)}]
         else:
-            call["user"] = [_text(spans, r.in_tokens - p - _MSG - _BLK)]
-        history.append(("user", _msg_tokens(call["user"])))
+            call["user"] = [_text(spans, r.in_tokens - p - msg - _BLK)]
+        history.append(("user", _msg_tokens(call["user"], msg)))
         wait, wait_kind = _wait(r, prev)
         call.update(stop_reason=r.stop or None, wait_s=round(wait, 3), wait_kind=wait_kind,
                     usage={"input_tokens": r.in_tokens - r.implied_hit_tokens

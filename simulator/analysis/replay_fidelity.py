@@ -1,0 +1,159 @@
+"""Replay fidelity: each recorded request as replayed vs as recorded (pure).
+
+Per request: the prompt size the server counted vs the recorded prompt (input +
+cache read + cache creation), the output size vs the recorded output, the arrival
+(simulated s since the run began) vs the recorded one (the session's start offset +
+the call's `at_s`), and the cache-read share. Sizes are the replay's promise (the
+import rebuilds each prompt to its recorded size, within the framing drift
+`trace_build` documents); arrivals are the promise of `replay.timing: arrivals`,
+kept while the server answers before the next recorded start — a request sent
+late because its previous reply came late is counted as such. The cache-read
+shares are two servers' caches (the provider's and the replay's), shown, not judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulator.scenario.replay import ReplaySpec
+
+SIZE_TOLERANCE = 0.01           # the import's promise: sizes within 1%
+ARRIVAL_TOLERANCE_S = 1.0       # arrivals within a second of simulated time
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFidelity:
+    session: str
+    call: int
+    recorded_prompt: int
+    prompt: int
+    recorded_output: int
+    output: int
+    recorded_read: int
+    read: int
+    recorded_at_s: float | None
+    at_s: float
+
+    @property
+    def prompt_error(self) -> float:
+        return abs(self.prompt - self.recorded_prompt) / max(1, self.recorded_prompt)
+
+    @property
+    def output_error(self) -> float:
+        return abs(self.output - self.recorded_output) / max(1, self.recorded_output)
+
+    @property
+    def arrival_error_s(self) -> float | None:
+        return None if self.recorded_at_s is None else self.at_s - self.recorded_at_s
+
+
+@dataclass
+class Fidelity:
+    requests: list[RequestFidelity] = field(default_factory=list)
+    recorded: int = 0              # recorded requests in the replayed script
+    replayed: int = 0              # of which a replay answered
+
+    def _q(self, xs: list[float], q: float) -> float | None:
+        if not xs:
+            return None
+        xs = sorted(xs)
+        return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+    def figures(self) -> dict[str, Any]:
+        p = [r.prompt_error for r in self.requests]
+        o = [r.output_error for r in self.requests]
+        a = [abs(e) for r in self.requests if (e := r.arrival_error_s) is not None]
+        rec_p = sum(r.recorded_prompt for r in self.requests)
+        got_p = sum(r.prompt for r in self.requests)
+        ok = (self.replayed == self.recorded and bool(p)
+              and max(p) <= SIZE_TOLERANCE and max(o) <= SIZE_TOLERANCE
+              and (not a or max(a) <= ARRIVAL_TOLERANCE_S))
+        return {
+            "requests_recorded": self.recorded, "requests_replayed": self.replayed,
+            "prompt_error_median": self._q(p, 0.5), "prompt_error_max": max(p, default=None),
+            "output_error_median": self._q(o, 0.5), "output_error_max": max(o, default=None),
+            "arrival_error_median_s": self._q(a, 0.5), "arrival_error_max_s": max(a, default=None),
+            "arrivals_late_over_1s": sum(x > ARRIVAL_TOLERANCE_S for x in a),
+            "cache_read_share_recorded": sum(r.recorded_read for r in self.requests) / rec_p
+            if rec_p else None,
+            "cache_read_share_replayed": sum(r.read for r in self.requests) / got_p
+            if got_p else None,
+            "within_tolerance": ok, "size_tolerance": SIZE_TOLERANCE,
+            "arrival_tolerance_s": ARRIVAL_TOLERANCE_S}
+
+
+def compare(spec: ReplaySpec, rows: Iterable[Mapping[str, Any]]) -> Fidelity:
+    """`rows`: a run's turn rows (turns.parquet as records). Session `s{i:04d}` replays
+    recorded session i (copies beyond the script are left out); a request's arrival is
+    its first attempt's send, its sizes the answered attempt's."""
+    n = len(spec.sessions)
+    first: dict[tuple[int, int], float] = {}
+    answered: dict[tuple[int, int], Mapping[str, Any]] = {}
+    for r in rows:
+        if r.get("request_kind") != "turn":
+            continue
+        sid = str(r.get("session_id", ""))
+        if not (sid.startswith("s") and sid[1:].isdigit()) or int(sid[1:]) >= n:
+            continue
+        key = (int(sid[1:]), int(r["turn_index"]))
+        t = float(r["started_mono_s"])
+        first[key] = min(first.get(key, t), t)
+        if r.get("ok") and r.get("prompt_tokens") is not None:
+            answered[key] = r
+    out = Fidelity()
+    for i, s in enumerate(spec.sessions):
+        for k, call in enumerate(s.calls):
+            if call.usage is None:
+                continue
+            out.recorded += 1
+            got = answered.get((i, k))
+            if got is None:
+                continue
+            out.replayed += 1
+            u = call.usage
+            out.requests.append(RequestFidelity(
+                s.id, k, u.prompt_tokens, int(got["prompt_tokens"]), u.output_tokens,
+                int(got.get("output_tokens") or 0), u.cache_read_tokens,
+                int(got.get("cache_read_tokens") or 0),
+                None if call.at_s is None or spec.timing != "arrivals"
+                else s.start_offset_s + call.at_s, first[(i, k)]))
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2%}"
+
+
+def format_fidelity(f: Mapping[str, Any], worst: list[RequestFidelity] | None = None) -> str:
+    """The fidelity table: what was replayed vs recorded, and whether it is within the
+    tolerances."""
+    arr = f["arrival_error_max_s"]
+    lines = [
+        f"replay fidelity, {f['requests_replayed']} of {f['requests_recorded']} recorded "
+        f"requests replayed (replayed vs recorded):",
+        f"  prompt size     error median {_pct(f['prompt_error_median'])}, "
+        f"max {_pct(f['prompt_error_max'])}",
+        f"  output size     error median {_pct(f['output_error_median'])}, "
+        f"max {_pct(f['output_error_max'])}",
+        "  arrival         " + ("n/a (no recorded arrivals)" if arr is None else
+                                f"off by median {f['arrival_error_median_s']:.3f} s, max "
+                                f"{arr:.3f} s; {f['arrivals_late_over_1s']} more than 1 s off"),
+        f"  cache-read share recorded {_pct(f['cache_read_share_recorded'])} (the provider's "
+        f"cache), replayed {_pct(f['cache_read_share_replayed'])} (this server's)",
+        f"  within {f['size_tolerance']:.0%} in size and {f['arrival_tolerance_s']:g} s in "
+        f"arrival: {'yes' if f['within_tolerance'] else 'NO'}"]
+    for r in worst or []:
+        lines.append(f"    {r.session} call {r.call}: prompt {r.prompt:,} vs {r.recorded_prompt:,}, "
+                     f"output {r.output:,} vs {r.recorded_output:,}"
+                     + ("" if r.arrival_error_s is None else
+                        f", arrival {r.at_s:.3f} s vs {r.recorded_at_s:.3f} s"))
+    return "\n".join(lines)
+
+
+def worst(f: Fidelity, n: int = 3) -> list[RequestFidelity]:
+    """The `n` requests furthest off (size error, then arrival)."""
+    return sorted(f.requests, key=lambda r: max(
+        r.prompt_error / SIZE_TOLERANCE, r.output_error / SIZE_TOLERANCE,
+        abs(r.arrival_error_s or 0.0) / ARRIVAL_TOLERANCE_S), reverse=True)[:n]

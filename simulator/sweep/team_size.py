@@ -1,0 +1,123 @@
+"""`size` on a team replay (`import claude-code-otel | otel-genai`): the fewest cards
+whose replay of the team's slice meets every SLO.
+
+The load is the team's own — every recorded session at its recorded time — so the
+search is over cards, not sessions: a fleet of R twin replicas behind the router
+replays the slice, R walking up from 1 (`search.FleetSearch`: gallop, then bisect).
+Each probe is judged on the whole replay's figures (`analysis.team_day.judged`). At
+the answer (or the largest fleet tried) the replay's fidelity and its concurrency
+profile are read back from the run's rows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from simulator.analysis import replay_fidelity
+from simulator.analysis.search import FleetSearch, frontier, serial_path
+from simulator.analysis.slo import Slo
+from simulator.analysis.team_day import TeamProbe, TeamSizing, replayed_profile, team_failures
+from simulator.errors import InputError
+from simulator.scenario.replay import ReplaySpec
+from simulator.sweep.fanout import PointExecutor
+from simulator.sweep.point import Point, PointResult
+from simulator.sweep.profiles import PointBase
+
+
+@dataclass
+class TeamSizeProfile:
+    base: PointBase
+    slos: tuple[Slo, ...]
+    spec: ReplaySpec
+    router: str = "session_affinity"
+    max_replicas: int = 64
+
+    def __post_init__(self) -> None:
+        if not self.slos:
+            raise InputError("size: give at least one SLO, e.g. --slo 'ttft_p95_s<=5'")
+        if self.spec.team is None:
+            raise InputError("size: not a team replay (import claude-code-otel / otel-genai)")
+
+    def _point(self, r: int) -> Point:
+        return self.base.point(len(self.spec.sessions),
+                               extra=(f"fleet.replicas={r}", f"fleet.router={self.router}"),
+                               sub=f"cards-{r}", label=f"the team's slice on {r} card(s)",
+                               coords={"replicas": r})
+
+    def plan(self, width: int) -> Generator[list[Point], list[PointResult], TeamSizing]:
+        res = TeamSizing(self.slos, self.router, self.max_replicas, team=self.spec.team)
+        search = FleetSearch(1, self.max_replicas)
+        seen: dict[int, PointResult] = {}
+        known: dict[int, bool] = {}
+        while batch := frontier(search, known, width):
+            results = yield [self._point(r) for r in batch]
+            for r, got in zip(batch, results, strict=False):
+                seen[r] = got
+                known[r] = got.ok and not team_failures(got.summary, self.slos)
+            for r in serial_path(search, known):
+                seen[r].raise_error(f"on {r} card(s)")
+        for r in serial_path(search, known):
+            failed = team_failures(seen[r].summary, self.slos)
+            res.probes.append(TeamProbe(r, not failed, failed, seen[r].summary,
+                                        seen[r].run_dir))
+        res.replicas = search.answer(known)
+        at = res.replicas if res.replicas is not None else max(seen)
+        self._read_back(res, seen[at].run_dir)
+        return res
+
+    def _read_back(self, res: TeamSizing, run_dir: str) -> None:
+        """The fidelity and the replayed concurrency profile of one probe's run."""
+        path = Path(run_dir) / "turns.parquet"
+        if not path.is_file():
+            res.fidelity = {"note": f"no turns.parquet in {run_dir}"}
+            return
+        rows = pd.read_parquet(path).to_dict("records")
+        fid = replay_fidelity.compare(self.spec, rows)
+        res.fidelity = {**fid.figures(), "run_dir": run_dir,
+                        "worst": [{"session": w.session, "call": w.call,
+                                   "prompt": w.prompt, "recorded_prompt": w.recorded_prompt,
+                                   "output": w.output, "recorded_output": w.recorded_output,
+                                   "at_s": w.at_s, "recorded_at_s": w.recorded_at_s}
+                                  for w in replay_fidelity.worst(fid)]}
+        team = self.spec.team
+        assert team is not None
+        res.profile_replayed = replayed_profile(self.spec, rows, team.profile_step_s,
+                                                team.replay_start_s % team.profile_step_s)
+
+
+def team_replay(base: PointBase) -> ReplaySpec | None:
+    """The scenario's replay when it is a team's day (`replay.team`), else None."""
+    from simulator.scenario.load import load_scenario
+    s, _ = load_scenario(Path(base.scenario_path), list(base.overrides))
+    return s.replay if s.replay is not None and s.replay.team is not None else None
+
+
+def size_team(base: PointBase, slos: tuple[Slo, ...], spec: ReplaySpec, router: str | None,
+              ex: PointExecutor, on_done: Callable[[PointResult], None] | None) -> TeamSizing:
+    from simulator.sweep.pipeline import run_profile
+    return run_profile(TeamSizeProfile(base, slos, spec, router or "session_affinity"), ex,
+                       on_done)
+
+
+def team_report(res: TeamSizing, folder: Path) -> tuple[dict[str, Any], str]:
+    """size.json's data (written to `folder`) and the console text: the answer, the
+    probes, the fidelity at the answer, the concurrency profile."""
+    from simulator.analysis.target import target_of_runs
+    from simulator.analysis.team_day import format_profile, format_team_sizing
+    data = res.to_dict()
+    data["target"] = target_of_runs(p.run_dir for p in res.probes)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "size.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+    parts = [format_team_sizing(res, data["target"] or "(no probe's target could be read)")]
+    if "requests_recorded" in res.fidelity:
+        parts.append(replay_fidelity.format_fidelity(res.fidelity))
+    if res.team is not None and res.profile_replayed:
+        parts.append(format_profile(res.team, res.profile_replayed))
+    parts.append(str(folder))
+    return data, "\n".join(parts)
