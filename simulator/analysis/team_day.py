@@ -90,8 +90,8 @@ def format_profile(team: TeamDay, replayed: Sequence[int]) -> str:
     hours = [max(day[i:i + per_h]) for i in range(0, len(day), per_h)]
     lines = [f"sessions in flight over the day (telemetry, peak per hour from "
              f"{clock(0)} UTC): {sparkline(hours)}  peak {max(day, default=0)}",
-             f"  hour  " + " ".join(f"{h % 24:02d}" for h in range(len(hours)))[:200],
-             f"  peak  " + " ".join(f"{v:2d}" for v in hours)[:200],
+             "  hour  " + " ".join(f"{h % 24:02d}" for h in range(len(hours)))[:200],
+             "  peak  " + " ".join(f"{v:2d}" for v in hours)[:200],
              f"replayed slice {clock(team.replay_start_s)}–{clock(team.replay_end_s)} UTC, "
              f"sessions in flight per {step // 60} min: telemetry | replay"]
     rec = recorded_profile(team, len(replayed))

@@ -21,6 +21,7 @@ naming the file, the line or message, the record and the field.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import struct
 from collections.abc import Iterator
@@ -369,11 +370,9 @@ def attr_seconds(rec: OtlpRecord, key: str, scale: float, hi_s: float) -> float 
     v = rec.attrs.get(key)
     if v is None:
         return None
-    if isinstance(v, str):
-        try:
-            v = float(v) if len(v) <= 40 else v
-        except ValueError:
-            pass
+    if isinstance(v, str) and len(v) <= 40:
+        with contextlib.suppress(ValueError):
+            v = float(v)
     unit = "ms" if scale == 1e-3 else "s"
     try:
         return bounded.seconds(v, key, hi_s / scale, unit) * scale

@@ -26,6 +26,7 @@ reply) per PROFILE_STEP_S.
 from __future__ import annotations
 
 import bisect
+import itertools
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -86,7 +87,7 @@ def streams(log: TeamLog) -> list[Stream]:
         kept = [r for i, r in enumerate(reqs) if i == 0 or _key(r) != _key(reqs[i - 1])]
         ends = tools.get(session, [])
         gaps = [False] + [_tool_between(ends, a.start_s + (a.api_s or 0.0), b.start_s)
-                          for a, b in zip(kept, kept[1:], strict=False)]
+                          for a, b in itertools.pairwise(kept)]
         out.append(Stream(session + (f"/{stream}" if stream else ""), session, kept, gaps))
     out.sort(key=lambda s: (s.start_s, s.label))
     return out

@@ -77,7 +77,8 @@ class TeamSizeProfile:
         if not path.is_file():
             res.fidelity = {"note": f"no turns.parquet in {run_dir}"}
             return
-        rows = pd.read_parquet(path).to_dict("records")
+        rows: list[dict[str, Any]] = [
+            {str(k): v for k, v in r.items()} for r in pd.read_parquet(path).to_dict("records")]
         fid = replay_fidelity.compare(self.spec, rows)
         res.fidelity = {**fid.figures(), "run_dir": run_dir,
                         "worst": [{"session": w.session, "call": w.call,
