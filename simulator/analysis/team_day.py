@@ -127,6 +127,7 @@ class TeamSizing:
     fidelity: dict[str, Any] = field(default_factory=dict)      # at the answer's run
     profile_replayed: list[int] = field(default_factory=list)   # at the answer's run
     team: TeamDay | None = None
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         t = self.team
@@ -138,7 +139,7 @@ class TeamSizing:
                         "run_dir": p.run_dir,
                         **{s.metric: judged(p.summary).get(s.metric) for s in self.slos}}
                        for p in self.probes],
-            "fidelity": self.fidelity,
+            "fidelity": self.fidelity, "notes": list(self.notes),
             "team": None if t is None else {
                 "source": t.source, "window": t.window, "scale": t.scale,
                 "sessions": t.sessions, "day_sessions": t.day_sessions,
@@ -164,4 +165,5 @@ def format_team_sizing(r: TeamSizing, sized: str) -> str:
             s.metric), int | float) else f"{s.metric}=n/a" for s in r.slos)
         lines.append(f"  probe {p.replicas:3d} card(s): {figs}  → "
                      + ("pass" if p.passed else "FAIL " + ", ".join(p.failed)))
+    lines += [f"note: {n}" for n in r.notes]
     return "\n".join(lines)

@@ -49,6 +49,18 @@ def import_team(paths: list[Path], source: Source, *, out_path: Path, seed: int 
     if not 0 < scale <= MAX_SCALE:
         raise InputError(f"--scale: expected a factor in (0, {MAX_SCALE:g}], got {scale:g}")
     log = read_log(paths, source)
+    try:
+        return _build(log, source, paths, out_path, seed, window, busiest_s, scale, name)
+    except InputError as exc:
+        named = ", ".join(map(str, paths))
+        if str(exc).startswith(named):
+            raise
+        raise InputError(f"{named}: {exc}") from None
+
+
+def _build(log: TeamLog, source: Source, paths: list[Path], out_path: Path, seed: int,
+           window: str | None, busiest_s: float | None, scale: float,
+           name: str | None) -> TraceImport:
     day = team.streams(log)
     if scale != 1.0:
         day = team.scale(day, scale, seed)
@@ -91,7 +103,7 @@ def import_team(paths: list[Path], source: Source, *, out_path: Path, seed: int 
     from simulator.importers.trace_import import validate_imported
     validate_imported(data, out_path)
     summary.update(
-        files=len({r.where.split(": ")[0] for r in log.requests}), files_rejected=0,
+        files=len(paths), files_rejected=0,
         records=log.records, prompts=log.prompts,
         prompt_texts_dropped=log.prompt_texts_dropped, tool_runs=len(log.tools),
         skipped=dict(sorted(log.skipped.items())), window=label, scale=scale,

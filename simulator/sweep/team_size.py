@@ -22,12 +22,24 @@ import pandas as pd
 from simulator.analysis import replay_fidelity
 from simulator.analysis.search import FleetSearch, frontier, serial_path
 from simulator.analysis.slo import Slo
-from simulator.analysis.team_day import TeamProbe, TeamSizing, replayed_profile, team_failures
+from simulator.analysis.team_day import (
+    TeamProbe,
+    TeamSizing,
+    judged,
+    replayed_profile,
+    team_failures,
+)
 from simulator.errors import InputError
 from simulator.scenario.replay import ReplaySpec
 from simulator.sweep.fanout import PointExecutor
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
+
+PLATEAU_GAIN = 0.1     # twice the cards must cut the worst SLO miss by 10% to go on
+
+
+def _fig(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3g}"
 
 
 @dataclass
@@ -62,14 +74,35 @@ class TeamSizeProfile:
                 known[r] = got.ok and not team_failures(got.summary, self.slos)
             for r in serial_path(search, known):
                 seen[r].raise_error(f"on {r} card(s)")
+            if (flat := self._plateau(serial_path(search, known), seen, known)) is not None:
+                res.notes.append(flat)
+                break
         for r in serial_path(search, known):
             failed = team_failures(seen[r].summary, self.slos)
             res.probes.append(TeamProbe(r, not failed, failed, seen[r].summary,
                                         seen[r].run_dir))
-        res.replicas = search.answer(known)
+        res.replicas = None if res.notes else search.answer(known)
         at = res.replicas if res.replicas is not None else max(seen)
         self._read_back(res, seen[at].run_dir)
         return res
+
+    def _plateau(self, path: list[int], seen: dict[int, PointResult],
+                 known: dict[int, bool]) -> str | None:
+        """Why the search stops early: twice the cards (or more) failing by nearly as
+        much — the SLO is bound by each request's own time (a long prefill, a cold
+        start), which more cards do not shorten."""
+        failing = [r for r in path if not known[r]]
+        if len(failing) < 2 or failing[-1] < 2 * failing[-2]:
+            return None
+        a, b = failing[-2], failing[-1]
+        va, vb = (max(s.violation(judged(seen[r].summary)) for s in self.slos) for r in (a, b))
+        if vb < (1 - PLATEAU_GAIN) * va:
+            return None
+        figs = ", ".join(f"{s.metric} {_fig(s.value(judged(seen[a].summary)))} → "
+                         f"{_fig(s.value(judged(seen[b].summary)))}" for s in self.slos)
+        return (f"more cards stop helping: from {a} to {b} card(s) {figs}; the SLO is bound "
+                "by each request's own time (prefill of a long context, a cold start), "
+                "not by the load")
 
     def _read_back(self, res: TeamSizing, run_dir: str) -> None:
         """The fidelity and the replayed concurrency profile of one probe's run."""
