@@ -249,6 +249,9 @@ def _probes_html(folder: Path) -> str:
 def render_sizing_report(folder: str | Path) -> Path:
     """Write FOLDER/sizing_report.html; returns its path."""
     folder = Path(folder)
+    from simulator.report.team_html import is_team_size, render_team_report
+    if is_team_size(folder):                 # a team replay's cards (issue 52)
+        return render_team_report(folder)
     rows, slos = load_points(folder)
     if not rows:
         raise InputError(f"{folder}: no points to report on")

@@ -41,3 +41,7 @@ def test_size_answers_cards_for_the_busiest_hour(tmp_path: Path) -> None:
     rec, rep = data["team"]["profile_recorded"], data["team"]["profile_replayed"]
     assert len(rec) == len(rep) and max(rec) >= 1 and max(rep) >= 1
     assert max(data["team"]["day_profile"]) >= max(rec)
+    r = CliRunner().invoke(main, ["report", str(folder)])
+    assert r.exit_code == 0, r.output
+    page = (folder / "sizing_report.html").read_text()
+    assert "Sessions in flight against time" in page and "fidelity: within 1% and 1 s" in page
