@@ -6,8 +6,10 @@ cache read + cache creation), the output size vs the recorded output, the arriva
 the call's `at_s`), and the cache-read share. Sizes are the replay's promise (the
 import rebuilds each prompt to its recorded size, within the framing drift
 `trace_build` documents); arrivals are the promise of `replay.timing: arrivals`,
-kept while the server answers before the next recorded start — a request sent
-late because its previous reply came late is counted as such. The cache-read
+kept while the server answers before the next recorded start — a request held
+past its start because its previous reply came later (the server is slower than
+the recorded one) is counted apart, with how long it was held: that is a finding
+about the server, not an error of the replay. The cache-read
 shares are two servers' caches (the provider's and the replay's), shown, not judged.
 """
 
@@ -35,6 +37,7 @@ class RequestFidelity:
     read: int
     recorded_at_s: float | None
     at_s: float
+    prev_reply_s: float | None = None    # when the previous call's reply arrived (replay)
 
     @property
     def prompt_error(self) -> float:
@@ -47,6 +50,21 @@ class RequestFidelity:
     @property
     def arrival_error_s(self) -> float | None:
         return None if self.recorded_at_s is None else self.at_s - self.recorded_at_s
+
+    @property
+    def schedule_error_s(self) -> float | None:
+        """Sent vs promised: the recorded start, or the previous reply if that came later."""
+        if self.recorded_at_s is None:
+            return None
+        return self.at_s - max(self.recorded_at_s, self.prev_reply_s or 0.0)
+
+    @property
+    def held_s(self) -> float:
+        """How long the previous reply held this request past its recorded start (the
+        server answered slower than the recorded one): 0 when it came in time."""
+        if self.recorded_at_s is None or self.prev_reply_s is None:
+            return 0.0
+        return max(0.0, self.prev_reply_s - self.recorded_at_s)
 
 
 @dataclass
@@ -64,7 +82,8 @@ class Fidelity:
     def figures(self) -> dict[str, Any]:
         p = [r.prompt_error for r in self.requests]
         o = [r.output_error for r in self.requests]
-        a = [abs(e) for r in self.requests if (e := r.arrival_error_s) is not None]
+        a = [abs(e) for r in self.requests if (e := r.schedule_error_s) is not None]
+        held = [r.held_s for r in self.requests if r.held_s > 0]
         rec_p = sum(r.recorded_prompt for r in self.requests)
         got_p = sum(r.prompt for r in self.requests)
         ok = (self.replayed == self.recorded and bool(p)
@@ -76,6 +95,8 @@ class Fidelity:
             "output_error_median": self._q(o, 0.5), "output_error_max": max(o, default=None),
             "arrival_error_median_s": self._q(a, 0.5), "arrival_error_max_s": max(a, default=None),
             "arrivals_late_over_1s": sum(x > ARRIVAL_TOLERANCE_S for x in a),
+            "arrivals_held": len(held), "held_median_s": self._q(held, 0.5),
+            "held_max_s": max(held, default=None),
             "cache_read_share_recorded": sum(r.recorded_read for r in self.requests) / rec_p
             if rec_p else None,
             "cache_read_share_replayed": sum(r.read for r in self.requests) / got_p
@@ -90,6 +111,7 @@ def compare(spec: ReplaySpec, rows: Iterable[Mapping[str, Any]]) -> Fidelity:
     its first attempt's send, its sizes the answered attempt's."""
     n = len(spec.sessions)
     first: dict[tuple[int, int], float] = {}
+    ends: dict[tuple[int, int], float] = {}
     answered: dict[tuple[int, int], Mapping[str, Any]] = {}
     for r in rows:
         if r.get("request_kind") != "turn":
@@ -102,6 +124,7 @@ def compare(spec: ReplaySpec, rows: Iterable[Mapping[str, Any]]) -> Fidelity:
         first[key] = min(first.get(key, t), t)
         if r.get("ok") and r.get("prompt_tokens") is not None:
             answered[key] = r
+            ends[key] = t + float(r.get("e2e_s") or 0.0)
     out = Fidelity()
     for i, s in enumerate(spec.sessions):
         for k, call in enumerate(s.calls):
@@ -118,7 +141,7 @@ def compare(spec: ReplaySpec, rows: Iterable[Mapping[str, Any]]) -> Fidelity:
                 int(got.get("output_tokens") or 0), u.cache_read_tokens,
                 int(got.get("cache_read_tokens") or 0),
                 None if call.at_s is None or spec.timing != "arrivals"
-                else s.start_offset_s + call.at_s, first[(i, k)]))
+                else s.start_offset_s + call.at_s, first[(i, k)], ends.get((i, k - 1))))
     return out
 
 
@@ -138,12 +161,17 @@ def format_fidelity(f: Mapping[str, Any], worst: list[RequestFidelity] | None = 
         f"  output size     error median {_pct(f['output_error_median'])}, "
         f"max {_pct(f['output_error_max'])}",
         "  arrival         " + ("n/a (no recorded arrivals)" if arr is None else
-                                f"off by median {f['arrival_error_median_s']:.3f} s, max "
+                                "sent vs its recorded start (or the previous reply, if "
+                                f"later): off by median {f['arrival_error_median_s']:.3f} s, max "
                                 f"{arr:.3f} s; {f['arrivals_late_over_1s']} more than 1 s off"),
+        *([f"  held back       {f['arrivals_held']} request(s) sent when the previous reply "
+           f"came, after their recorded start (this server answered slower than the "
+           f"recorded one): by median {f['held_median_s']:.2f} s, max "
+           f"{f['held_max_s']:.2f} s"] if f["arrivals_held"] else []),
         f"  cache-read share recorded {_pct(f['cache_read_share_recorded'])} (the provider's "
         f"cache), replayed {_pct(f['cache_read_share_replayed'])} (this server's)",
         f"  within {f['size_tolerance']:.0%} in size and {f['arrival_tolerance_s']:g} s in "
-        f"arrival: {'yes' if f['within_tolerance'] else 'NO'}"]
+        f"arrival (requests not held back): {'yes' if f['within_tolerance'] else 'NO'}"]
     for r in worst or []:
         lines.append(f"    {r.session} call {r.call}: prompt {r.prompt:,} vs {r.recorded_prompt:,}, "
                      f"output {r.output:,} vs {r.recorded_output:,}"
@@ -156,4 +184,4 @@ def worst(f: Fidelity, n: int = 3) -> list[RequestFidelity]:
     """The `n` requests furthest off (size error, then arrival)."""
     return sorted(f.requests, key=lambda r: max(
         r.prompt_error / SIZE_TOLERANCE, r.output_error / SIZE_TOLERANCE,
-        abs(r.arrival_error_s or 0.0) / ARRIVAL_TOLERANCE_S), reverse=True)[:n]
+        abs(r.schedule_error_s or 0.0) / ARRIVAL_TOLERANCE_S), reverse=True)[:n]

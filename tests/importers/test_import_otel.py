@@ -49,8 +49,7 @@ def _expected(day: Day) -> dict[str, list[tuple[float, int, int, int, int]]]:
 def _replay(tmp: Path, src: Path, source: str = "claude-code-otel", **kw: Any) -> ReplaySpec:
     out = tmp / f"{src.stem}-{source}.yaml"
     res = import_team([src], source, out_path=out, **kw)  # type: ignore[arg-type]
-    spec = ReplaySpec.model_validate(res.data["replay"])
-    return spec
+    return ReplaySpec.model_validate(res.data["replay"])
 
 
 def _check_exact(spec: ReplaySpec, day: Day) -> None:
@@ -121,6 +120,9 @@ def test_replay_gives_sizes_within_1pct_and_arrivals_within_1s(tmp_path: Path) -
     assert f["requests_replayed"] == f["requests_recorded"] == len(_day().requests)
     assert f["prompt_error_max"] <= 0.01 and f["output_error_max"] <= 0.01
     assert f["arrival_error_max_s"] <= 1.0 and f["within_tolerance"]
+    # this twin keeps the recorded pace: every request at its recorded start
+    assert f["arrivals_held"] == 0
+    assert all(e is not None and abs(e) <= 1.0 for e in (r.arrival_error_s for r in fid.requests))
 
 
 def test_window_busiest_and_scale(tmp_path: Path) -> None:
