@@ -113,6 +113,7 @@ class TeamProbe:
     failed: tuple[str, ...]
     summary: Mapping[str, Any]
     run_dir: str
+    held: tuple[int, float | None] | None = None   # requests held past their start, median s
 
 
 @dataclass
@@ -137,6 +138,8 @@ class TeamSizing:
             "router": self.router, "max_replicas": self.max_replicas,
             "probes": [{"replicas": p.replicas, "passed": p.passed, "failed": list(p.failed),
                         "run_dir": p.run_dir,
+                        "requests_held": None if p.held is None else p.held[0],
+                        "held_median_s": None if p.held is None else p.held[1],
                         **{s.metric: judged(p.summary).get(s.metric) for s in self.slos}}
                        for p in self.probes],
             "fidelity": self.fidelity, "notes": list(self.notes),
@@ -163,7 +166,10 @@ def format_team_sizing(r: TeamSizing, sized: str) -> str:
     for p in r.probes:
         figs = ", ".join(f"{s.metric}={v:.3g}" if isinstance(v := judged(p.summary).get(
             s.metric), int | float) else f"{s.metric}=n/a" for s in r.slos)
-        lines.append(f"  probe {p.replicas:3d} card(s): {figs}  → "
+        pace = "" if p.held is None else (
+            f"; held {p.held[0]} (median {p.held[1]:.1f} s)" if p.held[0] and p.held[1]
+            is not None else "; keeps the recorded pace")
+        lines.append(f"  probe {p.replicas:3d} card(s): {figs}{pace}  → "
                      + ("pass" if p.passed else "FAIL " + ", ".join(p.failed)))
     lines += [f"note: {n}" for n in r.notes]
     return "\n".join(lines)

@@ -198,10 +198,11 @@ def mooncake(path: Path, out: Path, block_size: int, seed: int, force: bool) -> 
     click.echo(format_summary(res.summary, out, res.file_errors))
 
 
-def trace_yaml(data: dict[str, Any], fmt: str) -> str:
+def trace_yaml(data: dict[str, Any], fmt: str,
+               what: str = "trace: sizes, timings and hash-implied prefix sharing") -> str:
     import yaml
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    return (f"# Imported from a {fmt} trace: sizes, timings and hash-implied prefix sharing; "
+    return (f"# Imported from a {fmt} {what}; "
             f"every text is seeded synthetic content.\n"
             + yaml.dump(data, Dumper=dumper, sort_keys=False, default_flow_style=None, width=100))
 
@@ -229,7 +230,9 @@ def _team_command(source: str, doc: str) -> None:
                           out_path=out, seed=seed, window=window,
                           busiest_s=None if busiest is None
                           else parse_duration_s(busiest, "--busiest"), scale=scale)
-        write_atomically(out, trace_yaml(res.data, source), res.data)
+        write_atomically(out, trace_yaml(res.data, source, "export: the team's requests at "
+                                         "their recorded times, sizes and cache split"),
+                         res.data)
         click.echo(format_team_summary(res.summary, out))
 
 

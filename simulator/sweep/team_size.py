@@ -79,12 +79,32 @@ class TeamSizeProfile:
                 break
         for r in serial_path(search, known):
             failed = team_failures(seen[r].summary, self.slos)
+            fid = self._fidelity(seen[r].run_dir)
             res.probes.append(TeamProbe(r, not failed, failed, seen[r].summary,
-                                        seen[r].run_dir))
-        res.replicas = None if res.notes else search.answer(known)
+                                        seen[r].run_dir, None if fid is None
+                                        else (fid[0].figures()["arrivals_held"],
+                                              fid[0].figures()["held_median_s"])))
+        res.replicas = None if res.notes else search.answer(known)  # notes: the plateau
         at = res.replicas if res.replicas is not None else max(seen)
         self._read_back(res, seen[at].run_dir)
+        held = next((p.held for p in res.probes if p.replicas == at), None)
+        if res.replicas is not None and held is not None and held[0] > 0.05 * max(
+                1, res.fidelity.get("requests_recorded", 1)):
+            res.notes.append(
+                f"at {at} card(s) the team is slowed down: {held[0]} request(s) waited for "
+                f"a reply past their recorded start (median {held[1]:.1f} s) — this card "
+                "answers slower than the recorded service; an SLO near the recorded speed "
+                "(e.g. decode_tok_s_median) keeps the team's pace")
         return res
+
+    def _fidelity(self, run_dir: str) -> tuple[replay_fidelity.Fidelity,
+                                               list[dict[str, Any]]] | None:
+        path = Path(run_dir) / "turns.parquet"
+        if not path.is_file():
+            return None
+        rows: list[dict[str, Any]] = [
+            {str(k): v for k, v in r.items()} for r in pd.read_parquet(path).to_dict("records")]
+        return replay_fidelity.compare(self.spec, rows), rows
 
     def _plateau(self, path: list[int], seen: dict[int, PointResult],
                  known: dict[int, bool]) -> str | None:
@@ -106,13 +126,11 @@ class TeamSizeProfile:
 
     def _read_back(self, res: TeamSizing, run_dir: str) -> None:
         """The fidelity and the replayed concurrency profile of one probe's run."""
-        path = Path(run_dir) / "turns.parquet"
-        if not path.is_file():
+        got = self._fidelity(run_dir)
+        if got is None:
             res.fidelity = {"note": f"no turns.parquet in {run_dir}"}
             return
-        rows: list[dict[str, Any]] = [
-            {str(k): v for k, v in r.items()} for r in pd.read_parquet(path).to_dict("records")]
-        fid = replay_fidelity.compare(self.spec, rows)
+        fid, rows = got
         res.fidelity = {**fid.figures(), "run_dir": run_dir,
                         "worst": [{"session": w.session, "call": w.call,
                                    "prompt": w.prompt, "recorded_prompt": w.recorded_prompt,
