@@ -285,7 +285,8 @@ def _check_effects(argv: list[str], proc: subprocess.CompletedProcess[str], st: 
                 bad = [r.get("sessions") for r in rows if r.get("steady_state") is False]
                 assert not bad, f"not steady at {bad} sessions: {argv}"
     elif sub == "size":
-        assert "session(s) meet" in proc.stdout
+        # a session count, or a team replay's cards (docs/team-telemetry.md)
+        assert "session(s) meet" in proc.stdout or " card(s) serve " in proc.stdout
         st.folders["size-dir"] = st.repo / last
     elif sub == "check" and "--recall" in argv:
         # a recall table (the twin labels its own: recall = retention by construction)
