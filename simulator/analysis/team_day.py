@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulator.analysis.slo import Slo, failures
+from simulator.importers.team import in_flight
 from simulator.scenario.replay import ReplaySpec, TeamDay
 
 BARS = " ▁▂▃▄▅▆▇█"
@@ -53,14 +54,7 @@ def replayed_profile(spec: ReplaySpec, rows: Iterable[Mapping[str, Any]],
         b = a + float(r.get("e2e_s") or 0.0)
         lo, hi = spans.get(label, (a, b))
         spans[label] = (min(lo, a), max(hi, b))
-    if not spans:
-        return []
-    end = max(b for _, b in spans.values())
-    counts = [0] * (int(end // step_s) + 1)
-    for a, b in spans.values():
-        for i in range(int(a // step_s), int(b // step_s) + 1):
-            counts[i] += 1
-    return counts
+    return in_flight(spans.values(), 0.0, step_s) if spans else []
 
 
 def recorded_profile(team: TeamDay, steps: int) -> list[int]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from simulator.errors import InputError
@@ -140,7 +140,9 @@ def scale(ss: Sequence[Stream], factor: float, seed: int) -> list[Stream]:
     """The team × `factor` (see the module): sessions, not streams, are drawn."""
     sessions = sorted({s.session for s in ss})
     rng = random.Random(f"{seed}:scale")
-    by = {name: [s for s in ss if s.session == name] for name in sessions}
+    by: dict[str, list[Stream]] = {}
+    for s in ss:
+        by.setdefault(s.session, []).append(s)
     want = round(len(sessions) * factor)
     if want < 1:
         raise InputError(f"--scale {factor:g}: no session left of {len(sessions)}")
@@ -169,11 +171,23 @@ def profile(ss: Sequence[Stream], t0: float, step_s: float = PROFILE_STEP_S,
         spans[s.session] = (min(a, s.start_s), max(b, s.end_s))
     end = max(b for _, b in spans.values()) if t1 is None else t1
     n = max(1, int((end - t0) // step_s) + 1)
-    counts = [0] * n
-    for a, b in spans.values():
-        for i in range(max(0, int((a - t0) // step_s)), min(n, int((b - t0) // step_s) + 1)):
-            counts[i] += 1
-    return counts
+    return in_flight(spans.values(), t0, step_s, n)
+
+
+def in_flight(spans: Iterable[tuple[float, float]], t0: float, step_s: float,
+              n: int | None = None) -> list[int]:
+    """How many [a, b] spans overlap each step from `t0` (`n` steps, default to the last
+    end): one pass over the spans and one over the steps, whatever the spans' lengths."""
+    spans = list(spans)
+    if n is None:
+        n = max(1, int((max((b for _, b in spans), default=t0) - t0) // step_s) + 1)
+    delta = [0] * (n + 1)
+    for a, b in spans:
+        lo, hi = max(0, int((a - t0) // step_s)), min(n - 1, int((b - t0) // step_s))
+        if lo <= hi:
+            delta[lo] += 1
+            delta[hi + 1] -= 1
+    return list(itertools.accumulate(delta[:n]))
 
 
 def shared_prefix(ss: Sequence[Stream]) -> int:

@@ -175,3 +175,14 @@ def test_cli_team_yaml_loads(tmp_path: Path) -> None:
     assert "busiest 1h" in r.output
     data = yaml.safe_load(out.read_text())
     assert data["replay"]["timing"] == "arrivals" and data["replay"]["team"]["window"]
+
+
+def test_in_flight_counts_each_overlapped_step() -> None:
+    import random
+    rng = random.Random(4)
+    for _ in range(200):
+        spans = [(a, a + rng.uniform(0, 4000)) for a in
+                 (rng.uniform(0, 20_000) for _ in range(rng.randint(1, 30)))]
+        got = team.in_flight(spans, 0.0, 300.0)
+        naive = [sum(1 for a, b in spans if a // 300 <= i <= b // 300) for i in range(len(got))]
+        assert got == naive and len(got) == int(max(b for _, b in spans) // 300) + 1
