@@ -45,7 +45,9 @@ class RequestFidelity:
 
     @property
     def output_error(self) -> float:
-        return abs(self.output - self.recorded_output) / max(1, self.recorded_output)
+        """vs the recorded output; a recorded 0 is replayed as 1 (a request asks for ≥ 1)."""
+        want = max(1, self.recorded_output)
+        return abs(self.output - want) / want
 
     @property
     def arrival_error_s(self) -> float | None:

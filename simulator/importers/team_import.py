@@ -15,7 +15,7 @@ from simulator.errors import InputError
 from simulator.importers import team
 from simulator.importers.otel_events import TeamLog, claude_code_events, genai_spans
 from simulator.importers.otlp_read import read_records
-from simulator.importers.trace_import import TraceImport, build_scenario
+from simulator.importers.trace_import import TraceImport, build_scenario, validate_imported
 from simulator.importers.weka import MAX_REQUESTS
 
 Source = Literal["claude-code-otel", "otel-genai"]
@@ -100,7 +100,6 @@ def _build(log: TeamLog, source: Source, paths: list[Path], out_path: Path, seed
                            f"stream(s) of {data['replay']['team']['sessions']} session(s), "
                            f"{n_req} requests at their recorded times; sizes only, "
                            "synthetic text")
-    from simulator.importers.trace_import import validate_imported
     validate_imported(data, out_path)
     summary.update(
         files=len(paths), files_rejected=0,

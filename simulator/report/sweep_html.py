@@ -27,6 +27,7 @@ from simulator.errors import InputError
 from simulator.report.console import flag
 from simulator.report.html import build_html
 from simulator.report.plots import figure_png, mode_word, new_figure
+from simulator.report.team_html import is_team_size, render_team_report
 
 
 def is_sizing_dir(path: Path) -> bool:
@@ -249,7 +250,6 @@ def _probes_html(folder: Path) -> str:
 def render_sizing_report(folder: str | Path) -> Path:
     """Write FOLDER/sizing_report.html; returns its path."""
     folder = Path(folder)
-    from simulator.report.team_html import is_team_size, render_team_report
     if is_team_size(folder):                 # a team replay's cards (issue 52)
         return render_team_report(folder)
     rows, slos = load_points(folder)

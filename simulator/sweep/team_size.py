@@ -22,16 +22,21 @@ import pandas as pd
 from simulator.analysis import replay_fidelity
 from simulator.analysis.search import FleetSearch, frontier, serial_path
 from simulator.analysis.slo import Slo
+from simulator.analysis.target import target_of_runs
 from simulator.analysis.team_day import (
     TeamProbe,
     TeamSizing,
+    format_profile,
+    format_team_sizing,
     judged,
     replayed_profile,
     team_failures,
 )
 from simulator.errors import InputError
+from simulator.scenario.load import load_scenario
 from simulator.scenario.replay import ReplaySpec
 from simulator.sweep.fanout import PointExecutor
+from simulator.sweep.pipeline import run_profile
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
 
@@ -145,14 +150,12 @@ class TeamSizeProfile:
 
 def team_replay(base: PointBase) -> ReplaySpec | None:
     """The scenario's replay when it is a team's day (`replay.team`), else None."""
-    from simulator.scenario.load import load_scenario
     s, _ = load_scenario(Path(base.scenario_path), list(base.overrides))
     return s.replay if s.replay is not None and s.replay.team is not None else None
 
 
 def size_team(base: PointBase, slos: tuple[Slo, ...], spec: ReplaySpec, router: str | None,
               ex: PointExecutor, on_done: Callable[[PointResult], None] | None) -> TeamSizing:
-    from simulator.sweep.pipeline import run_profile
     return run_profile(TeamSizeProfile(base, slos, spec, router or "session_affinity"), ex,
                        on_done)
 
@@ -160,8 +163,6 @@ def size_team(base: PointBase, slos: tuple[Slo, ...], spec: ReplaySpec, router: 
 def team_report(res: TeamSizing, folder: Path) -> tuple[dict[str, Any], str]:
     """size.json's data (written to `folder`) and the console text: the answer, the
     probes, the fidelity at the answer, the concurrency profile."""
-    from simulator.analysis.target import target_of_runs
-    from simulator.analysis.team_day import format_profile, format_team_sizing
     data = res.to_dict()
     data["target"] = target_of_runs(p.run_dir for p in res.probes)
     folder.mkdir(parents=True, exist_ok=True)
