@@ -10,8 +10,10 @@ start, a tool gap when a tool of the session finished inside it, else think time
 
 Each stream becomes a `TraceSession` of the block-hash trace model (`trace_build`):
 one-token "blocks", so the recorded cache read is the prefix the request shares
-with the previous one (a read below half of the previous prompt is a context drop:
-a compaction), the recorded cache write kept as such. The replay sends each
+with the previous one (a smaller prompt than the previous is a context drop: a
+compaction, keeping the prefix it read), the recorded cache write kept as such.
+Requests of one stream that overlapped (parallel sub-agents under one query
+source) are split into sequential lanes (`lanes`), each a stream of its own. The replay sends each
 request at its recorded time since its stream began (`at_s`) — or when the
 previous reply arrives, if that is later.
 
@@ -40,6 +42,7 @@ MAX_SPAN_S = 7 * DAY_S          # one import covers at most a week of telemetry
 PROFILE_STEP_S = 300            # the concurrency profile: sessions in flight per 5 min
 SCALE_JITTER_S = 900.0          # a resampled session starts within ±15 min of its source
 BUSIEST_STEP_S = 60.0           # --busiest slides its window by a minute
+LANE_SLACK_S = 0.25            # a start this much before the last reply's end: same lane
 REPLAY_MESSAGE_TOKENS = 11      # a message's framing as the twin's chat template counts it
 
 
@@ -86,10 +89,28 @@ def streams(log: TeamLog) -> list[Stream]:
         reqs.sort(key=lambda r: (r.start_s, r.where))
         kept = [r for i, r in enumerate(reqs) if i == 0 or _key(r) != _key(reqs[i - 1])]
         ends = tools.get(session, [])
-        gaps = [False] + [_tool_between(ends, a.start_s + (a.api_s or 0.0), b.start_s)
-                          for a, b in itertools.pairwise(kept)]
-        out.append(Stream(session + (f"/{stream}" if stream else ""), session, kept, gaps))
+        label = session + (f"/{stream}" if stream else "")
+        for k, lane in enumerate(lanes(kept)):
+            gaps = [False] + [_tool_between(ends, a.start_s + (a.api_s or 0.0), b.start_s)
+                              for a, b in itertools.pairwise(lane)]
+            out.append(Stream(label + (f"#{k + 1}" if k else ""), session, lane, gaps))
     out.sort(key=lambda s: (s.start_s, s.label))
+    return out
+
+
+def lanes(reqs: Sequence[TeamRequest]) -> list[list[TeamRequest]]:
+    """Requests of one stream (sorted by start) in sequential lanes: one that starts
+    while every lane is still waiting for its reply (parallel sub-agents under one
+    query source) opens a lane of its own. Of the free lanes a request continues the
+    one whose last prompt is closest to the prefix it read from the cache."""
+    out: list[list[TeamRequest]] = []
+    for r in reqs:
+        free = [ln for ln in out
+                if ln[-1].start_s + (ln[-1].api_s or 0.0) <= r.start_s + LANE_SLACK_S]
+        if free:
+            min(free, key=lambda ln: abs(ln[-1].prompt - r.cache_read)).append(r)
+        else:
+            out.append([r])
     return out
 
 

@@ -186,3 +186,17 @@ def test_in_flight_counts_each_overlapped_step() -> None:
         got = team.in_flight(spans, 0.0, 300.0)
         naive = [sum(1 for a, b in spans if a // 300 <= i <= b // 300) for i in range(len(got))]
         assert got == naive and len(got) == int(max(b for _, b in spans) // 300) + 1
+
+
+def test_overlapping_requests_of_one_stream_become_lanes() -> None:
+    from simulator.importers.otel_events import TeamRequest
+
+    def req(t: float, api: float, read: int, write: int) -> TeamRequest:
+        return TeamRequest("s", "agent", t, api, 5, read, write, 50, None, f"r{t}")
+    # two parallel sub-agents (same query source): A at 0 and 10, B at 1 and 11
+    got = team.lanes([req(0, 5, 9000, 1000), req(1, 5, 9000, 2000),
+                      req(10, 5, 10_005, 500), req(11, 5, 11_005, 500)])
+    assert [[r.start_s for r in ln] for ln in got] == [[0, 10], [1, 11]]
+    from simulator.importers.otel_events import TeamLog
+    ss = team.streams(TeamLog(requests=[req(0, 5, 9000, 1000), req(1, 5, 9000, 2000)]))
+    assert sorted(s.label for s in ss) == ["s/agent", "s/agent#2"]
