@@ -144,9 +144,10 @@ def _json_lines(path: Path, fh: IO[bytes], signal: Signal) -> Iterator[OtlpRecor
         k = 0
         for ri, res in enumerate(_list(doc, top, where)):
             rwhere = f"{where}: {top}[{ri}]"
+            res = _obj_of(res, rwhere)
             res_attrs = _json_attrs(_obj(res, "resource", rwhere).get("attributes"),
                                     f"{rwhere}.resource")
-            for si, scope in enumerate(_list(_obj_of(res, rwhere), scope_key, rwhere)):
+            for si, scope in enumerate(_list(res, scope_key, rwhere)):
                 swhere = f"{rwhere}.{scope_key}[{si}]"
                 for r in _list(_obj_of(scope, swhere), rec_key, swhere):
                     rw = f"{where}, record {k}"

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator.cli import main
 from simulator.importers.otlp_read import dumps_attrs
@@ -208,3 +210,38 @@ def test_a_day_of_100k_requests(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["import", "claude-code-otel", str(p), "-o", str(out),
                                   "--window", "08:00-08:30"])
     assert r.exit_code == 0, r.output
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                     lambda c: st.lists(c, max_size=4) | st.dictionaries(
+                         st.sampled_from(["resourceLogs", "scopeLogs", "logRecords", "attributes",
+                                          "key", "value", "intValue", "stringValue", "body",
+                                          "timeUnixNano", "doubleValue"]), c, max_size=4),
+                     max_leaves=20)
+
+
+def _read_all(data: bytes, source: str) -> None:
+    import tempfile
+
+    from simulator.errors import InputError
+    from simulator.importers.team import streams
+    from simulator.importers.team_import import read_log
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "x"
+        p.write_bytes(data)
+        try:
+            streams(read_log([p], source))  # type: ignore[arg-type]
+        except InputError as exc:
+            assert "\n" not in str(exc)
+
+
+@given(st.binary(max_size=400), st.sampled_from(["claude-code-otel", "otel-genai"]))
+@settings(max_examples=150, deadline=None)
+def test_random_bytes_read_or_refuse_in_one_line(data: bytes, source: str) -> None:
+    _read_all(data, source)
+
+
+@given(_JSON, st.sampled_from(["claude-code-otel", "otel-genai"]))
+@settings(max_examples=150, deadline=None)
+def test_random_json_reads_or_refuses_in_one_line(doc: Any, source: str) -> None:
+    _read_all((json.dumps(doc) + "\n").encode(), source)
