@@ -245,3 +245,25 @@ def test_random_bytes_read_or_refuse_in_one_line(data: bytes, source: str) -> No
 @settings(max_examples=150, deadline=None)
 def test_random_json_reads_or_refuses_in_one_line(doc: Any, source: str) -> None:
     _read_all((json.dumps(doc) + "\n").encode(), source)
+
+
+def _span(**over: Any) -> dict[str, Any]:
+    a: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.conversation.id": "c1",
+                         "gen_ai.usage.input_tokens": 2000, "gen_ai.usage.output_tokens": 50}
+    a.update(over)
+    t = int((DAY0 + 36_000) * 1e9)
+    return {"name": "chat m", "startTimeUnixNano": str(t), "endTimeUnixNano": str(t + 10**9),
+            "attributes": dumps_attrs({k: v for k, v in a.items() if v is not None})}
+
+
+@pytest.mark.parametrize(("span", "needles"), [
+    (_span(**{"gen_ai.conversation.id": None}), ("'gen_ai.conversation.id': missing",)),
+    (_span(**{"gen_ai.usage.output_tokens": None}), ("'gen_ai.usage.output_tokens': missing",)),
+    (_span(**{"gen_ai.usage.cache_read.input_tokens": -1}), ("cache_read.input_tokens",)),
+    ({**_span(), "endTimeUnixNano": "5"}, ("'endTimeUnixNano': before",)),
+    ({**_span(), "startTimeUnixNano": 1.5}, ("'startTimeUnixNano'",)),
+])
+def test_bad_genai_spans(tmp_path: Path, span: dict[str, Any], needles: tuple[str, ...]) -> None:
+    p = tmp_path / "g.jsonl"
+    p.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}) + "\n")
+    _refused(p, "record 0", *needles, fmt="otel-genai")
