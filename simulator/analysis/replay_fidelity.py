@@ -187,3 +187,15 @@ def worst(f: Fidelity, n: int = 3) -> list[RequestFidelity]:
     return sorted(f.requests, key=lambda r: max(
         r.prompt_error / SIZE_TOLERANCE, r.output_error / SIZE_TOLERANCE,
         abs(r.schedule_error_s or 0.0) / ARRIVAL_TOLERANCE_S), reverse=True)[:n]
+
+
+def team_spec(manifest: Mapping[str, Any]) -> ReplaySpec | None:
+    """A run's team replay script (its manifest's resolved scenario), else None."""
+    resolved = manifest.get("scenario_resolved")
+    replay = resolved.get("replay") if isinstance(resolved, Mapping) else None
+    if not isinstance(replay, Mapping) or not replay.get("team"):
+        return None
+    try:
+        return ReplaySpec.model_validate(replay)
+    except ValueError:
+        return None

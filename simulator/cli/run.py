@@ -191,6 +191,9 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
         from simulator.endpoints.http.cache_reset import reset_prefix_cache as reset
         click.echo(reset(endpoint), err=True)
     result = execute(rs, echo=click.echo, drive=drive)
+    from simulator.report.team_html import team_run_text
+    if not quiet and (team := team_run_text(result.run_dir)) is not None:
+        click.echo(team)                 # a team replay: its fidelity and profile
     click.echo(str(result.run_dir))
     sys.exit({"completed": 0, "interrupted": 130}.get(result.status, 1))
 

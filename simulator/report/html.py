@@ -176,6 +176,16 @@ def render_report(run_dir: str | Path) -> ReportPaths:
         path.write_bytes(png)
         pngs.append((caption, png))
         paths.append(path)
+    # deferred: team_html imports build_html from this module
+    from simulator.report.team_html import run_team_section
+    team = run_team_section(manifest, turns)
+    if team is not None:           # a team replay: its fidelity and concurrency profile
+        table = [*table, *team[0]]
+        for caption, png in team[1]:
+            path = run_dir / "team_profile.png"
+            path.write_bytes(png)
+            pngs.append((caption, png))
+            paths.append(path)
     html_path = run_dir / "report.html"
     html_path.write_text(build_html(title, facts, table, pngs, simulated), encoding="utf-8")
     md_path = run_dir / "report.md"

@@ -9,8 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from matplotlib.figure import Figure
 
+from simulator.analysis import replay_fidelity
+from simulator.analysis.team_day import format_profile, replayed_profile
 from simulator.report.html import build_html
 from simulator.report.plots import figure_png, new_figure
 
@@ -48,6 +51,63 @@ def _pct(v: Any) -> str:
     return "n/a" if v is None else f"{v:.2%}"
 
 
+def _fidelity_rows(fid: dict[str, Any]) -> list[tuple[str, str]]:
+    if "requests_recorded" not in fid:
+        return []
+    return [
+        ("fidelity: requests replayed", f"{fid['requests_replayed']} of "
+                                        f"{fid['requests_recorded']}"),
+        ("fidelity: prompt size error median / max",
+         f"{_pct(fid['prompt_error_median'])} / {_pct(fid['prompt_error_max'])}"),
+        ("fidelity: output size error median / max",
+         f"{_pct(fid['output_error_median'])} / {_pct(fid['output_error_max'])}"),
+        ("fidelity: arrival off median / max (s)",
+         "n/a" if fid["arrival_error_max_s"] is None else
+         f"{fid['arrival_error_median_s']:.3f} / {fid['arrival_error_max_s']:.3f} "
+         f"({fid['arrivals_late_over_1s']} more than 1 s off)"),
+        ("fidelity: held back by a slower reply",
+         f"{fid['arrivals_held']}" + ("" if not fid["arrivals_held"] else
+                                      f" (median {fid['held_median_s']:.2f} s, max "
+                                      f"{fid['held_max_s']:.2f} s)")),
+        ("fidelity: cache-read share recorded / replayed",
+         f"{_pct(fid['cache_read_share_recorded'])} / "
+         f"{_pct(fid['cache_read_share_replayed'])}"),
+        ("fidelity: within 1% and 1 s", "yes" if fid["within_tolerance"] else "NO")]
+
+
+def run_team_section(manifest: dict[str, Any], turns: pd.DataFrame,
+                     ) -> tuple[list[tuple[str, str]], list[tuple[str, bytes]], str] | None:
+    """A team replay run's fidelity rows, its concurrency plot and the console text
+    (None for any other run)."""
+    spec = replay_fidelity.team_spec(manifest)
+    if spec is None or spec.team is None:
+        return None
+    rows = [{str(k): v for k, v in r.items()} for r in turns.to_dict("records")]
+    fid = replay_fidelity.compare(spec, rows)
+    t = spec.team
+    prof = replayed_profile(spec, rows, t.profile_step_s, t.replay_start_s % t.profile_step_s)
+    figs = fid.figures()
+    team = {"profile_step_s": t.profile_step_s, "day_profile": list(t.day_profile),
+            "replay_start_s": t.replay_start_s, "replay_end_s": t.replay_end_s,
+            "profile_replayed": prof, "window": t.window, "scale": t.scale}
+    text = replay_fidelity.format_fidelity(figs, replay_fidelity.worst(fid))
+    if prof:
+        text += "\n" + format_profile(t, prof)
+    return (_fidelity_rows(figs), [("Sessions in flight against time",
+                                    figure_png(_profile_plot(team)))], text)
+
+
+def team_run_text(run_dir: Path) -> str | None:
+    """The fidelity and profile of a finished team replay run, for the console."""
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        turns = pd.read_parquet(run_dir / "turns.parquet")
+    except (OSError, ValueError):
+        return None
+    got = run_team_section(manifest, turns)
+    return None if got is None else got[2]
+
+
 def render_team_report(folder: Path) -> Path:
     data = json.loads((folder / "size.json").read_text())
     team, fid = data.get("team") or {}, data.get("fidelity") or {}
@@ -63,22 +123,7 @@ def render_team_report(folder: Path) -> Path:
     table = [(f"probe {p['replicas']} card(s)", ("pass" if p["passed"] else "FAIL "
                                                  + ", ".join(p["failed"])))
              for p in data.get("probes", [])]
-    if "requests_recorded" in fid:
-        table += [
-            ("fidelity: requests replayed", f"{fid['requests_replayed']} of "
-                                            f"{fid['requests_recorded']}"),
-            ("fidelity: prompt size error median / max",
-             f"{_pct(fid['prompt_error_median'])} / {_pct(fid['prompt_error_max'])}"),
-            ("fidelity: output size error median / max",
-             f"{_pct(fid['output_error_median'])} / {_pct(fid['output_error_max'])}"),
-            ("fidelity: arrival off median / max (s)",
-             "n/a" if fid["arrival_error_max_s"] is None else
-             f"{fid['arrival_error_median_s']:.3f} / {fid['arrival_error_max_s']:.3f} "
-             f"({fid['arrivals_late_over_1s']} more than 1 s off)"),
-            ("fidelity: cache-read share recorded / replayed",
-             f"{_pct(fid['cache_read_share_recorded'])} / "
-             f"{_pct(fid['cache_read_share_replayed'])}"),
-            ("fidelity: within 1% and 1 s", "yes" if fid["within_tolerance"] else "NO")]
+    table += _fidelity_rows(fid)
     images = [("Sessions in flight against time",
                figure_png(_profile_plot(team)))] if team.get("day_profile") else []
     page = build_html(f"endurance team sizing report — {folder.name}", facts, table, images,

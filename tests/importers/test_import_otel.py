@@ -125,6 +125,23 @@ def test_replay_gives_sizes_within_1pct_and_arrivals_within_1s(tmp_path: Path) -
     assert all(e is not None and abs(e) <= 1.0 for e in (r.arrival_error_s for r in fid.requests))
 
 
+
+@pytest.mark.slow
+def test_a_team_run_prints_and_reports_its_fidelity(tmp_path: Path) -> None:
+    src = write_json_logs(tmp_path / "d.jsonl", _day())
+    out = tmp_path / "team.yaml"
+    assert CliRunner().invoke(main, ["import", "claude-code-otel", str(src), "-o",
+                                     str(out)]).exit_code == 0
+    r = CliRunner().invoke(main, ["run", str(out), "--out", str(tmp_path / "runs")])
+    assert r.exit_code == 0, r.output
+    assert "replay fidelity" in r.output and "sessions in flight" in r.output
+    run_dir = Path(r.output.strip().splitlines()[-1])
+    r = CliRunner().invoke(main, ["report", str(run_dir)])
+    assert r.exit_code == 0, r.output
+    md = (run_dir / "report.md").read_text()
+    assert "fidelity: within 1% and 1 s | yes" in md and "team_profile.png" in md
+
+
 def test_window_busiest_and_scale(tmp_path: Path) -> None:
     day = team_day(seed=3, sessions=30, requests=(3, 6))
     src = write_json_logs(tmp_path / "d.jsonl", day)
