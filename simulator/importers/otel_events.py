@@ -83,8 +83,12 @@ class TeamLog:
 
 
 def _event_name(rec: OtlpRecord) -> str:
-    name = attr_text(rec, "event.name") or rec.name
-    return name if name.startswith("claude_code.") else f"claude_code.{name}"
+    """`claude_code.api_request` whether named by the record (body / eventName) or by
+    its `event.name` attribute (`api_request`); another service's record keeps its own."""
+    if rec.name.startswith("claude_code."):
+        return rec.name
+    attr = attr_text(rec, "event.name")
+    return f"claude_code.{attr}" if attr else (rec.name or "unnamed")
 
 
 def _event_time(rec: OtlpRecord) -> float:
