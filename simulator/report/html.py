@@ -20,6 +20,7 @@ from simulator.report import plots
 from simulator.report.console import summary_table
 from simulator.report.plots import figure_png
 from simulator.report.sweeps import plot_recall_by_age
+from simulator.report.team_html import run_team_section
 from simulator.util.visible import visible
 
 
@@ -176,8 +177,6 @@ def render_report(run_dir: str | Path) -> ReportPaths:
         path.write_bytes(png)
         pngs.append((caption, png))
         paths.append(path)
-    # deferred: team_html imports build_html from this module
-    from simulator.report.team_html import run_team_section
     team = run_team_section(manifest, turns)
     if team is not None:           # a team replay: its fidelity and concurrency profile
         table = [*table, *team[0]]

@@ -27,7 +27,7 @@ from simulator.errors import InputError
 from simulator.report.console import flag
 from simulator.report.html import build_html
 from simulator.report.plots import figure_png, mode_word, new_figure
-from simulator.report.team_html import is_team_size, render_team_report
+from simulator.report.team_size_html import is_team_size, render_team_report
 
 
 def is_sizing_dir(path: Path) -> bool:

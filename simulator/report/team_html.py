@@ -1,7 +1,6 @@
-"""`endurance report SIZE_DIR` for a team replay's `size` folder (size.json `kind: team`):
-the cards answer, every probe, the replay's fidelity at the answer, and the day's
-concurrency profile — sessions in flight against time from the telemetry, with the
-replayed slice as replayed on top."""
+"""A team replay's report pieces: the fidelity rows, the concurrency plot (sessions in
+flight against time from the telemetry, the replayed slice on top) and, for a single
+run, its section of `endurance report RUN_DIR` and its console text."""
 
 from __future__ import annotations
 
@@ -14,19 +13,10 @@ from matplotlib.figure import Figure
 
 from simulator.analysis import replay_fidelity
 from simulator.analysis.team_day import format_profile, replayed_profile
-from simulator.report.html import build_html
 from simulator.report.plots import figure_png, new_figure
 
 
-def is_team_size(folder: Path) -> bool:
-    f = folder / "size.json"
-    try:
-        return f.is_file() and json.loads(f.read_text()).get("kind") == "team"
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _profile_plot(team: dict[str, Any]) -> Figure:
+def profile_plot(team: dict[str, Any]) -> Figure:
     step_h = team["profile_step_s"] / 3600
     fig = new_figure(10.0, 4.0)
     ax = fig.add_subplot(1, 1, 1)
@@ -51,7 +41,7 @@ def _pct(v: Any) -> str:
     return "n/a" if v is None else f"{v:.2%}"
 
 
-def _fidelity_rows(fid: dict[str, Any]) -> list[tuple[str, str]]:
+def fidelity_rows(fid: dict[str, Any]) -> list[tuple[str, str]]:
     if "requests_recorded" not in fid:
         return []
     return [
@@ -93,8 +83,8 @@ def run_team_section(manifest: dict[str, Any], turns: pd.DataFrame,
     text = replay_fidelity.format_fidelity(figs, replay_fidelity.worst(fid))
     if prof:
         text += "\n" + format_profile(t, prof)
-    return (_fidelity_rows(figs), [("Sessions in flight against time",
-                                    figure_png(_profile_plot(team)))], text)
+    return (fidelity_rows(figs), [("Sessions in flight against time",
+                                    figure_png(profile_plot(team)))], text)
 
 
 def team_run_text(run_dir: Path) -> str | None:
@@ -106,28 +96,3 @@ def team_run_text(run_dir: Path) -> str | None:
         return None
     got = run_team_section(manifest, turns)
     return None if got is None else got[2]
-
-
-def render_team_report(folder: Path) -> Path:
-    data = json.loads((folder / "size.json").read_text())
-    team, fid = data.get("team") or {}, data.get("fidelity") or {}
-    cards = data.get("cards")
-    facts = [("answer", f"{cards} card(s)" if cards is not None else "not within "
-              f"{data.get('max_replicas')} card(s)"),
-             ("SLOs", ", ".join(data.get("slos", []))),
-             ("judged on", str(data.get("judged_on"))), ("router", str(data.get("router"))),
-             ("what was sized", str(data.get("target"))),
-             ("slice", f"{team.get('window') or 'the whole day'}; {team.get('sessions')} of "
-                       f"{team.get('day_sessions')} session(s); scale ×{team.get('scale')}"),
-             *(("note", n) for n in data.get("notes", []))]
-    table = [(f"probe {p['replicas']} card(s)", ("pass" if p["passed"] else "FAIL "
-                                                 + ", ".join(p["failed"])))
-             for p in data.get("probes", [])]
-    table += _fidelity_rows(fid)
-    images = [("Sessions in flight against time",
-               figure_png(_profile_plot(team)))] if team.get("day_profile") else []
-    page = build_html(f"endurance team sizing report — {folder.name}", facts, table, images,
-                      "SIMULATED" in str(data.get("target")))
-    out = folder / "sizing_report.html"
-    out.write_text(page, encoding="utf-8")
-    return out

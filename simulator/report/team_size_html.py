@@ -1,0 +1,45 @@
+"""`endurance report SIZE_DIR` for a team replay's `size` folder (size.json `kind: team`):
+the cards answer, every probe, the replay's fidelity at the answer, and the day's
+concurrency profile."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from simulator.report.html import build_html
+from simulator.report.plots import figure_png
+from simulator.report.team_html import fidelity_rows, profile_plot
+
+
+def is_team_size(folder: Path) -> bool:
+    f = folder / "size.json"
+    try:
+        return f.is_file() and json.loads(f.read_text()).get("kind") == "team"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def render_team_report(folder: Path) -> Path:
+    data = json.loads((folder / "size.json").read_text())
+    team, fid = data.get("team") or {}, data.get("fidelity") or {}
+    cards = data.get("cards")
+    facts = [("answer", f"{cards} card(s)" if cards is not None else "not within "
+              f"{data.get('max_replicas')} card(s)"),
+             ("SLOs", ", ".join(data.get("slos", []))),
+             ("judged on", str(data.get("judged_on"))), ("router", str(data.get("router"))),
+             ("what was sized", str(data.get("target"))),
+             ("slice", f"{team.get('window') or 'the whole day'}; {team.get('sessions')} of "
+                       f"{team.get('day_sessions')} session(s); scale ×{team.get('scale')}"),
+             *(("note", n) for n in data.get("notes", []))]
+    table = [(f"probe {p['replicas']} card(s)", ("pass" if p["passed"] else "FAIL "
+                                                 + ", ".join(p["failed"])))
+             for p in data.get("probes", [])]
+    table += fidelity_rows(fid)
+    images = [("Sessions in flight against time",
+               figure_png(profile_plot(team)))] if team.get("day_profile") else []
+    page = build_html(f"endurance team sizing report — {folder.name}", facts, table, images,
+                      "SIMULATED" in str(data.get("target")))
+    out = folder / "sizing_report.html"
+    out.write_text(page, encoding="utf-8")
+    return out
