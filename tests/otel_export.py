@@ -13,7 +13,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from simulator.importers.otlp_read import dumps_attrs
+
+def dumps_attrs(attrs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Attributes in the OTLP/JSON mapping (for tests and the synthetic generator)."""
+    out: list[dict[str, Any]] = []
+    for k, v in attrs.items():
+        if isinstance(v, bool):
+            val: dict[str, Any] = {"boolValue": v}
+        elif isinstance(v, int):
+            val = {"intValue": str(v)}
+        elif isinstance(v, float):
+            val = {"doubleValue": v}
+        else:
+            val = {"stringValue": str(v)}
+        out.append({"key": k, "value": val})
+    return out
+
 
 DAY0 = 1_796_256_000.0          # 2026-12-03 00:00:00 UTC
 MODEL = "claude-sonnet-4-5"

@@ -407,20 +407,3 @@ def iso_nanos(text: str) -> int | None:
         return None
     ns = round(dt.timestamp() * 1e9)
     return ns if 0 <= ns < MAX_NANOS else None
-
-
-def dumps_attrs(attrs: dict[str, Any]) -> list[dict[str, Any]]:
-    """Attributes in the OTLP/JSON mapping (for tests and the synthetic generator)."""
-    out: list[dict[str, Any]] = []
-    for k, v in attrs.items():
-        if isinstance(v, bool):
-            val: dict[str, Any] = {"boolValue": v}
-        elif isinstance(v, int):
-            val = {"intValue": str(v)}
-        elif isinstance(v, float):
-            val = {"doubleValue": v}
-        else:
-            val = {"stringValue": str(v)}
-        out.append({"key": k, "value": val})
-    return out
-

@@ -21,8 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.cli import main
-from simulator.importers.otlp_read import dumps_attrs
-from tests.otel_export import DAY0, _iso
+from tests.otel_export import DAY0, _iso, dumps_attrs
 
 
 def _rec(i: int = 0, session: str | None = "s1", **over: Any) -> dict[str, Any]:
