@@ -20,7 +20,13 @@ from typing import Any
 import click
 
 from simulator.cli._app import main
-from simulator.cli.run import common_run_options, ramp_hold_options, scenario_overrides
+from simulator.cli.run import (
+    check_ramp_flags,
+    common_run_options,
+    ramp_hold_options,
+    ramp_hold_s,
+    scenario_overrides,
+)
 from simulator.errors import InputError
 
 _ROUTER = re.compile(r"^fleet\.router=(\w+)$")
@@ -84,7 +90,8 @@ def progress_line(as_json: bool) -> Callable[[Any], None] | None:
             return
         if s.get("ramp"):
             steps = s["ramp"].get("steps") or []
-            answers = ", ".join(f"{t['name']}: {t['sessions']}" for t in s["ramp"]["tiers"])
+            answers = "" if r.status == "interrupted" else \
+                ", ".join(f"{t['name']}: {t['sessions']}" for t in s["ramp"]["tiers"])
             click.echo(f"  {r.point.label}: {r.status}, {len(steps)} held step(s)"
                        + (f", {answers}" if answers else "")
                        + f", run in {r.elapsed_s:.1f} s → {r.run_dir}", err=True)
@@ -312,6 +319,7 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
         raise InputError("size: give an SLO (--slo 'per_session_tok_s>=50') or an "
                          "output-speed tier (--tier 30)")
     check_fan_out(endpoint, reset_prefix_cache, parallel, executor)
+    check_ramp_flags(ramp, None, sets)
     _check_ramp_options(ramp, endpoint, from_twin, tiers, ttft, team, repeats,
                         kv_tiers() is not None)
     if split_listed_set(sets) is not None:
@@ -328,13 +336,12 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                       reset_prefix_cache)
     on_done = progress_line(as_json)
     if ramp is not None:
-        from simulator.cli.load_options import parse_duration_s
         from simulator.sweep.ramp import tier_specs
         specs = tier_specs(parsed, tiers, ttft, attainment)
+        hold_s, max_step_s = ramp_hold_s(hold, max_step)
         with executor_for(parallel, executor, ray_address) as ex, \
                 watching(base.folder, as_json, "size"):
-            answer = _ramp(base, ramp, max_sessions, parse_duration_s(hold, "--hold"),
-                           parse_duration_s(max_step, "--max-step"), specs, from_twin,
+            answer = _ramp(base, ramp, max_sessions, hold_s, max_step_s, specs, from_twin,
                            not no_compare, ex, on_done)
         sys.exit(_show_ramp(answer, base.folder, as_json))
     if tiers:
@@ -491,9 +498,6 @@ def _ramp(base: Any, steps_text: str, max_sessions: int, hold_s: float, max_step
         start_from,
     )
     from simulator.sweep.size import SizeProfile
-    if hold_s >= max_step_s:
-        raise InputError(f"--hold ({hold_s:g} s) must be shorter than --max-step "
-                         f"({max_step_s:g} s)")
     s, _ = load_scenario(base.scenario_path, list(base.overrides))
     judged = tuple(parse_slo(x) for x in tiers[0]["slos"])
     goodput = tiers[0].get("goodput")
@@ -517,19 +521,28 @@ def _ramp(base: Any, steps_text: str, max_sessions: int, hold_s: float, max_step
         steps = start_from(compared[0][1].sessions, max_sessions)
     answer = run_profile(RampProfile(base, ramp_override(steps, hold_s, max_step_s, tiers)),
                          ex, on_done)
-    if compare and base.target.endpoint_url is None and from_twin is None:
+    if compare and base.target.endpoint_url is None and from_twin is None \
+            and not answer.interrupted:
         search(base, "probe search, same twin")
     answer.compared = compared
     return answer
 
 
 def _show_ramp(answer: Any, folder: Path, as_json: bool) -> int:
-    """size.json (the ramp and the searches compared) and the answer; the exit code."""
+    """size.json (the ramp and the searches compared) and the answer; the exit code
+    (130 and no answer line for an interrupted ramp)."""
     from simulator.report.console import format_ramp, format_ramp_cost
     folder.mkdir(parents=True, exist_ok=True)
     data = answer.to_dict()
     (folder / "size.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
     tiers = answer.ramp.get("tiers") or []
+    if answer.interrupted:
+        if as_json:
+            click.echo(json.dumps(data, default=str))
+        click.echo(f"error: interrupted after {answer.judged} judged step(s): no answer "
+                   f"(size.json says interrupted); continue with `endurance run --resume "
+                   f"{answer.run_dir}`, which rewrites {folder / 'size.json'}", err=True)
+        return 130
     if as_json:
         click.echo(json.dumps(data, default=str))
     else:

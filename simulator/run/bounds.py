@@ -29,6 +29,7 @@ def check_runnable(s: Scenario, *, twin: tuple[str, str] | None = None,
     """InputError (one line) when the run cannot start as given. `twin` (hardware,
     model) and `spec` replace the scenario's (the run's --twin / --spec); with
     `in_process` False (an HTTP endpoint) only what the client itself needs is checked."""
+    _check_ramp_slos(s)
     if not in_process:
         return
     hw, model = twin or (s.twin.hardware, s.twin.model)
@@ -41,7 +42,26 @@ def check_runnable(s: Scenario, *, twin: tuple[str, str] | None = None,
                          f"blocks, about {MAX_FLEET_KV_BLOCKS * 160 // 2**30} GiB of its own "
                          f"memory): at most {MAX_FLEET_KV_BLOCKS // pm.num_blocks:,} replicas "
                          "of this card, or serve them (endurance twin serve --replicas)")
+    ramp = s.load.ramp
+    if ramp is not None and max(ramp.steps) > MAX_TWIN_SESSIONS:
+        raise InputError(f"ramp: a step of {max(ramp.steps):,} sessions; the in-process "
+                         f"twin holds at most {MAX_TWIN_SESSIONS:,} sessions in memory; ramp "
+                         "further against a server (endurance twin serve, then --endpoint URL)")
     if s.sessions > MAX_TWIN_SESSIONS:
         raise InputError(f"sessions {s.sessions:,}: the in-process twin holds at most "
                          f"{MAX_TWIN_SESSIONS:,} sessions in memory; run more against "
                          "a server (endurance twin serve, then --endpoint URL)")
+
+
+def _check_ramp_slos(s: Scenario) -> None:
+    """A ramp tier's SLOs name known metrics (a typo would fail every step, unjudged)."""
+    from simulator.analysis.slo import parse_slo
+    if s.load.ramp is None:
+        return
+    for tier in s.load.ramp.tiers:
+        for text in tier.slos:
+            try:
+                parse_slo(text)
+            except InputError as exc:
+                raise InputError(f"load.ramp tier {tier.name!r}: "
+                                 + str(exc).removeprefix("--slo ")) from None
