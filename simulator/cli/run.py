@@ -212,6 +212,12 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
     if (scenario is None) == (resume is None):
         raise InputError("run: give a SCENARIO file, or --resume RUN_DIR (not both)")
     check_ramp_flags(ramp, sessions, sets)
+    if metrics_port is not None:      # a typo is refused before any results directory
+        from simulator.live.exporter import parse_bind
+        try:
+            parse_bind(metrics_port)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
     if ramp is not None:
         sets = (*_ramp_set(ramp, hold, max_step, workers, executor), *sets)
     rs = RunSpec(scenario or "", scenario_overrides(sessions, turns, seed, model, sets),

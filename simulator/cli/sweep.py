@@ -32,6 +32,16 @@ from simulator.errors import InputError
 _ROUTER = re.compile(r"^fleet\.router=(\w+)$")
 
 
+def finite(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A number option's NaN passes click's range check (no comparison holds); refused
+    here under the option's own name."""
+    import math
+    for v in value if isinstance(value, tuple) else (value,):
+        if isinstance(v, float) and not math.isfinite(v):
+            raise click.BadParameter(f"{v}: not a finite number", ctx, param)
+    return value
+
+
 def parallel_options(f: Any) -> Any:
     f = click.option("--ray-address", metavar="ADDR",
                      help="Ray cluster for --executor ray (default $RAY_ADDRESS, else local).")(f)
@@ -272,13 +282,13 @@ def _save_and_show(answer: Any, folder: Path, name: str, as_json: bool) -> None:
               "steady window, stopped at the SLO boundary, refined, confirmed.")
 @ramp_hold_options
 @click.option("--tier", "tiers", multiple=True, type=click.FloatRange(min=0, max=1e6),
-              metavar="TOK_S", help="An output-speed tier (repeatable, e.g. --tier 30 "
+              callback=finite, metavar="TOK_S", help="An output-speed tier (repeatable, e.g. --tier 30 "
               "--tier 100): the most sessions whose requests get ≥ TOK_S decode tok/s with "
               "TTFT ≤ --ttft, for --attainment of them.")
 @click.option("--ttft", "ttft", type=click.FloatRange(min=0, max=86400, min_open=True),
-              default=None, help="--tier: the TTFT bound, s [default: 15].")
+              callback=finite, default=None, help="--tier: the TTFT bound, s [default: 15].")
 @click.option("--attainment", type=click.FloatRange(min=0, max=1, min_open=True),
-              default=0.9, show_default=True,
+              callback=finite, default=0.9, show_default=True,
               help="--tier: the share of requests that must meet the tier.")
 @click.option("--from-twin", "from_twin", metavar="HARDWARE/MODEL", default=None,
               help="--ramp --endpoint: search on this twin first and start the real ramp "
