@@ -372,6 +372,7 @@ def ramp_summary(turns: pd.DataFrame, events: Sequence[Mapping[str, Any]], plan:
         tiers.append(entry)
     return {"plan": {"steps": list(plan.steps), "hold_s": hold_s, "refine": plan.refine,
                      "confirm": plan.confirm},
+            "goodput_slo": None if goodput is None else goodput.as_fact(),
             "steps": [v.to_dict() | {"held_s": None if b is None else b - a}
                       for v, (a, b) in zip(steps, held, strict=True)],
             "tiers": tiers}
