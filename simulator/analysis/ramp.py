@@ -277,6 +277,8 @@ def verdict(index: int, sessions: int, phase: str, started_s: float, w: Window |
             reason = f"achieved {achieved:.1f} of {sessions} sessions in the window"
         elif figures.get("saturated"):
             reason = str(figures.get("saturated_reason"))
+        elif figures.get("window_requests") == 0:
+            reason = "no request's first token fell in the window (hold each step longer)"
     steady = w is not None and reason is None
     judged = {**figures, "steady_state": steady,
               "steady_state_reason": reason}

@@ -55,7 +55,9 @@ def check_runnable(s: Scenario, *, twin: tuple[str, str] | None = None,
 
 def _check_ramp_slos(s: Scenario) -> None:
     """A ramp tier's SLOs name known metrics (a typo would fail every step, unjudged)."""
-    from simulator.analysis.slo import parse_slo
+    import difflib
+
+    from simulator.analysis.slo import SLO_METRICS, parse_slo
     if s.load.ramp is None:
         return
     for tier in s.load.ramp.tiers:
@@ -63,5 +65,8 @@ def _check_ramp_slos(s: Scenario) -> None:
             try:
                 parse_slo(text)
             except InputError as exc:
-                raise InputError(f"load.ramp tier {tier.name!r}: "
-                                 + str(exc).removeprefix("--slo ")) from None
+                why = str(exc).removeprefix("--slo ").split("; known:")[0]
+                near = difflib.get_close_matches(text.split(">")[0].split("<")[0].strip(),
+                                                 sorted(SLO_METRICS), n=2)
+                hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+                raise InputError(f"load.ramp tier {tier.name!r}: {why}{hint}") from None

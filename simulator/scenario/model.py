@@ -333,7 +333,8 @@ class RampShape(_Frozen):
     that ends is replaced at once (closed loop)."""
 
     steps: list[int] = Field(min_length=1, max_length=4096)
-    hold_s: float = Field(default=180.0, gt=0, le=MAX_SECONDS)
+    # a window under a second holds no whole request: nothing to judge a step on
+    hold_s: float = Field(default=180.0, ge=1, le=MAX_SECONDS)
     max_step_s: float = Field(default=1800.0, gt=0, le=MAX_SECONDS)
     tiers: list[RampTier] = Field(default_factory=list, max_length=16)
     refine: bool = True
