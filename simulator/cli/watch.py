@@ -9,7 +9,6 @@ import click
 
 from simulator.cli._app import main
 
-
 MIN_SPEED = 1e-3      # a replay slower than this would outlast any watcher
 
 

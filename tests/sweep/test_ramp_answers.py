@@ -41,7 +41,7 @@ def _ramp(n_steps: int, sessions: int = 2) -> dict[str, Any]:
 
 def _result(status: str, ramp: dict[str, Any], run_dir: str = "/r") -> PointResult:
     point = Point("s.yaml", (), "/out", "ramp")
-    summary = RunSummary({"ramp": ramp, "wall_window_s": 600.0, "simulated": True}, {})
+    summary = RunSummary.from_json({"ramp": ramp, "wall_window_s": 600.0, "simulated": True})
     return PointResult(point, run_dir, status, "", summary, 0.0, 1.0)
 
 
@@ -152,8 +152,10 @@ def test_size_gives_goodput_the_slos_thresholds_unless_the_scenario_does(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from simulator.cli import sweep
     seen: list[tuple[str, ...]] = []
-    monkeypatch.setattr(sweep, "_ramp", lambda base, *a: seen.append(base.overrides)
-                        or answer_of({"ramp": _ramp(1)}, "/r", True))
+    def fake(base: Any, *_: Any) -> Any:
+        seen.append(base.overrides)
+        return answer_of({"ramp": _ramp(1)}, "/r", True)
+    monkeypatch.setattr(sweep, "_ramp", fake)
     scen = Path(__file__).resolve().parents[2] / "scenarios" / "claude-code-team.yaml"
     args = ["size", str(scen), "--slo", "per_session_tok_s>=20", "--ramp", "1,2",
             "--out", str(tmp_path)]
