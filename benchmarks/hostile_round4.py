@@ -71,6 +71,8 @@ def cases() -> list[Case]:
     # ---- answers that are not answers
     c("size-ramp-ctrl-c", "answers", "$PY $HERE/hostile_round4.py ramp-ctrl-c $T", "script",
       bound_s=120.0)
+    c("size-search-ctrl-c", "answers", "$PY $HERE/hostile_round4.py search-ctrl-c $T",
+      "script", bound_s=120.0)
     c("size-ramp-duration", "answers", f"{SIZE} --ramp 1,2 --duration 5m", "refuse_no_out",
       needle="--duration")
     c("size-ramp-duration-3m", "answers", f"{SIZE} --ramp '' --duration 3m", "refuse_no_out",
@@ -182,7 +184,7 @@ def verdict(case: Case, rc: int | None, out: str, secs: float, t: Path, fx: Path
 # ---------------------------------------------------------------- scripts
 def _endurance(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "simulator", *args], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, cwd=os.environ.get("ROOT"))
 
 
 def ramp_ctrl_c(argv: list[str]) -> int:
@@ -194,7 +196,8 @@ def ramp_ctrl_c(argv: list[str]) -> int:
     p = subprocess.Popen([sys.executable, "-m", "simulator", "size", team, "--slo",
                           "per_session_tok_s>=20", "--ramp", "1,2,4,8,16", "--hold", "60s",
                           "--no-compare", "--out", str(work / "o")], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         cwd=os.environ.get("ROOT"))
     end = time.monotonic() + 90
     while time.monotonic() < end and p.poll() is None and not any(
             '"ramp_step"' in e.read_text(errors="replace")
@@ -203,22 +206,55 @@ def ramp_ctrl_c(argv: list[str]) -> int:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(p.pid, signal.SIGINT)
     out, err = p.communicate(timeout=120)
-    (size_json,) = work.glob("o/size-*/size.json")
-    data = json.loads(size_json.read_text())
+    found = list(work.glob("o/size-*/size.json"))
+    data = json.loads(found[0].read_text()) if found else {}
+    tiers = (data.get("ramp") or {}).get("tiers") or [{}]
     errors = [x for x in err.splitlines() if x.startswith("error: ")]
     first = (p.returncode == 130 and "Traceback" not in err and out.strip() == ""
              and len(errors) == 1 and "interrupted after" in errors[0]
-             and data["status"] == "interrupted"
-             and all(t["sessions"] is None for t in data["ramp"]["tiers"]))
-    r = _endurance("run", "--resume", data["run_dir"], "--quiet")
-    again = json.loads(size_json.read_text())
-    second = (r.returncode == 0 and again["status"] == "completed"
-              and all(isinstance(t["sessions"], int) for t in again["ramp"]["tiers"]))
-    print(f"Ctrl-C: exit {p.returncode}, {errors[-1:]} stdout {out.strip()[:60]!r}, "
-          f"size.json {data['status']} after {data['judged_steps']} step(s); resume: exit "
-          f"{r.returncode}, size.json {again['status']}, answer "
-          f"{[t['sessions'] for t in again['ramp']['tiers']]}")
+             and data.get("status") == "interrupted"
+             and all(t.get("sessions") is None for t in tiers))
+    print(f"Ctrl-C: exit {p.returncode}, {errors[-1:]} stdout {out.strip()[-60:]!r}, "
+          f"size.json status {data.get('status')}, answer "
+          f"{[t.get('sessions') for t in tiers]}")
+    runs = [d for d in work.glob("o/size-*/*") if (d / "manifest.json").is_file()]
+    if not runs:
+        return 3
+    r = _endurance("run", "--resume", str(runs[0]), "--quiet")
+    again = json.loads(found[0].read_text()) if found else {}
+    tiers = (again.get("ramp") or {}).get("tiers") or [{}]
+    second = (r.returncode == 0 and again.get("status") == "completed"
+              and all(isinstance(t.get("sessions"), int) for t in tiers))
+    print(f"resume: exit {r.returncode}, size.json status {again.get('status')}, answer "
+          f"{[t.get('sessions') for t in tiers]}")
     return 0 if first and second else 3
+
+
+def search_ctrl_c(argv: list[str]) -> int:
+    """Ctrl-C during the probe search of `size` (after its second probe started): exit
+    130, one line saying there is no answer, no size.json, no probe after it."""
+    work = Path(argv[0])
+    team = str(HERE.parent / "scenarios" / "claude-code-team.yaml")
+    p = subprocess.Popen([sys.executable, "-m", "simulator", "size", team, "--slo",
+                          "per_session_tok_s>=20", "--duration", "10m", "--warm-start",
+                          "--json", "--out", str(work / "o")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         cwd=os.environ.get("ROOT"))
+    end = time.monotonic() + 90
+    while time.monotonic() < end and p.poll() is None \
+            and len(list(work.glob("o/size-*/*/manifest.json"))) < 2:
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    runs = len(list(work.glob("o/size-*/*/manifest.json")))
+    errors = [x for x in err.splitlines() if x.startswith("error: ")]
+    answer = list(work.glob("o/size-*/size.json"))
+    print(f"exit {p.returncode}, {errors[-1:]}, {runs} probe run(s), size.json "
+          f"{'written' if answer else 'none'}, stdout {out.strip()[-60:]!r}")
+    ok = (p.returncode == 130 and len(errors) == 1 and "no answer" in errors[0]
+          and not answer and out.strip() == "" and runs == 2 and "Traceback" not in err)
+    return 0 if ok else 3
 
 
 def goodput(argv: list[str]) -> int:
@@ -228,8 +264,9 @@ def goodput(argv: list[str]) -> int:
     team = str(HERE.parent / "scenarios" / "claude-code-team.yaml")
     r = _endurance("size", team, "--slo", "per_session_tok_s>=20", "--ramp", "1,2",
                    "--hold", "30s", "--no-compare", "--out", str(work / "o"))
-    (size_json,) = work.glob("o/size-*/size.json")
-    g = json.loads(size_json.read_text())["ramp"].get("goodput_slo") or {}
+    found = list(work.glob("o/size-*/size.json"))
+    g = (json.loads(found[0].read_text()).get("ramp") or {}).get("goodput_slo") or {} \
+        if found else {}
     shown = "goodput (TTFT ≤ 15 s, ≥ 20 tok/s)" in r.stdout
     print(f"exit {r.returncode}; goodput counted {g}; thresholds in the table: {shown}")
     return 0 if r.returncode in (0, 1) and g.get("output_tok_s") == 20.0 and shown else 3
@@ -242,7 +279,7 @@ def import_ctrl_c(_argv: list[str]) -> int:
     for delay in (0.05, 0.15, 0.3, 0.6):
         p = subprocess.Popen([sys.executable, "-c", "from simulator.cli import main; main()",
                               "--version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, start_new_session=True)
+                             text=True, start_new_session=True, cwd=os.environ.get("ROOT"))
         time.sleep(delay)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(p.pid, signal.SIGINT)
@@ -254,7 +291,8 @@ def import_ctrl_c(_argv: list[str]) -> int:
 
 
 SCRIPTS: dict[str, Callable[[list[str]], int]] = {
-    "ramp-ctrl-c": ramp_ctrl_c, "goodput": goodput, "import-ctrl-c": import_ctrl_c}
+    "ramp-ctrl-c": ramp_ctrl_c, "goodput": goodput, "import-ctrl-c": import_ctrl_c,
+    "search-ctrl-c": search_ctrl_c}
 
 
 # ---------------------------------------------------------------- running
@@ -269,8 +307,10 @@ def run_case(case: Case, env: dict[str, str], t: Path, fx: Path
     t.mkdir(parents=True)
     factor = load_factor()
     t0 = time.monotonic()
+    # run in the checkout under test: `python -m` puts the working folder first on the
+    # path, before PYTHONPATH
     p = subprocess.Popen(["bash", "-c", case.cmd], env={**env, "T": str(t)},
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         cwd=env["ROOT"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          errors="replace", preexec_fn=_cap)
     try:
         out, _ = p.communicate(timeout=max(HANG_S, 2 * case.bound_s))
@@ -294,7 +334,7 @@ def run_all(root: Path, tmp: Path, only: str = "", group: str = "",
            "COLUMNS": "200"}
     base = subprocess.run([sys.executable, "-m", "simulator", "run", str(fx / "s.yaml"),
                            "--out", str(tmp / "base"), "--quiet"], capture_output=True,
-                          text=True, env=env, timeout=300)
+                          text=True, env=env, timeout=300, cwd=root)
     env["BASE"] = base.stdout.strip().splitlines()[-1]
     tally = Tally()
     for i, case in enumerate(cases()):

@@ -101,6 +101,7 @@ class RampProfile:
 
     base: PointBase
     override: str
+    answers_interrupted = True    # an interrupted ramp's answer says so (RampAnswer)
 
     def plan(self, width: int) -> Generator[list[Point], list[PointResult], RampAnswer]:
         # the ramp has its own length: a scenario's constant-load duration (kept for

@@ -171,3 +171,21 @@ def test_a_window_no_request_fell_in_is_not_steady() -> None:
                 (Tier("SLOs", (parse_slo("ttft_p95_s<=5"),)),), pd.DataFrame())
     assert v.steady is False and v.passed == (False,)
     assert "no request's first token" in str(v.reason)
+
+
+def test_an_interrupted_point_ends_a_search_with_no_answer(tmp_path: Path) -> None:
+    from simulator.analysis.slo import parse_slo as slo
+    from simulator.errors import Interrupted
+    from simulator.sweep.fanout import Serial
+    from simulator.sweep.pipeline import run_profile
+    from simulator.sweep.size import SizeProfile
+    ran: list[str] = []
+
+    def runner(p: Point) -> PointResult:
+        ran.append(p.label)
+        return PointResult(p, "/r", "interrupted", "stopped by signal",
+                           RunSummary.from_json({"steady_state": True}), 0.0, 1.0)
+    profile = SizeProfile(PointBase("s.yaml", (), tmp_path, 1), (slo("ttft_p95_s<=5"),), 64)
+    with pytest.raises(Interrupted, match="no answer") as exc:
+        run_profile(profile, Serial(), runner=runner)
+    assert exc.value.exit_code == 130 and len(ran) == 1     # no probe after the Ctrl-C
