@@ -10,7 +10,8 @@ Each case is a shell command in a child process group under an address-space cap
 round three runs them (`hostile_round3.py`: the environment names E, PY, F, T, BASE,
 ROOT, HERE; the verdicts clean, traceback, hang, nonsense, other, slow); two verdicts
 are added: `refuse_no_out` (refused, and no results folder `$T/o` was made) and
-`stderr1` (one `error:` line on stderr with exit 1, standard output gone).
+`stderr1` (one `error:` line on stderr with exit 1, standard output gone); a script
+case that ends non-zero (its own checks failed) is `other`, not a traceback.
 """
 
 from __future__ import annotations
@@ -178,6 +179,14 @@ def verdict(case: Case, rc: int | None, out: str, secs: float, t: Path, fx: Path
         good = rc == 1 and len(errors) == 1 and case.needle in errors[0]
         return ("clean" if good else "other") if secs <= case.bound_s * factor or not good \
             else "slow"
+    if case.expect == "script":       # its own checks: 0 right, else a wrong outcome
+        if rc is None:
+            return "hang"
+        if "Traceback" in out:
+            return "traceback"
+        if rc != 0:
+            return "other"
+        return "clean" if secs <= case.bound_s * factor else "slow"
     return verdict3(case, rc, out, secs, t, fx, factor)
 
 

@@ -9,6 +9,9 @@ twin's performance model the way the run will (cheap: no block pool is allocated
 
 from __future__ import annotations
 
+import difflib
+
+from simulator.analysis.slo import SLO_METRICS, parse_slo
 from simulator.errors import InputError
 from simulator.scenario.model import Scenario
 from simulator.twin.model.perf_model import build_perf_model
@@ -55,9 +58,6 @@ def check_runnable(s: Scenario, *, twin: tuple[str, str] | None = None,
 
 def _check_ramp_slos(s: Scenario) -> None:
     """A ramp tier's SLOs name known metrics (a typo would fail every step, unjudged)."""
-    import difflib
-
-    from simulator.analysis.slo import SLO_METRICS, parse_slo
     if s.load.ramp is None:
         return
     for tier in s.load.ramp.tiers:
