@@ -189,3 +189,11 @@ def test_an_interrupted_point_ends_a_search_with_no_answer(tmp_path: Path) -> No
     with pytest.raises(Interrupted, match="no answer") as exc:
         run_profile(profile, Serial(), runner=runner)
     assert exc.value.exit_code == 130 and len(ran) == 1     # no probe after the Ctrl-C
+
+
+def test_the_summary_table_prints_goodputs_thresholds() -> None:
+    from simulator.analysis.metrics_registry import table_rows
+    rows = dict(table_rows({"goodput_slo": {"ttft_s": 5.0, "output_tok_s": 20.0},
+                            "goodput_share": 0.5}))
+    assert "goodput (TTFT ≤ 5 s, ≥ 20 tok/s): share / tok/s" in rows
+    assert "goodput: share / tok/s" in dict(table_rows({"goodput_share": 0.5}))
