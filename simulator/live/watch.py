@@ -151,8 +151,10 @@ def answer_file(folder: Path) -> Path | None:
 def point_line(run_dir: Path) -> str:
     """A finished point of a sweep or search, one line from its summary.json."""
     try:
+        if (problem := file_problem(run_dir / SUMMARY, "summary")) is not None:
+            raise ValueError(problem)       # a FIFO summary.json would block the read
         s = json.loads((run_dir / SUMMARY).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         m = read_manifest(run_dir) or {}
         return f"{m.get('label') or run_dir.name}: {m.get('status', '?')}"
     if not isinstance(s, dict):

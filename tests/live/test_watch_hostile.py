@@ -119,3 +119,16 @@ def test_a_tail_reads_a_bounded_amount_a_call(tmp_path: Path) -> None:
     with path.open("ab") as f:
         f.write(b"2}\n")
     assert tail.read() == [{"b": 2}]
+
+
+def test_a_finished_folder_with_a_fifo_summary_prints_and_ends(finished: Path,
+                                                                tmp_path: Path) -> None:
+    folder = tmp_path / "size-x"
+    folder.mkdir()
+    point = folder / finished.name
+    shutil.copytree(finished, point)
+    (point / "summary.json").unlink()
+    os.mkfifo(point / "summary.json")
+    (folder / "size.json").write_text("{}")
+    p = _watch(folder)
+    assert p.exit_code == 0 and "finished, 1 point(s)" in p.stdout, p.output[-2000:]
