@@ -550,7 +550,11 @@ def _ramp(base: Any, steps_text: str, max_sessions: int, hold_s: float, max_step
                          ex, on_done)
     if compare and base.target.endpoint_url is None and from_twin is None \
             and not answer.interrupted:
-        search(base, "probe search, same twin")
+        from simulator.errors import Interrupted
+        try:
+            search(base, "probe search, same twin")
+        except Interrupted as exc:       # the ramp's own answer stands, said so
+            answer.compare_interrupted = str(exc)
     answer.compared = compared
     return answer
 
@@ -577,6 +581,10 @@ def _show_ramp(answer: Any, folder: Path, as_json: bool) -> int:
         click.echo(format_ramp_cost(data))
         click.echo(answer.run_dir)
         click.echo(str(folder))
+    if answer.compare_interrupted:
+        click.echo(f"error: the probe search beside the ramp was {answer.compare_interrupted}"
+                   " (the ramp ran to its end: its answer stands)", err=True)
+        return 130
     return 0 if tiers and tiers[0]["sessions"] > 0 else 1
 
 

@@ -64,6 +64,7 @@ class RampAnswer:
     price_per_hour: float | None
     compared: list[tuple[str, SizingResult]] = field(default_factory=list)
     interrupted: bool = False     # Ctrl-C/SIGTERM ended the ramp: its steps, no answer
+    compare_interrupted: str | None = None   # the ramp ran out; the search beside it did not
 
     @property
     def judged(self) -> int:
@@ -87,6 +88,7 @@ class RampAnswer:
                              for t in ramp.get("tiers") or []]
         return {"status": "interrupted" if self.interrupted else "completed",
                 "interrupted": self.interrupted, "judged_steps": self.judged,
+                "compare_interrupted": self.compare_interrupted,
                 "ramp": ramp, "run_dir": self.run_dir, "seconds": self.seconds,
                 "simulated": self.simulated, "price_per_hour": self.price_per_hour,
                 "compared": [{"name": name, "sessions": r.sessions,

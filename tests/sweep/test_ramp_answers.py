@@ -197,3 +197,23 @@ def test_the_summary_table_prints_goodputs_thresholds() -> None:
                             "goodput_share": 0.5}))
     assert "goodput (TTFT ≤ 5 s, ≥ 20 tok/s): share / tok/s" in rows
     assert "goodput: share / tok/s" in dict(table_rows({"goodput_share": 0.5}))
+
+
+def test_ctrl_c_in_the_probe_search_after_the_ramp_keeps_the_ramps_answer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from simulator.errors import Interrupted
+    from simulator.sweep import pipeline
+
+    def fake(profile: Any, executor: Any, on_done: Any = None, runner: Any = None) -> Any:
+        if type(profile).__name__ == "RampProfile":
+            return answer_of({"ramp": _ramp(4), "wall_window_s": 60.0}, "/r", False)
+        raise Interrupted("interrupted at 4 sessions (/p): no answer")
+    monkeypatch.setattr(pipeline, "run_profile", fake)
+    scen = Path(__file__).resolve().parents[2] / "scenarios" / "claude-code-team.yaml"
+    r = CliRunner().invoke(main, ["size", str(scen), "--slo", "per_session_tok_s>=20",
+                                  "--ramp", "1,2", "--out", str(tmp_path)])
+    assert r.exit_code == 130 and "SLOs: 2 session(s) meet" in r.stdout, r.output
+    assert "its answer stands" in r.stderr
+    (size_json,) = tmp_path.glob("size-*/size.json")
+    data = json.loads(size_json.read_text())
+    assert data["status"] == "completed" and "no answer" in data["compare_interrupted"]
