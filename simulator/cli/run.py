@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -82,6 +82,16 @@ def check_ramp_flags(ramp: str | None, sessions: int | None, sets: tuple[str, ..
            for o in (*load_overrides(), *sets)):
         raise InputError("--ramp with --duration (or --set load.duration_s/load.ramp): the "
                          "ramp ends when its steps are judged, each held --hold; drop one")
+
+
+def finite(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A number option's NaN passes click's range check (no comparison holds); refused
+    here under the option's own name."""
+    import math
+    for v in value if isinstance(value, tuple) else (value,):
+        if isinstance(v, float) and not math.isfinite(v):
+            raise click.BadParameter(f"{v}: not a finite number", ctx, param)
+    return value
 
 
 def at_least_one(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:

@@ -23,6 +23,7 @@ from simulator.cli._app import main
 from simulator.cli.run import (
     check_ramp_flags,
     common_run_options,
+    finite,
     ramp_hold_options,
     ramp_hold_s,
     scenario_overrides,
@@ -30,16 +31,6 @@ from simulator.cli.run import (
 from simulator.errors import InputError
 
 _ROUTER = re.compile(r"^fleet\.router=(\w+)$")
-
-
-def finite(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """A number option's NaN passes click's range check (no comparison holds); refused
-    here under the option's own name."""
-    import math
-    for v in value if isinstance(value, tuple) else (value,):
-        if isinstance(v, float) and not math.isfinite(v):
-            raise click.BadParameter(f"{v}: not a finite number", ctx, param)
-    return value
 
 
 def parallel_options(f: Any) -> Any:
@@ -341,9 +332,10 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
     fleet = team is not None and any(_ROUTER.match(o) for o in _fleet())
     if fleet and endpoint is not None:
         raise InputError("size --team --router: the fleet search runs on the twin (no --endpoint)")
+    from simulator.sweep.ramp import goodput_overrides
     overrides = scenario_overrides(None, turns, seed, model, sets)
-    base = point_base(scenario, [*overrides, *_goodput_following(scenario, parsed, tiers,
-                                                                  overrides)],
+    base = point_base(scenario, [*overrides, *goodput_overrides(scenario, parsed, tiers,
+                                                                 overrides)],
                       _folder(out, "size"), endpoint, twin, spec, price_per_hour, client,
                       reset_prefix_cache)
     on_done = progress_line(as_json)
@@ -377,21 +369,6 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                                        ex, on_done)
     _show_size(result, base.folder, fleet_answer, as_json)
     sys.exit(0 if result.sessions > 0 else 1)
-
-
-def _goodput_following(scenario: str, slos: tuple[Any, ...], tiers: tuple[float, ...],
-                       overrides: Sequence[str]) -> list[str]:
-    """The goodput overrides that make goodput count what the SLOs name (their TTFT
-    bound, their speed floor), unless the scenario or a --set gives goodput its own, or
-    --tier carries its own per tier."""
-    from simulator.analysis.goodput import goodput_of_slos
-    from simulator.scenario.load import load_scenario
-    if tiers:
-        return []
-    _, resolved = load_scenario(scenario, list(overrides))
-    g = None if "goodput" in resolved else goodput_of_slos(slos)
-    return [] if g is None else [f"goodput.ttft_s={g.ttft_s}",
-                                 f"goodput.output_tok_s={g.output_tok_s}"]
 
 
 def _fleet() -> list[str]:
