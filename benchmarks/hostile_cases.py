@@ -16,7 +16,9 @@ are raw asyncio sockets on 127.0.0.1:0 in a thread of this process, the same one
 tests use (`tests/lying_servers.py`). Round 3 (issue 38: traces, export, twin fit and
 points, tier/fleet/recall options, --reset-prefix-cache, the pre-flight, resume, Ctrl-C,
 counts) is `benchmarks/hostile_round3.py`; it ends with a table of verdicts by kind and
-by group. Measured, not asserted: the tests are in tests/.
+by group. Round 4 (issue 49: interrupted ramps, `watch` on hostile journals, `--ramp`
+numbers, `--metrics-port`, /dev/full, Ctrl-C at import) is `benchmarks/hostile_round4.py`.
+Measured, not asserted: the tests are in tests/.
 """
 
 from __future__ import annotations
@@ -310,7 +312,7 @@ KINDS = ("traceback", "hang", "nonsense", "count", "other", "slow", "clean")
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", type=Path, default=HERE)
-    ap.add_argument("--round", choices=["2", "3", "all"], default="all")
+    ap.add_argument("--round", choices=["2", "3", "4", "all"], default="all")
     ap.add_argument("--only", default="")
     ap.add_argument("--group", default="", help="round 3: one group (import, export, …)")
     args = ap.parse_args()
@@ -341,6 +343,15 @@ def main() -> None:
             print("\nby group: " + " · ".join(
                 f"{g} " + "/".join(str(v.get(k, 0)) for k in KINDS)
                 for g, v in tally.by_group.items()) + f"  ({'/'.join(KINDS)})")
+        if args.round in ("4", "all"):
+            from benchmarks.hostile_round4 import run_all as run_round4
+            tally = run_round4(root, tmp / "r4", args.only, args.group, report)
+            total = sum(tally.by_kind.values())
+            print(f"\nround 4 (issue 49): {tally.by_kind.get('clean', 0)} of {total} clean; "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(tally.by_kind.items())))
+            print("by group: " + " · ".join(
+                f"{g} {v.get('clean', 0)}/{sum(v.values())}"
+                for g, v in tally.by_group.items()) + "  (clean/total)")
 
 
 if __name__ == "__main__":

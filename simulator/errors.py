@@ -38,3 +38,9 @@ class RunError(EnduranceError):
     """A run could not complete (unreachable endpoint, too many failed sessions …)."""
 
     exit_code = 1
+
+
+class Interrupted(EnduranceError):
+    """Ctrl-C/SIGTERM ended a search or sweep before its answer: no answer (exit 130)."""
+
+    exit_code = 130

@@ -18,6 +18,7 @@ TTFT ≤ 15 s.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,3 +105,33 @@ def window_goodput(rows: pd.DataFrame, good: np.ndarray, window: tuple[float, fl
             "window_goodput_tok_s": rate,
             "window_goodput_per_session_tok_s": (rate / requested
                                                  if rate is not None and requested else None)}
+
+
+# SLOs that name goodput's own quantities: a TTFT bound, and an output speed a user sees
+TTFT_SLO_METRICS = frozenset({"ttft_p50_s", "ttft_p95_s", "window_ttft_p50_s",
+                              "window_ttft_p95_s"})
+SPEED_SLO_METRICS = frozenset({"per_session_tok_s", "window_per_session_tok_s",
+                               "decode_tok_s_median", "turn_tok_s_min", "turn_tok_s_median"})
+
+
+def goodput_of_slos(slos: Sequence[Any], base: GoodputSlo | None = None) -> GoodputSlo | None:
+    """The goodput SLO that follows `slos` where they name its quantities: TTFT ≤ the
+    tightest TTFT bound (`ttft_p95_s<=5`), output speed ≥ the highest speed floor
+    (`per_session_tok_s>=20`); the other threshold stays `base`'s (the default). None
+    when the SLOs name neither, so goodput keeps its own thresholds."""
+    base = base or GoodputSlo()
+    ttft = [s.threshold for s in slos if s.metric in TTFT_SLO_METRICS and s.op in ("<=", "<")]
+    speed = [s.threshold for s in slos if s.metric in SPEED_SLO_METRICS
+             and s.op in (">=", ">")]
+    if not ttft and not speed:
+        return None
+    return GoodputSlo(min(ttft) if ttft and min(ttft) > 0 else base.ttft_s,
+                      max(speed) if speed else base.output_tok_s)
+
+
+def goodput_label(slo: Mapping[str, Any] | None) -> str:
+    """How the goodput figure was counted, for wherever it is shown."""
+    if not slo:
+        return "goodput"
+    return (f"goodput (TTFT ≤ {float(slo['ttft_s']):g} s, "
+            f"≥ {float(slo['output_tok_s']):g} tok/s)")

@@ -439,9 +439,14 @@ def upgrade(summary: Mapping[str, Any]) -> dict[str, Any]:
 def table_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(row label, formatted values) in registry order, metrics of a row joined by " / "."""
     rows: dict[str, list[str]] = {}
+    g = summary.get("goodput_slo")
+    counted = (f"goodput (TTFT ≤ {float(g['ttft_s']):g} s, ≥ {float(g['output_tok_s']):g} "
+               "tok/s):" if isinstance(g, Mapping) and {"ttft_s", "output_tok_s"} <= set(g)
+               else "goodput:")           # the thresholds wherever the figure is shown
     for m in METRICS:
         if m.row is not None:
-            rows.setdefault(m.row, []).append(m.format(read(summary, m.key)))
+            row = m.row.replace("goodput:", counted, 1)
+            rows.setdefault(row, []).append(m.format(read(summary, m.key)))
     return [(label, " / ".join(values)) for label, values in rows.items()]
 
 

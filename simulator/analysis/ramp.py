@@ -66,6 +66,7 @@ def plan_steps(start: int, max_sessions: int, *, factor: float | None = None,
     return tuple(out)
 
 
+_DIGITS = len(str(MAX_RAMP_SESSIONS))     # longer numbers are refused before int()
 _STEPS = re.compile(r"^\s*(\d+)\s*([*+])\s*(\d+(?:\.\d+)?)\s*(?:\.\.\s*(\d+)\s*)?$")
 
 
@@ -75,19 +76,31 @@ def parse_steps(text: str, max_sessions: int | None = None) -> tuple[int, ...]:
     `--max-sessions`). One InputError line otherwise."""
     m = _STEPS.match(text)
     if m is not None:
+        shown = text if len(text) <= 40 else text[:37] + "…"
+        whole = (m.group(1), m.group(3).split(".")[0], m.group(4) or "")
+        if any(len(g) > _DIGITS for g in whole):
+            raise InputError(f"--ramp {shown!r}: the counts, factor and step are at most "
+                             f"{MAX_RAMP_SESSIONS} (a ramp runs at most that many sessions)")
         start, op, by, top = int(m.group(1)), m.group(2), float(m.group(3)), m.group(4)
         bound = int(top) if top is not None else max_sessions
         if bound is None:
-            raise InputError(f"--ramp {text!r}: give the last step, e.g. {start}{op}"
+            raise InputError(f"--ramp {shown!r}: give the last step, e.g. {start}{op}"
                              f"{m.group(3)}..64")
         if op == "*" and by <= 1:
-            raise InputError(f"--ramp {text!r}: the factor must exceed 1")
+            raise InputError(f"--ramp {shown!r}: the factor must exceed 1")
         if op == "+" and by < 1:
-            raise InputError(f"--ramp {text!r}: the step must be at least 1")
+            raise InputError(f"--ramp {shown!r}: the step must be at least 1")
         if bound > MAX_RAMP_SESSIONS:
-            raise InputError(f"--ramp {text!r}: at most {MAX_RAMP_SESSIONS} sessions")
-        return plan_steps(start, bound, factor=by if op == "*" else None,
-                          add=int(by) if op == "+" else None)
+            raise InputError(f"--ramp {shown!r}: at most {MAX_RAMP_SESSIONS} sessions")
+        steps = plan_steps(start, bound, factor=by if op == "*" else None,
+                           add=int(by) if op == "+" else None)
+        if steps[-1] < bound:
+            raise InputError(f"--ramp {shown!r}: more than {MAX_STEPS} steps to reach "
+                             f"{bound}; take larger steps (e.g. {start}*2..{bound})")
+        return steps
+    if any(len(x.strip()) > _DIGITS for x in text.split(",")):
+        raise InputError(f"--ramp: a step above {MAX_RAMP_SESSIONS} sessions (a ramp runs "
+                         "at most that many)")
     try:
         steps = tuple(int(x) for x in text.split(","))
     except ValueError:
@@ -264,6 +277,8 @@ def verdict(index: int, sessions: int, phase: str, started_s: float, w: Window |
             reason = f"achieved {achieved:.1f} of {sessions} sessions in the window"
         elif figures.get("saturated"):
             reason = str(figures.get("saturated_reason"))
+        elif figures.get("window_requests") == 0:
+            reason = "no request's first token fell in the window (hold each step longer)"
     steady = w is not None and reason is None
     judged = {**figures, "steady_state": steady,
               "steady_state_reason": reason}
@@ -359,6 +374,7 @@ def ramp_summary(turns: pd.DataFrame, events: Sequence[Mapping[str, Any]], plan:
         tiers.append(entry)
     return {"plan": {"steps": list(plan.steps), "hold_s": hold_s, "refine": plan.refine,
                      "confirm": plan.confirm},
+            "goodput_slo": None if goodput is None else goodput.as_fact(),
             "steps": [v.to_dict() | {"held_s": None if b is None else b - a}
                       for v, (a, b) in zip(steps, held, strict=True)],
             "tiers": tiers}

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import _thread
+import contextlib
 import gc
+import os
 import sys
 import threading
 from typing import Any
@@ -38,8 +40,44 @@ def _deliver_interrupts(unraisable: Any, _default: Any = sys.__unraisablehook__)
 GC_THRESHOLDS = (10_000, 10, 10)
 
 
+def _stdout_failed(exc: OSError) -> bool:
+    """Whether `exc` is standard output failing (a full disk or /dev/full, a closed
+    pipe): the write that raised it was to stdout's file descriptor (`click.echo`'s
+    stream), or what is still buffered fails to flush again."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    try:
+        out = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):
+        return True
+    for v in (tb.tb_frame.f_locals.values() if tb is not None else ()):
+        fileno = getattr(v, "fileno", None)
+        with contextlib.suppress(Exception):
+            if callable(fileno) and fileno() == out:
+                return True
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        return True
+    return False
+
+
 class _Group(click.Group):
     """Turns our exceptions into one line on stderr and the right exit code."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().main(*args, **kwargs)
+        except OSError as exc:
+            if not _stdout_failed(exc):
+                raise
+            # what is left in the buffer would fail again at exit, with a traceback
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.stderr.write(f"error: cannot write the output to standard output "
+                             f"({exc.strerror or type(exc).__name__})\n")
+            sys.exit(1)
 
     def invoke(self, ctx: click.Context) -> Any:
         sys.unraisablehook = _deliver_interrupts

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -44,6 +44,54 @@ def ramp_hold_options(f: click.decorators.FC) -> click.decorators.FC:
                      help="--ramp: a step with no window of --hold by then is not steady.")(f)
     return click.option("--hold", "hold", default="3m", show_default=True, metavar="TIME",
                         help="--ramp: each step's steady-state window (90s, 3m).")(f)
+
+
+MIN_HOLD_S = 1.0      # a step's window shorter than this holds no whole request
+
+
+def ramp_hold_s(hold: str, max_step: str) -> tuple[float, float]:
+    """`--hold` and `--max-step` in seconds, refused in one line when no step could be
+    judged on such a window."""
+    from simulator.cli.load_options import parse_duration_s
+    from simulator.errors import InputError
+    hold_s = parse_duration_s(hold, "--hold")
+    max_s = parse_duration_s(max_step, "--max-step")
+    if hold_s < MIN_HOLD_S:
+        raise InputError(f"--hold {hold!r}: at least {MIN_HOLD_S:g} s (a step is judged on "
+                         "the requests its window holds)")
+    if hold_s >= max_s:
+        raise InputError(f"--hold ({hold_s:g} s) must be shorter than --max-step ({max_s:g} s)")
+    return hold_s, max_s
+
+
+def check_ramp_flags(ramp: str | None, sessions: int | None, sets: tuple[str, ...]) -> None:
+    """Options a ramp makes meaningless (or needs), refused in one line, not dropped."""
+    from simulator.cli.load_options import load_overrides
+    from simulator.errors import InputError
+    ctx = click.get_current_context()
+    if ramp is None:
+        for name, flag in (("hold", "--hold"), ("max_step", "--max-step")):
+            if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT):
+                raise InputError(f"{flag} is how long a --ramp holds its steps; give --ramp "
+                                 f"(or drop {flag})")
+        return
+    if sessions is not None:
+        raise InputError("--sessions with --ramp: the ramp's steps set the session count "
+                         "(e.g. --ramp 1,2,7)")
+    if any(o.split("=", 1)[0].strip() in ("load.duration_s", "load.ramp")
+           for o in (*load_overrides(), *sets)):
+        raise InputError("--ramp with --duration (or --set load.duration_s/load.ramp): the "
+                         "ramp ends when its steps are judged, each held --hold; drop one")
+
+
+def finite(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A number option's NaN passes click's range check (no comparison holds); refused
+    here under the option's own name."""
+    import math
+    for v in value if isinstance(value, tuple) else (value,):
+        if isinstance(v, float) and not math.isfinite(v):
+            raise click.BadParameter(f"{v}: not a finite number", ctx, param)
+    return value
 
 
 def at_least_one(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
@@ -173,6 +221,13 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
 
     if (scenario is None) == (resume is None):
         raise InputError("run: give a SCENARIO file, or --resume RUN_DIR (not both)")
+    check_ramp_flags(ramp, sessions, sets)
+    if metrics_port is not None:      # a typo is refused before any results directory
+        from simulator.live.exporter import parse_bind
+        try:
+            parse_bind(metrics_port)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
     if ramp is not None:
         sets = (*_ramp_set(ramp, hold, max_step, workers, executor), *sets)
     rs = RunSpec(scenario or "", scenario_overrides(sessions, turns, seed, model, sets),
@@ -194,6 +249,11 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
     from simulator.report.team_html import team_run_text
     if not quiet and (team := team_run_text(result.run_dir)) is not None:
         click.echo(team)                 # a team replay: its fidelity and profile
+    if resume is not None:
+        from simulator.sweep.ramp import refresh_size_answer
+        if (size_json := refresh_size_answer(result.run_dir, result.summary,
+                                             result.status)) is not None:
+            click.echo(f"ramp answer rewritten: {size_json}", err=True)
     click.echo(str(result.run_dir))
     sys.exit({"completed": 0, "interrupted": 130}.get(result.status, 1))
 
@@ -202,15 +262,12 @@ def _ramp_set(steps: str, hold: str, max_step: str, workers: int,
               executor: str) -> tuple[str]:
     """`--ramp STEPS`: the `load.ramp` override of a plain stepped ramp (no SLOs)."""
     from simulator.analysis.ramp import parse_steps
-    from simulator.cli.load_options import parse_duration_s
     from simulator.errors import InputError
     from simulator.sweep.ramp import ramp_override
     if workers > 1 or executor != "local":
         raise InputError("--ramp runs in one process (its controller reads every row as it "
                          "is written); drop --workers/--executor")
-    hold_s, max_s = parse_duration_s(hold, "--hold"), parse_duration_s(max_step, "--max-step")
-    if hold_s >= max_s:
-        raise InputError(f"--hold ({hold_s:g} s) must be shorter than --max-step ({max_s:g} s)")
+    hold_s, max_s = ramp_hold_s(hold, max_step)
     return (ramp_override(parse_steps(steps), hold_s, max_s, []),)
 
 

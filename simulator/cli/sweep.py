@@ -20,7 +20,14 @@ from typing import Any
 import click
 
 from simulator.cli._app import main
-from simulator.cli.run import common_run_options, ramp_hold_options, scenario_overrides
+from simulator.cli.run import (
+    check_ramp_flags,
+    common_run_options,
+    finite,
+    ramp_hold_options,
+    ramp_hold_s,
+    scenario_overrides,
+)
 from simulator.errors import InputError
 
 _ROUTER = re.compile(r"^fleet\.router=(\w+)$")
@@ -84,7 +91,8 @@ def progress_line(as_json: bool) -> Callable[[Any], None] | None:
             return
         if s.get("ramp"):
             steps = s["ramp"].get("steps") or []
-            answers = ", ".join(f"{t['name']}: {t['sessions']}" for t in s["ramp"]["tiers"])
+            answers = "" if r.status == "interrupted" else \
+                ", ".join(f"{t['name']}: {t['sessions']}" for t in s["ramp"]["tiers"])
             click.echo(f"  {r.point.label}: {r.status}, {len(steps)} held step(s)"
                        + (f", {answers}" if answers else "")
                        + f", run in {r.elapsed_s:.1f} s → {r.run_dir}", err=True)
@@ -265,13 +273,13 @@ def _save_and_show(answer: Any, folder: Path, name: str, as_json: bool) -> None:
               "steady window, stopped at the SLO boundary, refined, confirmed.")
 @ramp_hold_options
 @click.option("--tier", "tiers", multiple=True, type=click.FloatRange(min=0, max=1e6),
-              metavar="TOK_S", help="An output-speed tier (repeatable, e.g. --tier 30 "
+              callback=finite, metavar="TOK_S", help="An output-speed tier (repeatable, e.g. --tier 30 "
               "--tier 100): the most sessions whose requests get ≥ TOK_S decode tok/s with "
               "TTFT ≤ --ttft, for --attainment of them.")
 @click.option("--ttft", "ttft", type=click.FloatRange(min=0, max=86400, min_open=True),
-              default=None, help="--tier: the TTFT bound, s [default: 15].")
+              callback=finite, default=None, help="--tier: the TTFT bound, s [default: 15].")
 @click.option("--attainment", type=click.FloatRange(min=0, max=1, min_open=True),
-              default=0.9, show_default=True,
+              callback=finite, default=0.9, show_default=True,
               help="--tier: the share of requests that must meet the tier.")
 @click.option("--from-twin", "from_twin", metavar="HARDWARE/MODEL", default=None,
               help="--ramp --endpoint: search on this twin first and start the real ramp "
@@ -312,6 +320,7 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
         raise InputError("size: give an SLO (--slo 'per_session_tok_s>=50') or an "
                          "output-speed tier (--tier 30)")
     check_fan_out(endpoint, reset_prefix_cache, parallel, executor)
+    check_ramp_flags(ramp, None, sets)
     _check_ramp_options(ramp, endpoint, from_twin, tiers, ttft, team, repeats,
                         kv_tiers() is not None)
     if split_listed_set(sets) is not None:
@@ -323,7 +332,10 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
     fleet = team is not None and any(_ROUTER.match(o) for o in _fleet())
     if fleet and endpoint is not None:
         raise InputError("size --team --router: the fleet search runs on the twin (no --endpoint)")
-    base = point_base(scenario, scenario_overrides(None, turns, seed, model, sets),
+    from simulator.sweep.ramp import goodput_overrides
+    overrides = scenario_overrides(None, turns, seed, model, sets)
+    base = point_base(scenario, [*overrides, *goodput_overrides(scenario, parsed, tiers,
+                                                                 overrides)],
                       _folder(out, "size"), endpoint, twin, spec, price_per_hour, client,
                       reset_prefix_cache)
     on_done = progress_line(as_json)
@@ -337,13 +349,12 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                 watching(base.folder, as_json, "size"):
             sys.exit(_show_team(base, parsed, team_spec, routers, ex, on_done, as_json))
     if ramp is not None:
-        from simulator.cli.load_options import parse_duration_s
         from simulator.sweep.ramp import tier_specs
         specs = tier_specs(parsed, tiers, ttft, attainment)
+        hold_s, max_step_s = ramp_hold_s(hold, max_step)
         with executor_for(parallel, executor, ray_address) as ex, \
                 watching(base.folder, as_json, "size"):
-            answer = _ramp(base, ramp, max_sessions, parse_duration_s(hold, "--hold"),
-                           parse_duration_s(max_step, "--max-step"), specs, from_twin,
+            answer = _ramp(base, ramp, max_sessions, hold_s, max_step_s, specs, from_twin,
                            not no_compare, ex, on_done)
         sys.exit(_show_ramp(answer, base.folder, as_json))
     if tiers:
@@ -510,9 +521,6 @@ def _ramp(base: Any, steps_text: str, max_sessions: int, hold_s: float, max_step
         start_from,
     )
     from simulator.sweep.size import SizeProfile
-    if hold_s >= max_step_s:
-        raise InputError(f"--hold ({hold_s:g} s) must be shorter than --max-step "
-                         f"({max_step_s:g} s)")
     s, _ = load_scenario(base.scenario_path, list(base.overrides))
     judged = tuple(parse_slo(x) for x in tiers[0]["slos"])
     goodput = tiers[0].get("goodput")
@@ -536,19 +544,32 @@ def _ramp(base: Any, steps_text: str, max_sessions: int, hold_s: float, max_step
         steps = start_from(compared[0][1].sessions, max_sessions)
     answer = run_profile(RampProfile(base, ramp_override(steps, hold_s, max_step_s, tiers)),
                          ex, on_done)
-    if compare and base.target.endpoint_url is None and from_twin is None:
-        search(base, "probe search, same twin")
+    if compare and base.target.endpoint_url is None and from_twin is None \
+            and not answer.interrupted:
+        from simulator.errors import Interrupted
+        try:
+            search(base, "probe search, same twin")
+        except Interrupted as exc:       # the ramp's own answer stands, said so
+            answer.compare_interrupted = str(exc)
     answer.compared = compared
     return answer
 
 
 def _show_ramp(answer: Any, folder: Path, as_json: bool) -> int:
-    """size.json (the ramp and the searches compared) and the answer; the exit code."""
+    """size.json (the ramp and the searches compared) and the answer; the exit code
+    (130 and no answer line for an interrupted ramp)."""
     from simulator.report.console import format_ramp, format_ramp_cost
     folder.mkdir(parents=True, exist_ok=True)
     data = answer.to_dict()
     (folder / "size.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
     tiers = answer.ramp.get("tiers") or []
+    if answer.interrupted:
+        if as_json:
+            click.echo(json.dumps(data, default=str))
+        click.echo(f"error: interrupted after {answer.judged} judged step(s): no answer "
+                   f"(size.json says interrupted); continue with `endurance run --resume "
+                   f"{answer.run_dir}`, which rewrites {folder / 'size.json'}", err=True)
+        return 130
     if as_json:
         click.echo(json.dumps(data, default=str))
     else:
@@ -556,6 +577,10 @@ def _show_ramp(answer: Any, folder: Path, as_json: bool) -> int:
         click.echo(format_ramp_cost(data))
         click.echo(answer.run_dir)
         click.echo(str(folder))
+    if answer.compare_interrupted:
+        click.echo(f"error: the probe search beside the ramp was {answer.compare_interrupted}"
+                   " (the ramp ran to its end: its answer stands)", err=True)
+        return 130
     return 0 if tiers and tiers[0]["sessions"] > 0 else 1
 
 

@@ -9,6 +9,16 @@ import click
 
 from simulator.cli._app import main
 
+MIN_SPEED = 1e-3      # a replay slower than this would outlast any watcher
+
+
+def _replay_speed(ctx: click.Context, param: click.Parameter, value: float | None
+                  ) -> float | None:
+    if value is not None and (value != value or 0 < value < MIN_SPEED):
+        raise click.BadParameter(f"{value:g}: 0 (the end at once) or at least {MIN_SPEED:g}",
+                                 ctx, param)
+    return value
+
 
 @main.command()
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True, path_type=Path))
@@ -19,7 +29,8 @@ from simulator.cli._app import main
 @click.option("--every", "every", type=click.FloatRange(min=0.1, max=86400), default=None,
               metavar="S", help="Seconds between plain status lines (default 30; 1 while "
               "replaying).")
-@click.option("--speed", "speed", type=click.FloatRange(min=0), default=None, metavar="X",
+@click.option("--speed", "speed", type=click.FloatRange(min=0, max=1e9), default=None,
+              metavar="X", callback=_replay_speed,
               help="A finished run replays at X run seconds per wall second (default: in "
               "about 10 s; 0: its final figures at once).")
 def watch(run_dir: Path, progress: str, every: float | None, speed: float | None) -> None:
@@ -30,14 +41,29 @@ def watch(run_dir: Path, progress: str, every: float | None, speed: float | None
     the search's state."""
     from simulator.errors import InputError
     from simulator.live.follow import read_manifest, run_dirs_in
-    from simulator.live.watch import FolderWatch, follow, replay, view_for, writer_alive
+    from simulator.live.watch import (
+        FolderWatch,
+        answer_file,
+        follow,
+        replay,
+        unreadable,
+        view_for,
+        writer_alive,
+    )
 
+    if (problem := unreadable(run_dir)) is not None:
+        raise InputError(problem)
     manifest = read_manifest(run_dir)
     if manifest is None:
         if not run_dirs_in(run_dir):
             raise InputError(f"{run_dir}: no manifest.json, and no run directory inside: "
                              "not a run, sweep or size folder")
-        folder = FolderWatch(run_dir, progress, sys.stdout, every or 30.0, "watch").start()
+        folder = FolderWatch(run_dir, progress, sys.stdout, every or 30.0, "watch")
+        if answer_file(run_dir) is not None and not any(
+                writer_alive(d) for d in run_dirs_in(run_dir)):
+            click.echo("\n".join(folder.finished_lines()))
+            return
+        folder.start()
         try:
             while True:
                 folder.wait(1.0)      # until Ctrl-C

@@ -225,10 +225,10 @@ class MetricsServer:
 def parse_bind(value: str) -> tuple[str, int]:
     """`--metrics-port [HOST:]PORT` → (host, port); the host defaults to 127.0.0.1."""
     host, _, port = value.rpartition(":")
-    try:
-        p = int(port)
-    except ValueError:
-        raise ValueError(f"--metrics-port {value!r}: expected PORT or HOST:PORT") from None
+    shown = value if len(value) <= 40 else value[:37] + "…"
+    if not (port.isascii() and port.isdigit()):
+        raise ValueError(f"--metrics-port {shown!r}: expected PORT or HOST:PORT")
+    p = int(port) if len(port) <= 5 else 65536
     if not 0 <= p <= 65535:
-        raise ValueError(f"--metrics-port {value!r}: the port must be 0–65535")
+        raise ValueError(f"--metrics-port {shown!r}: the port must be 0–65535")
     return (host.strip("[]") or "127.0.0.1"), p

@@ -27,6 +27,7 @@ alignment; the run's final figures come from its merged journal (`finished()`).
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -42,49 +43,108 @@ from simulator.records.recorder import (
     TURNS_JOURNAL,
 )
 from simulator.records.rows import in_simulated_time, metrics_in_simulated_time
+from simulator.util.bounded import regular_file
 
 WORKERS_DIR = "workers"     # run.shards.WORKERS_DIR (the run layer is above this one)
 
 
+MAX_READ = 64 * 2**20       # bytes one read of a journal takes (a row is ~1 kB)
+MAX_MANIFEST = 16 * 2**20   # a manifest is a few kB; past this it is no manifest
+
+
+def file_problem(path: Path, what: str = "journal") -> str | None:
+    """Why `path` cannot be read (a FIFO, a device, a folder, a link to itself: the
+    importers' regular-file-only rule, `util/bounded.py`), None when it can or is not
+    there (yet)."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        regular_file(path, what)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 class JournalTail:
-    """The complete JSON-object lines appended to `path` since the last `read()`."""
+    """The complete JSON-object lines appended to `path` since the last `read()`, at
+    most `MAX_READ` bytes a call (`read_all` to the end); a cut last line is not yet
+    written, a line that is not a JSON object is skipped, anything but a regular file
+    is never opened (`problem` says why)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = 0
+        self.problem: str | None = None
 
     def read(self) -> list[dict[str, Any]]:
+        self.problem = file_problem(self.path)
+        if self.problem is not None:
+            return []
         try:
             with self.path.open("rb") as f:
                 size = f.seek(0, 2)
                 if size < self.offset:        # cut back (a resume dropped a torn tail)
                     self.offset = size
                 f.seek(self.offset)
-                data = f.read(size - self.offset)
-        except (FileNotFoundError, PermissionError):
+                data = f.read(min(size - self.offset, MAX_READ))
+        except OSError:
             return []
         end = data.rfind(b"\n")
         if end < 0:
+            if len(data) >= MAX_READ:         # one line of MAX_READ bytes: no row; skip
+                self.offset += len(data)
             return []
         self.offset += end + 1
         out: list[dict[str, Any]] = []
         for line in data[: end + 1].splitlines():
             try:
                 row = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(row, dict):
                 out.append(row)
         return out
 
+    def read_all(self) -> list[dict[str, Any]]:
+        """Every complete row from the offset to the end as it stands now."""
+        out: list[dict[str, Any]] = []
+        while True:
+            before = self.offset
+            out += self.read()
+            if self.offset == before:
+                return out
+
 
 def read_manifest(run_dir: Path) -> dict[str, Any] | None:
-    """The manifest as it stands (None while missing or mid-replace)."""
+    """The manifest as it stands (None while missing or mid-replace, or when it is no
+    regular file: `manifest_problem` says why)."""
+    path = run_dir / MANIFEST
+    if file_problem(path, "manifest") is not None:
+        return None
     try:
-        data = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        with path.open("rb") as f:
+            data = json.loads(f.read(MAX_MANIFEST + 1))
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def manifest_problem(run_dir: Path) -> str | None:
+    """Why the manifest that is there cannot be read, in a few words; None when there
+    is none, or it reads."""
+    path = run_dir / MANIFEST
+    if not os.path.lexists(path):
+        return None
+    if (problem := file_problem(path, "manifest")) is not None:
+        return f"{MANIFEST}: {problem}"
+    if read_manifest(run_dir) is None:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return f"{MANIFEST}: cannot be read"
+        return (f"{MANIFEST}: {size:,} bytes, more than a manifest holds" if size > MAX_MANIFEST
+                else f"{MANIFEST}: not a JSON object")
+    return None
 
 
 def row_key(row: Mapping[str, Any]) -> tuple[Any, ...]:

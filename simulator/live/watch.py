@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from simulator.live.figures import LiveSnapshot
-from simulator.live.follow import JournalTail, RunFollower, read_manifest, run_dirs_in
+from simulator.live.follow import (
+    JournalTail,
+    RunFollower,
+    file_problem,
+    manifest_problem,
+    read_manifest,
+    run_dirs_in,
+)
 from simulator.live.view import LiveView, header_for, plan_from_manifest
 from simulator.records.ownership import live_owner
 from simulator.records.recorder import (
@@ -32,7 +39,6 @@ from simulator.records.recorder import (
     METRICS_JOURNAL,
     SUMMARY,
     TURNS_JOURNAL,
-    iter_journal,
 )
 
 POLL_S = 0.5           # how often a followed run's journals are read (wall seconds)
@@ -79,22 +85,25 @@ def follow(run_dir: Path, view: LiveView, *, poll_s: float = POLL_S,
         time.sleep(poll_s)
     view.feed(follower.poll())
     # the last frame from the run's own journal (a sharded run's merged rows)
-    view.figures.rebuild(iter_journal(run_dir / TURNS_JOURNAL))
+    view.figures.rebuild(JournalTail(run_dir / TURNS_JOURNAL).read_all())
     return view.close(view.figures.run_figures().wall_window_s or follower.now_s())
 
 
 def replay(run_dir: Path, view: LiveView, speed: float | None = None,
            sleep: Callable[[float], None] = time.sleep) -> LiveSnapshot:
     """Replay a finished run (see the module docstring); `speed` 0: the end at once."""
-    rows = list(iter_journal(run_dir / TURNS_JOURNAL))
-    metrics = JournalTail(run_dir / METRICS_JOURNAL).read()
-    events = JournalTail(run_dir / EVENTS_JOURNAL).read()
+    rows = JournalTail(run_dir / TURNS_JOURNAL).read_all()
+    metrics = JournalTail(run_dir / METRICS_JOURNAL).read_all()
+    events = JournalTail(run_dir / EVENTS_JOURNAL).read_all()
 
     def end(r: dict[str, Any]) -> float:
         return float(r.get("started_mono_s") or 0.0) + float(r.get("e2e_s") or 0.0)
     rows.sort(key=end)
     metrics.sort(key=lambda m: float(m.get("t_end_s") or 0.0))
-    last = max([end(r) for r in rows] + [0.0])
+    # the replay's end: the last row's, or a metrics scrape's after it (a killed run's
+    # cut last row leaves its scrapes later than its rows; `--speed 0` jumps to here)
+    last = max([end(r) for r in rows] + [float(m.get("t_end_s") or 0.0) for m in metrics]
+               + [0.0])
     if speed is None:
         speed = max(1.0, last / REPLAY_S)
     view.start()
@@ -118,11 +127,34 @@ def replay(run_dir: Path, view: LiveView, speed: float | None = None,
     return view.close(last)
 
 
+JOURNALS = (TURNS_JOURNAL, METRICS_JOURNAL, EVENTS_JOURNAL, SUMMARY)
+
+
+def unreadable(run_dir: Path) -> str | None:
+    """The first of the run's files `watch` reads that is no regular file (a FIFO, a
+    device, a link to itself) or a manifest that is not JSON: one line, or None."""
+    if (problem := manifest_problem(run_dir)) is not None:
+        return f"{run_dir}: {problem}"
+    for name in JOURNALS:
+        if (problem := file_problem(run_dir / name)) is not None:
+            return f"{run_dir / name}: {problem}"
+    return None
+
+
+def answer_file(folder: Path) -> Path | None:
+    """A sweep or size folder's answer (`size.json`, `sweep.json`, …), written when the
+    search ended; None while it runs."""
+    found = sorted(p for p in folder.glob("*.json") if p.is_file())
+    return found[0] if found else None
+
+
 def point_line(run_dir: Path) -> str:
     """A finished point of a sweep or search, one line from its summary.json."""
     try:
+        if (problem := file_problem(run_dir / SUMMARY, "summary")) is not None:
+            raise ValueError(problem)       # a FIFO summary.json would block the read
         s = json.loads((run_dir / SUMMARY).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         m = read_manifest(run_dir) or {}
         return f"{m.get('label') or run_dir.name}: {m.get('status', '?')}"
     if not isinstance(s, dict):
@@ -151,6 +183,13 @@ class FolderWatch:
         self._thread: threading.Thread | None = None
         self._done: dict[Path, str] = {}
         self.points_seen: list[str] = []
+
+    def finished_lines(self) -> list[str]:
+        """A finished folder's state: each point's line (`endurance watch` prints it
+        and ends)."""
+        runs = run_dirs_in(self.folder)
+        return [f"endurance {self.kind} {self.folder}: finished, {len(runs)} point(s)",
+                *("  " + point_line(d) for d in runs)]
 
     def header(self, current: Path | None) -> list[str]:
         m = read_manifest(current) if current is not None else None

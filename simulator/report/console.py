@@ -12,6 +12,7 @@ from typing import Any
 
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.cache_bound import cache_bound_warning
+from simulator.analysis.goodput import goodput_label
 from simulator.analysis.recall import recall_table_row
 from simulator.analysis.sizing import SizingResult
 from simulator.analysis.slo import judged_on
@@ -225,7 +226,8 @@ def format_ramp(ramp: Mapping[str, Any], simulated: bool) -> str:
     steps, tiers = ramp.get("steps") or [], ramp.get("tiers") or []
     plan = ramp.get("plan") or {}
     head = ["step", "sessions", "phase", "held s", "window s", "achieved", "steady",
-            "per-session tok/s", "TTFT p95 s", "goodput", *[t["name"] for t in tiers]]
+            "per-session tok/s", "TTFT p95 s", goodput_label(ramp.get("goodput_slo")),
+            *[t["name"] for t in tiers]]
     table = [head]
     for st in steps:
         f = st.get("figures") or {}

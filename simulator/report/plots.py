@@ -18,7 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from simulator.analysis.goodput import judged_requests
+from simulator.analysis.goodput import goodput_label, judged_requests
 from simulator.analysis.summary import (
     compaction_rows,
     post_compaction_mask,
@@ -429,7 +429,8 @@ def plot_ramp(turns: pd.DataFrame, server: pd.DataFrame | None, ramp: dict[str, 
     for s, g in zip(steps, share, strict=True):
         if s.get("window_start_s") is not None and g is not None:
             ax_good.hlines(100 * g, s["window_start_s"], s["window_end_s"], color="tab:green")
-    ax_good.set_ylabel("goodput %")
+    ax_good.set_ylabel(goodput_label(ramp.get("goodput_slo")).replace("goodput", "goodput %", 1)
+                       .replace(" (", "\n(", 1), fontsize=8)
     ax_good.set_ylim(-2, 102)
     if not srv.empty and srv["kv_usage"].notna().any():
         ax_kv.plot(srv["t_end_s"], 100 * srv["kv_usage"], color="tab:red", lw=1)

@@ -9,6 +9,9 @@ twin's performance model the way the run will (cheap: no block pool is allocated
 
 from __future__ import annotations
 
+import difflib
+
+from simulator.analysis.slo import SLO_METRICS, parse_slo
 from simulator.errors import InputError
 from simulator.scenario.model import Scenario
 from simulator.twin.model.perf_model import build_perf_model
@@ -29,6 +32,7 @@ def check_runnable(s: Scenario, *, twin: tuple[str, str] | None = None,
     """InputError (one line) when the run cannot start as given. `twin` (hardware,
     model) and `spec` replace the scenario's (the run's --twin / --spec); with
     `in_process` False (an HTTP endpoint) only what the client itself needs is checked."""
+    _check_ramp_slos(s)
     if not in_process:
         return
     hw, model = twin or (s.twin.hardware, s.twin.model)
@@ -41,7 +45,28 @@ def check_runnable(s: Scenario, *, twin: tuple[str, str] | None = None,
                          f"blocks, about {MAX_FLEET_KV_BLOCKS * 160 // 2**30} GiB of its own "
                          f"memory): at most {MAX_FLEET_KV_BLOCKS // pm.num_blocks:,} replicas "
                          "of this card, or serve them (endurance twin serve --replicas)")
+    ramp = s.load.ramp
+    if ramp is not None and max(ramp.steps) > MAX_TWIN_SESSIONS:
+        raise InputError(f"ramp: a step of {max(ramp.steps):,} sessions; the in-process "
+                         f"twin holds at most {MAX_TWIN_SESSIONS:,} sessions in memory; ramp "
+                         "further against a server (endurance twin serve, then --endpoint URL)")
     if s.sessions > MAX_TWIN_SESSIONS:
         raise InputError(f"sessions {s.sessions:,}: the in-process twin holds at most "
                          f"{MAX_TWIN_SESSIONS:,} sessions in memory; run more against "
                          "a server (endurance twin serve, then --endpoint URL)")
+
+
+def _check_ramp_slos(s: Scenario) -> None:
+    """A ramp tier's SLOs name known metrics (a typo would fail every step, unjudged)."""
+    if s.load.ramp is None:
+        return
+    for tier in s.load.ramp.tiers:
+        for text in tier.slos:
+            try:
+                parse_slo(text)
+            except InputError as exc:
+                why = str(exc).removeprefix("--slo ").split("; known:")[0]
+                near = difflib.get_close_matches(text.split(">")[0].split("<")[0].strip(),
+                                                 sorted(SLO_METRICS), n=2)
+                hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+                raise InputError(f"load.ramp tier {tier.name!r}: {why}{hint}") from None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -312,12 +313,17 @@ def _check_compaction_keys(data: dict[str, Any], overrides: list[str], path: str
                             key_path=where)
 
 
+# pydantic's name for a union branch that failed: `int`, `constrained-int`,
+# `literal['dense']`, `function-after[...]` — a type, never a scenario key
+_UNION_BRANCH = re.compile(r"^(constrained-|literal\[|function-|int$|float$|str$|bool$|none$)")
+
+
 def _first_error(exc: ValidationError) -> tuple[str, str]:
     err = exc.errors()[0]
     loc = [str(p) for p in err["loc"]]
     # Drop pydantic's union-tag segments (e.g. 'block', 'constant') from the path.
     clean = [p for p in loc if p not in _COMPACTION_MODELS and p not in
-             ("constant", "uniform", "normal", "lognormal")]
+             ("constant", "uniform", "normal", "lognormal") and not _UNION_BRANCH.match(p)]
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown key"

@@ -45,14 +45,16 @@ class _Frozen(BaseModel):
 
 
 def _is_numeric(annotation: Any) -> bool:
-    """int, float, or an optional of them."""
+    """int, float, or a union with one of them (an optional, or `int | "dense"`): a
+    boolean is none of its choices."""
     import types
     import typing
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
     if annotation in (int, float):
         return True
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return bool(args) and all(a in (int, float) for a in args)
+        return any(_is_numeric(a) for a in typing.get_args(annotation))
     return False
 
 
@@ -331,7 +333,8 @@ class RampShape(_Frozen):
     that ends is replaced at once (closed loop)."""
 
     steps: list[int] = Field(min_length=1, max_length=4096)
-    hold_s: float = Field(default=180.0, gt=0, le=MAX_SECONDS)
+    # a window under a second holds no whole request: nothing to judge a step on
+    hold_s: float = Field(default=180.0, ge=1, le=MAX_SECONDS)
     max_step_s: float = Field(default=1800.0, gt=0, le=MAX_SECONDS)
     tiers: list[RampTier] = Field(default_factory=list, max_length=16)
     refine: bool = True
@@ -376,6 +379,13 @@ class LoadShape(_Frozen):
     warm_start: bool = False
     warm_start_prime: bool = True
     ramp: RampShape | None = None
+
+    @model_validator(mode="after")
+    def _ramp_has_its_own_length(self) -> LoadShape:
+        if self.ramp is not None and self.duration_s is not None:
+            raise ValueError("a stepped ramp ends when its steps are judged (each held "
+                             "hold_s); duration_s would cut it short: drop one of them")
+        return self
 
 
 class RetryPolicy(_Frozen):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, Protocol, TypeVar
 
+from simulator.errors import Interrupted
 from simulator.sweep.fanout import PointExecutor
 from simulator.sweep.point import Point, PointResult, run_point
 
@@ -40,14 +41,28 @@ def run_profile(profile: Profile[A], executor: PointExecutor,
     """Run the profile's points on `executor` until it returns its answer. `runner` is
     the one point runner (`point.run_point`); tests inject a toy server there."""
     plan = profile.plan(executor.width)
+    own = getattr(profile, "answers_interrupted", False)
     try:
         batch = next(plan)
         while True:
             results = executor.map(runner, batch, _point_cost, on_done, _failed)
+            if not own:
+                _stop_if_interrupted(results)
             batch = plan.send(results)
     except StopIteration as done:
         answer: A = done.value
         return answer
+
+
+def _stop_if_interrupted(results: Sequence[PointResult]) -> None:
+    """A point ended by Ctrl-C/SIGTERM ends the search: its answer would be read from a
+    run cut short (or the search would carry on to the next point as if nothing
+    happened). One line, exit 130; the points that finished keep their folders."""
+    cut = next((r for r in results if r.status == "interrupted"), None)
+    if cut is not None:
+        done = sum(r.status != "interrupted" for r in results)
+        raise Interrupted(f"interrupted at {cut.point.label} ({cut.run_dir}): no answer"
+                          + (f"; {done} point(s) of that batch finished" if done else ""))
 
 
 def run_points(points: Sequence[Point], executor: PointExecutor,

@@ -9,16 +9,19 @@ the ramp spent against what the probe search would have spent.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from simulator.analysis.goodput import DEFAULT_TTFT_S
+from simulator.analysis.goodput import DEFAULT_TTFT_S, goodput_of_slos
 from simulator.analysis.ramp import plan_steps
 from simulator.analysis.sizing import SizingResult
 from simulator.analysis.slo import Slo
+from simulator.scenario.load import load_scenario
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
 
@@ -61,6 +64,13 @@ class RampAnswer:
     simulated: bool
     price_per_hour: float | None
     compared: list[tuple[str, SizingResult]] = field(default_factory=list)
+    interrupted: bool = False     # Ctrl-C/SIGTERM ended the ramp: its steps, no answer
+    compare_interrupted: str | None = None   # the ramp ran out; the search beside it did not
+
+    @property
+    def judged(self) -> int:
+        """How many steps were held and judged."""
+        return len(self.ramp.get("steps") or [])
 
     def search_seconds(self, result: SizingResult) -> float:
         """What a probe search spent: its probes' runs, each in its own time."""
@@ -68,7 +78,19 @@ class RampAnswer:
                    for p in [*result.probes, *result.unused])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ramp": dict(self.ramp), "run_dir": self.run_dir, "seconds": self.seconds,
+        """size.json's ramp answer; an interrupted ramp's is labelled so, its tiers'
+        `sessions` None (what the judged steps showed is `sessions_so_far`), so nothing
+        reading it takes the partial ramp for an answer."""
+        ramp = dict(self.ramp)
+        if self.interrupted:
+            ramp["tiers"] = [{**t, "sessions": None, "sessions_so_far": t.get("sessions"),
+                              "complete": False, "binding": None, "binding_kind": None,
+                              "margin": None, "confirmed": None}
+                             for t in ramp.get("tiers") or []]
+        return {"status": "interrupted" if self.interrupted else "completed",
+                "interrupted": self.interrupted, "judged_steps": self.judged,
+                "compare_interrupted": self.compare_interrupted,
+                "ramp": ramp, "run_dir": self.run_dir, "seconds": self.seconds,
                 "simulated": self.simulated, "price_per_hour": self.price_per_hour,
                 "compared": [{"name": name, "sessions": r.sessions,
                               "sessions_range": list(r.sessions_range),
@@ -82,16 +104,23 @@ class RampProfile:
 
     base: PointBase
     override: str
+    answers_interrupted = True    # an interrupted ramp's answer says so (RampAnswer)
 
     def plan(self, width: int) -> Generator[list[Point], list[PointResult], RampAnswer]:
-        point = self.base.point(None, extra=(self.override,), label="ramp",
-                                coords={"ramp": True})
+        # the ramp has its own length: a scenario's constant-load duration (kept for
+        # the probe search it is compared with) would cut it short
+        point = self.base.point(None, extra=("load.duration_s=null", self.override),
+                                label="ramp", coords={"ramp": True})
         (result,) = yield [point]
         result.raise_error("of the ramp")
-        s = result.summary
-        ramp = s.get("ramp") or {}
-        return RampAnswer(ramp, result.run_dir, s.get("wall_window_s"),
-                          bool(s.get("simulated")), s.get("price_per_hour"))
+        return answer_of(result.summary, result.run_dir, result.status == "interrupted")
+
+
+def answer_of(s: Mapping[str, Any], run_dir: str, interrupted: bool) -> RampAnswer:
+    """A ramp run's answer from its summary."""
+    return RampAnswer(s.get("ramp") or {}, run_dir, s.get("wall_window_s"),
+                      bool(s.get("simulated")), s.get("price_per_hour"),
+                      interrupted=interrupted)
 
 
 def start_from(answer: int, max_sessions: int) -> tuple[int, ...]:
@@ -108,3 +137,34 @@ def comparison_base(base: PointBase, has_duration: bool) -> PointBase:
     constant-load run (the scenario's `--duration`, else 10 minutes) from a warm start."""
     extra = () if has_duration else ("load.duration_s=600", "load.warm_start=true")
     return base.under("probe-search", extra)
+
+
+def refresh_size_answer(run_dir: Path, summary: Mapping[str, Any], status: str) -> Path | None:
+    """`run --resume` of a `size --ramp` run: its size folder's `size.json` (the run's
+    parent, naming this run) rewritten from the resumed run's ramp, the searches it was
+    compared with kept. None when the run is no size folder's ramp."""
+    path = run_dir.parent / "size.json"
+    try:
+        data = json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or "ramp" not in data or not summary.get("ramp") \
+            or Path(str(data.get("run_dir"))).resolve() != run_dir.resolve():
+        return None
+    new = answer_of(summary, str(data["run_dir"]), status == "interrupted").to_dict()
+    new["compared"] = data.get("compared") or []
+    path.write_text(json.dumps(new, indent=2, default=str) + "\n")
+    return path
+
+
+def goodput_overrides(scenario: str, slos: Sequence[Slo], tiers: Sequence[float],
+                      overrides: Sequence[str]) -> list[str]:
+    """`size`'s goodput overrides: goodput counts what the SLOs name (their TTFT bound,
+    their speed floor, `analysis.goodput.goodput_of_slos`), unless the scenario or a
+    --set gives goodput its own, or --tier carries its own per tier."""
+    if tiers:
+        return []
+    _, resolved = load_scenario(scenario, list(overrides))
+    g = None if "goodput" in resolved else goodput_of_slos(slos)
+    return [] if g is None else [f"goodput.ttft_s={g.ttft_s}",
+                                 f"goodput.output_tok_s={g.output_tok_s}"]
