@@ -16,7 +16,8 @@ instances are an aggregated fleet under session affinity, row for row.
 
 Reply extras (the rows' columns): `prefill_where` (remote | local), `kv_transfer_bytes`,
 `kv_transfer_wait_s` (decode admission → KV pulled, link queue included), `queue_s`
-(prefill queue + decode queue) and `replica` (the decode instance). A remote reply's
+(prefill queue + decode queue) and `replica` (the decode instance); a remote one also
+carries `prefill_queue_s` and `prefill_s` (its prefill instance's queue and compute). A remote reply's
 cache-read tokens are the prefill instance's hit: the prompt tokens nobody computed.
 """
 
@@ -213,12 +214,15 @@ class InProcessPD:
         resp = await dec.send(request, prefix_hashes=hashes,
                               kv_transfer=self.link.puller((pi, di)))
         x = resp.extra
-        p_queue = 0.0 if pres.first_scheduled is None else max(0.0, pres.first_scheduled - sent)
+        start = sent if pres.first_scheduled is None else max(sent, pres.first_scheduled)
+        p_queue = start - sent
+        p_compute = (pres.finished or start) - start
         tokens = int(x.get("remote_tokens", 0))
         usage = ReplyUsage(prompt_len, pres.cached_tokens, dec.engine.block_size,
                            resp.usage.output_tokens or 0).as_dict()
         extra = {**x, "queue_s": p_queue + float(x.get("queue_s") or 0.0),
                  "prefill_where": "remote", "prefill_instance": pi,
+                 "prefill_queue_s": p_queue, "prefill_s": p_compute,
                  "kv_transfer_bytes": int(round(tokens * self.link.bytes_per_token)),
                  "kv_transfer_wait_s": float(x.get("kv_transfer_wait_s", 0.0))}
         return dataclasses.replace(resp, timing=dataclasses.replace(resp.timing, sent=sent),
