@@ -488,7 +488,7 @@ class FleetSpec(_Frozen):
     prefill_router: Literal["least_loaded", "prefix_aware", "kv_cost",
                             "round_robin"] = "least_loaded"
     max_local_prefill: int = Field(default=1000, ge=0)
-    kv_link: str = Field(default="infiniband", min_length=1, max_length=40)
+    kv_link: str = Field(default="auto", min_length=1, max_length=40)   # auto: IB, RoCE, …
     kv_link_gb_s: float | None = Field(default=None, gt=0)      # inf: instantaneous
     kv_link_latency_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 

@@ -44,11 +44,17 @@ from simulator.twin.pd.policy import LinkSpec, PDConfig, prefill_remote
 from simulator.twin.serve.wire import ReplyUsage
 
 
+AUTO_ORDER = ("infiniband", "roce", "nvlink", "xgmi", "pcie")
+
+
 def link_spec(hardware: str, kind: str, gb_s: float | None = None,
               latency_s: float | None = None) -> LinkSpec:
-    """The card's `kind` KV link from its hardware profile, bandwidth (GB/s) and
+    """The card's `kind` KV link from its hardware profile ("auto": the first of
+    `AUTO_ORDER` it has), bandwidth (GB/s) and
     latency overridden where given; ValueError, one line, for a link the card lacks."""
     links = load_hardware(hardware).kv_links
+    if kind == "auto":        # the network a P/D deployment across nodes uses, if any
+        kind = next((k for k in AUTO_ORDER if k in links), "infiniband")
     base = links.get(kind)
     if base is None and (gb_s is None or latency_s is None):
         have = ", ".join(sorted(links)) or "none"
