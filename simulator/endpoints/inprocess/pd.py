@@ -43,7 +43,6 @@ from simulator.twin.pd.link import LinkQueues
 from simulator.twin.pd.policy import LinkSpec, PDConfig, prefill_remote
 from simulator.twin.serve.wire import ReplyUsage
 
-
 AUTO_ORDER = ("infiniband", "roce", "nvlink", "xgmi", "pcie")
 
 
