@@ -55,12 +55,14 @@ def link_spec(hardware: str, kind: str, gb_s: float | None = None,
     if kind == "auto":        # the network a P/D deployment across nodes uses, if any
         kind = next((k for k in AUTO_ORDER if k in links), "infiniband")
     base = links.get(kind)
-    if base is None and (gb_s is None or latency_s is None):
+    if gb_s is not None and latency_s is not None:
+        return LinkSpec(kind, gb_s * 1e9, latency_s)
+    if base is None:
         have = ", ".join(sorted(links)) or "none"
         raise ValueError(f"hardware {hardware} has no KV link {kind!r} (it has: {have}); "
                          "give fleet.kv_link_gb_s and fleet.kv_link_latency_s")
-    return LinkSpec(kind, gb_s * 1e9 if gb_s is not None else base.bytes_s,  # type: ignore[union-attr]
-                    latency_s if latency_s is not None else base.latency_s)  # type: ignore[union-attr]
+    return LinkSpec(kind, gb_s * 1e9 if gb_s is not None else base.bytes_s,
+                    latency_s if latency_s is not None else base.latency_s)
 
 
 class InProcessPD:
