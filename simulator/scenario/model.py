@@ -486,7 +486,7 @@ class FleetSpec(_Frozen):
     # pulled over the card's `kv_link` (hardware profile; bandwidth/latency overridable)
     prefill: int = Field(default=0, ge=0, le=1024)
     prefill_router: Literal["least_loaded", "prefix_aware", "kv_cost",
-                            "round_robin"] = "least_loaded"
+                            "round_robin"] = "prefix_aware"
     max_local_prefill: int = Field(default=1000, ge=0)
     kv_link: str = Field(default="auto", min_length=1, max_length=40)   # auto: IB, RoCE, …
     kv_link_gb_s: float | None = Field(default=None, gt=0)      # inf: instantaneous

@@ -53,7 +53,9 @@ class PDConfig:
     decode: int
     link: LinkSpec
     max_local_prefill: int = DYNAMO_MAX_LOCAL_PREFILL
-    prefill_router: Policy = "least_loaded"
+    # Dynamo's prefill router is KV-aware (its KvRouter over the prefill workers), as is
+    # llm-d's prefill scheduling profile: llm-d's prefix scorer by default
+    prefill_router: Policy = "prefix_aware"
 
     def __post_init__(self) -> None:
         for name, n in (("prefill", self.prefill), ("decode", self.decode)):
