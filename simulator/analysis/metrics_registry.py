@@ -355,6 +355,32 @@ METRICS += (
            compare=True),
 )
 
+# prefill/decode disaggregation on the twin (`analysis/pd.py`; None without P/D rows)
+_PD = "over ok turn rows of a P/D run (`fleet.prefill` > 0)"
+METRICS += (
+    Metric("remote_prefill_share", "share", "share of turns prefilled on a prefill "
+           "instance (the rest on their decode instance: uncached part ≤ the threshold)",
+           "count of prefill_where=remote / count with prefill_where, " + _PD),
+    Metric("kv_transfer_gb", "GB", "KV pulled from prefill to decode instances",
+           "Σ kv_transfer_bytes / 1e9, " + _PD, fmt="{:,.2f}"),
+    Metric("kv_transfer_wait_p95_s", "s", "95th percentile wait of a remote prefill's "
+           "decode instance for its KV (admission → pulled, link queue included)",
+           "95th percentile of kv_transfer_wait_s over remote rows, " + _PD, fmt="{:,.3f}"),
+    Metric("ttft_queue_share", "share", "share of TTFT spent queueing (prefill and decode "
+           "queues)", "Σ queue_s / Σ ttft_s, " + _PD),
+    Metric("ttft_transfer_share", "share", "share of TTFT spent waiting for KV transfer",
+           "Σ kv_transfer_wait_s / Σ ttft_s, " + _PD),
+    Metric("ttft_prefill_share", "share", "share of TTFT spent prefilling (and in the "
+           "decode instance's first step)", "1 − ttft_queue_share − ttft_transfer_share, "
+           + _PD),
+    Metric("prefill_utilization", "share", "busy share of the prefill instances",
+           "Σ engine seconds in forward passes / (run span × prefill instances)",
+           source="engine"),
+    Metric("decode_utilization", "share", "busy share of the decode instances",
+           "Σ engine seconds in forward passes / (run span × decode instances)",
+           source="engine"),
+)
+
 REGISTRY: Mapping[str, Metric] = {m.key: m for m in METRICS}
 
 # Keys older summary.json files used → the registry key (read, never written).

@@ -21,6 +21,7 @@ from simulator.analysis.closed_loop import closed_loop_figures
 from simulator.analysis.energy import energy_figures, fold
 from simulator.analysis.goodput import GoodputSlo, goodput_figures, goodput_from_manifest
 from simulator.analysis.kv_tier import tier_figures
+from simulator.analysis.pd import pd_figures
 from simulator.analysis.queueing import queue_figures, server_queue_mean_s
 from simulator.analysis.recall import recall_figures, without_probes
 from simulator.analysis.steady import SteadyConfig, config_from_manifest, steady_figures
@@ -277,6 +278,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
         # only samples gauges every few seconds and misses peaks between samples.
         out |= {k: v for k, v in engine_figures(engine_stats).items() if v is not None}
         out["engine"] = dict(engine_stats)
+    out |= pd_figures(turn_ok, engine_stats)
     agg = out["aggregate_tok_s"]
     out["price_per_hour"] = price_per_hour
     out["usd_per_mtok"] = (price_per_hour / (agg * 3600.0) * 1e6

@@ -28,11 +28,16 @@ def describe_target(manifest: Mapping[str, Any]) -> str:
     hw, model = _dict(profile.get("hardware")), _dict(profile.get("model"))
     http_twin = _dict(manifest.get("http_twin"))
     scenario = f"scenario {manifest.get('scenario', '?')}"
-    if ep.get("kind") == "twin-inprocess":
+    kind = ep.get("kind")
+    if kind in ("twin-inprocess", "twin-fleet", "twin-pd"):
         desc = f" ({hw['description']})" if hw.get("description") else ""
         name = str(model.get("name") or str(ep.get("model", "?")).split(":")[0])
+        what = {"twin-fleet": f"in-process twin, {ep.get('replicas', '?')} replicas behind "
+                              f"{ep.get('router', '?')}",
+                "twin-pd": f"in-process twin, P/D {ep.get('prefill', '?')} prefill : "
+                           f"{ep.get('decode', '?')} decode"}.get(str(kind), "in-process twin")
         return (f"hardware {ep.get('hardware', '?')}{desc}, model {name}, quantization "
-                f"{model.get('quantization', '?')} — SIMULATED (in-process twin); {scenario}")
+                f"{model.get('quantization', '?')} — SIMULATED ({what}); {scenario}")
     resolved = _dict(manifest.get("scenario_resolved"))
     if http_twin:
         return (f"hardware {http_twin.get('hardware', '?')}, model {http_twin.get('model', '?')}"

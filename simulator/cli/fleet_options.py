@@ -21,11 +21,13 @@ import click
 
 from simulator.errors import InputError
 from simulator.twin.fleet.router import POLICIES
+from simulator.twin.pd.policy import parse_split
 
 _META = "endurance.fleet_overrides"
 _URLS = "endurance.endpoint_urls"
 _REPLICAS = "endurance.replicas_list"
 _GIVEN = "endurance.fleet_given"     # which of --replicas, --router, --route were given
+_PD = "endurance.pd"                 # size: "search"; sweep: the P:D splits
 MAX_REPLICAS = 1024
 
 
@@ -51,6 +53,33 @@ def _replicas(ctx: click.Context, _param: Any, value: str | None) -> None:
     ctx.meta.setdefault(_META, []).append(f"fleet.replicas={counts[0]}")
 
 
+def _pd(ctx: click.Context, _param: Any, value: str | None) -> None:
+    """`--pd P:D` (run: P prefill + D decode instances, sugar for fleet.prefill=P and
+    fleet.replicas=D), `--pd P:D,P:D,…` (sweep), `--pd` alone (size --team: search)."""
+    if value is None:
+        return
+    ctx.meta.setdefault(_GIVEN, set()).add("--pd")
+    if value == "search":
+        if ctx.command.name != "size":
+            raise click.BadParameter("give a split, e.g. --pd 1:2 (--pd alone is "
+                                     "`size --team M --pd`)")
+        ctx.meta[_PD] = "search"
+        return
+    try:
+        pairs = [parse_split(x) for x in value.split(",")]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if len(set(pairs)) < len(pairs):
+        raise click.BadParameter(f"{value!r}: a split is listed twice")
+    if len(pairs) > 1:
+        if ctx.command.name != "sweep":
+            raise click.BadParameter(f"{value!r}: a list of P:D splits is for `sweep`")
+        ctx.meta[_PD] = pairs
+        return
+    p, d = pairs[0]
+    ctx.meta.setdefault(_META, []).extend([f"fleet.prefill={p}", f"fleet.replicas={d}"])
+
+
 def _store(key: str, flag: str) -> Callable[[click.Context, Any, Any], None]:
     def callback(ctx: click.Context, _param: Any, value: Any) -> None:
         if value is not None:
@@ -72,6 +101,11 @@ def _check(ctx: click.Context) -> None:
     if urls and "--router" in given:
         raise InputError("--router is the twin fleet's policy; over --endpoint URLs give "
                          "--route (and one --endpoint per server)")
+    if "--pd" in given and urls:
+        raise InputError("--pd splits the twin into prefill and decode instances; against "
+                         "servers point --endpoint at the disaggregated deployment's router")
+    if {"--pd", "--replicas"} <= given:
+        raise InputError("--pd P:D sets the decode instances (D) itself: drop --replicas")
     if urls and "--replicas" in given:
         raise InputError("--replicas is for the twin; against servers give one --endpoint "
                          "per replica (and --route)")
@@ -102,6 +136,11 @@ def fleet_options() -> list[Callable[[Any], Any]]:
         click.option("--router", type=choice, expose_value=False,
                      callback=_store("router", "--router"),
                      help="Twin fleet routing policy (default round_robin)."),
+        click.option("--pd", metavar="P:D", is_flag=False, flag_value="search", default=None,
+                     expose_value=False, callback=_pd,
+                     help="Twin: P prefill and D decode instances with KV transfer "
+                     "(docs/disaggregation.md); sweep: a list, e.g. 1:1,1:2,2:3; "
+                     "size --team M --pd: search the split and the cards."),
         click.option("--route", type=click.Choice(POLICIES[:3]), expose_value=False,
                      callback=_store("router", "--route"),
                      help="Routing over several --endpoint URLs, on the client."),
@@ -123,6 +162,16 @@ def replicas_list() -> list[int]:
         return []
     _check(ctx)
     return list(ctx.meta.get(_REPLICAS, []))
+
+
+def pd_choice() -> str | list[tuple[int, int]] | None:
+    """`--pd`: "search" (size), the splits to sweep (sweep), else None."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    _check(ctx)
+    value = ctx.meta.get(_PD)
+    return value if isinstance(value, str | list) else None
 
 
 def endpoint_urls() -> tuple[str, ...]:

@@ -156,11 +156,11 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
     copy shares; `--kv-offload-gib G1,G2` and `--replicas R1,R2` repeat the sweep per
     host tier size / fleet size."""
     from simulator.analysis.policy_sweep import split_listed_set
-    from simulator.cli.fleet_options import replicas_list
+    from simulator.cli.fleet_options import pd_choice, replicas_list
     from simulator.cli.twin_options import tiers
     from simulator.sweep.fanout import executor_for
     from simulator.sweep.pipeline import run_profile
-    from simulator.sweep.profiles import Outer, Sweep, replicas_dim, tiers_dim
+    from simulator.sweep.profiles import Outer, Sweep, pd_dim, replicas_dim, tiers_dim
     check_fan_out(endpoint, reset_prefix_cache, parallel, executor)
     listed = split_listed_set(sets)
     other_sets = tuple(listed[2]) if listed is not None else sets
@@ -173,6 +173,8 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
         outer.append(tiers_dim(sizes))
     if replicas := replicas_list():
         outer.append(replicas_dim(replicas, _router()))
+    if isinstance(pds := pd_choice(), list):
+        outer.append(pd_dim(pds))
     with executor_for(parallel, executor, ray_address) as ex, \
             watching(base.folder, as_json, "sweep"):      # the running point, live
         answer = run_profile(Sweep(base, inner, tuple(outer)), ex, progress_line(as_json))
@@ -330,6 +332,7 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
         raise InputError("size: --spec a,b is a sweep (one search runs one setting); run "
                          "`size` once per setting, or `sweep --spec a,b`")
     fleet = team is not None and any(_ROUTER.match(o) for o in _fleet())
+    pd_search = _pd_search(team, endpoint)
     if fleet and endpoint is not None:
         raise InputError("size --team --router: the fleet search runs on the twin (no --endpoint)")
     from simulator.sweep.ramp import goodput_overrides
@@ -369,7 +372,9 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                                     ex, on_done, as_json))
         result = _size_one(base, parsed, max_sessions, repeats, team, ex, on_done)
         fleet_answer = None
-        if fleet and team is not None:
+        if pd_search and team is not None:
+            fleet_answer = _size_pd(base, parsed, team, result.cards(), ex, on_done)
+        elif fleet and team is not None:
             from simulator.sweep.pipeline import run_profile
             from simulator.sweep.size import FleetProfile
             cards = result.cards()
@@ -388,6 +393,24 @@ def _show_team(base: Any, slos: tuple[Any, ...], spec: Any, routers: list[str], 
     data, text = team_report(result, base.folder)
     click.echo(json.dumps(data, default=str) if as_json else text)
     return 0 if result.replicas is not None else 1
+
+
+def _pd_search(team: int | None, endpoint: str | None) -> bool:
+    """`size --pd`: the P/D search (needs --team and the twin)."""
+    from simulator.cli.fleet_options import pd_choice
+    if pd_choice() != "search":
+        return False
+    if team is None or endpoint is not None:
+        raise InputError("size --pd searches a team's P:D split on the twin: give --team M "
+                         "and no --endpoint")
+    return True
+
+
+def _size_pd(base: Any, slos: tuple[Any, ...], team: int, cards: Any, ex: Any,
+             on_done: Any) -> Any:
+    from simulator.sweep.pd_size import PDProfile
+    from simulator.sweep.pipeline import run_profile
+    return run_profile(PDProfile(base, slos, team, cards[0] if cards else None), ex, on_done)
 
 
 def _fleet() -> list[str]:
@@ -415,16 +438,23 @@ def _show_size(result: Any, folder: Path, fleet: Any, as_json: bool) -> None:
     if result.unused:
         data["unused_run_dirs"] = [p.run_dir for p in result.unused]
     if fleet is not None:
-        data["fleet"] = fleet.to_dict()
+        data["pd" if _is_pd(fleet) else "fleet"] = fleet.to_dict()
     (folder / "size.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
     if as_json:
         click.echo(json.dumps(data, default=str))
         return
     click.echo(format_sizing(result, data["target"]))
-    if fleet is not None:
+    if fleet is not None and _is_pd(fleet):
+        from simulator.report.pd import format_pd_sizing
+        click.echo(format_pd_sizing(fleet))
+    elif fleet is not None:
         from simulator.report.sweeps import format_fleet_sizing
         click.echo(format_fleet_sizing(fleet))
     click.echo(str(folder))
+
+
+def _is_pd(answer: Any) -> bool:
+    return hasattr(answer, "split")
 
 
 def _run_dirs(probes: Sequence[Any]) -> dict[int, list[str]]:

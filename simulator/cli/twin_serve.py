@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 import click
 
@@ -50,10 +51,21 @@ def _host_gib(_ctx: click.Context, _param: click.Parameter, value: float) -> flo
               help="Engines behind this one URL (a fleet; /metrics labelled per replica).")
 @click.option("--router", type=click.Choice(POLICIES), default="round_robin",
               show_default=True, help="How the fleet routes requests (docs/fleet.md).")
+@click.option("--pd", "pd_split", metavar="P:D", default=None,
+              help="P prefill and D decode instances behind this URL, KV pulled over the "
+              "card's --kv-link (docs/disaggregation.md).")
+@click.option("--kv-link", default="auto", show_default=True,
+              help="--pd: the card's KV link (nvlink, infiniband, roce, pcie; auto: the "
+              "first network link it has).")
+@click.option("--max-local-prefill", type=click.IntRange(min=0), default=1000,
+              show_default=True, help="--pd: prompts with at most this many tokens uncached "
+              "on their decode instance are prefilled there (Dynamo's rule).")
 def serve_command(hardware: str, model: str, host: str, port: int, time_scale: float,
                   faults: str, cutoff_s: float | None, spec: str, seed: int,
                   max_model_len: int | None, instant: bool, kv_offload_gib: float = 0.0,
-                  replicas: int = 1, router: str = "round_robin") -> None:
+                  replicas: int = 1, router: str = "round_robin",
+                  pd_split: str | None = None, kv_link: str = "auto",
+                  max_local_prefill: int = 1000) -> None:
     """Serve the simulated engine over HTTP: POST /v1/messages, /v1/chat/completions,
     /v1/messages/count_tokens, /reset_prefix_cache, GET /v1/models, /health, /metrics
     (vLLM names), /debug/requests/{id}. Time runs at --time-scale (default 1: real time)."""
@@ -61,13 +73,15 @@ def serve_command(hardware: str, model: str, host: str, port: int, time_scale: f
         raise InputError(f"--time-scale {time_scale}: must be within (0, 1e6]")
     if cutoff_s is not None and not 0 < cutoff_s <= 86_400:
         raise InputError(f"--cutoff-s {cutoff_s}: must be within (0, 86400] seconds")
+    pd = _pd_config(pd_split, hardware, kv_link, max_local_prefill, replicas)
     from simulator.twin.serve.server import serve_forever, twin_app  # aiohttp: only when serving
     app, described = twin_app(hardware, model, spec=spec, seed=seed, time_scale=time_scale,
                               instant=instant, faults=parse_faults(faults), cutoff_s=cutoff_s,
                               context_window=max_model_len,
                               overrides={"kv_offload_gib": kv_offload_gib} if kv_offload_gib
                               else None, replicas=replicas,
-                              router=RouterConfig(router))  # type: ignore[arg-type]
+                              router=RouterConfig(router),  # type: ignore[arg-type]
+                              pd=pd)
 
     def announce(url: str) -> None:
         pace = ("real time: one simulated second takes one wall second; --time-scale K "
@@ -76,7 +90,8 @@ def serve_command(hardware: str, model: str, host: str, port: int, time_scale: f
         click.echo(f"endurance twin (simulated) {model} on {hardware}: {url} "
                    f"[{described.get('num_blocks')} KV blocks, time scale {time_scale:g}"
                    f"{', instant' if instant else ''}"
-                   f"{f', {replicas} replicas, {router}' if replicas > 1 else ''}: {pace}; "
+                   f"{f', {replicas} replicas, {router}' if replicas > 1 else ''}"
+                   f"{f', P/D {pd_split} over {pd.link.kind}' if pd else ''}: {pace}; "
                    "the prefix cache persists across runs: POST /reset_prefix_cache]", err=True)
 
     try:
@@ -85,3 +100,19 @@ def serve_command(hardware: str, model: str, host: str, port: int, time_scale: f
     except OSError as exc:      # port in use, no such host or address, no permission
         why = exc.strerror or str(exc)
         raise InputError(f"--host {host} --port {port}: cannot listen ({why})") from None
+
+
+def _pd_config(split: str | None, hardware: str, kind: str, threshold: int,
+               replicas: int) -> Any:
+    """`--pd P:D` as the P/D settings (None without); InputError, one line, otherwise."""
+    if split is None:
+        return None
+    if replicas > 1:
+        raise InputError("--pd P:D sets the instances itself: drop --replicas")
+    from simulator.endpoints.inprocess.pd import link_spec
+    from simulator.twin.pd.policy import PDConfig, parse_split
+    try:
+        p, d = parse_split(split)
+        return PDConfig(p, d, link_spec(hardware, kind), threshold)
+    except ValueError as exc:
+        raise InputError(f"--pd: {exc}") from None

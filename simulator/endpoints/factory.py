@@ -61,6 +61,8 @@ def _in_process(s: Scenario, target: EndpointTarget) -> Endpoint:
     hw, model = parse_twin(target.twin) if target.twin else (s.twin.hardware, s.twin.model)
     over = {**s.twin.engine_overrides(), **target.twin_overrides}
     spec = target.spec or s.twin.spec
+    if s.fleet.prefill > 0:    # deferred: as the twin above
+        return _pd(s, hw, model, spec, over)
     if s.fleet.replicas > 1:   # deferred: as the twin above
         from simulator.endpoints.inprocess.fleet import InProcessFleet
         from simulator.endpoints.routed import router_config
@@ -68,6 +70,23 @@ def _in_process(s: Scenario, target: EndpointTarget) -> Endpoint:
                               router=router_config(s.fleet), spec=spec, seed=s.seed,
                               overrides=over)
     return InProcessTwin(hw, model, spec=spec, seed=s.seed, overrides=over)
+
+
+def _pd(s: Scenario, hw: str, model: str, spec: str, over: dict[str, Any]) -> Endpoint:
+    """Prefill/decode instances of the twin (`fleet.prefill` > 0); InputError, one line,
+    for settings that cannot serve (a link the card lacks, a bad bandwidth)."""
+    # deferred: the twin loads only for an in-process run
+    from simulator.endpoints.inprocess.pd import InProcessPD, link_spec
+    from simulator.twin.pd.policy import PDConfig
+    f = s.fleet
+    try:
+        cfg = PDConfig(f.prefill, f.replicas,
+                       link_spec(hw, f.kv_link, f.kv_link_gb_s, f.kv_link_latency_s),
+                       f.max_local_prefill, f.prefill_router)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return InProcessPD(hw, model, config=cfg, affinity=router_config(f), spec=spec,
+                       seed=s.seed, overrides=over)
 
 
 def routed_endpoint(s: Scenario, urls: Sequence[str],

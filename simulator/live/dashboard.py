@@ -72,7 +72,10 @@ def final_line(r: RunFigures) -> str:
             f"{r.failed_requests:,} · output tokens {r.output_tokens:,} · "
             f"{_num(r.aggregate_tok_s, '{:,.2f}')} tok/s · TTFT p50 {_num(r.ttft_p50_s, '{:.4f}')} s"
             f" p95 {_num(r.ttft_p95_s, '{:.4f}')} s · compactions {r.compaction_events:,}"
-            + (f" ({comp})" if comp else "") + recall)
+            + (f" ({comp})" if comp else "") + recall
+            + ("" if r.remote_prefill_share is None else
+               f" · P/D remote prefills {_pct(r.remote_prefill_share)}, KV wait p95 "
+               f"{_num(r.kv_transfer_wait_p95_s, '{:.3f}')} s"))
 
 
 def _server_line(snap: LiveSnapshot) -> str | None:

@@ -145,6 +145,9 @@ class RunFigures:
     probe_requests: int = 0
     probes_answered: int = 0
     probe_recall: float | None = None
+    # P/D on the twin (None elsewhere): turns prefilled remotely, their KV wait
+    remote_prefill_share: float | None = None
+    kv_transfer_wait_p95_s: float | None = None
 
     def as_summary(self) -> dict[str, Any]:
         """These figures under their summary.json keys."""
@@ -315,6 +318,8 @@ class LiveFigures:
         self._steady_lo: float | None = None
         self._steady_noted = False
         self._first_done_end: float | None = None     # the first session to end, its end
+        self._pd = [0, 0]                 # P/D turns: remote, with a prefill_where
+        self._kv_wait: array[float] = array("d")
 
     def rebuild(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Fold these rows afresh in place of every row so far (a sharded run's merged
@@ -377,6 +382,12 @@ class LiveFigures:
                 self._ok_turns += 1
                 if ttft is not None:
                     self._ttft.append(ttft)
+                where = row.get("prefill_where")
+                if where is not None:
+                    self._pd[1] += 1
+                    if where == "remote":
+                        self._pd[0] += 1
+                        self._kv_wait.append(_f(row.get("kv_transfer_wait_s")) or 0.0)
                 ctx = row.get("context_tokens_est")
                 if ctx is not None and sid not in self._done:
                     self._context[sid] = int(ctx)
@@ -499,7 +510,9 @@ class LiveFigures:
             server_cache_read_share=cr / pt if pt > 0 else None,
             client_reusable_share=reus / ctx if ctx > 0 else None,
             probe_requests=self._probes, probes_answered=self._answered,
-            probe_recall=self._correct / self._answered if self._answered else None)
+            probe_recall=self._correct / self._answered if self._answered else None,
+            remote_prefill_share=self._pd[0] / self._pd[1] if self._pd[1] else None,
+            kv_transfer_wait_p95_s=exact_quantile(self._kv_wait, 0.95))
 
     def window(self, now_s: float, span_s: float) -> WindowFigures:
         """The rolling window: the whole buckets from `span_s` before the bucket that

@@ -145,7 +145,8 @@ def drop_torn_tail(path: Path) -> None:
 NULLABLE_INT_COLUMNS = ("input_tokens", "cache_read_tokens", "cache_creation_tokens",
                         "prompt_tokens", "output_tokens", "output_tokens_est", "http_status",
                         "spec_drafts", "spec_draft_tokens", "spec_accepted_tokens",
-                        "spec_forward_passes", "ngram_ref_passes", "ngram_ref_tokens")
+                        "spec_forward_passes", "ngram_ref_passes", "ngram_ref_tokens",
+                        "kv_transfer_bytes")
 
 
 def turns_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

@@ -86,6 +86,12 @@ class TurnRecord:
     kv_host_cached_tokens: int | None = None
     # a fleet (`--replicas`, several `--endpoint`s): the replica that answered ("0", …)
     replica: str | None = None
+    # prefill/decode disaggregation (the twin's `fleet.prefill`; None elsewhere): where
+    # the prompt was prefilled (remote | local to its decode instance), the KV bytes
+    # pulled to the decode instance, and its wait for them (s, link queue included)
+    prefill_where: str | None = None
+    kv_transfer_bytes: int | None = None
+    kv_transfer_wait_s: float | None = None
 
     def to_row(self) -> dict[str, Any]:
         """The row as a dict of its columns (what `dataclasses.asdict` gives: every field
@@ -134,6 +140,18 @@ _SPEC_EXTRAS = (("spec_drafts", "spec_drafts"), ("spec_draft_tokens", "spec_draf
                 ("ngram_ref_tokens", "ngram_ref_tokens"))
 _TIER_EXTRAS = (("preemptions", "num_preemptions"),
                 ("kv_host_cached_tokens", "host_cached_tokens"))
+
+
+def pd_columns(extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The per-request P/D columns from a reply's extras (None where absent: every
+    endpoint but the twin's P/D instances)."""
+    where = extra.get("prefill_where")
+    if where is None:
+        return {}
+    wait = extra.get("kv_transfer_wait_s")
+    return {"prefill_where": str(where),
+            **_int_columns(extra, (("kv_transfer_bytes", "kv_transfer_bytes"),)),
+            "kv_transfer_wait_s": float(wait) if isinstance(wait, int | float) else None}
 
 
 def spec_columns(extra: Mapping[str, Any]) -> dict[str, int | None]:

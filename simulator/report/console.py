@@ -126,6 +126,20 @@ def energy_row(s: Mapping[str, Any]) -> tuple[str, str]:
             f"({s.get('energy_source')})")
 
 
+def pd_rows(s: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The P/D figures (a run with `fleet.prefill` > 0)."""
+    def fmt(key: str) -> str:
+        return registry.REGISTRY[key].format(s.get(key))
+    return [("P/D: remote prefills / KV pulled (GB) / KV wait p95 (s)",
+             f"{fmt('remote_prefill_share')} / {fmt('kv_transfer_gb')} / "
+             f"{fmt('kv_transfer_wait_p95_s')}"),
+            ("P/D: TTFT queue / prefill / transfer",
+             f"{fmt('ttft_queue_share')} / {fmt('ttft_prefill_share')} / "
+             f"{fmt('ttft_transfer_share')}"),
+            ("P/D: prefill / decode utilisation",
+             f"{fmt('prefill_utilization')} / {fmt('decode_utilization')}")]
+
+
 def summary_table(s: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(label, formatted value) pairs shared by the terminal, markdown and HTML views:
     the registry's rows, with the request breakdown, compaction kinds and price beside."""
@@ -148,6 +162,8 @@ def summary_table(s: Mapping[str, Any]) -> list[tuple[str, str]]:
                              s.get("spec_acceptance_share")) + ")"))
         if label == "KV usage peak / preemptions" and s.get("gpu_power_mean_w") is not None:
             rows.append(energy_row(s))
+        if label == "KV usage peak / preemptions" and s.get("remote_prefill_share") is not None:
+            rows.extend(pd_rows(s))
         if label == "cache: server counters hit share" and s.get("probe_requests"):
             rows.append(recall_table_row(s))
         if label == "sessions / successful turns":

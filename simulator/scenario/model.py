@@ -489,6 +489,18 @@ class FleetSpec(_Frozen):
     prefix_weight: float = Field(default=3.0, ge=0)
     queue_weight: float = Field(default=2.0, ge=0)
     kv_weight: float = Field(default=2.0, ge=0)
+    # prefill/decode disaggregation (docs/disaggregation.md, `twin/pd`): `prefill` > 0
+    # adds that many prefill instances and makes the `replicas` decode instances
+    # (routed by session affinity); a prompt whose part uncached on its decode instance
+    # exceeds `max_local_prefill` tokens is prefilled remotely (Dynamo's rule), its KV
+    # pulled over the card's `kv_link` (hardware profile; bandwidth/latency overridable)
+    prefill: int = Field(default=0, ge=0, le=1024)
+    prefill_router: Literal["least_loaded", "prefix_aware", "kv_cost",
+                            "round_robin"] = "prefix_aware"
+    max_local_prefill: int = Field(default=1000, ge=0)
+    kv_link: str = Field(default="auto", min_length=1, max_length=40)   # auto: IB, RoCE, …
+    kv_link_gb_s: float | None = Field(default=None, gt=0)      # inf: instantaneous
+    kv_link_latency_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class Scenario(_WithDists):

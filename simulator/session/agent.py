@@ -32,7 +32,13 @@ from simulator.endpoints.base import (
 )
 from simulator.protocol.facts import edit_input
 from simulator.protocol.messages import TOOL_USE_OVERHEAD_TOKENS
-from simulator.records.rows import TurnRecord, derive_rates, spec_columns, tier_columns
+from simulator.records.rows import (
+    TurnRecord,
+    derive_rates,
+    pd_columns,
+    spec_columns,
+    tier_columns,
+)
 from simulator.scenario import content
 from simulator.scenario.model import RetryPolicy, Scenario, SummarizeCompaction, TurnTemplate
 from simulator.session import compaction as comp
@@ -577,7 +583,7 @@ class Agent:
             output_tokens_est=r.output_tokens_est, ttft_s=ttft, decode_tok_s=decode,
             turn_tok_s=turn_rate, e2e_s=e2e, stop_reason=r.stop_reason, http_status=r.status,
             queue_s=_opt_float(r.extra.get("queue_s")), replica=r.extra.get("replica"),
-            **spec_columns(r.extra), **tier_columns(r.extra)))
+            **spec_columns(r.extra), **tier_columns(r.extra), **pd_columns(r.extra)))
 
     def _record_failure(self, b: Attempt, wall: float, sent: float,
                         exc: EndpointError) -> None:

@@ -218,6 +218,17 @@ def replicas_dim(sizes: Sequence[int], router: str) -> Outer:
                  lambda r: f"{r} replica(s) behind {router}", lambda r: {"router": router})
 
 
+def pd_dim(splits: Sequence[tuple[int, int]]) -> Outer:
+    """P:D splits of the twin (`--pd 1:1,1:2`): P prefill + D decode instances each."""
+    return Outer("pd", tuple(f"{p}:{d}" for p, d in splits),
+                 lambda v: "pd-{}p{}d".format(*v.split(":")),
+                 lambda v: ("fleet.prefill={}".format(v.split(":")[0]),
+                            "fleet.replicas={}".format(v.split(":")[1])),
+                 lambda v: f"P/D {v} (prefill:decode)",
+                 lambda v: {"prefill": int(v.split(":")[0]),
+                            "decode": int(v.split(":")[1])})
+
+
 @dataclass(frozen=True)
 class Sweep:
     """A sweep profile: the inner kind, inside any outer dimensions (outermost first)."""

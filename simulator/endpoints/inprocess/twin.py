@@ -60,6 +60,7 @@ _Passes = list[int | None]                          # one slot: the count, once 
 _plans: OrderedDict[_PlanKey, tuple[tuple[object, tuple[object, ...]],
                                     tuple[array[int], str, str | None, _Passes]]] = OrderedDict()
 _plans_held = [0]                                   # ids in _plans
+_ONE_TOKEN = array("I", [0])     # a prefill instance's reply: one sampled token
 
 
 class InProcessTwin:
@@ -156,37 +157,60 @@ class InProcessTwin:
             raise EndpointError(ErrorType.BAD_REQUEST, str(exc), status=400) from None
 
     async def send(self, request: LLMRequest, *,
-                   prefix_hashes: Sequence[int] | None = None) -> LLMResponse:
+                   prefix_hashes: Sequence[int] | None = None,
+                   kv_transfer: Callable[[float, int], float] | None = None) -> LLMResponse:
         """The request on this engine; `prefix_hashes`: its prompt's block hash chain
-        where a fleet's router computed it (`EngineRequest.prefix_hashes`)."""
-        loop = asyncio.get_running_loop()
-        sent = loop.time()
+        where a fleet's router computed it (`EngineRequest.prefix_hashes`);
+        `kv_transfer`: a decode instance's pull of a remote prefill's KV
+        (`EngineRequest.kv_transfer`)."""
+        sent = asyncio.get_running_loop().time()
         prompt = self.prompt_of(request)
-        try:
-            reply.check_window(len(prompt), self.context_window)
-        except reply.PromptTooLong as exc:
-            raise EndpointError(ErrorType.CONTEXT_OVERFLOW, str(exc), status=400) from None
+        self._check_window(prompt)
         planned, counted = self._plan(request, prompt)
         ref_passes = self.ngram_meter.passes(prompt, planned.token_ids, request.session_id,
                                              known=counted[0])
         if counted[0] is None:
             counted[0] = ref_passes
+        res = await self._run(prompt, planned.token_ids, sent, request.session_id,
+                              prefix_hashes, kv_transfer)
+        return self._response(res, planned, sent, ref_passes)
+
+    async def prefill(self, request: LLMRequest, *,
+                      prefix_hashes: Sequence[int] | None = None) -> RequestResult:
+        """The request's prompt on this engine with one token to sample, as a prefill
+        instance serves it (vLLM's P/D proxy sends max_tokens=1 to the prefiller): the
+        engine's result, whose `finished` is when its KV is ready to be pulled."""
+        sent = asyncio.get_running_loop().time()
+        prompt = self.prompt_of(request)
+        self._check_window(prompt)
+        return await self._run(prompt, _ONE_TOKEN, sent, request.session_id, prefix_hashes)
+
+    def _check_window(self, prompt: array[int]) -> None:
+        try:
+            reply.check_window(len(prompt), self.context_window)
+        except reply.PromptTooLong as exc:
+            raise EndpointError(ErrorType.CONTEXT_OVERFLOW, str(exc), status=400) from None
+
+    async def _run(self, prompt: array[int], output: Sequence[int], sent: float,
+                   session: str, prefix_hashes: Sequence[int] | None,
+                   kv_transfer: Callable[[float, int], float] | None = None
+                   ) -> RequestResult:
+        """Submit one request to the engine and wait (virtually) for its result."""
         rid = f"req-{next(self._ids)}"
         if self.engine.is_idle():
             self.engine.run_until(sent)
         try:
-            self.engine.submit(EngineRequest(rid, prompt, planned.token_ids, sent,
-                                             request.session_id, prefix_hashes))
+            self.engine.submit(EngineRequest(rid, prompt, output, sent, session,
+                                             prefix_hashes, kv_transfer=kv_transfer))
         except RequestTooLong as exc:
             raise EndpointError(ErrorType.CONTEXT_OVERFLOW, str(exc), status=400) from None
-        fut: asyncio.Future[RequestResult] = loop.create_future()
+        fut: asyncio.Future[RequestResult] = asyncio.get_running_loop().create_future()
         self._waiters[rid] = fut
         self._wake_event().set()
         try:
-            res = await fut
+            return await fut
         finally:
             self._waiters.pop(rid, None)
-        return self._response(res, planned, sent, ref_passes)
 
     def _plan(self, request: LLMRequest,
               prompt: array[int]) -> tuple[reply.PlannedReply, _Passes]:
@@ -231,7 +255,7 @@ class InProcessTwin:
                                   "ngram_ref_passes": ref_passes,
                                   "queue_s": (None if res.first_scheduled is None
                                               else max(0.0, res.first_scheduled - sent)),
-                                  **self._tier_extra(res)})
+                                  **self._tier_extra(res), **_pd_extra(res)})
 
     def _tier_extra(self, res: RequestResult) -> dict[str, Any]:
         """The host tier's share of the hit, only when the engine has a tier."""
@@ -272,3 +296,11 @@ class InProcessTwin:
             if finished or not quiet_now():     # (alone at this instant: none to wait for)
                 for _ in range(_SETTLE_YIELDS):
                     await asyncio.sleep(0)
+
+
+def _pd_extra(res: RequestResult) -> dict[str, Any]:
+    """A decode instance's pull of a remote prefill's KV (only for such a request)."""
+    if not res.remote_tokens:
+        return {}
+    return {"remote_tokens": res.remote_tokens,
+            "kv_transfer_wait_s": res.kv_transfer_wait_s}

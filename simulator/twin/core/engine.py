@@ -206,6 +206,7 @@ class TwinEngine:
         seq = Seq(rid, tokens, prompt_len, len(tokens), res, prompt_len)
         seq.prefix_key = request.prefix_key
         seq.given_hashes = request.prefix_hashes
+        seq.kv_transfer = request.kv_transfer
         arrival = max(request.arrival, self.now)
         if arrival <= self.now:
             self._waiting.append(seq)
@@ -267,8 +268,10 @@ class TwinEngine:
         stop = min(t, self._pending[0][0]) if self._pending else t
         if self._loading and self._loading[0][0] < stop:
             stop = self._loading[0][0]
+        before = self.now
         done, self.now = run_burst(running, kv, k, self.now, stop, self._step_time, terms,
                                    self._room, self._room_since)
+        self.counters.busy_s += self.now - before
         self._burst_left = k - done
         self._room_since += done
         bs = kv.block_size
@@ -380,7 +383,9 @@ class TwinEngine:
             self._spec_seqs = self._spec_ctx = 0
         self.counters.steps += 1
         if self._link is None:
-            end = self.now + self._step_time(shape)
+            dur = self._step_time(shape)
+            self.counters.busy_s += dur
+            end = self.now + dur
             self.now = end
             return self._apply(sched, nums, end, emitted)
         # host tier: a step waits for a store channel more than a step behind (vLLM
@@ -389,7 +394,9 @@ class TwinEngine:
         if stall > 0:
             self.counters.offload_stall_s += stall
             self.now = self._store_fence
-        end = self.now + self._step_time(shape)
+        dur = self._step_time(shape)
+        self.counters.busy_s += dur
+        end = self.now + dur
         self.now = end
         if self.kv_cache_manager.stored_blocks:
             self._issue_stores(end)
@@ -586,12 +593,18 @@ class TwinEngine:
         tier = kv.tier is not None
         while waiting and budget > slots and len(running) < self.max_num_seqs:
             s = waiting[0]
-            if tier:
-                if s.blocks:                     # back from a host load
-                    if not self._resume_loaded(s, budget, sched, nums):
-                        break
-                    budget -= nums[-1]
+            if s.blocks:                         # back from a host load or a KV pull
+                if not self._resume_loaded(s, budget, sched, nums):
+                    break
+                budget -= nums[-1]
+                continue
+            if s.kv_transfer is not None:
+                pulled = self._admit_remote(s, admitted)
+                if pulled is None:               # no room for the pulled blocks
+                    break
+                if pulled:
                     continue
+            if tier:
                 loaded = self._admit_with_load(s, admitted)
                 if loaded is None:               # no room for the loaded blocks
                     break
@@ -659,6 +672,44 @@ class TwinEngine:
             if admitted is not None:
                 admitted.append(s.rid)
         self._start_load(s, host)
+        return True
+
+    def _admit_remote(self, s: Seq, admitted: list[str] | None) -> bool | None:
+        """Disaggregated serving, the decode side (vLLM's scheduler with a KV connector):
+        the prompt past the local prefix-cache hit is pulled from the prefill instance.
+        `s` takes blocks for the whole prompt now and waits off the batch, as
+        WAITING_FOR_REMOTE_KVS, without using the step's token budget; when the pull is
+        done it is scheduled with all but the prompt's last token computed (vLLM
+        recomputes that one to sample the first token). True: admitted to a pull; False:
+        nothing worth pulling (admit as usual); None: no room for the blocks."""
+        kv = self.kv_cache_manager
+        hit_blocks = kv.get_computed_blocks(s)
+        hit = len(hit_blocks) * kv.block_size
+        pull = s.num_tokens - hit
+        pull_fn, s.kv_transfer = s.kv_transfer, None     # one transfer per request
+        if pull <= 1 or pull_fn is None:
+            return False
+        if not kv.allocate_slots(s, pull, hit_blocks):
+            s.kv_transfer = pull_fn
+            self._admit_blocked = True
+            return None
+        ctr = self.counters
+        queries, hits = kv.make_prefix_cache_stats()
+        ctr.prefix_cache_queries += queries
+        ctr.prefix_cache_hits += hits
+        self._waiting.popleft()
+        s.num_computed = s.num_tokens - 1
+        done = max(pull_fn(self.now, pull), self.now)
+        if not s.admitted:
+            s.admitted = True
+            s.result.cached_tokens = hit
+            s.result.first_scheduled = self.now
+            if admitted is not None:
+                admitted.append(s.rid)
+        s.result.remote_tokens = pull
+        s.result.kv_transfer_wait_s += done - self.now
+        self._seqno += 1
+        heapq.heappush(self._loading, (done, self._seqno, s))
         return True
 
     def _resume_loaded(self, s: Seq, budget: int, sched: list[Seq],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from simulator.twin.core.block_pool import NO_BARE, Snapshot
@@ -44,6 +44,8 @@ class Seq:
     junction: int = 0          # hybrids: shared-prefix junction (vLLM
     #                            `Request.shared_prefix_boundary`), 0: none
     admitted: bool = False
+    # `EngineRequest.kv_transfer`: the pull of a remote prefill's KV, until admission
+    kv_transfer: Callable[[float, int], float] | None = None
     index: NgramIndex | None = None
     d_start: int = 0           # this step's draft: tokens[d_start:d_start+d_count]
     d_count: int = 0

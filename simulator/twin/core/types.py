@@ -8,7 +8,7 @@ what each step emitted).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -98,6 +98,12 @@ class EngineRequest:
     # what the request samples with, resolved by the serving side (the model's
     # generation config where the request said nothing); None: vLLM's neutral values
     sampling: SamplingParams | None = None
+    # disaggregated serving (`twin/pd`): the prompt was prefilled on another instance
+    # and its KV past this engine's own prefix-cache hit is pulled from there (vLLM's
+    # NixlConnector: `get_num_new_matched_tokens` returns prompt − local hit, loaded
+    # asynchronously). Called once, at admission, with (now, tokens to pull); returns
+    # when the pull is done. None: an ordinary request
+    kv_transfer: Callable[[float, int], float] | None = None
 
 
 @dataclass(slots=True)
@@ -117,6 +123,8 @@ class RequestResult:
     decode_steps: int = 0             # steps that emitted tokens for it (tokens/pass)
     host_cached_tokens: int = 0       # of cached_tokens, loaded from the host KV tier
     kv_load_s: float = 0.0            # waiting for host → HBM loads (engine seconds)
+    remote_tokens: int = 0            # P/D: prompt tokens whose KV came from a prefill
+    kv_transfer_wait_s: float = 0.0   # P/D: admission → their pull done (engine seconds)
 
     @property
     def first_token(self) -> float | None:
@@ -156,6 +164,7 @@ class EngineCounters:
     offload_store_bytes: int = 0
     offload_store_time_s: float = 0.0
     offload_stall_s: float = 0.0    # steps delayed by a store channel behind (fence)
+    busy_s: float = 0.0             # engine seconds spent in forward passes (utilisation)
 
 
 class Engine(Protocol):

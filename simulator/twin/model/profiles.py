@@ -126,6 +126,16 @@ class HostLink(_Strict):
     source: str
 
 
+class KVLink(_Strict):
+    """A path a prefill instance's KV takes to a decode instance (disaggregated serving,
+    `twin/pd`): sustained one-direction bandwidth of an RDMA/P2P read and a fixed cost
+    per transfer (the connector's descriptor set-up, post and completion notification)."""
+
+    bytes_s: float = Field(gt=0)
+    latency_s: float = Field(ge=0)
+    source: str
+
+
 class HardwareProfile(_Strict):
     name: str
     description: str = ""
@@ -140,6 +150,8 @@ class HardwareProfile(_Strict):
     # behaviour under speculation (`execution`); None: not a CUDA card (no graphs modelled)
     compute_capability: tuple[int, int] | None = None
     host_link: HostLink | None = None      # for a host KV tier; None: the card has none modelled
+    # card-to-card links for P/D KV transfer, by kind (nvlink, infiniband, roce, pcie)
+    kv_links: dict[str, KVLink] = Field(default_factory=dict)
     engine: dict[str, Any] = Field(default_factory=dict)   # overrides of engine.yaml
     sources: dict[str, str]
 
@@ -254,7 +266,8 @@ _SOURCED_WHEN_SET = {"linear_attn_flops_per_token", "linear_attn_bytes_per_token
 
 
 def _numeric_fields(model: BaseModel) -> list[str]:
-    skip = {"efficiency", "engine", "host_link", "sources", "speculation", "quantizations", "sliding_window",
+    skip = {"efficiency", "engine", "host_link", "kv_links", "sources", "speculation",
+            "quantizations", "sliding_window",
             "drafters", "spec_disables_cuda_graphs", "kv_dtype_default",
             "attn_flops_per_pair", "kv_cache_bytes", "recurrent_state_bytes_per_layer"}
     return [k for k, v in model if k not in skip and not isinstance(v, str) and v is not None

@@ -30,6 +30,8 @@ from simulator.twin.core.types import Engine
 from simulator.twin.fleet.router import Router, RouterConfig
 from simulator.twin.fleet.service import FleetService, session_key
 from simulator.twin.model.perf_model import build_perf_model
+from simulator.twin.pd.policy import PDConfig
+from simulator.twin.pd.service import PDService
 from simulator.twin.serve import openai_wire, reply, wire
 from simulator.twin.serve.faults import (
     ERROR_REPLIES,
@@ -180,10 +182,14 @@ async def _reply(request: web.Request, st: _State, body: dict[str, Any], prompt:
     planned = reply.plan_for(prompt, max_tokens, request.headers,
                              context_window=cfg.context_window, seed=cfg.seed)
     service = st.service
-    if isinstance(service, FleetService):       # a fleet: the router picks the replica
-        service = service.pick(prompt, session_key(body, request.headers))
     try:
-        stream = service.submit(prompt, planned.token_ids)
+        if isinstance(service, PDService):      # P/D: prefill (maybe remote), then decode
+            service, stream = await service.place(prompt, planned.token_ids,
+                                                  session_key(body, request.headers))
+        else:
+            if isinstance(service, FleetService):   # a fleet: the router picks the replica
+                service = service.pick(prompt, session_key(body, request.headers))
+            stream = service.submit(prompt, planned.token_ids)
     except RequestTooLong as exc:
         return _error(400, "invalid_request_error", str(exc), chat=fmt is not wire)
     writer = ReplyWriter(request, service, stream, model=str(body.get("model") or cfg.model),
@@ -262,7 +268,9 @@ async def _not_found(request: web.Request) -> web.Response:
 
 def create_app(engine: Engine, config: ServerConfig,
                *, tokenizer: PromptTokenizer | None = None,
-               replicas: Sequence[Engine] = (), router: Router | None = None) -> web.Application:
+               replicas: Sequence[Engine] = (), router: Router | None = None,
+               pd: PDConfig | None = None, kv_bytes_per_token: float = 0.0,
+               ) -> web.Application:
     """The aiohttp app around `engine`; its real-time driver task runs for the app's
     lifetime (started on startup, cancelled on cleanup). With `replicas` (more engines)
     and a `router`: a fleet behind this one URL (`fleet_service`)."""
@@ -271,7 +279,10 @@ def create_app(engine: Engine, config: ServerConfig,
     services = [TwinService(e, time_scale=config.time_scale, instant=config.instant,
                             on_finish=metrics.observe) for e in engines]
     service: TwinService | FleetService = services[0]
-    if len(engines) > 1:
+    if pd is not None:          # the first pd.decode engines decode, the rest prefill
+        service = PDService(services[:pd.decode], services[pd.decode:], pd,
+                            kv_bytes_per_token, router.config if router else None)
+    elif len(engines) > 1:
         service = FleetService(services, router or Router(RouterConfig(), len(engines)))
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.on_response_prepare.append(_announce)
@@ -326,9 +337,13 @@ def twin_app(hardware: str, model: str, *, spec: str = "off", seed: int = 0,
              cutoff_s: float | None = None, context_window: int | None = None,
              overrides: dict[str, Any] | None = None,
              replicas: int = 1, router: RouterConfig | None = None,
+             pd: PDConfig | None = None,
              ) -> tuple[web.Application, dict[str, Any]]:
     """The HTTP twin for profile names (InputError for unknown ones) and its description;
-    `replicas` > 1: that many engines behind `router` (default round robin)."""
+    `replicas` > 1: that many engines behind `router` (default round robin); `pd`:
+    prefill and decode instances instead (`twin.pd.service`)."""
+    if pd is not None:
+        replicas = pd.cards
 
     perf = build_perf_model(hardware, model, spec=spec, overrides=overrides)
     window = engine_config(perf, context_window=context_window).scheduler.max_model_len
@@ -338,7 +353,9 @@ def twin_app(hardware: str, model: str, *, spec: str = "off", seed: int = 0,
     more = [TwinEngine(build_perf_model(hardware, model, spec=spec, overrides=overrides))
             for _ in range(replicas - 1)]
     fleet = Router(router or RouterConfig(), replicas) if replicas > 1 else None
-    return create_app(TwinEngine(perf), config, replicas=more, router=fleet), perf.describe()
+    app = create_app(TwinEngine(perf), config, replicas=more, router=fleet, pd=pd,
+                     kv_bytes_per_token=float(getattr(perf, "kv_bytes_per_token", 0.0)))
+    return app, perf.describe()
 
 
 async def serve_forever(app: web.Application, host: str, port: int,

@@ -122,8 +122,10 @@ class TwinService:
         self.steps = 0
 
     def submit(self, prompt_tokens: Sequence[int], plan: Sequence[int],
-               request_id: str | None = None) -> RequestStream:
-        """Queue a request in the engine now; the driver task will play it out."""
+               request_id: str | None = None,
+               kv_transfer: Callable[[float, int], float] | None = None) -> RequestStream:
+        """Queue a request in the engine now; the driver task will play it out
+        (`kv_transfer`: a decode instance's pull of a remote prefill's KV)."""
         rid = request_id or f"msg_twin_{next(self._ids):08d}"
         now = self.clock()
         if self.engine.is_idle():
@@ -131,7 +133,8 @@ class TwinService:
         stream = RequestStream(rid, len(prompt_tokens), tuple(plan), received=now,
                                engine_arrival=self.engine.now)
         self._streams[rid] = stream
-        self.engine.submit(EngineRequest(rid, prompt_tokens, stream.plan, self.engine.now))
+        self.engine.submit(EngineRequest(rid, prompt_tokens, stream.plan, self.engine.now,
+                                         kv_transfer=kv_transfer))
         self._wake.set()
         return stream
 

@@ -1,0 +1,1 @@
+"""Disaggregated serving: prefill and decode instances and the KV link between them."""
