@@ -9,8 +9,6 @@ residuals (relative errors), over the log of each free term, with bounds; numpy 
 from __future__ import annotations
 
 import csv
-import functools
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from simulator.errors import InputError
 from simulator.twin.model.perf_model import RooflinePerfModel, decode_tok_s, prefill_seconds
@@ -30,6 +28,7 @@ from simulator.twin.model.profiles import (
     load_hardware,
     load_model,
 )
+from simulator.twin.spec_decode.exchanges import load_exchanges
 from simulator.twin.spec_decode.ngram import NgramSpec, parse_spec
 from simulator.twin.spec_decode.replay import replay_streams
 from simulator.util.bounded import regular_file
@@ -53,6 +52,21 @@ MAX_MEASURED = 1e12          # tok/s, seconds, tokens or a ratio
 MAX_BATCH = 1 << 20          # running sequences (vLLM's max_num_seqs, as `--max-num-seqs`)
 MAX_CONTEXT = 100_000_000    # tokens (a scenario's context window bound)
 MAX_POINTS_BYTES = 64 << 20  # a points file
+# a spec_replay point: vLLM's prompt lookup is a few tokens (default 5; each step tries
+# every length from max down to min), streams are what one server runs at once, and one
+# prediction replays batch × the exchanges' tokens at ~100k tokens/s (a fit predicts
+# each point tens of times)
+MAX_PROMPT_LOOKUP = 128
+MAX_REPLAY_STREAMS = 1024
+MAX_REPLAY_TOKENS = 2_000_000
+# the unit each kind's prediction is in (`predict`), and what it is
+UNITS: dict[str, tuple[str, ...]] = {
+    "decode": ("tok_s",), "prefill": ("s", "tok_s"), "kv_capacity": ("tokens",),
+    "spec_decode": ("tok_s", "ratio"), "spec_replay": ("tok_s",)}
+UNIT_MEANS = {
+    "decode": "decode tokens/s", "prefill": "TTFT seconds or prompt tokens/s",
+    "kv_capacity": "KV cache tokens", "spec_decode": "the run's figure or its ratio to "
+    "speculation off", "spec_replay": "Σ output tokens / Σ request seconds (tok_s)"}
 
 
 class Observation(BaseModel):
@@ -93,8 +107,31 @@ class Observation(BaseModel):
     # value is Σ output tokens / Σ request seconds, the twin's by replaying those ids
     # (`spec_decode.replay.replay_streams`): its acceptance is the real text's
     exchanges: str | None = None
-    prompt_lookup_min: int = Field(default=5, ge=1)
-    prompt_lookup_max: int = Field(default=5, ge=1)
+    prompt_lookup_min: int = Field(default=5, ge=1, le=MAX_PROMPT_LOOKUP)
+    prompt_lookup_max: int = Field(default=5, ge=1, le=MAX_PROMPT_LOOKUP)
+
+    @model_validator(mode="after")
+    def _fits_its_kind(self) -> Observation:
+        """The unit the prediction of this kind is in (a point in seconds is never
+        compared with a rate); a spec_replay point's n-gram setting and streams."""
+        units = UNITS[self.kind]
+        if self.unit not in units:
+            raise ValueError(f"a {self.kind} point is measured in {' or '.join(units)}, "
+                             f"not {self.unit}: the twin predicts {UNIT_MEANS[self.kind]}")
+        if self.kind == "spec_replay":
+            spec = parse_spec(self.spec)      # ValueError: names the forms it takes
+            if not isinstance(spec, NgramSpec):
+                raise ValueError(f"spec_replay replays n-gram speculation: spec must be "
+                                 f"ngram:K, not {self.spec!r}")
+            if self.prompt_lookup_min > self.prompt_lookup_max:
+                raise ValueError(f"prompt_lookup_min {self.prompt_lookup_min} is above "
+                                 f"prompt_lookup_max {self.prompt_lookup_max}")
+            if self.batch > MAX_REPLAY_STREAMS:
+                raise ValueError(f"spec_replay with {self.batch:,} streams: at most "
+                                 f"{MAX_REPLAY_STREAMS:,} (each replays every exchange)")
+            if self.exchanges is None:
+                raise ValueError("a spec_replay point needs an exchanges file")
+        return self
 
 
 PER_STREAM_FIGURES = frozenset({"decode_tok_s_median", "per_session_tok_s"})
@@ -166,9 +203,14 @@ def load_points(path: str | Path) -> PointsFile:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
-        raise InputError(f"{p}: {loc}: {err['msg']}") from None
-    return pf.model_copy(update={"points": [_exchanges_near(_near(o, p.parent), p.parent)
-                                            for o in pf.points]})
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise InputError(f"{p}: {loc}: {msg}") from None
+    pf = pf.model_copy(update={"points": [_exchanges_near(_near(o, p.parent), p.parent)
+                                          for o in pf.points]})
+    for o in pf.points:      # an exchanges file is refused now, not mid-fit
+        if o.kind == "spec_replay":
+            replay_exchanges(o)
+    return pf
 
 
 def _near(obs: Observation, base: Path) -> Observation:
@@ -216,29 +258,37 @@ def scenario_point(pm: RooflinePerfModel, obs: Observation, spec: str) -> Scenar
     return ScenarioPoint(obs.scenario, obs.code_edit, (*over, *obs.overrides), spec, terms)
 
 
-@functools.lru_cache(maxsize=8)
-def load_exchanges(path: str) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
-    """[prompt ids, reply ids] pairs from a JSON file (a spec_replay point's)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return tuple((tuple(int(t) for t in p), tuple(int(t) for t in r)) for p, r in data)
-    except (OSError, ValueError, TypeError) as exc:
-        raise InputError(f"{path}: cannot read exchanges ({exc})") from exc
+def replay_exchanges(obs: Observation, kv_tokens: int | None = None
+                     ) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+    """A spec_replay point's exchanges, checked against what one replay may cost
+    (`MAX_REPLAY_TOKENS`) and, given `kv_tokens`, against the twin's KV cache."""
+    label = obs.label or "spec_replay"
+    if obs.exchanges is None:
+        raise InputError(f"fit: spec_replay point {label!r} names no exchanges file")
+    exchanges = load_exchanges(obs.exchanges)
+    work = obs.batch * sum(len(p) + len(r) for p, r in exchanges)
+    if work > MAX_REPLAY_TOKENS:
+        raise InputError(f"fit: spec_replay point {label!r}: {obs.batch:,} streams × the "
+                         f"exchanges' tokens is {work:,} tokens to replay per prediction "
+                         f"(at most {MAX_REPLAY_TOKENS:,}); fewer streams or exchanges")
+    if kv_tokens is not None:
+        for n, (p, r) in enumerate(exchanges):
+            if len(p) + len(r) > kv_tokens:
+                raise InputError(f"{obs.exchanges}: exchange {n}: {len(p) + len(r):,} "
+                                 f"tokens exceed the twin's KV cache of {kv_tokens:,}")
+    return exchanges
 
 
 def _spec_replay(pm: RooflinePerfModel, obs: Observation) -> float:
     """The real replies of a spec_replay point replayed by `pm`'s card and terms with
     the point's n-gram speculation: Σ output tokens / Σ request seconds."""
-    if obs.exchanges is None:
-        raise InputError(f"fit: spec_replay point {obs.label!r} names no exchanges file")
-    parsed = parse_spec(obs.spec)
-    if not isinstance(parsed, NgramSpec):
-        raise InputError(f"fit: spec_replay point {obs.label!r}: spec must be ngram:K")
+    parsed = parse_spec(obs.spec)     # checked by Observation: an n-gram setting
+    assert isinstance(parsed, NgramSpec)
     spec = NgramSpec(parsed.num_speculative_tokens, obs.prompt_lookup_min,
                      obs.prompt_lookup_max)
     on = RooflinePerfModel(pm.hardware, pm.model, pm.engine.model_copy(
         update={"spec": obs.spec}), pm.efficiency, quantization=pm.quantization)
-    pairs = replay_streams(load_exchanges(obs.exchanges), spec, obs.batch, on)
+    pairs = replay_streams(replay_exchanges(obs, on.kv_capacity_tokens()), spec, obs.batch, on)
     seconds = sum(s for _, s in pairs)
     if seconds <= 0:
         raise InputError(f"fit: spec_replay point {obs.label!r}: nothing to replay")
