@@ -204,9 +204,12 @@ def test_telemetry_block_folds_a_resumed_runs_parts() -> None:
 
 # ------------------------------------------------------------ a whole run -------
 @pytest.mark.slow
-def test_a_run_with_lying_targets_finishes_and_says_so_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2], ids=["one-process", "two-workers"])
+def test_a_run_with_lying_targets_finishes_and_says_so_once(tmp_path: Path,
+                                                           workers: int) -> None:
+    """Sharded, a worker scrapes the targets: its health events reach the run's block."""
     path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(small_scenario(turns=6, sessions=1, think_time_s=0.5)))
+    path.write_text(yaml.safe_dump(small_scenario(turns=6, sessions=2, think_time_s=0.5)))
     twice = power_text(180.0, 70.0, 70.0, uuids=("GPU-a", "GPU-b", "GPU-b"))
     with twin_in_thread(time_scale=10.0) as url, \
             lying_server(prom(b"\xff" + power_text(100.0))) as non_utf8, \
@@ -215,7 +218,7 @@ def test_a_run_with_lying_targets_finishes_and_says_so_once(tmp_path: Path) -> N
         targets = [u + "/metrics" for u in (non_utf8, negative, duplicated)]
         proc = subprocess.run(
             [sys.executable, "-m", "simulator", "run", str(path), "--endpoint", url,
-             "--out", str(tmp_path), "--progress", "off",
+             "--out", str(tmp_path), "--progress", "off", "--workers", str(workers),
              *[a for t in targets for a in ("--scrape", t)]],
             cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
