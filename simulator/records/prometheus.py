@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from simulator.records.scrape_bounds import MAX_BODY_BYTES, ScrapeRefused, checked_text
+
 if TYPE_CHECKING:
     import aiohttp
 
@@ -86,33 +88,7 @@ DIALECTS: dict[str, dict[str, tuple[str, Kind, Agg]]] = {
 # how a dialect's sample names begin (default: its name and a colon)
 PREFIXES: dict[str, str] = {"dcgm": "DCGM_FI_"}
 MAPPED: frozenset[str] = frozenset(n for d in DIALECTS.values() for n in d)
-
-# a scrape's bounds: a vLLM /metrics is ~100 KB, a DCGM exporter's for 8 GPUs less; a
-# 2 MiB body parses in ~0.6 s on the run's loop, a longer one would stall the sessions
-MAX_BODY_BYTES = 2 << 20
-MAX_LINE_CHARS = 64 << 10
 MAX_NOTES = 8             # a target failing every scrape of a long run: the first few
-
-
-class ScrapeRefused(ValueError):
-    """A scrape body refused before it is parsed: too big, a line too long, not UTF-8."""
-
-
-def checked_text(body: str | bytes) -> str:
-    """The scrape body as text, or ScrapeRefused (see the module docstring)."""
-    size = len(body)
-    if size > MAX_BODY_BYTES:
-        raise ScrapeRefused(f"body over {MAX_BODY_BYTES >> 20} MiB")
-    if isinstance(body, bytes):
-        try:
-            body = body.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ScrapeRefused(f"not UTF-8 text (byte {exc.start:,})") from None
-    longest = max(map(len, body.split("\n")), default=0)
-    if longest > MAX_LINE_CHARS:
-        raise ScrapeRefused(f"a line of {longest:,} characters (limit {MAX_LINE_CHARS:,})")
-    return body
-
 
 def _series_key(name: str, labels: dict[str, str]) -> tuple[str, ...]:
     """Which series a sample belongs to: its name and labels, or for DCGM its name and

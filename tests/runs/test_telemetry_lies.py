@@ -22,13 +22,8 @@ import pytest
 import yaml
 
 from simulator.analysis.energy import energy_figures, fold, telemetry_block
-from simulator.records.prometheus import (
-    MAX_BODY_BYTES,
-    MetricsScraper,
-    ScrapeRefused,
-    checked_text,
-    parse_metrics,
-)
+from simulator.records.prometheus import MetricsScraper, parse_metrics
+from simulator.records.scrape_bounds import MAX_BODY_BYTES, ScrapeRefused, checked_text
 from tests.conftest import small_scenario
 from tests.http_twin import twin_in_thread
 from tests.lying_servers import Reply, garbage_status, html_200, json_gb, lying_server, silent

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from simulator.errors import InputError
 from simulator.twin.model.perf_model import RooflinePerfModel, decode_tok_s, prefill_seconds
+from simulator.twin.model.point_checks import MAX_PROMPT_LOOKUP, check_point
 from simulator.twin.model.profiles import (
     DEFAULT_FREE,
     Efficiency,
@@ -28,7 +29,7 @@ from simulator.twin.model.profiles import (
     load_hardware,
     load_model,
 )
-from simulator.twin.spec_decode.exchanges import load_exchanges
+from simulator.twin.spec_decode.exchanges import Exchange, checked_replay
 from simulator.twin.spec_decode.ngram import NgramSpec, parse_spec
 from simulator.twin.spec_decode.replay import replay_streams
 from simulator.util.bounded import regular_file
@@ -52,23 +53,6 @@ MAX_MEASURED = 1e12          # tok/s, seconds, tokens or a ratio
 MAX_BATCH = 1 << 20          # running sequences (vLLM's max_num_seqs, as `--max-num-seqs`)
 MAX_CONTEXT = 100_000_000    # tokens (a scenario's context window bound)
 MAX_POINTS_BYTES = 64 << 20  # a points file
-# a spec_replay point: vLLM's prompt lookup is a few tokens (default 5; each step tries
-# every length from max down to min), streams are what one server runs at once, and one
-# prediction replays batch × the exchanges' tokens at ~100k tokens/s (a fit predicts
-# each point tens of times)
-MAX_PROMPT_LOOKUP = 128
-MAX_REPLAY_STREAMS = 1024
-MAX_REPLAY_TOKENS = 2_000_000
-# the unit each kind's prediction is in (`predict`), and what it is
-UNITS: dict[str, tuple[str, ...]] = {
-    "decode": ("tok_s",), "prefill": ("s", "tok_s"), "kv_capacity": ("tokens",),
-    "spec_decode": ("tok_s", "ratio"), "spec_replay": ("tok_s",)}
-UNIT_MEANS = {
-    "decode": "decode tokens/s", "prefill": "TTFT seconds or prompt tokens/s",
-    "kv_capacity": "KV cache tokens", "spec_decode": "the run's figure or its ratio to "
-    "speculation off", "spec_replay": "Σ output tokens / Σ request seconds (tok_s)"}
-
-
 class Observation(BaseModel):
     """One measured figure. Units: tok_s (decode aggregate or prompt tokens / TTFT),
     s (TTFT), tokens (KV capacity)."""
@@ -112,25 +96,9 @@ class Observation(BaseModel):
 
     @model_validator(mode="after")
     def _fits_its_kind(self) -> Observation:
-        """The unit the prediction of this kind is in (a point in seconds is never
-        compared with a rate); a spec_replay point's n-gram setting and streams."""
-        units = UNITS[self.kind]
-        if self.unit not in units:
-            raise ValueError(f"a {self.kind} point is measured in {' or '.join(units)}, "
-                             f"not {self.unit}: the twin predicts {UNIT_MEANS[self.kind]}")
-        if self.kind == "spec_replay":
-            spec = parse_spec(self.spec)      # ValueError: names the forms it takes
-            if not isinstance(spec, NgramSpec):
-                raise ValueError(f"spec_replay replays n-gram speculation: spec must be "
-                                 f"ngram:K, not {self.spec!r}")
-            if self.prompt_lookup_min > self.prompt_lookup_max:
-                raise ValueError(f"prompt_lookup_min {self.prompt_lookup_min} is above "
-                                 f"prompt_lookup_max {self.prompt_lookup_max}")
-            if self.batch > MAX_REPLAY_STREAMS:
-                raise ValueError(f"spec_replay with {self.batch:,} streams: at most "
-                                 f"{MAX_REPLAY_STREAMS:,} (each replays every exchange)")
-            if self.exchanges is None:
-                raise ValueError("a spec_replay point needs an exchanges file")
+        check_point(self.kind, self.unit, spec=self.spec, batch=self.batch,
+                    lookup=(self.prompt_lookup_min, self.prompt_lookup_max),
+                    exchanges=self.exchanges)
         return self
 
 
@@ -258,25 +226,14 @@ def scenario_point(pm: RooflinePerfModel, obs: Observation, spec: str) -> Scenar
     return ScenarioPoint(obs.scenario, obs.code_edit, (*over, *obs.overrides), spec, terms)
 
 
-def replay_exchanges(obs: Observation, kv_tokens: int | None = None
-                     ) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
-    """A spec_replay point's exchanges, checked against what one replay may cost
-    (`MAX_REPLAY_TOKENS`) and, given `kv_tokens`, against the twin's KV cache."""
+def replay_exchanges(obs: Observation, kv_tokens: int | None = None) -> tuple[Exchange, ...]:
+    """A spec_replay point's exchanges, checked against what one replay may cost and,
+    given `kv_tokens`, against the twin's KV cache (`spec_decode.exchanges`)."""
     label = obs.label or "spec_replay"
     if obs.exchanges is None:
         raise InputError(f"fit: spec_replay point {label!r} names no exchanges file")
-    exchanges = load_exchanges(obs.exchanges)
-    work = obs.batch * sum(len(p) + len(r) for p, r in exchanges)
-    if work > MAX_REPLAY_TOKENS:
-        raise InputError(f"fit: spec_replay point {label!r}: {obs.batch:,} streams × the "
-                         f"exchanges' tokens is {work:,} tokens to replay per prediction "
-                         f"(at most {MAX_REPLAY_TOKENS:,}); fewer streams or exchanges")
-    if kv_tokens is not None:
-        for n, (p, r) in enumerate(exchanges):
-            if len(p) + len(r) > kv_tokens:
-                raise InputError(f"{obs.exchanges}: exchange {n}: {len(p) + len(r):,} "
-                                 f"tokens exceed the twin's KV cache of {kv_tokens:,}")
-    return exchanges
+    return checked_replay(obs.exchanges, obs.batch, f"fit: spec_replay point {label!r}",
+                          kv_tokens)
 
 
 def _spec_replay(pm: RooflinePerfModel, obs: Observation) -> float:

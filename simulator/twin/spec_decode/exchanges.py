@@ -21,6 +21,9 @@ MAX_EXCHANGES_BYTES = 64 << 20      # ~10M token ids as JSON text
 MAX_EXCHANGES = 100_000
 MAX_TOKEN_ID = (1 << 31) - 1        # vocabularies hold < 1M ids; int32 as vLLM stores them
 MAX_EXCHANGE_TOKENS = 262_144       # prompt + reply of one exchange
+# one prediction replays streams × the exchanges' tokens at ~100k tokens/s, and a fit
+# predicts each point tens of times
+MAX_REPLAY_TOKENS = 2_000_000
 
 Exchange = tuple[tuple[int, ...], tuple[int, ...]]
 
@@ -89,3 +92,22 @@ def load_exchanges(path: str) -> tuple[Exchange, ...]:
         return parse_exchanges(data)
     except ValueError as exc:
         raise InputError(f"{p}: {exc}") from None
+
+
+def checked_replay(path: str, streams: int, what: str,
+                   kv_tokens: int | None = None) -> tuple[Exchange, ...]:
+    """The exchanges at `path` replayed by `streams` clients: refused (InputError naming
+    `what`) past MAX_REPLAY_TOKENS, or, given `kv_tokens`, for an exchange longer than
+    the twin's KV cache (the engine could never admit it)."""
+    exchanges = load_exchanges(path)
+    work = streams * sum(len(p) + len(r) for p, r in exchanges)
+    if work > MAX_REPLAY_TOKENS:
+        raise InputError(f"{what}: {streams:,} streams × the exchanges' tokens is {work:,} "
+                         f"tokens to replay per prediction (at most {MAX_REPLAY_TOKENS:,}); "
+                         "fewer streams or exchanges")
+    if kv_tokens is not None:
+        for n, (p, r) in enumerate(exchanges):
+            if len(p) + len(r) > kv_tokens:
+                raise InputError(f"{path}: exchange {n}: {len(p) + len(r):,} tokens exceed "
+                                 f"the twin's KV cache of {kv_tokens:,}")
+    return exchanges
