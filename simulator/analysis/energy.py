@@ -16,11 +16,16 @@ several targets (nodes) add up.
 
 AA-AgentPerf leads with agents per MW; `sessions_per_kw` is the same figure per kW
 for one card.
+
+Telemetry may lie (issue 49). A target whose scrapes failed or were invalid (the run's
+`telemetry` block, `telemetry_block`) measures nothing: its rows give no figure, and
+neither does a target with a recorded negative or non-finite power or energy row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,10 +45,13 @@ class PowerSums:
     power_s: float = 0.0
     util_ws: float = 0.0       # Σ utilisation share × window length
     util_s: float = 0.0
+    invalid: bool = False      # a row that is no measurement: the target gives nothing
 
     def add(self, metric: str, kind: str, value: float, span_s: float) -> None:
         """One /metrics window row of this target (`kind` "gauge" or "delta")."""
-        if span_s <= 0:
+        if not math.isfinite(value) or value < 0:
+            self.invalid = True
+        if span_s <= 0 or self.invalid:
             return
         if metric == ENERGY and kind == "delta":
             self.energy_j += value / 1000.0
@@ -56,25 +64,79 @@ class PowerSums:
             self.util_s += span_s
 
     def mean_power_w(self) -> float | None:
+        if self.invalid:
+            return None
         if self.energy_s > 0:
             return self.energy_j / self.energy_s
         return self.power_ws / self.power_s if self.power_s > 0 else None
 
     def mean_util(self) -> float | None:
+        if self.invalid:
+            return None
         return self.util_ws / self.util_s if self.util_s > 0 else None
 
 
-def fold(rows: Iterable[Mapping[str, Any]]) -> dict[str, PowerSums]:
-    """Power sums per target (`source`) from /metrics window rows."""
+def fold(rows: Iterable[Mapping[str, Any]],
+         unmeasured: Iterable[str] = ()) -> dict[str, PowerSums]:
+    """Power sums per target (`source`) from /metrics window rows; the targets named in
+    `unmeasured` (failed or invalid: `unmeasured_sources`) are left out."""
     out: dict[str, PowerSums] = {}
+    skip = set(unmeasured)
     for r in rows:
         metric = r.get("metric")
-        if metric not in (POWER, ENERGY, UTIL):
+        if metric not in (POWER, ENERGY, UTIL) or str(r.get("source") or "") in skip:
             continue
         span = float(r.get("t_end_s") or 0.0) - float(r.get("t_start_s") or 0.0)
         out.setdefault(str(r.get("source") or ""), PowerSums()).add(
-            str(metric), str(r.get("kind")), float(r.get("value") or 0.0), span)
+            str(metric), str(r.get("kind")), _value(r.get("value")), span)
     return out
+
+
+def _value(v: Any) -> float:
+    """A row's value; one that is not a number reads as NaN (no measurement)."""
+    try:
+        return float(v if v is not None else math.nan)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+# ------------------------------------------------------------- telemetry health --
+STATUS_RANK = {"ok": 0, "failed": 1, "invalid": 2}
+
+
+def telemetry_block(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The run's `telemetry` block: one entry per `--scrape` target from its scrapers'
+    health events (`MetricsScraper.health`), the parts of a resumed run folded into
+    one (the worst status and its reason, the counts added)."""
+    out: dict[str, dict[str, Any]] = {}
+    for e in events:
+        if e.get("event") != "telemetry":
+            continue
+        status = str(e.get("status"))
+        entry: dict[str, Any] = {
+            "target": e.get("target"), "source": e.get("source"),
+            "status": status if status in STATUS_RANK else "failed", "reason": e.get("reason"),
+            **{k: int(e.get(k) or 0) for k in ("scrapes", "failed_scrapes", "windows")}}
+        if e.get("duplicate_series"):
+            entry["duplicate_series"] = int(e["duplicate_series"])
+        key = str(e.get("source") or e.get("target"))
+        prev = out.get(key)
+        if prev is None:
+            out[key] = entry
+            continue
+        worse = STATUS_RANK[entry["status"]] > STATUS_RANK[prev["status"]]
+        for k in ("scrapes", "failed_scrapes", "windows", "duplicate_series"):
+            if k in entry or k in prev:
+                prev[k] = int(prev.get(k) or 0) + int(entry.get(k) or 0)
+        if worse or (prev["reason"] is None and entry["status"] == prev["status"]):
+            prev["status"], prev["reason"] = entry["status"], entry["reason"]
+    return list(out.values())
+
+
+def unmeasured_sources(telemetry: Sequence[Mapping[str, Any]] | None) -> set[str]:
+    """The `source` labels of targets whose telemetry is not a measurement."""
+    return {str(t.get("source") or "") for t in telemetry or ()
+            if t.get("status") != "ok"}
 
 
 def energy_figures(sums: Mapping[str, PowerSums], wall_window_s: float | None,

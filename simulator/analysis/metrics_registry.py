@@ -406,8 +406,9 @@ FACT_KEYS: frozenset[str] = frozenset({
     # recall breakdowns (`analysis/recall.py`)
     "recall_ci_unit", "recall_by_kind", "recall_by_age", "retention_by_state",
     "recall_by_compactions_crossed",
-    # which --scrape targets measured the GPU power (`analysis/energy.py`)
-    "energy_source"})
+    # which --scrape targets measured the GPU power, and how each target fared:
+    # status ok / failed / invalid and why (`analysis/energy.py`, `telemetry_block`)
+    "energy_source", "telemetry"})
 
 NUMERIC_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS)
 COMPARE_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS if m.compare)

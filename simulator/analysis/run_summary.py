@@ -15,7 +15,7 @@ order, then facts): `s["window_per_session_tok_s"]`, `s.get(...)`, `"key" in s`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,13 +71,15 @@ class RunSummary(Mapping[str, Any]):
               server_metrics: pd.DataFrame | None = None,
               engine_stats: Mapping[str, Any] | None = None,
               steady: SteadyConfig | None = None,
-              goodput: GoodputSlo | None = None) -> RunSummary:
+              goodput: GoodputSlo | None = None,
+              telemetry: Sequence[Mapping[str, Any]] | None = None) -> RunSummary:
         """From the turns table (one row per attempt), the scraped server metrics and the
-        in-process engine's counters: the one place a run's figures are computed."""
+        in-process engine's counters: the one place a run's figures are computed.
+        `telemetry`: the --scrape targets' health (a failed one measures nothing)."""
         return cls.from_json(summarize(turns, price_per_hour=price_per_hour,
                                        simulated=simulated, server_metrics=server_metrics,
                                        engine_stats=engine_stats, steady=steady,
-                                       goodput=goodput))
+                                       goodput=goodput, telemetry=telemetry))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunSummary:

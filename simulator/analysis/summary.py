@@ -10,7 +10,7 @@ reusable prefix, the server-reported cache reads, and the server's counters.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ import pandas as pd
 
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.closed_loop import closed_loop_figures
-from simulator.analysis.energy import energy_figures, fold
+from simulator.analysis.energy import energy_figures, fold, unmeasured_sources
 from simulator.analysis.goodput import GoodputSlo, goodput_figures, goodput_from_manifest
 from simulator.analysis.kv_tier import tier_figures
 from simulator.analysis.pd import pd_figures
@@ -230,7 +230,8 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
               server_metrics: pd.DataFrame | None = None,
               engine_stats: Mapping[str, Any] | None = None,
               steady: SteadyConfig | None = None,
-              goodput: GoodputSlo | None = None) -> dict[str, Any]:
+              goodput: GoodputSlo | None = None,
+              telemetry: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The run's summary figures (JSON-safe dict) from its turns table, built once.
 
     `wall_window_s` overrides the window measured from the rows (seconds).
@@ -285,7 +286,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
                            if price_per_hour is not None and agg else None)
     out["simulated"] = bool(simulated)
     out |= _steady_part(turns, turn_ok, steady, price_per_hour)
-    out |= _energy_part(server_metrics, out)
+    out |= _energy_part(server_metrics, out, telemetry)
     out |= _goodput_part(turns, goodput or GoodputSlo(), window, out)
     out |= recall_figures(all_rows)
     return {k: (_num(v) if isinstance(v, float | np.floating) else v) for k, v in out.items()}
@@ -302,10 +303,11 @@ def _steady_part(turns: pd.DataFrame, turn_ok: pd.DataFrame, steady: SteadyConfi
     return out
 
 
-def _energy_part(server_metrics: pd.DataFrame | None,
-                 figures: Mapping[str, Any]) -> dict[str, Any]:
+def _energy_part(server_metrics: pd.DataFrame | None, figures: Mapping[str, Any],
+                 telemetry: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Energy figures from measured GPU power (`analysis/energy.py`; None throughout
-    without a power series): sessions per kW counts the achieved sessions."""
+    without a power series): sessions per kW counts the achieved sessions. A target the
+    run's `telemetry` block says failed or lied measures nothing."""
     rows: list[dict[Any, Any]] = []
     if server_metrics is not None and not server_metrics.empty \
             and "source" in server_metrics.columns:
@@ -313,7 +315,8 @@ def _energy_part(server_metrics: pd.DataFrame | None,
     sessions = figures.get("achieved_sessions")
     if sessions is None:
         sessions = figures.get("sessions")
-    return energy_figures(fold(rows), figures.get("wall_window_s"),
+    return energy_figures(fold(rows, unmeasured_sources(telemetry)),
+                          figures.get("wall_window_s"),
                           int(figures.get("output_tokens") or 0),
                           None if sessions is None else float(sessions))
 
@@ -434,4 +437,13 @@ def summarize_run(manifest: dict[str, Any], turns: pd.DataFrame,
                      server_metrics=server_metrics,
                      engine_stats=engine if isinstance(engine, dict) else None,
                      steady=config_from_manifest(manifest, bool((saved or {}).get(
-                         "deadline_reached", False))))
+                         "deadline_reached", False))),
+                     telemetry=_telemetry_of(manifest))
+
+
+def _telemetry_of(manifest: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The manifest's `telemetry` block (the run's --scrape targets), when well formed."""
+    block = manifest.get("telemetry")
+    if not isinstance(block, list):
+        return None
+    return [t for t in block if isinstance(t, dict)]

@@ -284,6 +284,7 @@ def _save_and_show(answer: Any, folder: Path, name: str, as_json: bool) -> None:
               callback=finite, default=0.9, show_default=True,
               help="--tier: the share of requests that must meet the tier.")
 @click.option("--from-twin", "from_twin", metavar="HARDWARE/MODEL", default=None,
+              callback=lambda _c, _p, v: _from_twin_value(v),
               help="--ramp --endpoint: search on this twin first and start the real ramp "
               "a step or two below its answer.")
 @click.option("--no-compare", is_flag=True,
@@ -509,6 +510,24 @@ def _kv_facts(base: Any) -> tuple[int | None, int]:
 
 
 # ----------------------------------------------------------------- --ramp, --tier --
+def _from_twin_value(value: str | None) -> str | None:
+    """--from-twin checked as it is parsed, its refusals naming --from-twin: blank is
+    refused (not the scenario's twin under no name), the profiles must load."""
+    if value is None:
+        return None
+    from simulator.twin.model.profiles import DEFAULT_TWIN, load_hardware, load_model, parse_twin
+    if not value.strip():
+        raise InputError(f"--from-twin {value!r}: give the twin as HARDWARE/MODEL "
+                         f"(e.g. {DEFAULT_TWIN})")
+    hw, model = parse_twin(value, "--from-twin")
+    try:
+        load_hardware(hw)
+        load_model(model)
+    except InputError as exc:
+        raise InputError(f"--from-twin {value}: {exc}") from None
+    return value
+
+
 def _check_ramp_options(ramp: str | None, endpoint: str | None, from_twin: str | None,
                         tiers: tuple[float, ...], ttft: float | None, team: int | None,
                         repeats: int, kv_list: bool) -> None:

@@ -160,6 +160,23 @@ def serve_vllm(install: VllmInstall, log_dir: Path, *, block_size: int | None = 
                            log, ready)
 
 
+def llamacpp_cpu_args(cpuinfo: str) -> list[str]:
+    """llama-server flags this CPU needs: on a CPU with AMX tiles (`amx_tile` in
+    /proc/cpuinfo) `--no-repack`, as llama.cpp's AMX path (weights repacked into AMX
+    tiles) segfaulted at its warm-up pass here (gdb: `ggml_backend_amx_mul_mat`, a
+    GGML_NATIVE build of 0.6.0-dev, SmolLM2 Q4_1; issue 49). Pure."""
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines()
+                  if line.startswith("flags")), [])
+    return ["--no-repack"] if "amx_tile" in flags else []
+
+
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 @contextmanager
 def serve_llamacpp(install: LlamaInstall, log_dir: Path, *, slots: int = 4,
                    ctx_tokens: int = 131072, threads: int | None = None,
@@ -174,7 +191,8 @@ def serve_llamacpp(install: LlamaInstall, log_dir: Path, *, slots: int = 4,
         install.binary, "-m", install.gguf, "-a", model_name, "--host", HOST,
         "--port", str(port), "-c", str(ctx_tokens), "-np", str(slots),
         "-t", str(threads or os.cpu_count() or 2), "--metrics", "--jinja", "--no-webui",
-        "--offline", "-kvu", *(["--ignore-eos"] if ignore_eos else []), *extra_args]
+        "--offline", "-kvu", *(["--ignore-eos"] if ignore_eos else []),
+        *llamacpp_cpu_args(_cpuinfo()), *extra_args]
     base, log = f"http://{HOST}:{port}", log_dir / "llamacpp.log"
     with _serve(argv, {}, log, base + "/health", ready_timeout_s) as (proc, ready):
         yield EngineServer("llamacpp", base, model_name, base + "/metrics", 1, proc.pid,

@@ -3,8 +3,15 @@
 Counters on a server are lifetime totals (they include every request before our run),
 so only their *deltas between two scrapes of our run* are stored; gauges are stored as
 sampled. Three dialects are recognised and mapped to one canonical vocabulary:
-vLLM (`vllm:`), SGLang (`sglang:`) and llama.cpp (`llamacpp:`). A missing or foreign
-/metrics endpoint becomes a note, never a failure of the run.
+vLLM (`vllm:`), SGLang (`sglang:`) and llama.cpp (`llamacpp:`), and NVIDIA's DCGM
+exporter (a `--scrape` target). A missing or foreign /metrics endpoint becomes a note,
+never a failure of the run.
+
+A scrape is a side channel and may lie (issue 49): its body is read up to
+`MAX_BODY_BYTES` within the scrape's timeout, must be UTF-8 with no line over
+`MAX_LINE_CHARS`, and a mapped series' value must be finite and non-negative; a series
+exposed twice (the same labels, or for DCGM the same GPU) is counted once. A target that
+fails or lies says so in `MetricsScraper.health()`, which the run records.
 
 Row schema of `server_metrics.parquet` (one row per metric per window):
 `t_start_s`, `t_end_s` (run-relative monotonic seconds), `dialect`, `metric`
@@ -16,12 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from simulator.records.scrape_bounds import MAX_BODY_BYTES, ScrapeRefused, checked_text
 
 if TYPE_CHECKING:
     import aiohttp
@@ -77,6 +87,26 @@ DIALECTS: dict[str, dict[str, tuple[str, Kind, Agg]]] = {
 }
 # how a dialect's sample names begin (default: its name and a colon)
 PREFIXES: dict[str, str] = {"dcgm": "DCGM_FI_"}
+MAPPED: frozenset[str] = frozenset(n for d in DIALECTS.values() for n in d)
+MAX_NOTES = 8             # a target failing every scrape of a long run: the first few
+
+def _series_key(name: str, labels: dict[str, str]) -> tuple[str, ...]:
+    """Which series a sample belongs to: its name and labels, or for DCGM its name and
+    GPU (host and UUID, else index), so one GPU exposed twice is counted once."""
+    if name.startswith(PREFIXES["dcgm"]):
+        gpu = labels.get("UUID") or labels.get("gpu")
+        if gpu:
+            return (name, labels.get("Hostname", ""), gpu)
+    return (name, *sorted(f"{k}={v}" for k, v in labels.items()))
+
+
+def _bad_value(name: str, labels: dict[str, str], value: float) -> str | None:
+    """Why a mapped series' value cannot be a measurement (None when it can)."""
+    if math.isfinite(value) and value >= 0:
+        return None
+    shown = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))[:120]
+    what = "not finite" if not math.isfinite(value) else "negative"
+    return f"{name}{{{shown}}} is {value:g} ({what})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +121,10 @@ class Snapshot:
     # cache_config_info): what `endurance check` reports; not recorded by a run
     samples: int = field(default=0, compare=False)
     block_size: int | None = field(default=None, compare=False)
+    # a mapped series whose value is no measurement (negative, NaN, ±Inf): the first,
+    # named; and how many samples repeated a series already read (counted once)
+    invalid: str | None = field(default=None, compare=False)
+    duplicates: int = field(default=0, compare=False)
 
 
 def _kv_capacity(labels: dict[str, str]) -> float | None:
@@ -104,15 +138,30 @@ def _kv_capacity(labels: dict[str, str]) -> float | None:
 def parse_metrics(text: str) -> Snapshot:
     """Parse Prometheus exposition text into a canonical snapshot (pure).
 
-    Raises ValueError when the text is not Prometheus exposition format.
+    Raises ValueError when the text is not Prometheus exposition format. A mapped
+    series with a negative or non-finite value is left out and named in `invalid`;
+    a series repeated is counted once (`duplicates`).
     """
     values: dict[str, list[float]] = {}
     info: dict[str, float] = {}
     names: set[str] = set()
+    seen: set[tuple[str, ...]] = set()
+    invalid: str | None = None
+    duplicates = 0
     block_size: int | None = None
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             names.add(sample.name)
+            if sample.name in MAPPED:
+                key = _series_key(sample.name, sample.labels)
+                if key in seen:
+                    duplicates += 1
+                    continue
+                seen.add(key)
+                bad = _bad_value(sample.name, sample.labels, float(sample.value))
+                if bad is not None:
+                    invalid = invalid or bad
+                    continue
             if sample.name == "vllm:cache_config_info":
                 cap = _kv_capacity(sample.labels)
                 if cap is not None:
@@ -125,7 +174,8 @@ def parse_metrics(text: str) -> Snapshot:
                      for d in DIALECTS}
     dialect = max(prefix_counts, key=lambda d: prefix_counts[d])
     if prefix_counts[dialect] == 0 and not info:
-        return Snapshot(dialect=None, samples=len(names))
+        return Snapshot(dialect=None, samples=len(names), invalid=invalid,
+                        duplicates=duplicates)
     counters: dict[str, float] = {}
     gauges: dict[str, float] = {}
     for name, (canon, kind, agg) in DIALECTS[dialect].items():
@@ -136,7 +186,8 @@ def parse_metrics(text: str) -> Snapshot:
         target = counters if kind == "counter" else gauges
         target[canon] = target.get(canon, 0.0) + v
     return Snapshot(dialect=dialect, counters=counters, gauges=gauges, info=info,
-                    samples=len(names), block_size=block_size)
+                    samples=len(names), block_size=block_size, invalid=invalid,
+                    duplicates=duplicates)
 
 
 def counter_delta(prev: float, cur: float) -> float:
@@ -178,8 +229,9 @@ def metrics_url_for(endpoint_url: str) -> str:
     return base + "/metrics"
 
 
-Fetch = Callable[[str], Awaitable[tuple[int, str]]]
+Fetch = Callable[[str], Awaitable[tuple[int, str | bytes]]]
 Sink = Callable[[list[dict[str, Any]]], None]
+Health = dict[str, Any]
 
 
 class MetricsScraper:
@@ -189,17 +241,26 @@ class MetricsScraper:
     run's first request after `ready()` (the baseline: a request the server counted
     before it would be missing from every window), and call `stop()` when the run ends:
     a last scrape closes the final window. Problems are recorded in `notes` (the run
-    carries on); a missing or foreign endpoint stops scraping after the first attempt.
+    carries on); a missing, foreign, oversized or lying endpoint stops scraping (a
+    transient failure after the baseline does not: the next window spans the gap).
+    `health()` says how the target fared; `on_end(health)` is called as `run()` ends.
     """
 
     def __init__(self, url: str, interval_s: float, sink: Sink, *,
                  fetch: Fetch | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_end: Callable[[Health], None] | None = None) -> None:
         self.url, self.interval_s, self.sink = url, interval_s, sink
         self.notes: list[str] = []
         self.windows = 0
+        self.scrapes = 0              # attempts
+        self.failed_scrapes = 0
+        self.invalid: str | None = None
+        self.duplicates = 0           # samples repeating a series, over all scrapes
+        self._last_ok = False
         self._fetch = fetch
         self._clock = clock
+        self._on_end = on_end
         self._t0 = clock()
         self._prev: Snapshot | None = None
         self._prev_t = 0.0
@@ -214,42 +275,95 @@ class MetricsScraper:
         """Ask `run()` to take its final scrape and return."""
         self._stop.set()
 
-    async def _get(self, session: aiohttp.ClientSession | None) -> tuple[int, str]:
+    def health(self) -> Health:
+        """How the target fared: `status` "ok" (every window measured, the last scrape
+        answered), "invalid" (a value that is no measurement) or "failed", and why."""
+        if self.invalid is not None:
+            status, reason = "invalid", self.invalid
+        elif self.windows > 0 and self._last_ok:
+            status, reason = "ok", None
+        else:
+            status = "failed"
+            reason = self.notes[0].removeprefix(f"{self.url}: ") if self.notes \
+                else "no scrape window completed"
+        out: Health = {"target": self.url, "status": status, "reason": reason,
+                       "scrapes": self.scrapes, "failed_scrapes": self.failed_scrapes,
+                       "windows": self.windows}
+        if status == "ok" and self.failed_scrapes:
+            out["reason"] = (f"{self.failed_scrapes} of {self.scrapes} scrapes failed, "
+                             "their windows merged into the next; first: "
+                             + self.notes[0].removeprefix(f"{self.url}: "))
+        if self.duplicates:
+            out["duplicate_series"] = self.duplicates
+        return out
+
+    def _note(self, text: str) -> None:
+        if len(self.notes) < MAX_NOTES:
+            self.notes.append(f"{self.url}: {text}")
+
+    async def _get(self, session: aiohttp.ClientSession | None) -> tuple[int, str | bytes]:
         if self._fetch is not None:
             return await self._fetch(self.url)
         import aiohttp
         assert session is not None
+        # the whole request, body included, within the timeout: a target that never
+        # answers or trickles a byte a second costs one timeout, never the run
         timeout = aiohttp.ClientTimeout(total=max(self.interval_s, 2.0))
         async with session.get(self.url, timeout=timeout) as resp:
-            return resp.status, await resp.text()
+            if resp.status != 200:
+                return resp.status, b""
+            if (resp.content_length or 0) > MAX_BODY_BYTES:
+                raise ScrapeRefused(f"body of {resp.content_length:,} bytes announced "
+                                    f"(limit {MAX_BODY_BYTES >> 20} MiB)")
+            body = bytearray()
+            while len(body) <= MAX_BODY_BYTES:
+                part = await resp.content.read(MAX_BODY_BYTES + 1 - len(body))
+                if not part:
+                    break
+                body += part
+            return resp.status, bytes(body)
 
     async def scrape_once(self, session: aiohttp.ClientSession | None = None) -> bool:
         """One scrape → rows to the sink. False when the endpoint is unusable."""
         import aiohttp  # only when scraping: the in-process twin's timeline needs none
         now = self._clock() - self._t0
+        self.scrapes += 1
+        self._last_ok = False
         try:
-            status, text = await self._get(session)
+            status, body = await self._get(session)
+            text = checked_text(body) if status == 200 else ""
+        except ScrapeRefused as exc:
+            return self._fail(f"refused: {exc}; no metrics from it", usable=False)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            self.notes.append(f"{self.url}: scrape failed: {type(exc).__name__}: {exc}")
-            return self._prev is not None
+            detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            return self._fail(f"scrape failed: {detail}")
         if status != 200:
-            self.notes.append(f"{self.url}: HTTP {status}; no server metrics")
-            return self._prev is not None
+            return self._fail(f"HTTP {status}; no server metrics")
         try:
             snap = parse_metrics(text)
-        except ValueError as exc:
-            self.notes.append(f"{self.url}: not Prometheus text ({exc}); no server metrics")
-            return False
+        except Exception as exc:    # any parser failure: a side channel never ends the run
+            return self._fail(f"not Prometheus text ({exc}); no server metrics", usable=False)
+        self.duplicates += snap.duplicates
+        if snap.invalid is not None:
+            self.invalid = snap.invalid
+            return self._fail(f"invalid: {snap.invalid}; no metrics from it", usable=False)
         if snap.dialect is None:
-            self.notes.append(f"{self.url}: no vLLM/SGLang/llama.cpp/DCGM metrics found")
-            return False
+            return self._fail("no vLLM/SGLang/llama.cpp/DCGM metrics found", usable=False)
         rows = window_rows(self._prev, snap, self._prev_t, now)
         if self._prev is not None:
             self.windows += 1
         self._prev, self._prev_t = snap, now
+        self._last_ok = True
         if rows:
             self.sink(rows)
         return True
+
+    def _fail(self, note: str, *, usable: bool = True) -> bool:
+        """Record a failed scrape; whether to scrape on (only after a baseline, and
+        only for a failure that may pass)."""
+        self.failed_scrapes += 1
+        self._note(note)
+        return usable and self._prev is not None
 
     async def run(self) -> None:
         """Scrape until `stop()`; never raises for endpoint problems (they are notes)."""
@@ -257,6 +371,8 @@ class MetricsScraper:
             await self._run()
         finally:
             self._baseline.set()        # cancelled before its first scrape: wait no more
+            if self._on_end is not None:
+                self._on_end(self.health())
 
     async def _run(self) -> None:
         import aiohttp

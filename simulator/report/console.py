@@ -140,6 +140,22 @@ def pd_rows(s: Mapping[str, Any]) -> list[tuple[str, str]]:
              f"{fmt('prefill_utilization')} / {fmt('decode_utilization')}")]
 
 
+def format_telemetry(block: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per --scrape target that failed, lied or missed scrapes (the run's
+    `telemetry` block); a clean target is already named by the energy row."""
+    lines: list[str] = []
+    for t in block:
+        status, reason = t.get("status"), t.get("reason")
+        dup = t.get("duplicate_series")
+        if status == "ok" and not reason and not dup:
+            continue
+        tail = "; no energy figures from it" if status != "ok" else ""
+        why = f" ({reason})" if reason else ""
+        dups = f"; {dup} duplicate series counted once" if dup else ""
+        lines.append(f"telemetry: {t.get('target')}: {status}{why}{dups}{tail}")
+    return lines
+
+
 def summary_table(s: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(label, formatted value) pairs shared by the terminal, markdown and HTML views:
     the registry's rows, with the request breakdown, compaction kinds and price beside."""

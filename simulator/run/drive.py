@@ -26,6 +26,7 @@ from simulator.scenario.model import Scenario
 from simulator.session.runner import STOP_GRACE_S, Runner, RunOutcome, warm_start_turn
 
 SCRAPE_INTERVAL_S = 5.0  # how often a real server's /metrics is read during a run
+TELEMETRY_EVENT = "telemetry"   # a --scrape target's health as its scraper ends
 
 Background = list[Callable[[], Coroutine[Any, Any, Any]]]
 
@@ -73,7 +74,13 @@ def metrics_scraper(metrics_url: str, recorder: Recorder, clock: RunClock,
         for row in rows:
             recorder.write_metrics({**row, **tag} if tag else row)
 
-    return MetricsScraper(metrics_url, SCRAPE_INTERVAL_S if source else interval, sink)
+    def ended(health: dict[str, Any]) -> None:
+        # a --scrape target's health goes to events.jsonl: the run's `telemetry` block
+        # (`run/finish.py`) is built from it, shards' events included
+        recorder.write_event({"event": TELEMETRY_EVENT, "source": source, **health})
+
+    return MetricsScraper(metrics_url, SCRAPE_INTERVAL_S if source else interval, sink,
+                          on_end=ended if source is not None else None)
 
 
 def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: bool = True,

@@ -13,7 +13,13 @@ from typing import Any
 from simulator.analysis.run_summary import RunFacts, RunSummary
 from simulator.endpoints.base import Endpoint, EngineEndpoint
 from simulator.errors import RunError
-from simulator.records.recorder import EVENTS_JOURNAL, Recorder, read_journal, salvage_failed
+from simulator.records.recorder import (
+    EVENTS_JOURNAL,
+    Recorder,
+    iter_journal,
+    read_journal,
+    salvage_failed,
+)
 from simulator.run.prepare import OpenedRun, describe_os_error
 from simulator.run.server import ServerInfo
 from simulator.run.signals import signals_deferred
@@ -43,8 +49,10 @@ def run_to_end(run: OpenedRun, drive: Callable[[], RunOutcome],
     # deferred (as below): pandas and the analysis load with the finalize, never before
     # a run starts (`prewarm_finalize` imports them on the run's thread first)
     from simulator.analysis.target import describe_target
-    from simulator.report.console import format_ramp, format_summary
+    from simulator.report.console import format_ramp, format_summary, format_telemetry
     echo(format_summary(summary, describe_target(run.recorder.manifest)))
+    for line in format_telemetry(summary.facts.get("telemetry") or []):
+        echo(line)
     if summary.get("ramp"):
         echo(format_ramp(summary["ramp"], bool(summary.get("simulated"))))
     if outcome.reason:
@@ -96,6 +104,9 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
         for row in engine.timeline_rows():
             recorder.write_metrics(row)
     turns, scraped = recorder.frames()
+    telemetry = telemetry_of(recorder)
+    if telemetry:
+        recorder.manifest["telemetry"] = telemetry
     stats = engine.stats() if engine is not None else None   # typed fields + host tier / fleet
     simulated = server.simulated or endpoint.simulated   # a simulated endpoint never loses it
     built = RunSummary.build(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
@@ -103,7 +114,8 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
                              engine_stats=stats,
                              steady=config_from_manifest(recorder.manifest,
                                                          outcome.deadline_reached),
-                             goodput=goodput_from_manifest(recorder.manifest))
+                             goodput=goodput_from_manifest(recorder.manifest),
+                             telemetry=telemetry)
     built = built.with_run_facts(RunFacts(
         status=outcome.status, status_reason=outcome.reason,
         failed_sessions=outcome.failed_sessions, deadline_reached=outcome.deadline_reached,
@@ -111,6 +123,8 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
         contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")),
         twin=dict(server.twin or {}) if server.http_twin or server.simulated else None,
         time_scale=server.time_scale if server.http_twin else None))
+    if telemetry:
+        built = built.with_facts(telemetry=telemetry)
     fleet = fleet_summary(turns, stats, scraped)
     if fleet is not None:
         built = built.with_facts(fleet=fleet)
@@ -121,6 +135,16 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
                              failed_sessions=list(outcome.failed_sessions))
     recorder.finalize(outcome.status, built.to_json(), (turns, scraped))
     return built
+
+
+def telemetry_of(recorder: Recorder) -> list[dict[str, Any]]:
+    """The run's `telemetry` block: how each --scrape target fared (its scrapers'
+    health events, `analysis.energy.telemetry_block`); [] without a target."""
+    path = recorder.run_dir / EVENTS_JOURNAL
+    if not path.exists():
+        return []
+    from simulator.analysis.energy import telemetry_block  # deferred: see run_to_end
+    return telemetry_block(iter_journal(path))
 
 
 def ramp_fact(recorder: Recorder, turns: Any, summary: RunSummary) -> dict[str, Any] | None:

@@ -43,6 +43,7 @@ from simulator.errors import InputError
 from simulator.records.ownership import die_with_parent, missing_rows, turn_key, without_row
 from simulator.records.prometheus import metrics_url_for
 from simulator.records.recorder import (
+    EVENTS_JOURNAL,
     HISTORY_JOURNAL,
     METRICS_JOURNAL,
     TURNS_JOURNAL,
@@ -50,7 +51,7 @@ from simulator.records.recorder import (
     iter_journal,
 )
 from simulator.records.rows import TurnRecord
-from simulator.run.drive import drive_sessions, metrics_scraper, target_label
+from simulator.run.drive import TELEMETRY_EVENT, drive_sessions, metrics_scraper, target_label
 from simulator.run.execute import execute
 from simulator.run.observe import follow_shards
 from simulator.run.prepare import OpenedRun, endpoint_target, resolve
@@ -442,6 +443,9 @@ def merge_shards(recorder: Recorder, jobs: Sequence[ShardJob],
             recorder.write(TurnRecord(**row))
         for row in iter_journal(job.shard_dir / METRICS_JOURNAL):
             recorder.write_metrics(row)
+        for row in iter_journal(job.shard_dir / EVENTS_JOURNAL):   # a --scrape's health
+            if row.get("event") == TELEMETRY_EVENT:
+                recorder.write_event(row)
         hist = list(iter_journal(job.shard_dir / HISTORY_JOURNAL))
         for row in missing_rows(seen, hist):     # a worker killed between the two lines
             row["started_mono_s"] = row["started_mono_s"] + shift

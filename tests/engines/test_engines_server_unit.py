@@ -41,3 +41,13 @@ def test_a_stopped_process_ends_the_wait_for_its_health(tmp_path: Path) -> None:
     assert spawned[0].poll() is not None
     with pytest.raises(RunError, match="server exited"):
         raise errors[0]
+
+
+def test_llamacpp_runs_without_amx_repacking_on_a_cpu_with_amx_tiles() -> None:
+    """llama.cpp's AMX path segfaulted at warm-up on this machine's AMX CPU (issue 49):
+    `--no-repack` there, nothing on a CPU without AMX tiles."""
+    from simulator.engines.server import llamacpp_cpu_args
+    amx = "processor\t: 0\nflags\t\t: fpu sse avx512f amx_bf16 amx_tile amx_int8\n"
+    assert llamacpp_cpu_args(amx) == ["--no-repack"]
+    assert llamacpp_cpu_args("processor\t: 0\nflags\t\t: fpu sse avx2\n") == []
+    assert llamacpp_cpu_args("") == []

@@ -42,23 +42,54 @@ KEY = "sk-endurance-test-9f3c1a7e5b2d"
 ROW_KEY = ["session_id", "turn_index", "request_kind", "attempt"]
 
 
+OBJECT_STORE_BYTES = 100 * 1024 ** 2
+# Ray's memory monitor kills a worker when the *machine's* memory is over 95% full: on a
+# busy machine (vLLM CPU and llama.cpp up beside the suite) it killed a shard mid-test
+# (issue 49). These tests' workers hold a few MB: the monitor is the test's to turn off,
+# in the raylet's environment (read when it starts) and its system config alike.
+NO_MEMORY_MONITOR = {"RAY_memory_monitor_refresh_ms": "0"}
+
+
 @pytest.fixture(scope="module")
 def ray_head() -> Iterator[dict[str, Any]]:
-    """A local Ray head for this module (shut down at its end)."""
+    """A local Ray head for this module (shut down at its end): 2 CPUs, a 100 MB object
+    store and no memory monitor, whatever the machine's memory holds."""
     try:
         import ray
     except ImportError:
         pytest.skip("Ray is not installed: pip install 'endurance[ray]'")
+    saved = {k: os.environ.get(k) for k in NO_MEMORY_MONITOR}
+    os.environ.update(NO_MEMORY_MONITOR)       # the raylet inherits it as it starts
     try:
         ctx = ray.init(address="local", include_dashboard=False, num_cpus=2,
-                       object_store_memory=100 * 1024 ** 2, _node_ip_address="127.0.0.1",
-                       log_to_driver=False)
+                       object_store_memory=OBJECT_STORE_BYTES, _node_ip_address="127.0.0.1",
+                       log_to_driver=False, _system_config={"memory_monitor_refresh_ms": 0})
     except Exception as exc:  # any reason Ray cannot start here is a skip, said why
         pytest.skip(f"Ray cannot start on this machine: {type(exc).__name__}: {exc}")
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     try:
         yield dict(ctx.address_info)
     finally:
         ray.shutdown()
+
+
+def test_the_head_runs_without_a_memory_monitor_and_a_fixed_object_store(
+        ray_head: dict[str, Any]) -> None:
+    """The settings reach the head's raylet itself (its environment and command line),
+    not only this driver."""
+    import ray
+    node = ray._private.worker._global_node
+    raylet = node.all_processes["raylet"][0].process.pid
+    environ = Path(f"/proc/{raylet}/environ").read_bytes().split(b"\0")
+    assert b"RAY_memory_monitor_refresh_ms=0" in environ
+    cmdline = Path(f"/proc/{raylet}/cmdline").read_bytes().split(b"\0")
+    assert f"--object_store_memory={OBJECT_STORE_BYTES}".encode() in cmdline
+    assert node._config["memory_monitor_refresh_ms"] == 0
 
 
 def _keyed_twin() -> tuple[Callable[[], web.Application], set[str]]:

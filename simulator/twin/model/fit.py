@@ -9,8 +9,6 @@ residuals (relative errors), over the log of each free term, with bounds; numpy 
 from __future__ import annotations
 
 import csv
-import functools
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,10 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from simulator.errors import InputError
 from simulator.twin.model.perf_model import RooflinePerfModel, decode_tok_s, prefill_seconds
+from simulator.twin.model.point_checks import MAX_PROMPT_LOOKUP, check_point
 from simulator.twin.model.profiles import (
     DEFAULT_FREE,
     Efficiency,
@@ -30,6 +29,7 @@ from simulator.twin.model.profiles import (
     load_hardware,
     load_model,
 )
+from simulator.twin.spec_decode.exchanges import Exchange, checked_replay
 from simulator.twin.spec_decode.ngram import NgramSpec, parse_spec
 from simulator.twin.spec_decode.replay import replay_streams
 from simulator.util.bounded import regular_file
@@ -53,8 +53,6 @@ MAX_MEASURED = 1e12          # tok/s, seconds, tokens or a ratio
 MAX_BATCH = 1 << 20          # running sequences (vLLM's max_num_seqs, as `--max-num-seqs`)
 MAX_CONTEXT = 100_000_000    # tokens (a scenario's context window bound)
 MAX_POINTS_BYTES = 64 << 20  # a points file
-
-
 class Observation(BaseModel):
     """One measured figure. Units: tok_s (decode aggregate or prompt tokens / TTFT),
     s (TTFT), tokens (KV capacity)."""
@@ -93,8 +91,15 @@ class Observation(BaseModel):
     # value is Σ output tokens / Σ request seconds, the twin's by replaying those ids
     # (`spec_decode.replay.replay_streams`): its acceptance is the real text's
     exchanges: str | None = None
-    prompt_lookup_min: int = Field(default=5, ge=1)
-    prompt_lookup_max: int = Field(default=5, ge=1)
+    prompt_lookup_min: int = Field(default=5, ge=1, le=MAX_PROMPT_LOOKUP)
+    prompt_lookup_max: int = Field(default=5, ge=1, le=MAX_PROMPT_LOOKUP)
+
+    @model_validator(mode="after")
+    def _fits_its_kind(self) -> Observation:
+        check_point(self.kind, self.unit, spec=self.spec, batch=self.batch,
+                    lookup=(self.prompt_lookup_min, self.prompt_lookup_max),
+                    exchanges=self.exchanges)
+        return self
 
 
 PER_STREAM_FIGURES = frozenset({"decode_tok_s_median", "per_session_tok_s"})
@@ -166,9 +171,14 @@ def load_points(path: str | Path) -> PointsFile:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
-        raise InputError(f"{p}: {loc}: {err['msg']}") from None
-    return pf.model_copy(update={"points": [_exchanges_near(_near(o, p.parent), p.parent)
-                                            for o in pf.points]})
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise InputError(f"{p}: {loc}: {msg}") from None
+    pf = pf.model_copy(update={"points": [_exchanges_near(_near(o, p.parent), p.parent)
+                                          for o in pf.points]})
+    for o in pf.points:      # an exchanges file is refused now, not mid-fit
+        if o.kind == "spec_replay":
+            replay_exchanges(o)
+    return pf
 
 
 def _near(obs: Observation, base: Path) -> Observation:
@@ -216,29 +226,26 @@ def scenario_point(pm: RooflinePerfModel, obs: Observation, spec: str) -> Scenar
     return ScenarioPoint(obs.scenario, obs.code_edit, (*over, *obs.overrides), spec, terms)
 
 
-@functools.lru_cache(maxsize=8)
-def load_exchanges(path: str) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
-    """[prompt ids, reply ids] pairs from a JSON file (a spec_replay point's)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return tuple((tuple(int(t) for t in p), tuple(int(t) for t in r)) for p, r in data)
-    except (OSError, ValueError, TypeError) as exc:
-        raise InputError(f"{path}: cannot read exchanges ({exc})") from exc
+def replay_exchanges(obs: Observation, kv_tokens: int | None = None) -> tuple[Exchange, ...]:
+    """A spec_replay point's exchanges, checked against what one replay may cost and,
+    given `kv_tokens`, against the twin's KV cache (`spec_decode.exchanges`)."""
+    label = obs.label or "spec_replay"
+    if obs.exchanges is None:
+        raise InputError(f"fit: spec_replay point {label!r} names no exchanges file")
+    return checked_replay(obs.exchanges, obs.batch, f"fit: spec_replay point {label!r}",
+                          kv_tokens)
 
 
 def _spec_replay(pm: RooflinePerfModel, obs: Observation) -> float:
     """The real replies of a spec_replay point replayed by `pm`'s card and terms with
     the point's n-gram speculation: Σ output tokens / Σ request seconds."""
-    if obs.exchanges is None:
-        raise InputError(f"fit: spec_replay point {obs.label!r} names no exchanges file")
-    parsed = parse_spec(obs.spec)
-    if not isinstance(parsed, NgramSpec):
-        raise InputError(f"fit: spec_replay point {obs.label!r}: spec must be ngram:K")
+    parsed = parse_spec(obs.spec)     # checked by Observation: an n-gram setting
+    assert isinstance(parsed, NgramSpec)
     spec = NgramSpec(parsed.num_speculative_tokens, obs.prompt_lookup_min,
                      obs.prompt_lookup_max)
     on = RooflinePerfModel(pm.hardware, pm.model, pm.engine.model_copy(
         update={"spec": obs.spec}), pm.efficiency, quantization=pm.quantization)
-    pairs = replay_streams(load_exchanges(obs.exchanges), spec, obs.batch, on)
+    pairs = replay_streams(replay_exchanges(obs, on.kv_capacity_tokens()), spec, obs.batch, on)
     seconds = sum(s for _, s in pairs)
     if seconds <= 0:
         raise InputError(f"fit: spec_replay point {obs.label!r}: nothing to replay")

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from simulator.errors import InputError
 from simulator.twin.spec_decode.ngram import parse_spec
+from simulator.util.bounded import regular_file
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 DEFAULT_EFFICIENCY_HARDWARE = "a40"   # cards without a fit of their own borrow this one
@@ -286,16 +287,33 @@ def _check_sources(profile: BaseModel, sources: dict[str, str], where: str) -> N
 _PARSED: dict[str, dict[str, Any]] = {}
 
 
+MAX_PROFILE_BYTES = 1 << 20     # a shipped profile is ~5 KB
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
+    """A profile's YAML mapping; a FIFO, a device, a file over MAX_PROFILE_BYTES, bytes
+    that are not UTF-8 or YAML nested past the parser's depth are one InputError line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        regular_file(path, "profile")
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_PROFILE_BYTES + 1)
+        if len(raw) > MAX_PROFILE_BYTES:
+            raise ValueError(f"larger than {MAX_PROFILE_BYTES >> 20} MiB: not a profile")
+        text = raw.decode("utf-8")
         if text in _PARSED:
             return copy.deepcopy(_PARSED[text])
         data = yaml.safe_load(text)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start:,}): not a profile") \
+            from None
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc}") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read profile ({exc.strerror})") from exc
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+    except RecursionError:
+        raise InputError(f"{path}: YAML nested too deeply: not a profile") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: a profile must be a YAML mapping")
     if len(_PARSED) > 256:
@@ -393,12 +411,14 @@ def _split_profile_paths(value: str) -> tuple[str, str] | None:
     return None
 
 
-def parse_twin(value: str) -> tuple[str, str]:
-    """`--twin HARDWARE/MODEL` (names or YAML profile paths) → (hardware, model)."""
+def parse_twin(value: str, option: str = "--twin") -> tuple[str, str]:
+    """`--twin HARDWARE/MODEL` (names or YAML profile paths) → (hardware, model);
+    `option` is the option the user typed, named in the refusal."""
     paths = _split_profile_paths(value)
     if paths is not None and all(paths):
         return paths
     if value.count("/") != 1 or not all(value.split("/")):
-        raise InputError(f"--twin must look like HARDWARE/MODEL (e.g. {DEFAULT_TWIN}), got {value!r}")
+        raise InputError(f"{option} must look like HARDWARE/MODEL (e.g. {DEFAULT_TWIN}), "
+                         f"got {value!r}")
     hw, model = value.split("/")
     return hw, model
