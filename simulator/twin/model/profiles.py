@@ -50,9 +50,19 @@ class Efficiency(_Strict):
     #                                                   forward pass (async scheduling off)
     spec_verify_tok_s: float = Field(default=0.0, ge=0)   # per draft token beyond the
     #                                                       derived terms (0: none)
-    spec_seq_s: float = Field(default=0.0, ge=0)   # host work per decoding sequence per
-    #                                                step with spec on (input prep,
-    #                                                bookkeeping), not overlapped
+    spec_seq_s: float = Field(default=0.0, ge=0)   # residual per decoding sequence per
+    #                                                step with spec on: what the named
+    #                                                terms below leave of a fit (0: none)
+    spec_req_s: float = Field(default=0.0, ge=0)   # host bookkeeping per proposing request
+    #                                                per step (input prep, draft lists,
+    #                                                update_from_output), measured
+    # the sampler's host work on the draft rows (issue 48), measured on vLLM's own code:
+    # with a penalty in the batch, per draft row and per padded output-history token
+    # (`_combine_outputs_with_spec_tokens` + `make_tensor_with_pad`); with top-k/top-p,
+    # per draft row beyond the sort's device traffic (the whole sort on a CPU card)
+    penalty_row_s: float = Field(default=0.0, ge=0)
+    penalty_pad_tok_s: float = Field(default=0.0, ge=0)
+    topk_row_s: float = Field(default=0.0, ge=0)
     ngram_ctx_tok_s: float = Field(default=0.0, ge=0)  # CPU n-gram scan, per context token
     #                                                    of each proposing sequence
     piecewise_step_s: float = Field(default=0.0, ge=0)   # per decode step run with
@@ -104,6 +114,10 @@ class SpecTerms(_Strict):
 
     spec_step_s: float | None = Field(default=None, ge=0)
     spec_seq_s: float | None = Field(default=None, ge=0)
+    spec_req_s: float | None = Field(default=None, ge=0)
+    penalty_row_s: float | None = Field(default=None, ge=0)
+    penalty_pad_tok_s: float | None = Field(default=None, ge=0)
+    topk_row_s: float | None = Field(default=None, ge=0)
     ngram_ctx_tok_s: float | None = Field(default=None, ge=0)
     piecewise_step_s: float | None = Field(default=None, ge=0)
     eager_step_s: float | None = Field(default=None, ge=0)
