@@ -199,6 +199,25 @@ class Drafter(_Strict):
         return v
 
 
+class GenerationConfig(_Strict):
+    """The sampling defaults vLLM's `--generation-config auto` (its default) reads from
+    the model's `generation_config.json` and applies to every request that does not set
+    them (`ModelConfig.get_diff_sampling_param`: repetition_penalty, temperature, top_k,
+    top_p; min_p and max_new_tokens are not modelled). None: the file does not set it
+    (vLLM's neutral value applies)."""
+
+    temperature: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: int | None = Field(default=None, ge=-1)
+    repetition_penalty: float | None = Field(default=None, gt=0)
+    source: str
+
+    def values(self) -> dict[str, float | int]:
+        """The fields the file sets, by vLLM's names."""
+        return {k: v for k, v in self.model_dump(exclude={"source"}).items()
+                if v is not None}
+
+
 class ModelProfile(_Strict):
     name: str
     description: str = ""
@@ -235,6 +254,9 @@ class ModelProfile(_Strict):
     attention_kind: Literal["mha", "mla"] = "mha"
     kv_dtype_default: KvDtype | None = None   # what vLLM's `--kv-cache-dtype auto` picks
     #                                           for this model when not the engine default
+    # the sampling defaults of the model's generation_config.json (vLLM applies them to
+    # requests that leave a field unset); None: the profile states none (vLLM's neutral)
+    generation_config: GenerationConfig | None = None
 
     @property
     def is_hybrid(self) -> bool:
@@ -255,7 +277,7 @@ _SOURCED_WHEN_SET = {"linear_attn_flops_per_token", "linear_attn_bytes_per_token
 
 def _numeric_fields(model: BaseModel) -> list[str]:
     skip = {"efficiency", "engine", "host_link", "sources", "speculation", "quantizations", "sliding_window",
-            "drafters", "spec_disables_cuda_graphs", "kv_dtype_default",
+            "drafters", "spec_disables_cuda_graphs", "kv_dtype_default", "generation_config",
             "attn_flops_per_pair", "kv_cache_bytes", "recurrent_state_bytes_per_layer"}
     return [k for k, v in model if k not in skip and not isinstance(v, str) and v is not None
             and not (k in _SOURCED_WHEN_SET and v == 0)]

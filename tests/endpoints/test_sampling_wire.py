@@ -1,0 +1,184 @@
+"""A scenario's `sampling:` on the wire (issue 48): each field it sets reaches the request
+body of both protocols on every client path, fields it leaves unset are not sent, and
+the twin (HTTP and in-process) resolves what a request carries against the model
+profile's generation config into `EngineRequest.sampling`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from simulator.endpoints.base import LLMRequest
+from simulator.endpoints.inprocess.twin import InProcessTwin
+from simulator.session.conversation import Prefix, user_text
+from simulator.twin.core.engine import TwinEngine
+from simulator.twin.core.sampling import NEUTRAL, SamplingParams
+from simulator.twin.core.types import EngineRequest
+from simulator.twin.serve import sampling_wire, server
+from tests.conftest import run_scenario, small_scenario
+from tests.lying_servers import BLOCK, END, JSON_HEAD, SSE, START, _sized, delta, lying_server
+
+# the A40 twin's default model: Qwen3-Coder's generation config (profile `generation_config`)
+QWEN_DEFAULTS = SamplingParams(temperature=0.7, top_p=0.8, top_k=20, repetition_penalty=1.05)
+FAST = ["turns=2", "think_time_s=0"]
+
+
+def _recording(bodies: list[dict[str, Any]], chat: bool) -> Any:
+    """A reply that keeps the request's JSON body and answers one short streamed reply
+    in the protocol's own shape."""
+    async def reply(w: asyncio.StreamWriter, body: bytes = b"") -> None:
+        bodies.append(json.loads(body))
+        if not chat:
+            w.write(_sized(SSE, START + BLOCK + delta("ok") + END))
+            return
+        def chunk(d: dict[str, Any], finish: str | None = None) -> bytes:
+            return b"data: " + json.dumps({"id": "c", "choices": [
+                {"index": 0, "delta": d, "finish_reason": finish}]}).encode() + b"\n\n"
+        usage = b"data: " + json.dumps({"id": "c", "choices": [], "usage": {
+            "prompt_tokens": 9, "completion_tokens": 1}}).encode() + b"\n\n"
+        w.write(_sized(SSE, chunk({"role": "assistant", "content": "ok"}) + chunk({}, "stop")
+                       + usage + b"data: [DONE]\n\n"))
+    return reply
+
+
+async def _models(w: asyncio.StreamWriter, _body: bytes = b"") -> None:
+    w.write(_sized(JSON_HEAD, json.dumps({"object": "list", "data": [
+        {"id": "m", "object": "model", "max_model_len": 200000}]}).encode()))
+
+
+def _scenario(tmp_path: Path, **over: Any) -> Path:
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(small_scenario(**over)))
+    return p
+
+
+def _posted(tmp_path: Path, api: str, client: str, overrides: list[str],
+            **over: Any) -> list[dict[str, Any]]:
+    bodies: list[dict[str, Any]] = []
+    with lying_server(_recording(bodies, api == "openai-chat"), _models) as url:
+        res = run_scenario(_scenario(tmp_path, **over), tmp_path / "out",
+                           [*FAST, f"endpoint.api={api}", *overrides],
+                           endpoint_url=url, client=client)
+    assert res.status == "completed", res.outcome.reason
+    assert bodies
+    return bodies
+
+
+# the anthropic SDK's first import takes ~2 s
+CLIENTS = ["lean", "aiohttp", pytest.param("sdk", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_anthropic_requests_carry_the_scenario_sampling(tmp_path: Path, client: str) -> None:
+    bodies = _posted(tmp_path, "anthropic", client,
+                     ["sampling.top_p=0.9", "sampling.top_k=40", "sampling.temperature=0.3"])
+    for b in bodies:
+        assert (b["temperature"], b["top_p"], b["top_k"]) == (0.3, 0.9, 40)
+        assert not {"repetition_penalty", "frequency_penalty", "presence_penalty"} & set(b)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_chat_requests_carry_the_scenario_sampling(tmp_path: Path, client: str) -> None:
+    """The SDK sends top_k and repetition_penalty through extra_body: the same body."""
+    bodies = _posted(tmp_path, "openai-chat", client,
+                     ["sampling.top_p=0.5", "sampling.top_k=7", "sampling.repetition_penalty=1.2",
+                      "sampling.frequency_penalty=0.25", "sampling.presence_penalty=-0.5"])
+    for b in bodies:
+        assert {k: b.get(k) for k in sampling_wire.CHAT_FIELDS} == {
+            "temperature": 1.0, "top_p": 0.5, "top_k": 7, "repetition_penalty": 1.2,
+            "frequency_penalty": 0.25, "presence_penalty": -0.5}
+
+
+def test_unset_fields_are_not_sent(tmp_path: Path) -> None:
+    """`temperature: null` and no `sampling:`: nothing to sample with goes on the wire,
+    the server's defaults apply; the manifest says so."""
+    bodies = _posted(tmp_path, "openai-chat", "lean", [], temperature=None)
+    for b in bodies:
+        assert not set(sampling_wire.CHAT_FIELDS) & set(b)
+    manifest = json.loads(next((tmp_path / "out").glob("*/manifest.json")).read_text())
+    assert manifest["sampling"]["sent"] == {} and manifest["sampling"]["resolved"] is None
+
+
+# ------------------------------------------------------------------ the twin's side --
+def _captured(monkeypatch: pytest.MonkeyPatch) -> list[SamplingParams | None]:
+    seen: list[SamplingParams | None] = []
+    real = TwinEngine.submit
+
+    def submit(self: TwinEngine, request: EngineRequest) -> None:
+        seen.append(request.sampling)
+        real(self, request)
+    monkeypatch.setattr(TwinEngine, "submit", submit)
+    return seen
+
+
+def test_inprocess_twin_resolves_against_the_generation_config(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _captured(monkeypatch)
+    res = run_scenario(_scenario(tmp_path), tmp_path / "out",
+                       [*FAST, "endpoint.api=openai-chat", "sampling.top_k=7",
+                        "sampling.presence_penalty=0.5"])
+    assert res.status == "completed"
+    want = SamplingParams(temperature=1.0, top_p=0.8, top_k=7, repetition_penalty=1.05,
+                          presence_penalty=0.5)
+    assert seen and all(s == want for s in seen)
+    manifest = json.loads((res.run_dir / "manifest.json").read_text())
+    assert manifest["sampling"]["sent"] == {"temperature": 1.0, "top_k": 7,
+                                            "presence_penalty": 0.5}
+    assert manifest["sampling"]["resolved"]["repetition_penalty"] == 1.05
+
+
+def test_a_model_without_generation_config_samples_neutral() -> None:
+    twin = InProcessTwin("cpu-2core", "smollm2-135m")
+    req = LLMRequest("m", Prefix("s", (), 1, 0), (user_text("hi"),), 8, None)
+    assert twin.sampling_of(req) == NEUTRAL
+
+
+def test_inprocess_twin_refuses_what_vllm_refuses() -> None:
+    twin = InProcessTwin("a40", "qwen3-coder-30b-a3b-awq")
+    req = LLMRequest("m", Prefix("s", (), 1, 0), (user_text("hi"),), 8, 1.0,
+                     sampling={"top_p": 0.0})
+    with pytest.raises(Exception, match="top_p"):
+        twin.sampling_of(req)
+
+
+async def _post(url: str, path: str, data: dict[str, Any]) -> tuple[int, Any]:
+    async with aiohttp.ClientSession() as s, s.post(url + path, json=data) as r:
+        return r.status, await r.json(content_type=None)
+
+
+async def test_http_twin_parses_each_protocol_as_vllm_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Messages: temperature/top_p/top_k, penalties dropped (vLLM's Anthropic request has
+    none); Chat: all six; unset fields from the generation config; bad values 400."""
+    seen = _captured(monkeypatch)
+    app, _ = server.twin_app("a40", "qwen3-coder-30b-a3b-awq", instant=True)
+    msg = {"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
+    async with server.serving(app) as url:
+        status, _ = await _post(url, "/v1/messages",
+                                {**msg, "top_k": 5, "repetition_penalty": 1.3})
+        assert status == 200
+        status, _ = await _post(url, "/v1/chat/completions",
+                                {**msg, "top_p": 0.5, "repetition_penalty": 1.3,
+                                 "frequency_penalty": None})
+        assert status == 200
+        for path, bad in (("/v1/messages", {"top_p": 1.5}),
+                          ("/v1/chat/completions", {"presence_penalty": 3}),
+                          ("/v1/chat/completions", {"top_k": -2}),
+                          ("/v1/messages", {"temperature": "hot"})):
+            status, reply = await _post(url, path, {**msg, **bad})
+            assert status == 400, (path, bad)
+            assert next(iter(bad)) in json.dumps(reply)
+    assert seen == [SamplingParams(0.7, 0.8, 5, 1.05), SamplingParams(0.7, 0.5, 20, 1.3)]
+    assert QWEN_DEFAULTS == sampling_wire.defaults_of(
+        {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05})
+
+
+def test_resolution_keeps_vllms_meaning_of_top_k_off() -> None:
+    assert sampling_wire.resolve({"top_k": -1}, QWEN_DEFAULTS).top_k == 0
+    assert sampling_wire.resolve({}, QWEN_DEFAULTS) is QWEN_DEFAULTS
