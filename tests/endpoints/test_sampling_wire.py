@@ -13,7 +13,9 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from simulator.cli import main
 from simulator.endpoints.base import LLMRequest
 from simulator.endpoints.inprocess.twin import InProcessTwin
 from simulator.session.conversation import Prefix, user_text
@@ -175,10 +177,33 @@ async def test_http_twin_parses_each_protocol_as_vllm_does(
             assert status == 400, (path, bad)
             assert next(iter(bad)) in json.dumps(reply)
     assert seen == [SamplingParams(0.7, 0.8, 5, 1.05), SamplingParams(0.7, 0.5, 20, 1.3)]
-    assert QWEN_DEFAULTS == sampling_wire.defaults_of(
-        {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05})
+    assert sampling_wire.defaults_of(
+        {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05}) == QWEN_DEFAULTS
 
 
 def test_resolution_keeps_vllms_meaning_of_top_k_off() -> None:
     assert sampling_wire.resolve({"top_k": -1}, QWEN_DEFAULTS).top_k == 0
     assert sampling_wire.resolve({}, QWEN_DEFAULTS) is QWEN_DEFAULTS
+
+
+# ------------------------------------------------------------- validation ---------
+@pytest.mark.parametrize(("over", "key"), [
+    ({"sampling": {"top_p": 1.5}}, "sampling.top_p"),
+    ({"sampling": {"top_k": -3}}, "sampling.top_k"),
+    ({"sampling": {"temperature": -0.1}}, "sampling.temperature"),
+    ({"sampling": {"frequency_penalty": 2.5}, "endpoint": {"api": "openai-chat"}},
+     "sampling.frequency_penalty"),
+    ({"sampling": {"repetition_penalty": 0}, "endpoint": {"api": "openai-chat"}},
+     "sampling.repetition_penalty"),
+    ({"sampling": {"presence_penalty": 0.5}}, "sampling.presence_penalty"),   # Anthropic
+    ({"sampling": {"min_p": 0.1}}, "sampling.min_p"),
+    ({"sampling": {"temperature": 0.5}, "temperature": 0.2}, "temperature"),
+])
+def test_validate_names_the_bad_key_in_one_line(tmp_path: Path, over: dict[str, Any],
+                                                key: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(small_scenario(**over)))
+    r = CliRunner().invoke(main, ["validate", str(path)])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and key in lines[0], r.output

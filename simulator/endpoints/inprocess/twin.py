@@ -31,10 +31,10 @@ from simulator.endpoints.inprocess.timeline import EngineTimeline
 from simulator.protocol.messages import TextBlock
 from simulator.twin.core.config import engine_config
 from simulator.twin.core.engine import RequestTooLong, TwinEngine
+from simulator.twin.core.sampling import SamplingParams
 from simulator.twin.core.stats import EngineStats, SpecStats
 from simulator.twin.core.types import EngineRequest, RequestResult
 from simulator.twin.model.perf_model import build_perf_model
-from simulator.twin.core.sampling import SamplingParams
 from simulator.twin.serve import reply, sampling_wire
 from simulator.twin.serve.prompt import PromptError, shared_tokenizer
 from simulator.twin.serve.wire import ReplyUsage

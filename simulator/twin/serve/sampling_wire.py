@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from simulator.twin.core.sampling import NEUTRAL, SamplingParams
@@ -52,16 +52,23 @@ def request_fields(body: Mapping[str, Any], *, chat: bool) -> dict[str, float | 
     return {n: check(n, body[n]) for n in names if body.get(n) is not None}
 
 
+def _with(base: SamplingParams, fields: Mapping[str, float | int]) -> SamplingParams:
+    """`base` with `fields` (vLLM's names) over it; other keys are ignored."""
+    v = {**asdict(base), **{k: fields[k] for k in CHAT_FIELDS if k in fields}}
+    return SamplingParams(float(v["temperature"]), float(v["top_p"]), int(v["top_k"]),
+                          float(v["repetition_penalty"]), float(v["frequency_penalty"]),
+                          float(v["presence_penalty"]))
+
+
 def defaults_of(generation_config: Mapping[str, float | int] | None) -> SamplingParams:
     """What a request that sets nothing samples with: the generation config's values
     over vLLM's neutral ones."""
     if not generation_config:
         return NEUTRAL
-    return replace(NEUTRAL, **{k: v for k, v in generation_config.items()
-                               if k in CHAT_FIELDS})
+    return _with(NEUTRAL, generation_config)
 
 
 def resolve(fields: Mapping[str, float | int], defaults: SamplingParams) -> SamplingParams:
     """The request's fields over the defaults; vLLM's top_k of -1 means off, as 0."""
-    out = replace(defaults, **fields) if fields else defaults
+    out = _with(defaults, fields) if fields else defaults
     return replace(out, top_k=0) if out.top_k < 0 else out
