@@ -23,7 +23,7 @@ DEFAULT_EFFICIENCY_HARDWARE = "a40"   # cards without a fit of their own borrow 
 KvDtype = Literal["bf16", "fp16", "fp8"]
 KV_DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 _M = TypeVar("_M", bound=BaseModel)
-_SPEC_RE = re.compile(r"^(off|(ngram|draft|mtp):[1-9][0-9]*)$")
+_SPEC_RE = re.compile(r"^(off|(ngram|draft|mtp):[1-9][0-9]*(@[1-9][0-9]*)?)$")
 
 
 class _Strict(BaseModel):
@@ -93,7 +93,8 @@ class EngineSettings(_Strict):
     @classmethod
     def _spec_ok(cls, v: str) -> str:
         if not _SPEC_RE.match(v):
-            raise ValueError(f"must be 'off', 'ngram:K', 'draft:K' or 'mtp:K', got {v!r}")
+            raise ValueError(f"must be 'off', 'ngram:K', 'draft:K' or 'mtp:K' (each optionally "
+                             f"'@N', the batch gate), got {v!r}")
         parse_spec(v)       # the bound on K (vLLM: at most 32 draft tokens per request)
         return v
 
