@@ -430,7 +430,8 @@ class SamplingSpec(_Frozen):
     top_p in (0, 1], top_k -1 or 0 (off) or 1 … 2²⁰ (above any vocabulary),
     repetition_penalty in (0, 10] (vLLM takes any > 0; past 10 a repeated token's logit
     is cut tenfold, no working setting), frequency/presence penalties in [−2, 2].
-    `temperature` here overrides the scenario's top-level `temperature`."""
+    `temperature` here, when set, wins over the scenario's top-level `temperature`
+    (which the bundled scenarios set to Claude Code's 1)."""
 
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
@@ -579,9 +580,6 @@ class Scenario(_WithDists):
     @model_validator(mode="after")
     def _sampling_on_the_wire(self) -> Scenario:
         sp = self.sampling
-        if sp.temperature is not None and "temperature" in self.model_fields_set:
-            raise ValueError("temperature: set it in one place (sampling.temperature or "
-                             "the top-level temperature), not both")
         if self.endpoint.api == "anthropic":
             for key in _PENALTIES:
                 if getattr(sp, key) is not None:

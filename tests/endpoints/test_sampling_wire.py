@@ -119,6 +119,14 @@ def _captured(monkeypatch: pytest.MonkeyPatch) -> list[SamplingParams | None]:
     return seen
 
 
+def test_sampling_temperature_wins_over_the_top_level_one(tmp_path: Path) -> None:
+    from simulator.scenario.load import load_scenario
+    s, _ = load_scenario(_scenario(tmp_path, temperature=0.2), ["sampling.temperature=0.5"])
+    assert s.wire_sampling() == (0.5, {})
+    s, _ = load_scenario(_scenario(tmp_path, temperature=0.2), [])
+    assert s.wire_sampling() == (0.2, {})
+
+
 def test_inprocess_twin_resolves_against_the_generation_config(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _captured(monkeypatch)
@@ -197,7 +205,6 @@ def test_resolution_keeps_vllms_meaning_of_top_k_off() -> None:
      "sampling.repetition_penalty"),
     ({"sampling": {"presence_penalty": 0.5}}, "sampling.presence_penalty"),   # Anthropic
     ({"sampling": {"min_p": 0.1}}, "sampling.min_p"),
-    ({"sampling": {"temperature": 0.5}, "temperature": 0.2}, "temperature"),
 ])
 def test_validate_names_the_bad_key_in_one_line(tmp_path: Path, over: dict[str, Any],
                                                 key: str) -> None:
