@@ -468,8 +468,21 @@ class TwinSpec(_Frozen):
     max_num_seqs: int | None = Field(default=None, gt=0, le=1 << 16)
     # hybrids' kept linear-attention states (vLLM --prefix-cache-retention-interval): 0 the
     # replay boundary and shared-prefix junctions (vLLM 0.32's default), "dense" every
-    # block boundary a step ends on (vLLM's None), N also every N tokens; None: the profile's
+    # block boundary a step ends on (vLLM's None), N also every N tokens; None: the
+    # vllm_version's default
     prefix_cache_retention_interval: Annotated[int, Field(ge=0)] | Literal["dense"] | None = None
+    # the vLLM release the twin imitates (twin/model/vllm_versions.py: the defaults that
+    # moved between releases, e.g. the retention above); None: the profile's (0.32)
+    vllm_version: str | None = Field(default=None, pattern=r"^v?\d+\.\d+(\.\d+)?$",
+                                     max_length=16)
+
+    @field_validator("vllm_version", mode="before")
+    @classmethod
+    def _version_text(cls, v: Any) -> Any:
+        """YAML and --set read 0.28 as a number: releases have two-digit minors."""
+        if isinstance(v, float):
+            return f"{v:.2f}"
+        return v
 
     def engine_overrides(self) -> dict[str, object]:
         """These settings as `build_perf_model` overrides."""
@@ -486,6 +499,8 @@ class TwinSpec(_Frozen):
             out["enable_prefix_caching"] = False
         if self.kv_offload_gib > 0:
             out["kv_offload_gib"] = self.kv_offload_gib
+        if self.vllm_version is not None:
+            out["vllm_version"] = self.vllm_version
         keep = self.prefix_cache_retention_interval
         if keep is not None:
             out["prefix_cache_retention_interval"] = None if keep == "dense" else keep

@@ -10,13 +10,14 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from simulator.errors import InputError
-from simulator.twin.spec_decode.ngram import parse_spec
+from simulator.twin.model import vllm_versions
+from simulator.twin.spec_decode.ngram import ModelDraftSpec, parse_spec
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 DEFAULT_EFFICIENCY_HARDWARE = "a40"   # cards without a fit of their own borrow this one
@@ -81,13 +82,26 @@ class EngineSettings(_Strict):
     # vLLM --kv-offloading-size (GiB of host memory for evicted KV; 0: off), at most
     # 1 PiB (past any host's memory; 1e308 GiB overflowed the tier's block count)
     kv_offload_gib: float = Field(default=0.0, ge=0, le=MAX_HOST_GIB, allow_inf_nan=False)
+    # the vLLM release imitated (`vllm_versions`): it picks the defaults that moved
+    # between releases (the retention below, when "auto")
+    vllm_version: str = vllm_versions.DEFAULT_VERSION
     # hybrids' kept states (vLLM CacheConfig.prefix_cache_retention_interval): 0 the replay
-    # boundary and shared-prefix junctions only (vLLM 0.32's default), None every block
-    # boundary a step ends on, N > 0 also every N tokens (a multiple of the block size)
-    prefix_cache_retention_interval: int | None = Field(default=0, ge=0)
+    # boundary and shared-prefix junctions only, None every block boundary a step ends
+    # on, N > 0 also every N tokens (a multiple of the block size); "auto": the
+    # vllm_version's default (`with_version_defaults`)
+    prefix_cache_retention_interval: Annotated[int, Field(ge=0)] | Literal["auto"] | None = "auto"
     spec_max_num_batched_tokens: int = Field(default=2048, gt=0)   # budget with spec on
     #                                                      unless max_num_batched_tokens is set
     sources: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("vllm_version")
+    @classmethod
+    def _version_ok(cls, v: str) -> str:
+        try:
+            vllm_versions.parse_version(v)
+        except InputError as exc:
+            raise ValueError(str(exc).removeprefix("vllm_version: ")) from None
+        return v
 
     @field_validator("spec")
     @classmethod
@@ -361,13 +375,25 @@ def load_model(name_or_path: str | Path) -> ModelProfile:
 
 def load_engine_settings(hardware: HardwareProfile | None = None,
                          overrides: dict[str, Any] | None = None) -> EngineSettings:
-    """engine.yaml defaults < the card's `engine:` section < explicit overrides."""
+    """engine.yaml defaults < the card's `engine:` section < explicit overrides, with
+    the "auto" settings resolved for the vLLM version (`with_version_defaults`)."""
     path = PROFILE_DIR / "engine.yaml"
     data = _read_yaml(path)
     if hardware is not None:
         data.update(hardware.engine)
     data.update(overrides or {})
-    return _validate(EngineSettings, data, "engine settings")
+    return with_version_defaults(_validate(EngineSettings, data, "engine settings"))
+
+
+def with_version_defaults(engine: EngineSettings) -> EngineSettings:
+    """`engine` with its "auto" settings resolved for its `vllm_version`: the hybrids'
+    state retention that release uses by default for this speculation setting."""
+    if engine.prefix_cache_retention_interval != "auto":
+        return engine
+    spec = parse_spec(engine.spec)
+    eagle = isinstance(spec, ModelDraftSpec) and spec.kind == "mtp"
+    d = vllm_versions.retention_default(engine.vllm_version, eagle_drafter=eagle)
+    return engine.model_copy(update={"prefix_cache_retention_interval": d.interval})
 
 
 def efficiency_for(hardware: HardwareProfile) -> tuple[Efficiency, str]:
