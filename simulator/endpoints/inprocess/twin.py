@@ -86,6 +86,7 @@ class InProcessTwin:
         # what a request samples with where it sets nothing (vLLM --generation-config auto)
         self.sampling_defaults = sampling_wire.defaults_of(
             gen.values() if gen is not None else None)
+        self._sampling: dict[tuple[object, ...], SamplingParams] = {}   # resolved, by fields
 
     def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
         return [self._drive]
@@ -198,14 +199,21 @@ class InProcessTwin:
     def sampling_of(self, request: LLMRequest) -> SamplingParams:
         """What the request samples with: its fields over the model's generation config
         (EndpointError 400 for a value vLLM refuses)."""
+        key = (request.temperature, tuple(request.sampling.items()))
+        known = self._sampling.get(key)          # a run sends a handful of distinct sets
+        if known is not None:
+            return known
         fields: dict[str, float | int] = dict(request.sampling)
         if request.temperature is not None:
             fields["temperature"] = request.temperature
         try:
-            return sampling_wire.resolve(sampling_wire.request_fields(fields, chat=True),
-                                         self.sampling_defaults)
+            resolved = sampling_wire.resolve(sampling_wire.request_fields(fields, chat=True),
+                                             self.sampling_defaults)
         except ValueError as exc:
             raise EndpointError(ErrorType.BAD_REQUEST, str(exc), status=400) from None
+        if len(self._sampling) < 64:
+            self._sampling[key] = resolved
+        return resolved
 
     def _plan(self, request: LLMRequest,
               prompt: array[int]) -> tuple[reply.PlannedReply, _Passes]:
