@@ -24,6 +24,7 @@ from simulator.twin.core.sampling import NEUTRAL, SamplingParams
 from simulator.twin.core.types import EngineRequest
 from simulator.twin.serve import sampling_wire, server
 from tests.conftest import run_scenario, small_scenario
+from tests.http_twin import twin_in_thread
 from tests.lying_servers import BLOCK, END, JSON_HEAD, SSE, START, _sized, delta, lying_server
 
 # the A40 twin's default model: Qwen3-Coder's generation config (profile `generation_config`)
@@ -141,6 +142,17 @@ def test_inprocess_twin_resolves_against_the_generation_config(
     assert manifest["sampling"]["sent"] == {"temperature": 1.0, "top_k": 7,
                                             "presence_penalty": 0.5}
     assert manifest["sampling"]["resolved"]["repetition_penalty"] == 1.05
+
+
+def test_a_run_on_the_http_twin_states_what_it_resolved(tmp_path: Path) -> None:
+    """The HTTP twin states its defaults in /v1/models: the manifest resolves them."""
+    with twin_in_thread(time_scale=2000.0) as url:
+        res = run_scenario(_scenario(tmp_path, think_time_s=0), tmp_path / "out",
+                           ["turns=2", "sampling.top_p=0.5"], endpoint_url=url)
+    assert res.status == "completed", res.outcome.reason
+    assert res.manifest["sampling"]["resolved"] == {
+        "temperature": 1.0, "top_p": 0.5, "top_k": 20, "repetition_penalty": 1.05,
+        "frequency_penalty": 0.0, "presence_penalty": 0.0}
 
 
 def test_a_model_without_generation_config_samples_neutral() -> None:

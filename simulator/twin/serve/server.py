@@ -19,7 +19,7 @@ import json
 from array import array
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -233,7 +233,9 @@ def twin_identity(cfg: ServerConfig) -> dict[str, Any]:
     run against it as simulated, with the time scale (simulated s per wall s)."""
     return {"simulated": True, "hardware": cfg.hardware, "model": cfg.model,
             "spec": cfg.spec, "time_scale": cfg.time_scale,
-            "context_window": cfg.context_window}
+            "context_window": cfg.context_window,
+            # what a request that sets no sampling field samples with
+            "sampling_defaults": asdict(cfg.sampling_defaults)}
 
 
 async def _announce(request: web.Request, response: web.StreamResponse) -> None:
