@@ -91,6 +91,9 @@ class TwinEngine:
                                   else None)
         # this step's proposer work (see `_draft`): sequences it ran for, context scanned
         self._spec_seqs = self._spec_ctx = 0
+        # the batch gate (`parse_spec`'s @N): drafting only while the running batch holds
+        # at most this many requests; None: always
+        self._spec_gate: int | None = getattr(self.spec, "max_batch_size", None)
         self._link, tier = self._host_tier(perf_model, bs)
         # a hybrid with prefix caching: vLLM's `align` state cache (`hybrid_prefill`)
         self._align = getattr(perf_model, "state_align_block", None) is not None
@@ -529,6 +532,8 @@ class TwinEngine:
         # out of the budget (truncated when it is short; the requests after it wait a
         # step); a drafter's extra slots are charged on top (`drafting_slots`)
         spec, bs = self.spec, kv.block_size
+        gate = self._spec_gate
+        drafting = spec is not None and (gate is None or len(running) <= gate)
         # a plain decode that neither needs a block nor fills one (15 steps in 16) is
         # only counted: `allocate_slots` would do nothing for it
         plain = spec is None and not self._align
@@ -545,10 +550,10 @@ class TwinEngine:
                 continue
             room = budget - slots
             look = 0
-            if n == 1 and spec is not None:
+            if n == 1 and drafting:
                 n += self._draft(s, room - 1)
-                if isinstance(self.spec, ModelDraftSpec):
-                    look = self.spec.num_speculative_tokens   # lookahead KV slots
+                if isinstance(spec, ModelDraftSpec):
+                    look = spec.num_speculative_tokens   # lookahead KV slots
             else:
                 if n > room:
                     n = room

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -174,8 +174,7 @@ class RooflinePerfModel:
             known = ", ".join(sorted(self.model.drafters)) or "none"
             raise InputError(f"model {self.model.name}: no '{spec.kind}' drafter in its "
                              f"profile (drafters: {known})")
-        return ModelDraftSpec(spec.kind, spec.num_speculative_tokens,
-                              tuple(drafter.acceptance))
+        return replace(spec, acceptance=tuple(drafter.acceptance))
 
     # -- memory ---------------------------------------------------------------------
     def _kv_per_layer_token(self) -> float:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.twin.core.sampling import SamplingParams
 from simulator.twin.core.types import Engine, EngineCounters, EngineRequest, StepOutcome
 
 
@@ -122,8 +123,10 @@ class TwinService:
         self.steps = 0
 
     def submit(self, prompt_tokens: Sequence[int], plan: Sequence[int],
-               request_id: str | None = None) -> RequestStream:
-        """Queue a request in the engine now; the driver task will play it out."""
+               request_id: str | None = None, *,
+               sampling: SamplingParams | None = None) -> RequestStream:
+        """Queue a request in the engine now (`sampling`: what it samples with, resolved);
+        the driver task will play it out."""
         rid = request_id or f"msg_twin_{next(self._ids):08d}"
         now = self.clock()
         if self.engine.is_idle():
@@ -131,7 +134,8 @@ class TwinService:
         stream = RequestStream(rid, len(prompt_tokens), tuple(plan), received=now,
                                engine_arrival=self.engine.now)
         self._streams[rid] = stream
-        self.engine.submit(EngineRequest(rid, prompt_tokens, stream.plan, self.engine.now))
+        self.engine.submit(EngineRequest(rid, prompt_tokens, stream.plan, self.engine.now,
+                                         sampling=sampling))
         self._wake.set()
         return stream
 
