@@ -84,6 +84,7 @@ def main() -> int:
     torch.set_num_threads(1)
     load = os.getloadavg()[0]
     grid = [(r, k, L) for r in (1, 4, 16, 32) for k in (5, 8) for L in (128, 1024, 4096)]
+    # rows: 1 + k per drafting request, the twin's `penalty_draft_rows`
     xs, ys = [], []
     for reqs, k, out_len in grid:
         t = host_history(reqs, k, out_len)
@@ -91,7 +92,13 @@ def main() -> int:
         xs.append((rows, rows * out_len))
         ys.append(t)
         print(f"history  reqs {reqs:3} k {k} out {out_len:5}: {1e3 * t:8.3f} ms", flush=True)
-    per_row, per_pad = fit(xs, ys)
+    # per padded token: the median over outputs of 1k-4k tokens (the cost per element
+    # grows with the tensor, cache effects); per row: what the 128-token outputs leave
+    pads = sorted(y / x[1] for x, y in zip(xs, ys, strict=True) if x[1] / x[0] >= 1000)
+    per_pad = pads[len(pads) // 2]
+    rows_left = [(y - per_pad * x[1]) / x[0] for x, y in zip(xs, ys, strict=True)
+                 if x[1] / x[0] < 200]
+    per_row = max(0.0, sorted(rows_left)[len(rows_left) // 2])
     dxs, dys = [], []
     for rows in (6, 24, 54):
         for out_len in (128, 1024):
@@ -105,6 +112,7 @@ def main() -> int:
         "host": f"{os.cpu_count()} cores, 1 torch thread, load {load:.1f}",
         "vllm": __import__("vllm").__version__,
         "penalty_history_row_s": per_row, "penalty_history_pad_tok_s": per_pad,
+        "pad_tok_s_range": [pads[0], pads[-1]],
         "penalty_device_row_s_cpu": dev_row, "penalty_device_pad_tok_s_cpu": dev_pad,
         "top_p_sort_row_s_cpu": sort_row, "vocab": VOCAB,
     }
