@@ -67,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--turns", type=int, default=None, help="turns per session (scenario: 6)")
     ap.add_argument("--note", default="", help="said after the load in the table's header "
                     "(e.g. what else ran on the machine)")
+    ap.add_argument("--spec-only", action="store_true",
+                    help="only the speculation check, on the shipped cpu-2core-fitted "
+                    "profile (no session fit), repeated --repeats times: the run-to-run "
+                    "spread of the real figures beside the twin's")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=tc.SPEC_MAX_TOKENS)
     args = ap.parse_args(argv)
     t_start = time.monotonic()
     engine, smol = ensure_vllm(), ensure_smollm2()
@@ -84,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         tc.warm_up(plain)
         tc.warm_up(spec)
         say(f"servers ready after {time.monotonic() - t_start:.0f} s (load {_load():.1f})")
+        if args.spec_only:
+            return spec_spread(plain, spec, out, args.repeats, args.max_tokens, loads,
+                               t_start)
 
         fit_res = tc.run(tc.SCENARIO, out / "fit", sessions=1, seed=100, turns=args.turns,
                          endpoint=plain.base_url)
@@ -134,6 +143,36 @@ def main(argv: list[str] | None = None) -> int:
             doc.write_text(replace_block(doc.read_text(encoding="utf-8"), header + table),
                            encoding="utf-8")
         say(f"wrote {tc.FITTED_PATH.relative_to(ROOT)}, README.md, docs/twin-fidelity.md")
+    return 0
+
+
+def spec_spread(plain: EngineServer, spec: EngineServer, out: Path, repeats: int,
+                max_tokens: int, loads: list[float], t_start: float) -> int:
+    """The speculation check `repeats` times on the same servers: each repeat fits
+    spec_step_s on one stream and predicts 2, 4 and 8 streams; the real figures' range
+    over the repeats is the run-to-run spread a prediction is held to."""
+    import yaml
+    base = yaml.safe_load(tc.FITTED_PATH.read_text(encoding="utf-8"))
+    runs: list[list[tc.Row]] = []
+    for r in range(repeats):
+        checked = tc.spec_check(plain, spec, base, out / f"spec-{r}", max_tokens=max_tokens)
+        runs.append(checked.rows)
+        loads.append(_load())
+        say(f"repeat {r + 1}: spec_step_s {checked.fit.terms['spec_step_s']:.4g} s, done "
+            f"after {time.monotonic() - t_start:.0f} s (load {loads[-1]:.1f})")
+        for row in checked.rows:
+            say(f"  {row.setting}: twin {row.twin:.3g}, real {row.real:.3g} tok/s")
+    say("\n| streams | twin (each repeat) | vLLM CPU (each repeat) | real spread | twin ÷ real |")
+    say("|---|---|---|---|---|")
+    for i, row in enumerate(runs[0]):
+        tw = [rs[i].twin or 0.0 for rs in runs]
+        rl = [rs[i].real or 0.0 for rs in runs]
+        ratios = [t / r for t, r in zip(tw, rl, strict=True) if r]
+        say(f"| {row.setting.split(',')[0]} | {', '.join(f'{t:.3g}' for t in tw)} | "
+            f"{', '.join(f'{v:.3g}' for v in rl)} | ×{max(rl) / min(rl):.2f} | "
+            f"{min(ratios):.2f}–{max(ratios):.2f} |")
+    say(f"\n{repeats} repeats, {max_tokens} tokens a probe, load {min(loads):.1f}–"
+        f"{max(loads):.1f}, {(time.monotonic() - t_start) / 60:.1f} min")
     return 0
 
 

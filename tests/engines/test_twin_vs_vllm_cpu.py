@@ -70,8 +70,8 @@ def test_twin_fitted_at_one_session_predicts_four_and_speculation(
     share = by["cache-read share (shared prefix)"]
     assert share.error is not None and abs(share.error) <= SHARE_POINTS
     assert _within(by["speedup, on ÷ off"], SPEEDUP_BAND)
-    # speculation fitted on one stream (spec_step_s), 2 and 4 streams predicted
+    # speculation fitted on one stream (spec_step_s), 2, 4 and 8 streams predicted
     streams = [r for r in checked.rows if "streams" in r.setting]
-    assert [r.setting.split()[0] for r in streams] == ["2", "4"]
+    assert [r.setting.split()[0] for r in streams] == ["2", "4", "8"]
     for r in streams:
         assert _within(r, SPEC_STREAM_BAND), r
