@@ -58,6 +58,12 @@ def spec_terms(pm: RooflinePerfModel, context: int = 3000) -> list[SpecTerm]:
             return f"fitted on {hw.name}" if fitted else f"prior ({hw.name} profile)"
         return f"borrowed from {DEFAULT_EFFICIENCY_HARDWARE}"
 
+    def rows_status(term: str) -> str:
+        """A row term: the device traffic is derived (a GPU card), the host part measured."""
+        host = status(term) if getattr(eff, term) > 0 else ""
+        device = DERIVED if hw.compute_capability is not None else ""
+        return " + ".join(x for x in (device, host) if x) or status(term)
+
     def src(term: str, fallback: str) -> str:
         return (hw.speculation.source if term in own and hw.speculation is not None
                 else fallback)
@@ -83,7 +89,7 @@ def spec_terms(pm: RooflinePerfModel, context: int = 3000) -> list[SpecTerm]:
         SpecTerm("penalty rows", "per draft row when a request in the batch has a penalty: "
                  f"host + {PENALTY_BYTES_PER_VOCAB:g} B × vocab / bandwidth",
                  f"{_ms(pm._t_pen_row)} per row ({_ms(eff.penalty_row_s)} host)",
-                 status("penalty_row_s"),
+                 rows_status("penalty_row_s"),
                  src("penalty_row_s", "rejection_sampler.apply_penalties → "
                      "layers/utils.apply_penalties (bincounts over the vocabulary); host: "
                      + SAMPLING_HOST)),
@@ -95,7 +101,7 @@ def spec_terms(pm: RooflinePerfModel, context: int = 3000) -> list[SpecTerm]:
         SpecTerm("top-k/top-p rows", "per draft row when a request in the batch samples "
                  f"with top-k/top-p: host + {TOPK_BYTES_PER_VOCAB:g} B × vocab / bandwidth",
                  f"{_ms(pm._t_topk_row)} per row ({_ms(eff.topk_row_s)} host)",
-                 status("topk_row_s"),
+                 rows_status("topk_row_s"),
                  src("topk_row_s", "apply_sampling_constraints → apply_top_k_top_p "
                      "(a full-vocabulary sort; PRs 32558, 51507)")),
         SpecTerm("spec_seq_s (residual)", "per decoding sequence per step, left by the fit",
