@@ -45,6 +45,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from simulator.check.compare import PROBES
@@ -64,33 +66,41 @@ ARMS: dict[str, tuple[str, dict[str, float]]] = {
     "qwen-config": ("spec", QWEN_CONFIG), "neutral": ("spec", NEUTRAL),
     "no-drafts": ("nodraft", QWEN_CONFIG)}
 
+WAITING = "waiting for work"
 # (category, frame-name pattern), first match wins, checked against every frame of a
-# stack: the most specific vLLM functions first
+# stack: the most specific vLLM functions first. py-spy names a method Class.method, so
+# a pattern allows any qualifying prefix before the function's name.
+Q = r"^(?:[\w<>]+\.)*"
 CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pat)) for name, pat in (
-        ("penalties", r"^(apply_penalties|apply_all_penalties|_combine_outputs_with_spec_tokens"
-                      r"|make_tensor_with_pad|_convert_to_tensors|get_token_bin_counts_and_mask"
-                      r"|_make_prompt_token_ids_tensor|make_ndarray_with_pad) "),
-        ("top-k/top-p", r"^(apply_top_k_top_p\w*|random_sample) "),
-        ("rejection sampler", r"^(rejection_sample|sample_recovered_tokens|generate_uniform_probs"
-                              r"|apply_sampling_constraints|forward \(.*rejection_sampler) "),
-        ("sampler (bonus / plain)", r"^\w+ \(.*v1/sample/"),
-        ("n-gram proposer", r"^\w+ \(.*spec_decode/ngram_proposer"),
-        ("draft bookkeeping", r"^(propose_draft_token_ids|_calc_spec_decode_metadata"
-                              r"|take_draft_token_ids|update_draft_token_ids\w*) "),
-        ("model forward", r"^(_model_forward|forward \(.*model_executor/models/) "),
-        ("input preparation", r"^(_prepare_inputs|_update_states|_prepare_input_ids"
-                              r"|_update_states_after_model_execute|condense|refresh_metadata) "),
-        ("scheduler", r"^schedule \(.*sched/scheduler"),
-        ("update from output", r"^update_from_output \("),
-        ("output to API process", r"^\w+ \(.*(serial_utils|msgspec|output_processor)"),
+        ("penalties", Q + r"(apply_penalties|apply_all_penalties|_combine_outputs_with_spec_tokens"
+                          r"|make_tensor_with_pad|_convert_to_tensors|get_token_bin_counts_and_mask"
+                          r"|_make_prompt_token_ids_cpu_tensor|make_ndarray_with_pad"
+                          r"|apply_repetition_penalties) \("),
+        ("top-k/top-p", Q + r"(apply_top_k_top_p\w*|apply_top_k_only|random_sample) \("),
+        ("rejection sampler", r"^RejectionSampler\.|" + Q + r"(rejection_sample"
+                              r"|sample_recovered_tokens|generate_uniform_probs"
+                              r"|apply_sampling_constraints|expand_batch_to_tokens) \("),
+        ("sampler (bonus / plain)", r"^[\w<>.]+ \(vllm/v1/sample/"),
+        ("n-gram proposer", r"^[\w<>.]+ \(vllm/v1/spec_decode/ngram_proposer"),
+        ("draft bookkeeping", Q + r"(propose_draft_token_ids|_calc_spec_decode_metadata"
+                              r"|take_draft_token_ids|update_draft_token_ids\w*) \("),
+        ("model forward", Q + r"_model_forward \("),
+        ("LM head (every row)", Q + r"compute_logits \("),
+        ("input preparation", Q + r"(_prepare_inputs|_update_states|_prepare_input_ids"
+                              r"|_update_states_after_model_execute|condense|refresh_metadata"
+                              r"|_build_attention_metadata|_preprocess) \("),
+        ("scheduler", r"^Scheduler\.schedule \("),
+        ("update from output", r"^Scheduler\.update_from_output \("),
+        ("output to API process", r"^[\w<>.]+ \(.*(serial_utils|msgspec|output_processor)"),
+        # the engine core blocked on the worker's reply: not work of its own
+        (WAITING, Q + r"(get_response|_wait_for_response|dequeue) \("),
     ))
-WAITING = "waiting for work"
 OTHER = "other engine step"
 # a stack inside one of these is working on a step (the engine core's step, the
 # worker's RPC: execute_model, sample_tokens, take_draft_token_ids …); else it waits
-WORK = re.compile(r"^(step|step_with_batch_queue|_execute_worker_rpc|execute_model"
-                  r"|sample_tokens) ")
+WORK = re.compile(Q + r"(step|step_with_batch_queue|_execute_worker_rpc|execute_model"
+                  r"|sample_tokens) \(")
 BUSY_LOOPS = ("run_busy_loop", "worker_busy_loop")
 
 
@@ -205,6 +215,18 @@ class Point:
         return 1e3 * sec / n if n > 0 else float("nan")
 
 
+def classify_files(folder: Path, arm: str, streams: int) -> Counter[str]:
+    """The busy threads' samples of the engine core and the worker by category (their
+    waits kept apart: the core waits while the worker runs the step)."""
+    main: Counter[str] = Counter()
+    for role in ("core", "worker"):
+        raw = folder / f"{arm}-{streams}-{role}.txt"
+        text = raw.read_text(encoding="utf-8") if raw.exists() else ""
+        for cat, n in main_thread(parse_raw(text), busy_threads(text)).items():
+            main[f"{role} {cat}" if cat == WAITING else cat] += n
+    return main
+
+
 def profile_point(server: EngineServer, arm: str, sampling: dict[str, float], streams: int,
                   window_s: float, rate: int, max_tokens: int, pyspy: str, out: Path) -> Point:
     """`streams` clients busy for the whole window; py-spy samples the engine core."""
@@ -242,11 +264,7 @@ def profile_point(server: EngineServer, arm: str, sampling: dict[str, float], st
             spy.wait(timeout=60)
         for f in futs:
             f.result()
-    main: Counter[str] = Counter()
-    for role, raw in raws.items():
-        text = raw.read_text(encoding="utf-8") if raw.exists() else ""
-        for cat, n in main_thread(parse_raw(text), busy_threads(text)).items():
-            main[f"{role} {cat}" if cat == WAITING else cat] += n
+    main = classify_files(out, arm, streams)
     delta = {k: after[k] - before[k] for k in COUNTERS}
     return Point(arm, streams, took, load, delta, main, rate)
 
@@ -274,6 +292,28 @@ def table(points: Sequence[Point]) -> str:
     return "\n".join(lines)
 
 
+# the host work a step does around the model forward and the sampler: made serial with
+# the forward pass when vLLM refuses async scheduling (CPU n-gram drafting)
+HOST = ("n-gram proposer", "draft bookkeeping", "input preparation", "scheduler",
+        "update from output", "output to API process", OTHER)
+
+
+def host_split(points: Sequence[Point]) -> tuple[float, float]:
+    """Least squares of the host work per step over the stream counts: (s per step,
+    s per decoding sequence-step)."""
+    xs, ys = [], []
+    for p in points:
+        st = p.delta["steps"]
+        if st <= 0:
+            continue
+        xs.append((1.0, p.seq_steps / st))
+        ys.append(sum(p.samples[c] for c in HOST) / p.rate / st)
+    if len(xs) < 2:
+        return float("nan"), float("nan")
+    a = np.linalg.lstsq(np.array(xs), np.array(ys), rcond=None)[0]
+    return float(a[0]), float(a[1])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", default="1,2,4,8")
@@ -282,7 +322,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=int, default=50, help="py-spy samples per second")
     ap.add_argument("--max-tokens", type=int, default=192)
     ap.add_argument("--json", type=Path, help="also write the points here")
+    ap.add_argument("--from-json", type=Path, help="print the tables of saved points")
+    ap.add_argument("--raw-dir", type=Path, help="with --from-json: classify the py-spy "
+                    "stacks saved there again")
     args = ap.parse_args(argv)
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text(encoding="utf-8"))
+        pts = [Point(d["arm"], d["streams"], d["window_s"], d["load"], d["delta"],
+                     Counter(d["samples"]) if args.raw_dir is None
+                     else classify_files(args.raw_dir, d["arm"], d["streams"]), d["rate"])
+               for d in saved]
+        print(table(pts))
+        for arm in dict.fromkeys(p.arm for p in pts):
+            step, seq = host_split([p for p in pts if p.arm == arm])
+            print(f"{arm}: host work around the forward pass {1e3 * step:.2f} ms per step "
+                  f"+ {1e6 * seq:.0f} µs per decoding sequence (least squares over the "
+                  "streams)")
+        return 0
     pyspy = str(Path(sys.executable).with_name("py-spy"))
     if not Path(pyspy).exists():
         raise SystemExit(f"py-spy not found next to {sys.executable}: pip install py-spy")
@@ -318,6 +374,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{(time.monotonic() - t_start) / 60:.1f} min; py-spy raw stacks in {out}. "
           "ms per engine step (ms per decoding sequence-step):\n")
     print(table(points))
+    for arm in arms:
+        step, seq = host_split([p for p in points if p.arm == arm])
+        print(f"{arm}: host work around the forward pass {1e3 * step:.2f} ms per step + "
+              f"{1e6 * seq:.0f} µs per decoding sequence (least squares over the streams)")
     if args.json:
         args.json.write_text(json.dumps([{
             "arm": p.arm, "streams": p.streams, "window_s": p.window_s, "load": p.load,
