@@ -149,6 +149,7 @@ def version_line(pm: Any) -> str:
 
 
 @twin_group.command(name="show")
+@click.argument("twin", required=False, metavar="[HARDWARE/MODEL]")
 @click.option("--hardware", default=",".join(SHOW_CARDS), show_default=True,
               help="comma-separated card profiles (names or YAML paths)")
 @click.option("--model", default="qwen3-coder-30b-a3b-awq", show_default=True,
@@ -159,13 +160,17 @@ def version_line(pm: Any) -> str:
               help="context (tokens) at which the per-sequence terms are shown")
 @click.option("--vllm-version", "vllm_version", default=None, metavar="X.Y",
               help="the vLLM release the twin imitates  [default: the profile's, 0.32]")
-def show_command(hardware: str, model: str, spec: str, context: int,
+def show_command(twin: str | None, hardware: str, model: str, spec: str, context: int,
                  vllm_version: str | None = None) -> None:
     """Speculation's cost terms per card: value, formula, and whether each is derived,
     fitted on the card, the card's own, or borrowed; and the vLLM release imitated with
-    the defaults it sets."""
+    the defaults it sets. `endurance twin show a40/qwen3-coder-30b-a3b-awq` shows one
+    twin (as --twin names it) instead of --hardware × --model."""
     from simulator.twin.model.perf_model import build_perf_model
+    from simulator.twin.model.profiles import parse_twin
     from simulator.twin.model.spec_terms import spec_terms
+    if twin:
+        hardware, model = parse_twin(twin)
     console = Console()
     over = {"vllm_version": vllm_version} if vllm_version is not None else None
     for card in [c.strip() for c in hardware.split(",") if c.strip()]:

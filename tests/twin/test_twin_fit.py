@@ -232,3 +232,13 @@ def test_twin_show_names_the_sampler_terms_and_the_residual() -> None:
     assert terms["spec_seq_s (residual)"].value.endswith("ms")
     assert "residual" in terms["spec_seq_s (residual)"].source
     assert all(t.source for t in terms.values())
+
+
+def test_cli_twin_show_takes_one_twin_as_run_names_it() -> None:
+    res = CliRunner().invoke(main, ["twin", "show", "a40/qwen3-coder-30b-a3b-awq"],
+                             env={"COLUMNS": "240"})
+    assert res.exit_code == 0, res.output
+    assert "a40 ×" in res.output and "h100 ×" not in res.output
+    assert "spec_seq_s (residual)" in res.output and "penalty history" in res.output
+    bad = CliRunner().invoke(main, ["twin", "show", "nonsense"])
+    assert bad.exit_code != 0 and "HARDWARE/MODEL" in bad.output
