@@ -84,8 +84,8 @@ def spec_terms(pm: RooflinePerfModel, context: int = 3000) -> list[SpecTerm]:
         SpecTerm("spec_req_s", "per proposing request per step, host bookkeeping",
                  host or _ms(eff.spec_req_s), status("spec_req_s"),
                  src("spec_req_s", "vLLM CPU profile: input prep, draft lists and "
-                     "update_from_output per sequence-step (benchmarks/"
-                     "spec_profile_vllm_cpu.py)")),
+                     "update_from_output grow 0.2-1 ms per extra sequence there, too "
+                     "noisy to fix a term (benchmarks/spec_profile_vllm_cpu.py)")),
         SpecTerm("penalty rows", "per draft row when a request in the batch has a penalty: "
                  f"host + {PENALTY_BYTES_PER_VOCAB:g} B × vocab / bandwidth",
                  f"{_ms(pm._t_pen_row)} per row ({_ms(eff.penalty_row_s)} host)",
