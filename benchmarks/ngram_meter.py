@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from simulator.twin import predictability  # noqa: E402  (after the sys.path insert)
+from simulator.twin.spec_decode import predictability  # noqa: E402  (after the sys.path insert)
 
 Pair = tuple[str, "array[int]", tuple[int, ...]]
 
@@ -42,7 +42,8 @@ def capture(scenario: str, sessions: int, turns: int) -> list[Pair]:
     from simulator.run.spec import RunSpec
     seen: list[Pair] = []
 
-    def recording(self: Any, prompt: Any, reply: Any, session: str = "") -> int | None:
+    def recording(self: Any, prompt: Any, reply: Any, session: str = "",
+                  **_: Any) -> int | None:
         seen.append((session, array("I", prompt), tuple(reply)))
         return None
 

@@ -22,6 +22,7 @@ docs/twin-fidelity.md). It
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -67,8 +68,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--turns", type=int, default=None, help="turns per session (scenario: 6)")
     ap.add_argument("--note", default="", help="said after the load in the table's header "
                     "(e.g. what else ran on the machine)")
+    ap.add_argument("--spec-only", action="store_true",
+                    help="only the speculation check, on the shipped cpu-2core-fitted "
+                    "profile (no session fit), repeated --repeats times: the run-to-run "
+                    "spread of the real figures beside the twin's")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=tc.SPEC_MAX_TOKENS)
+    ap.add_argument("--repredict", type=Path, metavar="DIR",
+                    help="no servers: predict a --spec-only run's repeats again (DIR: its "
+                    "folder, with spread.json) with the current cpu-2core-fitted profile")
     args = ap.parse_args(argv)
     t_start = time.monotonic()
+    if args.repredict:
+        return repredict(args.repredict)
     engine, smol = ensure_vllm(), ensure_smollm2()
     assert smol.hf_dir is not None
     out = Path(tempfile.mkdtemp(prefix="twin-vs-vllm-cpu-"))
@@ -84,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         tc.warm_up(plain)
         tc.warm_up(spec)
         say(f"servers ready after {time.monotonic() - t_start:.0f} s (load {_load():.1f})")
+        if args.spec_only:
+            return spec_spread(plain, spec, out, args.repeats, args.max_tokens, loads,
+                               t_start)
 
         fit_res = tc.run(tc.SCENARIO, out / "fit", sessions=1, seed=100, turns=args.turns,
                          endpoint=plain.base_url)
@@ -134,6 +149,75 @@ def main(argv: list[str] | None = None) -> int:
             doc.write_text(replace_block(doc.read_text(encoding="utf-8"), header + table),
                            encoding="utf-8")
         say(f"wrote {tc.FITTED_PATH.relative_to(ROOT)}, README.md, docs/twin-fidelity.md")
+    return 0
+
+
+def spec_spread(plain: EngineServer, spec: EngineServer, out: Path, repeats: int,
+                max_tokens: int, loads: list[float], t_start: float) -> int:
+    """The speculation check `repeats` times on the same servers: each repeat fits
+    spec_step_s on one stream and predicts 2, 4 and 8 streams; the real figures' range
+    over the repeats is the run-to-run spread a prediction is held to."""
+    import yaml
+    base = yaml.safe_load(tc.FITTED_PATH.read_text(encoding="utf-8"))
+    runs: list[list[tc.Row]] = []
+    for r in range(repeats):
+        checked = tc.spec_check(plain, spec, base, out / f"spec-{r}", max_tokens=max_tokens)
+        runs.append(checked.rows)
+        (out / "spread.json").write_text(json.dumps(
+            {str(i): [row.real for row in rows] for i, rows in enumerate(runs)}),
+            encoding="utf-8")
+        loads.append(_load())
+        say(f"repeat {r + 1}: spec_step_s {checked.fit.terms['spec_step_s']:.4g} s, done "
+            f"after {time.monotonic() - t_start:.0f} s (load {loads[-1]:.1f})")
+        for row in checked.rows:
+            say(f"  {row.setting}: twin {row.twin:.3g}, real {row.real:.3g} tok/s")
+    say("\n| streams | twin (each repeat) | vLLM CPU (each repeat) | real spread | twin ÷ real |")
+    say("|---|---|---|---|---|")
+    for i, row in enumerate(runs[0]):
+        tw = [rs[i].twin or 0.0 for rs in runs]
+        rl = [rs[i].real or 0.0 for rs in runs]
+        ratios = [t / r for t, r in zip(tw, rl, strict=True) if r]
+        say(f"| {row.setting.split(',')[0]} | {', '.join(f'{t:.3g}' for t in tw)} | "
+            f"{', '.join(f'{v:.3g}' for v in rl)} | ×{max(rl) / min(rl):.2f} | "
+            f"{min(ratios):.2f}–{max(ratios):.2f} |")
+    say(f"\n{repeats} repeats, {max_tokens} tokens a probe, load {min(loads):.1f}–"
+        f"{max(loads):.1f}, {(time.monotonic() - t_start) / 60:.1f} min")
+    return 0
+
+
+def repredict(folder: Path) -> int:
+    """A --spec-only run's repeats predicted again, as spec_check does (spec_step_s
+    refitted on each repeat's one stream, then 2, 4 and 8 streams replayed), with the
+    current profile: what a change of the twin's terms does to the same measurements."""
+    import yaml
+
+    from simulator.twin.model.fit import Observation, fit_terms
+    from simulator.twin.model.perf_model import build_perf_model
+    from simulator.twin.spec_decode.replay import replay_streams
+    reals = json.loads((folder / "spread.json").read_text(encoding="utf-8"))
+    base = yaml.safe_load(tc.FITTED_PATH.read_text(encoding="utf-8"))
+    spec = f"ngram:{tc.SPEC.num_speculative_tokens}"
+    for r, real in reals.items():
+        ex = folder / f"spec-{r}" / "spec-exchanges.json"
+        point = Observation(kind="spec_replay", measured=real[0], unit="tok_s", batch=1,
+                            spec=spec, prompt_lookup_min=tc.SPEC.prompt_lookup_min,
+                            prompt_lookup_max=tc.SPEC.prompt_lookup_max, exchanges=str(ex),
+                            label="1 stream, n-gram speculation")
+        path = folder / f"repredict-{r}.yaml"
+        path.write_text(yaml_text(base), encoding="utf-8")
+        fit = fit_terms([point], str(path), tc.MODEL, free=tc.SPEC_FREE)
+        prof = {**base, "efficiency": {**base["efficiency"], **{
+            k: float(f"{fit.terms[k]:.5g}") for k in tc.SPEC_FREE}}}
+        path.write_text(yaml_text(prof), encoding="utf-8")
+        pm = build_perf_model(str(path), tc.MODEL, spec=spec)
+        pairs = json.loads(ex.read_text(encoding="utf-8"))
+        cells = []
+        for n, rl in zip(tc.SPEC_SESSIONS, real[1:], strict=True):
+            tw = replay_streams(pairs, tc.SPEC, n, pm)
+            rate = sum(a for a, _ in tw) / sum(b for _, b in tw)
+            cells.append(f"{n} streams twin {rate:.3g} real {rl:.3g} ({100 * (rate / rl - 1):+.0f}%)")
+        say(f"repeat {int(r) + 1}: spec_step_s {1e3 * fit.terms['spec_step_s']:.2f} ms; "
+            + "; ".join(cells))
     return 0
 
 

@@ -118,9 +118,10 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
         endpoint_option(),
         click.option("--twin", "twin", metavar="HARDWARE/MODEL",
                      help="Twin profile (default from the scenario, e.g. a40/qwen3-coder-30b-a3b-awq)."),
-        click.option("--spec", metavar="off|ngram:K|draft:K|mtp:K",
+        click.option("--spec", metavar="off|ngram:K|draft:K|mtp:K[@N]",
                      help="Twin speculative decoding (draft/mtp need a drafter in the "
-                     "model profile)."),
+                     "model profile); @N drafts only while the batch holds at most N "
+                     "requests."),
         click.option("--model", metavar="NAME", help="Model name sent in requests."),
         click.option("--turns", type=int, callback=at_least_one, help="Turns per session."),
         click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",

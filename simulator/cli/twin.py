@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
@@ -133,7 +133,23 @@ def _check_points_output(output: Path, run_dir: Path, force: bool) -> None:
 SHOW_CARDS = ("a40", "gb10", "h100", "h200")
 
 
+def version_line(pm: Any) -> str:
+    """The vLLM release a twin imitates and the release-dependent default it resolved."""
+    from simulator.twin.model.vllm_versions import describe_retention, retention_default
+    from simulator.twin.spec_decode.ngram import ModelDraftSpec
+    e = pm.engine
+    keep = e.prefix_cache_retention_interval
+    default = retention_default(e.vllm_version, eagle_drafter=isinstance(
+        pm.spec, ModelDraftSpec) and pm.spec.kind == "mtp")
+    why = default.reason if keep == default.interval else "set explicitly"
+    hybrid = "" if pm.model.is_hybrid else "; no effect: not a hybrid"
+    return (f"{pm.hardware.name} × {pm.model.name}: imitates vLLM {e.vllm_version}; hybrid "
+            f"state retention (prefix_cache_retention_interval) {describe_retention(keep)}: "
+            f"{why}{hybrid}")
+
+
 @twin_group.command(name="show")
+@click.argument("twin", required=False, metavar="[HARDWARE/MODEL]")
 @click.option("--hardware", default=",".join(SHOW_CARDS), show_default=True,
               help="comma-separated card profiles (names or YAML paths)")
 @click.option("--model", default="qwen3-coder-30b-a3b-awq", show_default=True,
@@ -142,14 +158,24 @@ SHOW_CARDS = ("a40", "gb10", "h100", "h200")
               help="speculation setting the terms are valued for")
 @click.option("--context", type=int, default=3000, show_default=True,
               help="context (tokens) at which the per-sequence terms are shown")
-def show_command(hardware: str, model: str, spec: str, context: int) -> None:
+@click.option("--vllm-version", "vllm_version", default=None, metavar="X.Y",
+              help="the vLLM release the twin imitates  [default: the profile's, 0.32]")
+def show_command(twin: str | None, hardware: str, model: str, spec: str, context: int,
+                 vllm_version: str | None = None) -> None:
     """Speculation's cost terms per card: value, formula, and whether each is derived,
-    fitted on the card, the card's own, or borrowed."""
+    fitted on the card, the card's own, or borrowed; and the vLLM release imitated with
+    the defaults it sets. `endurance twin show a40/qwen3-coder-30b-a3b-awq` shows one
+    twin (as --twin names it) instead of --hardware × --model."""
     from simulator.twin.model.perf_model import build_perf_model
+    from simulator.twin.model.profiles import parse_twin
     from simulator.twin.model.spec_terms import spec_terms
+    if twin:
+        hardware, model = parse_twin(twin)
     console = Console()
+    over = {"vllm_version": vllm_version} if vllm_version is not None else None
     for card in [c.strip() for c in hardware.split(",") if c.strip()]:
-        pm = build_perf_model(card, model, spec=spec)
+        pm = build_perf_model(card, model, spec=spec, overrides=over)
+        console.print(version_line(pm), highlight=False, markup=False)
         table = Table(title=f"{pm.hardware.name} × {pm.model.name}, {spec}: speculation terms")
         for col in ("term", "value", "status", "formula", "source"):
             table.add_column(col, overflow="fold")

@@ -38,7 +38,8 @@ def _host_gib(_ctx: click.Context, _param: click.Parameter, value: float) -> flo
 @click.option("--cutoff-s", type=float, default=None,
               help="Proxy-style cut-off: 524 (or a dropped stream) after S seconds.")
 @click.option("--spec", default="off", show_default=True,
-              help="Speculative decoding: off|ngram:K|draft:K|mtp:K.")
+              help="Speculative decoding: off|ngram:K|draft:K|mtp:K, each optionally @N "
+              "(drafting only while the batch holds at most N requests).")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--max-model-len", type=click.IntRange(min=1), default=None,
               help="Context window in tokens (default: the model profile's, else 262144).")

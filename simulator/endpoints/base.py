@@ -51,7 +51,10 @@ _RETRYABLE = frozenset({ErrorType.RATE_LIMITED, ErrorType.OVERLOADED, ErrorType.
 class LLMRequest:
     """One Messages-API call. `hints` are advisory metadata for simulated servers
     (e.g. ``{"turn_kind": "edit"}``) sent as `x-endurance-*` headers over HTTP; real
-    servers ignore them."""
+    servers ignore them. `sampling`: the sampling fields beyond `temperature` the
+    scenario sets (`top_p`, `top_k`, `repetition_penalty`, `frequency_penalty`,
+    `presence_penalty`, vLLM's names); a field not in it is not sent, and the server
+    applies its own default (vLLM: the model's generation config)."""
 
     model: str
     prefix: Prefix
@@ -60,6 +63,7 @@ class LLMRequest:
     temperature: float | None = None
     session_id: str = ""
     hints: dict[str, str] = field(default_factory=dict)
+    sampling: dict[str, float | int] = field(default_factory=dict)
 
     def to_api_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `messages.create` / the JSON body (without `stream`)."""
@@ -74,6 +78,9 @@ class LLMRequest:
             kw["tools"] = list(self.prefix.tools)
         if self.temperature is not None:
             kw["temperature"] = self.temperature
+        # Messages fields; the scenario refuses penalties on this protocol (vLLM's
+        # Anthropic endpoint drops them), so anything else here is sent as given
+        kw.update(self.sampling)
         return kw
 
 

@@ -66,7 +66,7 @@ FREE = IDENTIFIED
 SESSIONS = (2, 4, 8)
 SPEC = NgramSpec(8, prompt_lookup_min=2, prompt_lookup_max=4)   # as smol_vllm_spec serves
 SPEC_MAX_TOKENS = 200
-SPEC_SESSIONS = (2, 4)          # speculation predicted at these, fitted at 1
+SPEC_SESSIONS = (2, 4, 8)       # speculation predicted at these, fitted at 1
 # what one stream of speculation identifies: the host work per step (per sequence and
 # per step are the same thing at one sequence)
 SPEC_FREE = ("spec_step_s",)

@@ -7,9 +7,11 @@ simulated or not, the price the cost figures use, and the package versions.
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import secrets
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from simulator import __version__
@@ -17,6 +19,8 @@ from simulator.endpoints.base import Endpoint
 from simulator.run.spec import RunSpec
 from simulator.scenario.load import scenario_hash
 from simulator.scenario.model import Scenario
+from simulator.twin.core.sampling import SamplingParams
+from simulator.twin.serve import sampling_wire
 from simulator.util.redact import redact_url
 
 
@@ -49,8 +53,41 @@ def price_per_hour(spec: RunSpec, endpoint: Endpoint) -> float | None:
     return None
 
 
+def sampling_manifest(s: Scenario, endpoint: Endpoint,
+                      http_twin: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What the run's requests sample with: the fields the scenario sends, and where
+    the rest come from. A twin, in-process or over HTTP (its `/v1/models` states its
+    defaults), states every value it resolved (the model profile's generation config, as
+    vLLM's `--generation-config auto` applies it, under the fields sent); a server
+    applies its own defaults, unknown here."""
+    temperature, fields = s.wire_sampling()
+    sent: dict[str, float | int] = dict(fields)
+    if temperature is not None:
+        sent = {"temperature": temperature, **sent}
+    out: dict[str, Any] = {"sent": sent}
+    defaults = getattr(endpoint, "sampling_defaults", None)
+    stated = (http_twin or {}).get("sampling_defaults")
+    if defaults is None and isinstance(stated, Mapping):
+        try:
+            defaults = sampling_wire.resolve(
+                {k: sampling_wire.check(k, v) for k, v in stated.items()
+                 if k in sampling_wire.CHAT_FIELDS}, sampling_wire.defaults_of(None))
+        except ValueError:
+            defaults = None          # a twin of another version: say nothing resolved
+    if isinstance(defaults, SamplingParams):
+        resolved = sampling_wire.resolve(sent, defaults)
+        out["resolved"] = dataclasses.asdict(resolved)
+        out["unset_from"] = ("the model profile's generation_config (vLLM --generation-config "
+                             "auto), else vLLM's neutral values")
+    else:
+        out["resolved"] = None
+        out["unset_from"] = ("the server's defaults (vLLM: the model's generation_config.json "
+                             "with --generation-config auto, its default)")
+    return out
+
+
 def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoint: Endpoint,
-                   run_id: str) -> dict[str, Any]:
+                   run_id: str, http_twin: Mapping[str, Any] | None = None) -> dict[str, Any]:
     desc = endpoint.describe()
     return {
         "run_id": run_id, "label": spec.label, "scenario": s.name,
@@ -61,6 +98,7 @@ def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoin
         "turns": s.turns, "compaction": s.compaction.kind,
         # constant load / warm start (warm-start turns: runner.warm_start_turn(seed, i, turns))
         "load": s.load.model_dump(),
+        "sampling": sampling_manifest(s, endpoint, http_twin),
         "endpoint": {**desc, **({"url": redact_url(spec.endpoint_url)} if spec.endpoint_url else {})},
         "simulated": endpoint.simulated, "price_per_hour": price_per_hour(spec, endpoint),
         "contains_verbatim_content": s.contains_verbatim_content,

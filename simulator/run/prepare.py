@@ -96,7 +96,9 @@ def open_run(spec: RunSpec, endpoint: Endpoint | None = None,
     else:
         server = ServerInfo.in_process(endpoint)
     run_id = new_run_id(s.name)
-    manifest = {**build_manifest(s, resolved, spec, endpoint, run_id), **server.manifest_fields(),
+    manifest = {**build_manifest(s, resolved, spec, endpoint, run_id,
+                                 server.twin if server.http_twin else None),
+                **server.manifest_fields(),
                 **(extra(s) if extra is not None else {})}
     for _ in range(RUN_ID_DRAWS - 1):
         try:

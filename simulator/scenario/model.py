@@ -428,6 +428,34 @@ class Timeouts(_Frozen):
     preflight_s: float = Field(default=30.0, gt=0, le=86_400)
 
 
+_PENALTIES = ("repetition_penalty", "frequency_penalty", "presence_penalty")
+
+
+class SamplingSpec(_Frozen):
+    """What the requests sample with (issue 48). Each field is sent only when set; a
+    server applies its own default to the rest (vLLM: the model's generation_config.json
+    under its default `--generation-config auto`; the twin: the model profile's
+    `generation_config`). Bounds are vLLM's (`SamplingParams._verify_args`) where it has
+    one and the APIs' otherwise: temperature 0–2 (OpenAI's range; Anthropic's is 0–1),
+    top_p in (0, 1], top_k -1 or 0 (off) or 1 … 2²⁰ (above any vocabulary),
+    repetition_penalty in (0, 10] (vLLM takes any > 0; past 10 a repeated token's logit
+    is cut tenfold, no working setting), frequency/presence penalties in [−2, 2].
+    `temperature` here, when set, wins over the scenario's top-level `temperature`
+    (which the bundled scenarios set to Claude Code's 1)."""
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: int | None = Field(default=None, ge=-1, le=1 << 20)
+    repetition_penalty: float | None = Field(default=None, gt=0, le=10)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+
+    def sent(self) -> dict[str, float | int]:
+        """The fields set, other than temperature, by vLLM's names."""
+        return {k: v for k, v in self.model_dump(exclude={"temperature"}).items()
+                if v is not None}
+
+
 # A scenario's name goes into its run id, a directory name (255 bytes on most file systems).
 MAX_NAME_CHARS = 100
 
@@ -450,8 +478,21 @@ class TwinSpec(_Frozen):
     max_num_seqs: int | None = Field(default=None, gt=0, le=1 << 16)
     # hybrids' kept linear-attention states (vLLM --prefix-cache-retention-interval): 0 the
     # replay boundary and shared-prefix junctions (vLLM 0.32's default), "dense" every
-    # block boundary a step ends on (vLLM's None), N also every N tokens; None: the profile's
+    # block boundary a step ends on (vLLM's None), N also every N tokens; None: the
+    # vllm_version's default
     prefix_cache_retention_interval: Annotated[int, Field(ge=0)] | Literal["dense"] | None = None
+    # the vLLM release the twin imitates (twin/model/vllm_versions.py: the defaults that
+    # moved between releases, e.g. the retention above); None: the profile's (0.32)
+    vllm_version: str | None = Field(default=None, pattern=r"^v?\d+\.\d+(\.\d+)?$",
+                                     max_length=16)
+
+    @field_validator("vllm_version", mode="before")
+    @classmethod
+    def _version_text(cls, v: Any) -> Any:
+        """YAML and --set read 0.28 as a number: releases have two-digit minors."""
+        if isinstance(v, float):
+            return f"{v:.2f}"
+        return v
 
     def engine_overrides(self) -> dict[str, object]:
         """These settings as `build_perf_model` overrides."""
@@ -468,6 +509,8 @@ class TwinSpec(_Frozen):
             out["enable_prefix_caching"] = False
         if self.kv_offload_gib > 0:
             out["kv_offload_gib"] = self.kv_offload_gib
+        if self.vllm_version is not None:
+            out["vllm_version"] = self.vllm_version
         keep = self.prefix_cache_retention_interval
         if keep is not None:
             out["prefix_cache_retention_interval"] = None if keep == "dense" else keep
@@ -509,6 +552,7 @@ class Scenario(_WithDists):
     model: str = "default"
     max_tokens: int = Field(default=32000, gt=0, le=MAX_TOKENS)
     temperature: float | None = Field(default=1.0, ge=0, le=2)
+    sampling: SamplingSpec = Field(default_factory=SamplingSpec)
     history: Literal["live", "scripted"] = "live"
     # How reply lengths are steered: "max_tokens" sends each turn's drawn output size as
     # max_tokens (works on any server; replies end with stop_reason max_tokens when the
@@ -569,3 +613,21 @@ class Scenario(_WithDists):
         if dup:
             raise ValueError(f"turn template names must be unique: {sorted(dup)}")
         return self
+
+    @model_validator(mode="after")
+    def _sampling_on_the_wire(self) -> Scenario:
+        sp = self.sampling
+        if self.endpoint.api == "anthropic":
+            for key in _PENALTIES:
+                if getattr(sp, key) is not None:
+                    raise ValueError(
+                        f"sampling.{key}: the Anthropic Messages API has no penalty fields "
+                        f"and vLLM's Anthropic endpoint drops them; send penalties with "
+                        f"endpoint.api: openai-chat")
+        return self
+
+    def wire_sampling(self) -> tuple[float | None, dict[str, float | int]]:
+        """(the temperature the requests send, the other sampling fields they send)."""
+        sp = self.sampling
+        temperature = sp.temperature if sp.temperature is not None else self.temperature
+        return temperature, sp.sent()

@@ -202,6 +202,7 @@ class Agent:
         # primed warm start: the share of its first turn's think/tool time still to wait
         self.first_wait_share = first_wait_share
         self.s = ctx.scenario
+        self._temperature, self._sampling = self.s.wire_sampling()   # what requests send
         self.session_id = f"s{index:04d}"
         self.prefix = prefix
         self.conv = Conversation()
@@ -454,8 +455,8 @@ class Agent:
             prefix = with_nonce(self.ctx.base_prefix, f"{self.session_id}-{len(messages)}-"
                                 f"{self.ctx.clock.monotonic():.6f}")
         wire_max = max_tokens if self.s.output_control == "max_tokens" else self.s.max_tokens
-        return LLMRequest(self.s.model, prefix, messages, wire_max, self.s.temperature,
-                          self.session_id, hints)
+        return LLMRequest(self.s.model, prefix, messages, wire_max, self._temperature,
+                          self.session_id, hints, self._sampling)
 
     async def _request(self, turn: int, template: TurnTemplate | None,
                        event: comp.CompactionEvent | None, think_s: float,

@@ -31,8 +31,11 @@ DECODE_BAND = 1.7      # decode tok/s per session
 TTFT_BAND = 1.9        # TTFT p50 (the noisiest: one prefill per turn)
 SPEEDUP_BAND = 1.6     # speculation on ÷ off (the twin's CPU spec terms are unmeasured)
 SHARE_POINTS = 10.0    # cache-read share, percentage points
-SPEC_STREAM_BAND = 1.6  # speculation at 2 and 4 streams (set from the measured spread:
-#                         see the note beside the bands above)
+# speculation at 2, 4 and 8 streams: the measured run-to-run spread (issue 48,
+# `twin_vs_vllm_cpu.py --spec-only --repeats 2`, 2026-12-03, load 9-14): the one-stream
+# fit point moved ×1.20 between repeats and the predicted points ×1.07-1.23, so a
+# prediction carries up to ×1.20 × 1.23 ≈ 1.48
+SPEC_STREAM_BAND = 1.5
 SESSIONS = 4
 TURNS = 4
 
@@ -70,8 +73,8 @@ def test_twin_fitted_at_one_session_predicts_four_and_speculation(
     share = by["cache-read share (shared prefix)"]
     assert share.error is not None and abs(share.error) <= SHARE_POINTS
     assert _within(by["speedup, on ÷ off"], SPEEDUP_BAND)
-    # speculation fitted on one stream (spec_step_s), 2 and 4 streams predicted
+    # speculation fitted on one stream (spec_step_s), 2, 4 and 8 streams predicted
     streams = [r for r in checked.rows if "streams" in r.setting]
-    assert [r.setting.split()[0] for r in streams] == ["2", "4"]
+    assert [r.setting.split()[0] for r in streams] == ["2", "4", "8"]
     for r in streams:
         assert _within(r, SPEC_STREAM_BAND), r

@@ -28,12 +28,15 @@ def _run(sessions: int, budget: int, spec: str = "ngram:24") -> WhatIf:
                         reply_tokens=200)
 
 
-def test_raising_the_budget_under_speculation_with_many_streams_raises_throughput() -> None:
+def test_raising_the_budget_under_speculation_with_many_streams_takes_fewer_steps() -> None:
     # 128 streams × (1 + 24) tokens per decode step > 2048: the budget binds
     low, high = _run(128, 2048), _run(128, 16384)
     assert high.steps < low.steps                 # fewer, fuller steps
-    assert high.throughput_tok_s > low.throughput_tok_s
     assert high.tokens_per_pass == low.tokens_per_pass   # same content, same drafts
+    # fewer steps save only the fixed per-step cost; since issue 48's refit the A40's
+    # (and so the H200's) speculation cost is mostly per sequence, so the budget is a
+    # wash here (+1.3% before the refit, -0.1% after)
+    assert abs(high.throughput_tok_s / low.throughput_tok_s - 1) < 0.02
 
 
 def test_without_pressure_the_budget_changes_nothing() -> None:

@@ -215,3 +215,30 @@ def test_cli_twin_show_prints_each_cards_terms() -> None:
                  "own (gb10)", "own (h100)", "flashinfer", "flash_attn_3", "flash_attn_2",
                  "rejection sampler"):
         assert text in res.output, text
+
+
+def test_twin_show_names_the_sampler_terms_and_the_residual() -> None:
+    """Issue 48: no unexplained per-sequence constant: the sampler's draft-row terms are
+    printed with their host and where it was measured, and spec_seq_s says it is the
+    fit's residual, with its size."""
+    from simulator.twin.model.perf_model import build_perf_model
+    from simulator.twin.model.spec_terms import spec_terms
+    terms = {t.name: t for t in spec_terms(build_perf_model("a40", "qwen3-coder-30b-a3b-awq",
+                                                            spec="ngram:5"))}
+    assert {"penalty rows", "penalty history", "top-k/top-p rows", "spec_req_s",
+            "spec_seq_s (residual)"} <= set(terms)
+    assert "measured" in terms["penalty history"].status
+    assert "build host" in terms["penalty history"].source
+    assert terms["spec_seq_s (residual)"].value.endswith("ms")
+    assert "residual" in terms["spec_seq_s (residual)"].source
+    assert all(t.source for t in terms.values())
+
+
+def test_cli_twin_show_takes_one_twin_as_run_names_it() -> None:
+    res = CliRunner().invoke(main, ["twin", "show", "a40/qwen3-coder-30b-a3b-awq"],
+                             env={"COLUMNS": "240"})
+    assert res.exit_code == 0, res.output
+    assert "a40 ×" in res.output and "h100 ×" not in res.output
+    assert "spec_seq_s (residual)" in res.output and "penalty history" in res.output
+    bad = CliRunner().invoke(main, ["twin", "show", "nonsense"])
+    assert bad.exit_code != 0 and "HARDWARE/MODEL" in bad.output

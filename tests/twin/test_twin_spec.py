@@ -51,7 +51,8 @@ def test_ngram_step_costs_what_the_formula_says(n: int, k: int, ctx: int) -> Non
     rs = 30.0 * vocab / on.hardware.bandwidth_bytes_s
     attn = (on._t_pair * shape.verify_pairs
             - on._t_kv_tok * shape.verify_context * (1 + eff.kv_half_seqs / n))
-    extra = (eff.spec_step_s + eff.spec_seq_s * n + (eff.spec_verify_tok_s + rs) * n * k
+    extra = (eff.spec_step_s + (eff.spec_seq_s + eff.spec_req_s) * n
+             + (eff.spec_verify_tok_s + rs) * n * k
              + eff.ngram_ctx_tok_s * n * ctx + max(attn, 0.0))
     assert extra > 0
     assert on.verify_attention_time(shape) == pytest.approx(max(attn, 0.0), rel=1e-12)

@@ -62,6 +62,7 @@ class InProcessFleet:
         self.routed = [0] * replicas              # requests sent to each replica
         self.timeline = FleetTimeline(self.replicas)
         self.chains = SessionChains()             # the router's view of prompts' blocks
+        self.sampling_defaults = self.replicas[0].sampling_defaults   # same model on each
 
     # -- what runs and the recorder read ----------------------------------------------
     def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:

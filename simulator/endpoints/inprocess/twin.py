@@ -31,10 +31,11 @@ from simulator.endpoints.inprocess.timeline import EngineTimeline
 from simulator.protocol.messages import TextBlock
 from simulator.twin.core.config import engine_config
 from simulator.twin.core.engine import RequestTooLong, TwinEngine
+from simulator.twin.core.sampling import SamplingParams
 from simulator.twin.core.stats import EngineStats, SpecStats
 from simulator.twin.core.types import EngineRequest, RequestResult
 from simulator.twin.model.perf_model import build_perf_model
-from simulator.twin.serve import reply
+from simulator.twin.serve import reply, sampling_wire
 from simulator.twin.serve.prompt import PromptError, shared_tokenizer
 from simulator.twin.serve.wire import ReplyUsage
 from simulator.twin.spec_decode.predictability import ReferenceMeter
@@ -82,6 +83,11 @@ class InProcessTwin:
         self._ids = itertools.count()
         self.timeline = EngineTimeline()   # engine log for the report's timeline
         self.ngram_meter = ReferenceMeter()  # what n-gram speculation would see
+        gen = self.perf.model.generation_config
+        # what a request samples with where it sets nothing (vLLM --generation-config auto)
+        self.sampling_defaults = sampling_wire.defaults_of(
+            gen.values() if gen is not None else None)
+        self._sampling: dict[tuple[object, ...], SamplingParams] = {}   # resolved, by fields
 
     def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
         return [self._drive]
@@ -172,7 +178,7 @@ class InProcessTwin:
         if counted[0] is None:
             counted[0] = ref_passes
         res = await self._run(prompt, planned.token_ids, sent, request.session_id,
-                              prefix_hashes, kv_transfer)
+                              prefix_hashes, self.sampling_of(request), kv_transfer)
         return self._response(res, planned, sent, ref_passes)
 
     async def prefill(self, request: LLMRequest, *,
@@ -183,7 +189,8 @@ class InProcessTwin:
         sent = asyncio.get_running_loop().time()
         prompt = self.prompt_of(request)
         self._check_window(prompt)
-        return await self._run(prompt, _ONE_TOKEN, sent, request.session_id, prefix_hashes)
+        return await self._run(prompt, _ONE_TOKEN, sent, request.session_id, prefix_hashes,
+                               self.sampling_of(request))
 
     def _check_window(self, prompt: array[int]) -> None:
         try:
@@ -193,6 +200,7 @@ class InProcessTwin:
 
     async def _run(self, prompt: array[int], output: Sequence[int], sent: float,
                    session: str, prefix_hashes: Sequence[int] | None,
+                   sampling: SamplingParams,
                    kv_transfer: Callable[[float, int], float] | None = None
                    ) -> RequestResult:
         """Submit one request to the engine and wait (virtually) for its result."""
@@ -201,7 +209,8 @@ class InProcessTwin:
             self.engine.run_until(sent)
         try:
             self.engine.submit(EngineRequest(rid, prompt, output, sent, session,
-                                             prefix_hashes, kv_transfer=kv_transfer))
+                                             prefix_hashes, sampling=sampling,
+                                             kv_transfer=kv_transfer))
         except RequestTooLong as exc:
             raise EndpointError(ErrorType.CONTEXT_OVERFLOW, str(exc), status=400) from None
         fut: asyncio.Future[RequestResult] = asyncio.get_running_loop().create_future()
@@ -211,6 +220,25 @@ class InProcessTwin:
             return await fut
         finally:
             self._waiters.pop(rid, None)
+
+    def sampling_of(self, request: LLMRequest) -> SamplingParams:
+        """What the request samples with: its fields over the model's generation config
+        (EndpointError 400 for a value vLLM refuses)."""
+        key = (request.temperature, tuple(request.sampling.items()))
+        known = self._sampling.get(key)          # a run sends a handful of distinct sets
+        if known is not None:
+            return known
+        fields: dict[str, float | int] = dict(request.sampling)
+        if request.temperature is not None:
+            fields["temperature"] = request.temperature
+        try:
+            resolved = sampling_wire.resolve(sampling_wire.request_fields(fields, chat=True),
+                                             self.sampling_defaults)
+        except ValueError as exc:
+            raise EndpointError(ErrorType.BAD_REQUEST, str(exc), status=400) from None
+        if len(self._sampling) < 64:
+            self._sampling[key] = resolved
+        return resolved
 
     def _plan(self, request: LLMRequest,
               prompt: array[int]) -> tuple[reply.PlannedReply, _Passes]:

@@ -88,6 +88,9 @@ def chat_kwargs(request: LLMRequest) -> dict[str, Any]:
         kw["tools"] = [tool_schema(t) for t in request.prefix.tools]
     if request.temperature is not None:
         kw["temperature"] = request.temperature
+    # top_p and the frequency/presence penalties are Chat fields; top_k and
+    # repetition_penalty are vLLM's extra parameters, read from the same body
+    kw.update(request.sampling)
     return kw
 
 

@@ -91,6 +91,9 @@ class TwinEngine:
                                   else None)
         # this step's proposer work (see `_draft`): sequences it ran for, context scanned
         self._spec_seqs = self._spec_ctx = 0
+        # the batch gate (`parse_spec`'s @N): drafting only while the running batch holds
+        # at most this many requests; None: always
+        self._spec_gate: int | None = getattr(self.spec, "max_batch_size", None)
         self._link, tier = self._host_tier(perf_model, bs)
         # a hybrid with prefix caching: vLLM's `align` state cache (`hybrid_prefill`)
         self._align = getattr(perf_model, "state_align_block", None) is not None
@@ -207,6 +210,9 @@ class TwinEngine:
         seq.prefix_key = request.prefix_key
         seq.given_hashes = request.prefix_hashes
         seq.kv_transfer = request.kv_transfer
+        if request.sampling is not None:
+            seq.penalties = request.sampling.penalties_active
+            seq.top_k_top_p = request.sampling.top_k_top_p_active
         arrival = max(request.arrival, self.now)
         if arrival <= self.now:
             self._waiting.append(seq)
@@ -407,8 +413,13 @@ class TwinEngine:
         verification tiles and context of the decodes with drafts, the context of the
         decodes an MLA backend with uniform query lengths demotes to its prefill path
         (`split_decodes_and_prefills(require_uniform=True)`: the decodes after the first
-        whose length differs from the first's), and whether every request is a decode of
-        1 + k tokens (a uniform batch, `GPUModelRunner._is_uniform_decode`)."""
+        whose length differs from the first's), whether every request is a decode of
+        1 + k tokens (a uniform batch, `GPUModelRunner._is_uniform_decode`), and the
+        sampler's work on the draft rows. That work is batch-wide in vLLM 0.32: one
+        request with a penalty makes the rejection sampler build an output history for
+        every draft row of every drafting request, padded to the longest
+        (`RejectionSampler.apply_logits_processors`, `ops/penalties._convert_to_tensors`);
+        one with top-k/top-p sorts every draft row (`apply_sampling_constraints`)."""
         assert self.spec is not None
         rows = self._verify_rows
         full = 1 + self.spec.num_speculative_tokens
@@ -416,7 +427,11 @@ class TwinEngine:
         vctx = demoted = 0
         first = 0
         uniform, demoting = True, False
+        pen = topk = False
+        draft_rows = longest = 0
         for s, n in zip(sched, nums, strict=True):
+            pen = pen or s.penalties
+            topk = topk or s.top_k_top_p
             c = s.num_computed
             if s.num_tokens - c > 1:          # a prefill chunk
                 uniform = False
@@ -424,6 +439,10 @@ class TwinEngine:
             if s.d_count:
                 vpairs += rows[n] * (c + n / 2)
                 vctx += c
+                draft_rows += n
+                out = s.num_tokens - s.prompt_len
+                if out > longest:
+                    longest = out
             if not first:
                 first = n
             elif demoting or n != first:
@@ -431,8 +450,11 @@ class TwinEngine:
                 demoted += c
             if n != full:
                 uniform = False
+        pen_rows = draft_rows if pen else 0
         return replace(base, verify_pairs=vpairs, verify_context=vctx,
-                       demoted_context=demoted, uniform_decode=uniform)
+                       demoted_context=demoted, uniform_decode=uniform,
+                       penalty_draft_rows=pen_rows, penalty_pad_tokens=pen_rows * longest,
+                       topk_draft_rows=draft_rows if topk else 0)
 
     def _apply(self, sched: list[Seq], nums: list[int], end: float,
                emitted: list[tuple[str, int]] | None) -> list[str]:
@@ -517,6 +539,8 @@ class TwinEngine:
         # out of the budget (truncated when it is short; the requests after it wait a
         # step); a drafter's extra slots are charged on top (`drafting_slots`)
         spec, bs = self.spec, kv.block_size
+        gate = self._spec_gate
+        drafting = spec is not None and (gate is None or len(running) <= gate)
         # a plain decode that neither needs a block nor fills one (15 steps in 16) is
         # only counted: `allocate_slots` would do nothing for it
         plain = spec is None and not self._align
@@ -533,10 +557,10 @@ class TwinEngine:
                 continue
             room = budget - slots
             look = 0
-            if n == 1 and spec is not None:
+            if n == 1 and drafting:
                 n += self._draft(s, room - 1)
-                if isinstance(self.spec, ModelDraftSpec):
-                    look = self.spec.num_speculative_tokens   # lookahead KV slots
+                if isinstance(spec, ModelDraftSpec):
+                    look = spec.num_speculative_tokens   # lookahead KV slots
             else:
                 if n > room:
                     n = room

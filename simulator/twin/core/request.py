@@ -49,3 +49,7 @@ class Seq:
     index: NgramIndex | None = None
     d_start: int = 0           # this step's draft: tokens[d_start:d_start+d_count]
     d_count: int = 0
+    # what its sampling makes vLLM's (rejection) sampler do per draft row
+    # (`SamplingParams.penalties_active`, `.top_k_top_p_active`)
+    penalties: bool = False
+    top_k_top_p: bool = False

@@ -38,12 +38,14 @@ class StepShape:
     demoted_context: Σ context of the decodes an MLA backend with uniform query lengths
                      runs on its prefill path (a length other than the first decode's)
     uniform_decode:  every scheduled request is a decode of exactly 1 + k tokens
-    penalty_draft_rows: Σ draft rows (1 + drafts) of the decodes with drafts whose
-                     request carries a penalty (`SamplingParams.penalties_active`)
-    penalty_pad_tokens: those rows × the longest output in the batch: the history
+    penalty_draft_rows: Σ draft rows (1 + drafts) of the decodes with drafts, when a
+                     request in the batch carries a penalty
+                     (`SamplingParams.penalties_active`; batch-wide in vLLM)
+    penalty_pad_tokens: those rows × the longest output among them: the history
                      tensor vLLM pads every row to (`make_tensor_with_pad`)
-    topk_draft_rows: Σ draft rows of the decodes with drafts whose request has an active
-                     top-k/top-p cut (`SamplingParams.top_k_top_p_active`)
+    topk_draft_rows: Σ draft rows of the decodes with drafts, when a request in the
+                     batch has an active top-k/top-p cut
+                     (`SamplingParams.top_k_top_p_active`; batch-wide in vLLM)
     """
 
     num_seqs: int

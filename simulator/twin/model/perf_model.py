@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -53,6 +53,18 @@ from simulator.twin.spec_decode.ngram import (
 # token and for acceptance (8), plus the bonus row's sampler share: ≈ 30. Claude-Code-like
 # traffic samples at temperature 1 (agent-sessions reference), hence the random path.
 REJECTION_BYTES_PER_VOCAB = 30.0
+# A penalty's device work per draft row (model_executor/layers/utils.apply_penalties via
+# RejectionSampler.apply_penalties), bytes per vocabulary entry: two int64 bincount
+# tensors zeroed (16) and compared to masks (16 read, 2 written), the repetition-penalty
+# kernel (fp32 logits read and written, both masks read: 10), the frequency and presence
+# terms (counts read and cast, logits read and written twice: 8 + 4 + 16 + 2) ≈ 74.
+# Derived from the ops' tensors, not measured on a GPU.
+PENALTY_BYTES_PER_VOCAB = 74.0
+# top-k/top-p per draft row on the device (ops/topk_topp_sampler.apply_top_k_top_p_pytorch):
+# a full-vocabulary sort of fp32 logits with int64 indices (a 4-pass radix sort reads and
+# writes 12 bytes a pass: 96), the top-p softmax and cumulative sum (16), and the
+# scatter back with its mask (17) ≈ 129. Derived, not measured on a GPU.
+TOPK_BYTES_PER_VOCAB = 129.0
 
 
 def routing_probabilities(num_experts: int, k: int, skew: float) -> np.ndarray:
@@ -162,8 +174,7 @@ class RooflinePerfModel:
             known = ", ".join(sorted(self.model.drafters)) or "none"
             raise InputError(f"model {self.model.name}: no '{spec.kind}' drafter in its "
                              f"profile (drafters: {known})")
-        return ModelDraftSpec(spec.kind, spec.num_speculative_tokens,
-                              tuple(drafter.acceptance))
+        return replace(spec, acceptance=tuple(drafter.acceptance))
 
     # -- memory ---------------------------------------------------------------------
     def _kv_per_layer_token(self) -> float:
@@ -287,6 +298,7 @@ class RooflinePerfModel:
         """Speculation's terms, each named in `spec_time` with its source."""
         eff, spec, bw, m = self.efficiency, self.spec, self.hardware.bandwidth_bytes_s, self.model
         self._t_spec_step = self._t_verify = self._t_ngram = self._t_spec_seq = 0.0
+        self._t_pen_row = self._t_pen_pad = self._t_topk_row = 0.0
         self._t_draft_w = self._t_draft_tok = self._t_rs_row = 0.0
         self._t_piecewise = self._t_eager = 0.0
         self._draft_k = 0
@@ -307,9 +319,18 @@ class RooflinePerfModel:
             # async scheduling is refused with CPU n-gram drafting (config/vllm.py): the
             # host's work per step and per sequence runs in series with the forward pass;
             # a draft model and an MTP head keep it (the drafter runs on the GPU)
-            self._t_spec_step, self._t_spec_seq = eff.spec_step_s, eff.spec_seq_s
+            self._t_spec_step = eff.spec_step_s
+            self._t_spec_seq = eff.spec_seq_s + eff.spec_req_s
             self._t_ngram = eff.ngram_ctx_tok_s
         self._t_verify = eff.spec_verify_tok_s
+        # the sampler on the draft rows (issue 48): host work measured on vLLM's code, and
+        # on a GPU the device traffic of the penalty and the top-k/top-p sort through the
+        # bandwidth (on a CPU card the measured host figure is the whole of it)
+        gpu = self.hardware.compute_capability is not None
+        vocab_rows = m.params.lm_head / m.hidden_size / bw if gpu else 0.0
+        self._t_pen_row = eff.penalty_row_s + PENALTY_BYTES_PER_VOCAB * vocab_rows
+        self._t_pen_pad = eff.penalty_pad_tok_s
+        self._t_topk_row = eff.topk_row_s + TOPK_BYTES_PER_VOCAB * vocab_rows
         # rejection sampler (v1/sample/rejection_sampler.py, random sampling): per draft
         # row the target logits are read, cast to fp32, soft-maxed and read again for
         # the recovered token: ~REJECTION_BYTES_PER_VOCAB bytes per vocabulary entry
@@ -367,8 +388,10 @@ class RooflinePerfModel:
     def spec_time(self, shape: StepShape) -> float:
         """What speculation adds to a step outside the roofline (s): 0 with spec off.
 
-        t_spec = spec_step_s + spec_seq_s · n_spec            host work, serial (n-gram)
+        t_spec = spec_step_s + (spec_req_s + spec_seq_s) · n_spec   host work, serial (n-gram)
                + ngram_ctx_tok_s · Σ context scanned            n-gram proposer (CPU)
+               + t_pen_row · penalty rows + penalty_pad_tok_s · padded history tokens
+               + t_topk_row · top-k/top-p rows                  sampler on the draft rows
                + (κ·V/BW + spec_verify_tok_s) · Σk_i            rejection sampler
                + max(0, FLOPs of the verification tiles − their KV read)   attention
                + t_ctx_tok · Σ context of demoted decodes       MLA prefill path
@@ -381,6 +404,10 @@ class RooflinePerfModel:
         t = (self._t_spec_step + self._t_spec_seq * shape.spec_seqs
              + (self._t_verify + self._t_rs_row) * shape.draft_tokens
              + self._t_ngram * shape.proposer_context)
+        if shape.penalty_draft_rows:
+            t += self._t_pen_row * shape.penalty_draft_rows + self._t_pen_pad * shape.penalty_pad_tokens
+        if shape.topk_draft_rows:
+            t += self._t_topk_row * shape.topk_draft_rows
         if shape.verify_pairs:
             t += self.verify_attention_time(shape)
         if self._mla_uniform and shape.demoted_context:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from simulator.errors import InputError
-from simulator.twin.spec_decode.ngram import parse_spec
+from simulator.twin.model import vllm_versions
+from simulator.twin.spec_decode.ngram import ModelDraftSpec, parse_spec
 from simulator.util.bounded import regular_file
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
@@ -24,7 +25,7 @@ DEFAULT_EFFICIENCY_HARDWARE = "a40"   # cards without a fit of their own borrow 
 KvDtype = Literal["bf16", "fp16", "fp8"]
 KV_DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 _M = TypeVar("_M", bound=BaseModel)
-_SPEC_RE = re.compile(r"^(off|(ngram|draft|mtp):[1-9][0-9]*)$")
+_SPEC_RE = re.compile(r"^(off|(ngram|draft|mtp):[1-9][0-9]*(@[1-9][0-9]*)?)$")
 
 
 class _Strict(BaseModel):
@@ -51,9 +52,19 @@ class Efficiency(_Strict):
     #                                                   forward pass (async scheduling off)
     spec_verify_tok_s: float = Field(default=0.0, ge=0)   # per draft token beyond the
     #                                                       derived terms (0: none)
-    spec_seq_s: float = Field(default=0.0, ge=0)   # host work per decoding sequence per
-    #                                                step with spec on (input prep,
-    #                                                bookkeeping), not overlapped
+    spec_seq_s: float = Field(default=0.0, ge=0)   # residual per decoding sequence per
+    #                                                step with spec on: what the named
+    #                                                terms below leave of a fit (0: none)
+    spec_req_s: float = Field(default=0.0, ge=0)   # host bookkeeping per proposing request
+    #                                                per step (input prep, draft lists,
+    #                                                update_from_output), measured
+    # the sampler's host work on the draft rows (issue 48), measured on vLLM's own code:
+    # with a penalty in the batch, per draft row and per padded output-history token
+    # (`_combine_outputs_with_spec_tokens` + `make_tensor_with_pad`); with top-k/top-p,
+    # per draft row beyond the sort's device traffic (the whole sort on a CPU card)
+    penalty_row_s: float = Field(default=0.0, ge=0)
+    penalty_pad_tok_s: float = Field(default=0.0, ge=0)
+    topk_row_s: float = Field(default=0.0, ge=0)
     ngram_ctx_tok_s: float = Field(default=0.0, ge=0)  # CPU n-gram scan, per context token
     #                                                    of each proposing sequence
     piecewise_step_s: float = Field(default=0.0, ge=0)   # per decode step run with
@@ -82,19 +93,33 @@ class EngineSettings(_Strict):
     # vLLM --kv-offloading-size (GiB of host memory for evicted KV; 0: off), at most
     # 1 PiB (past any host's memory; 1e308 GiB overflowed the tier's block count)
     kv_offload_gib: float = Field(default=0.0, ge=0, le=MAX_HOST_GIB, allow_inf_nan=False)
+    # the vLLM release imitated (`vllm_versions`): it picks the defaults that moved
+    # between releases (the retention below, when "auto")
+    vllm_version: str = vllm_versions.DEFAULT_VERSION
     # hybrids' kept states (vLLM CacheConfig.prefix_cache_retention_interval): 0 the replay
-    # boundary and shared-prefix junctions only (vLLM 0.32's default), None every block
-    # boundary a step ends on, N > 0 also every N tokens (a multiple of the block size)
-    prefix_cache_retention_interval: int | None = Field(default=0, ge=0)
+    # boundary and shared-prefix junctions only, None every block boundary a step ends
+    # on, N > 0 also every N tokens (a multiple of the block size); "auto": the
+    # vllm_version's default (`with_version_defaults`)
+    prefix_cache_retention_interval: Annotated[int, Field(ge=0)] | Literal["auto"] | None = "auto"
     spec_max_num_batched_tokens: int = Field(default=2048, gt=0)   # budget with spec on
     #                                                      unless max_num_batched_tokens is set
     sources: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("vllm_version")
+    @classmethod
+    def _version_ok(cls, v: str) -> str:
+        try:
+            vllm_versions.parse_version(v)
+        except InputError as exc:
+            raise ValueError(str(exc).removeprefix("vllm_version: ")) from None
+        return v
 
     @field_validator("spec")
     @classmethod
     def _spec_ok(cls, v: str) -> str:
         if not _SPEC_RE.match(v):
-            raise ValueError(f"must be 'off', 'ngram:K', 'draft:K' or 'mtp:K', got {v!r}")
+            raise ValueError(f"must be 'off', 'ngram:K', 'draft:K' or 'mtp:K' (each optionally "
+                             f"'@N', the batch gate), got {v!r}")
         parse_spec(v)       # the bound on K (vLLM: at most 32 draft tokens per request)
         return v
 
@@ -105,6 +130,10 @@ class SpecTerms(_Strict):
 
     spec_step_s: float | None = Field(default=None, ge=0)
     spec_seq_s: float | None = Field(default=None, ge=0)
+    spec_req_s: float | None = Field(default=None, ge=0)
+    penalty_row_s: float | None = Field(default=None, ge=0)
+    penalty_pad_tok_s: float | None = Field(default=None, ge=0)
+    topk_row_s: float | None = Field(default=None, ge=0)
     ngram_ctx_tok_s: float | None = Field(default=None, ge=0)
     piecewise_step_s: float | None = Field(default=None, ge=0)
     eager_step_s: float | None = Field(default=None, ge=0)
@@ -212,6 +241,25 @@ class Drafter(_Strict):
         return v
 
 
+class GenerationConfig(_Strict):
+    """The sampling defaults vLLM's `--generation-config auto` (its default) reads from
+    the model's `generation_config.json` and applies to every request that does not set
+    them (`ModelConfig.get_diff_sampling_param`: repetition_penalty, temperature, top_k,
+    top_p; min_p and max_new_tokens are not modelled). None: the file does not set it
+    (vLLM's neutral value applies)."""
+
+    temperature: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: int | None = Field(default=None, ge=-1)
+    repetition_penalty: float | None = Field(default=None, gt=0)
+    source: str
+
+    def values(self) -> dict[str, float | int]:
+        """The fields the file sets, by vLLM's names."""
+        return {k: v for k, v in self.model_dump(exclude={"source"}).items()
+                if v is not None}
+
+
 class ModelProfile(_Strict):
     name: str
     description: str = ""
@@ -248,6 +296,9 @@ class ModelProfile(_Strict):
     attention_kind: Literal["mha", "mla"] = "mha"
     kv_dtype_default: KvDtype | None = None   # what vLLM's `--kv-cache-dtype auto` picks
     #                                           for this model when not the engine default
+    # the sampling defaults of the model's generation_config.json (vLLM applies them to
+    # requests that leave a field unset); None: the profile states none (vLLM's neutral)
+    generation_config: GenerationConfig | None = None
 
     @property
     def is_hybrid(self) -> bool:
@@ -268,8 +319,8 @@ _SOURCED_WHEN_SET = {"linear_attn_flops_per_token", "linear_attn_bytes_per_token
 
 def _numeric_fields(model: BaseModel) -> list[str]:
     skip = {"efficiency", "engine", "host_link", "kv_links", "sources", "speculation",
-            "quantizations", "sliding_window",
-            "drafters", "spec_disables_cuda_graphs", "kv_dtype_default",
+            "quantizations", "sliding_window", "drafters", "spec_disables_cuda_graphs",
+            "kv_dtype_default", "generation_config",
             "attn_flops_per_pair", "kv_cache_bytes", "recurrent_state_bytes_per_layer"}
     return [k for k, v in model if k not in skip and not isinstance(v, str) and v is not None
             and not (k in _SOURCED_WHEN_SET and v == 0)]
@@ -369,13 +420,25 @@ def load_model(name_or_path: str | Path) -> ModelProfile:
 
 def load_engine_settings(hardware: HardwareProfile | None = None,
                          overrides: dict[str, Any] | None = None) -> EngineSettings:
-    """engine.yaml defaults < the card's `engine:` section < explicit overrides."""
+    """engine.yaml defaults < the card's `engine:` section < explicit overrides, with
+    the "auto" settings resolved for the vLLM version (`with_version_defaults`)."""
     path = PROFILE_DIR / "engine.yaml"
     data = _read_yaml(path)
     if hardware is not None:
         data.update(hardware.engine)
     data.update(overrides or {})
-    return _validate(EngineSettings, data, "engine settings")
+    return with_version_defaults(_validate(EngineSettings, data, "engine settings"))
+
+
+def with_version_defaults(engine: EngineSettings) -> EngineSettings:
+    """`engine` with its "auto" settings resolved for its `vllm_version`: the hybrids'
+    state retention that release uses by default for this speculation setting."""
+    if engine.prefix_cache_retention_interval != "auto":
+        return engine
+    spec = parse_spec(engine.spec)
+    eagle = isinstance(spec, ModelDraftSpec) and spec.kind == "mtp"
+    d = vllm_versions.retention_default(engine.vllm_version, eagle_drafter=eagle)
+    return engine.model_copy(update={"prefix_cache_retention_interval": d.interval})
 
 
 def efficiency_for(hardware: HardwareProfile) -> tuple[Efficiency, str]:

@@ -8,11 +8,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.twin.model.perf_model import REJECTION_BYTES_PER_VOCAB, RooflinePerfModel
+from simulator.twin.model.perf_model import (
+    PENALTY_BYTES_PER_VOCAB,
+    REJECTION_BYTES_PER_VOCAB,
+    TOPK_BYTES_PER_VOCAB,
+    RooflinePerfModel,
+)
 from simulator.twin.model.profiles import DEFAULT_EFFICIENCY_HARDWARE
 from simulator.twin.spec_decode.ngram import ModelDraftSpec
 
 DERIVED = "derived"
+# the terms measured rather than fitted, and on what
+MEASURED = {"penalty_row_s": "host", "penalty_pad_tok_s": "host", "topk_row_s": "host",
+            "spec_req_s": "vLLM CPU profile"}
+# where the sampler's host constants were measured (benchmarks/spec_sampling_host.py)
+SAMPLING_HOST = ("vLLM 0.32's own helpers timed on this project's 2-core Zen 4 build host "
+                 "(benchmarks/spec_sampling_host.py)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +52,17 @@ def spec_terms(pm: RooflinePerfModel, context: int = 3000) -> list[SpecTerm]:
         if term in own:
             return f"own ({hw.name})"
         if fitted_here:
+            if term in MEASURED and getattr(eff, term) > 0:
+                return f"measured ({MEASURED[term]})"
             fitted = term in ("spec_step_s", "spec_seq_s") and getattr(eff, term) > 0
             return f"fitted on {hw.name}" if fitted else f"prior ({hw.name} profile)"
         return f"borrowed from {DEFAULT_EFFICIENCY_HARDWARE}"
+
+    def rows_status(term: str) -> str:
+        """A row term: the device traffic is derived (a GPU card), the host part measured."""
+        host = status(term) if getattr(eff, term) > 0 else ""
+        device = DERIVED if hw.compute_capability is not None else ""
+        return " + ".join(x for x in (device, host) if x) or status(term)
 
     def src(term: str, fallback: str) -> str:
         return (hw.speculation.source if term in own and hw.speculation is not None
@@ -62,9 +81,33 @@ def spec_terms(pm: RooflinePerfModel, context: int = 3000) -> list[SpecTerm]:
                  host or _ms(eff.spec_step_s), status("spec_step_s"),
                  src("spec_step_s", "fit residual: async scheduling refused with n-gram "
                      "(vLLM 0.32 config/vllm.py)")),
-        SpecTerm("spec_seq_s", "per decoding sequence per step, host work",
+        SpecTerm("spec_req_s", "per proposing request per step, host bookkeeping",
+                 host or _ms(eff.spec_req_s), status("spec_req_s"),
+                 src("spec_req_s", "vLLM CPU profile: input prep, draft lists and "
+                     "update_from_output grow 0.2-1 ms per extra sequence there, too "
+                     "noisy to fix a term (benchmarks/spec_profile_vllm_cpu.py)")),
+        SpecTerm("penalty rows", "per draft row when a request in the batch has a penalty: "
+                 f"host + {PENALTY_BYTES_PER_VOCAB:g} B × vocab / bandwidth",
+                 f"{_ms(pm._t_pen_row)} per row ({_ms(eff.penalty_row_s)} host)",
+                 rows_status("penalty_row_s"),
+                 src("penalty_row_s", "rejection_sampler.apply_penalties → "
+                     "layers/utils.apply_penalties (bincounts over the vocabulary); host: "
+                     + SAMPLING_HOST)),
+        SpecTerm("penalty history", "per draft row × longest output in the batch",
+                 f"{eff.penalty_pad_tok_s * 1e9:.3g} ns per padded token",
+                 status("penalty_pad_tok_s"),
+                 src("penalty_pad_tok_s", "_combine_outputs_with_spec_tokens + "
+                     "make_tensor_with_pad (vllm #13247); " + SAMPLING_HOST)),
+        SpecTerm("top-k/top-p rows", "per draft row when a request in the batch samples "
+                 f"with top-k/top-p: host + {TOPK_BYTES_PER_VOCAB:g} B × vocab / bandwidth",
+                 f"{_ms(pm._t_topk_row)} per row ({_ms(eff.topk_row_s)} host)",
+                 rows_status("topk_row_s"),
+                 src("topk_row_s", "apply_sampling_constraints → apply_top_k_top_p "
+                     "(a full-vocabulary sort; PRs 32558, 51507)")),
+        SpecTerm("spec_seq_s (residual)", "per decoding sequence per step, left by the fit",
                  host or _ms(eff.spec_seq_s), status("spec_seq_s"),
-                 src("spec_seq_s", "fit residual (no vLLM code path costs ms per request)")),
+                 src("spec_seq_s", "fit residual: what the named terms leave of the "
+                     "calibration's 32-stream ratio")),
         SpecTerm("ngram_ctx_tok_s", "per context token each proposing sequence scans",
                  "n/a (drafter)" if drafter else f"{eff.ngram_ctx_tok_s * 1e9:.3g} ns",
                  status("ngram_ctx_tok_s"),

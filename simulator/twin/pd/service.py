@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from simulator.twin.core.engine import TwinEngine
+from simulator.twin.core.sampling import SamplingParams
 from simulator.twin.fleet.router import ReplicaLoad, Router, RouterConfig
 from simulator.twin.fleet.service import FleetService
 from simulator.twin.fleet.view import cached_blocks
@@ -51,9 +52,11 @@ class PDService(FleetService):
         self.link = LinkQueues(config.link, bytes_per_token)
         self.remote = self.local = 0
 
-    async def place(self, prompt: Sequence[int], plan: Sequence[int],
-                    session: str) -> tuple[TwinService, RequestStream]:
-        """Prefill where Dynamo's rule says, then submit to the decode instance."""
+    async def place(self, prompt: Sequence[int], plan: Sequence[int], session: str,
+                    sampling: SamplingParams | None = None
+                    ) -> tuple[TwinService, RequestStream]:
+        """Prefill where Dynamo's rule says, then submit to the decode instance
+        (`sampling`: what the request samples with, resolved)."""
         bs = self.decodes[0].engine.block_size
         hashes = self.chains.hashes(prompt, bs, session)
         n = len(prompt)
@@ -63,14 +66,15 @@ class PDService(FleetService):
         hit = _load(dec, hashes, n).cached_blocks * bs
         if not prefill_remote(n, hit, self.config.max_local_prefill):
             self.local += 1
-            return dec, dec.submit(prompt, plan)
+            return dec, dec.submit(prompt, plan, sampling=sampling)
         self.remote += 1
         pi = self.prefill_router.pick(session, [_load(s, hashes, n) for s in self.prefills],
                                       n // bs)
         pre = self.prefills[pi]
         self.routed[len(self.decodes) + pi] += 1
-        first = pre.submit(prompt, _ONE_TOKEN)
+        first = pre.submit(prompt, _ONE_TOKEN, sampling=sampling)
         while not first.finished:
             first.changed.clear()
             await first.changed.wait()
-        return dec, dec.submit(prompt, plan, kv_transfer=self.link.puller((pi, di)))
+        return dec, dec.submit(prompt, plan, sampling=sampling,
+                              kv_transfer=self.link.puller((pi, di)))

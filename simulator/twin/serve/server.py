@@ -19,20 +19,21 @@ import json
 from array import array
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from simulator.twin.core.config import engine_config
 from simulator.twin.core.engine import RequestTooLong, TwinEngine
+from simulator.twin.core.sampling import NEUTRAL, SamplingParams
 from simulator.twin.core.types import Engine
 from simulator.twin.fleet.router import Router, RouterConfig
 from simulator.twin.fleet.service import FleetService, session_key
 from simulator.twin.model.perf_model import build_perf_model
 from simulator.twin.pd.policy import PDConfig
 from simulator.twin.pd.service import PDService
-from simulator.twin.serve import openai_wire, reply, wire
+from simulator.twin.serve import openai_wire, reply, sampling_wire, wire
 from simulator.twin.serve.faults import (
     ERROR_REPLIES,
     FaultDecision,
@@ -59,6 +60,9 @@ class ServerConfig:
     spec: str = "off"
     time_scale: float = 1.0
     instant: bool = False
+    # what a request that sets no sampling field samples with (the model profile's
+    # generation config over vLLM's neutral values, `sampling_wire.defaults_of`)
+    sampling_defaults: SamplingParams = NEUTRAL
 
 
 SERVICE_KEY = web.AppKey("twin_service", TwinService)
@@ -147,6 +151,11 @@ async def _serve(request: web.Request, *, chat: bool) -> web.StreamResponse:
         raw = await _parse(request)
         body = openai_wire.as_messages_body(raw) if chat else raw
         max_tokens = _max_tokens(body)
+        try:
+            sampling = sampling_wire.resolve(sampling_wire.request_fields(raw, chat=chat),
+                                             cfg.sampling_defaults)
+        except ValueError as exc:
+            raise PromptError(str(exc)) from None
         prompt = st.tokenizer.encode_body(body)
     except (PromptError, BodyTooLarge, *_SHAPE_ERRORS) as exc:
         return _bad_body(exc, chat=chat)
@@ -171,12 +180,14 @@ async def _serve(request: web.Request, *, chat: bool) -> web.StreamResponse:
     if chat:
         opts = raw.get("stream_options")
         fmt = openai_wire.ChatWire(isinstance(opts, dict) and opts.get("include_usage") is True)
-    return await _reply(request, st, body, prompt, max_tokens, decision, deadline, fmt)
+    return await _reply(request, st, body, prompt, max_tokens, decision, deadline, fmt,
+                        sampling)
 
 
 async def _reply(request: web.Request, st: _State, body: dict[str, Any], prompt: array[int],
                  max_tokens: int, decision: FaultDecision,
-                 deadline: float | None, fmt: Any = wire) -> web.StreamResponse:
+                 deadline: float | None, fmt: Any = wire,
+                 sampling: SamplingParams | None = None) -> web.StreamResponse:
     """Plan the reply, submit it to the engine and write it (SSE or JSON)."""
     cfg = st.config
     planned = reply.plan_for(prompt, max_tokens, request.headers,
@@ -185,11 +196,11 @@ async def _reply(request: web.Request, st: _State, body: dict[str, Any], prompt:
     try:
         if isinstance(service, PDService):      # P/D: prefill (maybe remote), then decode
             service, stream = await service.place(prompt, planned.token_ids,
-                                                  session_key(body, request.headers))
+                                                  session_key(body, request.headers), sampling)
         else:
             if isinstance(service, FleetService):   # a fleet: the router picks the replica
                 service = service.pick(prompt, session_key(body, request.headers))
-            stream = service.submit(prompt, planned.token_ids)
+            stream = service.submit(prompt, planned.token_ids, sampling=sampling)
     except RequestTooLong as exc:
         return _error(400, "invalid_request_error", str(exc), chat=fmt is not wire)
     writer = ReplyWriter(request, service, stream, model=str(body.get("model") or cfg.model),
@@ -228,7 +239,9 @@ def twin_identity(cfg: ServerConfig) -> dict[str, Any]:
     run against it as simulated, with the time scale (simulated s per wall s)."""
     return {"simulated": True, "hardware": cfg.hardware, "model": cfg.model,
             "spec": cfg.spec, "time_scale": cfg.time_scale,
-            "context_window": cfg.context_window}
+            "context_window": cfg.context_window,
+            # what a request that sets no sampling field samples with
+            "sampling_defaults": asdict(cfg.sampling_defaults)}
 
 
 async def _announce(request: web.Request, response: web.StreamResponse) -> None:
@@ -347,9 +360,12 @@ def twin_app(hardware: str, model: str, *, spec: str = "off", seed: int = 0,
 
     perf = build_perf_model(hardware, model, spec=spec, overrides=overrides)
     window = engine_config(perf, context_window=context_window).scheduler.max_model_len
+    gen = perf.model.generation_config
     config = ServerConfig(model=model, hardware=hardware, context_window=window, seed=seed,
                           faults=faults or FaultSpec(), cutoff_s=cutoff_s, spec=spec,
-                          time_scale=time_scale, instant=instant)
+                          time_scale=time_scale, instant=instant,
+                          sampling_defaults=sampling_wire.defaults_of(
+                              gen.values() if gen is not None else None))
     more = [TwinEngine(build_perf_model(hardware, model, spec=spec, overrides=overrides))
             for _ in range(replicas - 1)]
     fleet = Router(router or RouterConfig(), replicas) if replicas > 1 else None

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.twin.core.sampling import SamplingParams
 from simulator.twin.core.types import Engine, EngineCounters, EngineRequest, StepOutcome
 
 
@@ -122,10 +123,12 @@ class TwinService:
         self.steps = 0
 
     def submit(self, prompt_tokens: Sequence[int], plan: Sequence[int],
-               request_id: str | None = None,
+               request_id: str | None = None, *,
+               sampling: SamplingParams | None = None,
                kv_transfer: Callable[[float, int], float] | None = None) -> RequestStream:
         """Queue a request in the engine now; the driver task will play it out
-        (`kv_transfer`: a decode instance's pull of a remote prefill's KV)."""
+        (`sampling`: what it samples with, resolved; `kv_transfer`: a decode instance's
+        pull of a remote prefill's KV)."""
         rid = request_id or f"msg_twin_{next(self._ids):08d}"
         now = self.clock()
         if self.engine.is_idle():
@@ -134,7 +137,7 @@ class TwinService:
                                engine_arrival=self.engine.now)
         self._streams[rid] = stream
         self.engine.submit(EngineRequest(rid, prompt_tokens, stream.plan, self.engine.now,
-                                         kv_transfer=kv_transfer))
+                                         sampling=sampling, kv_transfer=kv_transfer))
         self._wake.set()
         return stream
 

@@ -33,10 +33,12 @@ class NgramSpec:
     num_speculative_tokens: int
     prompt_lookup_min: int = 5      # vLLM: both bounds 5 when neither is given
     prompt_lookup_max: int = 5
+    max_batch_size: int | None = None   # the batch gate (`parse_spec`); None: always on
 
     def __post_init__(self) -> None:
         if self.num_speculative_tokens < 1:
             raise ValueError("num_speculative_tokens must be >= 1")
+        _check_gate(self.max_batch_size)
         if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max:
             raise ValueError("need 1 <= prompt_lookup_min <= prompt_lookup_max")
 
@@ -51,10 +53,12 @@ class ModelDraftSpec:
     kind: str                                  # "draft" | "mtp"
     num_speculative_tokens: int
     acceptance: tuple[float, ...] = ()         # P(accept position i | accepted i−1)
+    max_batch_size: int | None = None          # the batch gate (`parse_spec`)
 
     def __post_init__(self) -> None:
         if self.num_speculative_tokens < 1:
             raise ValueError("num_speculative_tokens must be >= 1")
+        _check_gate(self.max_batch_size)
         if self.kind not in ("draft", "mtp"):
             raise ValueError(f"unknown drafter kind {self.kind!r}")
 
@@ -82,24 +86,43 @@ Spec = NgramSpec | ModelDraftSpec
 # vLLM's rejection sampler takes at most 32 draft tokens per request (vLLM's v1/sample/rejection_sampler.py,
 # `vllm/v1/sample/rejection_sampler.py`); a larger K is refused rather than simulated
 MAX_SPEC_TOKENS = 32
-SPEC_FORMS = f"off, ngram:K, draft:K or mtp:K (1 <= K <= {MAX_SPEC_TOKENS})"
+MAX_GATE = 1 << 16          # the batch gate's bound: vLLM's max_num_seqs bound here
+SPEC_FORMS = (f"off, ngram:K, draft:K or mtp:K (1 <= K <= {MAX_SPEC_TOKENS}), each "
+              f"optionally @N: drafting only while the batch holds at most N requests")
+
+
+def _check_gate(n: int | None) -> None:
+    if n is not None and not 1 <= n <= MAX_GATE:
+        raise ValueError(f"the batch gate must be within 1 … {MAX_GATE}, got {n}")
 
 
 def parse_spec(text: str | None) -> Spec | None:
     """`off` (or empty) → None; `ngram:K` → NgramSpec(K); `draft:K` / `mtp:K` →
     ModelDraftSpec without a curve (the perf model fills it from the model profile).
+
+    `…@N` gates speculation by batch size: the proposer runs in a step only while the
+    running batch holds at most N requests; above, every request decodes one token with
+    no draft and no proposer work. It is what vLLM V1's dynamic speculative decoding
+    expresses as `num_speculative_tokens_per_batch_size: [[1, N, K], [N+1, max, 0]]`
+    (`vllm/v1/spec_decode/dynamic/utils.py`: K 0 for a batch-size range turns drafting
+    off), vLLM V0's `speculative_disable_by_batch_size` did (PR 4592) and SGLang's
+    n-gram fallback to plain decoding above a batch-size threshold (PR 13376).
     Raises ValueError otherwise, and for K above MAX_SPEC_TOKENS."""
     if text is None or text.strip().lower() in ("", "off", "none"):
         return None
-    kind, _, k = text.strip().lower().partition(":")
+    body, at, gate = text.strip().lower().partition("@")
+    kind, _, k = body.partition(":")
     if (kind not in ("ngram", "draft", "mtp") or not (k.isascii() and k.isdigit())
-            or not 1 <= int(k) <= MAX_SPEC_TOKENS):
+            or not 1 <= int(k) <= MAX_SPEC_TOKENS
+            or (at and not (gate.isascii() and gate.isdigit()
+                            and 1 <= int(gate) <= MAX_GATE))):
         raise ValueError(f"speculative decoding must be one of {SPEC_FORMS}; "
                          f"got {text!r} (vLLM drafts at most {MAX_SPEC_TOKENS} tokens "
-                         f"per request)")
+                         f"per request; the gate N is within 1 … {MAX_GATE})")
+    n = int(gate) if at else None
     if kind == "ngram":
-        return NgramSpec(int(k))
-    return ModelDraftSpec(kind, int(k))
+        return NgramSpec(int(k), max_batch_size=n)
+    return ModelDraftSpec(kind, int(k), max_batch_size=n)
 
 
 def drafting_slots(spec: Spec | None) -> int:
