@@ -140,7 +140,3 @@ def break_even(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _f(v: Any, fmt: str = ".2f") -> str:
-    return "n/a" if v is None else format(float(v), fmt)
-
-

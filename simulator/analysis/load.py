@@ -55,7 +55,7 @@ def load_turns(run_dir: Path) -> pd.DataFrame:
 
 def turn_records(run_dir: Path) -> list[dict[str, Any]]:
     """`load_turns` as plain rows (one mapping per attempt), for the pure code that takes
-    rows rather than a frame (`twin.run_points`)."""
+    rows rather than a frame (`twin.model.fit_points`)."""
     return [{str(k): v for k, v in r.items()} for r in load_turns(run_dir).to_dict("records")]
 
 

@@ -2,7 +2,7 @@
 
 Fit once, predict without refitting: a one-session run of
 `scenarios/calibration/twin-vs-vllm-cpu.yaml` against the real server, through
-`endurance run`'s own path, gives the fit points (`twin/run_points.py`); the fitted
+`endurance run`'s own path, gives the fit points (`twin/model/fit_points.py`); the fitted
 terms go into a hardware profile; that profile then predicts the same scenario at 2, 4
 and 8 sessions (decode tok/s per session, sustained tok/s per session, TTFT p50, the
 server's cache-read share with every session sharing the system prompt and tools), and

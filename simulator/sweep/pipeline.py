@@ -63,10 +63,3 @@ def _stop_if_interrupted(results: Sequence[PointResult]) -> None:
         done = sum(r.status != "interrupted" for r in results)
         raise Interrupted(f"interrupted at {cut.point.label} ({cut.run_dir}): no answer"
                           + (f"; {done} point(s) of that batch finished" if done else ""))
-
-
-def run_points(points: Sequence[Point], executor: PointExecutor,
-               on_done: Callable[[PointResult], None] | None = None) -> list[PointResult]:
-    """The given points, all of them (a plain list profile); a failed point comes back
-    as its result (the caller decides)."""
-    return executor.map(run_point, list(points), _point_cost, on_done)

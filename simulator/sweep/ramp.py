@@ -25,8 +25,6 @@ from simulator.scenario.load import load_scenario
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
 
-DEFAULT_ATTAINMENT = 0.9     # DistServe: a tier holds while 90% of requests meet it
-
 
 def tier_specs(slos: Sequence[Slo], floors: Sequence[float], ttft_s: float | None,
                attainment: float) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ as `unused`. `FleetProfile` is the team search behind a router (`search.FleetSea
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,9 +146,3 @@ class FleetProfile:
             res.probes.append(FleetProbe(r, not failed, failed, seen[r].summary))
         res.replicas = search.answer(known)
         return res
-
-
-def tier_rows(results: Sequence[tuple[float, str, SizingResult]]) -> list[dict[str, Any]]:
-    """size-tiers.json's rows: one per host KV tier size."""
-    return [{"kv_offload_gib": gib, "policy": policy, **r.to_dict()}
-            for gib, policy, r in results]

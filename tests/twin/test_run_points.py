@@ -1,4 +1,4 @@
-"""Fit points from turn rows (`twin/run_points.py`), on synthetic rows: which rows give
+"""Fit points from turn rows (`twin/model/fit_points.py`), on synthetic rows: which rows give
 which observation, in which token units, and what is refused."""
 
 from __future__ import annotations
