@@ -17,7 +17,8 @@ tests use (`tests/lying_servers.py`). Round 3 (issue 38: traces, export, twin fi
 points, tier/fleet/recall options, --reset-prefix-cache, the pre-flight, resume, Ctrl-C,
 counts) is `benchmarks/hostile_round3.py`; it ends with a table of verdicts by kind and
 by group. Round 4 (issue 49: interrupted ramps, `watch` on hostile journals, `--ramp`
-numbers, `--metrics-port`, /dev/full, Ctrl-C at import) is `benchmarks/hostile_round4.py`.
+numbers, `--metrics-port`, /dev/full, Ctrl-C at import; lying `--scrape` targets, `twin
+fit` inputs, `--from-twin`) is `benchmarks/hostile_round4.py` and `hostile_round4_lies.py`.
 Measured, not asserted: the tests are in tests/.
 """
 
@@ -314,7 +315,8 @@ def main() -> None:
     ap.add_argument("--root", type=Path, default=HERE)
     ap.add_argument("--round", choices=["2", "3", "4", "all"], default="all")
     ap.add_argument("--only", default="")
-    ap.add_argument("--group", default="", help="round 3: one group (import, export, …)")
+    ap.add_argument("--group", default="",
+                    help="rounds 3-4: one group (import, export, …; answers, telemetry, …)")
     args = ap.parse_args()
     root = args.root.resolve()
     counts: dict[str, int] = {}

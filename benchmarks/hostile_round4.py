@@ -3,8 +3,9 @@ answers that must stay true when a ramp is cut short (Ctrl-C, resume, `--duratio
 goodput's thresholds, options a ramp makes meaningless), `watch` on what a killed or
 hostile run leaves, numbers past any bound in `--ramp` and NaN options, `--metrics-port`
 typos, a hold no request fits in, `--set` errors through a union's branches, output to
-/dev/full and Ctrl-C while the CLI imports. (Issue 49's telemetry, `twin fit`,
-`--from-twin` and real-server cases are another part of the round.)
+/dev/full and Ctrl-C while the CLI imports; then `hostile_round4_lies.py`'s groups:
+`--scrape` targets that lie (telemetry), `twin fit` with hostile spec_replay points and
+binary profiles (fits), `--from-twin` as typed (from-twin).
 
 Each case is a shell command in a child process group under an address-space cap, as
 round three runs them (`hostile_round3.py`: the environment names E, PY, F, T, BASE,
@@ -30,6 +31,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from benchmarks import hostile_round4_lies as lies  # noqa: E402
 from benchmarks.hostile_round3 import (  # noqa: E402  (after the path)
     CAP,
     HANG_S,
@@ -160,7 +162,7 @@ def cases() -> list[Case]:
       needle="cannot write")
     c("dev-full-run", "options", "$E run $F/s.yaml --out $T/o > /dev/full", "stderr1",
       needle="cannot write")
-    return out
+    return out + lies.cases()       # telemetry, fits, from-twin
 
 
 # ---------------------------------------------------------------- verdicts
@@ -170,6 +172,8 @@ def verdict(case: Case, rc: int | None, out: str, secs: float, t: Path, fx: Path
         kind = verdict3(Case(case.name, case.group, case.cmd, "refuse", bound_s=case.bound_s,
                              needle=case.needle), rc, out, secs, t, fx, factor)
         return "other" if kind == "clean" and (t / "o").exists() else kind
+    if case.expect in ("telemetry", "refuse2"):
+        return lies.verdict(case, rc, out, secs, t, fx, factor)
     if case.expect == "stderr1":
         if rc is None:
             return "hang"
@@ -315,22 +319,23 @@ def run_case(case: Case, env: dict[str, str], t: Path, fx: Path
              ) -> tuple[str, int | None, float, str, float]:
     t.mkdir(parents=True)
     factor = load_factor()
-    t0 = time.monotonic()
-    # run in the checkout under test: `python -m` puts the working folder first on the
-    # path, before PYTHONPATH
-    p = subprocess.Popen(["bash", "-c", case.cmd], env={**env, "T": str(t)},
-                         cwd=env["ROOT"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         errors="replace", preexec_fn=_cap)
-    try:
-        out, _ = p.communicate(timeout=max(HANG_S, 2 * case.bound_s))
-        rc: int | None = p.returncode
-    except subprocess.TimeoutExpired:
-        rc, out = None, ""
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
-    secs = time.monotonic() - t0
+    with lies.servers(case.server) as urls:
+        t0 = time.monotonic()
+        # run in the checkout under test: `python -m` puts the working folder first on
+        # the path, before PYTHONPATH
+        p = subprocess.Popen(["bash", "-c", case.cmd], env={**env, "T": str(t), **urls},
+                             cwd=env["ROOT"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, errors="replace", preexec_fn=_cap)
+        try:
+            out, _ = p.communicate(timeout=max(HANG_S, 2 * case.bound_s))
+            rc: int | None = p.returncode
+        except subprocess.TimeoutExpired:
+            rc, out = None, ""
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        secs = time.monotonic() - t0
     return verdict(case, rc, out, secs, t, fx, factor), rc, secs, out, factor
 
 
@@ -338,6 +343,7 @@ def run_all(root: Path, tmp: Path, only: str = "", group: str = "",
             report: Callable[[str, str, int | None, float, str], None] | None = None) -> Tally:
     fx = tmp / "fixtures"
     make_fixtures(fx)
+    lies.make_fixtures(fx)
     env = {**os.environ, "PYTHONPATH": str(root), "E": f"{sys.executable} -m simulator",
            "PY": sys.executable, "F": str(fx), "ROOT": str(root), "HERE": str(HERE),
            "COLUMNS": "200"}
