@@ -9,7 +9,9 @@ never a failure of the run.
 
 A scrape is a side channel and may lie (issue 49): its body is read up to
 `MAX_BODY_BYTES` within the scrape's timeout, must be UTF-8 with no line over
-`MAX_LINE_CHARS`, and a mapped series' value must be finite and non-negative; a series
+`MAX_LINE_CHARS`, and a mapped series' value must be finite and non-negative (a serving
+engine's series that is not is left out and named, the rest of the server kept: vLLM CPU
+0.32 exposes a negative queue-time sum; a DCGM target that lies gives nothing); a series
 exposed twice (the same labels, or for DCGM the same GPU) is counted once. A target that
 fails or lies says so in `MetricsScraper.health()`, which the run records.
 
@@ -88,6 +90,9 @@ DIALECTS: dict[str, dict[str, tuple[str, Kind, Agg]]] = {
 # how a dialect's sample names begin (default: its name and a colon)
 PREFIXES: dict[str, str] = {"dcgm": "DCGM_FI_"}
 MAPPED: frozenset[str] = frozenset(n for d in DIALECTS.values() for n in d)
+# the serving engines' own dialects: a lying series there is left out, not the server
+# (a power target that lies gives no energy figure at all: `MetricsScraper`)
+SERVER_DIALECTS: frozenset[str] = frozenset({"vllm", "sglang", "llamacpp"})
 MAX_NOTES = 8             # a target failing every scrape of a long run: the first few
 
 def _series_key(name: str, labels: dict[str, str]) -> tuple[str, ...]:
@@ -257,6 +262,7 @@ class MetricsScraper:
         self.failed_scrapes = 0
         self.invalid: str | None = None
         self.duplicates = 0           # samples repeating a series, over all scrapes
+        self.left_out: str | None = None   # a server's series that lied, the first
         self._last_ok = False
         self._fetch = fetch
         self._clock = clock
@@ -289,6 +295,8 @@ class MetricsScraper:
         out: Health = {"target": self.url, "status": status, "reason": reason,
                        "scrapes": self.scrapes, "failed_scrapes": self.failed_scrapes,
                        "windows": self.windows}
+        if status == "ok" and self.left_out is not None:
+            out["reason"] = f"left out: {self.left_out}"
         if status == "ok" and self.failed_scrapes:
             out["reason"] = (f"{self.failed_scrapes} of {self.scrapes} scrapes failed, "
                              "their windows merged into the next; first: "
@@ -344,7 +352,14 @@ class MetricsScraper:
         except Exception as exc:    # any parser failure: a side channel never ends the run
             return self._fail(f"not Prometheus text ({exc}); no server metrics", usable=False)
         self.duplicates += snap.duplicates
-        if snap.invalid is not None:
+        if snap.invalid is not None and snap.dialect in SERVER_DIALECTS:
+            # a serving engine's own series that lies (vLLM CPU 0.32's queue-time sum
+            # goes negative): that series is left out (parse_metrics did), named once;
+            # the server's other series stay measurements
+            if self.left_out is None:
+                self.left_out = snap.invalid
+                self._note(f"left out: {snap.invalid}; the other series are kept")
+        elif snap.invalid is not None:
             self.invalid = snap.invalid
             return self._fail(f"invalid: {snap.invalid}; no metrics from it", usable=False)
         if snap.dialect is None:

@@ -172,3 +172,31 @@ async def test_unreachable_endpoint_is_a_note() -> None:
         scraper = MetricsScraper(f"http://127.0.0.1:{held.getsockname()[1]}/metrics", 0.01, print)
         await scraper.run()
     assert "scrape failed" in scraper.notes[0]
+
+
+async def test_a_server_series_that_lies_is_left_out_not_the_server() -> None:
+    """vLLM CPU 0.32 exposes `request_queue_time_seconds_sum` at -9033.87 after some
+    requests (seen in the real-engine suite): that series is no measurement and is left
+    out, named once, but the server's other series still make every window (the whole
+    server scrape was dropped, and a real run lost all its server metrics)."""
+    bad = ('# TYPE vllm:request_queue_time_seconds histogram\n'
+           'vllm:request_queue_time_seconds_sum{engine="0",model_name="qwen"} -9033.87\n')
+    texts = [vllm(100, 10) + bad, vllm(300, 110) + bad, vllm(600, 310) + bad]
+    rows: list[dict[str, Any]] = []
+    scraper: MetricsScraper
+
+    async def fetch(url: str) -> tuple[int, str]:
+        text = texts.pop(0)
+        if not texts:
+            scraper.stop()
+        return 200, text
+
+    scraper = MetricsScraper("http://x/metrics", 0.001, rows.extend, fetch=fetch)
+    await scraper.run()
+    assert scraper.windows == 2
+    assert [r["value"] for r in rows if r["metric"] == "prefix_cache_queries"] == [200, 300]
+    assert not any(r["metric"] == "queue_time_sum_s" for r in rows)
+    assert len(scraper.notes) == 1 and "request_queue_time_seconds_sum" in scraper.notes[0]
+    assert "left out" in scraper.notes[0]
+    health = scraper.health()
+    assert health["status"] == "ok" and "left out" in health["reason"]
