@@ -102,11 +102,7 @@ class InProcessFleet:
         per = [r.engine_stats() for r in self.replicas]
         if len(per) == 1:
             return per[0]
-        return EngineStats(
-            sum(p.prefix_cache_queries for p in per), sum(p.prefix_cache_hits for p in per),
-            sum(p.preemptions for p in per), max(p.kv_usage_peak for p in per),
-            sum(p.num_gpu_blocks for p in per), per[0].block_size,
-            sum(p.spec_drafts for p in per), sum(p.spec_accepted_tokens for p in per))
+        return EngineStats.summed(per)
 
     def continue_timeline(self, offset_s: float) -> None:
         """A resumed run: every replica's engine log continues from `offset_s`."""

@@ -167,11 +167,7 @@ class InProcessPD:
     def engine_stats(self) -> EngineStats:
         """Every instance's counters summed (KV peak: the hottest instance's)."""
         per = [r.engine_stats() for r in self.instances]
-        return EngineStats(
-            sum(p.prefix_cache_queries for p in per), sum(p.prefix_cache_hits for p in per),
-            sum(p.preemptions for p in per), max(p.kv_usage_peak for p in per),
-            sum(p.num_gpu_blocks for p in per), per[0].block_size,
-            sum(p.spec_drafts for p in per), sum(p.spec_accepted_tokens for p in per))
+        return EngineStats.summed(per)
 
     def continue_timeline(self, offset_s: float) -> None:
         self.timeline.offset_s = offset_s

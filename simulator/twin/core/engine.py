@@ -648,12 +648,7 @@ class TwinEngine:
             s.num_computed = hit
             if tier:
                 self.counters.external_prefix_cache_queries += s.num_tokens - hit
-            if not s.admitted:
-                s.admitted = True
-                s.result.cached_tokens = hit
-                s.result.first_scheduled = self.now
-                if admitted is not None:
-                    admitted.append(s.rid)
+            self._first_admission(s, hit, admitted)
             running.append(s)
             sched.append(s)
             nums.append(n)
@@ -661,10 +656,26 @@ class TwinEngine:
         if waiting and len(running) >= self.max_num_seqs:
             self._admit_blocked = True           # stays so until a seat frees up
         if len(sched) > n_sched:
-            queries, hits = kv.make_prefix_cache_stats()
-            self.counters.prefix_cache_queries += queries
-            self.counters.prefix_cache_hits += hits
+            self._count_prefix_lookups()
         return budget
+
+    def _first_admission(self, s: Seq, cached: int, admitted: list[str] | None) -> bool:
+        """Record `s`'s first admission (its cached tokens, when it was first scheduled);
+        False when it was admitted before (a preempted request coming back)."""
+        if s.admitted:
+            return False
+        s.admitted = True
+        s.result.cached_tokens = cached
+        s.result.first_scheduled = self.now
+        if admitted is not None:
+            admitted.append(s.rid)
+        return True
+
+    def _count_prefix_lookups(self) -> None:
+        """The prefix-cache lookups since the last count, into the engine's counters."""
+        queries, hits = self.kv_cache_manager.make_prefix_cache_stats()
+        self.counters.prefix_cache_queries += queries
+        self.counters.prefix_cache_hits += hits
 
     def _admit_with_load(self, s: Seq, admitted: list[str] | None) -> bool | None:
         """Admit `s` to a host load when the tier continues its HBM hit: it takes blocks
@@ -680,21 +691,14 @@ class TwinEngine:
         if not kv.allocate_slots(s, host * bs, hit_blocks):
             self._admit_blocked = True
             return None
+        self._count_prefix_lookups()
         ctr = self.counters
-        queries, hits = kv.make_prefix_cache_stats()
-        ctr.prefix_cache_queries += queries
-        ctr.prefix_cache_hits += hits
         ctr.external_prefix_cache_queries += s.num_tokens - hit
         ctr.external_prefix_cache_hits += host * bs
         self._waiting.popleft()
         s.num_computed = hit + host * bs
-        if not s.admitted:
-            s.admitted = True
-            s.result.cached_tokens = hit + host * bs
+        if self._first_admission(s, hit + host * bs, admitted):
             s.result.host_cached_tokens = host * bs
-            s.result.first_scheduled = self.now
-            if admitted is not None:
-                admitted.append(s.rid)
         self._start_load(s, host)
         return True
 
@@ -717,19 +721,11 @@ class TwinEngine:
             s.kv_transfer = pull_fn
             self._admit_blocked = True
             return None
-        ctr = self.counters
-        queries, hits = kv.make_prefix_cache_stats()
-        ctr.prefix_cache_queries += queries
-        ctr.prefix_cache_hits += hits
+        self._count_prefix_lookups()
         self._waiting.popleft()
         s.num_computed = s.num_tokens - 1
         done = max(pull_fn(self.now, pull), self.now)
-        if not s.admitted:
-            s.admitted = True
-            s.result.cached_tokens = hit
-            s.result.first_scheduled = self.now
-            if admitted is not None:
-                admitted.append(s.rid)
+        self._first_admission(s, hit, admitted)
         s.result.remote_tokens = pull
         s.result.kv_transfer_wait_s += done - self.now
         self._seqno += 1

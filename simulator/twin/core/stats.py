@@ -6,6 +6,7 @@ order earlier runs wrote it, so old and new summaries read alike."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,16 @@ class EngineStats:
     @property
     def kv_capacity_tokens(self) -> int:
         return self.num_gpu_blocks * self.block_size
+
+    @classmethod
+    def summed(cls, per: Sequence[EngineStats]) -> EngineStats:
+        """Several engines' counters as one (a fleet's, a P/D pair's): sums, the KV peak
+        of the hottest; per-position speculation counters stay per engine."""
+        return cls(
+            sum(p.prefix_cache_queries for p in per), sum(p.prefix_cache_hits for p in per),
+            sum(p.preemptions for p in per), max(p.kv_usage_peak for p in per),
+            sum(p.num_gpu_blocks for p in per), per[0].block_size,
+            sum(p.spec_drafts for p in per), sum(p.spec_accepted_tokens for p in per))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
