@@ -21,7 +21,6 @@ every loop in them is bounded by the case's kill. The twin endpoint runs in-thre
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import os
@@ -33,47 +32,19 @@ from typing import Any
 
 from benchmarks.hostile_round3 import Case
 from benchmarks.hostile_round3 import verdict as verdict3
-from tests.lying_servers import Reply, garbage_status, html_200, json_gb, silent
+from tests.lying_servers import (
+    Reply,
+    byte_a_second,
+    garbage_status,
+    html_200,
+    json_gb,
+    long_line,
+    power_text,
+    prom,
+    silent,
+)
 
-HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\n"
 TEL_BOUND_S = 30.0     # a run of the twin with its finalize, and a scrape timeout or two
-
-
-# ---------------------------------------------------------------- lying targets
-def power_text(*watts: float, uuids: tuple[str, ...] = ()) -> bytes:
-    """A DCGM exporter's power gauges, one line per GPU (`uuids` default GPU-0, GPU-1…)."""
-    ids = uuids or tuple(f"GPU-{i}" for i in range(len(watts)))
-    lines = [b"# TYPE DCGM_FI_DEV_POWER_USAGE gauge"]
-    lines += [f'DCGM_FI_DEV_POWER_USAGE{{gpu="{i}",UUID="{u}",Hostname="n"}} {w}'.encode()
-              for i, (w, u) in enumerate(zip(watts, ids, strict=True))]
-    return b"\n".join(lines) + b"\n"
-
-
-def prom(body: bytes, status: str = "200 OK") -> Reply:
-    async def write(w: asyncio.StreamWriter, _body: bytes = b"") -> None:
-        w.write(HEAD.replace(b"200 OK", status.encode()) + b"content-length: "
-                + str(len(body)).encode() + b"\r\n\r\n" + body)
-    return write
-
-
-async def long_line(w: asyncio.StreamWriter, _body: bytes = b"") -> None:
-    """A 64 MB line, chunked (no length announced), sent as fast as it is read."""
-    w.write(HEAD + b"transfer-encoding: chunked\r\n\r\n")
-    piece = b"DCGM_FI_DEV_POWER_USAGE" + b"x" * (1 << 20)
-    for _ in range(64):
-        w.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
-        await w.drain()
-
-
-async def byte_a_second(w: asyncio.StreamWriter, _body: bytes = b"") -> None:
-    """A valid head, then the body one byte a second (at most its length)."""
-    body = power_text(100.0)
-    w.write(HEAD + b"content-length: " + str(len(body)).encode() + b"\r\n\r\n")
-    for b in body:
-        w.write(bytes([b]))
-        await w.drain()
-        await asyncio.sleep(1.0)
-
 
 TWICE = power_text(180.0, 70.0, 180.0, uuids=("GPU-a", "GPU-b", "GPU-a"))
 LIARS: dict[str, Reply | None] = {

@@ -26,47 +26,20 @@ from simulator.records.prometheus import MetricsScraper, parse_metrics
 from simulator.records.scrape_bounds import MAX_BODY_BYTES, ScrapeRefused, checked_text
 from tests.conftest import small_scenario
 from tests.http_twin import twin_in_thread
-from tests.lying_servers import Reply, garbage_status, html_200, json_gb, lying_server, silent
+from tests.lying_servers import (
+    Reply,
+    byte_a_second,
+    garbage_status,
+    html_200,
+    json_gb,
+    long_line,
+    lying_server,
+    power_text,
+    prom,
+    silent,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\n"
-
-
-def power_text(*watts: float, uuids: tuple[str, ...] = ()) -> bytes:
-    """A DCGM exporter's power gauges, one line per GPU (`uuids` default GPU-0, GPU-1…)."""
-    ids = uuids or tuple(f"GPU-{i}" for i in range(len(watts)))
-    lines = [b"# TYPE DCGM_FI_DEV_POWER_USAGE gauge"]
-    lines += [f'DCGM_FI_DEV_POWER_USAGE{{gpu="{i}",UUID="{u}",Hostname="n"}} {w}'.encode()
-              for i, (w, u) in enumerate(zip(watts, ids, strict=True))]
-    return b"\n".join(lines) + b"\n"
-
-
-def prom(body: bytes, status: str = "200 OK") -> Reply:
-    async def write(w: asyncio.StreamWriter, _body: bytes = b"") -> None:
-        w.write(HEAD.replace(b"200 OK", status.encode()) + b"content-length: "
-                + str(len(body)).encode() + b"\r\n\r\n" + body)
-    return write
-
-
-async def long_line(w: asyncio.StreamWriter, _body: bytes = b"") -> None:
-    """A 64 MB line, chunked (no length announced), sent as fast as it is read."""
-    w.write(HEAD + b"transfer-encoding: chunked\r\n\r\n")
-    piece = b"DCGM_FI_DEV_POWER_USAGE" + b"x" * (1 << 20)
-    for _ in range(64):
-        w.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
-        await w.drain()
-
-
-async def byte_a_second(w: asyncio.StreamWriter, _body: bytes = b"") -> None:
-    """A valid head, then the body one byte a second."""
-    body = power_text(100.0)
-    w.write(HEAD + b"content-length: " + str(len(body)).encode() + b"\r\n\r\n")
-    for b in body:
-        w.write(bytes([b]))
-        await w.drain()
-        await asyncio.sleep(1.0)
-
-
 def scrape(url: str, run_s: float = 0.5) -> tuple[dict[str, Any], list[dict[str, Any]], float]:
     """Scrape `url` as a run does (baseline, windows every 0.2 s, a last scrape at the
     stop): its health, the rows it kept and the wall time it took."""
