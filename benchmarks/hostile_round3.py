@@ -31,7 +31,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -736,6 +736,26 @@ class Tally:
         g[kind] = g.get(kind, 0) + 1
 
 
+Report = Callable[[str, str, int | None, float, str], None]
+RunCase = Callable[[Case, dict[str, str], Path, Path], tuple[str, int | None, float, str, float]]
+
+
+def tally_cases(cases: Iterable[Case], run: RunCase, env: dict[str, str], tmp: Path,
+                fx: Path, only: str = "", group: str = "",
+                report: Report | None = None) -> Tally:
+    """Run the cases `only` / `group` select (a round's own `run`), tallied by group."""
+    tally = Tally()
+    for i, case in enumerate(cases):
+        if (only and only not in case.name) or (group and group != case.group):
+            continue
+        kind, rc, secs, out, factor = run(case, env, tmp / f"c{i}", fx)
+        tally.add(case.group, kind)
+        if report is not None:
+            name = f"{case.name} (load ×{factor:.1f})" if factor > 1 else case.name
+            report(name, kind, rc, secs, out)
+    return tally
+
+
 def run_all(root: Path, tmp: Path, only: str = "", group: str = "",
             report: Callable[[str, str, int | None, float, str], None] | None = None) -> Tally:
     fx = tmp / "fixtures"
@@ -746,16 +766,7 @@ def run_all(root: Path, tmp: Path, only: str = "", group: str = "",
     base = _endurance("run", str(fx / "s.yaml"), "--out", str(tmp / "base"), "--quiet",
                       "--set", "record_blocks=true", env={**env})
     env["BASE"] = base.stdout.strip().splitlines()[-1]
-    tally = Tally()
-    for i, case in enumerate(cases()):
-        if (only and only not in case.name) or (group and group != case.group):
-            continue
-        kind, rc, secs, out, factor = run_case(case, env, tmp / f"c{i}", fx)
-        tally.add(case.group, kind)
-        if report is not None:
-            name = f"{case.name} (load ×{factor:.1f})" if factor > 1 else case.name
-            report(name, kind, rc, secs, out)
-    return tally
+    return tally_cases(cases(), run_case, env, tmp, fx, only, group, report)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from benchmarks.hostile_round3 import (  # noqa: E402  (after the path)
     Case,
     Tally,
     load_factor,
+    tally_cases,
 )
 from benchmarks.hostile_round3 import verdict as verdict3  # noqa: E402
 
@@ -351,16 +352,7 @@ def run_all(root: Path, tmp: Path, only: str = "", group: str = "",
                            "--out", str(tmp / "base"), "--quiet"], capture_output=True,
                           text=True, env=env, timeout=300, cwd=root)
     env["BASE"] = base.stdout.strip().splitlines()[-1]
-    tally = Tally()
-    for i, case in enumerate(cases()):
-        if (only and only not in case.name) or (group and group != case.group):
-            continue
-        kind, rc, secs, out, factor = run_case(case, env, tmp / f"c{i}", fx)
-        tally.add(case.group, kind)
-        if report is not None:
-            name = f"{case.name} (load ×{factor:.1f})" if factor > 1 else case.name
-            report(name, kind, rc, secs, out)
-    return tally
+    return tally_cases(cases(), run_case, env, tmp, fx, only, group, report)
 
 
 if __name__ == "__main__":
