@@ -130,10 +130,9 @@ def test_metrics_url() -> None:
     assert metrics_url_for("http://h:8000") == "http://h:8000/metrics"
 
 
-async def test_scraper_windows_with_injected_fetch() -> None:
-    texts = [vllm(100, 10), vllm(300, 110), vllm(600, 310)]
+async def _scraped(texts: list[str], **kw: Any) -> tuple[MetricsScraper, list[dict[str, Any]]]:
+    """A scraper run over `texts`, one per scrape (it stops after the last)."""
     rows: list[dict[str, Any]] = []
-    ticks = iter(range(100))
     scraper: MetricsScraper
 
     async def fetch(url: str) -> tuple[int, str]:
@@ -142,9 +141,15 @@ async def test_scraper_windows_with_injected_fetch() -> None:
             scraper.stop()
         return 200, text
 
-    scraper = MetricsScraper("http://x/metrics", 0.001, rows.extend, fetch=fetch,
-                             clock=lambda: float(next(ticks)))
+    scraper = MetricsScraper("http://x/metrics", 0.001, rows.extend, fetch=fetch, **kw)
     await scraper.run()
+    return scraper, rows
+
+
+async def test_scraper_windows_with_injected_fetch() -> None:
+    ticks = iter(range(100))
+    scraper, rows = await _scraped([vllm(100, 10), vllm(300, 110), vllm(600, 310)],
+                                   clock=lambda: float(next(ticks)))
     assert scraper.windows == 2 and not scraper.notes
     q = [r["value"] for r in rows if r["metric"] == "prefix_cache_queries"]
     assert q == [200, 300]
@@ -181,18 +186,8 @@ async def test_a_server_series_that_lies_is_left_out_not_the_server() -> None:
     server scrape was dropped, and a real run lost all its server metrics)."""
     bad = ('# TYPE vllm:request_queue_time_seconds histogram\n'
            'vllm:request_queue_time_seconds_sum{engine="0",model_name="qwen"} -9033.87\n')
-    texts = [vllm(100, 10) + bad, vllm(300, 110) + bad, vllm(600, 310) + bad]
-    rows: list[dict[str, Any]] = []
-    scraper: MetricsScraper
-
-    async def fetch(url: str) -> tuple[int, str]:
-        text = texts.pop(0)
-        if not texts:
-            scraper.stop()
-        return 200, text
-
-    scraper = MetricsScraper("http://x/metrics", 0.001, rows.extend, fetch=fetch)
-    await scraper.run()
+    scraper, rows = await _scraped([vllm(100, 10) + bad, vllm(300, 110) + bad,
+                                    vllm(600, 310) + bad])
     assert scraper.windows == 2
     assert [r["value"] for r in rows if r["metric"] == "prefix_cache_queries"] == [200, 300]
     assert not any(r["metric"] == "queue_time_sum_s" for r in rows)
