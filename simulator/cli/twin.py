@@ -148,6 +148,18 @@ def version_line(pm: Any) -> str:
             f"{why}{hybrid}")
 
 
+def roofline_line(pm: Any) -> str:
+    """How the twin combines a step's memory and compute times on this card."""
+    o = pm.efficiency.eta_overlap
+    if o >= 1.0:
+        how = "the longer of its memory and compute times (eta_overlap 1: a GPU overlaps them)"
+    else:
+        how = (f"the longer of its memory and compute times plus {1.0 - o:.2g} × the "
+               f"shorter (eta_overlap {o:g}: the cores stream weights and compute in turn; "
+               f"measured on vLLM CPU, see the profile's source)")
+    return f"{pm.hardware.name}: a step takes {how}"
+
+
 @twin_group.command(name="show")
 @click.argument("twin", required=False, metavar="[HARDWARE/MODEL]")
 @click.option("--hardware", default=",".join(SHOW_CARDS), show_default=True,
@@ -176,6 +188,7 @@ def show_command(twin: str | None, hardware: str, model: str, spec: str, context
     for card in [c.strip() for c in hardware.split(",") if c.strip()]:
         pm = build_perf_model(card, model, spec=spec, overrides=over)
         console.print(version_line(pm), highlight=False, markup=False)
+        console.print(roofline_line(pm), highlight=False, markup=False)
         table = Table(title=f"{pm.hardware.name} × {pm.model.name}, {spec}: speculation terms")
         for col in ("term", "value", "status", "formula", "source"):
             table.add_column(col, overflow="fold")

@@ -1,6 +1,6 @@
 """Step time of one vLLM forward pass: a roofline with named, fitted efficiency terms.
 
-    t_step = t0 + t_seq·n + max(t_mem, t_comp)
+    t_step = t0 + t_seq·n + max(t_mem, t_comp) + (1 − η_o)·min(t_mem, t_comp)
     t_mem  = (W_dense + L_moe·b_expert·E_eff(T)) / (η_w·BW)
            + kv_tok·(Σ context read + T written)·(1 + h/n) / (η_kv·BW)
            + 2·S_rec·n / (η_s·BW)
@@ -10,7 +10,9 @@
 (the twin's roofline design). One change from its starting point, forced by the calibration data: the
 KV-read efficiency grows with the number of sequences, η_kv·n/(n + h). A single stream's
 attention kernel cannot fill the card (34.3 tok/s at 119k context means ~39% of the A40's
-bandwidth), yet 32 sessions reach 1,160 tok/s, which needs near-peak KV reads.
+bandwidth), yet 32 sessions reach 1,160 tok/s, which needs near-peak KV reads. A GPU
+overlaps weight streaming with compute (η_o = 1); a CPU's cores do them in turn (η_o = 0,
+measured on vLLM CPU: its forward pass grows ~1.8 ms per token from 1 token up).
 `step_time` is called for every simulated step, so everything is precomputed and the call
 is a handful of float operations.
 """
@@ -280,6 +282,7 @@ class RooflinePerfModel:
             self._eeff_max = float(m.experts.total)
         self._t_kv_tok = self.kv_bytes_per_token / (eff.eta_kv * bw)
         self._t_state = 2.0 * self.state_bytes_per_seq / (eff.eta_s * bw)
+        self._serial = 1.0 - eff.eta_overlap      # 0 on a GPU: the step is the longer of the two
         head = m.params.lm_head
         self._t_flop_tok = 2.0 * (m.params.active - head) / (eff.eta_c * self.peak_flops)
         self._t_flop_seq = 2.0 * head / (eff.eta_c * self.peak_flops)
@@ -440,7 +443,13 @@ class RooflinePerfModel:
         # (gpu_model_runner._calc_spec_decode_metadata: logits_indices)
         t_comp = (self._t_flop_tok * t + self._t_flop_seq * (n + shape.draft_tokens)
                   + self._t_pair * shape.attn_token_pairs)
-        step = self._t0 + self._t_seq * n + (t_mem if t_mem > t_comp else t_comp)
+        if self._serial:
+            # a CPU card: the cores stream and compute in turn (`eta_overlap` < 1)
+            roof = (t_mem + self._serial * t_comp if t_mem > t_comp
+                    else t_comp + self._serial * t_mem)
+            step = self._t0 + self._t_seq * n + roof
+        else:
+            step = self._t0 + self._t_seq * n + (t_mem if t_mem > t_comp else t_comp)
         if shape.prefill_tokens and (self._t_lin_tok or self._t_ctx_tok):
             step += self.hybrid_prefill_time(shape)
         if self.spec is not None:
@@ -457,7 +466,7 @@ class RooflinePerfModel:
         """`step_time`'s terms for a pure-decode step of n sequences (one token each), so
         the engine's decode fast path can compute step times inline; None for n ≤ 0 or a
         subclass with its own `step_time`. Ordered exactly as `step_time` computes."""
-        if n <= 0 or type(self).step_time is not RooflinePerfModel.step_time:
+        if n <= 0 or type(self).step_time is not RooflinePerfModel.step_time or self._serial:
             return None
         eeff = self._eeff[n] if n < len(self._eeff) else self._eeff_max
         return DecodeTerms(

@@ -45,6 +45,10 @@ class Efficiency(_Strict):
     eta_attn: float = Field(gt=0, le=1)    # MFU of attention FLOPs (prefill)
     routing_skew: float = Field(ge=0)      # Zipf exponent s of expert popularity
     reserve_bytes: float = Field(ge=0)     # activations, CUDA graphs, non-torch memory
+    # share of the shorter of a step's memory time and compute time that runs under the
+    # longer: 1 on a GPU (its GEMMs stream weights while the tensor cores compute); a
+    # CPU's cores do both in turn, so its steps add them (measured on vLLM CPU, issue 48)
+    eta_overlap: float = Field(default=1.0, ge=0, le=1)
     # speculative decoding (vLLM's spec_decode source; profiles/calibration/); zero on cards never measured
     # (`perf_model.spec_time` lists every term; the LM head per verified row, the
     # verification attention and the rejection sampler are derived, not fitted)
