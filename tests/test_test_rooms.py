@@ -2,8 +2,8 @@
 `tests/<room>/`, so a module's tests are found where its code is, and a new room's
 tests get a new folder, not a seat in a neighbour's.
 
-A folder of tests/ names a room (a package of simulator/) or is on `ALLOWED` with the
-reason it names none; a test module sits in a room that holds code of its own (not in
+A folder of tests/ that holds Python files names a room (a package of simulator/) or is
+on `ALLOWED` with the reason it names none (a folder of data only needs neither); a test module sits in a room that holds code of its own (not in
 `tests/twin/`, whose package only groups its subrooms) or in an allowed folder; at the
 top of tests/ only the modules of `TOP_LEVEL` (shared helper modules may sit there).
 
@@ -61,8 +61,10 @@ def _allowed(folder: str, allowed: dict[str, str]) -> bool:
 
 def stray_folders(tests: Path, known: dict[str, bool],
                   allowed: dict[str, str] = ALLOWED) -> list[str]:
-    """Folders of tests/ that name no room and are not allowed."""
-    return [f for f in _folders(tests) if f not in known and not _allowed(f, allowed)]
+    """Folders of tests/ holding Python files that name no room and are not allowed (a
+    folder of data only, such as `report/data/`, is no test folder)."""
+    return [f for f in _folders(tests) if f not in known and not _allowed(f, allowed)
+            and any((tests / f).glob("*.py"))]
 
 
 def homeless_modules(tests: Path, known: dict[str, bool], allowed: dict[str, str] = ALLOWED,
@@ -112,7 +114,7 @@ def test_the_check_fails_a_folder_that_names_no_room_and_a_module_outside_its_ro
         "runs/__init__.py", "runs/test_old.py",                 # a room's old name
         "twin/__init__.py", "twin/test_flat.py",                # above its subrooms
         "twin/core/__init__.py", "twin/core/test_engine.py",
-        "fixtures/traces/a.jsonl", "benchmarks/__init__.py"])
+        "fixtures/traces/a.jsonl", "benchmarks/__init__.py", "run/data/out.txt"])
     known = rooms(sim)
     assert known == {"run": True, "twin": False, "twin/core": True}
     assert stray_folders(tests, known, {"fixtures": "data"}) == ["benchmarks", "runs"]
