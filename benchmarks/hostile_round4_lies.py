@@ -7,7 +7,7 @@ spec_replay points and profiles, and `--from-twin` as typed.
              the target, manifest.json and summary.json hold the same `telemetry` block,
              and a target that lied gives no energy figure (one GPU exposed twice: `ok`,
              its duplicate named, counted once)
-  fits       `twin fit` on one spec_replay point (the files of tests/twin/
+  fits       `twin fit` on one spec_replay point (the files of tests/twin/model/
              test_twin_fit_replay_inputs.py) or with a binary --model/--hardware: one
              `error:` line and nothing else, exit 2; a clean point still fits (exit 0)
   from-twin  `size --from-twin VALUE`: one line naming --from-twin (never --twin), exit

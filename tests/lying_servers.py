@@ -172,7 +172,7 @@ async def reset_refused(w: asyncio.StreamWriter, _body: bytes = b"") -> None:
 
 
 # ---------------------------------------------------------------- the server
-# a /metrics target (DCGM exporter) that lies: tests/runs/test_telemetry_lies.py and
+# a /metrics target (DCGM exporter) that lies: tests/records/test_telemetry_lies.py and
 # benchmarks/hostile_round4_lies.py (issue 49)
 PROM_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\n"
 

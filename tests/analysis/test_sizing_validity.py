@@ -218,7 +218,7 @@ async def test_http_twin_exposes_vllm_queue_time_histogram() -> None:
 
     from simulator.twin.core.engine import TwinEngine
     from simulator.twin.serve.server import ServerConfig, create_app, serving
-    from tests.twin.test_twin_server import FakePerf, body
+    from tests.twin.serve.test_twin_server import FakePerf, body
 
     cfg = ServerConfig(model="qwen3-coder-30b-a3b-awq", hardware="a40",
                        context_window=32_768, time_scale=1000.0)

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from simulator.check import client as check_client
 from simulator.check.runner import run_check_async
 from simulator.cli import main
-from tests.endpoints.test_endpoints_limits import SSE_HEAD, _chunk
-from tests.endpoints.test_endpoints_lying import COMPLETE, HEAD_10
+from tests.endpoints.http.test_endpoints_limits import SSE_HEAD, _chunk
+from tests.endpoints.http.test_endpoints_lying import COMPLETE, HEAD_10
 from tests.lying_servers import Reply, lying_server, models_ok
 from tests.lying_servers import json_gb as one_gb_json
 

@@ -126,7 +126,7 @@ def _emit_all(spec: NgramSpec | ModelDraftSpec | None, prompt: list[int],
               plans: list[list[int]]) -> tuple[list[list[int]], int]:
     """Run requests step by step; rebuild each one's emitted tokens from the per-step
     counts (the twin streams plan[emitted:emitted + e] for each step's e)."""
-    from tests.twin.test_twin_engine import FakePerf
+    from tests.twin.core.test_twin_engine import FakePerf
     eng = TwinEngine(FakePerf(), block_size=16, num_blocks=400, spec=spec)
     for i, plan in enumerate(plans):
         eng.submit(EngineRequest(f"r{i}", prompt, plan, 0.0))

@@ -86,7 +86,7 @@ async def _quiet_on_a_real_loop() -> bool:
 def test_no_call_site_scales_time_by_hand() -> None:
     """Time scale arithmetic lives in `RunClock`: no module multiplies or divides by a
     `time_scale` (the bug was a wait that had been missed)."""
-    root = Path(__file__).resolve().parents[1] / "simulator"
+    root = Path(__file__).resolve().parents[2] / "simulator"
     pattern = re.compile(r"[*/]\s*[\w.()]*time_scale\b|\btime_scale\)?\s*[*/]")
     hits = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py")
             if not p.is_relative_to(root / "twin")       # the twin's own simulated clock

@@ -15,7 +15,7 @@ from simulator.twin.model.perf_model import build_perf_model
 from simulator.twin.model.profiles import load_model
 from simulator.twin.serve import reply
 
-MODELS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "simulator" / "twin"
+MODELS = sorted(p.stem for p in (Path(__file__).resolve().parents[3] / "simulator" / "twin" / "model"
                                  / "profiles" / "models").glob("*.yaml"))
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from simulator.twin.core.engine import TwinEngine
 from simulator.twin.core.kv_offload import HostTier
 from simulator.twin.model.perf_model import build_perf_model
-from tests.twin.kv_workload import Turn, Workload, run_workload
+from tests.twin.core.kv_workload import Turn, Workload, run_workload
 
 MODEL = "qwen3-coder-30b-a3b-awq"
 

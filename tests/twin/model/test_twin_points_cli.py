@@ -13,7 +13,7 @@ from simulator.cli import main
 from simulator.run.execute import execute
 from simulator.run.spec import RunSpec
 
-SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "calibration" / "twin-vs-vllm-cpu.yaml"
+SCENARIO = Path(__file__).resolve().parents[3] / "scenarios" / "calibration" / "twin-vs-vllm-cpu.yaml"
 
 
 def test_points_from_a_run_fit_back_its_profile(tmp_path: Path) -> None:

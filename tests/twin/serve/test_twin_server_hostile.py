@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 
 from simulator.twin.serve import server
-from tests.twin.test_twin_server import body, make_app
+from tests.twin.serve.test_twin_server import body, make_app
 
 HOSTILE: list[tuple[str, bytes]] = [
     ("deep-list", b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),

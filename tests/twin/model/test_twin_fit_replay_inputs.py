@@ -117,7 +117,7 @@ def test_a_binary_profile_is_one_line_for_twin_fit(tmp_path: Path) -> None:
         refused(tmp_path, f"{binary}: not UTF-8 text", extra=(option, str(binary)))
 
 
-SCENARIO = str(Path(__file__).resolve().parents[2] / "scenarios" / "calibration"
+SCENARIO = str(Path(__file__).resolve().parents[3] / "scenarios" / "calibration"
                / "twin-vs-vllm-cpu.yaml")
 
 

@@ -22,7 +22,7 @@ from simulator.endpoints.http.aiohttp_client import AiohttpEndpoint
 from simulator.endpoints.http.lean import LeanEndpoint
 from simulator.endpoints.http.transport import AttemptLimits
 from simulator.endpoints.wire.dialects import ANTHROPIC, OPENAI_CHAT, Dialect
-from tests.endpoints.test_endpoints_limits import REQ, SSE_HEAD, Writer, _chunk, hostile
+from tests.endpoints.http.test_endpoints_limits import REQ, SSE_HEAD, Writer, _chunk, hostile
 
 
 def _ev(name: str, body: dict[str, Any]) -> bytes:
