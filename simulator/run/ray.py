@@ -129,7 +129,7 @@ class _Shipper:
     """The shard-side thread: ships complete journal lines, estimates the clock offset,
     turns the hub's stop level into SIGTERMs for the runner (in the main thread)."""
 
-    def __init__(self, ray: ModuleType, hub: ActorHandle, index: int, shard_dir: Path,
+    def __init__(self, ray: ModuleType, hub: ActorHandle[Hub], index: int, shard_dir: Path,
                  ship: bool) -> None:
         self.ray, self.hub, self.index, self.dir, self.ship = ray, hub, index, shard_dir, ship
         self.offsets = dict.fromkeys(SHARD_JOURNALS, 0)
@@ -182,7 +182,7 @@ class _Shipper:
             _thread.interrupt_main(signal.SIGTERM)
 
 
-def remote_shard(job: ShardJob, hub: ActorHandle, ship: bool) -> ShardResult:
+def remote_shard(job: ShardJob, hub: ActorHandle[Hub], ship: bool) -> ShardResult:
     """Body of the Ray task: run one shard on this node, shipping its journals."""
     ray = import_ray()
     local = job
