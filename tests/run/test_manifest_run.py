@@ -19,6 +19,7 @@ from tests.conftest import small_scenario
 from tests.reliability_twin import write_yaml
 
 pytestmark = pytest.mark.timeout(120)
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "manifests"
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +62,26 @@ def _with_manifest(finished: Path, tmp_path: Path, data: object) -> Path:
     return run
 
 
+def test_a_run_with_the_first_manifest_shape_is_read_summarised_and_paired(
+        finished: Path, tmp_path: Path) -> None:
+    from simulator.analysis.load import load_run, run_label, workload_identity
+    from simulator.analysis.summary import summarize_run
+    from simulator.analysis.target import describe_target
+    old = json.loads((FIXTURES / "first_shape.json").read_text())
+    run = _with_manifest(finished, tmp_path, old)
+    manifest, turns, server = load_run(run)
+    summary = summarize_run(manifest, turns, server)
+    assert summary["simulated"] is True and summary["steady_state"] is not None
+    assert summary["goodput_slo"] == {"ttft_s": 15.0, "output_tok_s": 30.0}   # the default
+    assert run_label(manifest, run) == old["run_id"]
+    assert describe_target(manifest).startswith("hardware a40, model qwen3-coder-30b-a3b")
+    assert workload_identity(manifest) is not None
+
+
+@pytest.mark.slow        # a report draws its plots (~4 s)
 def test_a_run_with_the_first_manifest_shape_still_reports(finished: Path,
                                                            tmp_path: Path) -> None:
-    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "manifests"
-    old = json.loads((fixture / "first_shape.json").read_text())
+    old = json.loads((FIXTURES / "first_shape.json").read_text())
     run = _with_manifest(finished, tmp_path, old)
     r = CliRunner().invoke(main, ["report", str(run)])
     assert r.exit_code == 0, r.output
@@ -87,9 +104,10 @@ def test_a_hostile_manifest_is_one_line_to_report_and_watch(
     assert r.exit_code == 2 and len(lines) == 1 and needle in lines[0], r.output
 
 
-def test_a_manifest_with_keys_missing_still_reports(finished: Path, tmp_path: Path) -> None:
+def test_a_manifest_with_keys_missing_still_summarises(finished: Path, tmp_path: Path) -> None:
+    from simulator.analysis.load import load_run
+    from simulator.analysis.summary import summarize_run
     raw = json.loads((finished / "manifest.json").read_text())
     kept = {k: v for k, v in raw.items() if k in ("run_id", "status", "simulated")}
-    run = _with_manifest(finished, tmp_path, kept)
-    r = CliRunner().invoke(main, ["report", str(run)])
-    assert r.exit_code == 0, r.output
+    manifest, turns, server = load_run(_with_manifest(finished, tmp_path, kept))
+    assert summarize_run(manifest, turns, server)["usd_per_mtok"] is None   # no price
