@@ -102,7 +102,7 @@ class Manifest:
     sessions: int | None = None
     turns: int | None = None
     compaction: str | None = None
-    load: JsonObject | None = None             # the load shape with its defaults (a dump)
+    load: LoadShape | None = None              # the load shape, every default stated
     sampling: JsonObject | None = None
     endpoint: EndpointFacts = field(default_factory=EndpointFacts)
     simulated: bool = False
@@ -111,7 +111,7 @@ class Manifest:
     versions: Mapping[str, str] = field(default_factory=dict)
     scenario_base_dir: str | None = None
     run_spec: RunSettings | None = None
-    # the server's facts (`run.server.ServerInfo.manifest_fields`)
+    # the server's facts (`run.server.ServerInfo.stamp`)
     time_scale: float | None = None
     http_twin: JsonObject | None = None
     server_max_model_len: int | None = None
@@ -159,7 +159,8 @@ class Manifest:
             "scenario_file": self.scenario_file, "scenario_hash": self.scenario_hash,
             "scenario_resolved": None if rs is None else dict(rs.raw),
             "overrides": list(self.overrides), "seed": self.seed, "sessions": self.sessions,
-            "turns": self.turns, "compaction": self.compaction, "load": self.load,
+            "turns": self.turns, "compaction": self.compaction,
+            "load": None if self.load is None else self.load.model_dump(),
             "sampling": self.sampling, "endpoint": dict(ep.raw), "simulated": self.simulated,
             "price_per_hour": self.price_per_hour,
             "contains_verbatim_content": self.contains_verbatim_content,
@@ -242,7 +243,9 @@ def parse_manifest(data: Mapping[str, object], where: str) -> Manifest:
         scenario_resolved=None if resolved is None else _resolved(resolved, where),
         overrides=d.texts("overrides") or (), seed=d.integer("seed"),
         sessions=d.integer("sessions"), turns=d.integer("turns"), compaction=d.text("compaction"),
-        load=d.obj("load"), sampling=d.obj("sampling"),
+        load=None if d.data.get("load") is None
+        else _section(LoadShape, d.data.get("load"), f"{where}: load"),
+        sampling=d.obj("sampling"),
         endpoint=_endpoint(d.obj("endpoint") or {}),
         simulated=d.flag("simulated"), price_per_hour=d.number("price_per_hour"),
         contains_verbatim_content=d.flag("contains_verbatim_content"),

@@ -105,6 +105,7 @@ def test_a_missing_key_takes_its_default() -> None:
     ({"scenario_resolved": {"goodput": {"ttft_s": "x"}}}, "scenario_resolved.goodput: ttft_s"),
     ({"run_spec": {"stop_grace_s": "2"}}, "run_spec: field 'stop_grace_s'"),
     ({"telemetry": {"a": 1}}, "field 'telemetry': expected a list, got dict"),
+    ({"load": {"cooldown_s": "x"}}, "RUN/manifest.json: load: cooldown_s"),
 ])
 def test_a_field_of_the_wrong_type_is_one_line_naming_it(data: dict[str, Any],
                                                           needle: str) -> None:
