@@ -68,11 +68,11 @@ else:
 print(nb.describe_run(run_dir))
 manifest, turns, server = load_run(run_dir)
 summary = summarize_run(manifest, turns, server, load_saved_summary(run_dir))
-simulated = bool(manifest.get("simulated"))
+simulated = manifest.simulated
 turn_ok = ok_rows(turns, "turn")
 print(f"run {run_label(manifest, run_dir)} ({'SIMULATED twin' if simulated else 'real endpoint'}), "
-      f"{len(turn_ok)} successful turns, compaction {manifest.get('compaction')}, "
-      f"seed {manifest.get('seed')}")
+      f"{len(turn_ok)} successful turns, compaction {manifest.compaction}, "
+      f"seed {manifest.seed}")
 """),
     new_markdown_cell("## Summary table"),
     new_code_cell("""\
@@ -161,7 +161,7 @@ run_dirs = {kind: RUN_DIRS.get(kind) or nb.ensure_run(
 for kind, d in run_dirs.items():
     print(f"{kind}: {nb.describe_run(d)}")
 runs = [dataclasses.replace(r, label=kind) for kind, r in zip(KINDS, load_runs(list(run_dirs.values())), strict=True)]
-seeds = {r.manifest.get("seed") for r in runs}
+seeds = {r.manifest.seed for r in runs}
 print(f"{len(runs)} runs of {SCENARIO}, {TURNS} turns, seed(s) {sorted(seeds)}")
 """),
     new_markdown_cell("## Side by side (Δ against `block`)"),

@@ -26,6 +26,7 @@ from simulator.analysis.load import (
 from simulator.analysis.metrics_registry import COMPARE_KEYS, NUMERIC_KEYS
 from simulator.analysis.recall import paired_recall_difference
 from simulator.analysis.summary import ok_rows, summarize_run
+from simulator.records.manifest import Manifest
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +112,7 @@ def pct_diff(base: Any, other: Any) -> float | None:
 class RunInfo:
     label: str
     run_dir: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     turns: pd.DataFrame
     summary: dict[str, Any]
 

@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd
 
 from simulator.analysis.steady import tokens_in_window
+from simulator.records.manifest import Manifest
+from simulator.scenario.model import GoodputSpec
 
 DEFAULT_TTFT_S = 15.0
 DEFAULT_OUTPUT_TOK_S = 30.0
@@ -43,11 +45,15 @@ class GoodputSlo:
         return {"ttft_s": self.ttft_s, "output_tok_s": self.output_tok_s}
 
 
-def goodput_from_manifest(manifest: dict[str, Any]) -> GoodputSlo:
+def goodput_slo(spec: GoodputSpec | None) -> GoodputSlo:
+    """The goodput SLO a scenario's `goodput:` section sets, else the default."""
+    return GoodputSlo() if spec is None else GoodputSlo(spec.ttft_s, spec.output_tok_s)
+
+
+def goodput_from_manifest(manifest: Manifest) -> GoodputSlo:
     """The goodput SLO a run's manifest records (its resolved scenario), else the default."""
-    g = (manifest.get("scenario_resolved") or {}).get("goodput") or {}
-    return GoodputSlo(float(g.get("ttft_s", DEFAULT_TTFT_S)),
-                      float(g.get("output_tok_s", DEFAULT_OUTPUT_TOK_S)))
+    resolved = manifest.scenario_resolved
+    return goodput_slo(None if resolved is None else resolved.goodput)
 
 
 def judged_requests(turns: pd.DataFrame) -> pd.DataFrame:

@@ -15,8 +15,8 @@ import pandas as pd
 
 from simulator.analysis import metrics_registry as registry
 from simulator.errors import InputError
+from simulator.records.manifest import Manifest, read_manifest
 from simulator.records.prometheus import SERVER_METRICS_COLUMNS
-from simulator.records.recorder import load_manifest as load_manifest  # beside its writer
 from simulator.records.rows import COLUMNS
 from simulator.util.visible import visible
 
@@ -74,13 +74,13 @@ def load_saved_summary(run_dir: str | Path) -> dict[str, Any] | None:
     return registry.upgrade(data) if isinstance(data, dict) else None
 
 
-def load_run(run_dir: str | Path) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame | None]:
+def load_run(run_dir: str | Path) -> tuple[Manifest, pd.DataFrame, pd.DataFrame | None]:
     """(manifest, turns, server_metrics or None) of one run directory."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise InputError(f"{run_dir}: not a directory (expected a run directory under results/)")
-    manifest = load_manifest(run_dir)
-    if not (run_dir / "turns.parquet").exists() and manifest.get("status") == "running":
+    manifest = read_manifest(run_dir)
+    if not (run_dir / "turns.parquet").exists() and manifest.status == "running":
         raise InputError(f"{run_dir}: run incomplete (manifest status 'running', no turns.parquet:"
                          " still going, or killed); continue it with "
                          f"`endurance run --resume {run_dir}`")
@@ -90,9 +90,9 @@ def load_run(run_dir: str | Path) -> tuple[dict[str, Any], pd.DataFrame, pd.Data
     return manifest, turns, server
 
 
-def run_label(manifest: dict[str, Any], run_dir: Path) -> str:
+def run_label(manifest: Manifest, run_dir: Path) -> str:
     """A short name for legends and table headers: the label, else the run id."""
-    label = manifest.get("label") or manifest.get("run_id") or run_dir.name
+    label = manifest.label or manifest.run_id or run_dir.name
     return visible(str(label), 200)     # data, never layout: control/bidi chars escaped
 
 
@@ -101,24 +101,23 @@ def run_label(manifest: dict[str, Any], run_dir: Path) -> str:
 UNPAIRED_SETTINGS = frozenset({"compaction", "twin", "retry", "description", "probes"})
 
 
-def workload_identity(manifest: dict[str, Any]) -> str | None:
+def workload_identity(manifest: Manifest) -> str | None:
     """A key equal for runs that replay the same workload (scenario and seed).
 
     From the resolved scenario without `UNPAIRED_SETTINGS` when the manifest has it,
     else the scenario hash; None when the manifest names neither.
     """
-    resolved = manifest.get("scenario_resolved")
-    if isinstance(resolved, dict):
-        kept = {k: v for k, v in resolved.items() if k not in UNPAIRED_SETTINGS}
-        return json.dumps([kept, manifest.get("seed")], sort_keys=True, default=str)
-    scen = manifest.get("scenario")
-    h = scen.get("hash") if isinstance(scen, dict) else manifest.get("scenario_hash")
-    return None if h is None else json.dumps([h, manifest.get("seed")], default=str)
+    resolved = manifest.scenario_resolved
+    if resolved is not None:
+        kept = {k: v for k, v in resolved.raw.items() if k not in UNPAIRED_SETTINGS}
+        return json.dumps([kept, manifest.seed], sort_keys=True, default=str)
+    h = manifest.scenario_hash      # an older manifest's `scenario.hash` is upgraded to it
+    return None if h is None else json.dumps([h, manifest.seed], default=str)
 
 
-def differing_settings(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+def differing_settings(a: Manifest, b: Manifest) -> list[str]:
     """Top-level resolved-scenario keys whose values differ between two manifests."""
-    ra, rb = a.get("scenario_resolved"), b.get("scenario_resolved")
-    if not isinstance(ra, dict) or not isinstance(rb, dict):
+    if a.scenario_resolved is None or b.scenario_resolved is None:
         return []
+    ra, rb = a.scenario_resolved.raw, b.scenario_resolved.raw
     return sorted(k for k in set(ra) | set(rb) if ra.get(k) != rb.get(k))

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from simulator.analysis.load import load_manifest, load_run, load_saved_summary
+from simulator.analysis.load import load_run, load_saved_summary
 from simulator.analysis.summary import summarize_run
 from simulator.errors import InputError
+from simulator.records.manifest import Manifest, read_manifest
 from simulator.scenario.load import load_scenario, scenario_hash
 from simulator.twin.model.profiles import DEFAULT_TWIN
 
@@ -48,12 +49,12 @@ def results_dir() -> Path:
     return Path(env) if env else repo_root() / "results"
 
 
-def _twin_of(manifest: dict[str, Any]) -> str | None:
+def _twin_of(manifest: Manifest) -> str | None:
     """"hardware/model" of an in-process twin run (None for real endpoints)."""
-    ep = manifest.get("endpoint")
-    if not isinstance(ep, dict) or ep.get("kind") != "twin-inprocess":
+    ep = manifest.endpoint
+    if ep.kind != "twin-inprocess":
         return None
-    return f"{ep.get('hardware')}/{ep.get('model')}"
+    return f"{ep.hardware}/{ep.model}"
 
 
 def _wanted(scenario: str | Path, overrides: Sequence[str],
@@ -64,7 +65,7 @@ def _wanted(scenario: str | Path, overrides: Sequence[str],
     return h, twin or f"{s.twin.hardware}/{s.twin.model}"
 
 
-def completed_runs(out_dir: str | Path) -> list[tuple[Path, dict[str, Any]]]:
+def completed_runs(out_dir: str | Path) -> list[tuple[Path, Manifest]]:
     """(run_dir, manifest) of every completed run directly under out_dir, oldest first."""
     root = Path(out_dir)
     if not root.is_dir():
@@ -74,12 +75,12 @@ def completed_runs(out_dir: str | Path) -> list[tuple[Path, dict[str, Any]]]:
         if not (d / "manifest.json").is_file() or not (d / "turns.parquet").is_file():
             continue
         try:
-            m = load_manifest(d)
+            m = read_manifest(d)
         except InputError:
             continue
-        if m.get("status") == "completed":
+        if m.status == "completed":
             found.append((d, m))
-    return sorted(found, key=lambda dm: float(dm[1].get("started_at") or 0.0))
+    return sorted(found, key=lambda dm: dm[1].started_at or 0.0)
 
 
 def find_run(scenario: str | Path, overrides: Sequence[str] = (), out_dir: str | Path | None = None,
@@ -87,16 +88,20 @@ def find_run(scenario: str | Path, overrides: Sequence[str] = (), out_dir: str |
     """The newest completed twin run of this resolved scenario on this twin, if any."""
     want_hash, want_twin = _wanted(scenario, overrides, twin)
     hits = [d for d, m in completed_runs(out_dir or results_dir())
-            if m.get("scenario_hash") == want_hash and _twin_of(m) == want_twin]
+            if m.scenario_hash == want_hash and _twin_of(m) == want_twin]
     return hits[-1] if hits else None
 
 
-def latest_run(scenario_name: str, out_dir: str | Path | None = None, **match: Any) -> Path | None:
+def latest_run(scenario_name: str, out_dir: str | Path | None = None, *,
+               compaction: str | None = None, sessions: int | None = None,
+               seed: int | None = None) -> Path | None:
     """The newest completed run (any endpoint) of a scenario by name whose manifest also
-    has each `key=value` of `match` (e.g. compaction="block", sessions=1)."""
+    has the compaction, session count and seed given (e.g. compaction="block")."""
     hits = [d for d, m in completed_runs(out_dir or results_dir())
-            if m.get("scenario") == scenario_name
-            and all(m.get(k) == v for k, v in match.items())]
+            if m.scenario == scenario_name
+            and (compaction is None or m.compaction == compaction)
+            and (sessions is None or m.sessions == sessions)
+            and (seed is None or m.seed == seed)]
     return hits[-1] if hits else None
 
 
@@ -110,26 +115,19 @@ def describe_run(run_dir: str | Path) -> str:
     """What a run was, in one paragraph: endpoint (hardware, model, quantization or URL,
     simulated or not, time scale), scenario, sessions × turns, compaction, seed, overrides
     — printed by every notebook so a figure is never read without its settings."""
-    m = load_manifest(Path(run_dir))
-    ep = m.get("endpoint") if isinstance(m.get("endpoint"), dict) else {}
-    assert isinstance(ep, dict)
-    profile = ep.get("profile") if isinstance(ep.get("profile"), dict) else {}
-    assert isinstance(profile, dict)
-    model = profile.get("model") if isinstance(profile.get("model"), dict) else {}
-    assert isinstance(model, dict)
-    twin = m.get("http_twin") if isinstance(m.get("http_twin"), dict) else None
-    if ep.get("kind") == "twin-inprocess":
-        where = (f"in-process twin (SIMULATED): hardware {ep.get('hardware')}, model "
-                 f"{ep.get('model')} ({model.get('quantization', '?')})")
-    elif twin is not None:
-        where = (f"HTTP twin at {ep.get('url')} (SIMULATED, time scale {m.get('time_scale')}): "
-                 f"hardware {twin.get('hardware')}, model {twin.get('model')}")
+    m = read_manifest(Path(run_dir))
+    ep = m.endpoint
+    if ep.kind == "twin-inprocess":
+        where = (f"in-process twin (SIMULATED): hardware {ep.hardware}, model "
+                 f"{ep.model} ({ep.quantization or '?'})")
+    elif m.http_twin is not None:
+        where = (f"HTTP twin at {ep.url} (SIMULATED, time scale {m.time_scale}): "
+                 f"hardware {m.http_twin_hardware}, model {m.http_twin_model}")
     else:
-        resolved = m.get("scenario_resolved") if isinstance(m.get("scenario_resolved"), dict) else {}
-        assert isinstance(resolved, dict)
-        where = f"real endpoint {ep.get('url', '?')}, model {resolved.get('model', '?')}"
-    over = ", ".join(map(str, m.get("overrides") or [])) or "none"
-    return (f"{Path(run_dir).name}: {where}; scenario {m.get('scenario')}, "
-            f"{m.get('sessions')} session(s) × {m.get('turns')} turns, compaction "
-            f"{m.get('compaction')}, seed {m.get('seed')}, overrides {over}; status "
-            f"{m.get('status')}")
+        model = None if m.scenario_resolved is None else m.scenario_resolved.model
+        where = f"real endpoint {ep.url or '?'}, model {model or '?'}"
+    over = ", ".join(m.overrides) or "none"
+    return (f"{Path(run_dir).name}: {where}; scenario {m.scenario}, "
+            f"{m.sessions} session(s) × {m.turns} turns, compaction "
+            f"{m.compaction}, seed {m.seed}, overrides {over}; status "
+            f"{m.status}")

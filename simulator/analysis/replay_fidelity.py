@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.records.manifest import Manifest
 from simulator.scenario.replay import ReplaySpec
 
 SIZE_TOLERANCE = 0.01           # the import's promise: sizes within 1%
@@ -189,13 +190,6 @@ def worst(f: Fidelity, n: int = 3) -> list[RequestFidelity]:
         abs(r.schedule_error_s or 0.0) / ARRIVAL_TOLERANCE_S), reverse=True)[:n]
 
 
-def team_spec(manifest: Mapping[str, Any]) -> ReplaySpec | None:
+def team_spec(manifest: Manifest) -> ReplaySpec | None:
     """A run's team replay script (its manifest's resolved scenario), else None."""
-    resolved = manifest.get("scenario_resolved")
-    replay = resolved.get("replay") if isinstance(resolved, Mapping) else None
-    if not isinstance(replay, Mapping) or not replay.get("team"):
-        return None
-    try:
-        return ReplaySpec.model_validate(replay)
-    except ValueError:
-        return None
+    return None if manifest.scenario_resolved is None else manifest.scenario_resolved.team

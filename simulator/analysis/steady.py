@@ -34,6 +34,8 @@ import numpy as np
 import pandas as pd
 
 from simulator.analysis.queueing import queue_share
+from simulator.records.manifest import Manifest, ResolvedScenario
+from simulator.scenario.model import LoadShape
 
 STEADY_THRESHOLD = 0.9   # achieved / requested below this: not a measurement of N
 
@@ -65,22 +67,22 @@ class SteadyConfig:
     warm_start: bool = False
 
 
-def config_from_manifest(manifest: dict[str, Any],
-                         deadline_reached: bool = False) -> SteadyConfig | None:
-    """The steady-state config a run's manifest records (older manifests: fixed turns);
+def steady_config(sessions: int, load: LoadShape,
+                  deadline_reached: bool = False) -> SteadyConfig | None:
+    """The steady-state config of a run of `sessions` under `load` (its scenario's);
     None for a stepped ramp, whose every step has its own window (`analysis/ramp.py`)."""
-    resolved = manifest.get("scenario_resolved") or {}
-    load = resolved.get("load") or {}
-    if load.get("ramp"):
+    if load.ramp is not None:
         return None
-    n = manifest.get("sessions") or resolved.get("sessions") or 1
-    return SteadyConfig(int(n), _f(load.get("duration_s")), _f(load.get("warmup_s")),
-                        float(load.get("cooldown_s") or 0.0), deadline_reached,
-                        bool(load.get("warm_start", False)))
+    return SteadyConfig(sessions, load.duration_s, load.warmup_s, load.cooldown_s,
+                        deadline_reached, load.warm_start)
 
 
-def _f(x: Any) -> float | None:
-    return None if x is None else float(x)
+def config_from_manifest(manifest: Manifest,
+                         deadline_reached: bool = False) -> SteadyConfig | None:
+    """`steady_config` as a run's manifest records it (older manifests: fixed turns)."""
+    resolved = manifest.scenario_resolved or ResolvedScenario()
+    return steady_config(manifest.sessions or resolved.sessions or 1, resolved.load,
+                         deadline_reached)
 
 
 def _ends(rows: pd.DataFrame) -> pd.Series:

@@ -25,6 +25,7 @@ from simulator.analysis.pd import pd_figures
 from simulator.analysis.queueing import queue_figures, server_queue_mean_s
 from simulator.analysis.recall import recall_figures, without_probes
 from simulator.analysis.steady import SteadyConfig, config_from_manifest, steady_figures
+from simulator.records.manifest import Manifest
 
 # Metrics that are numbers a user may put in an SLO or compare across runs (the registry's).
 NUMERIC_KEYS: tuple[str, ...] = registry.NUMERIC_KEYS
@@ -420,7 +421,7 @@ def engine_figures(stats: Mapping[str, Any]) -> dict[str, Any]:
 ENGINE_KEYS: tuple[str, ...] = registry.ENGINE_KEYS
 
 
-def summarize_run(manifest: dict[str, Any], turns: pd.DataFrame,
+def summarize_run(manifest: Manifest, turns: pd.DataFrame,
                   server_metrics: pd.DataFrame | None = None,
                   saved: dict[str, Any] | None = None) -> dict[str, Any]:
     """`summarize` with the price and simulated flag taken from a run's manifest.
@@ -429,21 +430,12 @@ def summarize_run(manifest: dict[str, Any], turns: pd.DataFrame,
     turns and server metrics cannot (the in-process twin has no /metrics to scrape);
     they become figures by the same `engine_figures` the run used.
     """
-    price = manifest.get("price_per_hour")
     engine = (saved or {}).get("engine")
-    return summarize(turns, price_per_hour=None if price is None else float(price),
+    return summarize(turns, price_per_hour=manifest.price_per_hour,
                      goodput=goodput_from_manifest(manifest),
-                     simulated=bool(manifest.get("simulated", False)),
+                     simulated=manifest.simulated,
                      server_metrics=server_metrics,
                      engine_stats=engine if isinstance(engine, dict) else None,
                      steady=config_from_manifest(manifest, bool((saved or {}).get(
                          "deadline_reached", False))),
-                     telemetry=_telemetry_of(manifest))
-
-
-def _telemetry_of(manifest: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The manifest's `telemetry` block (the run's --scrape targets), when well formed."""
-    block = manifest.get("telemetry")
-    if not isinstance(block, list):
-        return None
-    return [t for t in block if isinstance(t, dict)]
+                     telemetry=manifest.telemetry)

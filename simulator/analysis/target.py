@@ -8,43 +8,41 @@ this line, so a figure is never read without knowing what produced it (a what-if
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-from simulator.analysis.load import load_manifest
 from simulator.errors import InputError
+from simulator.records.manifest import Manifest, read_manifest
 
 
-def _dict(v: Any) -> Mapping[str, Any]:
-    return v if isinstance(v, Mapping) else {}
-
-
-def describe_target(manifest: Mapping[str, Any]) -> str:
+def describe_target(manifest: Manifest) -> str:
     """'hardware h100 (NVIDIA H100 …), model llama-3.1-70b, quantization awq — SIMULATED
     (in-process twin); scenario claude-code-endurance' or the real endpoint's URL and model."""
-    ep = _dict(manifest.get("endpoint"))
-    profile = _dict(ep.get("profile"))
-    hw, model = _dict(profile.get("hardware")), _dict(profile.get("model"))
-    http_twin = _dict(manifest.get("http_twin"))
-    scenario = f"scenario {manifest.get('scenario', '?')}"
-    kind = ep.get("kind")
+    ep = manifest.endpoint
+    scenario = f"scenario {_or(manifest.scenario)}"
+    kind = ep.kind
     if kind in ("twin-inprocess", "twin-fleet", "twin-pd"):
-        desc = f" ({hw['description']})" if hw.get("description") else ""
-        name = str(model.get("name") or str(ep.get("model", "?")).split(":")[0])
-        what = {"twin-fleet": f"in-process twin, {ep.get('replicas', '?')} replicas behind "
-                              f"{ep.get('router', '?')}",
-                "twin-pd": f"in-process twin, P/D {ep.get('prefill', '?')} prefill : "
-                           f"{ep.get('decode', '?')} decode"}.get(str(kind), "in-process twin")
-        return (f"hardware {ep.get('hardware', '?')}{desc}, model {name}, quantization "
-                f"{model.get('quantization', '?')} — SIMULATED ({what}); {scenario}")
-    resolved = _dict(manifest.get("scenario_resolved"))
-    if http_twin:
-        return (f"hardware {http_twin.get('hardware', '?')}, model {http_twin.get('model', '?')}"
-                f" — SIMULATED (HTTP twin at {ep.get('url', '?')}, time scale "
-                f"{manifest.get('time_scale', '?')}); {scenario}")
-    return (f"real endpoint {ep.get('url', '?')}, model {resolved.get('model', '?')} "
+        desc = f" ({ep.hardware_description})" if ep.hardware_description else ""
+        name = ep.model_name or _or(ep.model).split(":")[0]
+        what = {"twin-fleet": f"in-process twin, {_or(ep.replicas)} replicas behind "
+                              f"{_or(ep.router)}",
+                "twin-pd": f"in-process twin, P/D {_or(ep.prefill)} prefill : "
+                           f"{_or(ep.decode)} decode"}.get(str(kind), "in-process twin")
+        return (f"hardware {_or(ep.hardware)}{desc}, model {name}, quantization "
+                f"{_or(ep.quantization)} — SIMULATED ({what}); {scenario}")
+    if manifest.http_twin:
+        scale = "?" if manifest.time_scale is None else manifest.time_scale
+        return (f"hardware {_or(manifest.http_twin_hardware)}, model "
+                f"{_or(manifest.http_twin_model)} — SIMULATED (HTTP twin at {_or(ep.url)}, "
+                f"time scale {scale}); {scenario}")
+    resolved = manifest.scenario_resolved
+    model = None if resolved is None else resolved.model
+    return (f"real endpoint {_or(ep.url)}, model {_or(model)} "
             f"(hardware and quantization as the server runs them); {scenario}")
+
+
+def _or(v: str | None) -> str:
+    return "?" if v is None else v
 
 
 def target_of_runs(run_dirs: Iterable[str | Path]) -> str | None:
@@ -52,7 +50,7 @@ def target_of_runs(run_dirs: Iterable[str | Path]) -> str | None:
     search's points share their target); None when none can be read."""
     for d in run_dirs:
         try:
-            return describe_target(load_manifest(Path(d)))
+            return describe_target(read_manifest(Path(d)))
         except (InputError, OSError, ValueError):
             continue
     return None

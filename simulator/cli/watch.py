@@ -40,7 +40,7 @@ def watch(run_dir: Path, progress: str, every: float | None, speed: float | None
     RUN_DIR may also be a sweep or size folder: its running point is followed, under
     the search's state."""
     from simulator.errors import InputError
-    from simulator.live.follow import read_manifest, run_dirs_in
+    from simulator.live.follow import manifest_now, run_dirs_in
     from simulator.live.watch import (
         FolderWatch,
         answer_file,
@@ -53,7 +53,7 @@ def watch(run_dir: Path, progress: str, every: float | None, speed: float | None
 
     if (problem := unreadable(run_dir)) is not None:
         raise InputError(problem)
-    manifest = read_manifest(run_dir)
+    manifest = manifest_now(run_dir)
     if manifest is None:
         if not run_dirs_in(run_dir):
             raise InputError(f"{run_dir}: no manifest.json, and no run directory inside: "
@@ -70,18 +70,18 @@ def watch(run_dir: Path, progress: str, every: float | None, speed: float | None
         except KeyboardInterrupt:
             folder.stop()
         return
-    running = manifest.get("status") == "running" and writer_alive(run_dir)
+    running = manifest.status == "running" and writer_alive(run_dir)
     view = view_for(run_dir, progress, sys.stdout,
                     every if every is not None else (30.0 if running else 1.0))
     click.echo(f"watch: {'following' if running else 'replaying'} {run_dir} "
-               f"(status {manifest.get('status')})", err=True)
+               f"(status {manifest.status})", err=True)
     try:
         if running:
             view.warm_up()
             view.start()
             follow(run_dir, view, note=lambda line: click.echo(f"note: {line}", err=True))
         else:
-            if manifest.get("status") == "running":
+            if manifest.status == "running":
                 click.echo(f"note: {run_dir}: its status is running but no process writes "
                            "it (killed?); replaying what it journaled", err=True)
             replay(run_dir, view, speed)

@@ -22,7 +22,8 @@ from typing import Any
 from simulator import __version__
 from simulator.errors import InputError
 from simulator.records.blocks import BLOCKS_JOURNAL
-from simulator.records.recorder import TURNS_JOURNAL, load_manifest
+from simulator.records.manifest import read_manifest
+from simulator.records.recorder import TURNS_JOURNAL
 from simulator.util import bounded
 
 MAX_LINE_CHARS = 256 << 20     # one journal line (a block row of a 10M-token prompt: ~3 MB)
@@ -117,27 +118,26 @@ def check_turn_row(row: dict[str, Any], where: str) -> None:
 
 
 def run_info(run_dir: Path) -> RunInfo:
-    m = load_manifest(run_dir)
+    m = read_manifest(run_dir)
     mpath = run_dir / "manifest.json"
     if not (run_dir / BLOCKS_JOURNAL).is_file():
         raise InputError(f"{run_dir}: no {BLOCKS_JOURNAL}; run the scenario with "
                          f"--set record_blocks=true to export it as a trace")
-    if m.get("resumed_from") or m.get("resumes"):
+    if m.was_resumed:
         raise InputError(f"{run_dir}: a resumed run's block hashes do not line up with "
                          f"its rows; export a run that ran in one go")
-    status = m.get("status")
+    status = m.status
     if status != "completed":
         why = {"running": " (killed, or still running)"}.get(str(status), "")
         raise InputError(f"{run_dir}: status {bounded.shown(status)}{why}; export a run "
                          "that completed")
-    versions = m.get("versions") if isinstance(m.get("versions"), dict) else {}
-    made_by = versions.get("endurance") if isinstance(versions, dict) else None
+    made_by = m.endurance_version
     if made_by != __version__:
         raise InputError(f"{run_dir}: written by endurance {bounded.shown(made_by)}; export "
                          f"reads runs of this version ({__version__})")
-    s = m.get("scenario_resolved")
-    if not isinstance(s, dict):
+    if m.scenario_resolved is None:
         raise InputError(f"{mpath}: field 'scenario_resolved': expected an object")
+    s = dict(m.scenario_resolved.raw)
     parents: dict[str, tuple[str, float]] = {}
     replay = s.get("replay") or {}
     if not isinstance(replay, dict):
@@ -161,8 +161,8 @@ def run_info(run_dir: Path) -> RunInfo:
             copy = i // len(rec)
             parents[f"s{i:04d}"] = (f"s{r['parent'] + copy * len(rec):04d}",
                                     float(r.get("start_offset_s") or 0.0))
-    model = s.get("model")
-    return RunInfo(run_dir, str(model)[:256] if model else "default", parents)
+    model = m.scenario_resolved.model
+    return RunInfo(run_dir, model[:256] if model else "default", parents)
 
 
 def sent_requests(run_dir: Path) -> Iterator[SentRequest]:

@@ -33,11 +33,13 @@ from array import array
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, SupportsFloat, TypeVar
 
 import numpy as np
 
 from simulator.analysis.energy import PowerSums, energy_figures
+
+N = TypeVar("N", int, float)   # a ring's counters: counts or seconds
 
 WINDOWS_S: tuple[float, ...] = (30.0, 300.0)   # the rolling windows shown
 BUCKET_S = 1.0                                 # their resolution (run seconds)
@@ -524,7 +526,7 @@ class LiveFigures:
         parts = ring.slices(lo_b, hi_b)
         span = max(now_s - lo_b * BUCKET_S, BUCKET_S)
 
-        def total(xs: list[Any]) -> Any:
+        def total(xs: list[N]) -> N:
             return sum(sum(xs[p]) for p in parts)
         tok, busy, requests = total(ring.tokens), total(ring.busy), total(ring.requests)
         cr, pt = total(ring.cache_read), total(ring.prompt)
@@ -616,8 +618,8 @@ class LiveFigures:
             energy=self.energy(run), events=tuple(self._events), live=dict(live or {}))
 
 
-def _f(x: Any) -> float | None:
-    if x is None:
+def _f(x: object) -> float | None:
+    if not isinstance(x, SupportsFloat | str):    # None and what float() refuses
         return None
     try:
         v = float(x)

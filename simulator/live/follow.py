@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from simulator.clock import RunClock
+from simulator.errors import InputError
+from simulator.records.manifest import MANIFEST, MAX_MANIFEST, Manifest, parse_manifest
 from simulator.records.recorder import (
     EVENTS_JOURNAL,
-    MANIFEST,
     METRICS_JOURNAL,
     SUMMARY,
     TURNS_JOURNAL,
@@ -49,7 +50,6 @@ WORKERS_DIR = "workers"     # run.shards.WORKERS_DIR (the run layer is above thi
 
 
 MAX_READ = 64 * 2**20       # bytes one read of a journal takes (a row is ~1 kB)
-MAX_MANIFEST = 16 * 2**20   # a manifest is a few kB; past this it is no manifest
 
 
 def file_problem(path: Path, what: str = "journal") -> str | None:
@@ -115,39 +115,48 @@ class JournalTail:
                 return out
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any] | None:
-    """The manifest as it stands (None while missing or mid-replace, or when it is no
-    regular file: `manifest_problem` says why)."""
-    path = run_dir / MANIFEST
-    if file_problem(path, "manifest") is not None:
+def manifest_now(run_dir: Path) -> Manifest | None:
+    """The manifest as it stands (None while missing or mid-replace, or when it does
+    not read: `manifest_problem` says why)."""
+    try:
+        return _read(run_dir)
+    except (InputError, OSError):
         return None
+
+
+def _read(run_dir: Path) -> Manifest | None:
+    path = run_dir / MANIFEST
+    if not os.path.lexists(path):
+        return None
+    if (problem := file_problem(path, "manifest")) is not None:
+        raise InputError(f"{MANIFEST}: {problem}")
     try:
         with path.open("rb") as f:
             data = json.loads(f.read(MAX_MANIFEST + 1))
-    except (OSError, ValueError, RecursionError):
-        return None
-    return data if isinstance(data, dict) else None
+    except OSError:
+        raise InputError(f"{MANIFEST}: cannot be read") from None
+    except (ValueError, RecursionError):
+        size = path.stat().st_size
+        raise InputError(f"{MANIFEST}: {size:,} bytes, more than a manifest holds"
+                         if size > MAX_MANIFEST else f"{MANIFEST}: not a JSON object") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{MANIFEST}: not a JSON object")
+    return parse_manifest(data, MANIFEST)
 
 
 def manifest_problem(run_dir: Path) -> str | None:
     """Why the manifest that is there cannot be read, in a few words; None when there
     is none, or it reads."""
-    path = run_dir / MANIFEST
-    if not os.path.lexists(path):
-        return None
-    if (problem := file_problem(path, "manifest")) is not None:
-        return f"{MANIFEST}: {problem}"
-    if read_manifest(run_dir) is None:
-        try:
-            size = path.stat().st_size
-        except OSError:
-            return f"{MANIFEST}: cannot be read"
-        return (f"{MANIFEST}: {size:,} bytes, more than a manifest holds" if size > MAX_MANIFEST
-                else f"{MANIFEST}: not a JSON object")
+    try:
+        _read(run_dir)
+    except OSError:
+        return f"{MANIFEST}: cannot be read"
+    except InputError as exc:
+        return str(exc)
     return None
 
 
-def row_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+def row_key(row: Mapping[str, object]) -> tuple[object, ...]:
     return (row.get("session_id"), row.get("turn_index"), row.get("request_kind"),
             row.get("attempt"), row.get("fact_id"))
 
@@ -171,9 +180,9 @@ class RunFollower:
 
     def __init__(self, run_dir: Path, shards: bool = True) -> None:
         self.run_dir = run_dir
-        self.manifest = read_manifest(run_dir) or {}
-        self.clock = RunClock(rate=float(self.manifest.get("time_scale") or 1.0))
-        self.t0_wall = float(self.manifest.get("started_at") or time.time())
+        self.manifest = manifest_now(run_dir) or Manifest()
+        self.clock = RunClock(rate=self.manifest.time_scale or 1.0)
+        self.t0_wall = self.manifest.started_at or time.time()
         self._turns = JournalTail(run_dir / TURNS_JOURNAL)
         self._metrics = JournalTail(run_dir / METRICS_JOURNAL)
         self._events = JournalTail(run_dir / EVENTS_JOURNAL)
@@ -184,10 +193,10 @@ class RunFollower:
 
     def status(self) -> str:
         """The manifest's status now (`running` until the run is finalized)."""
-        m = read_manifest(self.run_dir)
+        m = manifest_now(self.run_dir)
         if m is not None:
             self.manifest = m
-        return str(self.manifest.get("status") or "running")
+        return self.manifest.status or "running"
 
     def finished(self) -> bool:
         """Finalized: status no longer running and summary.json written (or failed)."""

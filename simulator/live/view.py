@@ -17,12 +17,16 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from simulator.analysis.target import describe_target
 from simulator.live.dashboard import final_line, render, status_line
 from simulator.live.exporter import RunMetrics
 from simulator.live.figures import LiveFigures, LiveSnapshot, SteadyPlan
+from simulator.records.manifest import Manifest, ResolvedScenario
+
+if TYPE_CHECKING:       # a type only
+    from simulator.live.follow import Batch
 
 MODES = ("auto", "dashboard", "bar", "plain", "off")
 REFRESH_S = 1.0          # the dashboard redraws at most this often (wall seconds)
@@ -40,22 +44,19 @@ def resolve_mode(mode: str, isatty: bool) -> str:
     return mode
 
 
-def plan_from_manifest(manifest: Mapping[str, Any]) -> SteadyPlan:
+def plan_from_manifest(manifest: Manifest) -> SteadyPlan:
     """What the run's steady-state window waits for, from its manifest."""
-    resolved = manifest.get("scenario_resolved") or {}
-    load = resolved.get("load") or {}
-
-    def f(x: Any) -> float | None:
-        return None if x is None else float(x)
-    return SteadyPlan(int(manifest.get("sessions") or resolved.get("sessions") or 1),
-                      int(resolved.get("turns") or 1), f(load.get("duration_s")),
-                      f(load.get("warmup_s")), float(load.get("cooldown_s") or 0.0),
-                      ramp=bool(load.get("ramp")))
+    resolved = manifest.scenario_resolved or ResolvedScenario()
+    load = resolved.load
+    return SteadyPlan(manifest.sessions or resolved.sessions or 1, resolved.turns or 1,
+                      load.duration_s, load.warmup_s, load.cooldown_s,
+                      ramp=load.ramp is not None)
 
 
-def header_for(manifest: Mapping[str, Any], what: str = "run") -> list[str]:
+def header_for(manifest: Manifest, what: str = "run") -> list[str]:
     """The dashboard's first line: the run and what it runs against."""
-    return [f"endurance {what} {manifest.get('run_id', '?')} — {describe_target(manifest)}"]
+    run_id = manifest.run_id if manifest.run_id is not None else "?"
+    return [f"endurance {what} {run_id} — {describe_target(manifest)}"]
 
 
 class LiveView:
@@ -106,18 +107,18 @@ class LiveView:
         self._live.start()
 
     # ------------------------------------------------------------------ in
-    def row(self, row: Mapping[str, Any]) -> None:
+    def row(self, row: Mapping[str, object]) -> None:
         self.figures.add_row(row)
         if self.metrics is not None:
             self.metrics.observe(row)
 
-    def metrics_row(self, row: Mapping[str, Any]) -> None:
+    def metrics_row(self, row: Mapping[str, object]) -> None:
         self.figures.add_metrics(row)
 
-    def event(self, row: Mapping[str, Any]) -> None:
+    def event(self, row: Mapping[str, object]) -> None:
         self.figures.add_event(row)
 
-    def feed(self, batch: Any) -> None:
+    def feed(self, batch: Batch) -> None:
         """A journal follower's batch (`records` RunFollower.poll): its rows, metrics
         rows and events, in that order."""
         for row in batch.rows:

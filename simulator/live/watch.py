@@ -21,18 +21,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from simulator.live.figures import LiveSnapshot
 from simulator.live.follow import (
     JournalTail,
     RunFollower,
     file_problem,
+    manifest_now,
     manifest_problem,
-    read_manifest,
     run_dirs_in,
 )
 from simulator.live.view import LiveView, header_for, plan_from_manifest
+from simulator.records.manifest import Manifest
 from simulator.records.ownership import live_owner
 from simulator.records.recorder import (
     EVENTS_JOURNAL,
@@ -47,9 +48,9 @@ REPLAY_FRAME_S = 0.25  # a replay's frame period (wall seconds)
 WAIT_SUMMARY_S = 30.0  # after the manifest ends, how long summary.json may take
 
 
-def view_for(run_dir: Path, mode: str, stream: Any, every_s: float,
+def view_for(run_dir: Path, mode: str, stream: IO[str], every_s: float,
              header: list[str] | None = None, prefix: str = "[endurance] ") -> LiveView:
-    manifest = read_manifest(run_dir) or {}
+    manifest = manifest_now(run_dir) or Manifest()
     return LiveView(mode, header=header if header is not None else header_for(
         manifest, "watch"), plan=plan_from_manifest(manifest), stream=stream,
         every_s=every_s, prefix=prefix)
@@ -155,27 +156,27 @@ def point_line(run_dir: Path) -> str:
             raise ValueError(problem)       # a FIFO summary.json would block the read
         s = json.loads((run_dir / SUMMARY).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
-        m = read_manifest(run_dir) or {}
-        return f"{m.get('label') or run_dir.name}: {m.get('status', '?')}"
+        m = manifest_now(run_dir) or Manifest()
+        return f"{m.label or run_dir.name}: {m.status or '?'}"
     if not isinstance(s, dict):
         return f"{run_dir.name}: ?"
-    m = read_manifest(run_dir) or {}
+    m = manifest_now(run_dir) or Manifest()
+    label = m.label or run_dir.name
     window = s.get("window_aggregate_tok_s")
     steady = "steady" if s.get("steady_state") else "not steady"
     figures = (f"{window:,.1f} tok/s window" if isinstance(window, int | float)
                else "no window")
     p95 = s.get("window_ttft_p95_s") or s.get("ttft_p95_s")
-    return (f"{m.get('label') or run_dir.name}: {s.get('status', m.get('status', '?'))}, "
+    return (f"{label}: {s.get('status', m.status or '?')}, "
             f"{figures}, TTFT p95 {p95:.2f} s, {steady}" if isinstance(p95, int | float)
-            else f"{m.get('label') or run_dir.name}: {s.get('status', '?')}, {figures}, "
-            f"{steady}")
+            else f"{label}: {s.get('status', '?')}, {figures}, {steady}")
 
 
 class FolderWatch:
     """The live view of a sweep or size folder's running point, on a thread of its own
     (`start()`/`stop()`), under a header with the search's state."""
 
-    def __init__(self, folder: Path, mode: str, stream: Any, every_s: float = 30.0,
+    def __init__(self, folder: Path, mode: str, stream: IO[str], every_s: float = 30.0,
                  kind: str = "search") -> None:
         self.folder, self.mode, self.stream, self.every_s = folder, mode, stream, every_s
         self.kind = kind
@@ -192,16 +193,16 @@ class FolderWatch:
                 *("  " + point_line(d) for d in runs)]
 
     def header(self, current: Path | None) -> list[str]:
-        m = read_manifest(current) if current is not None else None
+        m = manifest_now(current) if current is not None else None
         lines = [f"endurance {self.kind} {self.folder}: {len(self._done)} point(s) done"
-                 + (f"; running {m.get('label') or current.name}" if m and current else "")]
+                 + (f"; running {m.label or current.name}" if m and current else "")]
         lines += ["  " + line for line in list(self._done.values())[-6:]]
         return lines
 
     def _running(self) -> Path | None:
         runs = run_dirs_in(self.folder)
         for d in runs:
-            if d not in self._done and (read_manifest(d) or {}).get("status") != "running" \
+            if d not in self._done and (manifest_now(d) or Manifest()).status != "running" \
                     and (d / SUMMARY).exists():
                 self._done[d] = point_line(d)
         live = [d for d in runs if d not in self._done]
@@ -214,7 +215,7 @@ class FolderWatch:
                 self._stop.wait(POLL_S)
                 continue
             self.points_seen.append(current.name)
-            label = (read_manifest(current) or {}).get("label") or current.name
+            label = (manifest_now(current) or Manifest()).label or current.name
             view = view_for(current, self.mode, self.stream, self.every_s,
                             self.header(current),
                             f"[endurance {self.kind}: {label}, {len(self._done)} done] ")

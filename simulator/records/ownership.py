@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,7 @@ def turn_key(row: dict[str, Any]) -> tuple[str, int, str, int, str | None]:
 
 
 def rows_to_rebuild(turn_rows: list[dict[str, Any]],
-                    history_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                    history_rows: Iterable[Mapping[str, object]]) -> list[dict[str, Any]]:
     """Pure: the turn rows a journal lacks that its history lines carry — a run killed
     after a success's history line and before its turn row (`Recorder.write_success`)
     — in history order, each once."""
@@ -150,7 +151,7 @@ def rows_to_rebuild(turn_rows: list[dict[str, Any]],
 
 
 def missing_rows(have: set[tuple[str, int, str, int, str | None]],
-                 history_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                 history_rows: Iterable[Mapping[str, object]]) -> list[dict[str, Any]]:
     """`rows_to_rebuild` given the turn keys the journal has (updated in place)."""
     out = []
     for h in history_rows:
@@ -161,11 +162,11 @@ def missing_rows(have: set[tuple[str, int, str, int, str | None]],
     return out
 
 
-def without_row(history_row: dict[str, Any]) -> dict[str, Any]:
+def without_row(history_row: Mapping[str, object]) -> dict[str, object]:
     """A worker's history line as the parent journals it: the turn row it carries is in
     the worker's time, and the parent has that row (merged, or rebuilt) already."""
     return {k: v for k, v in history_row.items() if k != "row"}
 
 
-def history_key(row: dict[str, Any]) -> tuple[str, Any, Any, bool]:
+def history_key(row: Mapping[str, object]) -> tuple[str, object, object, bool]:
     return (str(row.get("session")), row.get("turn"), row.get("kind"), "failed" in row)

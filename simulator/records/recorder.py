@@ -11,17 +11,19 @@ Until then the manifest says `running`, so a partial directory never looks compl
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from simulator.clock import RunClock
 from simulator.errors import InputError
+from simulator.records.manifest import MANIFEST, Manifest, parse_manifest
 from simulator.records.ownership import clear_owner, write_owner
 from simulator.records.rows import (
     COLUMNS,
@@ -29,11 +31,11 @@ from simulator.records.rows import (
     in_simulated_time,
     metrics_in_simulated_time,
 )
-from simulator.util.bounded import is_special
 from simulator.util.redact import redact
 
 if TYPE_CHECKING:  # pandas is imported when a run finishes: start-up stays short
     import pandas as pd
+    import pyarrow as pa
 
 TURNS_JOURNAL = "turns.jsonl"
 METRICS_JOURNAL = "server_metrics.jsonl"
@@ -41,11 +43,10 @@ HISTORY_JOURNAL = "history.jsonl"
 EVENTS_JOURNAL = "events.jsonl"     # run events: a ramp's steps (`session/ramp.py`)
 TURNS_PARQUET = "turns.parquet"
 METRICS_PARQUET = "server_metrics.parquet"
-MANIFEST = "manifest.json"
 SUMMARY = "summary.json"
 
 
-def _write_json_atomic(path: Path, data: Any) -> None:
+def _write_json_atomic(path: Path, data: object) -> None:
     """Write JSON via a temporary file, secrets redacted (URLs, key-named fields)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
@@ -54,6 +55,11 @@ def _write_json_atomic(path: Path, data: Any) -> None:
         tmp.unlink(missing_ok=True)     # a full disk must not keep a torn copy (or its space)
         raise
     os.replace(tmp, path)
+
+
+def write_manifest(run_dir: Path, manifest: Manifest) -> None:
+    """`manifest.json` replaced atomically by `manifest` (secrets redacted)."""
+    _write_json_atomic(run_dir / MANIFEST, manifest.to_json())
 
 
 def salvage_failed(run_dir: Path, status_reason: str) -> None:
@@ -67,10 +73,13 @@ def salvage_failed(run_dir: Path, status_reason: str) -> None:
     path = run_dir / MANIFEST
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        data.update(status="failed", status_reason=status_reason, ended_at=time.time())
-        _write_json_atomic(path, data)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        m = parse_manifest(data, str(path))
+        write_manifest(run_dir, dataclasses.replace(
+            m, status="failed", status_reason=status_reason, ended_at=time.time()))
         return
-    except (OSError, ValueError):
+    except (OSError, ValueError, InputError):
         pass
     with contextlib.suppress(OSError):
         raw = path.read_bytes()
@@ -149,7 +158,7 @@ NULLABLE_INT_COLUMNS = ("input_tokens", "cache_read_tokens", "cache_creation_tok
                         "kv_transfer_bytes")
 
 
-def turns_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def turns_frame(rows: Sequence[Mapping[str, object]]) -> pd.DataFrame:
     import pandas as pd
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     for col in NULLABLE_INT_COLUMNS:
@@ -189,33 +198,13 @@ def turns_frame_from_journal(path: Path) -> pd.DataFrame:
     return df
 
 
-def turns_arrow_schema() -> Any:
+def turns_arrow_schema() -> pa.Schema:
     """The Arrow schema of a turns journal row, from `TurnRecord`'s annotations."""
     import pyarrow as pa
     arrow = {"str": pa.string(), "RequestKind": pa.string(), "int": pa.int64(),
              "float": pa.float64(), "bool": pa.bool_()}
     return pa.schema([pa.field(f.name, arrow[str(f.type).split(" | ")[0]])
                       for f in fields(TurnRecord)])
-
-
-def load_manifest(run_dir: Path) -> dict[str, Any]:
-    """The run's manifest as a dict (InputError when missing or not a JSON object). Here,
-    beside its writer, so the resume path reads it without importing pandas."""
-    path = run_dir / "manifest.json"
-    if is_special(path):        # a FIFO would block the read forever
-        raise InputError(f"{path}: not a regular file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: missing; is {run_dir} a run directory?") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}: corrupted JSON: {exc.msg}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        why = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise InputError(f"{path}: unreadable: {why}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
 
 
 def lock_journal(f: IO[str], run_dir: Path) -> None:
@@ -230,14 +219,13 @@ def lock_journal(f: IO[str], run_dir: Path) -> None:
 
 
 class Recorder:
-    def __init__(self, run_dir: Path, manifest: dict[str, Any], *, resume: bool = False,
+    def __init__(self, run_dir: Path, manifest: Manifest, *, resume: bool = False,
                  clock: RunClock | None = None) -> None:
         self.run_dir = run_dir
-        self.manifest = dict(manifest)
         # rows are measured on the loop clock and written in the run's simulated time;
         # a resumed run's clock comes back from its manifest (the run's server facts)
         self.clock = clock if clock is not None else RunClock(
-            rate=float(self.manifest.get("time_scale") or 1.0))
+            rate=manifest.time_scale or 1.0)
         run_dir.mkdir(parents=True, exist_ok=resume)
         mode = "a" if resume else "x"
         self._turns: IO[str] = open(run_dir / TURNS_JOURNAL, mode, encoding="utf-8")
@@ -253,11 +241,11 @@ class Recorder:
         self._listeners: list[Callable[[dict[str, Any]], None]] = []
         self._metrics_listeners: list[Callable[[dict[str, Any]], None]] = []
         self._event_listeners: list[Callable[[dict[str, Any]], None]] = []
-        self._stamp = {k: v for k, v in (("run", self.manifest.get("run_id")), (
-            "scenario_hash", self.manifest.get("scenario_hash"))) if v is not None}
-        self.manifest["status"] = "running"
-        self.manifest.setdefault("started_at", time.time())
-        _write_json_atomic(run_dir / MANIFEST, self.manifest)
+        self._stamp = {k: v for k, v in (("run", manifest.run_id), (
+            "scenario_hash", manifest.scenario_hash)) if v is not None}
+        self.manifest = dataclasses.replace(
+            manifest, status="running", started_at=manifest.started_at or time.time())
+        write_manifest(run_dir, self.manifest)
 
     def write(self, record: TurnRecord) -> None:
         self.write_row(in_simulated_time(record.to_row(), self.clock))
@@ -285,17 +273,17 @@ class Recorder:
         """Call `listen(row)` with every run event once it is journaled."""
         self._event_listeners.append(listen)
 
-    def write_event(self, row: dict[str, Any]) -> None:
+    def write_event(self, row: Mapping[str, object]) -> None:
         """One row of `events.jsonl` (a run event, e.g. a ramp step), flushed."""
         if self._events is None:
             self._events = open(self.run_dir / EVENTS_JOURNAL, "a", encoding="utf-8")
-        row = {**self._stamp, **row}
-        self._events.write(json.dumps(row, separators=(",", ":"), default=str) + "\n")
+        stamped = {**self._stamp, **row}
+        self._events.write(json.dumps(stamped, separators=(",", ":"), default=str) + "\n")
         self._events.flush()
         for listen in self._event_listeners:
-            listen(row)
+            listen(stamped)
 
-    def write_success(self, history_row: dict[str, Any], record: TurnRecord) -> None:
+    def write_success(self, history_row: Mapping[str, object], record: TurnRecord) -> None:
         """A successful request: its history line, carrying the turn row, then the turn
         row. A kill between the two leaves the row in the history line, and `--resume`
         writes it back (`ownership.rows_to_rebuild`): the two are durable together."""
@@ -310,12 +298,11 @@ class Recorder:
             self._history.flush()
         self.write_row(row, line)
 
-    def write_history(self, row: dict[str, Any]) -> None:
+    def write_history(self, row: Mapping[str, object]) -> None:
         """One row of `history.jsonl` (a stored reply or a session's failure), stamped
         with the run id and scenario hash (kept when the row has them: a merged worker
         row) so `--resume` can refuse rows of another run."""
-        row = {**self._stamp, **row}
-        self._history.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self._history.write(json.dumps({**self._stamp, **row}, separators=(",", ":")) + "\n")
         self._history.flush()
 
     def write_metrics(self, row: dict[str, Any]) -> None:
@@ -325,9 +312,10 @@ class Recorder:
         for listen in self._metrics_listeners:
             listen(row)
 
-    def update_manifest(self, **fields: Any) -> None:
-        self.manifest.update(fields)
-        _write_json_atomic(self.run_dir / MANIFEST, self.manifest)
+    def update_manifest(self, manifest: Manifest) -> None:
+        """Hold `manifest` (a copy of `self.manifest` with fields replaced) and write it."""
+        self.manifest = manifest
+        write_manifest(self.run_dir, manifest)
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame | None]:
         """(turns, server metrics or None) as journaled so far (every row is flushed)."""
@@ -336,7 +324,7 @@ class Recorder:
         return (turns_frame_from_journal(self.run_dir / TURNS_JOURNAL),
                 pd.DataFrame(mrows) if mrows else None)
 
-    def finalize(self, status: str, summary: dict[str, Any] | None,
+    def finalize(self, status: str, summary: Mapping[str, object] | None,
                  frames: tuple[pd.DataFrame, pd.DataFrame | None] | None = None) -> None:
         """Close journals, write parquet, summary and the final manifest. Synchronous
         on purpose: it runs in `finally` blocks and must not await. `frames` are the
@@ -350,6 +338,6 @@ class Recorder:
             server.to_parquet(self.run_dir / METRICS_PARQUET, index=False)
         if summary is not None:
             _write_json_atomic(self.run_dir / SUMMARY, summary)
-        self.manifest.update(status=status, ended_at=time.time(), rows=len(turns))
-        _write_json_atomic(self.run_dir / MANIFEST, self.manifest)
+        self.update_manifest(dataclasses.replace(
+            self.manifest, status=status, ended_at=time.time(), rows=len(turns)))
         clear_owner(self.run_dir)

@@ -142,7 +142,7 @@ _TIER_EXTRAS = (("preemptions", "num_preemptions"),
                 ("kv_host_cached_tokens", "host_cached_tokens"))
 
 
-def pd_columns(extra: Mapping[str, Any]) -> dict[str, Any]:
+def pd_columns(extra: Mapping[str, object]) -> dict[str, Any]:
     """The per-request P/D columns from a reply's extras (None where absent: every
     endpoint but the twin's P/D instances)."""
     where = extra.get("prefill_where")
@@ -154,19 +154,19 @@ def pd_columns(extra: Mapping[str, Any]) -> dict[str, Any]:
             "kv_transfer_wait_s": float(wait) if isinstance(wait, int | float) else None}
 
 
-def spec_columns(extra: Mapping[str, Any]) -> dict[str, int | None]:
+def spec_columns(extra: Mapping[str, object]) -> dict[str, int | None]:
     """The per-request speculation columns from a reply's extras (None where absent,
     i.e. for every real server)."""
     return _int_columns(extra, _SPEC_EXTRAS)
 
 
-def tier_columns(extra: Mapping[str, Any]) -> dict[str, int | None]:
+def tier_columns(extra: Mapping[str, object]) -> dict[str, int | None]:
     """The per-request KV columns (preemptions, tokens loaded from the host tier) from a
     reply's extras; None where absent (real servers; the host column without a tier)."""
     return _int_columns(extra, _TIER_EXTRAS)
 
 
-def _int_columns(extra: Mapping[str, Any], pairs: tuple[tuple[str, str], ...]
+def _int_columns(extra: Mapping[str, object], pairs: tuple[tuple[str, str], ...]
                  ) -> dict[str, int | None]:
     out: dict[str, int | None] = {}
     for col, key in pairs:

@@ -16,6 +16,7 @@ from simulator.analysis.recall import probe_rows, recall_figures, without_probes
 from simulator.analysis.summary import VERBATIM_WARNING, ok_rows, summarize_run
 from simulator.analysis.target import describe_target
 from simulator.errors import InputError
+from simulator.records.manifest import EndpointFacts, Manifest
 from simulator.report import plots
 from simulator.report.console import summary_table
 from simulator.report.plots import figure_png
@@ -71,33 +72,28 @@ def build_figures(turns: pd.DataFrame, server: pd.DataFrame | None,
     return figs
 
 
-def _endpoint_text(ep: Any) -> str:
-    """`twin-inprocess a40/qwen…` or the URL; endpoint descriptions are dicts."""
-    if not isinstance(ep, dict):
-        return str(ep)
-    if ep.get("url"):
-        return str(ep["url"])
-    hw_model = "/".join(str(ep[k]) for k in ("hardware", "model") if ep.get(k))
-    return f"{ep.get('kind', 'endpoint')} {hw_model}".strip()
+def _endpoint_text(ep: EndpointFacts) -> str:
+    """`twin-inprocess a40/qwen…` or the URL."""
+    if ep.url:
+        return ep.url
+    hw_model = "/".join(v for v in (ep.hardware, ep.model) if v)
+    return f"{ep.kind or 'endpoint'} {hw_model}".strip()
 
 
-def _run_facts(manifest: dict[str, Any], run_dir: Path) -> list[tuple[str, str]]:
-    scen = manifest.get("scenario")
-    scen_name = scen.get("name") if isinstance(scen, dict) else scen
+def _run_facts(manifest: Manifest, run_dir: Path) -> list[tuple[str, str]]:
     facts = [
         ("run", run_label(manifest, run_dir)),
         ("what ran", describe_target(manifest)),
-        ("scenario", f"{scen_name} (compaction: {manifest.get('compaction', 'n/a')})"),
-        ("endpoint", _endpoint_text(manifest.get("endpoint"))),
-        ("mode", "SIMULATED (twin)" if manifest.get("simulated") else "real endpoint"),
-        ("seed", str(manifest.get("seed"))),
-        ("status", str(manifest.get("status"))),
+        ("scenario", f"{manifest.scenario} (compaction: {manifest.compaction or 'n/a'})"),
+        ("endpoint", _endpoint_text(manifest.endpoint)),
+        ("mode", "SIMULATED (twin)" if manifest.simulated else "real endpoint"),
+        ("seed", str(manifest.seed)),
+        ("status", str(manifest.status)),
     ]
-    if manifest.get("contains_verbatim_content"):
+    if manifest.contains_verbatim_content:
         facts.insert(0, ("WARNING", VERBATIM_WARNING))
-    if manifest.get("overrides"):
-        facts.append(("overrides", ", ".join(str(o) for o in manifest["overrides"])
-                      if isinstance(manifest["overrides"], list) else str(manifest["overrides"])))
+    if manifest.overrides:
+        facts.append(("overrides", ", ".join(manifest.overrides)))
     return facts
 
 
@@ -160,7 +156,7 @@ def render_report(run_dir: str | Path) -> ReportPaths:
     manifest, turns, server = load_run(run_dir)
     if ok_rows(turns, "turn").empty:
         raise InputError(f"{run_dir / 'turns.parquet'}: no successful turns to report on")
-    simulated = bool(manifest.get("simulated", False))
+    simulated = manifest.simulated
     saved = load_saved_summary(run_dir)
     summary = summarize_run(manifest, turns, server, saved)
     table = summary_table(summary)

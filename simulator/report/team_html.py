@@ -4,7 +4,6 @@ run, its section of `endurance report RUN_DIR` and its console text."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,8 @@ from matplotlib.figure import Figure
 
 from simulator.analysis import replay_fidelity
 from simulator.analysis.team_day import format_profile, replayed_profile
+from simulator.errors import InputError
+from simulator.records.manifest import Manifest, read_manifest
 from simulator.report.plots import figure_png, new_figure
 
 
@@ -65,7 +66,7 @@ def fidelity_rows(fid: dict[str, Any]) -> list[tuple[str, str]]:
         ("fidelity: within 1% and 1 s", "yes" if fid["within_tolerance"] else "NO")]
 
 
-def run_team_section(manifest: dict[str, Any], turns: pd.DataFrame,
+def run_team_section(manifest: Manifest, turns: pd.DataFrame,
                      ) -> tuple[list[tuple[str, str]], list[tuple[str, bytes]], str] | None:
     """A team replay run's fidelity rows, its concurrency plot and the console text
     (None for any other run)."""
@@ -90,9 +91,9 @@ def run_team_section(manifest: dict[str, Any], turns: pd.DataFrame,
 def team_run_text(run_dir: Path) -> str | None:
     """The fidelity and profile of a finished team replay run, for the console."""
     try:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
+        manifest = read_manifest(run_dir)
         turns = pd.read_parquet(run_dir / "turns.parquet")
-    except (OSError, ValueError):
+    except (OSError, ValueError, InputError):
         return None
     got = run_team_section(manifest, turns)
     return None if got is None else got[2]

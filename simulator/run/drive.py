@@ -134,7 +134,7 @@ def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: boo
         return _run_real(main())
 
 
-def _run_real(coro: Coroutine[Any, Any, RunOutcome]) -> RunOutcome:
+def _run_real(coro: Coroutine[object, None, RunOutcome]) -> RunOutcome:
     try:
         import uvloop
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as r:

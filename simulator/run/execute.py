@@ -10,11 +10,12 @@ over worker processes or Ray tasks.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from simulator.endpoints.base import Endpoint
+from simulator.records.manifest import Manifest
 from simulator.run.drive import drive_sessions
 from simulator.run.finish import run_to_end
 from simulator.run.observe import observed
@@ -31,7 +32,7 @@ class Drive(Protocol):
 
     def check(self, spec: RunSpec) -> None: ...
 
-    def manifest_extra(self, s: Scenario) -> Mapping[str, Any]: ...
+    def manifest_extra(self, s: Scenario, manifest: Manifest) -> Manifest: ...
 
     def __call__(self, run: OpenedRun) -> RunOutcome: ...
 
@@ -42,8 +43,8 @@ class InProcess:
     def check(self, spec: RunSpec) -> None:
         return None
 
-    def manifest_extra(self, s: Scenario) -> Mapping[str, Any]:
-        return {}
+    def manifest_extra(self, s: Scenario, manifest: Manifest) -> Manifest:
+        return manifest
 
     def __call__(self, run: OpenedRun) -> RunOutcome:
         return drive_sessions(run)

@@ -8,10 +8,11 @@ figures are built (`RunSummary.build`) and written.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from simulator.analysis.run_summary import RunFacts, RunSummary
-from simulator.endpoints.base import Endpoint, EngineEndpoint
+from simulator.endpoints.base import EngineEndpoint
 from simulator.errors import RunError
 from simulator.records.recorder import (
     EVENTS_JOURNAL,
@@ -21,10 +22,12 @@ from simulator.records.recorder import (
     salvage_failed,
 )
 from simulator.run.prepare import OpenedRun, describe_os_error
-from simulator.run.server import ServerInfo
 from simulator.run.signals import signals_deferred
 from simulator.run.spec import RunResult
 from simulator.session.runner import RunOutcome
+
+if TYPE_CHECKING:       # a type only: pandas loads with the finalize
+    import pandas as pd
 
 
 def run_to_end(run: OpenedRun, drive: Callable[[], RunOutcome],
@@ -44,7 +47,7 @@ def run_to_end(run: OpenedRun, drive: Callable[[], RunOutcome],
         outcome = RunOutcome("failed", reason=f"cannot write results: {describe_os_error(err)}")
     finally:
         with signals_deferred():      # a second Ctrl-C must not tear the finalize
-            summary = finish_or_fail(run.recorder, run.endpoint, outcome, run.server)
+            summary = finish_or_fail(run, outcome)
     assert summary is not None
     # deferred (as below): pandas and the analysis load with the finalize, never before
     # a run starts (`prewarm_finalize` imports them on the run's thread first)
@@ -71,34 +74,32 @@ def first_os_error(exc: BaseException) -> OSError | None:
     return None
 
 
-def finish_or_fail(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
-                   server: ServerInfo | None = None) -> RunSummary:
+def finish_or_fail(run: OpenedRun, outcome: RunOutcome) -> RunSummary:
     """`finish_run`, or — when the disk is full or gone — the manifest marked failed (if it
     can still be written) and one RunError line; the journaled rows stay as they are."""
+    recorder = run.recorder
     try:
-        return finish_run(recorder, endpoint, outcome, server)
+        return finish_run(run, outcome)
     except OSError as exc:
         reason = f"cannot write results: {describe_os_error(exc)}"
         if outcome.reason and outcome.reason != reason:
             reason = f"{outcome.reason}; {reason}"
-        recorder.manifest.update(status="failed", status_reason=reason)
+        recorder.manifest = replace(recorder.manifest, status="failed", status_reason=reason)
         salvage_failed(recorder.run_dir, reason)
         raise RunError(f"{recorder.run_dir}: {reason}; status failed, journaled rows kept") \
             from None
 
 
-def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
-               server: ServerInfo | None = None) -> RunSummary:
+def finish_run(run: OpenedRun, outcome: RunOutcome) -> RunSummary:
     """Summarise from the journal and finalize the directory (never raises past it).
     The label (simulated, the twin, its time scale) comes from the run's `server`
-    facts (default: what the endpoint and the manifest say)."""
-    if server is None:
-        server = ServerInfo.in_process(endpoint) if endpoint.simulated \
-            else ServerInfo.from_manifest(recorder.manifest, None)
+    facts; the steady-state window, the goodput SLO and a ramp's plan from its
+    scenario, as the run resolved it when it opened."""
+    recorder, endpoint, server, s = run.recorder, run.endpoint, run.server, run.scenario
     # deferred: pandas, see run_to_end
     from simulator.analysis.fleet import fleet_summary
-    from simulator.analysis.goodput import goodput_from_manifest
-    from simulator.analysis.steady import config_from_manifest
+    from simulator.analysis.goodput import goodput_slo
+    from simulator.analysis.steady import steady_config
     engine = endpoint if isinstance(endpoint, EngineEndpoint) else None  # the in-process twin
     if engine is not None:
         for row in engine.timeline_rows():
@@ -106,21 +107,20 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
     turns, scraped = recorder.frames()
     telemetry = telemetry_of(recorder)
     if telemetry:
-        recorder.manifest["telemetry"] = telemetry
+        recorder.manifest = replace(recorder.manifest, telemetry=tuple(telemetry))
     stats = engine.stats() if engine is not None else None   # typed fields + host tier / fleet
     simulated = server.simulated or endpoint.simulated   # a simulated endpoint never loses it
-    built = RunSummary.build(turns, price_per_hour=recorder.manifest.get("price_per_hour"),
+    built = RunSummary.build(turns, price_per_hour=recorder.manifest.price_per_hour,
                              simulated=simulated, server_metrics=scraped,
                              engine_stats=stats,
-                             steady=config_from_manifest(recorder.manifest,
-                                                         outcome.deadline_reached),
-                             goodput=goodput_from_manifest(recorder.manifest),
+                             steady=steady_config(s.sessions, s.load, outcome.deadline_reached),
+                             goodput=goodput_slo(s.goodput),
                              telemetry=telemetry)
     built = built.with_run_facts(RunFacts(
         status=outcome.status, status_reason=outcome.reason,
         failed_sessions=outcome.failed_sessions, deadline_reached=outcome.deadline_reached,
-        run_id=str(recorder.manifest["run_id"]), simulated=simulated,
-        contains_verbatim_content=bool(recorder.manifest.get("contains_verbatim_content")),
+        run_id=run.run_id, simulated=simulated,
+        contains_verbatim_content=s.contains_verbatim_content,
         twin=dict(server.twin or {}) if server.http_twin or server.simulated else None,
         time_scale=server.time_scale if server.http_twin else None))
     if telemetry:
@@ -128,16 +128,16 @@ def finish_run(recorder: Recorder, endpoint: Endpoint, outcome: RunOutcome,
     fleet = fleet_summary(turns, stats, scraped)
     if fleet is not None:
         built = built.with_facts(fleet=fleet)
-    ramp = ramp_fact(recorder, turns, built)
+    ramp = ramp_fact(run, turns, built)
     if ramp is not None:
         built = built.with_facts(ramp=ramp)
-    recorder.manifest.update(status_reason=outcome.reason,
-                             failed_sessions=list(outcome.failed_sessions))
+    recorder.manifest = replace(recorder.manifest, status_reason=outcome.reason,
+                                failed_sessions=tuple(outcome.failed_sessions))
     recorder.finalize(outcome.status, built.to_json(), (turns, scraped))
     return built
 
 
-def telemetry_of(recorder: Recorder) -> list[dict[str, Any]]:
+def telemetry_of(recorder: Recorder) -> list[dict[str, object]]:
     """The run's `telemetry` block: how each --scrape target fared (its scrapers'
     health events, `analysis.energy.telemetry_block`); [] without a target."""
     path = recorder.run_dir / EVENTS_JOURNAL
@@ -147,18 +147,19 @@ def telemetry_of(recorder: Recorder) -> list[dict[str, Any]]:
     return telemetry_block(iter_journal(path))
 
 
-def ramp_fact(recorder: Recorder, turns: Any, summary: RunSummary) -> dict[str, Any] | None:
+def ramp_fact(run: OpenedRun, turns: pd.DataFrame,
+              summary: RunSummary) -> dict[str, Any] | None:
     """A stepped ramp's `ramp` fact (`analysis.ramp.ramp_summary`) from its events and
     rows; None for a run without a ramp."""
-    ramp = ((recorder.manifest.get("scenario_resolved") or {}).get("load") or {}).get("ramp")
-    if not ramp:
+    ramp = run.scenario.load.ramp
+    if ramp is None:
         return None
     # deferred: pandas, see run_to_end
-    from simulator.analysis.goodput import goodput_from_manifest
+    from simulator.analysis.goodput import goodput_slo
     from simulator.analysis.ramp import plan_of, ramp_summary
-    events = [e for e in read_journal(recorder.run_dir / EVENTS_JOURNAL)
+    events = [e for e in read_journal(run.run_dir / EVENTS_JOURNAL)
               if e.get("event") == "ramp_step"] \
-        if (recorder.run_dir / EVENTS_JOURNAL).exists() else []
-    return ramp_summary(turns, events, plan_of(ramp), float(ramp["hold_s"]),
-                        goodput_from_manifest(recorder.manifest),
+        if (run.run_dir / EVENTS_JOURNAL).exists() else []
+    return ramp_summary(turns, events, plan_of(ramp.model_dump()), ramp.hold_s,
+                        goodput_slo(run.scenario.goodput),
                         end_s=summary.get("wall_window_s"))

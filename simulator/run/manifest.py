@@ -1,4 +1,5 @@
-"""A run's manifest: what ran, against what, with which versions, written first.
+"""A run's manifest: what ran, against what, with which versions, written first (the
+typed model and its reader: `records.manifest`).
 
 `manifest.json` is the first file of a results directory: the resolved scenario (so a
 resume or a re-run needs no scenario file), the endpoint's description (URL redacted),
@@ -12,10 +13,10 @@ import platform
 import secrets
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from simulator import __version__
 from simulator.endpoints.base import Endpoint
+from simulator.records.manifest import Manifest, parse_manifest
 from simulator.run.spec import RunSpec
 from simulator.scenario.load import scenario_hash
 from simulator.scenario.model import Scenario
@@ -54,7 +55,7 @@ def price_per_hour(spec: RunSpec, endpoint: Endpoint) -> float | None:
 
 
 def sampling_manifest(s: Scenario, endpoint: Endpoint,
-                      http_twin: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                      http_twin: Mapping[str, object] | None = None) -> dict[str, object]:
     """What the run's requests sample with: the fields the scenario sends, and where
     the rest come from. A twin, in-process or over HTTP (its `/v1/models` states its
     defaults), states every value it resolved (the model profile's generation config, as
@@ -64,7 +65,7 @@ def sampling_manifest(s: Scenario, endpoint: Endpoint,
     sent: dict[str, float | int] = dict(fields)
     if temperature is not None:
         sent = {"temperature": temperature, **sent}
-    out: dict[str, Any] = {"sent": sent}
+    out: dict[str, object] = {"sent": sent}
     defaults = getattr(endpoint, "sampling_defaults", None)
     stated = (http_twin or {}).get("sampling_defaults")
     if defaults is None and isinstance(stated, Mapping):
@@ -86,10 +87,13 @@ def sampling_manifest(s: Scenario, endpoint: Endpoint,
     return out
 
 
-def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoint: Endpoint,
-                   run_id: str, http_twin: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def build_manifest(s: Scenario, resolved: Mapping[str, object], spec: RunSpec,
+                   endpoint: Endpoint, run_id: str,
+                   http_twin: Mapping[str, object] | None = None) -> Manifest:
+    """The manifest a new run opens with (`records.manifest.Manifest`: the recorder,
+    the server's facts and the finish add theirs)."""
     desc = endpoint.describe()
-    return {
+    return parse_manifest({
         "run_id": run_id, "label": spec.label, "scenario": s.name,
         "scenario_file": str(spec.scenario_path), "scenario_hash": scenario_hash(
             {k: v for k, v in resolved.items() if k != "base_dir"}),
@@ -106,4 +110,4 @@ def build_manifest(s: Scenario, resolved: dict[str, Any], spec: RunSpec, endpoin
         "run_spec": {"endpoint_url": redact_url(spec.endpoint_url) if spec.endpoint_url
                      else None, "twin": spec.twin, "spec": spec.spec, "client": spec.client,
                      "stop_grace_s": spec.stop_grace_s},
-    }
+    }, "the run's manifest")

@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,14 +50,14 @@ def make_view(run: OpenedRun, metrics: RunMetrics | None = None) -> LiveView | N
 @contextlib.contextmanager
 def observed(run: OpenedRun, echo: Callable[[str], None]) -> Iterator[None]:
     """The run's view and exporter for the block (see the module docstring)."""
-    spec, manifest = run.spec, run.recorder.manifest
+    spec = run.spec
     metrics: RunMetrics | None = None
     server: MetricsServer | None = None
     if spec.metrics_port is not None:
         host, port = parse_bind(spec.metrics_port)
-        metrics = RunMetrics(run.run_id, str(manifest.get("scenario") or ""),
+        metrics = RunMetrics(run.run_id, run.scenario.name,
                              simulated=bool(run.server.simulated or run.endpoint.simulated),
-                             target=str((manifest.get("endpoint") or {}).get("url") or "twin"))
+                             target=run.recorder.manifest.endpoint.url or "twin")
         try:
             server = MetricsServer(metrics, port, host)
         except OSError as exc:
@@ -123,7 +123,7 @@ class InProcessFeed:
             return 0.0
         return self.clock.to_sim(asyncio.get_running_loop().time() - self._t0)
 
-    def _row(self, row: dict[str, Any]) -> None:
+    def _row(self, row: Mapping[str, object]) -> None:
         t = time.thread_time_ns() if self.cpu_ns is not None else 0
         self.view.row(row)
         if self.view.due():

@@ -8,16 +8,17 @@ for an unwritable `--out` — as one InputError line.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from simulator.clock import RunClock
 from simulator.endpoints.base import Endpoint, EngineEndpoint
 from simulator.endpoints.factory import EndpointTarget, make_endpoint
 from simulator.endpoints.http.preflight import preflight
 from simulator.errors import InputError
+from simulator.records.manifest import Manifest
 from simulator.records.recorder import Recorder
 from simulator.run import server as server_info
 from simulator.run.bounds import check_runnable
@@ -49,14 +50,14 @@ class OpenedRun:
 
     @property
     def run_id(self) -> str:
-        return str(self.recorder.manifest["run_id"])
+        return str(self.recorder.manifest.run_id)
 
     @property
     def run_dir(self) -> Path:
         return self.recorder.run_dir
 
 
-def resolve(spec: RunSpec) -> tuple[Scenario, dict[str, Any]]:
+def resolve(spec: RunSpec) -> tuple[Scenario, dict[str, object]]:
     """The scenario with the spec's overrides, checked as `validate` checks it."""
     s, resolved = load_scenario(spec.scenario_path, spec.overrides)
     check_runnable(s, twin=parse_twin(spec.twin) if spec.twin else None, spec=spec.spec,
@@ -72,10 +73,10 @@ def endpoint_target(spec: RunSpec) -> EndpointTarget:
 
 
 def open_run(spec: RunSpec, endpoint: Endpoint | None = None,
-             extra: Callable[[Scenario], Mapping[str, Any]] | None = None) -> OpenedRun:
+             extra: Callable[[Scenario, Manifest], Manifest] | None = None) -> OpenedRun:
     """The first half of every run, in one process or sharded: scenario → endpoint →
     pre-flight → `ServerInfo` (probed once) → manifest → recorder (its clock at the
-    server's rate). `extra(scenario)` adds manifest fields (a sharded run's workers).
+    server's rate). `extra(scenario, manifest)` adds its fields (a sharded run's workers).
     A `--resume` reopens the run with the facts its manifest recorded."""
     if spec.resume_dir is not None:
         s, spec, recorder, state = open_resumed(spec, endpoint)
@@ -96,17 +97,18 @@ def open_run(spec: RunSpec, endpoint: Endpoint | None = None,
     else:
         server = ServerInfo.in_process(endpoint)
     run_id = new_run_id(s.name)
-    manifest = {**build_manifest(s, resolved, spec, endpoint, run_id,
-                                 server.twin if server.http_twin else None),
-                **server.manifest_fields(),
-                **(extra(s) if extra is not None else {})}
+    manifest = server.stamp(build_manifest(s, resolved, spec, endpoint, run_id,
+                                           server.twin if server.http_twin else None))
+    if extra is not None:
+        manifest = extra(s, manifest)
     for _ in range(RUN_ID_DRAWS - 1):
         try:
             recorder = open_recorder(spec.out_dir / run_id, manifest, spec.out_dir,
                                      clock=server.clock(), taken_ok=True)
             break
         except FileExistsError:    # another run took this id this second: draw again
-            run_id = manifest["run_id"] = new_run_id(s.name)
+            run_id = new_run_id(s.name)
+            manifest = replace(manifest, run_id=run_id)
     else:
         recorder = open_recorder(spec.out_dir / run_id, manifest, spec.out_dir,
                                  clock=server.clock())
@@ -118,7 +120,7 @@ def open_run(spec: RunSpec, endpoint: Endpoint | None = None,
 RUN_ID_DRAWS = 8
 
 
-def open_recorder(run_dir: Path, manifest: dict[str, Any], out: Path,
+def open_recorder(run_dir: Path, manifest: Manifest, out: Path,
                   clock: RunClock | None = None, taken_ok: bool = False) -> Recorder:
     """A recorder for a new run directory under `out`; one InputError line when `--out`
     cannot hold it (not a directory, not writable, under /proc, a name too long). With

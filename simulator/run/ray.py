@@ -39,13 +39,18 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from types import FrameType, ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from simulator.errors import InputError, RunError
 from simulator.run.prepare import resolve
 from simulator.run.shards import SHARD_JOURNALS, ShardJob, ShardResult, run_shard
-from simulator.run.signals import signals_handled
+from simulator.run.signals import SignalHandler, signals_handled
 from simulator.session.runner import STOP_GRACE_S
+
+if TYPE_CHECKING:       # types only: Ray is imported when a run asks for it
+    from ray import ObjectRef
+    from ray.actor import ActorHandle
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -56,7 +61,7 @@ CLOCK_PROBES = 5           # round trips before the run to estimate the clock of
 CANCEL_MARGIN_S = 10.0     # past the stop grace, a shard still running is force-cancelled
 
 
-def import_ray() -> Any:
+def import_ray() -> ModuleType:
     """The `ray` module, or one clear line naming the extra that installs it."""
     try:
         import ray
@@ -124,7 +129,8 @@ class _Shipper:
     """The shard-side thread: ships complete journal lines, estimates the clock offset,
     turns the hub's stop level into SIGTERMs for the runner (in the main thread)."""
 
-    def __init__(self, ray: Any, hub: Any, index: int, shard_dir: Path, ship: bool) -> None:
+    def __init__(self, ray: ModuleType, hub: ActorHandle[Hub], index: int, shard_dir: Path,
+                 ship: bool) -> None:
         self.ray, self.hub, self.index, self.dir, self.ship = ray, hub, index, shard_dir, ship
         self.offsets = dict.fromkeys(SHARD_JOURNALS, 0)
         self.offset_s, self.error_s = 0.0, float("inf")
@@ -176,7 +182,7 @@ class _Shipper:
             _thread.interrupt_main(signal.SIGTERM)
 
 
-def remote_shard(job: ShardJob, hub: Any, ship: bool) -> ShardResult:
+def remote_shard(job: ShardJob, hub: ActorHandle[Hub], ship: bool) -> ShardResult:
     """Body of the Ray task: run one shard on this node, shipping its journals."""
     ray = import_ray()
     local = job
@@ -243,7 +249,7 @@ class RayExecutor:
             names = [s.endpoint.api_key_env]
         return {n: os.environ[n] for n in names if os.environ.get(n)}
 
-    def _run(self, ray: Any, jobs: Sequence[ShardJob]) -> list[ShardResult]:
+    def _run(self, ray: ModuleType, jobs: Sequence[ShardJob]) -> list[ShardResult]:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
         hub = ray.remote(num_cpus=0, max_restarts=0)(Hub).options(
@@ -253,7 +259,7 @@ class RayExecutor:
         dirs = {job.index: job.shard_dir for job in jobs}
         grace = jobs[0].spec.stop_grace_s
         grace = STOP_GRACE_S if grace is None else grace
-        handlers: dict[int, Any] = {signal.SIGINT: self._on_signal, signal.SIGTERM: self._on_signal}
+        handlers: dict[int, SignalHandler] = {signal.SIGINT: self._on_signal, signal.SIGTERM: self._on_signal}
         with signals_handled(handlers):
             refs = [task.remote(job, hub, not self.shared_fs) for job in jobs]
             pending, sent_level, cancelled = list(refs), 0, False
@@ -278,10 +284,10 @@ class RayExecutor:
         ray.kill(hub)
         return results
 
-    def _on_signal(self, _sig: int, _frame: Any) -> None:
+    def _on_signal(self, _sig: int, _frame: FrameType | None) -> None:
         self.stop(self._stop_level + 1)
 
-    def _result(self, ray: Any, ref: Any, job: ShardJob) -> ShardResult:
+    def _result(self, ray: ModuleType, ref: ObjectRef[ShardResult], job: ShardJob) -> ShardResult:
         """The shard's own result, or why it has none (crashed, node lost, cancelled)."""
         try:
             res: ShardResult = ray.get(ref, timeout=30)

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from simulator.endpoints.base import Endpoint
 from simulator.endpoints.http.preflight import preflight
 from simulator.errors import InputError
+from simulator.records.manifest import Manifest, RunSettings
 from simulator.records.ownership import (
     history_key,
     refuse_if_running,
@@ -44,10 +45,10 @@ from simulator.session.resume import (
 )
 
 
-def _scenario(run_dir: Path, m: dict[str, Any]) -> Scenario:
-    resolved = dict(m["scenario_resolved"])
-    resolved["base_dir"] = (m.get("scenario_base_dir")
-                            or str(Path(str(m.get("scenario_file", "."))).parent))
+def _scenario(run_dir: Path, m: Manifest) -> Scenario:
+    assert m.scenario_resolved is not None      # read_manifest_for_resume refuses others
+    resolved = dict(m.scenario_resolved.raw)
+    resolved["base_dir"] = m.scenario_base_dir or "."
     try:
         return Scenario.model_validate(resolved)
     except ValidationError as exc:
@@ -70,19 +71,19 @@ def open_resumed(spec: RunSpec, endpoint: Endpoint | None) -> tuple[Scenario, Ru
         raise InputError("--resume: scenario overrides (--set, --turns, --sessions, --seed, "
                          "--model) cannot change a run being resumed")
     s = _scenario(run_dir, m)
-    rs = m.get("run_spec") or {}
+    rs = m.run_spec or RunSettings()
     spec = dataclasses.replace(
-        spec, scenario_path=str(m.get("scenario_file", "")),
-        endpoint_url=spec.endpoint_url or rs.get("endpoint_url"),
-        twin=spec.twin or rs.get("twin"), spec=spec.spec or rs.get("spec"),
-        client=spec.client or rs.get("client"), label=spec.label or m.get("label"),
+        spec, scenario_path=m.scenario_file or "",
+        endpoint_url=spec.endpoint_url or rs.endpoint_url,
+        twin=spec.twin or rs.twin, spec=spec.spec or rs.spec,
+        client=spec.client or rs.client, label=spec.label or m.label,
         stop_grace_s=spec.stop_grace_s if spec.stop_grace_s is not None
-        else rs.get("stop_grace_s"),
+        else rs.stop_grace_s,
         price_per_hour=spec.price_per_hour if spec.price_per_hour is not None
-        else m.get("price_per_hour"))
+        else m.price_per_hour)
     if spec.endpoint_url is not None and endpoint is None:
         preflight(spec.endpoint_url, s.endpoint.connect_timeout_s, s.timeouts)
-    prior_status = m.get("status")
+    prior_status = m.status
     recorder = Recorder(run_dir, m, resume=True)
     merged = merge_worker_journals(recorder, run_dir)
     rebuilt = rebuild_rows(recorder, run_dir)
@@ -91,12 +92,12 @@ def open_resumed(spec: RunSpec, endpoint: Endpoint | None) -> tuple[Scenario, Ru
     if (run_dir / EVENTS_JOURNAL).exists():     # a ramp's judged steps: it continues after
         state.ramp_steps = [e for e in read_journal(run_dir / EVENTS_JOURNAL)
                             if e.get("event") == "ramp_step"]
-    resumes = [*m.get("resumes", []), {
+    resumes = (*m.resumes, {
         "at": time.time(), "from_status": prior_status, "rows_before": state.rows_before,
         "sessions_done": len(state.done_sessions),
         "sessions_failed": len(state.failed_sessions), "worker_rows_merged": merged,
-        "rows_rebuilt": rebuilt}]
-    recorder.update_manifest(resumes=resumes)
+        "rows_rebuilt": rebuilt})
+    recorder.update_manifest(dataclasses.replace(recorder.manifest, resumes=resumes))
     return s, spec, recorder, state
 
 

@@ -10,12 +10,13 @@ one therefore cannot disagree on them (they did: a `--workers 2` run against
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from simulator.clock import RunClock
 from simulator.endpoints.base import Endpoint
 from simulator.endpoints.http.preflight import models as preflight_models
+from simulator.records.manifest import Manifest
 from simulator.records.prometheus import metrics_url_for
 
 
@@ -34,14 +35,14 @@ class ServerInfo:
         """The run's clock: rate = the server's time scale (1 unless a scaled twin)."""
         return RunClock(rate=self.time_scale)
 
-    def manifest_fields(self) -> dict[str, Any]:
-        """The manifest's fields for these facts (as earlier runs wrote them)."""
-        out: dict[str, Any] = {}
+    def stamp(self, manifest: Manifest) -> Manifest:
+        """`manifest` with these facts (as earlier runs wrote them)."""
         if self.http_twin:
-            out.update(simulated=True, time_scale=self.time_scale, http_twin=dict(self.twin or {}))
+            manifest = replace(manifest, simulated=True, time_scale=self.time_scale,
+                               http_twin=dict(self.twin or {}))
         if self.context_limit is not None:
-            out["server_max_model_len"] = self.context_limit
-        return out
+            manifest = replace(manifest, server_max_model_len=self.context_limit)
+        return manifest
 
     @classmethod
     def from_models(cls, entries: list[dict[str, Any]], model: str,
@@ -64,15 +65,13 @@ class ServerInfo:
                    http_twin=twin is not None)
 
     @classmethod
-    def from_manifest(cls, manifest: Mapping[str, Any], url: str | None) -> ServerInfo:
+    def from_manifest(cls, manifest: Manifest, url: str | None) -> ServerInfo:
         """The facts a run recorded (`--resume` continues with them, no new probe)."""
-        twin = manifest.get("http_twin")
-        limit = manifest.get("server_max_model_len")
-        return cls(simulated=bool(manifest.get("simulated")),
-                   time_scale=float(manifest.get("time_scale") or 1.0),
-                   context_limit=limit if isinstance(limit, int) else None,
+        twin = manifest.http_twin
+        return cls(simulated=manifest.simulated, time_scale=manifest.time_scale or 1.0,
+                   context_limit=manifest.server_max_model_len,
                    metrics_url=metrics_url_for(url) if url else None,
-                   twin=twin if isinstance(twin, dict) else None, http_twin=bool(twin))
+                   twin=twin, http_twin=bool(twin))
 
     @classmethod
     def in_process(cls, endpoint: Endpoint) -> ServerInfo:

@@ -34,12 +34,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing import get_context
+from multiprocessing.context import SpawnProcess
+from multiprocessing.queues import SimpleQueue
 from pathlib import Path
 from typing import Any, Protocol
 
 from simulator.clock import RunClock
 from simulator.endpoints.factory import make_endpoint
 from simulator.errors import InputError
+from simulator.records.manifest import Manifest, RunSettings
 from simulator.records.ownership import die_with_parent, missing_rows, turn_key, without_row
 from simulator.records.prometheus import metrics_url_for
 from simulator.records.recorder import (
@@ -133,7 +136,7 @@ class ProcessExecutor:
     parent_scrapes_metrics = False
 
     def __init__(self) -> None:
-        self._procs: list[Any] = []
+        self._procs: list[SpawnProcess] = []
         self._stopping = False
         self._unsent: int | None = None     # a stop that came before any worker started
 
@@ -192,7 +195,7 @@ class ProcessExecutor:
         return [got.get(job.index) or self._lost(job, proc)
                 for job, proc in zip(jobs, self._procs, strict=True)]
 
-    def _lost(self, job: ShardJob, proc: Any) -> ShardResult:
+    def _lost(self, job: ShardJob, proc: SpawnProcess) -> ShardResult:
         """A worker that exited without reporting (killed, crashed in start-up)."""
         code = proc.exitcode
         how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 \
@@ -202,7 +205,7 @@ class ProcessExecutor:
         return ShardResult(job.index, "failed", f"worker {job.index} crashed ({how})")
 
 
-def _shard_main(job: ShardJob, results: Any) -> None:
+def _shard_main(job: ShardJob, results: SimpleQueue[ShardResult]) -> None:
     """A worker process: run the shard and report its result (or its crash) to the
     parent. It dies with the parent: a SIGKILLed parent must not leave it running."""
     with contextlib.suppress(OSError):
@@ -220,7 +223,7 @@ def _shard_main(job: ShardJob, results: Any) -> None:
     results.put(result)
 
 
-def _wait_any(procs: Sequence[Any], timeout_s: float) -> None:
+def _wait_any(procs: Sequence[SpawnProcess], timeout_s: float) -> None:
     """Sleep until a worker exits or `timeout_s` passes."""
     from multiprocessing.connection import wait
     wait([p.sentinel for p in procs if p.is_alive()], timeout_s)
@@ -292,9 +295,9 @@ def run_shard(job: ShardJob) -> ShardResult:
     spec = dataclasses.replace(job.spec, overrides=[*job.spec.overrides, *job.limit_overrides])
     s = job.scenario if job.scenario is not None else resolve(spec)[0]
     endpoint = make_endpoint(s, endpoint_target(spec))
-    recorder = Recorder(job.shard_dir, {"run_id": job.run_id, "worker": job.index,
-                                        "sessions": [job.start, job.stop],
-                                        "pid": os.getpid()}, clock=RunClock())
+    recorder = Recorder(job.shard_dir, Manifest(run_id=job.run_id, worker=job.index,
+                                                session_range=(job.start, job.stop),
+                                                pid=os.getpid()), clock=RunClock())
     server = job.server or ServerInfo(   # a job made without the parent's probe
         metrics_url=metrics_url_for(spec.endpoint_url) if spec.endpoint_url else None)
     run = OpenedRun(s, spec, endpoint, recorder, server, job.resume)
@@ -330,19 +333,19 @@ class Sharded:
     def check(self, spec: RunSpec) -> None:
         check_shardable(spec, self.workers)
         if spec.resume_dir is not None:    # continue a run, sharded: each shard its sessions
-            prior = read_manifest_for_resume(spec.resume_dir).get("run_spec") or {}
+            prior = read_manifest_for_resume(spec.resume_dir).run_spec or RunSettings()
             check_shardable(dataclasses.replace(   # refuse before the run is reopened
                 spec, resume_dir=None,
-                endpoint_url=spec.endpoint_url or prior.get("endpoint_url")), self.workers)
+                endpoint_url=spec.endpoint_url or prior.endpoint_url), self.workers)
 
-    def manifest_extra(self, s: Scenario) -> dict[str, Any]:
-        return {"workers": len(split_sessions(s.sessions, self.workers)),
-                "executor": self.executor.name}
+    def manifest_extra(self, s: Scenario, manifest: Manifest) -> Manifest:
+        return dataclasses.replace(manifest, workers=len(split_sessions(s.sessions, self.workers)),
+                                   executor=self.executor.name)
 
     def __call__(self, run: OpenedRun) -> RunOutcome:
         shards_dir = WORKERS_DIR
         if run.state is not None:
-            shards_dir = f"{WORKERS_DIR}/resume{len(run.recorder.manifest.get('resumes', []))}"
+            shards_dir = f"{WORKERS_DIR}/resume{len(run.recorder.manifest.resumes)}"
         return _drive_shards(run, self.workers, self.executor, shards_dir)
 
 
@@ -375,7 +378,8 @@ def _drive_shards(run: OpenedRun, workers: int, executor: Executor,
             merge_shards(recorder, jobs, results, t0, t0_wall)
             alignment = clock_alignment(results)
             if alignment is not None:
-                recorder.update_manifest(clock_alignment=alignment)
+                recorder.update_manifest(dataclasses.replace(recorder.manifest,
+                                                             clock_alignment=alignment))
         live_done()
     return merge_outcomes(results)
 
@@ -454,7 +458,7 @@ def merge_shards(recorder: Recorder, jobs: Sequence[ShardJob],
             recorder.write_history(without_row(row))
 
 
-def clock_alignment(results: Sequence[ShardResult]) -> dict[str, Any] | None:
+def clock_alignment(results: Sequence[ShardResult]) -> dict[str, object] | None:
     """The manifest's record of how remote shard timelines were aligned (None when
     every shard shared this machine's monotonic clock)."""
     remote = [r for r in results if r.clock_error_s is not None]

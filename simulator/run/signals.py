@@ -10,12 +10,15 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from types import FrameType
+
+# what `signal.signal` installs: a function, SIG_IGN or SIG_DFL
+SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers
 
 
 @contextlib.contextmanager
-def signals_handled(handlers: Mapping[int, Any]) -> Iterator[None]:
+def signals_handled(handlers: Mapping[int, SignalHandler]) -> Iterator[None]:
     """Install `handlers` (signal → handler or SIG_IGN) for the block, then restore the
     old ones; a no-op off the main thread, where Python cannot handle signals."""
     if threading.current_thread() is not threading.main_thread():
@@ -34,7 +37,7 @@ def signals_deferred() -> contextlib.AbstractContextManager[None]:
     return signals_handled({signal.SIGINT: signal.SIG_IGN, signal.SIGTERM: signal.SIG_IGN})
 
 
-def interrupt(_sig: int, _frame: Any) -> None:
+def interrupt(_sig: int, _frame: FrameType | None) -> None:
     """A signal handler that stops the run as Ctrl-C does."""
     raise KeyboardInterrupt
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from simulator.errors import InputError
+from simulator.records.manifest import Manifest
 from simulator.session.runner import RunOutcome
 from simulator.util.redact import check_endpoint_url, redact_url
 
@@ -58,7 +59,7 @@ class RunResult:
     status: str
     summary: RunSummary          # summary.json's figures and facts, typed
     outcome: RunOutcome
-    manifest: dict[str, Any]
+    manifest: Manifest
 
 
 _API_SUFFIXES = ("/v1/messages", "/v1/chat/completions", "/v1")

@@ -16,7 +16,7 @@ from typing import Any
 
 from simulator.endpoints.base import LLMResponse, Timing, Usage
 from simulator.errors import InputError
-from simulator.records.recorder import load_manifest
+from simulator.records.manifest import Manifest, read_manifest
 from simulator.session.conversation import Block, TextBlock, ToolUseBlock
 
 ReplayKey = tuple[int, str]          # (turn_index, request_kind)
@@ -98,25 +98,25 @@ def resume_state(turn_rows: list[dict[str, Any]], history_rows: list[dict[str, A
     return st
 
 
-def read_manifest_for_resume(run_dir: Path) -> dict[str, Any]:
+def read_manifest_for_resume(run_dir: Path) -> Manifest:
     """The manifest of a run that may be resumed (InputError naming why not)."""
     path = run_dir / "manifest.json"
-    data = load_manifest(run_dir)
-    if "scenario_resolved" not in data:
+    data = read_manifest(run_dir)
+    if data.scenario_resolved is None:
         raise InputError(f"{path}: not an endurance run manifest")
-    if data.get("status") == "completed":
+    if data.status == "completed":
         raise InputError(f"{run_dir}: the run already completed; nothing to resume")
     if not (run_dir / "turns.jsonl").is_file():
         raise InputError(f"{run_dir / 'turns.jsonl'}: missing; cannot resume without the journal")
     return data
 
 
-def check_own_rows(path: Path, rows: list[dict[str, Any]], manifest: dict[str, Any]) -> None:
+def check_own_rows(path: Path, rows: list[dict[str, Any]], manifest: Manifest) -> None:
     """InputError (one line) when a journal holds a row of another run: a turn row
     whose `run_id`, or a history row whose `run` / `scenario_hash`, is not the
     manifest's (a journal copied or appended from elsewhere would otherwise stand in
     for this run's first turns). Rows without the stamp (older journals) pass."""
-    run_id, digest = manifest.get("run_id"), manifest.get("scenario_hash")
+    run_id, digest = manifest.run_id, manifest.scenario_hash
     for i, row in enumerate(rows, 1):
         theirs = row.get("run_id", row.get("run"))
         if theirs is not None and run_id is not None and theirs != run_id:

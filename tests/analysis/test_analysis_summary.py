@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from simulator.analysis.steady import config_from_manifest
 from simulator.analysis.summary import summarize, summarize_run
+from simulator.records.manifest import Manifest
 from simulator.records.rows import COLUMNS, TurnRecord
 from simulator.report.console import format_summary
 
@@ -154,7 +155,7 @@ def test_properties(t: pd.DataFrame) -> None:
 
 
 def test_summarize_run_takes_engine_figures_from_saved_summary(hand: pd.DataFrame) -> None:
-    manifest = {"price_per_hour": 1.0, "simulated": True}
+    manifest = Manifest(price_per_hour=1.0, simulated=True)
     engine = {"kv_usage_peak": 0.3, "preemptions": 2, "kv_capacity_tokens": 450000,
               "prefix_cache_queries": 10, "prefix_cache_hits": 4}
     # the figures come from the engine's counters once, by the same function the run used

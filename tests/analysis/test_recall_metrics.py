@@ -119,7 +119,9 @@ def test_recall_metrics_are_registered_and_documented() -> None:
 
 def test_a_probe_run_pairs_with_the_same_run_without_probes() -> None:
     from simulator.analysis.load import workload_identity
+    from simulator.records.manifest import parse_manifest
     base = {"seed": 7, "scenario_resolved": {"name": "x", "turns": 10, "probes": None}}
     probed = {"seed": 7, "scenario_resolved": {"name": "x", "turns": 10,
                                                "probes": {"facts": 8}}}
-    assert workload_identity(base) == workload_identity(probed) is not None
+    assert workload_identity(parse_manifest(base, "m")) == \
+        workload_identity(parse_manifest(probed, "m")) is not None

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from simulator.analysis.target import describe_target
 from simulator.cli import main
+from simulator.records.manifest import parse_manifest
 
 
 def test_size_and_its_report_lead_with_the_answer_and_name_the_target(tmp_path: Path) -> None:
@@ -42,9 +43,11 @@ def test_size_and_its_report_lead_with_the_answer_and_name_the_target(tmp_path: 
 
 
 def test_describe_target_names_a_real_endpoint_and_the_http_twin() -> None:
-    real = describe_target({"endpoint": {"url": "http://gpu:8000"}, "scenario": "s",
-                            "scenario_resolved": {"model": "m"}})
+    real = describe_target(parse_manifest({"endpoint": {"url": "http://gpu:8000"},
+                                           "scenario": "s", "scenario_resolved": {"model": "m"}},
+                                          "m"))
     assert "real endpoint http://gpu:8000, model m" in real and "scenario s" in real
-    http = describe_target({"endpoint": {"url": "http://127.0.0.1:1"}, "scenario": "s",
-                            "http_twin": {"hardware": "a40", "model": "q"}, "time_scale": 20.0})
+    http = describe_target(parse_manifest({
+        "endpoint": {"url": "http://127.0.0.1:1"}, "scenario": "s",
+        "http_twin": {"hardware": "a40", "model": "q"}, "time_scale": 20.0}, "m"))
     assert "SIMULATED (HTTP twin" in http and "time scale 20.0" in http and "hardware a40" in http

@@ -52,8 +52,8 @@ def test_rows_and_manifest_record_the_replica(tmp_path: Path, policy: str) -> No
     assert set(df.replica) == {"0", "1"}
     fleet = res.summary["fleet"]
     assert sum(p["requests"] for p in fleet["per_replica"]) == len(df)
-    assert res.manifest["endpoint"]["route"] == policy
-    assert [r["url"] for r in res.manifest["endpoint"]["replicas"]] == [
+    assert res.manifest.to_json()["endpoint"]["route"] == policy
+    assert [r["url"] for r in res.manifest.to_json()["endpoint"]["replicas"]] == [
         "http://127.0.0.1:9000", "http://127.0.0.1:9001"]
 
 

@@ -150,7 +150,7 @@ def test_a_run_on_the_http_twin_states_what_it_resolved(tmp_path: Path) -> None:
         res = run_scenario(_scenario(tmp_path, think_time_s=0), tmp_path / "out",
                            ["turns=2", "sampling.top_p=0.5"], endpoint_url=url)
     assert res.status == "completed", res.outcome.reason
-    assert res.manifest["sampling"]["resolved"] == {
+    assert res.manifest.to_json()["sampling"]["resolved"] == {
         "temperature": 1.0, "top_p": 0.5, "top_k": 20, "repetition_penalty": 1.05,
         "frequency_penalty": 0.0, "presence_penalty": 0.0}
 

@@ -73,4 +73,4 @@ def test_a_fitted_profile_runs_the_scenario_on_the_twin(tmp_path: Path) -> None:
     res = tc.run(tc.SCENARIO, tmp_path / "out", sessions=1, seed=1, turns=2,
                  twin=f"{path}/{tc.MODEL}")
     assert res.summary["ok_turns"] == 2 and res.summary["simulated"]
-    assert res.manifest["endpoint"]["profile"]["hardware"]["name"] == tc.FITTED_NAME
+    assert res.manifest.to_json()["endpoint"]["profile"]["hardware"]["name"] == tc.FITTED_NAME

@@ -58,7 +58,7 @@ def test_twin_cache_share_matches_vllm(vllm_server: EngineServer, kind: str, api
     out = tmp_path_factory.mktemp(f"twin-vs-real-{kind}")
     real = engine_run(vllm_server, kind, out, api_extra(api))
     assert real.result.status == "completed", real.result.outcome.reason
-    assert real.result.manifest["scenario_resolved"]["history"] == "scripted"
+    assert real.result.manifest.to_json()["scenario_resolved"]["history"] == "scripted"
     twin = run_scenario(SCENARIO, out, overrides(kind, api_extra(api)), twin=TWIN)
     assert twin.status == "completed"
     assert twin.summary["engine"]["block_size"] == vllm_server.block_size

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from simulator.records.manifest import Manifest, parse_manifest
 from simulator.records.recorder import (
     NULLABLE_INT_COLUMNS,
     TURNS_JOURNAL,
@@ -42,7 +43,7 @@ records = st.builds(
 
 
 def _journal(run_dir: Path, rows: list[TurnRecord]) -> Path:
-    rec = Recorder(run_dir, {"run_id": "t"})
+    rec = Recorder(run_dir, Manifest(run_id="t"))
     for r in rows:
         rec.write(r)
     rec.finalize("completed", None, (turns_frame([]), None))  # closes the journals
@@ -124,7 +125,7 @@ def test_success_lines_are_the_dumped_rows(tmp_path: Path, rec: TurnRecord,
     """write_success splices the row's JSON into the history line: byte for byte what
     dumping the history row with the turn row in it gives."""
     run_dir = tmp_path / f"run{abs(hash((rec, str(history), str(manifest))))}"
-    recorder = Recorder(run_dir, manifest)
+    recorder = Recorder(run_dir, parse_manifest(manifest, "m"))
     recorder.write_success(history, rec)
     recorder.finalize("completed", None, (turns_frame([]), None))
     row = json.loads((run_dir / TURNS_JOURNAL).read_text())

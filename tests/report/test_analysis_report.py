@@ -105,7 +105,7 @@ def test_report_opens_in_headless_chromium(report: ReportPaths, tmp_path: Path) 
 def test_load_errors_are_one_line_input_errors(tmp_path: Path) -> None:
     good = write_run_dir(tmp_path / "ok", synthetic_turns(turns=5))
     manifest, turns, server = load_run(good)
-    assert manifest["simulated"] is True and len(turns) == 5 and server is None
+    assert manifest.simulated is True and len(turns) == 5 and server is None
 
     cases = []
     cases.append(tmp_path / "absent")

@@ -49,7 +49,7 @@ def test_run_against_http_twin_is_simulated_in_simulated_time(tmp_path: Path,
         res = run_scenario(path, tmp_path, endpoint_url=url)
         wall = time.monotonic() - t0
     assert res.status == "completed", res.outcome.reason
-    assert res.manifest["simulated"] is True and res.manifest["time_scale"] == 20.0
+    assert res.manifest.simulated is True and res.manifest.time_scale == 20.0
     assert res.summary["simulated"] is True
     # Think time (7 × 2 s simulated) is waited at 1/20: the whole run takes well under it.
     assert wall < 7 * 2.0 / 2

@@ -27,8 +27,8 @@ def test_endurance_over_http_block_vs_prune(tmp_path: Path) -> None:
                                                      "seed=5", *FAST],
                                endpoint_url=url, client=client)
             assert res.status == "completed", res.outcome.reason
-            assert res.manifest["simulated"] is True  # the HTTP twin announces itself
-            assert res.manifest["endpoint"]["url"] == url
+            assert res.manifest.simulated is True  # the HTTP twin announces itself
+            assert res.manifest.endpoint.url == url
             frames[kind] = turns_of(res)
     block, prune = frames["block"], frames["prune"]
     for df in (block, prune):

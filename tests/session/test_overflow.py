@@ -79,5 +79,5 @@ def test_overflow_on_a_small_server_window_is_never_a_failure(
     assert df[df.ok].turn_index.nunique() == 40
     assert (df[df.ok].prompt_tokens < 6_000).all()
     assert res.summary["failed_requests"] == 0
-    assert res.manifest["server_max_model_len"] == 6_000   # from /v1/models: the fallback
+    assert res.manifest.server_max_model_len == 6_000   # from /v1/models: the fallback
     assert res.summary["overflow_requests"] == len(overflows)

@@ -31,7 +31,7 @@ def _share(url: str, tmp_path: Path) -> float:
     res = run_scenario(TEAM, tmp_path, SMALL, endpoint_url=url)
     assert res.status == "completed", res.outcome.reason
     df = turns_of(res)
-    assert res.manifest.get("simulated") is True
+    assert res.manifest.simulated is True
     return float(df.cache_read_tokens.sum() / df.prompt_tokens.sum())
 
 

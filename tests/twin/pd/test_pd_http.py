@@ -30,7 +30,7 @@ def test_a_pd_fleet_behind_one_url_prefills_remotely_and_decodes(tmp_path: Path)
         generated = _per_replica(url, "vllm:generation_tokens_total")
     assert res.status == "completed", res.outcome.reason
     df = turns_of(res)
-    assert df.ok.all() and res.manifest.get("simulated") is True
+    assert df.ok.all() and res.manifest.simulated is True
     # replicas 0, 1 decode; 2 is the prefill instance: it prefilled the sessions' first
     # ~20k prompts (one sampled token each), the decode instances produced the replies
     assert set(prompts) == {"0", "1", "2"}
