@@ -251,7 +251,7 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
     if not quiet and (team := team_run_text(result.run_dir)) is not None:
         click.echo(team)                 # a team replay: its fidelity and profile
     if resume is not None:
-        from simulator.sweep.ramp import refresh_size_answer
+        from simulator.sweep.step_ramp import refresh_size_answer
         if (size_json := refresh_size_answer(result.run_dir, result.summary,
                                              result.status)) is not None:
             click.echo(f"ramp answer rewritten: {size_json}", err=True)
@@ -264,7 +264,7 @@ def _step_ramp(steps: str, hold: str, max_step: str, workers: int,
     """`--ramp STEPS`: a plain stepped ramp (no SLOs), the run's `load.ramp`."""
     from simulator.analysis.ramp import parse_steps
     from simulator.errors import InputError
-    from simulator.sweep.ramp import step_ramp
+    from simulator.sweep.step_ramp import step_ramp
     if workers > 1 or executor != "local":
         raise InputError("--ramp runs in one process (its controller reads every row as it "
                          "is written); drop --workers/--executor")

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from simulator.analysis.team_day import TeamSizing
     from simulator.sweep.api import SizeAnswer
     from simulator.sweep.profiles import PointBase
-    from simulator.sweep.ramp import RampAnswer
+    from simulator.sweep.step_ramp import RampAnswer
     from simulator.sweep.tiers import KvTierTable, SpeedTierTable
 
     Answer = TeamSizing | RampAnswer | SpeedTierTable | KvTierTable | SizeAnswer | SizingResult
@@ -131,7 +131,7 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
     from simulator.cli.twin_options import tiers as kv_tiers
     from simulator.sweep import api
     from simulator.sweep.fanout import fanout_for
-    from simulator.sweep.ramp import goodput_overrides
+    from simulator.sweep.step_ramp import goodput_overrides
     from simulator.sweep.team_size import team_replay
     from simulator.sweep.tiers import speed_tiers_for
     parsed = tuple(parse_slo(s) for s in slos)
@@ -188,7 +188,7 @@ def _show(found: Answer, folder: Path, as_json: bool) -> int:
     """The answer's files and text, whichever search gave it; the exit code."""
     from simulator.analysis.team_day import TeamSizing
     from simulator.sweep.api import SizeAnswer
-    from simulator.sweep.ramp import RampAnswer
+    from simulator.sweep.step_ramp import RampAnswer
     from simulator.sweep.tiers import KvTierTable, SpeedTierTable
     if isinstance(found, TeamSizing):
         return show_team(found, folder, as_json)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from simulator.analysis.team_day import TeamSizing
     from simulator.sweep.point import PointResult
     from simulator.sweep.profiles import SweepAnswer
-    from simulator.sweep.ramp import RampAnswer
+    from simulator.sweep.step_ramp import RampAnswer
     from simulator.sweep.tiers import KvTierTable, SpeedTierTable
 
 

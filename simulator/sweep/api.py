@@ -34,6 +34,7 @@ from simulator.analysis.team_day import TeamSizing
 from simulator.errors import InputError, Interrupted
 from simulator.scenario.load import load_scenario
 from simulator.sweep import pipeline
+from simulator.sweep.card_size import FleetProfile, SizeProfile
 from simulator.sweep.fanout import Fanout, Serial
 from simulator.sweep.pd_size import PDProfile
 from simulator.sweep.point import PointResult, Target
@@ -51,14 +52,13 @@ from simulator.sweep.profiles import (
     parse_specs,
     parse_values,
 )
-from simulator.sweep.ramp import (
+from simulator.sweep.step_ramp import (
     RampAnswer,
     RampProfile,
     comparison_base,
     start_from,
     step_ramp,
 )
-from simulator.sweep.size import FleetProfile, SizeProfile
 from simulator.sweep.team_size import TeamSizeProfile, team_replay
 from simulator.sweep.tiers import (
     EachValue,

@@ -19,11 +19,11 @@ from simulator.analysis.slo import parse_slo
 from simulator.cli import main
 from simulator.errors import InputError
 from simulator.scenario.load import load_scenario, with_step_ramp
+from simulator.sweep.card_size import SizeProfile
 from simulator.sweep.pipeline import run_profile
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import Counts
-from simulator.sweep.ramp import step_ramp
-from simulator.sweep.size import SizeProfile
+from simulator.sweep.step_ramp import step_ramp
 from simulator.sweep.tiers import (
     KvTierTable,
     SpeedTierTable,

@@ -21,7 +21,7 @@ from simulator.endpoints.base import LLMRequest, LLMResponse
 from simulator.endpoints.fake import FakeEndpoint
 from simulator.run.execute import execute
 from simulator.run.spec import RunSpec
-from simulator.sweep.ramp import step_ramp
+from simulator.sweep.step_ramp import step_ramp
 from simulator.sweep.tiers import ramp_tiers
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,7 +25,7 @@ from simulator.cli.sweep_show import show_ramp as _show_ramp
 from simulator.report.console import format_ramp
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
-from simulator.sweep.ramp import RampProfile, answer_of, refresh_size_answer, step_ramp
+from simulator.sweep.step_ramp import RampProfile, answer_of, refresh_size_answer, step_ramp
 
 TIER = {"name": "SLOs", "slos": ["per_session_tok_s>=20"], "goodput": None, "sessions": 2,
         "complete": False, "binding": "per_session_tok_s>=20", "binding_kind": "throughput",
@@ -177,9 +177,9 @@ def test_a_window_no_request_fell_in_is_not_steady() -> None:
 def test_an_interrupted_point_ends_a_search_with_no_answer(tmp_path: Path) -> None:
     from simulator.analysis.slo import parse_slo as slo
     from simulator.errors import Interrupted
+    from simulator.sweep.card_size import SizeProfile
     from simulator.sweep.fanout import Serial
     from simulator.sweep.pipeline import run_profile
-    from simulator.sweep.size import SizeProfile
     ran: list[str] = []
 
     def runner(p: Point) -> PointResult:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from simulator.analysis.fleet_sizing import FleetProbe, FleetSizing
 from simulator.analysis.search import (
