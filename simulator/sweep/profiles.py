@@ -13,7 +13,7 @@ at a time as it may. Rows carry every figure of their run under summary.json's n
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -255,7 +255,7 @@ class Sweep:
                      for b, tags, titles in cells for v in dim.values]
         return cells
 
-    def plan(self, width: int) -> Plan:
+    def plan(self, width: int) -> Generator[list[Point], list[PointResult], SweepAnswer]:
         """Every cell's points in one batch; rows tagged with their cell."""
         cells = self.cells()
         plans = [self.inner.plan(b, width) for b, _, _ in cells]

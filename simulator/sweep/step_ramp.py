@@ -2,10 +2,10 @@
 (a stepped ramp, `StepRamp`, passed to the run as a value).
 
 The ramp's steps are held and judged inside that one run (`session/ramp.py`); this
-profile yields the run, reads its `ramp` fact back, and states the answer beside the
-probe search's: on the twin it runs the probe search of the same scenario too (unless
-told not to), or takes the one `--from-twin` ran, so the answer says how much GPU time
-the ramp spent against what the probe search would have spent.
+profile yields the run and reads its `ramp` fact back. `api.ramp` states the answer
+beside the probe search's: on the twin it runs the probe search of the same scenario
+too (unless told not to), or takes the one `--from-twin` ran, so the answer says how
+much GPU time the ramp spent against what the probe search would have spent.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ def step_ramp(steps: Sequence[int], hold_s: float, max_step_s: float,
                         tiers=list(tiers), refine=refine, confirm=confirm)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise InputError(f"--ramp: {where}: {err['msg'].removeprefix('Value error, ')}") \
+        where = "".join(f"{p}: " for p in err["loc"][:1])
+        raise InputError(f"--ramp: {where}{err['msg'].removeprefix('Value error, ')}") \
             from None
 
 
