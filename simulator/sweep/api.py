@@ -56,6 +56,7 @@ from simulator.sweep.step_ramp import (
     RampAnswer,
     RampProfile,
     comparison_base,
+    goodput_overrides,
     start_from,
     step_ramp,
 )
@@ -103,6 +104,14 @@ def _base(where: Where, twin: str | None, overrides: Sequence[str], kind: str) -
 
 def _slos(slos: Sequence[str | Slo]) -> tuple[Slo, ...]:
     return tuple(parse_slo(s) if isinstance(s, str) else s for s in slos)
+
+
+def _judged(base: PointBase, slos: Sequence[str | Slo]) -> PointBase:
+    """The base whose runs count goodput under what the SLOs name (their TTFT bound,
+    their speed floor), unless the scenario or an override gives goodput its own — as
+    `size` does (`step_ramp.goodput_overrides`; a base that has them already is kept)."""
+    extra = goodput_overrides(base.scenario_path, _slos(slos), (), base.overrides)
+    return replace(base, overrides=(*base.overrides, *extra)) if extra else base
 
 
 @dataclass
@@ -174,7 +183,7 @@ def size(where: Where, slos: Sequence[str | Slo], *, max_sessions: int = 64,
     """The largest session count ≤ `max_sessions` meeting every SLO at steady state,
     then `repeats` searches with other seeds (the answer's range); with `team`, the
     cards a team of that many sessions needs."""
-    base = _base(where, twin, overrides, "size")
+    base = _judged(_base(where, twin, overrides, "size"), slos)
     return pipeline.run_profile(SizeProfile.of(base, _slos(slos), max_sessions, repeats, team),
                                 fanout or Serial(), on_point)
 
@@ -185,7 +194,7 @@ def fleet(where: Where, slos: Sequence[str | Slo], team: int, *, router: str = "
           on_point: OnPoint | None = None) -> SizeAnswer:
     """`size` for one card, then the fewest twin replicas behind `router` whose fleet of
     `team` sessions meets every SLO, from the division's answer."""
-    base = _base(where, twin, overrides, "size")
+    base = _judged(_base(where, twin, overrides, "size"), slos)
     card = size(base, slos, max_sessions=max_sessions, repeats=repeats, team=team,
                 fanout=fanout, on_point=on_point)
     cards = card.cards()
@@ -200,7 +209,7 @@ def pd(where: Where, slos: Sequence[str | Slo], team: int, *, max_sessions: int 
        fanout: Fanout | None = None, on_point: OnPoint | None = None) -> SizeAnswer:
     """`size` for one card, then the team's fewest cards aggregated and split into
     prefill and decode instances (the twin only)."""
-    base = _base(where, twin, overrides, "size")
+    base = _judged(_base(where, twin, overrides, "size"), slos)
     if base.target.endpoint_url is not None:
         raise InputError("size --pd searches a team's P:D split on the twin: give --team M "
                          "and no --endpoint")
@@ -218,7 +227,7 @@ def team(where: Where, slos: Sequence[str | Slo], *, router: str | None = None,
          fanout: Fanout | None = None, on_point: OnPoint | None = None) -> TeamSizing:
     """The fewest cards whose replay of an imported team's day meets every SLO (the
     scenario must be a team replay: `import claude-code-otel | otel-genai`)."""
-    base = _base(where, twin, overrides, "size")
+    base = _judged(_base(where, twin, overrides, "size"), slos)
     spec = team_replay(base)
     if spec is None:
         raise InputError("size: not a team replay (import claude-code-otel / otel-genai)")
@@ -235,7 +244,7 @@ def kv_tiers(where: Where, slos: Sequence[str | Slo], gibs: Sequence[float], *,
              on_tier: Callable[[float, SizingResult], None] | None = None) -> KvTierTable:
     """One `size` search per host KV tier size (GiB), each in `tier-<G>gib/`; `policy`
     names the compaction the rows were run under."""
-    base = _base(where, twin, overrides, "size")
+    base = _judged(_base(where, twin, overrides, "size"), slos)
     judged = _slos(slos)
     profile = EachValue(base, kv_tiers_dim(gibs),
                         lambda b, _g: SizeProfile.of(b, judged, max_sessions, repeats, team),
@@ -268,6 +277,7 @@ def ramp(where: Where, slos: Sequence[str | Slo], *, steps: Sequence[int] | None
     the same scenario runs after it, so the answer says what the ramp saved. A probe
     search cut short after the ramp leaves the ramp's answer, said so."""
     base = _base(where, twin, overrides, "size")
+    base = base if speed else _judged(base, slos)
     tiers = ramp_tiers(_slos(slos), speed)
     s, _ = load_scenario(base.scenario_path, list(base.overrides))
     judged, goodput = _slos(tiers[0].slos), tiers[0].goodput

@@ -132,11 +132,16 @@ def _cli(*args: str) -> Any:
 
 
 def _figures(d: Any) -> Any:
-    """The answer without where its runs went."""
+    """The answer as its JSON reads back, without where its runs went."""
+    d = json.loads(json.dumps(d, default=str))
+    return _strip(d)
+
+
+def _strip(d: Any) -> Any:
     if isinstance(d, list):
-        return [_figures(x) for x in d]
+        return [_strip(x) for x in d]
     if isinstance(d, dict):
-        return {k: _figures(v) for k, v in d.items()
+        return {k: _strip(v) for k, v in d.items()
                 if k not in ("run_dir", "run_dirs", "run_id", "target")}
     return d
 
@@ -165,8 +170,8 @@ def test_kv_tiers_and_points_in_one_call_answer_as_the_commands(
                "--out", str(tmp_path / "size"))
     assert _figures(table.to_dict()) == _figures(cli)
     (folder,) = (tmp_path / "size").glob("size-*")
-    assert read_tier_table(folder) == ("kv", json.loads(json.dumps(cli["rows"])))
+    assert read_tier_table(folder) == ("kv", cli["rows"])
     rows = sweep.points(TEAM, Counts((1, 2)), twin=TWIN, overrides=["turns=3"]).rows
     cli_rows = _cli("sweep", TEAM, "--twin", TWIN, "--turns", "3", "--sessions", "1,2",
                     "--out", str(tmp_path / "sweep"))
-    assert _figures(json.loads(json.dumps(rows, default=str))) == _figures(cli_rows)
+    assert _figures(rows) == _figures(cli_rows)
