@@ -34,9 +34,11 @@ __all__ = ["SizeAnswer", "SpeedTier", "fleet", "kv_tiers", "pd", "points", "ramp
 def __getattr__(name: str) -> object:
     """`sweep.size` and the other entry points, imported when first asked for."""
     if name in ("SpeedTier", "speed_tiers_for"):
+        # deferred: the searches load pandas and the run layer; the fan-out alone does not
         from simulator.sweep import tiers
         return getattr(tiers, name)
     if name in __all__:
+        # deferred: as above
         from simulator.sweep import api
         return getattr(api, name)
     raise AttributeError(f"module 'simulator.sweep' has no attribute {name!r}")
