@@ -175,3 +175,27 @@ def test_kv_tiers_and_points_in_one_call_answer_as_the_commands(
     cli_rows = _cli("sweep", TEAM, "--twin", TWIN, "--turns", "3", "--sessions", "1,2",
                     "--out", str(tmp_path / "sweep"))
     assert _figures(rows) == _figures(cli_rows)
+
+
+@pytest.mark.slow
+def test_speed_tiers_ramp_and_fleet_in_one_call_answer_as_the_commands(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    common = ["--twin", TWIN, "--turns", "3", "--max-sessions", "4"]
+    tiers = sweep.speed_tiers_for([], [30.0, 100.0], None, 0.9)
+    table = sweep.speed_tiers(TEAM, tiers, twin=TWIN, overrides=["turns=3"], max_sessions=4,
+                              repeats=0)
+    cli = _cli("size", TEAM, *common, "--tier", "30", "--tier", "100", "--repeats", "0",
+               "--out", str(tmp_path / "tiers"))
+    assert _figures(table.to_dict()) == _figures(cli)
+    ramp = sweep.ramp(TEAM, [SLO], steps=(1, 2), twin=TWIN, overrides=["turns=3"],
+                      max_sessions=4, hold_s=30.0, compare=False)
+    cli = _cli("size", TEAM, *common, "--slo", SLO, "--ramp", "1,2", "--hold", "30s",
+               "--no-compare", "--out", str(tmp_path / "ramp"))
+    assert _figures(ramp.to_dict()) == _figures(cli) and ramp.judged >= 1
+    both = sweep.fleet(TEAM, [SLO], 6, router="round_robin", twin=TWIN,
+                       overrides=["turns=3"], max_sessions=4, repeats=0)
+    cli = _cli("size", TEAM, *common, "--slo", SLO, "--team", "6", "--router", "round_robin",
+               "--repeats", "0", "--out", str(tmp_path / "fleet"))
+    assert _figures(both.fleet.to_dict()) == _figures(cli["fleet"])
+    assert both.card.sessions == cli["sessions"]
