@@ -302,6 +302,20 @@ for twin, a in answers.items():
           f"the limit is {a.binding} [{a.binding_kind}]; the KV cache alone would hold {kv} "
           "at their peak context")
 """),
+    new_markdown_cell("""\
+## One card in one call
+
+The same search as `endurance size`, as a library call (`simulator.sweep.size`: the
+scenario, the SLOs, the twin; its runs go to a new `results/size-…` folder). It answers
+as `nb.size` did above for the same card."""),
+    new_code_cell("""\
+from simulator import sweep
+
+answer = sweep.size(path, SLOS, twin=TWINS[0], overrides=OVERRIDES, max_sessions=MAX_SESSIONS)
+print(format_sizing(answer))
+print(f"one call: {answer.sessions} session(s) on {TWINS[0]}; nb.size above: "
+      f"{answers[TWINS[0]].sessions}")
+"""),
 ]
 
 NOTEBOOKS = {"endurance.ipynb": ENDURANCE, "compaction.ipynb": COMPACTION, "sizing.ipynb": SIZING}

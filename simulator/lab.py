@@ -3,10 +3,11 @@
 A notebook must run top to bottom on a fresh checkout, so every result it reads comes
 from `ensure_run`: an existing completed run of the same resolved scenario on the same
 twin is reused, otherwise a new run is made on the in-process twin (virtual time, so
-seconds of wall time). `sweep` and `size` run the CLI's profiles through the same
-pipeline, reusing runs. This module sits above `run` and `sweep` (like the CLI); the read-only
-helpers live in `simulator.analysis.notebook` and are re-exported here, so a notebook
-imports one module: `from simulator import lab as nb`.
+seconds of wall time). `sweep` and `size` are the CLI's own searches
+(`simulator.sweep.api`), their runs kept under the results folder and reused. This
+module sits above `run` and `sweep` (like the CLI); the read-only helpers live in
+`simulator.analysis.notebook` and are re-exported here, so a notebook imports one
+module: `from simulator import lab as nb`.
 """
 
 from __future__ import annotations
@@ -28,17 +29,14 @@ from simulator.analysis.notebook import (
     scenario_path,
 )
 from simulator.analysis.sizing import SizingResult
-from simulator.analysis.slo import parse_slo
 from simulator.errors import RunError
 from simulator.run.execute import execute
 from simulator.run.spec import RunSpec
 from simulator.scenario.load import load_scenario
 from simulator.session.prefix import build_base_prefix
-from simulator.sweep.fanout import Serial
-from simulator.sweep.pipeline import run_profile
+from simulator.sweep import api
 from simulator.sweep.point import Target
-from simulator.sweep.profiles import Counts, PointBase, Sweep
-from simulator.sweep.size import SizeProfile
+from simulator.sweep.profiles import Counts, PointBase
 from simulator.twin.model.perf_model import build_perf_model
 from simulator.twin.model.profiles import parse_twin
 
@@ -70,9 +68,9 @@ def ensure_run(scenario: str | Path, overrides: Sequence[str] = (), out_dir: str
 
 def _base(scenario: str | Path, overrides: Sequence[str], out_dir: str | Path | None,
           twin: str | None) -> PointBase:
-    s, _ = load_scenario(scenario, list(overrides))
-    return PointBase(str(scenario), tuple(overrides), Path(out_dir or results_dir()), s.seed,
-                     Target(twin=twin or None), reuse=True)
+    """The search's runs straight under out_dir, where a matching one is reused."""
+    return api.search_base(scenario, overrides, target=Target(twin=twin or None),
+                           folder=Path(out_dir or results_dir()), reuse=True)
 
 
 def sweep(scenario: str | Path, counts: Sequence[int], overrides: Sequence[str] = (),
@@ -80,10 +78,7 @@ def sweep(scenario: str | Path, counts: Sequence[int], overrides: Sequence[str] 
     """`endurance sweep` on the twin, through the same pipeline: one row per session
     count (every figure of its run under summary.json's names; `window_*` are the
     steady-state window's). A matching completed run under out_dir is reused."""
-    base = _base(scenario, overrides, out_dir, twin)
-    answer = run_profile(Sweep(base, Counts(tuple(counts))), Serial())
-    rows: list[dict[str, Any]] = answer.rows
-    return rows
+    return api.points(_base(scenario, overrides, out_dir, twin), Counts(tuple(counts))).rows
 
 
 def size(scenario: str | Path, slos: Sequence[str], max_sessions: int,
@@ -91,14 +86,8 @@ def size(scenario: str | Path, slos: Sequence[str], max_sessions: int,
          twin: str | None = None, repeats: int = 1) -> SizingResult:
     """`endurance size` on the twin, through the same pipeline (SLOs on the steady-state
     window, repeats with other seeds, the KV-capacity bound); runs are reused."""
-    base = _base(scenario, overrides, out_dir, twin)
-    s, _ = load_scenario(scenario, list(overrides))
-    hw, model = parse_twin(twin) if twin else (s.twin.hardware, s.twin.model)
-    profile = SizeProfile(base, tuple(parse_slo(x) for x in slos), max_sessions, repeats,
-                          kv_capacity_tokens=build_perf_model(hw, model).kv_capacity_tokens(),
-                          shared_prefix_tokens=shared_prefix_tokens(scenario, overrides))
-    result: SizingResult = run_profile(profile, Serial())
-    return result
+    return api.size(_base(scenario, overrides, out_dir, twin), slos, max_sessions=max_sessions,
+                    repeats=repeats)
 
 
 def kv_capacity_tokens(twin: str) -> int:

@@ -2,7 +2,7 @@
 
 `size --team M` divides: ⌈M / N⌉ cards, N being what one card holds. That assumes every
 replica is an independent copy of one card and ignores the router, which for agent
-traffic decides the cache (docs/fleet.md). The fleet search (`sweep.size.FleetProfile`)
+traffic decides the cache (docs/fleet.md). The fleet search (`sweep.card_size.FleetProfile`)
 runs M sessions on R replicas behind the router, judged by the same SLOs (steady state
 required, as for one card); the answer is the smallest R whose fleet meets them all.
 A probe keeps every figure of its run under summary.json's names (`sweep_row`).

@@ -13,6 +13,7 @@ from simulator.scenario.load import load_scenario
 
 if TYPE_CHECKING:
     from simulator.run.execute import Drive
+    from simulator.scenario.model import StepRamp
 
 
 def scenario_overrides(sessions: int | None, turns: int | None, seed: int | None,
@@ -229,8 +230,7 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
             parse_bind(metrics_port)
         except ValueError as exc:
             raise InputError(str(exc)) from None
-    if ramp is not None:
-        sets = (*_ramp_set(ramp, hold, max_step, workers, executor), *sets)
+    plan = _step_ramp(ramp, hold, max_step, workers, executor) if ramp is not None else None
     rs = RunSpec(scenario or "", scenario_overrides(sessions, turns, seed, model, sets),
                  endpoint_url=endpoint, twin=twin, spec=spec, out_dir=out, label=label,
                  price_per_hour=price_per_hour, client=client, show_progress=not quiet,
@@ -238,7 +238,7 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
                  api_key_file=api_key_file, endpoint_urls=_urls(),
                  progress="off" if quiet else progress, progress_every_s=progress_every,
                  metrics_port=metrics_port, metrics_hold_s=metrics_hold,
-                 scrape_urls=_scrape_urls(scrape, endpoint, resume))
+                 scrape_urls=_scrape_urls(scrape, endpoint, resume), ramp=plan)
     drive = drive_for(workers, executor, ray_address, ray_shared_fs)
     if reset_prefix_cache:
         if endpoint is None:
@@ -251,7 +251,7 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
     if not quiet and (team := team_run_text(result.run_dir)) is not None:
         click.echo(team)                 # a team replay: its fidelity and profile
     if resume is not None:
-        from simulator.sweep.ramp import refresh_size_answer
+        from simulator.sweep.step_ramp import refresh_size_answer
         if (size_json := refresh_size_answer(result.run_dir, result.summary,
                                              result.status)) is not None:
             click.echo(f"ramp answer rewritten: {size_json}", err=True)
@@ -259,17 +259,17 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
     sys.exit({"completed": 0, "interrupted": 130}.get(result.status, 1))
 
 
-def _ramp_set(steps: str, hold: str, max_step: str, workers: int,
-              executor: str) -> tuple[str]:
-    """`--ramp STEPS`: the `load.ramp` override of a plain stepped ramp (no SLOs)."""
+def _step_ramp(steps: str, hold: str, max_step: str, workers: int,
+               executor: str) -> StepRamp:
+    """`--ramp STEPS`: a plain stepped ramp (no SLOs), the run's `load.ramp`."""
     from simulator.analysis.ramp import parse_steps
     from simulator.errors import InputError
-    from simulator.sweep.ramp import ramp_override
+    from simulator.sweep.step_ramp import step_ramp
     if workers > 1 or executor != "local":
         raise InputError("--ramp runs in one process (its controller reads every row as it "
                          "is written); drop --workers/--executor")
     hold_s, max_s = ramp_hold_s(hold, max_step)
-    return (ramp_override(parse_steps(steps), hold_s, max_s, []),)
+    return step_ramp(parse_steps(steps), hold_s, max_s, [])
 
 
 def _scrape_urls(urls: tuple[str, ...], endpoint: str | None,

@@ -67,7 +67,7 @@ def open_resumed(spec: RunSpec, endpoint: Endpoint | None) -> tuple[Scenario, Ru
     refuse_if_running(run_dir)
     for path in _journals(run_dir):      # a corrupted journal refuses before anything changes
         check_own_rows(path, read_journal(path), m)
-    if spec.overrides:
+    if spec.overrides or spec.ramp is not None:
         raise InputError("--resume: scenario overrides (--set, --turns, --sessions, --seed, "
                          "--model) cannot change a run being resumed")
     s = _scenario(run_dir, m)

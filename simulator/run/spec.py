@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from simulator.errors import InputError
 from simulator.records.manifest import Manifest
+from simulator.scenario.model import StepRamp
 from simulator.session.runner import RunOutcome
 from simulator.util.redact import check_endpoint_url, redact_url
 
@@ -42,6 +43,9 @@ class RunSpec:
     # in-process twin only: efficiency terms / engine settings on top of the scenario's
     # twin section (a fit's candidate terms, run without writing a profile file)
     twin_overrides: Mapping[str, Any] = field(default_factory=dict)
+    # a stepped ramp in this run (`run --ramp`, `size --ramp`): the scenario's `load.ramp`,
+    # passed as a value (set after the overrides)
+    ramp: StepRamp | None = None
     # watching the run (`run/observe.py`, docs/watching.md): the live view's mode
     # (auto | dashboard | bar | plain | off; show_progress=False is off), a plain status
     # line's period, the load generator's own /metrics ([HOST:]PORT) and how long it

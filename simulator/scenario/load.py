@@ -29,6 +29,7 @@ from simulator.scenario.model import (
     NoCompaction,
     PruneCompaction,
     Scenario,
+    StepRamp,
     SummarizeCompaction,
 )
 
@@ -377,6 +378,20 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple
                             line=None if overridden else line, key_path=key_path) from None
     _check_files(scenario, str(path), lines)
     return scenario, resolved
+
+
+def with_step_ramp(resolved: dict[str, Any], ramp: StepRamp) -> tuple[Scenario, dict[str, Any]]:
+    """The resolved scenario with `load.ramp` set to a typed stepped ramp (`run --ramp`,
+    `size --ramp`): the plan as it was given (its unset defaults left out, as a `--set
+    load.ramp=…` would have), checked with the rest of the scenario (one line if not)."""
+    load = resolved.get("load")
+    out = {**resolved, "load": {**(load if isinstance(load, dict) else {}),
+                                "ramp": ramp.model_dump(mode="json", exclude_unset=True)}}
+    try:
+        return Scenario.model_validate(out), out
+    except ValidationError as exc:
+        key_path, msg = _first_error(exc)
+        raise ScenarioError(msg, file="--ramp", key_path=key_path) from None
 
 
 def _check_files(s: Scenario, path: str, lines: dict[tuple[str, ...], int]) -> None:

@@ -321,7 +321,7 @@ class RampTier(_Frozen):
     goodput: GoodputSpec | None = None
 
 
-class RampShape(_Frozen):
+class StepRamp(_Frozen):
     """A stepped ramp in one run (docs/sizing.md, `run --ramp`, `size --ramp`): the
     session count steps through `steps` (ascending; `size` builds them from a start ×
     factor or start + step up to its bound), each step held until its own steady-state
@@ -349,7 +349,7 @@ class RampShape(_Frozen):
         return v
 
     @model_validator(mode="after")
-    def _hold_within_step(self) -> RampShape:
+    def _hold_within_step(self) -> StepRamp:
         if self.hold_s >= self.max_step_s:
             raise ValueError(f"hold_s ({self.hold_s:g}) must be shorter than max_step_s "
                              f"({self.max_step_s:g})")
@@ -378,7 +378,7 @@ class LoadShape(_Frozen):
     cooldown_s: float = Field(default=0.0, ge=0)
     warm_start: bool = False
     warm_start_prime: bool = True
-    ramp: RampShape | None = None
+    ramp: StepRamp | None = None
 
     @model_validator(mode="after")
     def _ramp_has_its_own_length(self) -> LoadShape:

@@ -1,11 +1,11 @@
 """Where a search's points run: one at a time here, K at a time in local processes, or
 as Ray tasks on a cluster — the one fan-out every many-run answer uses.
 
-`executor_for(parallel, executor, ray_address)` gives a `PointExecutor`; its `map(fn,
+`fanout_for(parallel, executor, ray_address)` gives a `Fanout`; its `map(fn,
 items)` is `[fn(x) for x in items]` with up to `width` calls at once, results in the
 order of `items` whatever order they finish in, so a deterministic `fn` (the twin runs
 in virtual time) gives exactly the serial answer. `cost` starts the costliest first.
-The executor lives as long as the search (a process pool or a Ray connection is made
+The fan-out lives as long as the search (a process pool or a Ray connection is made
 once, not per batch); Ray is integrated once, in `run.ray`, for points and shards.
 """
 
@@ -25,7 +25,7 @@ R = TypeVar("R")
 EXECUTORS = ("local", "ray")
 
 
-class PointExecutor(Protocol):
+class Fanout(Protocol):
     """Runs `fn` over `items`, up to `width` at once; results in `items` order.
     `on_done(result)` is called as each finishes; `stop(result)` true ends a serial map
     early (a failed point: the rest would not have run serially either), so the list
@@ -136,16 +136,17 @@ class RayTasks:
         self._started = None
 
 
-class executor_for:
-    """`with executor_for(parallel, executor, ray_address) as ex:` — the search's
-    executor, closed when the search ends (however it ends)."""
+class fanout_for:
+    """`with fanout_for(parallel, executor, ray_address) as fx:` — the search's
+    fan-out (`--executor local|ray` names where its points run), closed when the search
+    ends (however it ends). Not the shard protocol `run.shards.Executor`."""
 
     def __init__(self, parallel: int = 1, executor: str = "local",
                  ray_address: str | None = None) -> None:
         check_parallel(parallel, executor)
         if ray_address and executor != "ray":
             raise InputError("--ray-address needs --executor ray")
-        self.ex: PointExecutor
+        self.ex: Fanout
         if executor == "ray":
             self.ex = RayTasks(parallel, ray_address)
         elif parallel > 1:
@@ -153,7 +154,7 @@ class executor_for:
         else:
             self.ex = Serial()
 
-    def __enter__(self) -> PointExecutor:
+    def __enter__(self) -> Fanout:
         return self.ex
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -165,8 +166,8 @@ def map_points(fn: Callable[[T], R], items: Sequence[T], parallel: int = 1,
                executor: str = "local", *, ray_address: str | None = None,
                cost: Callable[[T], float] | None = None) -> list[R]:
     """`[fn(x) for x in items]`, up to `parallel` at once; results in `items` order
-    (one batch through `executor_for`)."""
-    with executor_for(parallel, executor, ray_address) as ex:
-        return ex.map(fn, items, cost)
+    (one batch through `fanout_for`)."""
+    with fanout_for(parallel, executor, ray_address) as fx:
+        return fx.map(fn, items, cost)
 
 

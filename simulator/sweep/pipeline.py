@@ -3,7 +3,7 @@
 A profile plans the points: `profile.plan(width)` is a generator that yields the next
 batch of points (up to `width` of which can usefully run at once), receives their
 results and, when it has its answer, returns it. `run_profile` runs each batch on the
-executor and sends the results back. A sweep yields its whole grid at once; a search
+fan-out and sends the results back. A sweep yields its whole grid at once; a search
 yields the probes its serial algorithm may need next (`search.frontier`) and reads its
 answer from the probes the serial search consumed, so a parallel search answers as the
 serial one does.
@@ -15,7 +15,7 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Any, Protocol, TypeVar
 
 from simulator.errors import Interrupted
-from simulator.sweep.fanout import PointExecutor
+from simulator.sweep.fanout import Fanout
 from simulator.sweep.point import Point, PointResult, run_point
 
 A = TypeVar("A", covariant=True)
@@ -35,17 +35,17 @@ def _failed(r: PointResult) -> bool:
     return not r.ok
 
 
-def run_profile(profile: Profile[A], executor: PointExecutor,
+def run_profile(profile: Profile[A], fanout: Fanout,
                 on_done: Callable[[PointResult], None] | None = None,
                 runner: Callable[[Point], PointResult] = run_point) -> A:
-    """Run the profile's points on `executor` until it returns its answer. `runner` is
+    """Run the profile's points on `fanout` until it returns its answer. `runner` is
     the one point runner (`point.run_point`); tests inject a toy server there."""
-    plan = profile.plan(executor.width)
+    plan = profile.plan(fanout.width)
     own = getattr(profile, "answers_interrupted", False)
     try:
         batch = next(plan)
         while True:
-            results = executor.map(runner, batch, _point_cost, on_done, _failed)
+            results = fanout.map(runner, batch, _point_cost, on_done, _failed)
             if not own:
                 _stop_if_interrupted(results)
             batch = plan.send(results)

@@ -23,6 +23,7 @@ from simulator.endpoints.http.cache_reset import reset_prefix_cache
 from simulator.errors import InputError, RunError
 from simulator.run.execute import execute
 from simulator.run.spec import RunSpec
+from simulator.scenario.model import StepRamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,7 @@ class Point:
     #                                    resolved scenario under out_dir is read, not re-run
     cost: float = 1.0                  # the costliest points start first when run at once
     coords: Mapping[str, Any] = field(default_factory=dict)   # the profile's coordinates
+    ramp: StepRamp | None = None       # a stepped ramp in this run (`size --ramp`)
 
     def with_overrides(self, *extra: str) -> Point:
         return replace(self, overrides=(*self.overrides, *extra))
@@ -102,7 +104,7 @@ def run_point(p: Point) -> PointResult:
     an InputError or RunError comes back as the result's error."""
     t0, wall0 = time.monotonic(), time.time()
     t = p.target
-    if p.reuse and t.endpoint_url is None and not p.twin_overrides:
+    if p.reuse and t.endpoint_url is None and not p.twin_overrides and p.ramp is None:
         found = find_run(p.scenario_path, p.overrides, p.out_dir, twin=t.twin)
         if found is not None:
             return PointResult(p, str(found), "completed", "",
@@ -114,7 +116,7 @@ def run_point(p: Point) -> PointResult:
                        label=p.label, show_progress=False, endpoint_url=t.endpoint_url,
                        twin=t.twin, spec=t.spec, price_per_hour=t.price_per_hour,
                        client=t.client, api_key_file=t.api_key_file,
-                       twin_overrides=dict(p.twin_overrides))
+                       twin_overrides=dict(p.twin_overrides), ramp=p.ramp)
         if t.reset_prefix_cache and t.endpoint_url:
             reset_prefix_cache(t.endpoint_url)
         res = execute(spec, echo=lambda _line: None)

@@ -13,20 +13,22 @@ at a time as it may. Rows carry every figure of their run under summary.json's n
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from simulator.analysis.copy_sweep import copy_overrides, copy_rows
 from simulator.analysis.load import load_run
 from simulator.analysis.policy_sweep import mark_frontier, point_row
 from simulator.analysis.sizing import sweep_row
-from simulator.analysis.tier_sizing import tier_set
 from simulator.errors import InputError, RunError
+from simulator.scenario.model import StepRamp
 from simulator.sweep.pipeline import Plan
 from simulator.sweep.point import Point, PointResult, Target
 from simulator.twin.spec_decode.ngram import parse_spec
+
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,8 @@ class PointBase:
 
     def point(self, sessions: int | None, *, extra: Sequence[str] = (), seed_offset: int = 0,
               sub: str | None = None, spec: str | None = None, label: str | None = None,
-              coords: Mapping[str, Any] | None = None) -> Point:
+              coords: Mapping[str, object] | None = None,
+              ramp: StepRamp | None = None) -> Point:
         """A point of this search: `sessions` (None: the scenario's), `extra` overrides,
         the seed + `seed_offset`, runs under `folder/sub`."""
         over = [*self.overrides, *extra]
@@ -57,7 +60,8 @@ class PointBase:
         target = self.target if spec is None else replace(self.target, spec=spec)
         return Point(self.scenario_path, tuple(over),
                      str(self.folder / sub if sub else self.folder), text, target,
-                     reuse=self.reuse, cost=float(sessions or 1), coords=dict(coords or {}))
+                     reuse=self.reuse, cost=float(sessions or 1), coords=dict(coords or {}),
+                     ramp=ramp)
 
     def under(self, sub: str, extra: Sequence[str] = ()) -> PointBase:
         """The same search in `folder/sub` with `extra` overrides (an outer dimension)."""
@@ -78,12 +82,18 @@ def safe_name(value: str) -> str:
 
 @dataclass
 class SweepAnswer:
-    """The rows of a sweep and how they are shown: `name` is the JSON file's stem
-    (`sweep`, `spec-sweep`, …); `sections` one table (and plot) per outer value."""
+    """The rows of a sweep and how they are shown: `name` its kind (`sweep`,
+    `spec-sweep`, …: how it is rendered); `sections` one table (and plot) per outer
+    value; `stem` the JSON file's stem (`sweep-tiers` for a session-count sweep per
+    host KV tier, else the name)."""
 
     name: str
     rows: list[dict[str, Any]]
     sections: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
+    stem: str = ""
+
+    def __post_init__(self) -> None:
+        self.stem = self.stem or self.name
 
 
 # ---------------------------------------------------------------------------- inner --
@@ -195,30 +205,29 @@ Inner = Counts | Specs | Settings | Copy
 
 # ---------------------------------------------------------------------------- outer --
 @dataclass(frozen=True)
-class Outer:
-    """An outer dimension: the inner sweep once per value, in its own subfolder with
-    its own overrides, rows tagged with the value."""
+class Outer(Generic[V]):
+    """An outer dimension: the inner sweep (or search, `tiers.EachValue`) once per
+    value, in its own subfolder with its own overrides, rows tagged with the value."""
 
-    key: str                              # the rows' tag: kv_offload_gib | replicas
-    values: tuple[Any, ...]
-    sub: Callable[[Any], str]
-    overrides: Callable[[Any], tuple[str, ...]]
-    title: Callable[[Any], str]
-    tags: Callable[[Any], Mapping[str, Any]] = lambda v: {}
-
-
-def tiers_dim(tiers: Sequence[float]) -> Outer:
-    return Outer("kv_offload_gib", tuple(tiers), lambda g: f"tier-{g:g}gib",
-                 lambda g: (tier_set(g),), lambda g: f"host KV tier {g:g} GiB")
+    key: str                              # the rows' tag: kv_offload_gib | replicas | …
+    values: tuple[V, ...]
+    sub: Callable[[V], str]
+    overrides: Callable[[V], tuple[str, ...]]
+    title: Callable[[V], str]
+    tags: Callable[[V], Mapping[str, object]] = lambda v: {}
 
 
-def replicas_dim(sizes: Sequence[int], router: str) -> Outer:
+# a sweep's outer dimensions: host KV tier sizes (GiB), fleet sizes, P:D splits
+SweepDim = Outer[float] | Outer[int] | Outer[str]
+
+
+def replicas_dim(sizes: Sequence[int], router: str) -> Outer[int]:
     return Outer("replicas", tuple(sizes), lambda r: f"replicas-{r}",
                  lambda r: (f"fleet.replicas={r}",),
                  lambda r: f"{r} replica(s) behind {router}", lambda r: {"router": router})
 
 
-def pd_dim(splits: Sequence[tuple[int, int]]) -> Outer:
+def pd_dim(splits: Sequence[tuple[int, int]]) -> Outer[str]:
     """P:D splits of the twin (`--pd 1:1,1:2`): P prefill + D decode instances each."""
     return Outer("pd", tuple(f"{p}:{d}" for p, d in splits),
                  lambda v: "pd-{}p{}d".format(*v.split(":")),
@@ -235,18 +244,18 @@ class Sweep:
 
     base: PointBase
     inner: Inner
-    outer: tuple[Outer, ...] = ()
+    outer: tuple[Outer[Any], ...] = ()
 
-    def cells(self) -> list[tuple[PointBase, dict[str, Any], list[str]]]:
+    def cells(self) -> list[tuple[PointBase, dict[str, object], list[str]]]:
         """(base, tags, titles) of every combination of the outer values."""
-        cells: list[tuple[PointBase, dict[str, Any], list[str]]] = [(self.base, {}, [])]
+        cells: list[tuple[PointBase, dict[str, object], list[str]]] = [(self.base, {}, [])]
         for dim in self.outer:
             cells = [(b.under(dim.sub(v), dim.overrides(v)),
                       {**tags, dim.key: v, **dim.tags(v)}, [*titles, dim.title(v)])
                      for b, tags, titles in cells for v in dim.values]
         return cells
 
-    def plan(self, width: int) -> Plan:
+    def plan(self, width: int) -> Generator[list[Point], list[PointResult], SweepAnswer]:
         """Every cell's points in one batch; rows tagged with their cell."""
         cells = self.cells()
         plans = [self.inner.plan(b, width) for b, _, _ in cells]
@@ -266,7 +275,9 @@ class Sweep:
                 raise RuntimeError("a sweep's inner profile asked for a second batch")
             rows += part
             sections.append((" · ".join(titles), part))
-        return SweepAnswer(self.inner.name, rows, sections)
+        per_kv_tier = any(d.key == "kv_offload_gib" for d in self.outer)
+        stem = f"{self.inner.name}-tiers" if per_kv_tier and self.inner.name == "sweep" else ""
+        return SweepAnswer(self.inner.name, rows, sections, stem)
 
 
 # ------------------------------------------------------------------------ parsing --

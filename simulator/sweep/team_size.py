@@ -12,7 +12,7 @@ profile are read back from the run's rows.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,8 +35,6 @@ from simulator.analysis.team_day import (
 from simulator.errors import InputError
 from simulator.scenario.load import load_scenario
 from simulator.scenario.replay import ReplaySpec
-from simulator.sweep.fanout import PointExecutor
-from simulator.sweep.pipeline import run_profile
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
 
@@ -152,12 +150,6 @@ def team_replay(base: PointBase) -> ReplaySpec | None:
     """The scenario's replay when it is a team's day (`replay.team`), else None."""
     s, _ = load_scenario(Path(base.scenario_path), list(base.overrides))
     return s.replay if s.replay is not None and s.replay.team is not None else None
-
-
-def size_team(base: PointBase, slos: tuple[Slo, ...], spec: ReplaySpec, router: str | None,
-              ex: PointExecutor, on_done: Callable[[PointResult], None] | None) -> TeamSizing:
-    return run_profile(TeamSizeProfile(base, slos, spec, router or "session_affinity"), ex,
-                       on_done)
 
 
 def team_report(res: TeamSizing, folder: Path) -> tuple[dict[str, Any], str]:

@@ -30,7 +30,7 @@ EXPECTED: dict[str, tuple[int, tuple[str, ...]]] = {
     "compaction.ipynb": (1, ("paired prune / block", "ranking by sustained tok/s", "CI",
                              "prune: ", "hardware a40, model qwen3-coder-30b-a3b-awq (awq)")),
     "sizing.ipynb": (4, ("sweep — SIMULATED (twin)", "binding constraint", "KV-capacity bound",
-                         "hardware h100")),
+                         "hardware h100", "one call: ")),
 }
 
 

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from simulator.analysis.run_summary import RunSummary
 from simulator.analysis.slo import failures, parse_slo
 from simulator.report.sweeps import format_fleet_sizing
+from simulator.sweep.card_size import FleetProfile
 from simulator.sweep.pipeline import run_profile
 from simulator.sweep.point import Point, PointResult
-from simulator.sweep.size import FleetProfile
 from tests.sweep.toy import BASE, Wide
 
 SLOS = (parse_slo("per_session_tok_s>=50"),)

@@ -21,7 +21,8 @@ from simulator.endpoints.base import LLMRequest, LLMResponse
 from simulator.endpoints.fake import FakeEndpoint
 from simulator.run.execute import execute
 from simulator.run.spec import RunSpec
-from simulator.sweep.ramp import ramp_override, tier_specs
+from simulator.sweep.step_ramp import step_ramp
+from simulator.sweep.tiers import ramp_tiers
 
 ROOT = Path(__file__).resolve().parents[2]
 TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")
@@ -41,10 +42,10 @@ def _summary(run_dir: Path) -> dict[str, Any]:
 @pytest.mark.slow
 def test_run_ramp_holds_each_step_and_the_summary_recomputes_the_live_verdicts(
         tmp_path: Path) -> None:
-    over = ramp_override((1, 2, 4), 40.0, 600.0,
-                         tier_specs((parse_slo("per_session_tok_s>=45"),), (), None, 0.9))
-    res = execute(RunSpec(TEAM, ["turns=4", over], out_dir=tmp_path, show_progress=False),
-                  echo=lambda _: None)
+    plan = step_ramp((1, 2, 4), 40.0, 600.0,
+                     ramp_tiers((parse_slo("per_session_tok_s>=45"),), ()))
+    res = execute(RunSpec(TEAM, ["turns=4"], out_dir=tmp_path, show_progress=False,
+                          ramp=plan), echo=lambda _: None)
     assert res.status == "completed", res.outcome.reason
     live = _events(res.run_dir)
     steps = res.summary["ramp"]["steps"]
@@ -114,10 +115,9 @@ class Degrading(FakeEndpoint):
 
 def _fake_ramp(tmp_path: Path, endpoint: Any, steps: tuple[int, ...], slo: str,
                hold_s: float = 30.0, max_step_s: float = 600.0) -> Any:
-    over = ramp_override(steps, hold_s, max_step_s,
-                         tier_specs((parse_slo(slo),), (), None, 0.9))
-    return execute(RunSpec(TEAM, ["turns=4", over], out_dir=tmp_path,
-                           show_progress=False), echo=lambda _: None, endpoint=endpoint)
+    plan = step_ramp(steps, hold_s, max_step_s, ramp_tiers((parse_slo(slo),), ()))
+    return execute(RunSpec(TEAM, ["turns=4"], out_dir=tmp_path, show_progress=False,
+                           ramp=plan), echo=lambda _: None, endpoint=endpoint)
 
 
 @pytest.mark.slow

@@ -21,11 +21,11 @@ from simulator.analysis.run_summary import RunSummary
 from simulator.analysis.slo import parse_slo
 from simulator.analysis.steady import Window
 from simulator.cli import main
-from simulator.cli.sweep import _show_ramp
+from simulator.cli.sweep_show import show_ramp as _show_ramp
 from simulator.report.console import format_ramp
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
-from simulator.sweep.ramp import RampProfile, answer_of, refresh_size_answer
+from simulator.sweep.step_ramp import RampProfile, answer_of, refresh_size_answer, step_ramp
 
 TIER = {"name": "SLOs", "slos": ["per_session_tok_s>=20"], "goodput": None, "sessions": 2,
         "complete": False, "binding": "per_session_tok_s>=20", "binding_kind": "throughput",
@@ -46,7 +46,8 @@ def _result(status: str, ramp: dict[str, Any], run_dir: str = "/r") -> PointResu
 
 
 def _answer(status: str, ramp: dict[str, Any]) -> Any:
-    plan = RampProfile(PointBase("s.yaml", (), Path("/out"), 1), "load.ramp={}").plan(1)
+    plan = RampProfile(PointBase("s.yaml", (), Path("/out"), 1), step_ramp((1, 2), 60.0, 600.0,
+                                                                         [])).plan(1)
     (point,) = next(plan)
     assert "load.duration_s=null" in point.overrides      # the ramp has its own length
     with pytest.raises(StopIteration) as done:
@@ -150,12 +151,12 @@ def test_the_ramp_table_prints_goodputs_thresholds() -> None:
 
 def test_size_gives_goodput_the_slos_thresholds_unless_the_scenario_does(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from simulator.cli import sweep
+    from simulator.sweep import api
     seen: list[tuple[str, ...]] = []
-    def fake(base: Any, *_: Any) -> Any:
+    def fake(base: Any, *_: Any, **__: Any) -> Any:
         seen.append(base.overrides)
         return answer_of({"ramp": _ramp(1)}, "/r", True)
-    monkeypatch.setattr(sweep, "_ramp", fake)
+    monkeypatch.setattr(api, "ramp", fake)
     scen = Path(__file__).resolve().parents[2] / "scenarios" / "claude-code-team.yaml"
     args = ["size", str(scen), "--slo", "per_session_tok_s>=20", "--ramp", "1,2",
             "--out", str(tmp_path)]
@@ -176,9 +177,9 @@ def test_a_window_no_request_fell_in_is_not_steady() -> None:
 def test_an_interrupted_point_ends_a_search_with_no_answer(tmp_path: Path) -> None:
     from simulator.analysis.slo import parse_slo as slo
     from simulator.errors import Interrupted
+    from simulator.sweep.card_size import SizeProfile
     from simulator.sweep.fanout import Serial
     from simulator.sweep.pipeline import run_profile
-    from simulator.sweep.size import SizeProfile
     ran: list[str] = []
 
     def runner(p: Point) -> PointResult:

@@ -16,11 +16,11 @@ from simulator.analysis.sizing import kv_capacity_sessions, sweep_row
 from simulator.analysis.slo import parse_slo
 from simulator.errors import InputError
 from simulator.report.console import format_sizing, format_sweep_table
+from simulator.sweep.card_size import SizeProfile
 from simulator.sweep.fanout import Serial
 from simulator.sweep.pipeline import run_profile
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import Counts, Sweep
-from simulator.sweep.size import SizeProfile
 from tests.sweep.toy import BASE, Toy, Wide, size, toy_server
 
 

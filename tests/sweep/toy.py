@@ -10,11 +10,11 @@ from typing import Any
 from simulator.analysis.run_summary import RunSummary
 from simulator.analysis.sizing import SizingResult
 from simulator.analysis.slo import parse_slo
+from simulator.sweep.card_size import SizeProfile
 from simulator.sweep.fanout import Serial
 from simulator.sweep.pipeline import run_profile
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import Counts, PointBase, Sweep
-from simulator.sweep.size import SizeProfile
 
 BASE = PointBase("scenario.yaml", (), Path("/nonexistent"), base_seed=7)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from simulator.analysis.fleet_sizing import FleetProbe, FleetSizing
 from simulator.analysis.search import (
@@ -28,8 +27,24 @@ from simulator.analysis.search import (
 from simulator.analysis.sizing import Probe, SizingResult, binding, kv_bound
 from simulator.analysis.slo import Slo, failures
 from simulator.errors import InputError
+from simulator.scenario.load import load_scenario
+from simulator.session.prefix import build_base_prefix
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
+from simulator.twin.model.perf_model import build_perf_model
+from simulator.twin.model.profiles import parse_twin
+
+
+def kv_facts(base: PointBase) -> tuple[int | None, int]:
+    """(KV capacity in tokens from the twin profile, shared prefix tokens) of the
+    search's scenario: what the KV-capacity bound of its answer is read from."""
+    s, _ = load_scenario(base.scenario_path, list(base.overrides))
+    shared = build_base_prefix(s).tokens_est if s.cache_bust == "none" else 0
+    if base.target.endpoint_url is not None:
+        return None, shared      # a real vLLM reports it via vllm:cache_config_info
+    twin = base.target.twin
+    hw, model = parse_twin(twin) if twin else (s.twin.hardware, s.twin.model)
+    return build_perf_model(hw, model).kv_capacity_tokens(), shared
 
 
 @dataclass
@@ -58,7 +73,7 @@ class SizeProfile:
 
     def _search(self, search: SerialSearch, seed_offset: int, width: int,
                 probes: list[Probe], unused: list[Probe],
-                figures: dict[int, Mapping[str, Any]] | None = None,
+                figures: dict[int, Mapping[str, object]] | None = None,
                 ) -> Generator[list[Point], list[PointResult], dict[int, bool]]:
         """Run `search` to its end; each probe's figures go into `figures` (the
         search's own, when it reads them) as its result comes in."""
@@ -84,7 +99,7 @@ class SizeProfile:
     def plan(self, width: int) -> Generator[list[Point], list[PointResult], SizingResult]:
         res = SizingResult(0, self.slos, self.max_sessions, team_sessions=self.team_sessions,
                            reseeded=True)
-        figures: dict[int, Mapping[str, Any]] = {}
+        figures: dict[int, Mapping[str, object]] = {}
         first = SloSearch(self.max_sessions, slos=self.slos, figures=figures)
         known = yield from self._search(first, 0, width, res.probes, res.unused, figures)
         lo, hi, _ = first.bounds(known)
@@ -110,6 +125,13 @@ class SizeProfile:
             at_hi = next(p for p in res.probes if p.seed_offset == 0 and p.sessions == hi)
             res.binding, res.binding_kind = binding(at_hi, self.slos)
         return res
+
+    @classmethod
+    def of(cls, base: PointBase, slos: tuple[Slo, ...], max_sessions: int, repeats: int = 1,
+           team_sessions: int | None = None) -> SizeProfile:
+        """The search on `base`, its KV-capacity facts read from the scenario and twin."""
+        cap, shared = kv_facts(base)
+        return cls(base, slos, max_sessions, repeats, team_sessions, cap, shared)
 
 
 @dataclass

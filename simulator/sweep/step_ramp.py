@@ -1,10 +1,11 @@
-"""`size --ramp` as a profile of the pipeline: one point, a run whose session count steps.
+"""`size --ramp` as a profile of the pipeline: one point, a run whose session count steps
+(a stepped ramp, `StepRamp`, passed to the run as a value).
 
 The ramp's steps are held and judged inside that one run (`session/ramp.py`); this
-profile yields the run, reads its `ramp` fact back, and states the answer beside the
-probe search's: on the twin it runs the probe search of the same scenario too (unless
-told not to), or takes the one `--from-twin` ran, so the answer says how much GPU time
-the ramp spent against what the probe search would have spent.
+profile yields the run and reads its `ramp` fact back. `api.ramp` states the answer
+beside the probe search's: on the twin it runs the probe search of the same scenario
+too (unless told not to), or takes the one `--from-twin` ran, so the answer says how
+much GPU time the ramp spent against what the probe search would have spent.
 """
 
 from __future__ import annotations
@@ -15,39 +16,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from pydantic import ValidationError
 
-from simulator.analysis.goodput import DEFAULT_TTFT_S, goodput_of_slos
+from simulator.analysis.goodput import goodput_of_slos
 from simulator.analysis.ramp import plan_steps
 from simulator.analysis.sizing import SizingResult
 from simulator.analysis.slo import Slo
+from simulator.errors import InputError
 from simulator.scenario.load import load_scenario
+from simulator.scenario.model import RampTier, StepRamp
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
 
 
-def tier_specs(slos: Sequence[Slo], floors: Sequence[float], ttft_s: float | None,
-               attainment: float) -> list[dict[str, Any]]:
-    """The ramp's tiers: `--slo`s as one tier; each `--tier FLOOR` as an output-speed
-    tier (its window goodput share under TTFT ≤ ttft_s and ≥ FLOOR tok/s at least
-    `attainment`, plus the `--slo`s), the loosest first."""
-    if not floors:
-        return [{"name": "SLOs", "slos": [str(s) for s in slos]}]
-    ttft = DEFAULT_TTFT_S if ttft_s is None else ttft_s
-    return [{"name": f"{floor:g} tok/s", "slos": [f"window_goodput_share>={attainment:g}",
-                                                 *(str(s) for s in slos)],
-             "goodput": {"ttft_s": ttft, "output_tok_s": floor}}
-            for floor in sorted(set(floors))]
-
-
-def ramp_override(steps: Sequence[int], hold_s: float, max_step_s: float,
-                  tiers: Sequence[Mapping[str, Any]], refine: bool = True,
-                  confirm: bool = True) -> str:
-    """The `--set load.ramp=…` that gives a run this ramp (YAML flow style)."""
-    ramp = {"steps": list(steps), "hold_s": hold_s, "max_step_s": max_step_s,
-            "tiers": list(tiers), "refine": refine, "confirm": confirm}
-    text = yaml.safe_dump(ramp, default_flow_style=True, width=10**9).strip()
-    return f"load.ramp={text}"
+def step_ramp(steps: Sequence[int], hold_s: float, max_step_s: float,
+              tiers: Sequence[RampTier], refine: bool = True,
+              confirm: bool = True) -> StepRamp:
+    """The stepped ramp a run holds (`load.ramp`, passed to the run as a value): each
+    step held `hold_s`, judged against `tiers`; one InputError line for a plan no run
+    could hold."""
+    try:
+        return StepRamp(steps=list(steps), hold_s=hold_s, max_step_s=max_step_s,
+                        tiers=list(tiers), refine=refine, confirm=confirm)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = "".join(f"{p}: " for p in err["loc"][:1])
+        raise InputError(f"--ramp: {where}{err['msg'].removeprefix('Value error, ')}") \
+            from None
 
 
 @dataclass
@@ -98,27 +93,32 @@ class RampAnswer:
 
 @dataclass
 class RampProfile:
-    """One point: the scenario with `load.ramp` set (see the module docstring)."""
+    """One point: the scenario with the stepped ramp `plan` (see the module docstring)."""
 
     base: PointBase
-    override: str
+    ramp: StepRamp
     answers_interrupted = True    # an interrupted ramp's answer says so (RampAnswer)
 
     def plan(self, width: int) -> Generator[list[Point], list[PointResult], RampAnswer]:
         # the ramp has its own length: a scenario's constant-load duration (kept for
         # the probe search it is compared with) would cut it short
-        point = self.base.point(None, extra=("load.duration_s=null", self.override),
-                                label="ramp", coords={"ramp": True})
+        point = self.base.point(None, extra=("load.duration_s=null",), label="ramp",
+                                coords={"ramp": True}, ramp=self.ramp)
         (result,) = yield [point]
         result.raise_error("of the ramp")
         return answer_of(result.summary, result.run_dir, result.status == "interrupted")
 
 
-def answer_of(s: Mapping[str, Any], run_dir: str, interrupted: bool) -> RampAnswer:
-    """A ramp run's answer from its summary."""
-    return RampAnswer(s.get("ramp") or {}, run_dir, s.get("wall_window_s"),
-                      bool(s.get("simulated")), s.get("price_per_hour"),
-                      interrupted=interrupted)
+def _number(v: object) -> float | None:
+    return v if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def answer_of(s: Mapping[str, object], run_dir: str, interrupted: bool) -> RampAnswer:
+    """A ramp run's answer from its summary (summary.json's keys)."""
+    ramp = s.get("ramp")
+    return RampAnswer(ramp if isinstance(ramp, Mapping) else {}, run_dir,
+                      _number(s.get("wall_window_s")), bool(s.get("simulated")),
+                      _number(s.get("price_per_hour")), interrupted=interrupted)
 
 
 def start_from(answer: int, max_sessions: int) -> tuple[int, ...]:
@@ -137,7 +137,8 @@ def comparison_base(base: PointBase, has_duration: bool) -> PointBase:
     return base.under("probe-search", extra)
 
 
-def refresh_size_answer(run_dir: Path, summary: Mapping[str, Any], status: str) -> Path | None:
+def refresh_size_answer(run_dir: Path, summary: Mapping[str, object],
+                        status: str) -> Path | None:
     """`run --resume` of a `size --ramp` run: its size folder's `size.json` (the run's
     parent, naming this run) rewritten from the resumed run's ramp, the searches it was
     compared with kept. None when the run is no size folder's ramp."""
