@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.clock import RunClock
+from simulator.records.ownership import WORKERS_DIR
 from simulator.records.recorder import (
     EVENTS_JOURNAL,
     MANIFEST,
@@ -44,9 +45,6 @@ from simulator.records.recorder import (
 )
 from simulator.records.rows import in_simulated_time, metrics_in_simulated_time
 from simulator.util.bounded import regular_file
-
-WORKERS_DIR = "workers"     # run.shards.WORKERS_DIR (the run layer is above this one)
-
 
 MAX_READ = 64 * 2**20       # bytes one read of a journal takes (a row is ~1 kB)
 MAX_MANIFEST = 16 * 2**20   # a manifest is a few kB; past this it is no manifest
