@@ -20,7 +20,7 @@ from typing import Any
 from simulator.check.client import Body, CheckClient, RawReply
 from simulator.check.metrics import MetricsSnapshot
 from simulator.check.prefix import check_metrics, long_prefix, scrape
-from simulator.check.probes import CAP
+from simulator.check.probes import CAP, usage_problems
 from simulator.check.report import CheckResult, Guard, One, failed, passed, warned
 from simulator.check.sse import parse_sse
 from simulator.endpoints.base import ErrorType, classify_status
@@ -52,11 +52,7 @@ def completion_problems(body: object) -> list[str]:
         problems.append("choices[0].message is not an assistant message")
     if choices[0].get("finish_reason") not in FINISH_REASONS:
         problems.append(f"finish_reason {choices[0].get('finish_reason')!r} is unknown")
-    usage = body.get("usage")
-    for key in ("prompt_tokens", "completion_tokens"):
-        if not isinstance(usage, dict) or not isinstance(usage.get(key), int):
-            problems.append(f"usage.{key} missing or not an integer")
-    return problems
+    return problems + usage_problems(body.get("usage"), ("prompt_tokens", "completion_tokens"))
 
 
 async def check_chat(c: CheckClient, base: Body) -> CheckResult:

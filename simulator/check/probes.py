@@ -35,11 +35,13 @@ def message_problems(msg: object) -> list[str]:
         problems += [f"content[{i}]: {p}" for p in _block_problems(block)]
     if msg.get("stop_reason") not in STOP_REASONS:
         problems.append(f"stop_reason {msg.get('stop_reason')!r} is not an Anthropic one")
-    usage = msg.get("usage")
-    for key in ("input_tokens", "output_tokens"):
-        if not isinstance(usage, dict) or not isinstance(usage.get(key), int):
-            problems.append(f"usage.{key} missing or not an integer")
-    return problems
+    return problems + usage_problems(msg.get("usage"), ("input_tokens", "output_tokens"))
+
+
+def usage_problems(usage: object, keys: tuple[str, ...]) -> list[str]:
+    """What a reply's `usage` lacks: each of `keys` as an integer (both APIs' checks)."""
+    return [f"usage.{key} missing or not an integer" for key in keys
+            if not isinstance(usage, dict) or not isinstance(usage.get(key), int)]
 
 
 def _block_problems(block: object) -> list[str]:

@@ -133,12 +133,8 @@ def _json_lines(path: Path, fh: IO[bytes], signal: Signal) -> Iterator[OtlpRecor
             raise InputError(f"{where}: not UTF-8 text (byte {exc.start})") from None
         if not text.strip():
             continue
-        try:
-            doc = bounded.json_value(text, finite=False)
-        except (ValueError, RecursionError) as exc:
-            raise InputError(f"{where}: {bounded.decode_error(exc)}") from None
-        if not isinstance(doc, dict):
-            raise InputError(f"{where}: expected an OTLP/JSON object, got {bounded.shown(doc)}")
+        doc = bounded.json_object(text, where, what="an OTLP/JSON object", finite=False,
+                                  show=True)
         top, scope_key, rec_key = _KEYS[signal]
         if top not in doc:
             if any(k in doc for keys in _KEYS.values() for k in keys[:1]) \

@@ -40,13 +40,7 @@ from typing import Any, Protocol
 from simulator.clock import RunClock
 from simulator.endpoints.factory import make_endpoint
 from simulator.errors import InputError
-from simulator.records.ownership import (
-    WORKERS_DIR,
-    die_with_parent,
-    missing_rows,
-    turn_key,
-    without_row,
-)
+from simulator.records.ownership import WORKERS_DIR, die_with_parent, missing_rows, turn_key, without_row
 from simulator.records.prometheus import metrics_url_for
 from simulator.records.recorder import (
     EVENTS_JOURNAL,

@@ -22,14 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from simulator.endpoints.base import (
-    EndpointError,
-    ErrorType,
-    LLMRequest,
-    LLMResponse,
-    Timing,
-    Usage,
-)
+from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest, LLMResponse, Timing, Usage
 from simulator.protocol.facts import edit_input
 from simulator.protocol.messages import TOOL_USE_OVERHEAD_TOKENS
 from simulator.records.rows import (

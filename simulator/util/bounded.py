@@ -30,6 +30,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
+from simulator.errors import InputError
+
 MAX_DEPTH = 64                     # JSON nesting: a trace row is 3 deep, a points file 4
 MAX_INT_DIGITS = 4300              # the stdlib's own limit (sys.int_info.default_max_str_digits)
 
@@ -137,6 +139,19 @@ def json_value(text: str, *, finite: bool = True) -> Any:
     if text[end:].strip():
         raise JSONLimit(f"data after the JSON value (column {end + 1})")
     depth(value)
+    return value
+
+
+def json_object(text: str, where: str, *, what: str = "a JSON object", finite: bool = True,
+                show: bool = False) -> dict[str, object]:
+    """One JSON object (`json_value`), or an InputError "where: why" on one line: the
+    decode error worded, or "expected `what`" (with what it got, when `show`)."""
+    try:
+        value = json_value(text, finite=finite)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{where}: {decode_error(exc)}") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: expected {what}" + (f", got {shown(value)}" if show else ""))
     return value
 
 
