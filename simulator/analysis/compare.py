@@ -27,6 +27,7 @@ from simulator.analysis.metrics_registry import COMPARE_KEYS, NUMERIC_KEYS
 from simulator.analysis.recall import paired_recall_difference
 from simulator.analysis.summary import ok_rows, summarize_run
 from simulator.records.manifest import Manifest
+from simulator.util.numbers import is_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +102,9 @@ def paired_compare(a: pd.DataFrame, b: pd.DataFrame, *, label_a: str, label_b: s
 
 
 def pct_diff(base: Any, other: Any) -> float | None:
-    """(other − base) / |base| × 100, None when either is missing or base is 0."""
-    if not isinstance(base, int | float) or not isinstance(other, int | float) \
-            or isinstance(base, bool) or base == 0:
+    """(other − base) / |base| × 100, None when either is missing (or not a number: a
+    boolean is not one) or base is 0."""
+    if not is_number(base) or not is_number(other) or base == 0:
         return None
     return 100.0 * (float(other) - float(base)) / abs(float(base))
 

@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simulator.util.formats import percent
+
 PROBE = "probe"
 BOOTSTRAP_SAMPLES = 2000
 CI_LEVEL = 0.95
@@ -191,20 +193,17 @@ def paired_recall_difference(a: pd.DataFrame, b: pd.DataFrame, key: str = "probe
             "difference": float(np.mean(diff)), "ci_low": lo, "ci_high": hi}
 
 
-def _pct(v: Any) -> str:
-    return "n/a" if v is None else f"{100.0 * float(v):.1f}%"
-
-
 def _ci(lo: Any, hi: Any) -> str:
-    return "" if lo is None or hi is None else f" [{_pct(lo)}–{_pct(hi)}]"
+    return "" if lo is None or hi is None else f" [{percent(lo)}–{percent(hi)}]"
 
 
 def recall_table_row(s: dict[str, Any] | Any) -> tuple[str, str]:
     """The summary table's recall row: recall and retention with their 95% intervals."""
     note = " — twin: recall = retention by construction" if s.get("simulated") else ""
     return ("probe recall / fact retention (95% CI)",
-            f"{_pct(s.get('probe_recall'))}{_ci(s.get('probe_recall_ci_low'), s.get('probe_recall_ci_high'))}"
-            f" / {_pct(s.get('fact_retention'))}"
+            f"{percent(s.get('probe_recall'))}"
+            f"{_ci(s.get('probe_recall_ci_low'), s.get('probe_recall_ci_high'))}"
+            f" / {percent(s.get('fact_retention'))}"
             f"{_ci(s.get('fact_retention_ci_low'), s.get('fact_retention_ci_high'))}"
             f" ({s.get('probes_answered')} of {s.get('probe_requests')} probes answered, "
             f"{s.get('facts_probed')} facts{note})")

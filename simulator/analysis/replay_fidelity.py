@@ -21,6 +21,7 @@ from typing import Any
 
 from simulator.records.manifest import Manifest
 from simulator.scenario.replay import ReplaySpec
+from simulator.util.formats import percent
 
 SIZE_TOLERANCE = 0.01           # the import's promise: sizes within 1%
 ARRIVAL_TOLERANCE_S = 1.0       # arrivals within a second of simulated time
@@ -148,10 +149,6 @@ def compare(spec: ReplaySpec, rows: Iterable[Mapping[str, Any]]) -> Fidelity:
     return out
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2%}"
-
-
 def format_fidelity(f: Mapping[str, Any], worst: list[RequestFidelity] | None = None) -> str:
     """The fidelity table: what was replayed vs recorded, and whether it is within the
     tolerances."""
@@ -159,10 +156,10 @@ def format_fidelity(f: Mapping[str, Any], worst: list[RequestFidelity] | None = 
     lines = [
         f"replay fidelity, {f['requests_replayed']} of {f['requests_recorded']} recorded "
         f"requests replayed (replayed vs recorded):",
-        f"  prompt size     error median {_pct(f['prompt_error_median'])}, "
-        f"max {_pct(f['prompt_error_max'])}",
-        f"  output size     error median {_pct(f['output_error_median'])}, "
-        f"max {_pct(f['output_error_max'])}",
+        f"  prompt size     error median {percent(f['prompt_error_median'], 2)}, "
+        f"max {percent(f['prompt_error_max'], 2)}",
+        f"  output size     error median {percent(f['output_error_median'], 2)}, "
+        f"max {percent(f['output_error_max'], 2)}",
         "  arrival         " + ("n/a (no recorded arrivals)" if arr is None else
                                 "sent vs its recorded start (or the previous reply, if "
                                 f"later): off by median {f['arrival_error_median_s']:.3f} s, max "
@@ -171,8 +168,8 @@ def format_fidelity(f: Mapping[str, Any], worst: list[RequestFidelity] | None = 
            f"came, after their recorded start (this server answered slower than the "
            f"recorded one): by median {f['held_median_s']:.2f} s, max "
            f"{f['held_max_s']:.2f} s"] if f["arrivals_held"] else []),
-        f"  cache-read share recorded {_pct(f['cache_read_share_recorded'])} (the provider's "
-        f"cache), replayed {_pct(f['cache_read_share_replayed'])} (this server's)",
+        f"  cache-read share recorded {percent(f['cache_read_share_recorded'], 2)} (the provider's "
+        f"cache), replayed {percent(f['cache_read_share_replayed'], 2)} (this server's)",
         f"  within {f['size_tolerance']:.0%} in size and {f['arrival_tolerance_s']:g} s in "
         f"arrival (requests not held back): {'yes' if f['within_tolerance'] else 'NO'}"]
     for r in worst or []:

@@ -36,6 +36,7 @@ import pandas as pd
 from simulator.analysis.queueing import queue_share
 from simulator.records.manifest import Manifest, ResolvedScenario
 from simulator.scenario.model import LoadShape
+from simulator.util.numbers import finite_float
 
 STEADY_THRESHOLD = 0.9   # achieved / requested below this: not a measurement of N
 
@@ -243,8 +244,8 @@ def steady_figures(turns: pd.DataFrame, cfg: SteadyConfig,
     r0 = turns["started_mono_s"].to_numpy(float)
     r1 = _ends(turns).to_numpy(float)
     lo, hi = float(s0.min()), float(e0.max())
-    out["achieved_sessions_run"] = _finite(mean_overlap_count(s0, e0, lo, hi))
-    out["achieved_in_flight_run"] = _finite(mean_overlap_count(r0, r1, lo, hi))
+    out["achieved_sessions_run"] = finite_float(mean_overlap_count(s0, e0, lo, hi))
+    out["achieved_in_flight_run"] = finite_float(mean_overlap_count(r0, r1, lo, hi))
     w, why = steady_window(spans, cfg)
     if w is not None and w.length_s < float(np.median(r1 - r0)):
         why = (f"the window ({w.length_s:.1f} s) is shorter than a median request "
@@ -257,8 +258,8 @@ def steady_figures(turns: pd.DataFrame, cfg: SteadyConfig,
                    achieved_in_flight=out["achieved_in_flight_run"])
     else:
         out.update(window_start_s=w.start_s, window_end_s=w.end_s, window_s=w.length_s,
-                   achieved_sessions=_finite(mean_overlap_count(s0, e0, w.start_s, w.end_s)),
-                   achieved_in_flight=_finite(mean_overlap_count(r0, r1, w.start_s, w.end_s)))
+                   achieved_sessions=finite_float(mean_overlap_count(s0, e0, w.start_s, w.end_s)),
+                   achieved_in_flight=finite_float(mean_overlap_count(r0, r1, w.start_s, w.end_s)))
         out |= window_figures(turns, w, n)
         ends = spans["end_s"].to_numpy(float)
         out["window_sessions_per_s"] = float(
@@ -360,7 +361,3 @@ def saturation(turns: pd.DataFrame, w: Window,
             f"saturated: TTFT rising {tt[0]:.3g} s/s (t={tt[1]:.1f}, +{rise:.1f} s over the "
             f"window) to {ttft_end:.1f} s, {why} ({SATURATION_CONFIDENCE:.0%} one-sided)")
     return out
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None

@@ -9,7 +9,6 @@ reusable prefix, the server-reported cache reads, and the server's counters.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,6 +25,7 @@ from simulator.analysis.queueing import queue_figures, server_queue_mean_s
 from simulator.analysis.recall import recall_figures, without_probes
 from simulator.analysis.steady import SteadyConfig, config_from_manifest, steady_figures
 from simulator.records.manifest import Manifest
+from simulator.util.numbers import finite_float
 
 # Metrics that are numbers a user may put in an SLO or compare across runs (the registry's).
 NUMERIC_KEYS: tuple[str, ...] = registry.NUMERIC_KEYS
@@ -33,17 +33,6 @@ NUMERIC_KEYS: tuple[str, ...] = registry.NUMERIC_KEYS
 
 VERBATIM_WARNING = ("WARNING: this run replays VERBATIM transcript content (imported with "
                     "--keep-content); results and manifest may contain source, paths and secrets.")
-
-
-def _num(x: Any) -> float | None:
-    """A plain float, or None for missing / NaN / infinite values (JSON-safe)."""
-    if x is None:
-        return None
-    try:
-        f = float(x)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 def ok_rows(turns: pd.DataFrame, kind: str | None = None) -> pd.DataFrame:
@@ -149,12 +138,12 @@ def post_compaction_mask(turn_ok: pd.DataFrame, events: pd.DataFrame) -> pd.Seri
 
 def _median(s: pd.Series) -> float | None:
     s = s.dropna()
-    return _num(s.median()) if not s.empty else None
+    return finite_float(s.median()) if not s.empty else None
 
 
 def _quantile(s: pd.Series, q: float) -> float | None:
     s = s.dropna()
-    return _num(s.quantile(q)) if not s.empty else None
+    return finite_float(s.quantile(q)) if not s.empty else None
 
 
 def _share(num: pd.Series, den: pd.Series) -> float | None:
@@ -197,9 +186,9 @@ def _context_figures(turn_ok: pd.DataFrame) -> dict[str, Any]:
                 "context_tokens_last": None}
     g = turn_ok.sort_values("turn_index").groupby("session_id")["context_tokens_est"]
     return {
-        "context_tokens_first": _num(g.first().mean()),
-        "context_tokens_max": _num(turn_ok["context_tokens_est"].max()),
-        "context_tokens_last": _num(g.last().mean()),
+        "context_tokens_first": finite_float(g.first().mean()),
+        "context_tokens_max": finite_float(turn_ok["context_tokens_est"].max()),
+        "context_tokens_last": finite_float(g.last().mean()),
     }
 
 
@@ -213,10 +202,10 @@ def _throughput_figures(turns: pd.DataFrame, ok: pd.DataFrame, turn_ok: pd.DataF
         "wall_window_s": window,
         "output_tokens": int(out_tokens),
         "aggregate_tok_s": out_tokens / window if window else None,
-        "per_session_tok_s": _num(per_sess.mean()) if not per_sess.empty else None,
-        "turn_tok_s_min": _num(turn_ok["turn_tok_s"].min()),
+        "per_session_tok_s": finite_float(per_sess.mean()) if not per_sess.empty else None,
+        "turn_tok_s_min": finite_float(turn_ok["turn_tok_s"].min()),
         "turn_tok_s_median": _median(turn_ok["turn_tok_s"]),
-        "turn_tok_s_max": _num(turn_ok["turn_tok_s"].max()),
+        "turn_tok_s_max": finite_float(turn_ok["turn_tok_s"].max()),
         "decode_tok_s_median": _median(turn_ok["decode_tok_s"]),
         "first_third_tok_s": f_tok,
         "last_third_tok_s": l_tok,
@@ -290,7 +279,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     out |= _energy_part(server_metrics, out, telemetry)
     out |= _goodput_part(turns, goodput or GoodputSlo(), window, out)
     out |= recall_figures(all_rows)
-    return {k: (_num(v) if isinstance(v, float | np.floating) else v) for k, v in out.items()}
+    return {k: (finite_float(v) if isinstance(v, float | np.floating) else v) for k, v in out.items()}
 
 
 def _steady_part(turns: pd.DataFrame, turn_ok: pd.DataFrame, steady: SteadyConfig | None,
@@ -397,9 +386,9 @@ def server_figures(server_metrics: pd.DataFrame | None) -> dict[str, Any]:
     q, h = deltas.get("prefix_cache_queries"), deltas.get("prefix_cache_hits")
     return {
         "server_prefix_cache_hit_share": float(h) / float(q) if q and h is not None else None,
-        "kv_usage_peak": _num(gauges.get("kv_usage")),
+        "kv_usage_peak": finite_float(gauges.get("kv_usage")),
         "preemptions": int(deltas["preemptions"]) if "preemptions" in deltas else None,
-        "kv_capacity_tokens": _num(gauges.get("kv_capacity_tokens")),
+        "kv_capacity_tokens": finite_float(gauges.get("kv_capacity_tokens")),
         "server_queue_time_mean_s": server_queue_mean_s(deltas),
     }
 
@@ -410,9 +399,9 @@ def engine_figures(stats: Mapping[str, Any]) -> dict[str, Any]:
     pre = stats.get("preemptions")
     return {
         "server_prefix_cache_hit_share": float(h) / float(q) if q and h is not None else None,
-        "kv_usage_peak": _num(stats.get("kv_usage_peak")),
+        "kv_usage_peak": finite_float(stats.get("kv_usage_peak")),
         "preemptions": None if pre is None else int(pre),
-        "kv_capacity_tokens": _num(stats.get("kv_capacity_tokens")),
+        "kv_capacity_tokens": finite_float(stats.get("kv_capacity_tokens")),
         "server_queue_time_mean_s": None,    # the twin's rows carry queue_s instead
     }
 

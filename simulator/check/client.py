@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
 ANTHROPIC_VERSION = "2023-06-01"
+
+Body = Mapping[str, object]      # a request's JSON body, as the checks build it
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +82,7 @@ class CheckClient:
             self.headers["x-api-key"] = api_key
             self.headers["authorization"] = f"Bearer {api_key}"
 
-    async def post(self, path: str, body: Any) -> RawReply:
+    async def post(self, path: str, body: object) -> RawReply:
         """POST JSON (`body` may be bytes to send something malformed on purpose)."""
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         return await self._request("POST", path, data)

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Mapping
 from typing import Any
 
-from simulator.check.client import CheckClient, RawReply
+from simulator.check.client import Body, CheckClient, RawReply
 from simulator.check.metrics import MetricsSnapshot
 from simulator.check.prefix import check_metrics, long_prefix, scrape
-from simulator.check.probes import CAP
-from simulator.check.report import CheckResult, failed, passed, warned
+from simulator.check.probes import CAP, usage_problems
+from simulator.check.report import CheckResult, Guard, One, failed, passed, warned
 from simulator.check.sse import parse_sse
 from simulator.endpoints.base import ErrorType, classify_status
 from simulator.endpoints.wire.openai_chat import PATH, STOP_REASONS
@@ -37,7 +38,7 @@ def _http_fail(name: str, what: str, reply: RawReply) -> CheckResult:
     return failed(name, f"{what}: HTTP {reply.status} {reply.snippet()}")
 
 
-def completion_problems(body: Any) -> list[str]:
+def completion_problems(body: object) -> list[str]:
     """What is wrong with a non-streaming chat completion (empty list: nothing)."""
     if not isinstance(body, dict):
         return ["reply is not a JSON object"]
@@ -51,14 +52,10 @@ def completion_problems(body: Any) -> list[str]:
         problems.append("choices[0].message is not an assistant message")
     if choices[0].get("finish_reason") not in FINISH_REASONS:
         problems.append(f"finish_reason {choices[0].get('finish_reason')!r} is unknown")
-    usage = body.get("usage")
-    for key in ("prompt_tokens", "completion_tokens"):
-        if not isinstance(usage, dict) or not isinstance(usage.get(key), int):
-            problems.append(f"usage.{key} missing or not an integer")
-    return problems
+    return problems + usage_problems(body.get("usage"), ("prompt_tokens", "completion_tokens"))
 
 
-async def check_chat(c: CheckClient, base: dict[str, Any]) -> CheckResult:
+async def check_chat(c: CheckClient, base: Body) -> CheckResult:
     reply = await c.post(PATH, base)
     if reply.status != 200:
         return _http_fail("chat", "non-streaming request", reply)
@@ -101,7 +98,7 @@ def finish_reasons(chunks: list[dict[str, Any]]) -> list[str]:
             and isinstance(ch["choices"][0], dict) and ch["choices"][0].get("finish_reason")]
 
 
-async def check_streaming(c: CheckClient, base: dict[str, Any]) -> list[CheckResult]:
+async def check_streaming(c: CheckClient, base: Body) -> list[CheckResult]:
     """The chunk grammar, and usage in the stream (`stream_options.include_usage`)."""
     reply = await c.post(PATH, {**base, "stream": True,
                                 "stream_options": {"include_usage": True}})
@@ -154,11 +151,11 @@ def tool_calls_of(chunks: list[dict[str, Any]]) -> dict[int, dict[str, str]]:
     return calls
 
 
-async def check_tool_calls(c: CheckClient, base: dict[str, Any]) -> list[CheckResult]:
+async def check_tool_calls(c: CheckClient, base: Body) -> list[CheckResult]:
     """A streamed tool call (tool_choice required, else auto), then the round trip."""
+    asked = [{"role": "user", "content": "Read the file setup.py with the Read tool."}]
     ask = {**base, "max_tokens": TOOL_CAP, "stream": True, "tools": [READ_TOOL],
-           "messages": [{"role": "user", "content": "Read the file setup.py with the Read "
-                                                    "tool."}]}
+           "messages": asked}
     reply = await c.post(PATH, {**ask, "tool_choice": "required"})
     if reply.status != 200:
         reply = await c.post(PATH, ask)
@@ -183,7 +180,7 @@ async def check_tool_calls(c: CheckClient, base: dict[str, Any]) -> list[CheckRe
         return [failed("streamed_tool_calls", f"incomplete tool call {call}")]
     first = passed("streamed_tool_calls", f"{call['name']}({json.dumps(args)[:40]}) with id "
                                           f"{call['id'][:24]!r}, arguments streamed as JSON")
-    history = [*ask["messages"],
+    history = [*asked,
                {"role": "assistant", "content": None, "tool_calls": [
                    {"id": call["id"], "type": "function",
                     "function": {"name": "Read", "arguments": call["arguments"] or "{}"}}]},
@@ -196,7 +193,7 @@ async def check_tool_calls(c: CheckClient, base: dict[str, Any]) -> list[CheckRe
                                              "accepted")]
 
 
-def cached_verdict(usage: dict[str, Any], counter_delta: float | None) -> CheckResult:
+def cached_verdict(usage: Mapping[str, object], counter_delta: float | None) -> CheckResult:
     """Judge `prompt_tokens_details.cached_tokens` of a request repeating a long prefix."""
     name = "cached_tokens"
     details = usage.get("prompt_tokens_details")
@@ -219,7 +216,7 @@ def cached_verdict(usage: dict[str, Any], counter_delta: float | None) -> CheckR
                   **info)
 
 
-async def check_cached_tokens(c: CheckClient, base: dict[str, Any],
+async def check_cached_tokens(c: CheckClient, base: Body,
                               metrics: MetricsSnapshot | None) -> CheckResult:
     system = long_prefix(secrets.token_hex(6))
     usage: dict[str, Any] = {}
@@ -239,7 +236,7 @@ async def check_cached_tokens(c: CheckClient, base: dict[str, Any],
     return cached_verdict(usage, delta)
 
 
-def error_body_problems(data: Any) -> list[str]:
+def error_body_problems(data: object) -> list[str]:
     """OpenAI's error shape: {"error": {"message": str, "type": …}}."""
     err = data.get("error") if isinstance(data, dict) else None
     if not isinstance(err, dict):
@@ -276,7 +273,7 @@ async def context_window(c: CheckClient, model: str) -> int | None:
     return int(n_ctx) if isinstance(n_ctx, int) else None
 
 
-async def check_context_overflow(c: CheckClient, base: dict[str, Any]) -> CheckResult:
+async def check_context_overflow(c: CheckClient, base: Body) -> CheckResult:
     """A prompt over the window must fail in a way endurance classifies as an overflow."""
     name = "context_overflow"
     window = await context_window(c, str(base["model"]))
@@ -297,8 +294,8 @@ async def check_context_overflow(c: CheckClient, base: dict[str, Any]) -> CheckR
                         f"({reply.snippet(80)}); endurance would not compact")
 
 
-async def all_checks(c: CheckClient, used_model: str,
-                     guard: Any, one: Any) -> list[CheckResult]:
+async def all_checks(c: CheckClient, used_model: str, guard: Guard, one: One
+                     ) -> list[CheckResult]:
     """Every OpenAI check in order (`guard`/`one`: the runner's transport-failure
     wrappers)."""
     base: dict[str, Any] = {"model": used_model, "max_tokens": CAP, "temperature": 0,

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import random
 import secrets
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
 
-from simulator.check.client import CheckClient
+from simulator.check.client import Body, CheckClient
 from simulator.check.metrics import MetricsSnapshot, delta, parse_metrics
 from simulator.check.report import CheckResult, failed, passed, warned
 from simulator.check.roundtrip import prompt_tokens
@@ -81,7 +82,7 @@ async def _settled_delta(c: CheckClient, before: MetricsSnapshot | None,
     return got
 
 
-async def check_prefix_reuse(c: CheckClient, base: dict[str, Any],
+async def check_prefix_reuse(c: CheckClient, base: Body,
                              metrics: MetricsSnapshot | None) -> CheckResult:
     """Two requests sharing a long system prompt; the second should read it from cache.
     The counter delta is taken over the second request only."""
@@ -103,7 +104,7 @@ async def check_prefix_reuse(c: CheckClient, base: dict[str, Any],
     return reuse_verdict(usages[1], counter, metrics.block_size if metrics else None)
 
 
-def reuse_verdict(usage: dict[str, Any], counter_delta: float | None,
+def reuse_verdict(usage: Mapping[str, object], counter_delta: float | None,
                   block_size: int | None) -> CheckResult:
     """Judge reuse from the second request's usage and the counter delta over it."""
     name = "prefix_reuse"
@@ -123,7 +124,7 @@ def reuse_verdict(usage: dict[str, Any], counter_delta: float | None,
         return warned(name, f"/metrics shows {counter_delta:.0f} cached tokens but usage "
                             "does not report them", **details)
     tolerance = block_size or 1
-    if abs(int(read or 0) - float(counter_delta or 0)) > tolerance:
+    if abs((read if isinstance(read, int) else 0) - float(counter_delta or 0)) > tolerance:
         return warned(name, f"{share}, but /metrics counted {counter_delta:.0f} "
                             "(other traffic?)", **details)
     return passed(name, f"{share}; /metrics delta agrees ({counter_delta:.0f})", **details)

@@ -7,6 +7,7 @@ pure validators take decoded JSON so the unit tests can feed them directly.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from simulator.check.client import CheckClient, RawReply
@@ -19,7 +20,7 @@ CACHE_FIELDS = ("cache_read_input_tokens", "cache_creation_input_tokens")
 CAP = 8   # max_tokens for the short replies (tokens)
 
 
-def message_problems(msg: Any) -> list[str]:
+def message_problems(msg: object) -> list[str]:
     """What is wrong with a non-streaming Messages reply (empty list: nothing)."""
     if not isinstance(msg, dict):
         return ["reply is not a JSON object"]
@@ -34,14 +35,16 @@ def message_problems(msg: Any) -> list[str]:
         problems += [f"content[{i}]: {p}" for p in _block_problems(block)]
     if msg.get("stop_reason") not in STOP_REASONS:
         problems.append(f"stop_reason {msg.get('stop_reason')!r} is not an Anthropic one")
-    usage = msg.get("usage")
-    for key in ("input_tokens", "output_tokens"):
-        if not isinstance(usage, dict) or not isinstance(usage.get(key), int):
-            problems.append(f"usage.{key} missing or not an integer")
-    return problems
+    return problems + usage_problems(msg.get("usage"), ("input_tokens", "output_tokens"))
 
 
-def _block_problems(block: Any) -> list[str]:
+def usage_problems(usage: object, keys: tuple[str, ...]) -> list[str]:
+    """What a reply's `usage` lacks: each of `keys` as an integer (both APIs' checks)."""
+    return [f"usage.{key} missing or not an integer" for key in keys
+            if not isinstance(usage, dict) or not isinstance(usage.get(key), int)]
+
+
+def _block_problems(block: object) -> list[str]:
     if not isinstance(block, dict):
         return ["not an object"]
     btype = block.get("type")
@@ -56,7 +59,8 @@ def _block_problems(block: Any) -> list[str]:
     return []
 
 
-def stop_reason_verdict(stop_reason: Any, output_tokens: Any, cap: int) -> tuple[str, str]:
+def stop_reason_verdict(stop_reason: object, output_tokens: object, cap: int
+                        ) -> tuple[str, str]:
     """('pass'|'warn'|'fail', reason) for a reply requested with max_tokens=cap."""
     if not isinstance(output_tokens, int):
         return "fail", "no integer usage.output_tokens"
@@ -71,7 +75,7 @@ def stop_reason_verdict(stop_reason: Any, output_tokens: Any, cap: int) -> tuple
     return "pass", f"{stop_reason} after {output_tokens} tokens (stopped before the cap)"
 
 
-def cache_fields_result(usage: dict[str, Any]) -> CheckResult:
+def cache_fields_result(usage: Mapping[str, object]) -> CheckResult:
     """Which of the two cache fields the server reports (absent or null = unknown)."""
     present = [k for k in CACHE_FIELDS if isinstance(usage.get(k), int)]
     missing = [k for k in CACHE_FIELDS if k not in present]
@@ -85,8 +89,8 @@ def cache_fields_result(usage: dict[str, Any]) -> CheckResult:
                   missing=missing)
 
 
-def usage_placement_result(start: dict[str, Any] | None,
-                           delta: dict[str, Any] | None) -> CheckResult:
+def usage_placement_result(start: Mapping[str, object] | None,
+                           delta: Mapping[str, object] | None) -> CheckResult:
     """Where streaming usage arrives: input/cache in message_start, output in message_delta."""
     name = "usage_placement"
     final = {**(start or {}), **(delta or {})}

@@ -8,6 +8,7 @@ the Anthropic SDK would trip over. Only `fail` makes the command exit non-zero.
 from __future__ import annotations
 
 import enum
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,23 +26,29 @@ class CheckResult:
     name: str
     status: Status
     reason: str
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, object] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "status": str(self.status), "reason": self.reason,
                 "details": self.details}
 
 
-def passed(name: str, reason: str, **details: Any) -> CheckResult:
+def passed(name: str, reason: str, **details: object) -> CheckResult:
     return CheckResult(name, Status.PASS, reason, details)
 
 
-def warned(name: str, reason: str, **details: Any) -> CheckResult:
+def warned(name: str, reason: str, **details: object) -> CheckResult:
     return CheckResult(name, Status.WARN, reason, details)
 
 
-def failed(name: str, reason: str, **details: Any) -> CheckResult:
+def failed(name: str, reason: str, **details: object) -> CheckResult:
     return CheckResult(name, Status.FAIL, reason, details)
+
+
+# The runner's wrappers around each check: `Guard` turns a transport failure of a step
+# into that check's fail line; `One` makes a one-result check a list.
+Guard = Callable[[str, Awaitable[list[CheckResult]]], Awaitable[list[CheckResult]]]
+One = Callable[[Callable[[], Awaitable[CheckResult]]], Awaitable[list[CheckResult]]]
 
 
 @dataclass(frozen=True, slots=True)

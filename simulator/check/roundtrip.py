@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.check.client import CheckClient
+from simulator.check.client import Body, CheckClient
 from simulator.check.probes import message_problems
 from simulator.check.report import CheckResult, failed, passed, warned
 
@@ -34,7 +34,7 @@ def tool_history(result_text: str) -> list[dict[str, Any]]:
     ]
 
 
-def prompt_tokens(usage: Any) -> int | None:
+def prompt_tokens(usage: object) -> int | None:
     """input + cache_read + cache_creation (the whole prompt), None when unknown."""
     if not isinstance(usage, dict) or not isinstance(usage.get("input_tokens"), int):
         return None
@@ -43,7 +43,7 @@ def prompt_tokens(usage: Any) -> int | None:
                                           "cache_creation_input_tokens"))
 
 
-async def check_tool_round_trip(c: CheckClient, base: dict[str, Any]) -> CheckResult:
+async def check_tool_round_trip(c: CheckClient, base: Body) -> CheckResult:
     """The server must accept tools + a tool_use/tool_result history, and must read the
     tool result (a longer result must cost more prompt tokens)."""
     name = "tool_round_trip"
@@ -69,7 +69,7 @@ async def check_tool_round_trip(c: CheckClient, base: dict[str, Any]) -> CheckRe
                   stop_reason=replies[-1].get("stop_reason"))
 
 
-async def check_count_tokens(c: CheckClient, base: dict[str, Any],
+async def check_count_tokens(c: CheckClient, base: Body,
                              prompt_tokens_seen: int | None) -> CheckResult:
     """`POST /v1/messages/count_tokens` → {"input_tokens": n}; compare with the usage
     the same request reported (`prompt_tokens_seen`)."""
@@ -92,7 +92,7 @@ async def check_count_tokens(c: CheckClient, base: dict[str, Any],
                   input_tokens=n)
 
 
-def error_body_problems(data: Any) -> list[str]:
+def error_body_problems(data: object) -> list[str]:
     """How an error body departs from {"type":"error","error":{"type":..,"message":..}}."""
     if not isinstance(data, dict):
         return ["body is not a JSON object"]

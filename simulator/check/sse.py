@@ -113,10 +113,10 @@ class _Grammar:
         self.s.errors.append(f"{name} out of order (after {prev})")
         return False
 
-    def _on_error(self, data: dict[str, Any]) -> None:
+    def _on_error(self, data: dict[str, object]) -> None:
         self.s.errors.append(f"error event: {json.dumps(data.get('error'))[:120]}")
 
-    def _on_message_start(self, data: dict[str, Any]) -> None:
+    def _on_message_start(self, data: dict[str, object]) -> None:
         if self._expect("message_start", "start"):
             self.state = "message"
         msg = data.get("message")
@@ -127,7 +127,7 @@ class _Grammar:
         usage = msg.get("usage")
         self.s.usage_start = usage if isinstance(usage, dict) else None
 
-    def _on_content_block_start(self, data: dict[str, Any]) -> None:
+    def _on_content_block_start(self, data: dict[str, object]) -> None:
         if self._expect("content_block_start", "message"):
             self.state = "block"
         index, block = data.get("index"), data.get("content_block")
@@ -140,7 +140,7 @@ class _Grammar:
         if btype not in DELTA_FOR_BLOCK:
             self.s.notes.append(f"unknown content block type {btype!r}")
 
-    def _on_content_block_delta(self, data: dict[str, Any]) -> None:
+    def _on_content_block_delta(self, data: dict[str, object]) -> None:
         self._expect("content_block_delta", "block")
         if data.get("index") != self.open_index:
             self.s.errors.append(f"delta for index {data.get('index')}, open block is "
@@ -153,7 +153,7 @@ class _Grammar:
         if dtype == "text_delta":
             self.s.text += str(delta.get("text", ""))
 
-    def _on_content_block_stop(self, data: dict[str, Any]) -> None:
+    def _on_content_block_stop(self, data: dict[str, object]) -> None:
         if self._expect("content_block_stop", "block"):
             self.state = "message"
         if data.get("index") != self.open_index:
@@ -161,7 +161,7 @@ class _Grammar:
                                  f"block is {self.open_index}")
         self.open_index = None
 
-    def _on_message_delta(self, data: dict[str, Any]) -> None:
+    def _on_message_delta(self, data: dict[str, object]) -> None:
         if self._expect("message_delta", "message", "delta"):
             self.state = "delta"
         delta = _obj(data.get("delta"))
@@ -170,12 +170,12 @@ class _Grammar:
         if isinstance(usage, dict):
             self.s.usage_delta = {**(self.s.usage_delta or {}), **usage}
 
-    def _on_message_stop(self, data: dict[str, Any]) -> None:
+    def _on_message_stop(self, data: dict[str, object]) -> None:
         if self._expect("message_stop", "delta"):
             self.state = "done"
 
 
-def _obj(value: Any) -> dict[str, Any]:
+def _obj(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 

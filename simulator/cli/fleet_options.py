@@ -148,20 +148,22 @@ def fleet_options() -> list[Callable[[Any], Any]]:
 
 
 def fleet_overrides() -> list[str]:
-    ctx = click.get_current_context(silent=True)
-    if ctx is None:
-        return []
-    _check(ctx)
-    return list(ctx.meta.get(_META, []))
+    return _checked_meta(_META)
 
 
 def replicas_list() -> list[int]:
     """`sweep --replicas 1,2,4`: the fleet sizes to sweep (empty: one)."""
+    return _checked_meta(_REPLICAS)
+
+
+def _checked_meta(key: str) -> list[Any]:      # click's ctx.meta holds Any
+    """What the fleet options left in the current command's context under `key`
+    (checked together first); empty outside a command."""
     ctx = click.get_current_context(silent=True)
     if ctx is None:
         return []
     _check(ctx)
-    return list(ctx.meta.get(_REPLICAS, []))
+    return list(ctx.meta.get(key, []))
 
 
 def pd_choice() -> str | list[tuple[int, int]] | None:

@@ -12,6 +12,7 @@ import click
 
 from simulator.cli._app import main
 from simulator.errors import InputError
+from simulator.util.formats import percent
 
 
 @main.group("import")
@@ -114,10 +115,6 @@ def write_atomically(out: Path, text: str, data: dict[str, Any] | None = None) -
         tmp.unlink(missing_ok=True)
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.1%}"
-
-
 def format_import_summary(s: dict[str, Any], out: Path | None, keep_content: bool) -> str:
     lines = [
         f"read {s['files']} file(s), {s['records']} records: {s['sessions']} session(s), "
@@ -128,8 +125,8 @@ def format_import_summary(s: dict[str, Any], out: Path | None, keep_content: boo
         + (f", UNANSWERED {s['tool_calls_unanswered']}" if s["tool_calls_unanswered"] else "")
         + f"; compactions found {s['compactions_found']}, replayed {s['compactions']}",
         f"context per call vs recorded (input + cache read + cache creation), "
-        f"{s['context_error_points']} calls: error median {_pct(s['context_error_median'])}, "
-        f"max {_pct(s['context_error_max'])}, bias {_pct(s['context_error_bias'])}",
+        f"{s['context_error_points']} calls: error median {percent(s['context_error_median'])}, "
+        f"max {percent(s['context_error_max'])}, bias {percent(s['context_error_bias'])}",
         f"tokens: prompt {s['prompt_tokens_total']:,} total (max {s['prompt_tokens_max']:,}), "
         f"output {s['output_tokens_total']:,}; time span {s['time_span_s']:,.0f} s",
         f"fit: token scale {s['token_scale']} (replay tokens per cl100k token), thinking "
@@ -143,7 +140,7 @@ def format_import_summary(s: dict[str, Any], out: Path | None, keep_content: boo
         lines.append(f"predictability of the visible assistant text: "
                      f"{s['ngram_reference_tokens_per_pass']:.2f} tokens per forward pass at "
                      f"{s['ngram_reference']} ({kinds}); hidden output "
-                     f"{_pct(s['hidden_output_share'])} of the recorded, replayed as "
+                     f"{percent(s['hidden_output_share'])} of the recorded, replayed as "
                      + ("fresh text" if s.get("hidden_thinking") == "fresh" else
                         "text at the visible rate"))
     if s["dropped"]:

@@ -13,6 +13,7 @@ from rich.table import Table
 from simulator.cli._app import main
 from simulator.errors import InputError
 from simulator.twin.model.profiles import DEFAULT_FREE
+from simulator.util.formats import significant
 
 if TYPE_CHECKING:  # the fitting code (numpy) is imported by `twin fit` only
     from simulator.twin.model.fit import FitResult
@@ -33,10 +34,6 @@ def _terms_table(result: FitResult) -> Table:
     return table
 
 
-def _num(value: float) -> str:
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
-
-
 def _points_table(result: FitResult) -> Table:
     table = Table(title=f"points (RMS log error {100 * result.rms_log_error:.1f}%)")
     for col, justify in (("point", "left"), ("predicted", "right"),
@@ -44,7 +41,7 @@ def _points_table(result: FitResult) -> Table:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for i, row in enumerate(result.rows):
         label = row.obs.label or f"{row.obs.kind} #{i + 1}"
-        table.add_row(label, _num(row.predicted), _num(row.obs.measured),
+        table.add_row(label, significant(row.predicted, 4, 1000), significant(row.obs.measured, 4, 1000),
                       row.obs.unit, f"{row.error_pct:+.1f}")
     return table
 

@@ -16,7 +16,10 @@ from __future__ import annotations
 import asyncio
 import selectors
 from collections.abc import Coroutine, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import FileDescriptorLike
 
 T = TypeVar("T")
 
@@ -26,13 +29,15 @@ class _VirtualSelector(selectors.BaseSelector):
         self._real = selectors.DefaultSelector()
         self._loop = loop
 
-    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+    def register(self, fileobj: FileDescriptorLike, events: int, data: object = None
+                 ) -> selectors.SelectorKey:
         return self._real.register(fileobj, events, data)
 
-    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+    def unregister(self, fileobj: FileDescriptorLike) -> selectors.SelectorKey:
         return self._real.unregister(fileobj)
 
-    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+    def modify(self, fileobj: FileDescriptorLike, events: int, data: object = None
+               ) -> selectors.SelectorKey:
         return self._real.modify(fileobj, events, data)
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
@@ -44,7 +49,7 @@ class _VirtualSelector(selectors.BaseSelector):
         self._loop.advance(timeout)
         return []
 
-    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
+    def get_map(self) -> Mapping[FileDescriptorLike, selectors.SelectorKey]:
         return self._real.get_map()
 
     def close(self) -> None:
@@ -86,7 +91,7 @@ def quiet_now() -> bool:
     return isinstance(loop, VirtualTimeLoop) and loop.quiet()
 
 
-def run_virtual(coro: Coroutine[Any, Any, T]) -> T:
+def run_virtual(coro: Coroutine[object, None, T]) -> T:
     """`asyncio.run` on a fresh virtual-time loop."""
     with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
         return runner.run(coro)

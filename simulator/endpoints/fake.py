@@ -13,14 +13,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from simulator.endpoints.base import (
-    EndpointError,
-    ErrorType,
-    LLMRequest,
-    LLMResponse,
-    Timing,
-    Usage,
-)
+from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest, LLMResponse, Timing, Usage
 from simulator.protocol.messages import TextBlock
 from simulator.scenario import content
 from simulator.util import tokens

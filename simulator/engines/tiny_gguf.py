@@ -12,9 +12,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 if __package__ in (None, ""):   # run as a script from the engine venv
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -38,7 +40,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def vocab_of(tj: dict[str, Any], gguf: Any) -> tuple[list[str], list[Any], dict[str, int]]:
+def vocab_of(tj: dict[str, Any], gguf: ModuleType) -> tuple[list[str], list[object], dict[str, int]]:
     """(tokens by id, token types, special tokens → id) from a tokenizer.json dict."""
     vocab: dict[str, int] = tj["model"]["vocab"]
     added = {t["content"]: t["id"] for t in tj.get("added_tokens", [])}
@@ -51,7 +53,7 @@ def vocab_of(tj: dict[str, Any], gguf: Any) -> tuple[list[str], list[Any], dict[
     return tokens, types, added
 
 
-def write_header(w: Any, a: argparse.Namespace, tj: dict[str, Any], gguf: Any) -> int:
+def write_header(w: Any, a: argparse.Namespace, tj: dict[str, Any], gguf: ModuleType) -> int:
     """Hyper-parameters and tokenizer metadata; returns the vocabulary size."""
     tokens, types, added = vocab_of(tj, gguf)
     w.add_name("tiny-random-llama")
@@ -84,7 +86,7 @@ def write_tensors(w: Any, a: argparse.Namespace, n_vocab: int) -> None:
     """Random N(0, 0.02) f16 weights (seeded), unit norms."""
     rng = np.random.default_rng(a.seed)
 
-    def rnd(*shape: int) -> Any:
+    def rnd(*shape: int) -> npt.NDArray[np.float16]:
         return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float16)
 
     hd, ones = a.hidden // a.heads, np.ones(a.hidden, dtype=np.float32)

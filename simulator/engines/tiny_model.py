@@ -13,7 +13,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 if __package__ in (None, ""):   # run as a script from the engine venv
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -59,7 +58,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def llama_config(a: argparse.Namespace, vocab_size: int, bos: int, eos: int) -> dict[str, Any]:
+def llama_config(a: argparse.Namespace, vocab_size: int, bos: int, eos: int) -> dict[str, object]:
     """config.json of a `LlamaForCausalLM` with the given sizes."""
     return {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama",

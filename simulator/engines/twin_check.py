@@ -19,7 +19,7 @@ import json
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +38,7 @@ from simulator.twin.model.profile_write import fitted_hardware, yaml_text
 from simulator.twin.model.profiles import PROFILE_DIR, load_hardware
 from simulator.twin.spec_decode.ngram import NgramSpec
 from simulator.twin.spec_decode.replay import replay_seconds, replay_streams
+from simulator.util.formats import percent, significant
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "calibration" / "twin-vs-vllm-cpu.yaml"
 MODEL = "smollm2-135m"          # fp32 by default, as the fixtures serve it
@@ -96,7 +97,7 @@ def fit_run(res: RunResult, *, base: str | Path = BASE_HARDWARE,
     return fit, pts
 
 
-def _with_server_settings(base: str | Path) -> dict[str, Any]:
+def _with_server_settings(base: str | Path) -> dict[str, object]:
     doc = load_hardware(base).model_dump(exclude_none=True)
     doc["kv_cache_bytes"] = SERVER_SETTINGS["kv_cache_bytes"]
     doc["tflops"] = SERVER_SETTINGS["tflops"]
@@ -150,9 +151,7 @@ class Row:
 def _fmt(v: float | None, unit: str) -> str:
     if v is None:
         return "n/a"
-    if unit == "%":
-        return f"{100 * v:.1f}%"
-    return f"{v:.3g}" if abs(v) < 100 else f"{v:,.0f}"
+    return percent(v) if unit == "%" else significant(v, 3, 100)
 
 
 def markdown(rows: Sequence[Row]) -> str:
@@ -205,7 +204,7 @@ def session_rows(n: int, twin: RunResult, real: RunResult) -> list[Row]:
     ]
 
 
-def _post(url: str, body: dict[str, Any], timeout_s: float = 600.0) -> Any:
+def _post(url: str, body: Mapping[str, object], timeout_s: float = 600.0) -> Any:
     req = urllib.request.Request(url, json.dumps(body).encode(),
                                  {"content-type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout_s) as resp:
@@ -283,7 +282,7 @@ def spec_rows(plain: EngineServer, spec: EngineServer, hardware: str, *,
 def fit_rows(fit: FitResult) -> list[Row]:
     """The fit's own points, summarised as the session rows are (medians over the
     requests): what the fit at one session reproduces."""
-    def med(kind: str, f: Callable[[Any], float]) -> tuple[float | None, float | None]:
+    def med(kind: str, f: Callable[[float], float]) -> tuple[float | None, float | None]:
         rows = [r for r in fit.rows if r.obs.kind == kind]
         if not rows:
             return None, None

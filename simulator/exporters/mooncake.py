@@ -10,14 +10,12 @@ of its own, as Mooncake's producers give it one.
 
 from __future__ import annotations
 
-from typing import Any
-
 from simulator.exporters.run_requests import SentRequest
 
 BLOCK_SIZE = 512
 
 
-def mooncake_row(r: SentRequest, ids: dict[str, int], fine: int = 64) -> dict[str, Any]:
+def mooncake_row(r: SentRequest, ids: dict[str, int], fine: int = 64) -> dict[str, object]:
     row = r.row
     k = BLOCK_SIZE // fine
     coarse = [r.hashes[j] for j in range(k - 1, len(r.hashes), k)]
@@ -25,7 +23,7 @@ def mooncake_row(r: SentRequest, ids: dict[str, int], fine: int = 64) -> dict[st
     n_in = int(prompt if prompt is not None else row.get("context_tokens_est") or 0)
     if n_in > len(coarse) * BLOCK_SIZE and r.hashes:     # the partial block's own id
         coarse.append(f"{r.hashes[-1]}+{n_in - len(coarse) * BLOCK_SIZE}")
-    d: dict[str, Any] = {
+    d: dict[str, object] = {
         "timestamp": round(float(row["started_mono_s"]) * 1000.0, 1),
         "session_id": r.session_id, "input_length": n_in,
         "output_length": int(row.get("output_tokens") or 0),

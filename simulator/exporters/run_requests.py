@@ -14,7 +14,7 @@ the file, the line and the field, exit 2.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from simulator.records.blocks import BLOCKS_JOURNAL
 from simulator.records.manifest import read_manifest
 from simulator.records.recorder import TURNS_JOURNAL
 from simulator.util import bounded
+from simulator.util.ids import session_id
 
 MAX_LINE_CHARS = 256 << 20     # one journal line (a block row of a 10M-token prompt: ~3 MB)
 
@@ -83,8 +84,8 @@ _WANT = {str: "a string", int: "a non-negative integer", bool: "true or false",
          list: "a list", (int, float): "a number"}
 
 
-def _field(d: dict[str, Any], key: str, where: str, kind: type | tuple[type, ...],
-           default: Any = None) -> Any:
+def _field(d: Mapping[str, object], key: str, where: str, kind: type | tuple[type, ...],
+           default: object = None) -> Any:
     """`d[key]` of `kind` (None or absent: `default`); InputError naming it otherwise.
     A bool is not a number, numbers are finite and below 1e15, integers non-negative."""
     v = d.get(key)
@@ -92,7 +93,7 @@ def _field(d: dict[str, Any], key: str, where: str, kind: type | tuple[type, ...
         return default
     number = kind is int or kind == (int, float)
     ok = isinstance(v, kind) and not (number and isinstance(v, bool))
-    if ok and number:
+    if ok and number and isinstance(v, int | float):
         ok = abs(v) < 1e15 and (kind is not int or v >= 0)
     if not ok:
         raise InputError(f"{where}: field {key!r}: expected {_WANT.get(kind, 'another type')}"
@@ -103,7 +104,7 @@ def _field(d: dict[str, Any], key: str, where: str, kind: type | tuple[type, ...
 NUM = (int, float)
 
 
-def check_turn_row(row: dict[str, Any], where: str) -> None:
+def check_turn_row(row: Mapping[str, object], where: str) -> None:
     """The fields of a turn row the exporters read, each of its type."""
     _field(row, "session_id", where, str)
     for key in ("turn_index", "prompt_tokens", "context_tokens_est", "output_tokens"):
@@ -159,8 +160,8 @@ def run_info(run_dir: Path) -> RunInfo:
         r = rec[i % len(rec)]
         if r.get("parent") is not None:
             copy = i // len(rec)
-            parents[f"s{i:04d}"] = (f"s{r['parent'] + copy * len(rec):04d}",
-                                    float(r.get("start_offset_s") or 0.0))
+            parents[session_id(i)] = (session_id(r["parent"] + copy * len(rec)),
+                                      float(r.get("start_offset_s") or 0.0))
     model = m.scenario_resolved.model
     return RunInfo(run_dir, model[:256] if model else "default", parents)
 

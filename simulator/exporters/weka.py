@@ -25,11 +25,12 @@ class IdMap:
         return [self.ids.setdefault(h, len(self.ids) + 1) for h in hashes]
 
 
-def request_entry(r: SentRequest, t: float, prev_stop: str | None, ids: IdMap) -> dict[str, Any]:
+def request_entry(r: SentRequest, t: float, prev_stop: str | None, ids: IdMap
+                  ) -> dict[str, object]:
     row = r.row
     prompt = row.get("prompt_tokens")
     stop = row.get("stop_reason") or ""
-    d: dict[str, Any] = {
+    d: dict[str, object] = {
         "t": round(t, 3), "type": "s", "model": row.get("model") or None,
         "in": int(prompt if prompt is not None else row.get("context_tokens_est") or 0),
         "out": int(row.get("output_tokens") or 0), "hash_ids": ids(r.hashes),
@@ -59,7 +60,7 @@ def build_traces(info: RunInfo, requests: list[SentRequest]) -> dict[str, dict[s
 
     ids: dict[str, IdMap] = {}
 
-    def session_requests(sid: str) -> list[dict[str, Any]]:
+    def session_requests(sid: str) -> list[dict[str, object]]:
         rs = by_sid.get(sid, [])
         idm = ids.setdefault(root(sid), IdMap())
         out: list[tuple[float, dict[str, Any]]] = []

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -229,7 +230,7 @@ def import_claude_code(paths: list[Path], *, out_path: Path, keep_content: bool 
                                **predictability.summary(measures, hidden_thinking)})
 
 
-def scenario_yaml(data: dict[str, Any]) -> str:
+def scenario_yaml(data: Mapping[str, object]) -> str:
     """The scenario as YAML, with a loud header when it holds verbatim content."""
     head = (f"# {VERBATIM_WARNING}\n" if data.get("contains_verbatim_content") else
             "# Imported from Claude Code transcripts; anonymised: structure and token sizes "

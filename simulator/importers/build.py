@@ -232,7 +232,7 @@ class Encoder:
             d["summary"] = True
         return d
 
-    def _arg(self, i: int, key: str, value: Any) -> dict[str, Any]:
+    def _arg(self, i: int, key: str, value: object) -> dict[str, Any]:
         name = key if key in SAFE_KEYS or self.keep_content else f"arg{i}"
         if isinstance(value, bool | int | float) and not isinstance(value, str):
             return {"key": name, "value": value, "tokens": tokens.count(json.dumps(value))}

@@ -21,16 +21,15 @@ unless `strict`, where the first one is an `InputError` naming file and line.
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from simulator.errors import InputError
 from simulator.scenario import content
 from simulator.util import tokens
+from simulator.util.numbers import finite_float, is_number
 
 _CHAIN_TYPES = ("user", "assistant", "system")
 _KNOWN_TYPES = (*_CHAIN_TYPES, "summary", "progress", "file-history-snapshot", "attachment",
@@ -47,7 +46,7 @@ class RawBlock:
     tool: str | None = None
     id: str | None = None
     is_error: bool = False
-    args: dict[str, Any] | None = None
+    args: dict[str, object] | None = None
     summary: bool = False
 
 
@@ -89,12 +88,14 @@ class Transcript:
 LINE = "__line__"     # private keys added to each record: its file and line number
 FILE = "__file__"
 
+Record = dict[str, object]      # one transcript line as parsed (plus FILE and LINE)
 
-def where(rec: dict[str, Any]) -> str:
+
+def where(rec: Record) -> str:
     return f"{rec.get(FILE, '?')}:{rec.get(LINE, '?')}"
 
 
-def _ts(rec: dict[str, Any]) -> float | None:
+def _ts(rec: Record) -> float | None:
     """The record's time (s since the epoch); None when it has none; an unreadable one
     is bad input."""
     raw = rec.get("timestamp")
@@ -113,9 +114,9 @@ def _ts(rec: dict[str, Any]) -> float | None:
                      f"2025-06-02T09:00:00.000Z, got {str(raw)[:40]!r}")
 
 
-def read_records(path: Path, out: Transcript, strict: bool) -> list[dict[str, Any]]:
+def read_records(path: Path, out: Transcript, strict: bool) -> list[Record]:
     """The JSON object records of one file; malformed lines counted (or raised)."""
-    recs: list[dict[str, Any]] = []
+    recs: list[Record] = []
     try:   # utf-8-sig: a leading byte-order mark is not part of record 1
         lines = path.read_text(encoding="utf-8-sig", errors="replace").splitlines()
     except OSError as exc:
@@ -148,19 +149,19 @@ def read_records(path: Path, out: Transcript, strict: bool) -> list[dict[str, An
     return recs
 
 
-def _chain(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _chain(recs: list[Record]) -> list[Record]:
     """The path from the last leaf (user/assistant/system record) back to the root."""
-    by_uuid = {r["uuid"]: r for r in recs if isinstance(r.get("uuid"), str)}
+    by_uuid = {u: r for r in recs if isinstance(u := r.get("uuid"), str)}
     chain_recs = [r for r in recs if r.get("type") in _CHAIN_TYPES]
     parents = {r.get("parentUuid") for r in chain_recs} | {
         r.get("logicalParentUuid") for r in chain_recs}
     leaf = next((r for r in reversed(recs) if r.get("type") in _CHAIN_TYPES
                  and r.get("uuid") not in parents and isinstance(r.get("uuid"), str)), None)
-    path: list[dict[str, Any]] = []
+    path: list[Record] = []
     seen: set[str] = set()
     node = leaf
-    while node is not None and node["uuid"] not in seen:
-        seen.add(node["uuid"])
+    while node is not None and isinstance(uid := node["uuid"], str) and uid not in seen:
+        seen.add(uid)
         path.append(node)
         nxt = node.get("parentUuid") or node.get("logicalParentUuid")
         node = by_uuid.get(nxt) if isinstance(nxt, str) else None
@@ -168,10 +169,10 @@ def _chain(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return path
 
 
-def _trees(recs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def _trees(recs: list[Record]) -> list[list[Record]]:
     """Split records into independent trees (in-file sidechains have their own roots)."""
     root_of: dict[str, str] = {}
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[Record]] = {}
     for r in recs:
         uid = r.get("uuid")
         parent = r.get("parentUuid") or r.get("logicalParentUuid")
@@ -183,7 +184,7 @@ def _trees(recs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return list(groups.values())
 
 
-def _result_text(c: Any) -> str:
+def _result_text(c: object) -> str:
     if isinstance(c, str):
         return c
     if isinstance(c, list):
@@ -199,7 +200,7 @@ def _capped(tool: str | None, text: str) -> str:
     return text if cap >= len(ids) else tokens.decode(ids[:cap])
 
 
-def _user_blocks(rec: dict[str, Any], tool_names: dict[str, str]) -> list[RawBlock]:
+def _user_blocks(rec: Record, tool_names: dict[str, str]) -> list[RawBlock]:
     msg = rec.get("message") or {}
     c = msg.get("content") if isinstance(msg, dict) else None
     summary = bool(rec.get("isCompactSummary"))
@@ -219,9 +220,10 @@ def _user_blocks(rec: dict[str, Any], tool_names: dict[str, str]) -> list[RawBlo
     return out
 
 
-def _assistant_blocks(msg: dict[str, Any], tool_names: dict[str, str]) -> list[RawBlock]:
+def _assistant_blocks(msg: dict[str, object], tool_names: dict[str, str]) -> list[RawBlock]:
     out: list[RawBlock] = []
-    for b in msg.get("content") or []:
+    c = msg.get("content")
+    for b in c if isinstance(c, list) else []:
         if not isinstance(b, dict):
             continue
         kind = b.get("type")
@@ -241,7 +243,7 @@ _USAGE_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_
                "output_tokens")
 
 
-def _usage(u: Any, rec: dict[str, Any]) -> dict[str, int] | None:
+def _usage(u: object, rec: Record) -> dict[str, int] | None:
     """The four token counts; absent ones are 0; anything but a non-negative integer is
     bad input (one line naming file and line)."""
     if u is None:
@@ -255,12 +257,11 @@ def _usage(u: Any, rec: dict[str, Any]) -> dict[str, int] | None:
         if v is None:
             out[k] = 0
             continue
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) \
-            and v >= 0 and v == int(v)
-        if not ok:
+        n = finite_float(v)
+        if n is None or n < 0 or n != int(n):
             raise InputError(f"{where(rec)}: message.usage.{k}: expected a non-negative "
                              f"integer, got {json.dumps(v)[:40]}")
-        out[k] = int(v)
+        out[k] = int(v)          # exact: v is a whole number
     return out
 
 
@@ -269,18 +270,18 @@ def prompt_tokens(u: dict[str, int]) -> int:
     return u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
 
 
-def _mid(rec: dict[str, Any]) -> str:
+def _mid(rec: Record) -> str:
     msg = rec.get("message")
     mid = msg.get("id") if isinstance(msg, dict) else None
     return str(mid or rec.get("requestId") or rec.get("uuid"))
 
 
-def _synthetic(rec: dict[str, Any]) -> bool:
+def _synthetic(rec: Record) -> bool:
     msg = rec.get("message")
     return not isinstance(msg, dict) or msg.get("model") == "<synthetic>"
 
 
-def _blocks(rec: dict[str, Any]) -> list[dict[str, Any]]:
+def _blocks(rec: Record) -> list[dict[str, object]]:
     msg = rec.get("message")
     c = msg.get("content") if isinstance(msg, dict) else None
     return [b for b in c if isinstance(b, dict)] if isinstance(c, list) else []
@@ -303,7 +304,7 @@ class _Builder:
         self.last_end: float | None = None
         self.first_ts: float | None = None
 
-    def feed(self, rec: dict[str, Any]) -> None:
+    def feed(self, rec: Record) -> None:
         kind = rec.get("type")
         ts = _ts(rec)
         if ts is not None and kind in _CHAIN_TYPES and self.first_ts is None:
@@ -314,12 +315,12 @@ class _Builder:
         elif kind == "assistant":
             self._assistant(rec, ts)
         elif kind == "system" and rec.get("subtype") == "compact_boundary":
-            meta = rec.get("compactMetadata")
-            meta = meta if isinstance(meta, dict) else {}
+            got = rec.get("compactMetadata")
+            meta = got if isinstance(got, dict) else {}
             pre = meta.get("preTokens")
             self.mark_compaction(str(meta.get("trigger", "auto")),
-                                 int(pre) if isinstance(pre, int | float)
-                                 and not isinstance(pre, bool) and math.isfinite(pre) else None)
+                                 int(pre) if is_number(pre) and finite_float(pre) is not None
+                                 else None)
         else:
             self.out.skipped[f"{kind} ({rec.get('subtype', '-')})" if kind == "system"
                              else str(kind)] += 1
@@ -331,11 +332,11 @@ class _Builder:
             pre = prompt_tokens(self.calls[-1].usage)
         self.boundary, self.boundary_pre = (trigger, len(self.pending)), pre
 
-    def _assistant(self, rec: dict[str, Any], ts: float | None) -> None:
-        if _synthetic(rec):
+    def _assistant(self, rec: Record, ts: float | None) -> None:
+        msg = rec.get("message")
+        if _synthetic(rec) or not isinstance(msg, dict):      # (_synthetic: not an object)
             self.out.skipped["assistant (synthetic)"] += 1
             return
-        msg = rec["message"]
         mid = _mid(rec)
         ts = ts or self.last_end or 0.0
         call = self.by_id.get(mid)
@@ -403,7 +404,7 @@ class _Builder:
         return RawSession(name, self.calls, first, sidechain, prompt)
 
 
-def _kept(recs: list[dict[str, Any]], out: Transcript) -> list[dict[str, Any]]:
+def _kept(recs: list[Record], out: Transcript) -> list[Record]:
     """The active chain plus the parallel branches that belong to it (same response,
     or results answering its tool calls), in file order; the rest is counted."""
     chain = _chain(recs)
@@ -431,7 +432,7 @@ def _kept(recs: list[dict[str, Any]], out: Transcript) -> list[dict[str, Any]]:
     return [r for r in recs if id(r) in keep]
 
 
-def _segment_start(tree: list[dict[str, Any]]) -> str | None:
+def _segment_start(tree: list[Record]) -> str | None:
     """How a tree continues an earlier segment: 'boundary' (starts with a
     compact_boundary), 'summary' (older format: starts with the summary), else None."""
     first = next((r for r in tree if r.get("type") in _CHAIN_TYPES), None)

@@ -86,12 +86,7 @@ def _rows(path: Path, fh: IO[str], block_size: int) -> tuple[list[TraceSession],
         if idx >= MAX_REQUESTS:
             raise InputError(f"{where}: more than {MAX_REQUESTS:,} requests; an import "
                              f"holds at most {MAX_REQUESTS:,} (split the trace)")
-        try:
-            d = bounded.json_value(line, finite=False)
-        except (ValueError, RecursionError) as exc:
-            raise InputError(f"{where}: {bounded.decode_error(exc)}") from None
-        if not isinstance(d, dict):
-            raise InputError(f"{where}: expected a JSON object")
+        d = bounded.json_object(line, where, finite=False)
         for alias, name in _ALIASES.items():
             if alias in d and name not in d:
                 d[name] = d[alias]

@@ -24,14 +24,18 @@ from __future__ import annotations
 import contextlib
 import math
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from simulator.errors import InputError
 from simulator.scenario.model import MAX_TOKENS
 from simulator.util import bounded
+from simulator.util.numbers import is_number
+
+if TYPE_CHECKING:   # protobuf is loaded only for a protobuf file
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 Signal = Literal["logs", "spans"]
 Scalar = str | int | float | bool
@@ -129,12 +133,8 @@ def _json_lines(path: Path, fh: IO[bytes], signal: Signal) -> Iterator[OtlpRecor
             raise InputError(f"{where}: not UTF-8 text (byte {exc.start})") from None
         if not text.strip():
             continue
-        try:
-            doc = bounded.json_value(text, finite=False)
-        except (ValueError, RecursionError) as exc:
-            raise InputError(f"{where}: {bounded.decode_error(exc)}") from None
-        if not isinstance(doc, dict):
-            raise InputError(f"{where}: expected an OTLP/JSON object, got {bounded.shown(doc)}")
+        doc = bounded.json_object(text, where, what="an OTLP/JSON object", finite=False,
+                                  show=True)
         top, scope_key, rec_key = _KEYS[signal]
         if top not in doc:
             if any(k in doc for keys in _KEYS.values() for k in keys[:1]) \
@@ -155,13 +155,13 @@ def _json_lines(path: Path, fh: IO[bytes], signal: Signal) -> Iterator[OtlpRecor
                     yield _json_record(_obj_of(r, rw), res_attrs, signal, rw)
 
 
-def _obj_of(v: Any, where: str) -> dict[str, Any]:
+def _obj_of(v: object, where: str) -> dict[str, object]:
     if not isinstance(v, dict):
         raise InputError(f"{where}: expected an object, got {bounded.shown(v)}")
     return v
 
 
-def _obj(d: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+def _obj(d: dict[str, object], key: str, where: str) -> dict[str, object]:
     v = d.get(key)
     if v is None:
         return {}
@@ -170,7 +170,7 @@ def _obj(d: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     return v
 
 
-def _list(d: dict[str, Any], key: str, where: str) -> list[Any]:
+def _list(d: dict[str, object], key: str, where: str) -> list[object]:
     v = d.get(key)
     if v is None:
         return []
@@ -179,7 +179,7 @@ def _list(d: dict[str, Any], key: str, where: str) -> list[Any]:
     return v
 
 
-def _nanos(v: Any, field: str, where: str) -> int:
+def _nanos(v: object, field: str, where: str) -> int:
     """An OTLP fixed64 time: a decimal string or an integer, 0 ≤ t < 2^63 ns."""
     if v is None:
         return 0
@@ -191,7 +191,7 @@ def _nanos(v: Any, field: str, where: str) -> int:
     return v
 
 
-def _json_any(v: Any, key: str, where: str) -> Scalar | None:
+def _json_any(v: object, key: str, where: str) -> Scalar | None:
     """A scalar AnyValue (None: a nested or empty one, skipped)."""
     if not isinstance(v, dict) or len(v) > 1:
         raise InputError(f"{where}: attribute {key[:60]!r}: expected an AnyValue object with "
@@ -211,7 +211,7 @@ def _json_any(v: Any, key: str, where: str) -> Scalar | None:
     if kind == "doubleValue":
         if isinstance(x, str) and x in ("NaN", "Infinity", "-Infinity"):
             return float(x.replace("Infinity", "inf").replace("NaN", "nan"))
-        if isinstance(x, int | float) and not isinstance(x, bool):
+        if is_number(x):
             return float(x)
     if kind in ("arrayValue", "kvlistValue", "bytesValue"):
         return None
@@ -219,7 +219,7 @@ def _json_any(v: Any, key: str, where: str) -> Scalar | None:
                      f"{bounded.shown(x)} is not an OTLP AnyValue")
 
 
-def _json_attrs(v: Any, where: str) -> dict[str, Scalar]:
+def _json_attrs(v: object, where: str) -> dict[str, Scalar]:
     if v is None:
         return {}
     if not isinstance(v, list) or len(v) > MAX_ATTRIBUTES:
@@ -239,7 +239,7 @@ def _json_attrs(v: Any, where: str) -> dict[str, Scalar]:
     return out
 
 
-def _json_record(r: dict[str, Any], res: dict[str, Scalar], signal: Signal,
+def _json_record(r: dict[str, object], res: dict[str, Scalar], signal: Signal,
                  where: str) -> OtlpRecord:
     attrs = {**res, **_json_attrs(r.get("attributes"), where)}
     if signal == "spans":
@@ -288,7 +288,7 @@ def _proto_messages(path: Path, fh: IO[bytes], signal: Signal) -> Iterator[OtlpR
         idx += 1
 
 
-def _proto_any(v: Any, key: str, where: str) -> Scalar | None:
+def _proto_any(v: AnyValue, key: str, where: str) -> Scalar | None:
     kind = v.WhichOneof("value")
     if kind == "string_value":
         return str(v.string_value)
@@ -301,7 +301,7 @@ def _proto_any(v: Any, key: str, where: str) -> Scalar | None:
     return None
 
 
-def _proto_attrs(kvs: Any, where: str) -> dict[str, Scalar]:
+def _proto_attrs(kvs: Sequence[KeyValue], where: str) -> dict[str, Scalar]:
     if len(kvs) > MAX_ATTRIBUTES:
         raise InputError(f"{where}: {len(kvs):,} attributes (at most {MAX_ATTRIBUTES})")
     out: dict[str, Scalar] = {}

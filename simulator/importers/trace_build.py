@@ -22,7 +22,7 @@ out of the text so the replayed prompt has the recorded size.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +57,7 @@ class TraceRequest:
     input_types: tuple[str, ...] = ()
     # A session's first request in a file whose ids are global (Mooncake): its hash ids,
     # so sessions that share leading blocks are given the same text for them.
-    block_ids: tuple[Any, ...] | None = None
+    block_ids: tuple[Hashable, ...] | None = None
     cache_write_tokens: int = 0  # recorded cache creation (telemetry; a hash trace: 0)
 
 
@@ -83,9 +83,9 @@ class HashScope:
     tokens a perfect prefix cache would hit are the leading ids already seen."""
 
     def __init__(self) -> None:
-        self.seen: set[Any] = set()
+        self.seen: set[Hashable] = set()
 
-    def observe(self, ids: Sequence[Any]) -> int:
+    def observe(self, ids: Sequence[Hashable]) -> int:
         n = 0
         for h in ids:
             if h not in self.seen:
@@ -106,7 +106,7 @@ def hit_tokens(matched: int, blocks: int, in_tokens: int, block_size: int) -> in
     return round(in_tokens * matched / blocks) if blocks else 0
 
 
-def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+def common_prefix(a: Sequence[object], b: Sequence[object]) -> int:
     n = 0
     for x, y in zip(a, b, strict=False):
         if x != y:
@@ -121,9 +121,9 @@ class SpanTable:
 
     def __init__(self) -> None:
         self.tokens: list[int] = []
-        self._blocks: dict[Any, int] = {}
+        self._blocks: dict[Hashable, int] = {}
 
-    def blocks(self, ids: Sequence[Any], block_size: int, total: int) -> str:
+    def blocks(self, ids: Sequence[Hashable], block_size: int, total: int) -> str:
         """Spans of `total` tokens, one per hash id: an id seen before gets the same
         span (so the same text), a full block is `block_size` − 1 tokens (the joining
         newline is the last), the final span takes what is left."""

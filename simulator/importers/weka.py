@@ -13,7 +13,7 @@ malformed request is one `InputError` naming the file, the request and the field
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sized
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +43,12 @@ IDS_COVER = 4                  # hash ids cover at most 4× the prompt (+ one bl
 #                                export hashes the client's tokens, `in` is the server's
 
 
-def _ids_ok(v: list[Any]) -> bool:
+def _ids_ok(v: list[object]) -> bool:
     return all((type(x) is int and -MAX_ID < x < MAX_ID)
                or (type(x) is str and len(x) <= MAX_TEXT_CHARS) for x in v)
 
 
-def _field(d: dict[str, Any], key: str, where: str, kind: str, required: bool = False) -> Any:
+def _field(d: dict[str, object], key: str, where: str, kind: str, required: bool = False) -> Any:
     """`d[key]` checked for its kind, in its unit: `prompt` (tokens, ≥ 1), `count`
     (tokens, ≥ 0), `block` (tokens per hash id, ≥ 1), `seconds` / `ms` (finite, within a
     year), `text`, `texts`, `ids`; None when absent (InputError when `required`)."""
@@ -91,7 +91,7 @@ def _field(d: dict[str, Any], key: str, where: str, kind: str, required: bool = 
 MAX_TRACE_MS_ABS = 1e13
 
 
-def check_ids_cover(ids: list[Any], in_tokens: int, block_size: int, where: str,
+def check_ids_cover(ids: Sized, in_tokens: int, block_size: int, where: str,
                     key: str = "hash_ids") -> None:
     """A request's hash ids stand for blocks of its prompt: more than IDS_COVER× the
     prompt (plus one partial block) is not a trace of that prompt."""
@@ -116,7 +116,7 @@ class _Reader:
                                           parent=parent, start_s=start, source=str(self.path)))
         return len(self.sessions) - 1
 
-    def request(self, si: int, d: Any, where: str) -> None:
+    def request(self, si: int, d: object, where: str) -> None:
         if not isinstance(d, dict):
             raise InputError(f"{where}: expected an object, got {str(d)[:40]!r}")
         kind = d.get("type", "s")
@@ -151,7 +151,7 @@ class _Reader:
             s.model = s.requests[-1].model
         self.prev_ids[si] = ids
 
-    def subagent(self, parent: int, d: dict[str, Any], where: str) -> None:
+    def subagent(self, parent: int, d: dict[str, object], where: str) -> None:
         reqs = d.get("requests")
         if not isinstance(reqs, list):
             raise InputError(f"{where}: field 'requests': expected a list of requests")

@@ -15,10 +15,11 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from simulator.live.figures import LiveSnapshot, RunFigures, WindowFigures
+from simulator.util.formats import number, percent
 
 
 def _num(v: float | None, fmt: str = "{:,.1f}") -> str:
-    return "—" if v is None else fmt.format(v)
+    return number(v, fmt, missing="—")
 
 
 def _ms(v: float | None) -> str:
@@ -28,7 +29,7 @@ def _ms(v: float | None) -> str:
 
 
 def _pct(v: float | None) -> str:
-    return "—" if v is None else f"{100.0 * v:.1f}%"
+    return percent(v, missing="—")
 
 
 def _failures(f: Mapping[str, int]) -> str:

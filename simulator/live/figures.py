@@ -33,11 +33,12 @@ from array import array
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, SupportsFloat, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from simulator.analysis.energy import PowerSums, energy_figures
+from simulator.util.numbers import finite_float
 
 N = TypeVar("N", int, float)   # a ring's counters: counts or seconds
 
@@ -341,7 +342,7 @@ class LiveFigures:
         sid = str(row.get("session_id"))
         turn = int(row.get("turn_index") or 0)
         t0 = float(row.get("started_mono_s") or 0.0)
-        e2e, ttft = _f(row.get("e2e_s")), _f(row.get("ttft_s"))
+        e2e, ttft = finite_float(row.get("e2e_s")), finite_float(row.get("ttft_s"))
         end = t0 + (e2e or 0.0)
         if kind == "probe":
             self._probes += 1
@@ -389,7 +390,7 @@ class LiveFigures:
                     self._pd[1] += 1
                     if where == "remote":
                         self._pd[0] += 1
-                        self._kv_wait.append(_f(row.get("kv_transfer_wait_s")) or 0.0)
+                        self._kv_wait.append(finite_float(row.get("kv_transfer_wait_s")) or 0.0)
                 ctx = row.get("context_tokens_est")
                 if ctx is not None and sid not in self._done:
                     self._context[sid] = int(ctx)
@@ -454,10 +455,10 @@ class LiveFigures:
 
     def add_metrics(self, row: Mapping[str, Any]) -> None:
         """Fold in one /metrics window row (`records/prometheus.py`'s schema)."""
-        metric, kind, value = row.get("metric"), row.get("kind"), _f(row.get("value"))
+        metric, kind, value = row.get("metric"), row.get("kind"), finite_float(row.get("value"))
         if metric is None or value is None:
             return
-        t0, t1 = _f(row.get("t_start_s")) or 0.0, _f(row.get("t_end_s")) or 0.0
+        t0, t1 = finite_float(row.get("t_start_s")) or 0.0, finite_float(row.get("t_end_s")) or 0.0
         source = row.get("source")
         if source is not None:        # a --scrape target (GPU telemetry)
             self._power.setdefault(str(source), PowerSums()).add(
@@ -618,11 +619,3 @@ class LiveFigures:
             energy=self.energy(run), events=tuple(self._events), live=dict(live or {}))
 
 
-def _f(x: object) -> float | None:
-    if not isinstance(x, SupportsFloat | str):    # None and what float() refuses
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None

@@ -37,6 +37,7 @@ from typing import Any
 from simulator.clock import RunClock
 from simulator.errors import InputError
 from simulator.records.manifest import MANIFEST, MAX_MANIFEST, Manifest, parse_manifest
+from simulator.records.ownership import WORKERS_DIR
 from simulator.records.recorder import (
     EVENTS_JOURNAL,
     METRICS_JOURNAL,
@@ -45,9 +46,6 @@ from simulator.records.recorder import (
 )
 from simulator.records.rows import in_simulated_time, metrics_in_simulated_time
 from simulator.util.bounded import regular_file
-
-WORKERS_DIR = "workers"     # run.shards.WORKERS_DIR (the run layer is above this one)
-
 
 MAX_READ = 64 * 2**20       # bytes one read of a journal takes (a row is ~1 kB)
 

@@ -46,7 +46,7 @@ class TextBlock:
     def serialize(self) -> str:
         return self.text
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> dict[str, object]:
         return {"type": "text", "text": self.text}
 
 
@@ -65,7 +65,7 @@ class ToolUseBlock:
     def serialize(self) -> str:
         return f"<tool_use id={self.id} name={self.name}>{self.input_json}"
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> dict[str, object]:
         return {"type": "tool_use", "id": self.id, "name": self.name,
                 "input": json.loads(self.input_json)}
 
@@ -86,8 +86,8 @@ class ToolResultBlock:
     def serialize(self) -> str:
         return f"<tool_result id={self.tool_use_id} error={int(self.is_error)}>{self.content}"
 
-    def to_api(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"type": "tool_result", "tool_use_id": self.tool_use_id,
+    def to_api(self) -> dict[str, object]:
+        d: dict[str, object] = {"type": "tool_result", "tool_use_id": self.tool_use_id,
                              "content": self.content}
         if self.is_error:
             d["is_error"] = True
@@ -112,7 +112,7 @@ class Message:
     def serialize(self) -> str:
         return f"<{self.role}>" + "".join(b.serialize() for b in self.blocks)
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> dict[str, object]:
         return {"role": self.role, "content": [b.to_api() for b in self.blocks]}
 
     @property

@@ -26,6 +26,7 @@ from typing import Any
 from simulator.errors import InputError
 
 OWNER_FILE = "owner.json"
+WORKERS_DIR = "workers"       # where a sharded run's workers journal, each in its w<N>/
 PR_SET_PDEATHSIG = 1
 PARENT_POLL_S = 1.0
 
@@ -95,7 +96,7 @@ def live_owner(directory: Path) -> int | None:
     return pid if is_alive(pid, started if isinstance(started, int) else None) else None
 
 
-def refuse_if_running(run_dir: Path, workers_dir: str = "workers") -> None:
+def refuse_if_running(run_dir: Path, workers_dir: str = WORKERS_DIR) -> None:
     """InputError when the run's process or any of its workers is still alive."""
     pid = live_owner(run_dir)
     if pid is not None:

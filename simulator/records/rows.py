@@ -14,6 +14,7 @@ from operator import attrgetter
 from typing import Any, Literal
 
 from simulator.clock import RunClock
+from simulator.util.numbers import is_number
 
 RequestKind = Literal["turn", "summary", "probe"]
 
@@ -171,7 +172,7 @@ def _int_columns(extra: Mapping[str, object], pairs: tuple[tuple[str, str], ...]
     out: dict[str, int | None] = {}
     for col, key in pairs:
         v = extra.get(key)
-        out[col] = int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+        out[col] = int(v) if is_number(v) else None
     return out
 
 

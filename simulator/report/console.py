@@ -17,6 +17,7 @@ from simulator.analysis.recall import recall_table_row
 from simulator.analysis.sizing import SizingResult
 from simulator.analysis.slo import judged_on
 from simulator.analysis.summary import VERBATIM_WARNING
+from simulator.util.formats import number
 
 
 def flag(v: Any) -> str:
@@ -29,13 +30,6 @@ def cell(key: str, v: Any) -> str:
         return flag(v)
     m = registry.REGISTRY.get(key) or registry.REGISTRY["aggregate_tok_s"]
     return m.format(v).removesuffix("%")
-
-
-def number(v: Any, fmt: str = "{:,.1f}") -> str:
-    """A plain number ("n/a" when unknown)."""
-    if v is None or isinstance(v, bool):
-        return "n/a"
-    return fmt.format(int(v) if fmt == "{:d}" else float(v))
 
 
 def align(table: Sequence[Sequence[str]], left: bool = False) -> list[str]:

@@ -63,6 +63,14 @@ def legend_below(fig: Figure, ax: Any, *, ncol: int = 3, title: str | None = Non
                fontsize="small", frameon=False, title=title, title_fontsize="small")
 
 
+def _finished(fig: Figure, ax: Any, ncol: int, title: str | None = None) -> Figure:
+    """A line plot's common ending: y from 0, a light grid, the legend below."""
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    legend_below(fig, ax, ncol=ncol, title=title)
+    return fig
+
+
 DENSE_MARKERS = 40   # more compactions than this: a rug under the axis, not lines across it
 
 
@@ -114,10 +122,7 @@ def plot_turn_throughput(turns: pd.DataFrame, turn_ok: pd.DataFrame, *,
                 label="turn right after compaction")
     ax.set(title=f"Turn throughput over turns — {mode_word(simulated)}",
            xlabel="turn index", ylabel="turn tok/s (output tokens / request time)")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    legend_below(fig, ax, ncol=4)
-    return fig
+    return _finished(fig, ax, ncol=4)
 
 
 def plot_context(turn_ok: pd.DataFrame, *, simulated: bool) -> Figure:
@@ -135,10 +140,7 @@ def plot_context(turn_ok: pd.DataFrame, *, simulated: bool) -> Figure:
         ax.plot(per.index, per["median"], lw=1.5, label="median of sessions")
     ax.set(title=f"Context size over turns — {mode_word(simulated)}",
            xlabel="turn index", ylabel="context tokens (client estimate, cl100k)")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    legend_below(fig, ax, ncol=4, title="session")
-    return fig
+    return _finished(fig, ax, ncol=4, title="session")
 
 
 def _window_turn_positions(turn_ok: pd.DataFrame, t_mid: np.ndarray) -> np.ndarray:
@@ -203,10 +205,7 @@ def plot_ttft_vs_context(turns: pd.DataFrame, turn_ok: pd.DataFrame, *,
                    marker="v", color="tab:red", label="turn right after compaction")
     ax.set(title=f"Time to first token vs context size — {mode_word(simulated)}",
            xlabel="context tokens (client estimate)", ylabel="TTFT (s)")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    legend_below(fig, ax, ncol=2)
-    return fig
+    return _finished(fig, ax, ncol=2)
 
 
 def plot_session_lanes(turn_ok: pd.DataFrame, *, simulated: bool,
@@ -242,10 +241,7 @@ def plot_overlay(runs: Sequence[tuple[str, pd.DataFrame]], *, simulated: Sequenc
     kinds = {"simulated" if s else "real" for s in simulated}
     ax.set(title=f"Turn throughput, rolling median — {' + '.join(sorted(kinds))}",
            xlabel="turn index", ylabel="turn tok/s")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    legend_below(fig, ax, ncol=2)
-    return fig
+    return _finished(fig, ax, ncol=2)
 
 
 def plot_sweep(rows: Sequence[dict[str, Any]]) -> Figure:

@@ -23,6 +23,7 @@ from simulator.analysis.tier_sizing import KNEE_SHARE, knee
 from simulator.report import plots
 from simulator.report.console import format_sweep_table
 from simulator.report.plots import figure_png, legend_entries, new_figure
+from simulator.util.formats import number, percent
 
 
 def _dash(v: Any, fmt: str = ",.1f") -> str:
@@ -172,14 +173,6 @@ def write_copy_plot(rows: list[dict[str, Any]], path: str | Path) -> Path:
     return p
 
 
-def _pct(v: Any) -> str:
-    return "n/a" if v is None else f"{100 * float(v):.1f}%"
-
-
-def _num(v: Any) -> str:
-    return "n/a" if v is None else f"{float(v):,.1f}"
-
-
 def format_policy_table(rows: Sequence[dict[str, Any]]) -> str:
     """Terminal table: one line per value, speed beside recall (95% CI)."""
     sim = any(r.get("simulated") for r in rows)
@@ -188,17 +181,17 @@ def format_policy_table(rows: Sequence[dict[str, Any]]) -> str:
     table = [head]
     for r in rows:
         ci = "" if r.get("probe_recall_ci_low") is None else \
-            f" [{_pct(r['probe_recall_ci_low'])}–{_pct(r['probe_recall_ci_high'])}]"
+            f" [{percent(r['probe_recall_ci_low'])}–{percent(r['probe_recall_ci_high'])}]"
         sci = "" if r.get("scheduled_probe_recall_ci_low") is None else \
-            f" [{_pct(r['scheduled_probe_recall_ci_low'])}–" \
-            f"{_pct(r['scheduled_probe_recall_ci_high'])}]"
+            f" [{percent(r['scheduled_probe_recall_ci_low'])}–" \
+            f"{percent(r['scheduled_probe_recall_ci_high'])}]"
         span = "" if r.get("replicates", 1) < 2 or r.get("sustained_tok_s_min") is None else \
-            f" ({_num(r['sustained_tok_s_min'])}–{_num(r['sustained_tok_s_max'])})"
+            f" ({number(r['sustained_tok_s_min'])}–{number(r['sustained_tok_s_max'])})"
         table.append([str(r["value"]), str(r["replicates"]),
-                      _num(r.get("sustained_tok_s")) + span,
-                      _pct(r.get("mean_server_cache_read_share")), _pct(r.get("fact_retention")),
-                      _pct(r.get("probe_recall")) + ci, str(r.get("probe_requests") or 0),
-                      _pct(r.get("scheduled_probe_recall")) + sci,
+                      number(r.get("sustained_tok_s")) + span,
+                      percent(r.get("mean_server_cache_read_share")), percent(r.get("fact_retention")),
+                      percent(r.get("probe_recall")) + ci, str(r.get("probe_requests") or 0),
+                      percent(r.get("scheduled_probe_recall")) + sci,
                       "yes" if r.get("frontier") else ""])
     widths = [max(len(t[i]) for t in table) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip()
@@ -228,7 +221,7 @@ def plot_frontier(rows: Sequence[dict[str, Any]]) -> Figure:
         x, y = 100 * float(rec or 0.0), float(r["sustained_tok_s"])
         xerr = None if lo is None or hi is None else [[x - 100 * float(lo)], [100 * float(hi) - x]]
         ax.errorbar([x], [y], xerr=xerr, fmt="o", capsize=3,
-                    label=f"{r['value']} ({_pct(r.get('fact_retention'))} retained)")
+                    label=f"{r['value']} ({percent(r.get('fact_retention'))} retained)")
         ax.annotate(str(r["value"]), (x, y), textcoords="offset points",
                     xytext=(-5, 6) if x > 75 else (5, 6), ha="right" if x > 75 else "left",
                     fontsize="small")

@@ -15,6 +15,7 @@ from simulator.analysis.team_day import format_profile, replayed_profile
 from simulator.errors import InputError
 from simulator.records.manifest import Manifest, read_manifest
 from simulator.report.plots import figure_png, new_figure
+from simulator.util.formats import percent
 
 
 def profile_plot(team: dict[str, Any]) -> Figure:
@@ -38,10 +39,6 @@ def profile_plot(team: dict[str, Any]) -> Figure:
     return fig
 
 
-def _pct(v: Any) -> str:
-    return "n/a" if v is None else f"{v:.2%}"
-
-
 def fidelity_rows(fid: dict[str, Any]) -> list[tuple[str, str]]:
     if "requests_recorded" not in fid:
         return []
@@ -49,9 +46,9 @@ def fidelity_rows(fid: dict[str, Any]) -> list[tuple[str, str]]:
         ("fidelity: requests replayed", f"{fid['requests_replayed']} of "
                                         f"{fid['requests_recorded']}"),
         ("fidelity: prompt size error median / max",
-         f"{_pct(fid['prompt_error_median'])} / {_pct(fid['prompt_error_max'])}"),
+         f"{percent(fid['prompt_error_median'], 2)} / {percent(fid['prompt_error_max'], 2)}"),
         ("fidelity: output size error median / max",
-         f"{_pct(fid['output_error_median'])} / {_pct(fid['output_error_max'])}"),
+         f"{percent(fid['output_error_median'], 2)} / {percent(fid['output_error_max'], 2)}"),
         ("fidelity: arrival off median / max (s)",
          "n/a" if fid["arrival_error_max_s"] is None else
          f"{fid['arrival_error_median_s']:.3f} / {fid['arrival_error_max_s']:.3f} "
@@ -61,8 +58,8 @@ def fidelity_rows(fid: dict[str, Any]) -> list[tuple[str, str]]:
                                       f" (median {fid['held_median_s']:.2f} s, max "
                                       f"{fid['held_max_s']:.2f} s)")),
         ("fidelity: cache-read share recorded / replayed",
-         f"{_pct(fid['cache_read_share_recorded'])} / "
-         f"{_pct(fid['cache_read_share_replayed'])}"),
+         f"{percent(fid['cache_read_share_recorded'], 2)} / "
+         f"{percent(fid['cache_read_share_replayed'], 2)}"),
         ("fidelity: within 1% and 1 s", "yes" if fid["within_tolerance"] else "NO")]
 
 

@@ -20,6 +20,7 @@ from simulator.endpoints.http.preflight import preflight
 from simulator.errors import InputError
 from simulator.records.manifest import Manifest, RunSettings
 from simulator.records.ownership import (
+    WORKERS_DIR,
     history_key,
     refuse_if_running,
     rows_to_rebuild,
@@ -123,9 +124,6 @@ def rebuild_rows(recorder: Recorder, run_dir: Path) -> int:
 def _journals(run_dir: Path) -> list[Path]:
     names = (TURNS_JOURNAL, HISTORY_JOURNAL, METRICS_JOURNAL)
     return [d / n for d in (run_dir, *sorted((run_dir / WORKERS_DIR).glob("w*"))) for n in names]
-
-
-WORKERS_DIR = "workers"      # where a sharded run's workers journal (simulator.run.shards)
 
 
 def merge_worker_journals(recorder: Recorder, run_dir: Path) -> int:

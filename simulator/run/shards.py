@@ -43,7 +43,13 @@ from simulator.clock import RunClock
 from simulator.endpoints.factory import make_endpoint
 from simulator.errors import InputError
 from simulator.records.manifest import Manifest, RunSettings
-from simulator.records.ownership import die_with_parent, missing_rows, turn_key, without_row
+from simulator.records.ownership import (
+    WORKERS_DIR,
+    die_with_parent,
+    missing_rows,
+    turn_key,
+    without_row,
+)
 from simulator.records.prometheus import metrics_url_for
 from simulator.records.recorder import (
     EVENTS_JOURNAL,
@@ -65,8 +71,8 @@ from simulator.scenario.load import apply_overrides
 from simulator.scenario.model import Scenario
 from simulator.session.resume import ResumeState, read_manifest_for_resume
 from simulator.session.runner import START_WAIT_S, RunOutcome
+from simulator.util.ids import session_id
 
-WORKERS_DIR = "workers"
 SHARD_JOURNALS = (TURNS_JOURNAL, METRICS_JOURNAL, HISTORY_JOURNAL)
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
@@ -276,7 +282,7 @@ def shard_scenario(s: Scenario, limits: Sequence[str]) -> Scenario:
 
 def shard_resume(state: ResumeState, sessions: range) -> ResumeState:
     """The part of a resumed run's state that belongs to sessions `sessions`."""
-    mine = {f"s{i:04d}" for i in sessions}
+    mine = {session_id(i) for i in sessions}
     return ResumeState(
         replay={k: v for k, v in state.replay.items() if k in mine},
         prior_attempts={k: v for k, v in state.prior_attempts.items() if k[0] in mine},

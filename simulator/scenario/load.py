@@ -16,6 +16,7 @@ import difflib
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ def _check_events(text: str, file: str) -> None:
                                 file=file, line=_line(ev))
 
 
-def check_data_limits(data: Any, size_bytes: int, file: str) -> None:
+def check_data_limits(data: object, size_bytes: int, file: str) -> None:
     """The limits `load_scenario` applies to a file (size, nesting, nodes), checked on
     the plain data about to be written as that file — for a writer (the trace
     importers) that validated the data in memory and need not parse it back."""
@@ -91,13 +92,13 @@ def check_data_limits(data: Any, size_bytes: int, file: str) -> None:
         raise ScenarioError(f"{size_bytes / 2**20:,.0f} MiB of YAML; a scenario file holds "
                             f"at most {MAX_FILE_BYTES // 2**20} MiB", file=file)
     total = 0
-    stack: list[tuple[Any, int]] = [(data, 1)]
+    stack: list[tuple[object, int]] = [(data, 1)]
     while stack:
         v, depth = stack.pop()
         total += 1
         if isinstance(v, dict):
             total += len(v)                       # the keys
-            items: Any = v.values()
+            items: Iterable[object] = v.values()
         elif isinstance(v, list | tuple):
             items = v
         else:
@@ -224,7 +225,7 @@ def _line_map(text: str, file: str = "") -> dict[tuple[str, ...], int]:
     return lines
 
 
-def parse_override(item: str) -> tuple[list[str], Any]:
+def parse_override(item: str) -> tuple[list[str], object]:
     """`a.b.c=value` → (["a","b","c"], parsed value); values are parsed as YAML."""
     if "=" not in item:
         raise ScenarioError(f"override {item!r} must look like key.path=value", file="--set")
@@ -246,7 +247,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     return path, value
 
 
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+def apply_overrides(data: Mapping[str, object], overrides: list[str]) -> dict[str, Any]:
     """Apply `--set` items; a numeric path part indexes a list
     (`turn_templates.0.tool.latency_s=0`)."""
     out: dict[str, Any] = json.loads(json.dumps(data, default=str))  # deep copy of plain data
@@ -275,7 +276,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return out
 
 
-def _select_compaction(data: dict[str, Any]) -> dict[str, Any]:
+def _select_compaction(data: dict[str, object]) -> dict[str, object]:
     comp = data.get("compaction")
     if not isinstance(comp, dict):
         return data
@@ -293,7 +294,7 @@ def _select_compaction(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "compaction": selected}
 
 
-def _check_compaction_keys(data: dict[str, Any], overrides: list[str], path: str,
+def _check_compaction_keys(data: Mapping[str, object], overrides: list[str], path: str,
                            lines: dict[tuple[str, ...], int]) -> None:
     """A compaction key no policy knows (`--set compaction.knd=prune`) is named as such,
     with the closest known key, rather than surfacing as some other kind's parameter."""
@@ -333,7 +334,7 @@ def _first_error(exc: ValidationError) -> tuple[str, str]:
     return ".".join(clean), msg
 
 
-def scenario_hash(data: dict[str, Any]) -> str:
+def scenario_hash(data: Mapping[str, object]) -> str:
     blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 import random
 from itertools import pairwise
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from simulator.scenario.names import check_name
 from simulator.scenario.probes import ProbesSpec
 from simulator.scenario.replay import ReplaySpec
+from simulator.util.numbers import is_number
 
 # Upper bounds (issue 15): numbers a scenario may hold, so that no value can make a run
 # allocate without bound or wait for ever. Token sizes, seconds and counts alike.
@@ -34,7 +35,7 @@ class _Frozen(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_booleans_as_numbers(cls, data: Any) -> Any:
+    def _no_booleans_as_numbers(cls, data: object) -> object:
         if isinstance(data, dict):
             for name, f in cls.model_fields.items():
                 key = f.alias or name
@@ -44,7 +45,7 @@ class _Frozen(BaseModel):
         return data
 
 
-def _is_numeric(annotation: Any) -> bool:
+def _is_numeric(annotation: object) -> bool:
     """int, float, or a union with one of them (an optional, or `int | "dense"`): a
     boolean is none of its choices."""
     import types
@@ -142,8 +143,8 @@ class LogNormal(_Bounded):
 Distribution = Annotated[Constant | Uniform | Normal | LogNormal, Field(discriminator="dist")]
 
 
-def _coerce_dist(v: Any) -> Any:
-    if isinstance(v, int | float) and not isinstance(v, bool):
+def _coerce_dist(v: object) -> object:
+    if is_number(v):
         return {"dist": "constant", "value": v}
     if isinstance(v, dict) and "dist" not in v and "value" in v:
         return {"dist": "constant", **v}
@@ -155,7 +156,7 @@ class _WithDists(_Frozen):
 
     @model_validator(mode="before")
     @classmethod
-    def _numbers_are_constants(cls, data: Any) -> Any:
+    def _numbers_are_constants(cls, data: object) -> object:
         if not isinstance(data, dict):
             return data
         out = dict(data)
@@ -488,7 +489,7 @@ class TwinSpec(_Frozen):
 
     @field_validator("vllm_version", mode="before")
     @classmethod
-    def _version_text(cls, v: Any) -> Any:
+    def _version_text(cls, v: object) -> object:
         """YAML and --set read 0.28 as a number: releases have two-digit minors."""
         if isinstance(v, float):
             return f"{v:.2f}"

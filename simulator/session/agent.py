@@ -22,14 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from simulator.endpoints.base import (
-    EndpointError,
-    ErrorType,
-    LLMRequest,
-    LLMResponse,
-    Timing,
-    Usage,
-)
+from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest, LLMResponse, Timing, Usage
 from simulator.protocol.facts import edit_input
 from simulator.protocol.messages import TOOL_USE_OVERHEAD_TOKENS
 from simulator.records.rows import (
@@ -63,6 +56,8 @@ from simulator.session.prefix import with_nonce
 from simulator.session.probing import Prober
 from simulator.session.resume import ReplayKey, StoredReply, reply_row
 from simulator.util import tokens
+from simulator.util.ids import session_id
+from simulator.util.numbers import is_number
 from simulator.util.redact import redact_text
 
 # Errors after which no retry can help and the whole run should stop.
@@ -203,7 +198,7 @@ class Agent:
         self.first_wait_share = first_wait_share
         self.s = ctx.scenario
         self._temperature, self._sampling = self.s.wire_sampling()   # what requests send
-        self.session_id = f"s{index:04d}"
+        self.session_id = session_id(index)
         self.prefix = prefix
         self.conv = Conversation()
         self.pending: _Pending | None = None
@@ -685,6 +680,6 @@ def _tool_name(kind: str) -> str:
             "write": "Write", "task": "Task", "todo": "TodoWrite", "web": "WebFetch"}[kind]
 
 
-def _opt_float(x: Any) -> float | None:
+def _opt_float(x: object) -> float | None:
     """A float from an endpoint's extras (None when it did not report one)."""
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+    return float(x) if is_number(x) else None

@@ -8,7 +8,6 @@ code can keep importing them from the conversation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from simulator.protocol.messages import (
     BLOCK_OVERHEAD_TOKENS,
@@ -49,5 +48,5 @@ class Conversation:
     def replace(self, messages: tuple[Message, ...]) -> Conversation:
         return Conversation(messages, self.pinned, self.pruning)
 
-    def to_api(self) -> list[dict[str, Any]]:
+    def to_api(self) -> list[dict[str, object]]:
         return [m.to_api() for m in self.messages]

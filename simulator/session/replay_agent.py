@@ -20,21 +20,14 @@ import weakref
 from dataclasses import dataclass, field
 
 from simulator.importers.anonymize import SpanTexts
+from simulator.protocol.messages import Block, Message, Prefix, TextBlock, ToolResultBlock, ToolUseBlock
 from simulator.scenario import content
 from simulator.scenario.model import TurnTemplate
 from simulator.scenario.replay import ReplayArg, ReplayBlock, ReplayCall, ReplaySpec
 from simulator.session import compaction as comp
 from simulator.session.agent import Agent
 from simulator.session.context import RunContext, SessionFailed
-from simulator.session.conversation import (
-    Block,
-    Conversation,
-    Message,
-    Prefix,
-    TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-)
+from simulator.session.conversation import Conversation
 from simulator.session.prefix import with_nonce
 from simulator.util import tokens
 

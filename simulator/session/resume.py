@@ -38,7 +38,7 @@ class StoredReply:
 
 
 def reply_row(session_id: str, turn: int, kind: str, forced: int, resp: LLMResponse,
-              keep_content: bool, forced_targets: list[int] | None = None) -> dict[str, Any]:
+              keep_content: bool, forced_targets: list[int] | None = None) -> dict[str, object]:
     """The history-journal row for one successful request."""
     blocks: list[list[Any]] = []
     if keep_content:

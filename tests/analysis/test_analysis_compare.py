@@ -51,6 +51,7 @@ def test_bootstrap_is_seeded_and_bounded() -> None:
 def test_pct_diff() -> None:
     assert pct_diff(100.0, 90.0) == pytest.approx(-10.0)
     assert pct_diff(0, 5) is None and pct_diff(None, 5) is None and pct_diff(True, 1) is None
+    assert pct_diff(1, True) is None and pct_diff(2.0, "3") is None     # not numbers
 
 
 def _two_runs(tmp_path: Path, *, same: bool = True) -> tuple[Path, Path]:

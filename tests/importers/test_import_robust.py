@@ -75,7 +75,8 @@ def test_existing_output_needs_force_and_write_is_atomic(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(("value", "shown"), [("12", '"12"'), ([1], "[1]"), (-3, "-3"),
-                                              (1.5, "1.5"), (True, "true")])
+                                              (1.5, "1.5"), (True, "true"),
+                                              (10 ** 400, "1" + "0" * 39)])
 def test_bad_usage_values_are_one_line(tmp_path: Path, value: Any, shown: str) -> None:
     recs = _recs()
     recs[3]["message"]["usage"]["output_tokens"] = value

@@ -41,7 +41,47 @@ class FleetTimeline:
             r.timeline.offset_s = value
 
 
-class InProcessFleet:
+SUMMED_COUNTERS = ("prefix_cache_queries", "prefix_cache_hits", "preemptions",
+                   "num_gpu_blocks", "kv_capacity_tokens", "spec_drafts", "spec_accepted_tokens")
+
+
+def summed_stats(per: list[dict[str, Any]], out: dict[str, Any]) -> dict[str, Any]:
+    """`out` with the members' counters summed (KV peak: the hottest member's; the
+    block size: the first's)."""
+    for key in SUMMED_COUNTERS:
+        out[key] = sum(p.get(key, 0) for p in per)
+    out["kv_usage_peak"] = max(p["kv_usage_peak"] for p in per)
+    out["block_size"] = per[0]["block_size"]
+    return out
+
+
+class TwinGroup:
+    """What several in-process twins on one clock (a fleet's replicas, P/D's instances)
+    do alike for the run: their driver tasks, one engine log tagged by member, closing."""
+
+    timeline: FleetTimeline
+
+    @property
+    def members(self) -> list[InProcessTwin]:
+        raise NotImplementedError
+
+    def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+        return [f for r in self.members for f in r.background()]
+
+    def continue_timeline(self, offset_s: float) -> None:
+        """A resumed run: every member's engine log continues from `offset_s`."""
+        self.timeline.offset_s = offset_s
+
+    def timeline_rows(self) -> list[dict[str, Any]]:
+        return [{**row, "replica": i} for i, r in enumerate(self.members)
+                for row in r.timeline_rows()]
+
+    async def aclose(self) -> None:
+        for r in self.members:
+            await r.aclose()
+
+
+class InProcessFleet(TwinGroup):
     name = "twin-fleet"
     simulated = True
 
@@ -64,9 +104,11 @@ class InProcessFleet:
         self.chains = SessionChains()             # the router's view of prompts' blocks
         self.sampling_defaults = self.replicas[0].sampling_defaults   # same model on each
 
+    @property
+    def members(self) -> list[InProcessTwin]:
+        return self.replicas
+
     # -- what runs and the recorder read ----------------------------------------------
-    def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
-        return [f for r in self.replicas for f in r.background()]
 
     def describe(self) -> dict[str, Any]:
         d = self.replicas[0].describe()
@@ -83,13 +125,7 @@ class InProcessFleet:
     def stats(self) -> dict[str, Any]:
         """Fleet counters (sums; KV peak is the hottest replica's), one entry per replica."""
         per = [r.stats() for r in self.replicas]
-        out = dict(per[0]) if len(per) == 1 else {}
-        for key in ("prefix_cache_queries", "prefix_cache_hits", "preemptions",
-                    "num_gpu_blocks", "kv_capacity_tokens", "spec_drafts",
-                    "spec_accepted_tokens"):
-            out[key] = sum(p.get(key, 0) for p in per)
-        out["kv_usage_peak"] = max(p["kv_usage_peak"] for p in per)
-        out["block_size"] = per[0]["block_size"]
+        out = summed_stats(per, dict(per[0]) if len(per) == 1 else {})
         out["replicas"] = [{"replica": i, "requests": self.routed[i],
                             **replica_stats(r.engine)} for i, r in enumerate(self.replicas)]
         out["router"] = self.router.config.policy
@@ -103,18 +139,6 @@ class InProcessFleet:
         if len(per) == 1:
             return per[0]
         return EngineStats.summed(per)
-
-    def continue_timeline(self, offset_s: float) -> None:
-        """A resumed run: every replica's engine log continues from `offset_s`."""
-        self.timeline.offset_s = offset_s
-
-    def timeline_rows(self) -> list[dict[str, Any]]:
-        return [{**row, "replica": i} for i, r in enumerate(self.replicas)
-                for row in r.timeline_rows()]
-
-    async def aclose(self) -> None:
-        for r in self.replicas:
-            await r.aclose()
 
     # -- routing ----------------------------------------------------------------------
     def loads(self, request: LLMRequest) -> tuple[list[ReplicaLoad], int, list[int] | None]:

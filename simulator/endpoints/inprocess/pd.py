@@ -27,12 +27,11 @@ import asyncio
 import copy
 import dataclasses
 import math
-from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any
 
 from simulator.endpoints.base import LLMRequest, LLMResponse, Usage
-from simulator.endpoints.inprocess.fleet import FleetTimeline
+from simulator.endpoints.inprocess.fleet import FleetTimeline, TwinGroup, summed_stats
 from simulator.endpoints.inprocess.twin import InProcessTwin
 from simulator.endpoints.routed import send_on
 from simulator.twin.core.stats import EngineStats
@@ -65,7 +64,7 @@ def link_spec(hardware: str, kind: str, gb_s: float | None = None,
                     latency_s if latency_s is not None else base.latency_s)
 
 
-class InProcessPD:
+class InProcessPD(TwinGroup):
     name = "twin-pd"
     simulated = True
 
@@ -103,9 +102,11 @@ class InProcessPD:
         """Decode instances first, then prefill ones (the engine log's numbering)."""
         return self.decodes + self.prefills
 
+    @property
+    def members(self) -> list[InProcessTwin]:
+        return self.instances
+
     # -- what runs and the recorder read ----------------------------------------------
-    def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
-        return [f for r in self.instances for f in r.background()]
 
     def describe(self) -> dict[str, Any]:
         c = self.config
@@ -124,14 +125,7 @@ class InProcessPD:
 
     def stats(self) -> dict[str, Any]:
         """Counters summed over every instance, per-instance entries and the `pd` block."""
-        per = [r.stats() for r in self.instances]
-        out: dict[str, Any] = {}
-        for key in ("prefix_cache_queries", "prefix_cache_hits", "preemptions",
-                    "num_gpu_blocks", "kv_capacity_tokens", "spec_drafts",
-                    "spec_accepted_tokens"):
-            out[key] = sum(p.get(key, 0) for p in per)
-        out["kv_usage_peak"] = max(p["kv_usage_peak"] for p in per)
-        out["block_size"] = per[0]["block_size"]
+        out = summed_stats([r.stats() for r in self.instances], {})
         d = self.config.decode
         out["replicas"] = [
             {"replica": i, "role": "decode" if i < d else "prefill",
@@ -168,17 +162,6 @@ class InProcessPD:
         """Every instance's counters summed (KV peak: the hottest instance's)."""
         per = [r.engine_stats() for r in self.instances]
         return EngineStats.summed(per)
-
-    def continue_timeline(self, offset_s: float) -> None:
-        self.timeline.offset_s = offset_s
-
-    def timeline_rows(self) -> list[dict[str, Any]]:
-        return [{**row, "replica": i} for i, r in enumerate(self.instances)
-                for row in r.timeline_rows()]
-
-    async def aclose(self) -> None:
-        for r in self.instances:
-            await r.aclose()
 
     # -- routing ----------------------------------------------------------------------
     async def send(self, request: LLMRequest) -> LLMResponse:

@@ -22,21 +22,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from simulator.endpoints.base import ErrorType, LLMRequest, LLMResponse, Usage
-from simulator.endpoints.wire.sse import (
-    COMPACT_JSON,
-    SSEParser,
-    StreamFault,
-    check_content_size,
-    parse_block,
-)
+from simulator.endpoints.wire.sse import COMPACT_JSON, SSEParser, StreamFault, check_content_size, parse_block
 from simulator.endpoints.wire.times import DeltaTimes
-from simulator.protocol.messages import (
-    Block,
-    Message,
-    TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-)
+from simulator.protocol.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from simulator.util import tokens
 
 PATH = "/v1/chat/completions"

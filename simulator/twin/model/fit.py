@@ -33,6 +33,7 @@ from simulator.twin.spec_decode.exchanges import Exchange, checked_replay
 from simulator.twin.spec_decode.ngram import NgramSpec, parse_spec
 from simulator.twin.spec_decode.replay import replay_streams
 from simulator.util.bounded import regular_file
+from simulator.util.numbers import finite_float
 
 if TYPE_CHECKING:  # numpy is imported by the fitting code only: CLI start-up stays short
     import numpy as np
@@ -254,12 +255,13 @@ def _spec_replay(pm: RooflinePerfModel, obs: Observation) -> float:
 
 def point_figure(summary: Mapping[str, Any], obs: Observation) -> float:
     """The observation's figure from a run summary (× sessions for a per-stream rate)."""
-    value = summary.get(obs.figure)
-    if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+    got = summary.get(obs.figure)
+    value = finite_float(got)
+    if value is None or value <= 0:
         raise InputError(f"fit: point {obs.label or obs.spec!r}: its run has no "
-                         f"{obs.figure} (got {value!r})")
+                         f"{obs.figure} (got {got!r})")
     scale = obs.batch if obs.figure in PER_STREAM_FIGURES else 1
-    return float(value) * scale
+    return value * scale
 
 
 def _spec_decode(pm: RooflinePerfModel, obs: Observation, runner: ScenarioRunner) -> float:

@@ -23,7 +23,6 @@ profile fitted on them reproduces the run when the twin runs the same scenario; 
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any, Literal
 
 from simulator.errors import InputError
 from simulator.twin.model.fit import Observation
+from simulator.util.numbers import finite_float
 
 Units = Literal["twin", "server"]
 # the terms batch-1 decode and prefill points of short contexts identify: the decode
@@ -50,14 +50,7 @@ class RunPoints:
 
 
 def _num(row: Mapping[str, Any], key: str) -> float | None:
-    v = row.get(key)
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
+    return finite_float(row.get(key))
 
 
 def points_from_rows(rows: Iterable[Mapping[str, Any]], *, units: Units = "twin",

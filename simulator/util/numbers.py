@@ -1,0 +1,29 @@
+"""What counts as a number in parsed JSON, a row or an endpoint's extras: one rule, so
+that every reader agrees. A boolean is not one (JSON `true` is not 1, though Python's
+`bool` is an `int`), nor is text; a figure must also be finite. Readers that must say
+why a value was refused raise their own error after asking here."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import TypeGuard
+
+
+def is_number(x: object) -> TypeGuard[int | float]:
+    """Whether `x` is an int or a float, a boolean excluded (NaN and infinities included:
+    ask `finite_float` for a figure)."""
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def finite_float(x: object) -> float | None:
+    """`x` as a float when it is a finite real number (numpy's scalars included, as
+    pandas hands them); None when it is missing, a boolean, text, NaN, infinite or an
+    integer too large for a float."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        return None
+    try:
+        f = float(x)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
