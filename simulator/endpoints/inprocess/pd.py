@@ -27,11 +27,10 @@ import asyncio
 import copy
 import dataclasses
 import math
-from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any
 
-from simulator.endpoints.base import LLMRequest, LLMResponse, Usage
+from simulator.endpoints.base import BackgroundTask, LLMRequest, LLMResponse, Usage
 from simulator.endpoints.inprocess.fleet import FleetTimeline
 from simulator.endpoints.inprocess.twin import InProcessTwin
 from simulator.endpoints.routed import send_on
@@ -92,7 +91,7 @@ class InProcessPD:
         self.routed = [0] * config.decode
         self.p_in_flight = [0] * config.prefill
         self.p_routed = [0] * config.prefill
-        bpt = float(getattr(self.decodes[0].perf, "kv_bytes_per_token", 0.0))
+        bpt = self.decodes[0].config.cache.kv_bytes_per_token
         self.link = LinkQueues(config.link, bpt)
         self.remote = self.local = 0
         self.chains = SessionChains()
@@ -104,7 +103,7 @@ class InProcessPD:
         return self.decodes + self.prefills
 
     # -- what runs and the recorder read ----------------------------------------------
-    def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+    def background(self) -> list[BackgroundTask]:
         return [f for r in self.instances for f in r.background()]
 
     def describe(self) -> dict[str, Any]:

@@ -376,7 +376,8 @@ def fit_terms(points: Sequence[Observation], hardware: str, model: str, *,
         pred = [predict(pm, p, smooth=True, runner=run) for p in points]
         return weights * np.log(np.array(pred) / [p.measured for p in points])
 
-    x0 = np.log([max(getattr(base, f), BOUNDS[f][0]) for f in free])
+    start = base.model_dump()        # the free terms by name (`Efficiency`'s fields)
+    x0 = np.log([max(start[f], BOUNDS[f][0]) for f in free])
     # spec_decode points are runs of the product's path (~0.3–2 s each): few iterations,
     # stopping at a 1e-4 relative gain
     sims = any(p.kind == "spec_decode" for p in points)
