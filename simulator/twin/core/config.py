@@ -118,11 +118,10 @@ def _retention(perf: RooflinePerfModel) -> int | None:
     """The hybrids' state retention; "auto" (settings made without `load_engine_settings`)
     is resolved for the settings' vLLM version, as loading them does."""
     kept = perf.engine.prefix_cache_retention_interval
-    if kept != "auto":
-        return kept
-    from simulator.twin.model.profiles import with_version_defaults
-    resolved = with_version_defaults(perf.engine).prefix_cache_retention_interval
-    return None if resolved == "auto" else resolved
+    if kept == "auto":
+        from simulator.twin.model.profiles import with_version_defaults
+        kept = with_version_defaults(perf.engine).prefix_cache_retention_interval
+    return kept if isinstance(kept, int) else None
 
 
 def plain_config(perf: PerfModel, *, block_size: int = DEFAULT_BLOCK_SIZE,
