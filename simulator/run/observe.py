@@ -43,6 +43,7 @@ def make_view(run: OpenedRun, metrics: RunMetrics | None = None) -> LiveView | N
     mode = spec.progress if spec.show_progress else "off"
     if mode in ("off", "bar") and metrics is None:
         return None     # as `resolve_mode` keeps them, without loading the view
+    # deferred: the live view loads only when it draws
     from simulator.live.view import LiveView, header_for, plan_from_manifest, resolve_mode
     if resolve_mode(mode, sys.stderr.isatty()) in ("off", "bar") and metrics is None:
         return None
@@ -59,6 +60,7 @@ def observed(run: OpenedRun, echo: Callable[[str], None]) -> Iterator[None]:
     metrics: RunMetrics | None = None
     server: MetricsServer | None = None
     if spec.metrics_port is not None:
+        # deferred: the exporter (prometheus_client) loads with --metrics-port only
         from simulator.live.exporter import MetricsServer, RunMetrics, parse_bind
         host, port = parse_bind(spec.metrics_port)
         metrics = RunMetrics(run.run_id, str(manifest.get("scenario") or ""),
@@ -182,7 +184,7 @@ def follow_shards(view: LiveView | None, run_dir: Path) -> Iterator[Callable[[],
     if view is None:
         yield lambda: None
         return
-    from simulator.live.follow import RunFollower
+    from simulator.live.follow import RunFollower  # deferred: only with a view to feed
     follower = RunFollower(run_dir)
     stop = threading.Event()
 

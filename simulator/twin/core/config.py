@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from simulator.errors import InputError
 from simulator.twin.core.kv_offload import HostLinkTimes
 from simulator.twin.core.types import PerfModel
+from simulator.twin.model.profiles import with_version_defaults
 from simulator.twin.spec_decode.ngram import MAX_SPEC_TOKENS, Spec
 
 if TYPE_CHECKING:
@@ -119,7 +120,6 @@ def _retention(perf: RooflinePerfModel) -> int | None:
     is resolved for the settings' vLLM version, as loading them does."""
     kept = perf.engine.prefix_cache_retention_interval
     if kept == "auto":
-        from simulator.twin.model.profiles import with_version_defaults
         kept = with_version_defaults(perf.engine).prefix_cache_retention_interval
     return kept if isinstance(kept, int) else None
 
