@@ -252,7 +252,7 @@ def _spec_replay(pm: RooflinePerfModel, obs: Observation) -> float:
     return sum(n for n, _ in pairs) / seconds
 
 
-def point_figure(summary: Mapping[str, Any], obs: Observation) -> float:
+def point_figure(summary: Mapping[str, object], obs: Observation) -> float:
     """The observation's figure from a run summary (× sessions for a per-stream rate)."""
     value = summary.get(obs.figure)
     if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
