@@ -65,9 +65,9 @@ class LLMRequest:
     hints: dict[str, str] = field(default_factory=dict)
     sampling: dict[str, float | int] = field(default_factory=dict)
 
-    def to_api_kwargs(self) -> dict[str, Any]:
+    def to_api_kwargs(self) -> dict[str, object]:
         """Keyword arguments for `messages.create` / the JSON body (without `stream`)."""
-        kw: dict[str, Any] = {
+        kw: dict[str, object] = {
             "model": self.model,
             "max_tokens": self.max_tokens,
             "system": [{"type": "text", "text": self.prefix.system,
@@ -112,7 +112,7 @@ class Usage:
         )
 
     @staticmethod
-    def from_mapping(d: Any) -> Usage:
+    def from_mapping(d: object) -> Usage:
         if d is None:
             return Usage()
         def get(key: str) -> int | None:
@@ -217,12 +217,17 @@ class Endpoint(Protocol):
         ...
 
 
+# a driver task of an in-process engine, made when the run starts (an `async def`'s
+# coroutine function: what `asyncio.create_task` takes)
+BackgroundTask = Callable[[], Coroutine[Any, Any, None]]
+
+
 @runtime_checkable
 class EngineEndpoint(Endpoint, Protocol):
     """An endpoint that runs its own engine in this process (the in-process twin): the
     run drives it, samples its log and reads its counters — typed, never by `getattr`."""
 
-    def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+    def background(self) -> list[BackgroundTask]:
         """The engine's driver tasks, run beside the sessions."""
         ...
 

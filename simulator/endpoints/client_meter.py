@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 from array import array
-from typing import Any
 
 from simulator.endpoints.base import LLMRequest, LLMResponse
 from simulator.twin.serve.prompt import PromptError, PromptTokenizer, render_reply
@@ -29,7 +28,7 @@ _HISTORY_TOKENS = 4_000_000      # the metered sessions' histories, 16 MB of ids
 def prompt_ids(tokenizer: PromptTokenizer, request: LLMRequest) -> array[int]:
     """The request's prompt ids as the twin renders them (PromptError when malformed);
     the prefix and messages are immutable, so their ids are found by identity."""
-    def head() -> tuple[Any, Any]:
+    def head() -> tuple[object, object]:
         kw = dataclasses.replace(request, messages=()).to_api_kwargs()
         return kw["system"], kw.get("tools")
     return tokenizer.encode_objects(request.prefix, head, request.messages)

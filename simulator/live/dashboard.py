@@ -9,13 +9,13 @@ them off the screen and compares).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from rich.console import RenderableType
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from simulator.live.figures import LiveSnapshot, RunFigures, WindowFigures
 from simulator.util.formats import number, percent
+
+if TYPE_CHECKING:       # rich loads with the dashboard's first frame, not a plain line
+    from rich.console import RenderableType
 
 
 def _num(v: float | None, fmt: str = "{:,.1f}") -> str:
@@ -142,6 +142,7 @@ def table_lines(snap: LiveSnapshot) -> list[str]:
 
 def render(snap: LiveSnapshot, header: Sequence[str] = ()) -> RenderableType:
     """The dashboard: header lines, the figures table, state lines and the last events."""
+    from rich.text import Text
     text = Text(no_wrap=False)
 
     def line(s: str, style: str = "") -> None:

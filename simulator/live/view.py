@@ -21,12 +21,14 @@ from typing import IO, TYPE_CHECKING, Any
 
 from simulator.analysis.target import describe_target
 from simulator.live.dashboard import final_line, render, status_line
-from simulator.live.exporter import RunMetrics
 from simulator.live.figures import LiveFigures, LiveSnapshot, SteadyPlan
 from simulator.records.manifest import Manifest, ResolvedScenario
 
 if TYPE_CHECKING:       # a type only
     from simulator.live.follow import Batch
+
+if TYPE_CHECKING:       # the exporter (prometheus_client) loads with --metrics-port only
+    from simulator.live.exporter import RunMetrics
 
 MODES = ("auto", "dashboard", "bar", "plain", "off")
 REFRESH_S = 1.0          # the dashboard redraws at most this often (wall seconds)

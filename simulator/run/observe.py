@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 from simulator.clock import RunClock
 from simulator.endpoints.base import SampledEngine
-from simulator.live.exporter import MetricsServer, RunMetrics, parse_bind
-from simulator.live.follow import RunFollower
-from simulator.live.view import LiveView, header_for, plan_from_manifest, resolve_mode
 from simulator.records.recorder import TURNS_JOURNAL, Recorder, iter_journal
 
+# The live view's modules (`simulator.live`) load where a view is made, the exporter's
+# with --metrics-port, the follower with a sharded run's view: a run that draws nothing
+# (--progress off or bar, --quiet, a library call) loads none of them.
 if TYPE_CHECKING:
+    from simulator.live.exporter import MetricsServer, RunMetrics
+    from simulator.live.view import LiveView
     from simulator.run.prepare import OpenedRun
 
 FOLLOW_POLL_S = 0.5      # how often a sharded run's parent reads its shards' journals
@@ -39,6 +41,10 @@ def make_view(run: OpenedRun, metrics: RunMetrics | None = None) -> LiveView | N
     """The run's live view (None when nothing is shown and nothing is exported)."""
     spec = run.spec
     mode = spec.progress if spec.show_progress else "off"
+    if mode in ("off", "bar") and metrics is None:
+        return None     # as `resolve_mode` keeps them, without loading the view
+    # deferred: the live view loads only when it draws
+    from simulator.live.view import LiveView, header_for, plan_from_manifest, resolve_mode
     if resolve_mode(mode, sys.stderr.isatty()) in ("off", "bar") and metrics is None:
         return None
     manifest = run.recorder.manifest
@@ -54,6 +60,8 @@ def observed(run: OpenedRun, echo: Callable[[str], None]) -> Iterator[None]:
     metrics: RunMetrics | None = None
     server: MetricsServer | None = None
     if spec.metrics_port is not None:
+        # deferred: the exporter (prometheus_client) loads with --metrics-port only
+        from simulator.live.exporter import MetricsServer, RunMetrics, parse_bind
         host, port = parse_bind(spec.metrics_port)
         metrics = RunMetrics(run.run_id, run.scenario.name,
                              simulated=bool(run.server.simulated or run.endpoint.simulated),
@@ -176,6 +184,7 @@ def follow_shards(view: LiveView | None, run_dir: Path) -> Iterator[Callable[[],
     if view is None:
         yield lambda: None
         return
+    from simulator.live.follow import RunFollower  # deferred: only with a view to feed
     follower = RunFollower(run_dir)
     stop = threading.Event()
 

@@ -13,11 +13,10 @@ Replies carry the replica's index in `extra["replica"]` (the rows' `replica` col
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any
 
-from simulator.endpoints.base import LLMRequest, LLMResponse
+from simulator.endpoints.base import BackgroundTask, LLMRequest, LLMResponse
 from simulator.endpoints.inprocess.twin import InProcessTwin
 from simulator.endpoints.routed import send_on
 from simulator.twin.core.stats import EngineStats
@@ -65,7 +64,7 @@ class TwinGroup:
     def members(self) -> list[InProcessTwin]:
         raise NotImplementedError
 
-    def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+    def background(self) -> list[BackgroundTask]:
         return [f for r in self.members for f in r.background()]
 
     def continue_timeline(self, offset_s: float) -> None:

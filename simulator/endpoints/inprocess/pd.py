@@ -91,7 +91,7 @@ class InProcessPD(TwinGroup):
         self.routed = [0] * config.decode
         self.p_in_flight = [0] * config.prefill
         self.p_routed = [0] * config.prefill
-        bpt = float(getattr(self.decodes[0].perf, "kv_bytes_per_token", 0.0))
+        bpt = self.decodes[0].config.cache.kv_bytes_per_token
         self.link = LinkQueues(config.link, bpt)
         self.remote = self.local = 0
         self.chains = SessionChains()

@@ -21,14 +21,15 @@ from typing import Any
 from simulator.records.prometheus import Snapshot, window_rows
 from simulator.twin.core.engine import TwinEngine
 
-_COUNTERS = ("prefix_cache_queries", "prefix_cache_hits", "prompt_tokens",
-             "generation_tokens", "preemptions")
-
 
 def engine_snapshot(engine: TwinEngine) -> Snapshot:
     """The engine's counters and gauges under the scraper's canonical names."""
     c = engine.counters
-    return Snapshot("twin", counters={k: float(getattr(c, k)) for k in _COUNTERS},
+    return Snapshot("twin", counters={"prefix_cache_queries": float(c.prefix_cache_queries),
+                                      "prefix_cache_hits": float(c.prefix_cache_hits),
+                                      "prompt_tokens": float(c.prompt_tokens),
+                                      "generation_tokens": float(c.generation_tokens),
+                                      "preemptions": float(c.preemptions)},
                     gauges={"kv_usage": engine.kv_usage(),
                             "requests_running": float(engine.num_running()),
                             "requests_waiting": float(engine.num_waiting())},

@@ -14,11 +14,12 @@ import itertools
 import math
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from simulator.clock.virtual import next_timer, quiet_now
 from simulator.endpoints.base import (
+    BackgroundTask,
     EndpointError,
     ErrorType,
     LLMRequest,
@@ -73,10 +74,10 @@ class InProcessTwin:
                  overrides: dict[str, Any] | None = None) -> None:
         self.hardware, self.model = hardware, model
         self.perf = build_perf_model(hardware, model, spec=spec, overrides=overrides)
-        self.engine = TwinEngine(self.perf)
+        self.config = engine_config(self.perf, context_window=context_window)
+        self.engine = TwinEngine(self.perf, self.config)
         self.tokenizer = shared_tokenizer()     # one per process: runs share encodings
         self.seed = seed
-        self.config = engine_config(self.perf, context_window=context_window)
         self.context_window = self.config.scheduler.max_model_len   # the model's, by profile
         self._waiters: dict[str, asyncio.Future[RequestResult]] = {}
         self._wake: asyncio.Event | None = None
@@ -89,16 +90,14 @@ class InProcessTwin:
             gen.values() if gen is not None else None)
         self._sampling: dict[tuple[object, ...], SamplingParams] = {}   # resolved, by fields
 
-    def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+    def background(self) -> list[BackgroundTask]:
         return [self._drive]
 
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"kind": "twin-inprocess", "simulated": True,
                              "hardware": self.hardware, "model": self.model,
                              "virtual_time": True}
-        describe = getattr(self.perf, "describe", None)
-        if callable(describe):
-            d["profile"] = describe()
+        d["profile"] = self.perf.describe()
         return d
 
     def stats(self) -> dict[str, Any]:
@@ -106,7 +105,7 @@ class InProcessTwin:
 
     def _tier_stats(self) -> dict[str, Any]:
         """The host KV tier's counters (vLLM's offload metrics), only with a tier."""
-        tier = getattr(self.engine, "host_tier", None)
+        tier = self.engine.host_tier
         if tier is None:
             return {}
         c = self.engine.counters
@@ -287,7 +286,7 @@ class InProcessTwin:
 
     def _tier_extra(self, res: RequestResult) -> dict[str, Any]:
         """The host tier's share of the hit, only when the engine has a tier."""
-        if getattr(self.engine, "host_tier", None) is None:
+        if self.engine.host_tier is None:
             return {}
         return {"host_cached_tokens": res.host_cached_tokens}
 

@@ -30,11 +30,11 @@ class AnthropicSDKEndpoint(SDKEndpoint):
     _sdk = anthropic
     dialect = ANTHROPIC
 
-    def _open(self, base_url: str, api_key: str) -> Any:
+    def _open(self, base_url: str, api_key: str) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(base_url=base_url, api_key=api_key, max_retries=0,
                                         timeout=self.timeout, http_client=self.http_client)
 
-    def _stream_error(self, e: Any) -> ErrorType:
+    def _stream_error(self, e: Exception) -> ErrorType:
         return stream_error_type(getattr(e, "body", None))
 
     async def _stream(self, request: LLMRequest, state: ReplyState) -> str | None:

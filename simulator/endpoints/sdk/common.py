@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any, Literal
 
@@ -29,13 +29,13 @@ from simulator.endpoints.wire.sse import StreamFault
 Backend = Literal["httpx", "aiohttp"]
 
 
-def create_params(create: Callable[..., Any]) -> frozenset[str]:
+def create_params(create: Callable[..., object]) -> frozenset[str]:
     """The keyword parameters an SDK's `create` method accepts."""
     return frozenset(inspect.signature(create).parameters) - {"self"}
 
 
-def split_kwargs(kw: dict[str, Any],
-                 params: frozenset[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+def split_kwargs(kw: Mapping[str, object],
+                 params: frozenset[str]) -> tuple[dict[str, object], dict[str, object]]:
     """(what `create` accepts, the rest for `extra_body`): SDK versions drop parameters
     (anthropic 2.x has no `temperature`) that servers still honour."""
     known = {k: v for k, v in kw.items() if k in params}
@@ -73,7 +73,7 @@ class SDKEndpoint:
                       self._sdk.__name__: self._sdk.__version__}
         self._client: Any = self._open(base_url, api_key or "none")
 
-    def _open(self, base_url: str, api_key: str) -> Any:
+    def _open(self, base_url: str, api_key: str) -> object:
         """The SDK's async client on `self.http_client` (no retries, our timeout)."""
         raise NotImplementedError
 
@@ -87,7 +87,7 @@ class SDKEndpoint:
         """Open the stream, feed every event to `state`; the server's request id."""
         raise NotImplementedError
 
-    def _stream_error(self, e: Any) -> ErrorType:
+    def _stream_error(self, e: Exception) -> ErrorType:
         """The type of an error the SDK raised for an in-stream error event."""
         return ErrorType.STREAM_ERROR
 

@@ -9,8 +9,6 @@ path builds from the bytes. Errors and limits: `sdk_common.SDKEndpoint`.
 
 from __future__ import annotations
 
-from typing import Any
-
 import openai
 
 from simulator.endpoints.base import ErrorType, LLMRequest
@@ -26,12 +24,12 @@ class OpenAISDKEndpoint(SDKEndpoint):
     _sdk = openai
     dialect = OPENAI_CHAT
 
-    def _open(self, base_url: str, api_key: str) -> Any:
+    def _open(self, base_url: str, api_key: str) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(base_url=base_url.rstrip("/") + "/v1", api_key=api_key,
                                   max_retries=0, timeout=self.timeout,
                                   http_client=self.http_client)
 
-    def _stream_error(self, e: Any) -> ErrorType:
+    def _stream_error(self, e: Exception) -> ErrorType:
         return openai_chat.error_type_of({"error": getattr(e, "body", None)})
 
     async def _stream(self, request: LLMRequest, state: ReplyState) -> str | None:

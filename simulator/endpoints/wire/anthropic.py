@@ -37,7 +37,7 @@ from simulator.util.visible import visible
 ANTHROPIC_VERSION = "2023-06-01"
 
 
-def stream_error_type(body: Any) -> ErrorType:
+def stream_error_type(body: object) -> ErrorType:
     """Classify an `error` event's body: overloaded → OVERLOADED, else STREAM_ERROR."""
     err = body.get("error") if isinstance(body, dict) else None
     etype = err.get("type") if isinstance(err, dict) else None
@@ -170,7 +170,7 @@ class StreamState(DeltaTimes):
         elif name in _HANDLED:
             self.on_event(name, body)
 
-    def _generic_delta(self, body: Mapping[str, Any], now: float) -> None:
+    def _generic_delta(self, body: Mapping[str, object], now: float) -> None:
         """A delta in non-standard framing: decoded, re-escaped into the same pieces."""
         delta = body.get("delta")
         if not isinstance(delta, dict):
@@ -195,13 +195,13 @@ class StreamState(DeltaTimes):
     # -- the event grammar (issue 29): message_start, then blocks started before their
     # deltas and stopped after them, message_delta, message_stop last; ping and error
     # anywhere. Anything else ends the attempt as MALFORMED, naming the event.
-    def _expect_delta(self, index: int, body: Mapping[str, Any]) -> None:
+    def _expect_delta(self, index: int, body: Mapping[str, object]) -> None:
         if not self._started or self.stopped or index not in self._open:
             where = ("before message_start" if not self._started else "after message_stop"
                      if self.stopped else f"for block {index}, which was not started")
             raise _grammar_fault(f"content_block_delta {where}", "content_block_delta", body)
 
-    def _expect(self, name: str, body: Mapping[str, Any]) -> None:
+    def _expect(self, name: str, body: Mapping[str, object]) -> None:
         if name == "error":
             return
         if self.stopped:
@@ -305,7 +305,7 @@ _HANDLED = frozenset({"message_start", "content_block_start", "content_block_sto
                       "message_delta", "message_stop", "error"})
 
 
-def _index(body: Mapping[str, Any], name: str) -> int:
+def _index(body: Mapping[str, object], name: str) -> int:
     """A block event's `index` (a non-negative int; MALFORMED otherwise)."""
     index = body.get("index", 0)
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 10_000:
@@ -313,7 +313,7 @@ def _index(body: Mapping[str, Any], name: str) -> int:
     return index
 
 
-def _grammar_fault(what: str, name: str, body: Mapping[str, Any]) -> StreamFault:
+def _grammar_fault(what: str, name: str, body: Mapping[str, object]) -> StreamFault:
     """MALFORMED, with the offending event (cut, control characters escaped)."""
     shown = visible(json.dumps(dict(body), separators=(",", ":"), default=str), 160)
     return StreamFault(ErrorType.MALFORMED, f"out of the stream grammar: {what} "

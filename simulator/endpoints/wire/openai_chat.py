@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 from simulator.endpoints.base import ErrorType, LLMRequest, LLMResponse, Usage
 from simulator.endpoints.wire.sse import COMPACT_JSON, SSEParser, StreamFault, check_content_size, parse_block
@@ -33,16 +32,16 @@ STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_
                 "function_call": "tool_use", "content_filter": "refusal"}
 
 
-def tool_schema(tool: Mapping[str, Any]) -> dict[str, Any]:
+def tool_schema(tool: Mapping[str, object]) -> dict[str, object]:
     """An Anthropic tool definition as an OpenAI `function` tool."""
-    fn: dict[str, Any] = {"name": tool.get("name", ""),
-                          "parameters": tool.get("input_schema") or {"type": "object"}}
+    fn: dict[str, object] = {"name": tool.get("name", ""),
+                             "parameters": tool.get("input_schema") or {"type": "object"}}
     if tool.get("description"):
         fn["description"] = tool["description"]
     return {"type": "function", "function": fn}
 
 
-def render_message(m: Message) -> list[dict[str, Any]]:
+def render_message(m: Message) -> list[dict[str, object]]:
     """One history message as OpenAI chat messages (a user turn with tool results
     becomes its `tool` messages, then the user text)."""
     if m.role == "assistant":
@@ -50,11 +49,11 @@ def render_message(m: Message) -> list[dict[str, Any]]:
         calls = [{"id": b.id, "type": "function",
                   "function": {"name": b.name, "arguments": b.input_json}}
                  for b in m.blocks if isinstance(b, ToolUseBlock)]
-        out: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
+        out: dict[str, object] = {"role": "assistant", "content": text or (None if calls else "")}
         if calls:
             out["tool_calls"] = calls
         return [out]
-    msgs: list[dict[str, Any]] = [
+    msgs: list[dict[str, object]] = [
         {"role": "tool", "tool_call_id": b.tool_use_id, "content": b.content}
         for b in m.blocks if isinstance(b, ToolResultBlock)]
     texts = [b.text for b in m.blocks if isinstance(b, TextBlock)]
@@ -63,15 +62,15 @@ def render_message(m: Message) -> list[dict[str, Any]]:
     return msgs
 
 
-def chat_kwargs(request: LLMRequest) -> dict[str, Any]:
+def chat_kwargs(request: LLMRequest) -> dict[str, object]:
     """The request body (without `stream`) of `chat.completions.create`."""
-    messages: list[dict[str, Any]] = []
+    messages: list[dict[str, object]] = []
     if request.prefix.system:
         messages.append({"role": "system", "content": request.prefix.system})
     for m in request.messages:
         messages.extend(render_message(m))
-    kw: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens,
-                          "messages": messages}
+    kw: dict[str, object] = {"model": request.model, "max_tokens": request.max_tokens,
+                             "messages": messages}
     if request.prefix.tools:
         kw["tools"] = [tool_schema(t) for t in request.prefix.tools]
     if request.temperature is not None:
@@ -96,12 +95,12 @@ def request_headers(api_key: str) -> dict[str, str]:
     return headers
 
 
-def usage_of(d: Any) -> Usage:
+def usage_of(d: object) -> Usage:
     """OpenAI usage → `Usage` (cached tokens as cache reads; creation unknown)."""
     if not isinstance(d, Mapping):
         return Usage()
 
-    def num(v: Any) -> int | None:
+    def num(v: object) -> int | None:
         return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
     prompt, completion = num(d.get("prompt_tokens")), num(d.get("completion_tokens"))
@@ -112,7 +111,7 @@ def usage_of(d: Any) -> Usage:
     return Usage(prompt, completion, None, None)
 
 
-def error_type_of(body: Any) -> ErrorType:
+def error_type_of(body: object) -> ErrorType:
     """An in-stream `{"error": …}` chunk: overloaded → OVERLOADED, else STREAM_ERROR."""
     err = body.get("error") if isinstance(body, Mapping) else None
     text = json.dumps(err).lower() if err is not None else ""
@@ -144,7 +143,7 @@ def _string_end(raw: bytes, start: int) -> int:
     return -1
 
 
-def learn_frame(block: bytes, body: Mapping[str, Any]) -> tuple[bytes, bytes] | None:
+def learn_frame(block: bytes, body: Mapping[str, object]) -> tuple[bytes, bytes] | None:
     """(prefix, suffix) around the content string of a plain content chunk, so the
     next chunks of the stream with the same framing skip `json.loads` (servers repeat
     id, created and model in every chunk); None when `body` is not such a chunk."""
@@ -226,12 +225,12 @@ class ChatStreamState(DeltaTimes):
             self._frame = learn_frame(block, body)
 
     # -- decoded chunks (both paths) ----------------------------------------------------
-    def on_error(self, body: Any) -> None:
+    def on_error(self, body: object) -> None:
         err = body.get("error") if isinstance(body, Mapping) else None
         msg = err.get("message", "") if isinstance(err, Mapping) else str(err or "")
         raise StreamFault(error_type_of(body), f"error chunk after HTTP 200: {msg}")
 
-    def on_chunk(self, body: Mapping[str, Any], now: float) -> None:
+    def on_chunk(self, body: Mapping[str, object], now: float) -> None:
         """One `chat.completion.chunk` as a dict."""
         usage = body.get("usage")
         if usage:
@@ -264,7 +263,7 @@ class ChatStreamState(DeltaTimes):
         if reason:
             self.finish = str(reason)
 
-    def _tool_calls(self, calls: Any) -> int:
+    def _tool_calls(self, calls: object) -> int:
         if not isinstance(calls, list):
             raise StreamFault(ErrorType.MALFORMED, "delta tool_calls is not a list")
         n = 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol, runtime_checkable
 
 from simulator.twin.core.kv_cache_manager import KVCacheManager
 from simulator.twin.core.request import Seq
@@ -41,15 +41,24 @@ class DecodeTerms:
         return self.base + (t_mem if t_mem > self.comp else self.comp)
 
 
-def decode_terms(perf: Any, n: int) -> DecodeTerms | None:
+@runtime_checkable
+class InlineDecodeModel(Protocol):
+    """A performance model that gives its pure-decode step terms (the roofline model);
+    one that does not (a test's stand-in, a wrapper) is stepped through `step_time`."""
+
+    def step_time(self, shape: StepShape) -> float: ...
+
+    def decode_terms(self, n: int) -> DecodeTerms | None: ...
+
+
+def decode_terms(perf: object, n: int) -> DecodeTerms | None:
     """Inline decode terms of a perf model for batches of n: its public `decode_terms(n)`
     (None for a model without one, or when the terms do not reproduce `step_time`
     exactly)."""
-    make = getattr(perf, "decode_terms", None)
-    if n <= 0 or not callable(make):
+    if n <= 0 or not isinstance(perf, InlineDecodeModel):
         return None
-    terms = make(n)
-    if not isinstance(terms, DecodeTerms):
+    terms = perf.decode_terms(n)
+    if terms is None:
         return None
     step_time = perf.step_time
     for kv in _CHECK_KV:

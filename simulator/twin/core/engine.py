@@ -26,8 +26,13 @@ import heapq
 from array import array
 from collections import deque
 from dataclasses import replace
-from typing import Any
 
+from simulator.twin.core.config import (
+    CacheConfig,
+    TwinEngineConfig,
+    engine_config,
+    plain_config,
+)
 from simulator.twin.core.decode_burst import DecodeTerms, burst_len, decode_terms, run_burst
 from simulator.twin.core.hybrid_prefill import aligned_split
 from simulator.twin.core.kv_cache_manager import KVCacheManager
@@ -41,8 +46,8 @@ from simulator.twin.core.types import (
     StepOutcome,
     StepShape,
 )
+from simulator.twin.model.perf_model import RooflinePerfModel
 from simulator.twin.spec_decode.ngram import (
-    MAX_SPEC_TOKENS,
     ModelDraftSpec,
     NgramIndex,
     NgramSpec,
@@ -51,9 +56,6 @@ from simulator.twin.spec_decode.ngram import (
     drafting_slots,
 )
 
-DEFAULT_MAX_NUM_SEQS = 256
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
-DEFAULT_BLOCK_SIZE = 16
 SPARE_INDEXES = 8         # n-gram indexes of finished requests kept for adoption
 
 
@@ -61,56 +63,43 @@ class RequestTooLong(ValueError):
     """A request whose prompt + planned output can never fit the KV pool."""
 
 
-def _setting(explicit: int | None, perf: Any, name: str, default: int) -> int:
-    if explicit is not None:
-        return int(explicit)
-    value = getattr(perf, name, None)
-    return int(value) if value is not None else default
-
-
 class TwinEngine:
-    """Simulated vLLM V1 engine implementing `simulator.twin.core.types.Engine`."""
+    """Simulated vLLM V1 engine implementing `simulator.twin.core.types.Engine`.
 
-    def __init__(self, perf_model: PerfModel, *, max_num_seqs: int | None = None,
-                 max_num_batched_tokens: int | None = None, block_size: int | None = None,
-                 num_blocks: int | None = None, spec: Spec | None = None) -> None:
-        bs = _setting(block_size, perf_model, "block_size", DEFAULT_BLOCK_SIZE)
-        nb = num_blocks if num_blocks is not None else getattr(perf_model, "num_blocks", None)
-        if nb is None:
-            nb = perf_model.kv_capacity_tokens() // bs
-        self.max_num_seqs = _setting(max_num_seqs, perf_model, "max_num_seqs",
-                                     DEFAULT_MAX_NUM_SEQS)
-        self.max_num_batched_tokens = _setting(
-            max_num_batched_tokens, perf_model, "max_num_batched_tokens",
-            DEFAULT_MAX_NUM_BATCHED_TOKENS)
-        if spec is None:
-            spec = getattr(perf_model, "spec", None)
-        prefix_caching = bool(getattr(getattr(perf_model, "engine", None),
-                                      "enable_prefix_caching", True))
-        self.spec: Spec | None = (spec if isinstance(spec, NgramSpec | ModelDraftSpec)
-                                  else None)
+    `config` is the engine's settings, built once where the engine is made
+    (`engine_config` for the roofline model); None: the roofline model's own, or vLLM's
+    defaults (`plain_config`) for any other performance model."""
+
+    def __init__(self, perf_model: PerfModel, config: TwinEngineConfig | None = None) -> None:
+        if config is None:
+            config = (engine_config(perf_model) if isinstance(perf_model, RooflinePerfModel)
+                      else plain_config(perf_model))
+        self.config = config
+        sched, cache, spec = config.scheduler, config.cache, config.speculative.spec
+        bs = cache.block_size
+        self.max_num_seqs = sched.max_num_seqs
+        self.max_num_batched_tokens = sched.max_num_batched_tokens
+        self.spec: Spec | None = spec
         # this step's proposer work (see `_draft`): sequences it ran for, context scanned
         self._spec_seqs = self._spec_ctx = 0
         # the batch gate (`parse_spec`'s @N): drafting only while the running batch holds
         # at most this many requests; None: always
-        self._spec_gate: int | None = getattr(self.spec, "max_batch_size", None)
-        self._link, tier = self._host_tier(perf_model, bs)
+        self._spec_gate: int | None = spec.max_batch_size if spec is not None else None
+        self._link, tier = self._host_tier(cache)
         # a hybrid with prefix caching: vLLM's `align` state cache (`hybrid_prefill`)
-        self._align = getattr(perf_model, "state_align_block", None) is not None
-        engine = getattr(perf_model, "engine", None)
+        self._align = cache.state_aligned
         self.kv_cache_manager = KVCacheManager(
-            int(nb), bs, enable_caching=prefix_caching, tier=tier, state_aligned=self._align,
-            state_blocks=int(getattr(perf_model, "state_blocks_per_seq", 0)),
-            spec_state_blocks=self.spec.num_speculative_tokens if self.spec else 0,
-            retention=getattr(engine, "prefix_cache_retention_interval", 0))
-        self._block_bytes = bs * float(getattr(perf_model, "kv_bytes_per_token", 0.0))
+            cache.num_gpu_blocks, bs, enable_caching=cache.enable_prefix_caching, tier=tier,
+            state_aligned=self._align, state_blocks=cache.state_blocks_per_seq,
+            spec_state_blocks=spec.num_speculative_tokens if spec else 0,
+            retention=cache.retention_interval)
+        self._block_bytes = bs * cache.kv_bytes_per_token
         self._loading: list[tuple[float, int, Seq]] = []   # heap: (load done, n, seq)
         self._store_free_at = self._load_free_at = 0.0     # host link busy until
         self._store_fence = 0.0     # stores issued before the last boundary done by then
         self._slots = drafting_slots(self.spec)   # budget per request beyond its tokens
         # query rows per head the attention kernel computes to verify q tokens, by q
-        self._verify_rows: tuple[float, ...] = tuple(getattr(
-            perf_model, "verify_rows", range(MAX_SPEC_TOKENS + 2)))
+        self._verify_rows: tuple[float, ...] = config.speculative.verify_rows
         self.perf_model = perf_model
         self._step_time = perf_model.step_time
         self.now = 0.0
@@ -134,15 +123,12 @@ class TwinEngine:
         self._peak_used = 0                                # most blocks in use after a step
 
     @staticmethod
-    def _host_tier(perf: Any, bs: int) -> tuple[HostLinkTimes | None, HostTier | None]:
-        """The host tier and its link from the perf model's settings (None, None: off)."""
-        gib = float(getattr(getattr(perf, "engine", None), "kv_offload_gib", 0.0) or 0.0)
-        link = getattr(getattr(perf, "hardware", None), "host_link", None)
-        if gib <= 0 or link is None:
+    def _host_tier(cache: CacheConfig) -> tuple[HostLinkTimes | None, HostTier | None]:
+        """The host tier and its link (None, None: off)."""
+        if cache.offload is None or cache.offload.gib <= 0:
             return None, None
-        block_bytes = bs * float(perf.kv_bytes_per_token)
-        times = HostLinkTimes(link.h2d_bytes_s, link.d2h_bytes_s, link.latency_s)
-        return times, HostTier(max(1, tier_blocks(gib, block_bytes)))
+        block_bytes = cache.block_size * cache.kv_bytes_per_token
+        return cache.offload.link, HostTier(max(1, tier_blocks(cache.offload.gib, block_bytes)))
 
     @property
     def host_tier(self) -> HostTier | None:

@@ -17,15 +17,15 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from simulator.twin.core.engine import TwinEngine
+from simulator.twin.core.types import Engine
 from simulator.twin.fleet.router import ReplicaLoad, Router
 from simulator.twin.fleet.view import SessionChains, cached_blocks
 from simulator.twin.serve.service import ServiceSnapshot, TwinService
 
 
-def session_key(body: Mapping[str, Any], headers: Mapping[str, str]) -> str:
+def session_key(body: Mapping[str, object], headers: Mapping[str, str]) -> str:
     """The affinity key of a request (see the module docstring)."""
     explicit = headers.get("x-session-id")
     if explicit:
@@ -57,7 +57,7 @@ class FleetService:
         return self.services[0].time_scale
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> Engine:
         return self.services[0].engine
 
     def pick(self, prompt: Sequence[int], session: str) -> TwinService:
@@ -79,7 +79,7 @@ class FleetService:
         self.routed[i] += 1
         return self.services[i]
 
-    def debug_record(self, request_id: str) -> dict[str, Any] | None:
+    def debug_record(self, request_id: str) -> dict[str, object] | None:
         for i, svc in enumerate(self.services):
             rec = svc.debug_record(request_id)
             if rec is not None:
@@ -93,6 +93,8 @@ class FleetService:
         """The fleet as one engine: counters and queues summed, KV usage the mean."""
         snaps = self.snapshots()
         c = snaps[0].counters
+        # the integer fields of `EngineCounters` by `dataclasses.fields` (a new counter
+        # is summed without a change here); the float ones are the first replica's
         summed = dataclasses.replace(c, **{
             f.name: sum(getattr(s.counters, f.name) for s in snaps)
             for f in dataclasses.fields(c) if isinstance(getattr(c, f.name), int)})

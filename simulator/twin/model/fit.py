@@ -253,7 +253,7 @@ def _spec_replay(pm: RooflinePerfModel, obs: Observation) -> float:
     return sum(n for n, _ in pairs) / seconds
 
 
-def point_figure(summary: Mapping[str, Any], obs: Observation) -> float:
+def point_figure(summary: Mapping[str, object], obs: Observation) -> float:
     """The observation's figure from a run summary (× sessions for a per-stream rate)."""
     got = summary.get(obs.figure)
     value = finite_float(got)
@@ -378,7 +378,8 @@ def fit_terms(points: Sequence[Observation], hardware: str, model: str, *,
         pred = [predict(pm, p, smooth=True, runner=run) for p in points]
         return weights * np.log(np.array(pred) / [p.measured for p in points])
 
-    x0 = np.log([max(getattr(base, f), BOUNDS[f][0]) for f in free])
+    start = base.model_dump()        # the free terms by name (`Efficiency`'s fields)
+    x0 = np.log([max(start[f], BOUNDS[f][0]) for f in free])
     # spec_decode points are runs of the product's path (~0.3–2 s each): few iterations,
     # stopping at a 1e-4 relative gain
     sims = any(p.kind == "spec_decode" for p in points)

@@ -38,7 +38,7 @@ def fitted_hardware(base: Mapping[str, Any], terms: Mapping[str, float], free: I
     return out
 
 
-def yaml_text(profile: Mapping[str, Any], header: str = "") -> str:
+def yaml_text(profile: Mapping[str, object], header: str = "") -> str:
     """The profile as YAML, in its keys' order, after an optional comment header."""
     head = "".join(f"# {line}\n" for line in header.splitlines())
     return head + yaml.safe_dump(dict(profile), sort_keys=False, width=100)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -377,7 +378,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _validate(cls: type[_M], data: dict[str, Any], where: Path | str) -> _M:
+def _validate(cls: type[_M], data: Mapping[str, object], where: Path | str) -> _M:
     try:
         return cls.model_validate(data)
     except ValidationError as exc:

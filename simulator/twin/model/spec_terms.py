@@ -47,20 +47,21 @@ def spec_terms(pm: RooflinePerfModel, context: int = 3000) -> list[SpecTerm]:
     drafter = isinstance(pm.spec, ModelDraftSpec)
     own = hw.speculation.own() if hw.speculation is not None else {}
     fitted_here = hw.efficiency is not None
+    values = eff.model_dump()        # the card's terms by name (`Efficiency`'s fields)
 
     def status(term: str) -> str:
         if term in own:
             return f"own ({hw.name})"
         if fitted_here:
-            if term in MEASURED and getattr(eff, term) > 0:
+            if term in MEASURED and values[term] > 0:
                 return f"measured ({MEASURED[term]})"
-            fitted = term in ("spec_step_s", "spec_seq_s") and getattr(eff, term) > 0
+            fitted = term in ("spec_step_s", "spec_seq_s") and values[term] > 0
             return f"fitted on {hw.name}" if fitted else f"prior ({hw.name} profile)"
         return f"borrowed from {DEFAULT_EFFICIENCY_HARDWARE}"
 
     def rows_status(term: str) -> str:
         """A row term: the device traffic is derived (a GPU card), the host part measured."""
-        host = status(term) if getattr(eff, term) > 0 else ""
+        host = status(term) if values[term] > 0 else ""
         device = DERIVED if hw.compute_capability is not None else ""
         return " + ".join(x for x in (device, host) if x) or status(term)
 

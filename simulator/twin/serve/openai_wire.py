@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from simulator.twin.serve.prompt import PromptError
@@ -24,24 +25,24 @@ FINISH_REASONS = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_
                   "stop_sequence": "stop"}
 
 
-def error_body(kind: str, message: str) -> dict[str, Any]:
+def error_body(kind: str, message: str) -> dict[str, object]:
     """OpenAI's error shape (`code` carries `context_length_exceeded` for overflows)."""
     code = "context_length_exceeded" if "too long" in message else None
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
-def _tool(t: Any, i: int) -> dict[str, Any]:
+def _tool(t: object, i: int) -> dict[str, object]:
     fn = t.get("function") if isinstance(t, dict) else None
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
         raise PromptError(f"tools.{i}: expected {{'type': 'function', 'function': {{'name': …}}}}")
-    out: dict[str, Any] = {"name": fn["name"]}
+    out: dict[str, object] = {"name": fn["name"]}
     if fn.get("description"):
         out["description"] = fn["description"]
     out["input_schema"] = fn.get("parameters") or {"type": "object"}
     return out
 
 
-def _text(content: Any, where: str) -> str:
+def _text(content: object, where: str) -> str:
     if content is None:
         return ""
     if isinstance(content, str):
@@ -53,8 +54,8 @@ def _text(content: Any, where: str) -> str:
     raise PromptError(f"{where}.content: expected a string or a list of text parts")
 
 
-def _assistant(m: dict[str, Any], where: str) -> dict[str, Any]:
-    blocks: list[dict[str, Any]] = []
+def _assistant(m: dict[str, Any], where: str) -> dict[str, object]:
+    blocks: list[dict[str, object]] = []
     text = _text(m.get("content"), where)
     if text:
         blocks.append({"type": "text", "text": text})
@@ -71,14 +72,14 @@ def _assistant(m: dict[str, Any], where: str) -> dict[str, Any]:
     return {"role": "assistant", "content": blocks or [{"type": "text", "text": ""}]}
 
 
-def as_messages_body(body: dict[str, Any]) -> dict[str, Any]:
+def as_messages_body(body: Mapping[str, object]) -> dict[str, object]:
     """The Messages-shaped equivalent of a chat request (raises PromptError)."""
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:
         raise PromptError("messages: expected a non-empty list")
     system: list[str] = []
-    out: list[dict[str, Any]] = []
-    pending: list[dict[str, Any]] = []  # tool results waiting for their user turn
+    out: list[dict[str, object]] = []
+    pending: list[dict[str, object]] = []  # tool results waiting for their user turn
     for i, m in enumerate(msgs):
         where = f"messages.{i}"
         role = m.get("role") if isinstance(m, dict) else None
@@ -103,7 +104,7 @@ def as_messages_body(body: dict[str, Any]) -> dict[str, Any]:
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         raise PromptError("tools: expected a list")
-    result: dict[str, Any] = {"messages": out, "tools": [_tool(t, i) for i, t in enumerate(tools)],
+    result: dict[str, object] = {"messages": out, "tools": [_tool(t, i) for i, t in enumerate(tools)],
                               "model": body.get("model"), "stream": body.get("stream")}
     if system:
         result["system"] = [{"type": "text", "text": "\n".join(system)}]
@@ -112,11 +113,11 @@ def as_messages_body(body: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _sse(data: dict[str, Any]) -> bytes:
+def _sse(data: Mapping[str, object]) -> bytes:
     return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
 
 
-def _usage(usage: ReplyUsage) -> dict[str, Any]:
+def _usage(usage: ReplyUsage) -> dict[str, object]:
     return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.output_tokens,
             "total_tokens": usage.prompt_tokens + usage.output_tokens,
             "prompt_tokens_details": {"cached_tokens": usage.cached_tokens}}
@@ -133,7 +134,7 @@ class ChatWire:
         self._model = ""
         self._created = int(time.time())
 
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+    def _chunk(self, delta: Mapping[str, object], finish: str | None = None) -> bytes:
         return _sse({"id": self._rid, "object": "chat.completion.chunk",
                      "created": self._created, "model": self._model,
                      "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
@@ -156,11 +157,11 @@ class ChatWire:
     def error_event(self, kind: str = "overloaded_error", message: str = "Overloaded") -> bytes:
         return _sse(error_body(kind, message))
 
-    def error_body(self, kind: str, message: str) -> dict[str, Any]:
+    def error_body(self, kind: str, message: str) -> dict[str, object]:
         return error_body(kind, message)
 
     def message_body(self, rid: str, model: str, text: str, stop_reason: str,
-                     usage: ReplyUsage) -> dict[str, Any]:
+                     usage: ReplyUsage) -> dict[str, object]:
         return {"id": f"chatcmpl-{rid}", "object": "chat.completion", "created": self._created,
                 "model": model, "choices": [{
                     "index": 0, "message": {"role": "assistant", "content": text},

@@ -18,9 +18,9 @@ import hashlib
 import json
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Protocol
 
 from simulator.util import tokens
 
@@ -35,15 +35,15 @@ class PromptError(ValueError):
 class ApiMessage(Protocol):
     """An immutable message object that renders itself as an API message dict."""
 
-    def to_api(self) -> dict[str, Any]: ...
+    def to_api(self) -> dict[str, object]: ...
 
 
-def _dumps(value: Any) -> str:
+def _dumps(value: object) -> str:
     """Canonical JSON: sorted keys, no whitespace variance, unicode kept."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def _text_of_result(content: Any, where: str) -> str:
+def _text_of_result(content: object, where: str) -> str:
     """The text of a tool_result's content (a string or a list of text blocks)."""
     if content is None:
         return ""
@@ -54,7 +54,7 @@ def _text_of_result(content: Any, where: str) -> str:
     raise PromptError(f"{where}.content: expected a string or a list of blocks")
 
 
-def _render_block(block: Any, where: str) -> str:
+def _render_block(block: object, where: str) -> str:
     """One content block as template text."""
     if not isinstance(block, dict):
         raise PromptError(f"{where}: expected a content block object")
@@ -77,14 +77,14 @@ def _render_block(block: Any, where: str) -> str:
     raise PromptError(f"{where}.type: unknown content block type {kind!r}")
 
 
-def render_reply(content: Sequence[Any]) -> str:
+def render_reply(content: Sequence[object]) -> str:
     """A reply's content blocks (API dicts) as the text the next prompt frames in its
     assistant message: what the model generated, template markers of tool calls
     included, role markers not."""
     return "\n".join(_render_block(b, f"content.{i}") for i, b in enumerate(content))
 
 
-def message_pieces(message: Any, where: str = "messages") -> list[str]:
+def message_pieces(message: object, where: str = "messages") -> list[str]:
     """`render_message`'s text as the pieces it joins, each content text (a text block's,
     a tool result's) a piece of its own, as the message holds it: its ids may be known
     (`tokens.encode_pieces`)."""
@@ -109,7 +109,7 @@ def message_pieces(message: Any, where: str = "messages") -> list[str]:
     return pieces
 
 
-def render_message(message: Any, where: str = "messages") -> str:
+def render_message(message: object, where: str = "messages") -> str:
     """One API message as framed template text (role markers included)."""
     if not isinstance(message, dict):
         raise PromptError(f"{where}: expected a message object")
@@ -127,7 +127,7 @@ def render_message(message: Any, where: str = "messages") -> str:
     return f"<|im_start|>{role}\n{body}<|im_end|>\n"
 
 
-def render_system(system: Any) -> str:
+def render_system(system: object) -> str:
     """The system prompt (a string or a list of text blocks) as framed text."""
     if system is None:
         return ""
@@ -140,7 +140,7 @@ def render_system(system: Any) -> str:
     return f"<|im_start|>system\n{body}<|im_end|>\n" if body else ""
 
 
-def render_tools(tools: Any) -> str:
+def render_tools(tools: object) -> str:
     """Tool definitions as a framed block of one JSON line per tool."""
     if not tools:
         return ""
@@ -158,18 +158,18 @@ class _TokenLRU:
     __slots__ = ("_d", "_max", "held")
 
     def __init__(self, max_tokens: int) -> None:
-        self._d: OrderedDict[Any, tuple[object, array[int]]] = OrderedDict()
+        self._d: OrderedDict[Hashable, tuple[object, array[int]]] = OrderedDict()
         self._max = max_tokens
         self.held = 0
 
-    def get(self, key: Any, owner: object = None) -> array[int] | None:
+    def get(self, key: Hashable, owner: object = None) -> array[int] | None:
         hit = self._d.get(key)
         if hit is None or hit[0] is not owner:
             return None
         self._d.move_to_end(key)
         return hit[1]
 
-    def put(self, key: Any, ids: array[int], owner: object = None) -> None:
+    def put(self, key: Hashable, ids: array[int], owner: object = None) -> None:
         old = self._d.pop(key, None)
         if old is not None:
             self.held -= len(old[1])
@@ -218,8 +218,8 @@ class PromptTokenizer:
         self._cache.put(key, ids)
         return ids
 
-    def encode_request(self, *, system: Any = None, tools: Any = None,
-                       messages: Any) -> array[int]:
+    def encode_request(self, *, system: object = None, tools: object = None,
+                       messages: object) -> array[int]:
         """Prompt token ids of a Messages request as a uint32 array (raises PromptError
         when malformed)."""
         if not isinstance(messages, list) or not messages:
@@ -250,7 +250,7 @@ class PromptTokenizer:
             return array("I", tokens.encode_pieces(pieces))
         return self._segment("".join(pieces))
 
-    def encode_objects(self, head: object, head_api: Callable[[], tuple[Any, Any]],
+    def encode_objects(self, head: object, head_api: Callable[[], tuple[object, object]],
                        messages: Sequence[ApiMessage]) -> array[int]:
         """The ids `encode_request` gives for (system, tools) = `head_api()` and
         `[m.to_api() for m in messages]`, as a uint32 array; segments of
@@ -281,7 +281,7 @@ class PromptTokenizer:
             self._last = (head, messages, arr)
         return arr
 
-    def encode_body(self, body: dict[str, Any]) -> array[int]:
+    def encode_body(self, body: Mapping[str, object]) -> array[int]:
         """Same as `encode_request`, from a decoded JSON request body."""
         return self.encode_request(system=body.get("system"), tools=body.get("tools"),
                                    messages=body.get("messages"))

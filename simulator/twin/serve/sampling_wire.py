@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, replace
-from typing import Any
 
 from simulator.twin.core.sampling import NEUTRAL, SamplingParams
 
@@ -26,7 +25,7 @@ CHAT_FIELDS = ("temperature", "top_p", "top_k", "repetition_penalty", "frequency
 _INT_FIELDS = frozenset({"top_k"})
 
 
-def check(name: str, value: Any) -> float | int:
+def check(name: str, value: object) -> float | int:
     """One field's value, or ValueError naming it (vLLM's bounds)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"{name}: expected a finite number, got {value!r}")
@@ -46,7 +45,7 @@ def check(name: str, value: Any) -> float | int:
     return v
 
 
-def request_fields(body: Mapping[str, Any], *, chat: bool) -> dict[str, float | int]:
+def request_fields(body: Mapping[str, object], *, chat: bool) -> dict[str, float | int]:
     """The sampling fields a request body sets (null counts as unset), checked."""
     names = CHAT_FIELDS if chat else MESSAGES_FIELDS
     return {n: check(n, body[n]) for n in names if body.get(n) is not None}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 from array import array
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -94,7 +94,7 @@ class BodyTooLarge(Exception):
     pass
 
 
-async def _parse(request: web.Request) -> dict[str, Any]:
+async def _parse(request: web.Request) -> dict[str, object]:
     """The JSON object in the body; PromptError (→ 400) for anything else, including
     nesting too deep for the parser; large bodies parse in a thread so other clients'
     streams keep flowing."""
@@ -128,7 +128,7 @@ def _bad_body(exc: Exception, *, chat: bool = False) -> web.Response:
                   f"request body has the wrong shape ({type(exc).__name__})", chat=chat)
 
 
-def _max_tokens(body: dict[str, Any]) -> int:
+def _max_tokens(body: Mapping[str, object]) -> int:
     value = body.get("max_tokens")
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise PromptError("max_tokens: expected an integer >= 1")
@@ -176,7 +176,7 @@ async def _serve(request: web.Request, *, chat: bool) -> web.StreamResponse:
             await asyncio.sleep(deadline - loop.time())
             return web.Response(status=524, text="error code: 524")
         await asyncio.sleep(decision.duration_s)
-    fmt: Any = wire
+    fmt: wire.ReplyFormat = wire
     if chat:
         opts = raw.get("stream_options")
         fmt = openai_wire.ChatWire(isinstance(opts, dict) and opts.get("include_usage") is True)
@@ -184,9 +184,10 @@ async def _serve(request: web.Request, *, chat: bool) -> web.StreamResponse:
                         sampling)
 
 
-async def _reply(request: web.Request, st: _State, body: dict[str, Any], prompt: array[int],
+async def _reply(request: web.Request, st: _State, body: Mapping[str, object],
+                 prompt: array[int],
                  max_tokens: int, decision: FaultDecision,
-                 deadline: float | None, fmt: Any = wire,
+                 deadline: float | None, fmt: wire.ReplyFormat = wire,
                  sampling: SamplingParams | None = None) -> web.StreamResponse:
     """Plan the reply, submit it to the engine and write it (SSE or JSON)."""
     cfg = st.config
@@ -234,7 +235,7 @@ TWIN_HEADER = "x-endurance-twin"
 TWIN_FIELD = "endurance_twin"
 
 
-def twin_identity(cfg: ServerConfig) -> dict[str, Any]:
+def twin_identity(cfg: ServerConfig) -> dict[str, object]:
     """How the HTTP twin announces itself (the `/v1/models` field): a client records a
     run against it as simulated, with the time scale (simulated s per wall s)."""
     return {"simulated": True, "hardware": cfg.hardware, "model": cfg.model,
@@ -359,18 +360,20 @@ def twin_app(hardware: str, model: str, *, spec: str = "off", seed: int = 0,
         replicas = pd.cards
 
     perf = build_perf_model(hardware, model, spec=spec, overrides=overrides)
-    window = engine_config(perf, context_window=context_window).scheduler.max_model_len
+    settings = engine_config(perf, context_window=context_window)
+    window = settings.scheduler.max_model_len
     gen = perf.model.generation_config
     config = ServerConfig(model=model, hardware=hardware, context_window=window, seed=seed,
                           faults=faults or FaultSpec(), cutoff_s=cutoff_s, spec=spec,
                           time_scale=time_scale, instant=instant,
                           sampling_defaults=sampling_wire.defaults_of(
                               gen.values() if gen is not None else None))
-    more = [TwinEngine(build_perf_model(hardware, model, spec=spec, overrides=overrides))
-            for _ in range(replicas - 1)]
+    more = [TwinEngine(p, engine_config(p, context_window=context_window))
+            for p in (build_perf_model(hardware, model, spec=spec, overrides=overrides)
+                      for _ in range(replicas - 1))]
     fleet = Router(router or RouterConfig(), replicas) if replicas > 1 else None
-    app = create_app(TwinEngine(perf), config, replicas=more, router=fleet, pd=pd,
-                     kv_bytes_per_token=float(getattr(perf, "kv_bytes_per_token", 0.0)))
+    app = create_app(TwinEngine(perf, settings), config, replicas=more, router=fleet, pd=pd,
+                     kv_bytes_per_token=settings.cache.kv_bytes_per_token)
     return app, perf.describe()
 
 

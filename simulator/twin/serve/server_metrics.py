@@ -9,58 +9,72 @@ gets its own `CollectorRegistry`, so tests can run several side by side.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from simulator.protocol.vllm_buckets import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS
+from simulator.twin.core.engine import TwinEngine
+from simulator.twin.core.types import EngineCounters
 from simulator.twin.serve.faults import FaultInjector
-from simulator.twin.serve.service import RequestStream, TwinService
+from simulator.twin.serve.service import RequestStream, ServiceSnapshot, TwinService
 
 if TYPE_CHECKING:
     from simulator.twin.fleet.service import FleetService
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-_COUNTERS = (  # (vLLM name without _total, EngineCounters field, help)
-    ("vllm:prefix_cache_queries", "prefix_cache_queries", "Prefix cache queries (tokens)."),
-    ("vllm:prefix_cache_hits", "prefix_cache_hits", "Prefix cache hits (tokens)."),
-    ("vllm:num_preemptions", "preemptions", "Cumulative number of preemptions."),
-    ("vllm:prompt_tokens", "prompt_tokens", "Number of prefill tokens processed."),
-    ("vllm:generation_tokens", "generation_tokens", "Number of generation tokens."),
+# (vLLM name without _total, the EngineCounters field it reads, help)
+_Counter = tuple[str, Callable[[EngineCounters], float], str]
+_COUNTERS: tuple[_Counter, ...] = (
+    ("vllm:prefix_cache_queries", lambda c: c.prefix_cache_queries,
+     "Prefix cache queries (tokens)."),
+    ("vllm:prefix_cache_hits", lambda c: c.prefix_cache_hits, "Prefix cache hits (tokens)."),
+    ("vllm:num_preemptions", lambda c: c.preemptions, "Cumulative number of preemptions."),
+    ("vllm:prompt_tokens", lambda c: c.prompt_tokens, "Number of prefill tokens processed."),
+    ("vllm:generation_tokens", lambda c: c.generation_tokens, "Number of generation tokens."),
 )
-_SPEC_COUNTERS = (
-    ("vllm:spec_decode_num_drafts", "spec_drafts", "Number of spec decoding drafts."),
-    ("vllm:spec_decode_num_draft_tokens", "spec_draft_tokens", "Number of draft tokens."),
-    ("vllm:spec_decode_num_accepted_tokens", "spec_accepted_tokens",
+_SPEC_COUNTERS: tuple[_Counter, ...] = (
+    ("vllm:spec_decode_num_drafts", lambda c: c.spec_drafts,
+     "Number of spec decoding drafts."),
+    ("vllm:spec_decode_num_draft_tokens", lambda c: c.spec_draft_tokens,
+     "Number of draft tokens."),
+    ("vllm:spec_decode_num_accepted_tokens", lambda c: c.spec_accepted_tokens,
      "Number of accepted tokens."),
 )
 
 # the host KV tier's counters, named as vLLM 0.32's OffloadingConnector exposes them
 # (`kv_connector/v1/offloading/metrics.py`, `v1/metrics/loggers.py`); only with a tier.
 # Transfer times are the twin's engine seconds (vLLM's: measured copy time).
-_TIER_COUNTERS = (
-    ("vllm:kv_offload_load_bytes", "offload_load_bytes",
+_TIER_COUNTERS: tuple[_Counter, ...] = (
+    ("vllm:kv_offload_load_bytes", lambda c: c.offload_load_bytes,
      "Total bytes loaded from offload storage to GPU."),
-    ("vllm:kv_offload_load_time", "offload_load_time_s",
+    ("vllm:kv_offload_load_time", lambda c: c.offload_load_time_s,
      "Total load time from offload storage to GPU, in seconds."),
-    ("vllm:kv_offload_store_bytes", "offload_store_bytes",
+    ("vllm:kv_offload_store_bytes", lambda c: c.offload_store_bytes,
      "Total bytes stored from GPU to offload storage."),
-    ("vllm:kv_offload_store_time", "offload_store_time_s",
+    ("vllm:kv_offload_store_time", lambda c: c.offload_store_time_s,
      "Total store time from GPU to offload storage, in seconds."),
-    ("vllm:external_prefix_cache_queries", "external_prefix_cache_queries",
+    ("vllm:external_prefix_cache_queries", lambda c: c.external_prefix_cache_queries,
      "External prefix cache queries from KV connector (tokens)."),
-    ("vllm:external_prefix_cache_hits", "external_prefix_cache_hits",
+    ("vllm:external_prefix_cache_hits", lambda c: c.external_prefix_cache_hits,
      "External prefix cache hits from KV connector (tokens)."),
+)
+# (vLLM name, the snapshot's gauge, help)
+_GAUGES: tuple[tuple[str, Callable[[ServiceSnapshot], float], str], ...] = (
+    ("vllm:num_requests_running", lambda s: s.num_running, "Requests in model execution."),
+    ("vllm:num_requests_waiting", lambda s: s.num_waiting, "Requests waiting."),
+    ("vllm:kv_cache_usage_perc", lambda s: s.kv_usage, "KV-cache usage (1 = 100%)."),
 )
 
 
-def _tier_families(counters: Any, labels: list[str], values: list[str]) -> Iterator[Metric]:
-    for name, attr, doc in _TIER_COUNTERS:
+def _tier_families(counters: EngineCounters, labels: list[str],
+                   values: list[str]) -> Iterator[Metric]:
+    for name, read, doc in _TIER_COUNTERS:
         fam = CounterMetricFamily(name, doc, labels=labels)
-        fam.add_metric(values, float(getattr(counters, attr)))
+        fam.add_metric(values, float(read(counters)))
         yield fam
     src = CounterMetricFamily("vllm:prompt_tokens_cached_by_source",
                               "Prefix-cache hit tokens by the cache tier that supplied them.",
@@ -86,14 +100,15 @@ class _EngineCollector:
         labels, values = ["model_name"], [self._model]
         # a fleet (`fleet_service`): one series per replica, labelled `replica`, for
         # the counters and queue gauges (a scraper's sum over label sets is the fleet's)
-        per = getattr(self._service, "snapshots", None)
-        series = [(labels, values, snap)] if per is None else [
-            ([*labels, "replica"], [*values, str(i)], s) for i, s in enumerate(per())]
+        service = self._service
+        series = [(labels, values, snap)] if isinstance(service, TwinService) else [
+            ([*labels, "replica"], [*values, str(i)], s)
+            for i, s in enumerate(service.snapshots())]
         rows = _COUNTERS + (_SPEC_COUNTERS if self._spec else ())
-        for name, attr, doc in rows:
+        for name, read, doc in rows:
             fam = CounterMetricFamily(name, doc, labels=series[0][0])
             for _, vals, s in series:
-                fam.add_metric(vals, float(getattr(s.counters, attr)))
+                fam.add_metric(vals, float(read(s.counters)))
             yield fam
         if self._spec:
             pos = CounterMetricFamily("vllm:spec_decode_num_accepted_tokens_per_pos",
@@ -102,16 +117,13 @@ class _EngineCollector:
             for i, n in enumerate(snap.counters.spec_accepted_per_pos):
                 pos.add_metric([*values, str(i)], float(n))
             yield pos
-        engine = getattr(self._service, "engine", None)   # one engine (a fleet: none)
-        if engine is not None and getattr(engine, "host_tier", None) is not None:
+        engine = service.engine             # a fleet: its first replica's
+        if isinstance(engine, TwinEngine) and engine.host_tier is not None:
             yield from _tier_families(snap.counters, labels, values)
-        for name, attr, doc in (
-                ("vllm:num_requests_running", "num_running", "Requests in model execution."),
-                ("vllm:num_requests_waiting", "num_waiting", "Requests waiting."),
-                ("vllm:kv_cache_usage_perc", "kv_usage", "KV-cache usage (1 = 100%).")):
+        for name, gauge, doc in _GAUGES:
             g = GaugeMetricFamily(name, doc, labels=series[0][0])
             for _, vals, s in series:
-                g.add_metric(vals, float(getattr(s, attr)))
+                g.add_metric(vals, float(gauge(s)))
             yield g
         cfg = GaugeMetricFamily("vllm:cache_config_info", "Information of the cache config.",
                                 labels=["block_size", "num_gpu_blocks"])

@@ -21,7 +21,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from simulator.twin.core.sampling import SamplingParams
 from simulator.twin.core.types import Engine, EngineCounters, EngineRequest, StepOutcome
@@ -54,7 +53,7 @@ class RequestStream:
     abandoned: bool = False
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, object]:
         """A JSON-able debug record: server-side emission times relative to receipt."""
         t0 = self.received
         return {
@@ -142,14 +141,11 @@ class TwinService:
         return stream
 
     def abandon(self, stream: RequestStream) -> None:
-        """The client went away: stop tracking deliveries (the engine finishes the work,
-        or aborts it if the engine supports `abort`)."""
+        """The client went away: stop tracking deliveries (the engine finishes the work:
+        the twin models no abort)."""
         stream.abandoned = True
-        abort = getattr(self.engine, "abort", None)
-        if callable(abort) and not stream.finished:
-            abort(stream.request_id)
 
-    def debug_record(self, request_id: str) -> dict[str, Any] | None:
+    def debug_record(self, request_id: str) -> dict[str, object] | None:
         """The debug record of a running or recently finished request."""
         stream = self._streams.get(request_id)
         if stream is not None:

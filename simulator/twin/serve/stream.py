@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
 
 from aiohttp import ClientConnectionResetError, web
 
@@ -28,7 +27,7 @@ class ReplyWriter:
 
     def __init__(self, request: web.Request, service: TwinService, stream: RequestStream,
                  *, model: str, stop_reason: str, decision: FaultDecision,
-                 deadline: float | None, fmt: Any = wire) -> None:
+                 deadline: float | None, fmt: wire.ReplyFormat = wire) -> None:
         self._req, self._svc, self._s = request, service, stream
         self._w = fmt  # the wire format: `wire` (Messages) or an `openai_wire.ChatWire`
         self._model, self._stop, self._fault = model, stop_reason, decision

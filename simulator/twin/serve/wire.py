@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 from simulator.util import tokens
 
@@ -40,19 +40,38 @@ class ReplyUsage:
         }
 
 
-def sse(event: str, data: dict[str, Any]) -> bytes:
+class ReplyFormat(Protocol):
+    """What a reply is written in: this module (Messages) or an `openai_wire.ChatWire`."""
+
+    MALFORMED_EVENT: bytes
+
+    def message_start(self, rid: str, model: str, prompt_tokens: int) -> bytes: ...
+
+    def text_delta(self, text: str) -> bytes: ...
+
+    def message_end(self, stop_reason: str, usage: ReplyUsage) -> bytes: ...
+
+    def error_event(self, kind: str = ..., message: str = ...) -> bytes: ...
+
+    def error_body(self, kind: str, message: str) -> dict[str, object]: ...
+
+    def message_body(self, rid: str, model: str, text: str, stop_reason: str,
+                     usage: ReplyUsage) -> dict[str, object]: ...
+
+
+def sse(event: str, data: Mapping[str, object]) -> bytes:
     """One server-sent event (`event:` + `data:` + blank line)."""
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
-def error_body(kind: str, message: str) -> dict[str, Any]:
+def error_body(kind: str, message: str) -> dict[str, object]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
 def message_start(rid: str, model: str, prompt_tokens: int) -> bytes:
     """`message_start` + the text block's start; input_tokens is the whole prompt (as
     vLLM reports it before the cache split is final)."""
-    msg: dict[str, Any] = {"id": rid, "type": "message", "role": "assistant", "model": model,
+    msg: dict[str, object] = {"id": rid, "type": "message", "role": "assistant", "model": model,
            "content": [], "stop_reason": None, "stop_sequence": None,
            "usage": {"input_tokens": prompt_tokens, "output_tokens": 1}}
     return (sse("message_start", {"type": "message_start", "message": msg})
@@ -85,7 +104,7 @@ MALFORMED_EVENT = (b'event: content_block_delta\n'
 
 
 def message_body(rid: str, model: str, text: str, stop_reason: str,
-                 usage: ReplyUsage) -> dict[str, Any]:
+                 usage: ReplyUsage) -> dict[str, object]:
     """The non-streaming response body."""
     return {"id": rid, "type": "message", "role": "assistant", "model": model,
             "content": [{"type": "text", "text": text}], "stop_reason": stop_reason,

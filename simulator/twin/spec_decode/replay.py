@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from simulator.twin.core.config import engine_config
 from simulator.twin.core.engine import TwinEngine
-from simulator.twin.core.types import EngineRequest, PerfModel
-from simulator.twin.model.perf_model import build_perf_model
+from simulator.twin.core.types import EngineRequest
+from simulator.twin.model.perf_model import RooflinePerfModel, build_perf_model
 from simulator.twin.spec_decode.ngram import NgramSpec
 
 
@@ -51,8 +52,8 @@ def replay(exchanges: Sequence[tuple[Sequence[int], Sequence[int]]], spec: Ngram
     """Decode each (prompt ids, reply ids) one after another on one twin engine with
     n-gram speculation `spec`; the summed counters. The profiles set only the timing,
     which does not enter the counts."""
-    engine = TwinEngine(build_perf_model(hardware, model, spec=f"ngram:{spec.num_speculative_tokens}"),
-                        spec=spec)
+    pm = build_perf_model(hardware, model, spec=f"ngram:{spec.num_speculative_tokens}")
+    engine = TwinEngine(pm, engine_config(pm, spec=spec))
     emitted = 0
     for i, (prompt, reply) in enumerate(exchanges):
         if not reply:
@@ -73,7 +74,7 @@ def replay_seconds(exchanges: Sequence[tuple[Sequence[int], Sequence[int]]],
     speculation `spec` (None: off): the twin's timing of a real model's own text."""
     pm = build_perf_model(hardware, model,
                           spec="off" if spec is None else f"ngram:{spec.num_speculative_tokens}")
-    engine = TwinEngine(pm, spec=spec)
+    engine = TwinEngine(pm, engine_config(pm, spec=spec))
     out: list[tuple[int, float]] = []
     for i, (prompt, reply) in enumerate(exchanges):
         if not reply:
@@ -88,14 +89,14 @@ def replay_seconds(exchanges: Sequence[tuple[Sequence[int], Sequence[int]]],
 
 
 def replay_streams(exchanges: Sequence[tuple[Sequence[int], Sequence[int]]],
-                   spec: NgramSpec | None, streams: int, perf: PerfModel
+                   spec: NgramSpec | None, streams: int, perf: RooflinePerfModel
                    ) -> list[tuple[int, float]]:
     """(output tokens, seconds from arrival to the last token) of every request when
     `streams` clients each send all `exchanges` back to back, client i starting at
     exchange i (so they do not move in step), on one twin engine with `perf` (whose
     speculation setting must be `spec`'s): the twin's timing of a real model's own text
     under concurrency, as `twin_check.time_probe_streams` measures the real server."""
-    engine = TwinEngine(perf, spec=spec)
+    engine = TwinEngine(perf, engine_config(perf, spec=spec))
     todo = [e for e in exchanges if e[1]]
     if not todo:
         return []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from simulator.twin.core.config import engine_config
 from simulator.twin.core.engine import TwinEngine
 from simulator.twin.core.types import EngineRequest
 from simulator.twin.model.perf_model import RooflinePerfModel
@@ -54,7 +55,7 @@ def run_sessions(pm: RooflinePerfModel, sessions: int, *, turns: int = 3,
     """`sessions` sessions back to back (no think time): each turn appends a tool result
     (fresh code, the file the reply edits) and the twin's reply to the history."""
     rng = random.Random(seed)
-    engine = TwinEngine(pm)
+    engine = TwinEngine(pm, engine_config(pm))
     system = _fresh(random.Random(seed ^ 0x5EED), system_tokens)
     prompts = {s: list(system) for s in range(sessions)}
     done = dict.fromkeys(range(sessions), 0)

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from simulator.twin.core.config import plain_config
 from simulator.twin.core.engine import RequestTooLong, TwinEngine
 from simulator.twin.core.types import EngineRequest, StepShape
 from simulator.twin.spec_decode.ngram import NgramSpec, parse_spec
@@ -41,7 +42,7 @@ def _run_all(eng: TwinEngine, limit: int = 100_000) -> None:
 
 def test_single_request_emits_plan_with_first_token_at_prefill_end() -> None:
     perf = FakePerf()
-    eng = TwinEngine(perf, max_num_batched_tokens=512)
+    eng = TwinEngine(perf, plain_config(perf, max_num_batched_tokens=512))
     eng.submit(EngineRequest("a", _toks(100, 1), _toks(20, 2), 0.0))
     out = eng.step()
     assert out is not None and out.admitted == ("a",) and out.emitted == (("a", 1),)
@@ -55,7 +56,7 @@ def test_single_request_emits_plan_with_first_token_at_prefill_end() -> None:
 
 
 def test_follow_up_turn_hits_prompt_and_reply_block_exactly() -> None:
-    eng = TwinEngine(FakePerf(), block_size=16)
+    eng = TwinEngine(FakePerf())
     p1, r1 = _toks(1000, 1), _toks(70, 2)
     eng.submit(EngineRequest("t1", p1, r1, 0.0))
     _run_all(eng)
@@ -71,7 +72,7 @@ def test_follow_up_turn_hits_prompt_and_reply_block_exactly() -> None:
 
 @pytest.mark.parametrize("x", [0, 15, 16, 17, 500, 999])
 def test_prefix_changed_at_x_hits_x_rounded_down(x: int) -> None:
-    eng = TwinEngine(FakePerf(), block_size=16)
+    eng = TwinEngine(FakePerf())
     p1 = _toks(1000, 1)
     eng.submit(EngineRequest("a", p1, [1], 0.0))
     _run_all(eng)
@@ -83,7 +84,7 @@ def test_prefix_changed_at_x_hits_x_rounded_down(x: int) -> None:
 
 
 def test_identical_prompt_hit_is_capped_below_prompt_length() -> None:
-    eng = TwinEngine(FakePerf(), block_size=16)
+    eng = TwinEngine(FakePerf())
     p = _toks(64, 1)
     for rid in ("a", "b"):
         eng.submit(EngineRequest(rid, p, [1, 2], eng.now))
@@ -93,7 +94,7 @@ def test_identical_prompt_hit_is_capped_below_prompt_length() -> None:
 
 def test_chunked_prefill_obeys_budget_and_seat_cap() -> None:
     perf = FakePerf()
-    eng = TwinEngine(perf, max_num_batched_tokens=256, max_num_seqs=2)
+    eng = TwinEngine(perf, plain_config(perf, max_num_batched_tokens=256, max_num_seqs=2))
     for i in range(5):
         eng.submit(EngineRequest(f"r{i}", _toks(700, i), _toks(30, 10 + i), 0.0))
     while not eng.is_idle():
@@ -108,7 +109,7 @@ def test_chunked_prefill_obeys_budget_and_seat_cap() -> None:
 
 def test_preemption_on_block_exhaustion_recomputes_and_finishes() -> None:
     # 24 blocks of 16 = 384 tokens; two requests of 100 + 150 planned can't both fit
-    eng = TwinEngine(FakePerf(), block_size=16, num_blocks=24)
+    eng = TwinEngine(perf := FakePerf(), plain_config(perf, num_blocks=24))
     eng.submit(EngineRequest("a", _toks(100, 1), _toks(150, 2), 0.0))
     eng.submit(EngineRequest("b", _toks(100, 3), _toks(150, 4), 0.0))
     _run_all(eng)
@@ -122,7 +123,7 @@ def test_preemption_on_block_exhaustion_recomputes_and_finishes() -> None:
 
 
 def test_request_larger_than_cache_is_refused() -> None:
-    eng = TwinEngine(FakePerf(), block_size=16, num_blocks=4)
+    eng = TwinEngine(perf := FakePerf(), plain_config(perf, num_blocks=4))
     with pytest.raises(RequestTooLong):
         eng.submit(EngineRequest("a", _toks(60, 1), _toks(10, 2), 0.0))
 
@@ -141,8 +142,8 @@ def test_run_until_idles_to_t_and_waits_for_arrivals() -> None:
 
 
 def _trace(use_step: bool, spec: NgramSpec | None) -> list[list[float]]:
-    eng = TwinEngine(FakePerf(), block_size=16, num_blocks=40, max_num_batched_tokens=128,
-                     spec=spec)
+    eng = TwinEngine(perf := FakePerf(), plain_config(
+        perf, num_blocks=40, max_num_batched_tokens=128, spec=spec))
     base = _toks(200, 9)
     for i in range(4):
         plan = base[50:50 + 60] + _toks(40, 20 + i)
@@ -168,7 +169,7 @@ def test_fast_path_matches_step_by_step_and_is_deterministic(spec: NgramSpec | N
 
 
 def _tokens_per_step(plan_from_prompt: bool) -> float:
-    eng = TwinEngine(FakePerf(), spec=parse_spec("ngram:8"))
+    eng = TwinEngine(perf := FakePerf(), plain_config(perf, spec=parse_spec("ngram:8")))
     prompt = _toks(2000, 1)
     plan = prompt[1200:1500] if plan_from_prompt else _toks(300, 2)
     eng.submit(EngineRequest("a", prompt, plan, 0.0))

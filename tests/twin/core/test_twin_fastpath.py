@@ -5,14 +5,16 @@ identity-cached prompt encoding equals the plain one."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
 from simulator.session.conversation import Message, Prefix, TextBlock, ToolResultBlock, ToolUseBlock
+from simulator.twin.core.config import TwinEngineConfig, engine_config
 from simulator.twin.core.decode_burst import decode_terms
 from simulator.twin.core.engine import TwinEngine
 from simulator.twin.core.types import EngineRequest, StepShape
-from simulator.twin.model.perf_model import build_perf_model
+from simulator.twin.model.perf_model import RooflinePerfModel, build_perf_model
 from simulator.twin.serve.prompt import PromptTokenizer
 
 
@@ -52,6 +54,13 @@ class _NoTerms:
         return getattr(self._perf, name)
 
 
+def _pool(perf: RooflinePerfModel, num_blocks: int, block_size: int) -> TwinEngineConfig:
+    """`perf`'s engine settings with a KV pool of `num_blocks` blocks of `block_size`."""
+    cfg = engine_config(perf)
+    return replace(cfg, cache=replace(cfg.cache, num_gpu_blocks=num_blocks,
+                                      block_size=block_size))
+
+
 def _drain(eng: TwinEngine, reqs: list[EngineRequest]) -> dict[str, list[float]]:
     for r in reqs:
         eng.submit(r)
@@ -70,7 +79,7 @@ def test_inline_burst_equals_step_time_burst() -> None:
                               0.05 * i) for i in range(6)]
 
     fast = _drain(TwinEngine(perf), reqs())
-    slow_engine = TwinEngine(_NoTerms(perf))   # type: ignore[arg-type]
+    slow_engine = TwinEngine(_NoTerms(perf), engine_config(perf))   # type: ignore[arg-type]
     slow = _drain(slow_engine, reqs())
     assert slow_engine._terms and all(t is None for t in slow_engine._terms.values())
     assert fast == slow
@@ -78,7 +87,7 @@ def test_inline_burst_equals_step_time_burst() -> None:
 
 def test_engine_tracks_kv_usage_peak() -> None:
     perf = build_perf_model("h100", "llama-3.1-8b")
-    eng = TwinEngine(perf, num_blocks=400, block_size=16)
+    eng = TwinEngine(perf, _pool(perf, 400, 16))
     assert eng.kv_usage_peak == 0.0
     _drain(eng, [EngineRequest("a", _toks(2000, 1), _toks(400, 2), 0.0),
                  EngineRequest("b", _toks(1500, 3), _toks(300, 4), 0.0)])
@@ -143,9 +152,9 @@ def test_burst_at_any_block_size_equals_the_step_loop(block_size: int,
         return [EngineRequest(f"r{i}", _toks(200 + 37 * i, i), _toks(60 + 11 * i, 50 + i),
                               0.01 * i) for i in range(4)]
 
-    burst = _drain(TwinEngine(perf, num_blocks=20_000, block_size=block_size), reqs())
+    burst = _drain(TwinEngine(perf, _pool(perf, 20_000, block_size)), reqs())
     monkeypatch.setattr(engine_module, "burst_len", lambda *_: 0)   # one step at a time
-    stepped = _drain(TwinEngine(perf, num_blocks=20_000, block_size=block_size), reqs())
+    stepped = _drain(TwinEngine(perf, _pool(perf, 20_000, block_size)), reqs())
     assert burst == stepped
     assert [len(t) for t in burst.values()] == [60 + 11 * i for i in range(4)]
 
@@ -179,9 +188,9 @@ def test_bursts_cut_by_many_horizons_equal_the_step_loop(
         return {r.request_id: eng.pop_result(r.request_id).token_times
                 for r in reqs()}, horizons
 
-    burst, horizons = cut(TwinEngine(perf, num_blocks=num_blocks, block_size=4))
+    burst, horizons = cut(TwinEngine(perf, _pool(perf, num_blocks, 4)))
     assert horizons > 100
     monkeypatch.setattr(engine_module, "burst_len", lambda *_: 0)   # one step at a time
-    stepped, _ = cut(TwinEngine(perf, num_blocks=num_blocks, block_size=4))
+    stepped, _ = cut(TwinEngine(perf, _pool(perf, num_blocks, 4)))
     assert burst == stepped
     assert [len(t) for t in burst.values()] == [90 + 13 * i for i in range(7)]

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from simulator.twin.core.config import plain_config
 from simulator.twin.core.engine import TwinEngine
 from simulator.twin.core.types import EngineRequest, StepShape
 from simulator.twin.model import execution as ex
@@ -93,7 +94,8 @@ class _Perf:
 
 def _run(prompts: list[list[int]], plans: list[list[int]], rows: tuple[float, ...]) -> _Perf:
     perf = _Perf(rows)
-    eng = TwinEngine(perf, block_size=16, num_blocks=4000, spec=NgramSpec(4, 2, 2))
+    eng = TwinEngine(perf, plain_config(perf, num_blocks=4000, spec=NgramSpec(4, 2, 2),
+                                        verify_rows=perf.verify_rows))
     for i, (p, plan) in enumerate(zip(prompts, plans, strict=True)):
         eng.submit(EngineRequest(f"r{i}", p, plan, 0.0))
     while not eng.is_idle():

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.errors import InputError
+from simulator.twin.core.config import plain_config
 from simulator.twin.core.engine import TwinEngine
 from simulator.twin.core.types import EngineRequest, StepShape
 from simulator.twin.model.perf_model import build_perf_model
@@ -127,7 +128,7 @@ def _emit_all(spec: NgramSpec | ModelDraftSpec | None, prompt: list[int],
     """Run requests step by step; rebuild each one's emitted tokens from the per-step
     counts (the twin streams plan[emitted:emitted + e] for each step's e)."""
     from tests.twin.core.test_twin_engine import FakePerf
-    eng = TwinEngine(FakePerf(), block_size=16, num_blocks=400, spec=spec)
+    eng = TwinEngine(perf := FakePerf(), plain_config(perf, num_blocks=400, spec=spec))
     for i, plan in enumerate(plans):
         eng.submit(EngineRequest(f"r{i}", prompt, plan, 0.0))
     got: list[list[int]] = [[] for _ in plans]
