@@ -9,13 +9,12 @@ cache and speed figures are not those of this workload alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from simulator.analysis.metric_keys import SummaryRecord
 
 MARGIN = 0.02       # tokenizers differ (server tokens vs client cl100k estimates)
 
 
-def cache_bound_warning(s: Mapping[str, Any]) -> str | None:
+def cache_bound_warning(s: SummaryRecord) -> str | None:
     """The warning line when server_cache_read_share exceeds client_reusable_share by
     more than MARGIN; None otherwise (or when either is unknown)."""
     server, bound = s.get("server_cache_read_share"), s.get("client_reusable_share")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, SupportsFloat, SupportsInt, cast
 
 import numpy as np
 import pandas as pd
@@ -21,25 +21,26 @@ from simulator.analysis.closed_loop import closed_loop_figures
 from simulator.analysis.energy import energy_figures, fold, unmeasured_sources
 from simulator.analysis.goodput import GoodputSlo, goodput_figures, goodput_from_manifest
 from simulator.analysis.kv_tier import tier_figures
+from simulator.analysis.metric_keys import MetricKey, SummaryRecord
 from simulator.analysis.pd import pd_figures
 from simulator.analysis.queueing import queue_figures, server_queue_mean_s
 from simulator.analysis.recall import recall_figures, without_probes
 from simulator.analysis.steady import SteadyConfig, config_from_manifest, steady_figures
 
 # Metrics that are numbers a user may put in an SLO or compare across runs (the registry's).
-NUMERIC_KEYS: tuple[str, ...] = registry.NUMERIC_KEYS
+NUMERIC_KEYS: tuple[MetricKey, ...] = registry.NUMERIC_KEYS
 
 
 VERBATIM_WARNING = ("WARNING: this run replays VERBATIM transcript content (imported with "
                     "--keep-content); results and manifest may contain source, paths and secrets.")
 
 
-def _num(x: Any) -> float | None:
+def _num(x: object) -> float | None:
     """A plain float, or None for missing / NaN / infinite values (JSON-safe)."""
     if x is None:
         return None
     try:
-        f = float(x)
+        f = float(cast(SupportsFloat, x))
     except (TypeError, ValueError):
         return None
     return f if math.isfinite(f) else None
@@ -71,7 +72,7 @@ def measure_wall_window_s(turns: pd.DataFrame) -> float | None:
     return window if window > 0 else None
 
 
-def _session_groups(rows: pd.DataFrame) -> tuple[np.ndarray, list[tuple[Any, int, int]]]:
+def _session_groups(rows: pd.DataFrame) -> tuple[np.ndarray, list[tuple[object, int, int]]]:
     """`rows`' positions grouped by session, and each group's (session_id, start, end)
     in them: sessions sorted as `groupby("session_id", sort=True)` sorts them, each
     session's rows in table order (a stable sort), so a group's slice holds what
@@ -96,7 +97,7 @@ def per_session_sustained(ok: pd.DataFrame) -> pd.Series:
     out = ok["output_tokens"].to_numpy(dtype=float, na_value=np.nan)[order]
     e2e = ok["e2e_s"].to_numpy(dtype=float, na_value=np.nan)[order]
     keep = ~(np.isnan(out) | np.isnan(e2e))
-    rates: dict[Any, float] = {}
+    rates: dict[object, float] = {}
     for sid, a, b in groups:
         m = keep[a:b]
         dur = float(e2e[a:b][m].sum())
@@ -161,7 +162,7 @@ def _share(num: pd.Series, den: pd.Series) -> float | None:
     return float(num.sum()) / d if d > 0 else None
 
 
-def _cache_figures(ok: pd.DataFrame) -> dict[str, Any]:
+def _cache_figures(ok: pd.DataFrame) -> SummaryRecord:
     """Server-reported cache-read share and client-side reusable share (0..1)."""
     rep = ok.dropna(subset=["cache_read_tokens", "prompt_tokens"])
     server = _share(rep["cache_read_tokens"], rep["prompt_tokens"]) if not rep.empty else None
@@ -175,7 +176,7 @@ def _cache_figures(ok: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def _compaction_figures(turns: pd.DataFrame, turn_ok: pd.DataFrame) -> dict[str, Any]:
+def _compaction_figures(turns: pd.DataFrame, turn_ok: pd.DataFrame) -> SummaryRecord:
     ev = compaction_rows(turns)
     post = post_compaction_mask(turn_ok, ev)
     return {
@@ -189,7 +190,7 @@ def _compaction_figures(turns: pd.DataFrame, turn_ok: pd.DataFrame) -> dict[str,
     }
 
 
-def _context_figures(turn_ok: pd.DataFrame) -> dict[str, Any]:
+def _context_figures(turn_ok: pd.DataFrame) -> SummaryRecord:
     """Context estimate (tokens): mean over sessions of first / last, overall max."""
     if turn_ok.empty:
         return {"context_tokens_first": None, "context_tokens_max": None,
@@ -203,7 +204,7 @@ def _context_figures(turn_ok: pd.DataFrame) -> dict[str, Any]:
 
 
 def _throughput_figures(turns: pd.DataFrame, ok: pd.DataFrame, turn_ok: pd.DataFrame,
-                        window: float | None) -> dict[str, Any]:
+                        window: float | None) -> SummaryRecord:
     out_tokens = float(ok["output_tokens"].fillna(0).sum())
     per_sess = per_session_sustained(ok)
     first, last = thirds(turn_ok)
@@ -228,10 +229,10 @@ def _throughput_figures(turns: pd.DataFrame, ok: pd.DataFrame, turn_ok: pd.DataF
 def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: bool,
               wall_window_s: float | None = None,
               server_metrics: pd.DataFrame | None = None,
-              engine_stats: Mapping[str, Any] | None = None,
+              engine_stats: Mapping[str, object] | None = None,
               steady: SteadyConfig | None = None,
               goodput: GoodputSlo | None = None,
-              telemetry: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+              telemetry: Sequence[Mapping[str, object]] | None = None) -> SummaryRecord:
     """The run's summary figures (JSON-safe dict) from its turns table, built once.
 
     `wall_window_s` overrides the window measured from the rows (seconds).
@@ -248,7 +249,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     ok = ok_rows(turns)
     turn_ok = ok_rows(turns, "turn")
     window = wall_window_s if wall_window_s is not None else measure_wall_window_s(turns)
-    out: dict[str, Any] = {
+    out: SummaryRecord = {
         "sessions": int(turns["session_id"].nunique()),
         "ok_turns": len(turn_ok),
         "requests": len(turns),
@@ -277,7 +278,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     if engine_stats:
         # The in-process engine's own counters are exact; its timeline (like a scrape)
         # only samples gauges every few seconds and misses peaks between samples.
-        out |= {k: v for k, v in engine_figures(engine_stats).items() if v is not None}
+        out |= _known(engine_figures(engine_stats))
         out["engine"] = dict(engine_stats)
     out |= pd_figures(turn_ok, engine_stats)
     agg = out["aggregate_tok_s"]
@@ -289,26 +290,32 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     out |= _energy_part(server_metrics, out, telemetry)
     out |= _goodput_part(turns, goodput or GoodputSlo(), window, out)
     out |= recall_figures(all_rows)
-    return {k: (_num(v) if isinstance(v, float | np.floating) else v) for k, v in out.items()}
+    return cast(SummaryRecord, {k: (_num(v) if isinstance(v, float | np.floating) else v)
+                                for k, v in out.items()})
+
+
+def _known(figures: SummaryRecord) -> SummaryRecord:
+    """The figures that are known (None left out)."""
+    return cast(SummaryRecord, {k: v for k, v in figures.items() if v is not None})
 
 
 def _steady_part(turns: pd.DataFrame, turn_ok: pd.DataFrame, steady: SteadyConfig | None,
-                 price_per_hour: float | None) -> dict[str, Any]:
+                 price_per_hour: float | None) -> SummaryRecord:
     """Steady-state figures, and what the whole-run `usd_per_mtok` counts: the ramp and
     tail, and the card's idle time while sessions think or wait on tools."""
     idle = bool((turn_ok["think_time_s"].fillna(0) > 0).any()) if not turn_ok.empty else False
-    out: dict[str, Any] = {"usd_per_mtok_counts_idle": idle}
+    out: SummaryRecord = {"usd_per_mtok_counts_idle": idle}
     if steady is not None:
         out |= steady_figures(turns, steady, price_per_hour)
     return out
 
 
-def _energy_part(server_metrics: pd.DataFrame | None, figures: Mapping[str, Any],
-                 telemetry: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+def _energy_part(server_metrics: pd.DataFrame | None, figures: SummaryRecord,
+                 telemetry: Sequence[Mapping[str, object]] | None = None) -> SummaryRecord:
     """Energy figures from measured GPU power (`analysis/energy.py`; None throughout
     without a power series): sessions per kW counts the achieved sessions. A target the
     run's `telemetry` block says failed or lied measures nothing."""
-    rows: list[dict[Any, Any]] = []
+    rows: list[dict[str, object]] = []
     if server_metrics is not None and not server_metrics.empty \
             and "source" in server_metrics.columns:
         rows = server_metrics[server_metrics["source"].notna()].to_dict("records")
@@ -322,7 +329,7 @@ def _energy_part(server_metrics: pd.DataFrame | None, figures: Mapping[str, Any]
 
 
 def _goodput_part(turns: pd.DataFrame, slo: GoodputSlo, wall_window_s: float | None,
-                  figures: Mapping[str, Any]) -> dict[str, Any]:
+                  figures: SummaryRecord) -> SummaryRecord:
     """Goodput over the run, and over the steady window when the run computed one
     (its keys then present, None without a window, as the other window figures)."""
     lo, hi = figures.get("window_start_s"), figures.get("window_end_s")
@@ -334,10 +341,10 @@ def _goodput_part(turns: pd.DataFrame, slo: GoodputSlo, wall_window_s: float | N
     return out
 
 
-def spec_figures(ok: pd.DataFrame) -> dict[str, Any]:
+def spec_figures(ok: pd.DataFrame) -> SummaryRecord:
     """Tokens per forward pass and acceptance from the per-request speculation columns
     (only the in-process twin fills them; None for real servers and older runs)."""
-    none: dict[str, Any] = {"tokens_per_forward_pass": None,
+    none: SummaryRecord = {"tokens_per_forward_pass": None,
                             "spec_mean_acceptance_length": None, "spec_acceptance_share": None}
     if "spec_forward_passes" not in ok.columns:
         return none
@@ -382,12 +389,12 @@ def ngram_reference_basis(ok: pd.DataFrame) -> str | None:
     return "client tokens (estimate)" if client else "twin tokens"
 
 
-def server_figures(server_metrics: pd.DataFrame | None) -> dict[str, Any]:
+def server_figures(server_metrics: pd.DataFrame | None) -> SummaryRecord:
     """Run-window figures from server counters: deltas summed, gauges peaked.
 
     Never lifetime values: the scraper emits counter deltas per window only.
     """
-    none = {"server_prefix_cache_hit_share": None, "kv_usage_peak": None, "preemptions": None,
+    none: SummaryRecord = {"server_prefix_cache_hit_share": None, "kv_usage_peak": None, "preemptions": None,
             "kv_capacity_tokens": None, "server_queue_time_mean_s": None}
     if server_metrics is None or server_metrics.empty:
         return none
@@ -403,26 +410,28 @@ def server_figures(server_metrics: pd.DataFrame | None) -> dict[str, Any]:
     }
 
 
-def engine_figures(stats: Mapping[str, Any]) -> dict[str, Any]:
+def engine_figures(stats: Mapping[str, object]) -> SummaryRecord:
     """The server-side figures (`registry.ENGINE_KEYS`) from the twin's own counters."""
     q, h = stats.get("prefix_cache_queries"), stats.get("prefix_cache_hits")
     pre = stats.get("preemptions")
     return {
-        "server_prefix_cache_hit_share": float(h) / float(q) if q and h is not None else None,
+        "server_prefix_cache_hit_share": (float(cast(SupportsFloat, h))
+                                          / float(cast(SupportsFloat, q))
+                                          if q and h is not None else None),
         "kv_usage_peak": _num(stats.get("kv_usage_peak")),
-        "preemptions": None if pre is None else int(pre),
+        "preemptions": None if pre is None else int(cast(SupportsInt, pre)),
         "kv_capacity_tokens": _num(stats.get("kv_capacity_tokens")),
         "server_queue_time_mean_s": None,    # the twin's rows carry queue_s instead
     }
 
 
 # Figures only the engine knows (the twin's counters are saved in summary.json by the run).
-ENGINE_KEYS: tuple[str, ...] = registry.ENGINE_KEYS
+ENGINE_KEYS: tuple[MetricKey, ...] = registry.ENGINE_KEYS
 
 
 def summarize_run(manifest: dict[str, Any], turns: pd.DataFrame,
                   server_metrics: pd.DataFrame | None = None,
-                  saved: dict[str, Any] | None = None) -> dict[str, Any]:
+                  saved: Mapping[str, object] | None = None) -> SummaryRecord:
     """`summarize` with the price and simulated flag taken from a run's manifest.
 
     `saved` (the run's summary.json) gives the engine's counters (`engine`) that the
@@ -441,7 +450,7 @@ def summarize_run(manifest: dict[str, Any], turns: pd.DataFrame,
                      telemetry=_telemetry_of(manifest))
 
 
-def _telemetry_of(manifest: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+def _telemetry_of(manifest: Mapping[str, Any]) -> list[dict[str, object]] | None:
     """The manifest's `telemetry` block (the run's --scrape targets), when well formed."""
     block = manifest.get("telemetry")
     if not isinstance(block, list):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ class ReportPaths:
 
 
 def build_figures(turns: pd.DataFrame, server: pd.DataFrame | None,
-                  simulated: bool, ramp: dict[str, Any] | None = None
+                  simulated: bool, ramp: Mapping[str, object] | None = None
                   ) -> list[tuple[str, str, Figure]]:
     """(file stem, caption, figure) for every plot the run supports (recall probes:
     their own figure; every other plot reads the turns without them; a stepped ramp's
@@ -71,7 +72,7 @@ def build_figures(turns: pd.DataFrame, server: pd.DataFrame | None,
     return figs
 
 
-def _endpoint_text(ep: Any) -> str:
+def _endpoint_text(ep: object) -> str:
     """`twin-inprocess a40/qwen…` or the URL; endpoint descriptions are dicts."""
     if not isinstance(ep, dict):
         return str(ep)
