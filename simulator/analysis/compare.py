@@ -183,10 +183,10 @@ def compare_runs(runs: list[RunInfo], *, resamples: int = 2000, seed: int = 0,
     """The comparison as a JSON-safe dict: figures, % vs the first run, paired results."""
     base = runs[0]
     figures: dict[str, list[float | str | None]] = {
-        k: [r.summary.get(k) for r in runs] for k in COMPARE_KEYS}
-    diffs = {k: [pct_diff(v[0], x) for x in v[1:]] for k, v in figures.items()
+        k: [cast(float | str | None, r.summary.get(k)) for r in runs] for k in COMPARE_KEYS}
+    diffs: dict[str, list[float | None]] = {k: [pct_diff(v[0], x) for x in v[1:]] for k, v in figures.items()
              if k in NUMERIC_KEYS and not k.endswith("_pct")}
-    points = {k: [None if v[0] is None or x is None else float(x) - float(v[0])
+    points: dict[str, list[float | None]] = {k: [None if v[0] is None or x is None else float(x) - float(v[0])
                   for x in v[1:]] for k, v in figures.items() if k.endswith("_pct")}
     paired: list[Paired] = []
     notes: list[str] = []

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import Literal, NotRequired, TypedDict
 
+from simulator.analysis.metric_keys import figure
 from simulator.analysis.run_summary import Summary, record_of
 from simulator.errors import InputError
 
@@ -104,7 +105,7 @@ def copy_rows(figures: Mapping[Key, Summary], levels: Sequence[float],
         for level in levels:
             refs = [float(ref) for (lv, _, nn, _), f in figures.items()
                     if lv == level and nn == n
-                    and (ref := record_of(f).get("ngram_reference_tokens_per_pass")) is not None]
+                    and (ref := figure(record_of(f), "ngram_reference_tokens_per_pass")) is not None]
             for spec in specs[1:]:
                 ratios, on, off = [], [], []
                 for k in range(repeats):

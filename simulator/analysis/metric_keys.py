@@ -1,19 +1,22 @@
 """The registry's keys as types mypy checks: a misspelt metric or fact name fails mypy.
 
 `MetricKey` names every metric of `metrics_registry.METRICS` (`NumberKey` those whose
-value is a number, `LabelKey` the one that is a label) and
-`FactKey` every fact of `FACT_KEYS`; `SummaryRecord` is a run summary as summary.json
-holds it, each key typed. Code reads a figure by a literal key (`s["window_ttft_p95_s"]`
-on a record, `summary.figure("window_ttft_p95_s")` on a `RunSummary`), so mypy rejects
-a name the registry does not have. A name a user types (an SLO such as
-`window_ttft_p95_s<=4`) is checked at run time by `is_metric_key`. The test
-tests/analysis/test_metric_keys.py fails while these lists and the registry differ.
+value is a number, `LabelKey` the one that is a label) and `FactKey` every fact of
+`FACT_KEYS`; `SummaryRecord` is a run summary as summary.json holds it, each key typed.
+Code reads a figure by a literal key: `figure(record, "window_ttft_p95_s")` on a record,
+`summary.figure("window_ttft_p95_s")` on a `RunSummary`, `record["…"]` where the key is
+there; building a record (`{"window_ttft_p95_s": …}`) is checked alike. mypy rejects a
+name the registry does not have, but not the key of a plain `record.get("…")` (it
+returns `object` for a key the record lacks): read figures with `figure`. A name a user
+types (an SLO such as `window_ttft_p95_s<=4`) is checked at run time by `is_metric_key`.
+The test tests/analysis/test_metric_keys.py fails while these lists and the registry
+differ.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal, TypedDict, TypeGuard, get_args
+from typing import Literal, TypedDict, TypeGuard, cast, get_args, overload
 
 NumberKey = Literal[
     "sessions", "ok_turns", "requests", "failed_requests", "cancelled_requests",
@@ -205,3 +208,16 @@ class SummaryRecord(TypedDict, total=False):
     recall_by_compactions_crossed: Mapping[str, Mapping[str, float | None]]
     energy_source: str | None
     telemetry: list[Mapping[str, object]]
+
+
+@overload
+def figure(record: SummaryRecord, key: NumberKey) -> float | None: ...
+@overload
+def figure(record: SummaryRecord, key: LabelKey) -> str | None: ...
+@overload
+def figure(record: SummaryRecord, key: MetricKey) -> float | str | None: ...
+
+
+def figure(record: SummaryRecord, key: MetricKey) -> float | str | None:
+    """A record's figure by a registry key mypy checks (None when absent or unknown)."""
+    return cast(float | str | None, record.get(key))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from simulator.analysis.fleet_sizing import FleetProbe
+from simulator.analysis.metric_keys import figure
 from simulator.analysis.run_summary import Summary, record_of
 from simulator.analysis.sizing import sweep_row
 
@@ -56,18 +57,18 @@ def _pd_block(summary: Summary) -> Mapping[str, object]:
 def card_figures(summary: Summary, cards: int) -> dict[str, float | None]:
     """A team run's figures per card: goodput per card (window, else whole run), $ per hour."""
     s = record_of(summary)
-    good = s.get("window_goodput_tok_s")
+    good = figure(s, "window_goodput_tok_s")
     if good is None:
-        good = s.get("goodput_tok_s")
+        good = figure(s, "goodput_tok_s")
     price = s.get("price_per_hour")
     pd = _pd_block(summary)
     return {"cards": cards,
             "goodput_per_card_tok_s": good / cards if isinstance(good, int | float) else None,
             "usd_per_hour": price,
             "per_session_tok_s": s.get("window_per_session_tok_s",
-                                       s.get("per_session_tok_s")),
-            "ttft_p95_s": s.get("window_ttft_p95_s", s.get("ttft_p95_s")),
-            "itl_p95_s": s.get("window_itl_p95_s"),
+                                       figure(s, "per_session_tok_s")),
+            "ttft_p95_s": s.get("window_ttft_p95_s", figure(s, "ttft_p95_s")),
+            "itl_p95_s": figure(s, "window_itl_p95_s"),
             "remote_prefill_share": _share(pd.get("remote_prefill_share")),
             "prefill_utilization": _share(pd.get("prefill_utilization")),
             "decode_utilization": _share(pd.get("decode_utilization"))}

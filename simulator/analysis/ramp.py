@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.analysis.goodput import GoodputSlo, judged_requests, meets, window_goodput
-from simulator.analysis.metric_keys import SummaryRecord
+from simulator.analysis.metric_keys import SummaryRecord, figure
 from simulator.analysis.search import SloSearch, probe_counts
 from simulator.analysis.sizing import Probe, binding
 from simulator.analysis.slo import Slo, failures, parse_slo
@@ -265,7 +265,7 @@ class StepVerdict:
                 "started_s": self.started_s, "window_start_s": self.window_start_s,
                 "window_end_s": self.window_end_s, "steady": self.steady,
                 "reason": self.reason, "passed": list(self.passed),
-                "failed": [list(f) for f in self.failed], "figures": dict(self.figures)}
+                "failed": [list(f) for f in self.failed], "figures": self.figures.copy()}
 
 
 def slot_of(session_id: str, slots: int) -> int:
@@ -334,12 +334,12 @@ def verdict(index: int, sessions: int, phase: str, started_s: float, w: Window |
     with its own goodput SLO on its own window goodput, from `turns`)."""
     reason = why_not
     if reason is None and w is not None:
-        achieved = figures.get("achieved_sessions") or 0.0
+        achieved = figure(figures, "achieved_sessions") or 0.0
         if achieved < STEADY_THRESHOLD * sessions:
             reason = f"achieved {achieved:.1f} of {sessions} sessions in the window"
         elif figures.get("saturated"):
             reason = str(figures.get("saturated_reason"))
-        elif figures.get("window_requests") == 0:
+        elif figure(figures, "window_requests") == 0:
             reason = "no request's first token fell in the window (hold each step longer)"
     steady = w is not None and reason is None
     judged = figures | StepFigures(steady_state=steady, steady_state_reason=reason)
@@ -347,7 +347,7 @@ def verdict(index: int, sessions: int, phase: str, started_s: float, w: Window |
                    for t in tiers)
     if any(t.goodput is not None for t in tiers) and w is not None and turns is not None:
         judged["tier_goodput_share"] = [
-            _tier_figures(t, judged, w, sessions, turns).get("window_goodput_share")
+            figure(_tier_figures(t, judged, w, sessions, turns), "window_goodput_share")
             for t in tiers]
     return StepVerdict(index, sessions, phase, started_s,
                        None if w is None else w.start_s, None if w is None else w.end_s,

@@ -97,7 +97,7 @@ class RunSummary(Mapping[str, Any]):
         registry does not know is kept as a fact (tests flag it as unregistered)."""
         d = registry.upgrade(data)
         steady_only = set(registry.STEADY_KEYS)
-        figures = {k: cast(Figure, d.get(k)) for k in registry.NUMERIC_KEYS
+        figures: dict[str, Figure] = {k: cast(Figure, d.get(k)) for k in registry.NUMERIC_KEYS
                    if k in d or k not in steady_only}   # window figures only when computed
         facts = {k: v for k, v in d.items() if k not in registry.REGISTRY}
         return cls(figures, facts)

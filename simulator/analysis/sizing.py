@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from simulator.analysis.metric_keys import figure
 from simulator.analysis.point_row import PointRow
 from simulator.analysis.point_row import sweep_row as sweep_row  # its old home
 from simulator.analysis.point_row import upgrade_point_row as upgrade_point_row
@@ -86,7 +87,7 @@ def probe_dict(p: Probe) -> PointRow:
 def queue_share_of(summary: Summary) -> float | None:
     """Share of TTFT spent queueing: the steady-state window's, else the whole run's."""
     rec = record_of(summary)
-    for v in (rec.get("window_queue_share_of_ttft"), rec.get("queue_share_of_ttft")):
+    for v in (figure(rec, "window_queue_share_of_ttft"), figure(rec, "queue_share_of_ttft")):
         if isinstance(v, int | float) and not isinstance(v, bool):
             return float(v)
     return None
@@ -104,7 +105,7 @@ def binding(probe: Probe, slos: Sequence[Slo]) -> tuple[str, str]:
     worst = max((s for s in slos if str(s) in probe.failed),
                 key=lambda s: s.violation(rec))
     share = queue_share_of(rec)
-    preemptions = rec.get("preemptions")
+    preemptions = figure(rec, "preemptions")
     if (preemptions or 0) > 0:
         queued = f"; queue wait {share:.0%} of TTFT" if share is not None else ""
         return (f"{worst} (with {preemptions} preemptions{queued})",
@@ -119,9 +120,9 @@ def kv_bound(probes: Sequence[Probe], capacity: int | None, shared: int) -> int 
     if not probes:
         return None
     last = record_of(max(probes, key=lambda p: p.sessions).summary)
-    cap = capacity if capacity is not None else last.get("kv_capacity_tokens")
+    cap = capacity if capacity is not None else figure(last, "kv_capacity_tokens")
     # The largest peak context any probe saw: steadier than the last probe's alone.
-    peaks = [record_of(p.summary).get("context_tokens_max") for p in probes]
+    peaks = [figure(record_of(p.summary), "context_tokens_max") for p in probes]
     peak = max((x for x in peaks if isinstance(x, int | float)), default=None)
     if not cap or not isinstance(peak, int | float) or peak <= shared:
         return None

@@ -21,7 +21,7 @@ from simulator.analysis.closed_loop import closed_loop_figures
 from simulator.analysis.energy import energy_figures, fold, unmeasured_sources
 from simulator.analysis.goodput import GoodputSlo, goodput_figures, goodput_from_manifest
 from simulator.analysis.kv_tier import tier_figures
-from simulator.analysis.metric_keys import MetricKey, SummaryRecord
+from simulator.analysis.metric_keys import MetricKey, SummaryRecord, figure
 from simulator.analysis.pd import pd_figures
 from simulator.analysis.queueing import queue_figures, server_queue_mean_s
 from simulator.analysis.recall import recall_figures, without_probes
@@ -315,16 +315,16 @@ def _energy_part(server_metrics: pd.DataFrame | None, figures: SummaryRecord,
     """Energy figures from measured GPU power (`analysis/energy.py`; None throughout
     without a power series): sessions per kW counts the achieved sessions. A target the
     run's `telemetry` block says failed or lied measures nothing."""
-    rows: list[dict[str, object]] = []
+    rows: list[dict[Any, Any]] = []
     if server_metrics is not None and not server_metrics.empty \
             and "source" in server_metrics.columns:
         rows = server_metrics[server_metrics["source"].notna()].to_dict("records")
-    sessions = figures.get("achieved_sessions")
+    sessions = figure(figures, "achieved_sessions")
     if sessions is None:
-        sessions = figures.get("sessions")
+        sessions = figure(figures, "sessions")
     return energy_figures(fold(rows, unmeasured_sources(telemetry)),
-                          figures.get("wall_window_s"),
-                          int(figures.get("output_tokens") or 0),
+                          figure(figures, "wall_window_s"),
+                          int(figure(figures, "output_tokens") or 0),
                           None if sessions is None else float(sessions))
 
 
@@ -336,8 +336,8 @@ def _goodput_part(turns: pd.DataFrame, slo: GoodputSlo, wall_window_s: float | N
     window = (float(lo), float(hi)) if lo is not None and hi is not None else None
     out = goodput_figures(turns, slo, wall_window_s, window, figures.get("requested_sessions"))
     if "requested_sessions" in figures and window is None:
-        out |= dict.fromkeys(("window_goodput_share", "window_goodput_tok_s",
-                              "window_goodput_per_session_tok_s"))
+        out |= {"window_goodput_share": None, "window_goodput_tok_s": None,
+                "window_goodput_per_session_tok_s": None}
     return out
 
 

@@ -13,7 +13,7 @@ from typing import Any, SupportsFloat, SupportsInt, cast
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.cache_bound import cache_bound_warning
 from simulator.analysis.goodput import goodput_label
-from simulator.analysis.metric_keys import MetricKey, SummaryRecord
+from simulator.analysis.metric_keys import MetricKey, SummaryRecord, figure
 from simulator.analysis.point_row import PointRow
 from simulator.analysis.ramp import read_ramp
 from simulator.analysis.recall import recall_table_row
@@ -63,10 +63,10 @@ def format_sweep_table(rows: Sequence[PointRow]) -> str:
     table += [[cell(k, r.get(k)) for k, _ in cols] for r in rows]
     title = f"sweep — {mode(rows)}" if rows else "sweep — no points"
     notes = [f"{'SATURATED' if r.get('saturated') else 'NOT STEADY'} at "
-             f"{r.get('requested_sessions')} sessions (achieved "
-             f"{number(r.get('achieved_sessions'))}): {r.get('steady_state_reason')}"
+             f"{figure(r, 'requested_sessions')} sessions (achieved "
+             f"{number(figure(r, 'achieved_sessions'))}): {r.get('steady_state_reason')}"
              for r in rows if r.get("steady_state") is False]
-    tiers = [(r.get("requested_sessions"), (r.get("kv_tier") or {}).get("post_idle_ttft_p50_s"))
+    tiers = [(figure(r, "requested_sessions"), (r.get("kv_tier") or {}).get("post_idle_ttft_p50_s"))
              for r in rows if r.get("kv_offload_gib") is not None]
     if tiers:
         notes.append("post-idle TTFT p50 (whole run) by sessions: " + ", ".join(
@@ -114,7 +114,7 @@ def format_sizing(result: SizingResult, target: str | None = None) -> str:
                          for s in result.slos)
         verdict = "pass" if p.passed else "FAIL " + ", ".join(p.failed)
         seed = f" seed +{p.seed_offset}" if p.seed_offset else ""
-        ach = record_of(p.summary).get("achieved_sessions")
+        ach = figure(record_of(p.summary), "achieved_sessions")
         ach_s = f" (achieved {ach:.1f})" if isinstance(ach, int | float) else ""
         lines.append(f"  probe {p.sessions:>4} sessions{seed}{ach_s}: {figs}  → {verdict}")
     lines += [f"note: {n}" for n in result.notes]
@@ -174,28 +174,28 @@ def summary_table(summary: Summary) -> list[tuple[str, str]]:
     rows = [("mode", "SIMULATED (twin)" if s["simulated"] else "real endpoint")]
     for label, value in registry.table_rows(cast(Mapping[str, object], s)):
         rows.append((label, value + extra.get(label, "")))
-        if label == "$ per 1M output tokens" and s.get("tokens_per_forward_pass") is not None:
+        if label == "$ per 1M output tokens" and figure(s, "tokens_per_forward_pass") is not None:
             rows.append(("tokens per forward pass (mean acceptance length, acceptance)",
                          registry.BY_KEY["tokens_per_forward_pass"].format(
                              s["tokens_per_forward_pass"]) + " ("
                          + registry.BY_KEY["spec_mean_acceptance_length"].format(
-                             s.get("spec_mean_acceptance_length")) + ", "
+                             figure(s, "spec_mean_acceptance_length")) + ", "
                          + registry.BY_KEY["spec_acceptance_share"].format(
-                             s.get("spec_acceptance_share")) + ")"))
-        if label == "KV usage peak / preemptions" and s.get("gpu_power_mean_w") is not None:
+                             figure(s, "spec_acceptance_share")) + ")"))
+        if label == "KV usage peak / preemptions" and figure(s, "gpu_power_mean_w") is not None:
             rows.append(energy_row(s))
-        if label == "KV usage peak / preemptions" and s.get("remote_prefill_share") is not None:
+        if label == "KV usage peak / preemptions" and figure(s, "remote_prefill_share") is not None:
             rows.extend(pd_rows(s))
-        if label == "cache: server counters hit share" and s.get("probe_requests"):
+        if label == "cache: server counters hit share" and figure(s, "probe_requests"):
             rows.append(recall_table_row(cast(Mapping[str, object], s)))
         if label == "sessions / successful turns":
             rows.append(("requests (failed, summary)",
                          f"{s['requests']} ({s['failed_requests']} failed, "
                          f"{s['summary_requests']} summary"
                          + (f", {s['cancelled_requests']} cancelled at stop"
-                            if s.get("cancelled_requests") else "")
+                            if figure(s, "cancelled_requests") else "")
                          + (f", {s['overflow_requests']} context overflow(s) → forced "
-                            "compaction" if s.get("overflow_requests") else "") + ")"))
+                            "compaction" if figure(s, "overflow_requests") else "") + ")"))
     return rows
 
 
@@ -216,24 +216,24 @@ def steady_table(summary: Summary) -> list[tuple[str, str]]:
     steady = "yes" if s.get("steady_state") else f"NO — {s.get('steady_state_reason')}"
     rows = [
         ("sessions requested / achieved (window)",
-         f"{s['requested_sessions']} / {_fmt(s.get('achieved_sessions'))} "
-         f"(whole run {_fmt(s.get('achieved_sessions_run'))}); steady state: {steady}"),
+         f"{s['requested_sessions']} / {_fmt(figure(s, 'achieved_sessions'))} "
+         f"(whole run {_fmt(figure(s, 'achieved_sessions_run'))}); steady state: {steady}"),
         ("in-flight requests, window / whole run",
-         f"{_fmt(s.get('achieved_in_flight'))} / {_fmt(s.get('achieved_in_flight_run'))}")]
-    if s.get("window_s") is not None:
+         f"{_fmt(figure(s, 'achieved_in_flight'))} / {_fmt(figure(s, 'achieved_in_flight_run'))}")]
+    if figure(s, "window_s") is not None:
         rows += [
             ("steady-state window", f"{s['window_start_s']:,.1f} s → {s['window_end_s']:,.1f} s "
              f"({s['window_s']:,.1f} s)"),
             ("window aggregate / N × per-session tok/s",
-             f"{_fmt(s.get('window_aggregate_tok_s'))} / "
-             f"{_fmt(s.get('window_n_x_per_session_tok_s'))} "
-             f"(per session {_fmt(s.get('window_per_session_tok_s'))})"),
+             f"{_fmt(figure(s, 'window_aggregate_tok_s'))} / "
+             f"{_fmt(figure(s, 'window_n_x_per_session_tok_s'))} "
+             f"(per session {_fmt(figure(s, 'window_per_session_tok_s'))})"),
             ("window TTFT p50 / p95, ITL p50 / p95",
-             f"{_fmt(s.get('window_ttft_p50_s'), ' s', 2)} / "
-             f"{_fmt(s.get('window_ttft_p95_s'), ' s', 2)}, "
-             f"{_fmt(_ms(s.get('window_itl_p50_s')), ' ms', 1)} / "
-             f"{_fmt(_ms(s.get('window_itl_p95_s')), ' ms', 1)}"),
-            ("window $ per 1M output tokens", _fmt(s.get("window_usd_per_mtok"), digits=3))]
+             f"{_fmt(figure(s, 'window_ttft_p50_s'), ' s', 2)} / "
+             f"{_fmt(figure(s, 'window_ttft_p95_s'), ' s', 2)}, "
+             f"{_fmt(_ms(figure(s, 'window_itl_p50_s')), ' ms', 1)} / "
+             f"{_fmt(_ms(figure(s, 'window_itl_p95_s')), ' ms', 1)}"),
+            ("window $ per 1M output tokens", _fmt(figure(s, "window_usd_per_mtok"), digits=3))]
     if s.get("usd_per_mtok_counts_idle"):
         rows.append(("note", "whole-run $/1M tok counts the card's idle think/tool time"))
     return rows
@@ -275,11 +275,11 @@ def format_ramp(fact: Mapping[str, object], simulated: bool) -> str:
         f = st.get("figures") or {}
         table.append([str(st["index"]), str(st["sessions"]), st["phase"],
                       number(st.get("held_s"), "{:,.0f}"),
-                      number(f.get("window_s"), "{:,.0f}"),
-                      number(f.get("achieved_sessions")), flag(st.get("steady")),
-                      cell("window_per_session_tok_s", f.get("window_per_session_tok_s")),
-                      cell("window_ttft_p95_s", f.get("window_ttft_p95_s")),
-                      cell("window_goodput_share", f.get("window_goodput_share")),
+                      number(figure(f, "window_s"), "{:,.0f}"),
+                      number(figure(f, "achieved_sessions")), flag(st.get("steady")),
+                      cell("window_per_session_tok_s", figure(f, "window_per_session_tok_s")),
+                      cell("window_ttft_p95_s", figure(f, "window_ttft_p95_s")),
+                      cell("window_goodput_share", figure(f, "window_goodput_share")),
                       *["pass" if p else "FAIL" for p in st.get("passed") or []]])
     title = (f"ramp — {'SIMULATED (twin)' if simulated else 'real endpoint'}: "
              f"{len(steps)} step(s), each window held {number(plan.get('hold_s'), '{:g}')} s")

@@ -20,6 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from simulator.analysis.goodput import goodput_label, judged_requests
+from simulator.analysis.metric_keys import figure
 from simulator.analysis.point_row import PointRow
 from simulator.analysis.ramp import read_ramp
 from simulator.analysis.summary import (
@@ -256,9 +257,9 @@ def plot_sweep(rows: Sequence[PointRow]) -> Figure:
     concurrent sessions (rows under summary.json's names)."""
     fig = new_figure(8.0, 4.5, right=1.0 - 0.8 / 8.0)
     ax = fig.add_subplot()
-    n = [r["requested_sessions"] for r in rows]
-    agg = [r.get("window_aggregate_tok_s") or np.nan for r in rows]
-    per = [r.get("window_per_session_tok_s") or np.nan for r in rows]
+    n = [cast(int, r["requested_sessions"]) for r in rows]
+    agg = [figure(r, "window_aggregate_tok_s") or np.nan for r in rows]
+    per = [figure(r, "window_per_session_tok_s") or np.nan for r in rows]
     ax.plot(n, agg, "o-", color="tab:blue", label="aggregate tok/s")
     ax.set_xscale("log", base=2)
     ax.set_xticks(n, [str(x) for x in n])
@@ -266,9 +267,9 @@ def plot_sweep(rows: Sequence[PointRow]) -> Figure:
     ax2.plot(n, per, "s--", color="tab:orange", label="per-session sustained tok/s")
     # A point that never reached steady state has no window figure: a gap in the line,
     # and a hollow marker at its whole-run aggregate (never a value drawn at 0).
-    bad = [(float(cast(int, r["requested_sessions"])), float(agg)) for r in rows
+    bad = [(float(cast(int, r["requested_sessions"])), float(run_agg)) for r in rows
            if r.get("steady_state") is False
-           and isinstance(agg := r.get("aggregate_tok_s"), int | float)]
+           and isinstance(run_agg := figure(r, "aggregate_tok_s"), int | float)]
     if bad:
         ax.plot([x for x, _ in bad], [y for _, y in bad], "o", mfc="none", color="tab:red",
                 ms=9, label="not steady (whole-run aggregate)")
@@ -430,7 +431,7 @@ def plot_ramp(turns: pd.DataFrame, server: pd.DataFrame | None, fact: Mapping[st
                     color="tab:purple")
     ax_ttft.set_ylabel("TTFT (s)")
     rows = judged_requests(turns)
-    share = [s.get("figures", {}).get("window_goodput_share") for s in steps]
+    share = [figure(s.get("figures", {}), "window_goodput_share") for s in steps]
     for s, g in zip(steps, share, strict=True):
         if (lo := s.get("window_start_s")) is not None and g is not None:
             ax_good.hlines(100 * g, lo, cast(float, s["window_end_s"]), color="tab:green")

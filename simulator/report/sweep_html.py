@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.load import load_run
-from simulator.analysis.metric_keys import FactKey, MetricKey
+from simulator.analysis.metric_keys import FactKey, MetricKey, figure
 from simulator.analysis.point_row import PointRow, read_point_row
 from simulator.analysis.steady import session_spans
 from simulator.analysis.target import target_of_runs
@@ -148,7 +148,7 @@ def _timeline_plot(rows: list[PointRow]) -> Figure | None:
             continue
         t, active = active_sessions_steps(turns)
         ax.step(t, active, where="post", color="tab:blue", lw=1)
-        ax.axhline(r["requested_sessions"], color="black", lw=0.6, ls="--")
+        ax.axhline(cast(int, r["requested_sessions"]), color="black", lw=0.6, ls="--")
         lo, hi = r.get("window_start_s"), r.get("window_end_s")
         if lo is not None and hi is not None:
             ax.axvspan(lo, hi, color="tab:green", alpha=0.2)
@@ -246,8 +246,8 @@ def _probes_html(folder: Path) -> str:
             str(p["requested_sessions"]), f"+{p.get('seed_offset', 0)}",
             "yes" if p.get("passed") else "no",
             ", ".join(p.get("failed") or []) or "—",
-            num(p.get("window_per_session_tok_s"), "{:,.1f}"),
-            num(p.get("window_ttft_p95_s"), "{:.2f}"),
+            num(figure(p, "window_per_session_tok_s"), "{:,.1f}"),
+            num(figure(p, "window_ttft_p95_s"), "{:.2f}"),
             flag(p.get("steady_state")))) + "</tr>"
         for p in map(read_point_row, data["probes"]))
     return f"\n<h2>Probes, in the order run (repeats with other seeds included)</h2>\n" \

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 
 from simulator.analysis.copy_sweep import BreakEven, CopyRow, break_even
 from simulator.analysis.fleet_sizing import FleetSizing
+from simulator.analysis.metric_keys import figure
 from simulator.analysis.point_row import PointRow, read_point_rows
 from simulator.analysis.policy_sweep import PolicyRow, frontier_recall, read_policy_rows
 from simulator.analysis.run_summary import record_of
@@ -53,8 +54,8 @@ def format_spec_table(rows: Sequence[PointRow]) -> str:
         line = [str(n)]
         for s in specs:
             r = by.get((s, n), {})
-            agg = r.get("window_n_x_per_session_tok_s")
-            line += [_dash(r.get("window_per_session_tok_s")), _dash(agg, ",.0f")]
+            agg = figure(r, "window_n_x_per_session_tok_s")
+            line += [_dash(figure(r, 'window_per_session_tok_s')), _dash(agg, ",.0f")]
             if s != specs[0]:
                 line.append(f"{agg / base:.2f}×" if agg and base else "—")
         lines.append(line)
@@ -70,7 +71,7 @@ def write_spec_plot(rows: Sequence[PointRow], path: str | Path) -> Path:
     ax2 = ax.twinx()
     for i, spec in enumerate(dict.fromkeys(r["spec"] for r in rows)):
         pts = [r for r in rows if r["spec"] == spec]
-        n = [r["requested_sessions"] for r in pts]
+        n = [cast(int, r["requested_sessions"]) for r in pts]
         color = f"C{i}"
         ax.plot(n, [r["window_n_x_per_session_tok_s"] or float("nan") for r in pts], "o-",
                 color=color, label=f"{spec}: N × per-session")
@@ -356,7 +357,7 @@ def format_fleet_sizing(f: FleetSizing) -> str:
     for p in sorted(f.probes, key=lambda p: p.replicas):
         s = record_of(p.summary)
         fl = s.get("fleet") or {}
-        tok, ttft = s.get("window_per_session_tok_s"), s.get("window_ttft_p95_s")
+        tok, ttft = figure(s, "window_per_session_tok_s"), figure(s, "window_ttft_p95_s")
         share = cast(float | None, fl.get("cache_read_share"))
         lines.append(f"  R={p.replicas:>3}: {'pass' if p.passed else 'FAIL'}"
                      + (f"  per-session {tok:,.1f} tok/s" if tok is not None else "")

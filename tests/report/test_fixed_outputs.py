@@ -41,7 +41,9 @@ def _summary_of(run_dir: Path) -> RunSummary:
                                               load_saved_summary(run_dir)))
 
 
-def _sections(root: Path) -> list[tuple[str, str]]:
+def _sections(root: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """The outputs, and the strings that differ from one run to the next (the twin
+    run's id and folder name), to be masked."""
     synth = write_run_dir(root / "synthetic", synthetic_turns(sessions=3, turns=45),
                           server_metrics=_server_metrics())
     other = write_run_dir(root / "synthetic-b", synthetic_turns(sessions=3, turns=45, seed=1,
@@ -71,13 +73,16 @@ def _sections(root: Path) -> list[tuple[str, str]]:
     comparison = compare_runs(load_runs([synth, other]))
     out.append(("comparison", format_comparison(comparison)
                 .replace(str(synth), "A").replace(str(other), "B")))
-    return out
+    run_id = str(json.loads((twin / "manifest.json").read_text())["run_id"])
+    return out, [str(twin), twin.name, run_id]
 
 
 def render() -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        sections = _sections(Path(tmp))
+        sections, volatile = _sections(Path(tmp))
         text = "".join(f"=== {name}\n{body}\n" for name, body in sections)
+        for v in volatile:
+            text = text.replace(v, "RUN")
         return text.replace(tmp, "TMP")
 
 
