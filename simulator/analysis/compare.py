@@ -25,7 +25,7 @@ from simulator.analysis.load import (
 )
 from simulator.analysis.metric_keys import SummaryRecord
 from simulator.analysis.metrics_registry import COMPARE_KEYS, NUMERIC_KEYS
-from simulator.analysis.recall import paired_recall_difference
+from simulator.analysis.recall import PairedRecall, paired_recall_difference
 from simulator.analysis.summary import ok_rows, summarize_run
 
 
@@ -121,17 +121,6 @@ class ComparedRun(TypedDict):
     label: str
     run_dir: str
     simulated: bool
-
-
-class PairedRecall(TypedDict):
-    """B − A of recall (or retention) over the probes both runs asked."""
-
-    pairs: int
-    a: float | None
-    b: float | None
-    difference: float | None
-    ci_low: float | None
-    ci_high: float | None
 
 
 class Paired(TypedDict):

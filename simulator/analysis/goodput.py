@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, SupportsFloat, cast
+from typing import Any, Protocol, SupportsFloat, cast
 
 import numpy as np
 import pandas as pd
@@ -28,8 +28,17 @@ import pandas as pd
 from simulator.analysis.metric_keys import SummaryRecord
 from simulator.analysis.steady import tokens_in_window
 
-if TYPE_CHECKING:
-    from simulator.analysis.slo import Slo
+
+class SloLike(Protocol):
+    """What goodput reads of an SLO (`analysis.slo.Slo`, whose module imports this one)."""
+
+    @property
+    def metric(self) -> str: ...
+    @property
+    def op(self) -> str: ...
+    @property
+    def threshold(self) -> float: ...
+
 
 DEFAULT_TTFT_S = 15.0
 DEFAULT_OUTPUT_TOK_S = 30.0
@@ -118,7 +127,7 @@ SPEED_SLO_METRICS = frozenset({"per_session_tok_s", "window_per_session_tok_s",
                                "decode_tok_s_median", "turn_tok_s_min", "turn_tok_s_median"})
 
 
-def goodput_of_slos(slos: Sequence[Slo], base: GoodputSlo | None = None) -> GoodputSlo | None:
+def goodput_of_slos(slos: Sequence[SloLike], base: GoodputSlo | None = None) -> GoodputSlo | None:
     """The goodput SLO that follows `slos` where they name its quantities: TTFT ≤ the
     tightest TTFT bound (`ttft_p95_s<=5`), output speed ≥ the highest speed floor
     (`per_session_tok_s>=20`); the other threshold stays `base`'s (the default). None

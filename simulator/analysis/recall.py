@@ -21,13 +21,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, SupportsFloat, cast
+from typing import SupportsFloat, TypedDict, cast
 
 import numpy as np
 import pandas as pd
-
-if TYPE_CHECKING:
-    from simulator.analysis.compare import PairedRecall
 
 from simulator.analysis.metric_keys import MetricKey, SummaryRecord
 
@@ -162,6 +159,17 @@ def breakdown(p: pd.DataFrame, groups: pd.Series) -> dict[str, dict[str, float |
                        "probe_recall": rec, "probe_recall_ci_low": rlo,
                        "probe_recall_ci_high": rhi}
     return out
+
+
+class PairedRecall(TypedDict):
+    """B − A of recall (or retention) over the probes both runs asked."""
+
+    pairs: int
+    a: float | None
+    b: float | None
+    difference: float | None
+    ci_low: float | None
+    ci_high: float | None
 
 
 def paired_recall_difference(a: pd.DataFrame, b: pd.DataFrame, key: str = "probe_correct",

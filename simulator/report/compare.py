@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simulator.analysis.compare import Comparison, Paired, PairedRecall, RunInfo
+from simulator.analysis.compare import Comparison, Paired, RunInfo
+from simulator.analysis.recall import PairedRecall
 from simulator.analysis.summary import ok_rows
 from simulator.report.plots import plot_overlay
 
