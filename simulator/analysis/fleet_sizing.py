@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from simulator.analysis.metric_keys import fact
 from simulator.analysis.run_summary import Summary, record_of
 from simulator.analysis.sizing import sweep_row
 
@@ -39,6 +40,6 @@ class FleetSizing:
                 "max_replicas": self.max_replicas,
                 "probes": [sweep_row({"replicas": p.replicas, "passed": p.passed,
                                       "failed": list(p.failed),
-                                      "fleet": record_of(p.summary).get("fleet")},
+                                      "fleet": fact(record_of(p.summary), "fleet")},
                                      p.summary)
                            for p in self.probes]}

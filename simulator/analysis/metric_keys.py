@@ -61,6 +61,17 @@ FactKey = Literal[
     "window_end_s", "window_start_s", "workers"
 ]
 
+# facts by the type of their value (`fact` reads each group typed)
+FlagFact = Literal["simulated", "steady_state", "saturated", "deadline_reached",
+                   "contains_verbatim_content", "usd_per_mtok_counts_idle"]
+TextFact = Literal["steady_state_reason", "saturated_reason", "status", "status_reason",
+                   "run_id", "cache_shared_source", "recall_ci_unit", "energy_source"]
+NumberFact = Literal["price_per_hour", "window_start_s", "window_end_s", "time_scale",
+                     "compaction_messages_removed", "compaction_tokens_removed"]
+BlockFact = Literal["engine", "twin", "fleet", "kv_tier", "goodput_slo", "ramp",
+                    "recall_by_kind", "recall_by_age", "retention_by_state",
+                    "recall_by_compactions_crossed"]
+
 METRIC_KEYS: frozenset[str] = frozenset((*get_args(NumberKey), *get_args(LabelKey)))
 FACT_KEYS: frozenset[str] = frozenset(get_args(FactKey))
 
@@ -221,3 +232,20 @@ def figure(record: SummaryRecord, key: MetricKey) -> float | str | None: ...
 def figure(record: SummaryRecord, key: MetricKey) -> float | str | None:
     """A record's figure by a registry key mypy checks (None when absent or unknown)."""
     return cast(float | str | None, record.get(key))
+
+
+@overload
+def fact(record: SummaryRecord, key: FlagFact) -> bool | None: ...
+@overload
+def fact(record: SummaryRecord, key: TextFact) -> str | None: ...
+@overload
+def fact(record: SummaryRecord, key: NumberFact) -> float | None: ...
+@overload
+def fact(record: SummaryRecord, key: BlockFact) -> Mapping[str, object] | None: ...
+@overload
+def fact(record: SummaryRecord, key: FactKey) -> object: ...
+
+
+def fact(record: SummaryRecord, key: FactKey) -> object:
+    """A record's fact by a key mypy checks (None when absent)."""
+    return record.get(key)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from simulator.analysis.fleet_sizing import FleetProbe
-from simulator.analysis.metric_keys import figure
+from simulator.analysis.metric_keys import fact, figure
 from simulator.analysis.run_summary import Summary, record_of
 from simulator.analysis.sizing import sweep_row
 
@@ -50,7 +50,7 @@ class PDProbe:
 
 def _pd_block(summary: Summary) -> Mapping[str, object]:
     """The engine's P/D block (empty without one)."""
-    pd = (record_of(summary).get("engine") or {}).get("pd") or {}
+    pd = (fact(record_of(summary), "engine") or {}).get("pd") or {}
     return pd if isinstance(pd, Mapping) else {}
 
 
@@ -60,7 +60,7 @@ def card_figures(summary: Summary, cards: int) -> dict[str, float | None]:
     good = figure(s, "window_goodput_tok_s")
     if good is None:
         good = figure(s, "goodput_tok_s")
-    price = s.get("price_per_hour")
+    price = fact(s, "price_per_hour")
     pd = _pd_block(summary)
     return {"cards": cards,
             "goodput_per_card_tok_s": good / cards if isinstance(good, int | float) else None,
@@ -120,6 +120,6 @@ class PDSizing:
                                       for p in self.agg_probes],
                 "pd_probes": [sweep_row({"prefill": p.prefill, "decode": p.decode,
                                          "passed": p.passed, "failed": list(p.failed),
-                                         "pd": (record_of(p.summary).get("engine") or {})
+                                         "pd": (fact(record_of(p.summary), "engine") or {})
                                          .get("pd")},
                                         p.summary) for p in self.probes]}

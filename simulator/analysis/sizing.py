@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from simulator.analysis.metric_keys import figure
+from simulator.analysis.metric_keys import fact, figure
 from simulator.analysis.point_row import PointRow
 from simulator.analysis.point_row import sweep_row as sweep_row  # its old home
 from simulator.analysis.point_row import upgrade_point_row as upgrade_point_row
@@ -98,9 +98,9 @@ def binding(probe: Probe, slos: Sequence[Slo]) -> tuple[str, str]:
     SLO failing while queue wait is most of TTFT means queueing; else the most violated
     SLO (relative to its threshold)."""
     rec = record_of(probe.summary)
-    if rec.get("saturated"):
-        return str(rec.get("saturated_reason")), "saturated"
-    if rec.get("steady_state") is False:
+    if fact(rec, "saturated"):
+        return str(fact(rec, "saturated_reason")), "saturated"
+    if fact(rec, "steady_state") is False:
         return str(probe.failed[0]), "not_steady"
     worst = max((s for s in slos if str(s) in probe.failed),
                 key=lambda s: s.violation(rec))

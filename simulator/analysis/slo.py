@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from simulator.analysis import metrics_registry as registry
-from simulator.analysis.metric_keys import MetricKey, is_metric_key
+from simulator.analysis.metric_keys import MetricKey, fact, is_metric_key
 from simulator.analysis.run_summary import Summary, record_of
 from simulator.errors import InputError
 
@@ -109,8 +109,8 @@ def failures(summary: Summary, slos: Sequence[Slo]) -> tuple[str, ...]:
     not having reached steady state (then it did not measure n sessions)."""
     failed = tuple(str(s) for s in slos if not s.check(summary))
     rec = record_of(summary)
-    if rec.get("steady_state") is False:
-        failed = (f"not steady: {rec.get('steady_state_reason')}", *failed)
+    if fact(rec, "steady_state") is False:
+        failed = (f"not steady: {fact(rec, 'steady_state_reason')}", *failed)
     return failed
 
 

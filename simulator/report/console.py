@@ -13,7 +13,7 @@ from typing import Any, SupportsFloat, SupportsInt, cast
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.cache_bound import cache_bound_warning
 from simulator.analysis.goodput import goodput_label
-from simulator.analysis.metric_keys import MetricKey, SummaryRecord, figure
+from simulator.analysis.metric_keys import MetricKey, SummaryRecord, fact, figure
 from simulator.analysis.point_row import PointRow
 from simulator.analysis.ramp import read_ramp
 from simulator.analysis.recall import recall_table_row
@@ -53,7 +53,7 @@ def align(table: Sequence[Sequence[str]], left: bool = False) -> list[str]:
 
 
 def mode(rows: Sequence[SummaryRecord]) -> str:
-    return "SIMULATED (twin)" if any(r.get("simulated") for r in rows) else "real endpoint"
+    return "SIMULATED (twin)" if any(fact(r, "simulated") for r in rows) else "real endpoint"
 
 
 def format_sweep_table(rows: Sequence[PointRow]) -> str:
@@ -62,16 +62,16 @@ def format_sweep_table(rows: Sequence[PointRow]) -> str:
     table = [[header for _, header in cols]]
     table += [[cell(k, r.get(k)) for k, _ in cols] for r in rows]
     title = f"sweep — {mode(rows)}" if rows else "sweep — no points"
-    notes = [f"{'SATURATED' if r.get('saturated') else 'NOT STEADY'} at "
+    notes = [f"{'SATURATED' if fact(r, 'saturated') else 'NOT STEADY'} at "
              f"{figure(r, 'requested_sessions')} sessions (achieved "
-             f"{number(figure(r, 'achieved_sessions'))}): {r.get('steady_state_reason')}"
-             for r in rows if r.get("steady_state") is False]
-    tiers = [(figure(r, "requested_sessions"), (r.get("kv_tier") or {}).get("post_idle_ttft_p50_s"))
+             f"{number(figure(r, 'achieved_sessions'))}): {fact(r, 'steady_state_reason')}"
+             for r in rows if fact(r, "steady_state") is False]
+    tiers = [(figure(r, "requested_sessions"), (fact(r, "kv_tier") or {}).get("post_idle_ttft_p50_s"))
              for r in rows if r.get("kv_offload_gib") is not None]
     if tiers:
         notes.append("post-idle TTFT p50 (whole run) by sessions: " + ", ".join(
             f"{n}: {number(v, '{:.2f}')} s" for n, v in tiers))
-    if any(r.get("steady_state") is not None for r in rows):
+    if any(fact(r, "steady_state") is not None for r in rows):
         notes.append("window aggregate, per-session, TTFT, turns/s and $/1M: the steady-state "
                      "window (n/a when never steady); run aggregate: whole run incl. ramp "
                      "and tail")
@@ -84,7 +84,7 @@ def format_sizing(result: SizingResult, target: str | None = None) -> str:
     """The answer, what was sized (`target`: hardware, model, scenario), the binding
     constraint, the range over seeds, the cards for a team, then every probe."""
     slos = " and ".join(str(s) for s in result.slos)
-    sim = any(record_of(p.summary).get("simulated") for p in result.probes)
+    sim = any(fact(record_of(p.summary), "simulated") for p in result.probes)
     again = "with another seed" if result.reseeded else "with the same seed"
     lo, hi = result.sessions_range
     every = (f" with every one of {len(result.answers)} seeds (range {lo}–{hi})"
@@ -128,7 +128,7 @@ def energy_row(s: SummaryRecord) -> tuple[str, str]:
     return ("GPU power, util / Wh per 1M output tokens / sessions per kW",
             f"{fmt('gpu_power_mean_w')} W, {fmt('gpu_util_mean')} / "
             f"{fmt('energy_wh_per_mtok')} / {fmt('sessions_per_kw')} "
-            f"({s.get('energy_source')})")
+            f"({fact(s, 'energy_source')})")
 
 
 def pd_rows(s: SummaryRecord) -> list[tuple[str, str]]:
@@ -169,7 +169,7 @@ def summary_table(summary: Summary) -> list[tuple[str, str]]:
     extra = {
         "compaction events": f" ({kinds})" if kinds else "",
         "$ per 1M output tokens": (f" at {s['price_per_hour']} $/h"
-                                   if s.get("price_per_hour") is not None else ""),
+                                   if fact(s, "price_per_hour") is not None else ""),
     }
     rows = [("mode", "SIMULATED (twin)" if s["simulated"] else "real endpoint")]
     for label, value in registry.table_rows(cast(Mapping[str, object], s)):
@@ -213,7 +213,7 @@ def steady_table(summary: Summary) -> list[tuple[str, str]]:
     s = record_of(summary)
     if "requested_sessions" not in s:
         return []
-    steady = "yes" if s.get("steady_state") else f"NO — {s.get('steady_state_reason')}"
+    steady = "yes" if fact(s, "steady_state") else f"NO — {fact(s, 'steady_state_reason')}"
     rows = [
         ("sessions requested / achieved (window)",
          f"{s['requested_sessions']} / {_fmt(figure(s, 'achieved_sessions'))} "
@@ -234,7 +234,7 @@ def steady_table(summary: Summary) -> list[tuple[str, str]]:
              f"{_fmt(_ms(figure(s, 'window_itl_p50_s')), ' ms', 1)} / "
              f"{_fmt(_ms(figure(s, 'window_itl_p95_s')), ' ms', 1)}"),
             ("window $ per 1M output tokens", _fmt(figure(s, "window_usd_per_mtok"), digits=3))]
-    if s.get("usd_per_mtok_counts_idle"):
+    if fact(s, "usd_per_mtok_counts_idle"):
         rows.append(("note", "whole-run $/1M tok counts the card's idle think/tool time"))
     return rows
 
@@ -255,7 +255,7 @@ def format_summary(summary: Summary, target: str | None = None) -> str:
     warning = cache_bound_warning(s)
     if warning:
         lines.append(f"WARNING: {warning}")
-    if s.get("contains_verbatim_content"):
+    if fact(s, "contains_verbatim_content"):
         lines.insert(0, VERBATIM_WARNING)
     return "\n".join(lines)
 

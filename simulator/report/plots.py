@@ -20,7 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from simulator.analysis.goodput import goodput_label, judged_requests
-from simulator.analysis.metric_keys import figure
+from simulator.analysis.metric_keys import fact, figure
 from simulator.analysis.point_row import PointRow
 from simulator.analysis.ramp import read_ramp
 from simulator.analysis.summary import (
@@ -268,12 +268,12 @@ def plot_sweep(rows: Sequence[PointRow]) -> Figure:
     # A point that never reached steady state has no window figure: a gap in the line,
     # and a hollow marker at its whole-run aggregate (never a value drawn at 0).
     bad = [(float(cast(int, r["requested_sessions"])), float(run_agg)) for r in rows
-           if r.get("steady_state") is False
+           if fact(r, "steady_state") is False
            and isinstance(run_agg := figure(r, "aggregate_tok_s"), int | float)]
     if bad:
         ax.plot([x for x, _ in bad], [y for _, y in bad], "o", mfc="none", color="tab:red",
                 ms=9, label="not steady (whole-run aggregate)")
-    sim = {bool(r.get("simulated")) for r in rows}
+    sim = {bool(fact(r, "simulated")) for r in rows}
     ax.set(title=f"Throughput vs sessions — {' + '.join(mode_word(s) for s in sorted(sim))}",
            xlabel="concurrent sessions", ylabel="aggregate tok/s")
     ax2.set_ylabel("per-session tok/s")

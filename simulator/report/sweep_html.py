@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.load import load_run
-from simulator.analysis.metric_keys import FactKey, MetricKey, figure
+from simulator.analysis.metric_keys import FactKey, MetricKey, fact, figure
 from simulator.analysis.point_row import PointRow, read_point_row
 from simulator.analysis.steady import session_spans
 from simulator.analysis.target import target_of_runs
@@ -64,7 +64,7 @@ def _xy(rows: list[PointRow], key: MetricKey) -> tuple[np.ndarray, np.ndarray, n
     n = np.array([r["requested_sessions"] for r in rows], dtype=float)
     y = np.array([v if isinstance(v := r.get(key), int | float) else np.nan for r in rows],
                  dtype=float)
-    bad = np.array([r.get("steady_state") is False for r in rows])
+    bad = np.array([fact(r, "steady_state") is False for r in rows])
     return n, y, bad
 
 
@@ -149,10 +149,10 @@ def _timeline_plot(rows: list[PointRow]) -> Figure | None:
         t, active = active_sessions_steps(turns)
         ax.step(t, active, where="post", color="tab:blue", lw=1)
         ax.axhline(cast(int, r["requested_sessions"]), color="black", lw=0.6, ls="--")
-        lo, hi = r.get("window_start_s"), r.get("window_end_s")
+        lo, hi = fact(r, "window_start_s"), fact(r, "window_end_s")
         if lo is not None and hi is not None:
             ax.axvspan(lo, hi, color="tab:green", alpha=0.2)
-        flag = "steady" if r.get("steady_state") else f"NOT steady: {r.get('steady_state_reason')}"
+        flag = "steady" if fact(r, "steady_state") else f"NOT steady: {fact(r, 'steady_state_reason')}"
         ax.set_title(f"{r['requested_sessions']} sessions requested — {flag}", fontsize=8,
                      loc="left")
         ax.set_ylim(bottom=0)
@@ -248,7 +248,7 @@ def _probes_html(folder: Path) -> str:
             ", ".join(p.get("failed") or []) or "—",
             num(figure(p, "window_per_session_tok_s"), "{:,.1f}"),
             num(figure(p, "window_ttft_p95_s"), "{:.2f}"),
-            flag(p.get("steady_state")))) + "</tr>"
+            flag(fact(p, "steady_state")))) + "</tr>"
         for p in map(read_point_row, data["probes"]))
     return f"\n<h2>Probes, in the order run (repeats with other seeds included)</h2>\n" \
            f"<table><tr>{head}</tr>\n{body}</table>"
@@ -262,8 +262,8 @@ def render_sizing_report(folder: str | Path) -> Path:
     rows, slos = load_points(folder)
     if not rows:
         raise InputError(f"{folder}: no points to report on")
-    sim = any(r.get("simulated") for r in rows)
-    idle = any(r.get("usd_per_mtok_counts_idle") for r in rows)
+    sim = any(fact(r, "simulated") for r in rows)
+    idle = any(fact(r, "usd_per_mtok_counts_idle") for r in rows)
     figs: list[tuple[str, Figure | None]] = [
         ("Per-session tok/s and TTFT p95 vs sessions",
          _metric_plot(rows, [("window_per_session_tok_s", "per-session tok/s",

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from simulator.analysis.copy_sweep import BreakEven, CopyRow, break_even
 from simulator.analysis.fleet_sizing import FleetSizing
-from simulator.analysis.metric_keys import figure
+from simulator.analysis.metric_keys import fact, figure
 from simulator.analysis.point_row import PointRow, read_point_rows
 from simulator.analysis.policy_sweep import PolicyRow, frontier_recall, read_policy_rows
 from simulator.analysis.run_summary import record_of
@@ -356,7 +356,7 @@ def format_fleet_sizing(f: FleetSizing) -> str:
              + (f" (division said {f.division})" if f.division else "")]
     for p in sorted(f.probes, key=lambda p: p.replicas):
         s = record_of(p.summary)
-        fl = s.get("fleet") or {}
+        fl = fact(s, "fleet") or {}
         tok, ttft = figure(s, "window_per_session_tok_s"), figure(s, "window_ttft_p95_s")
         share = cast(float | None, fl.get("cache_read_share"))
         lines.append(f"  R={p.replicas:>3}: {'pass' if p.passed else 'FAIL'}"

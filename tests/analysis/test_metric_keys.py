@@ -14,10 +14,16 @@ import pytest
 
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.metric_keys import (
+    BlockFact,
     FactKey,
+    FlagFact,
     LabelKey,
+    NumberFact,
     NumberKey,
     SummaryRecord,
+    TextFact,
+    fact,
+    figure,
     is_metric_key,
 )
 from simulator.analysis.point_row import PointRow
@@ -38,6 +44,20 @@ def test_metric_keys_are_the_registry_metrics() -> None:
 
 def test_fact_keys_are_the_registry_facts() -> None:
     assert set(get_args(FactKey)) == set(registry.FACT_KEYS)
+    groups = [set(get_args(g)) for g in (FlagFact, TextFact, NumberFact, BlockFact)]
+    assert all(g <= set(registry.FACT_KEYS) for g in groups)
+    assert sum(map(len, groups)) == len(set().union(*groups))     # each fact in one group
+    hints = get_type_hints(SummaryRecord)
+    assert all(hints[k] in (bool | None, bool) for k in groups[0])
+    assert all(hints[k] in (str | None, str) for k in groups[1])
+
+
+def test_a_record_reads_figures_and_facts_by_typed_key() -> None:
+    rec: SummaryRecord = {"per_session_tok_s": 3.0, "steady_state": False,
+                          "ngram_reference_tokens": "twin tokens"}
+    assert figure(rec, "per_session_tok_s") == 3.0 and figure(rec, "ttft_p95_s") is None
+    assert figure(rec, "ngram_reference_tokens") == "twin tokens"
+    assert fact(rec, "steady_state") is False and fact(rec, "saturated") is None
 
 
 def test_the_records_type_every_registry_key() -> None:
@@ -74,11 +94,12 @@ def test_a_summary_reads_figures_by_typed_key() -> None:
 
 @pytest.mark.slow
 def test_mypy_rejects_a_misspelt_metric(tmp_path: Path) -> None:
-    """The check itself: code that names a metric the registry lacks fails mypy, on a
-    summary, a row and the registry alike; the same code spelt right passes."""
-    def code(name: str) -> str:
+    """The check itself: code that names a metric (or fact) the registry lacks fails
+    mypy, building a record or reading a summary, a record, a row or the registry; the
+    same code spelt right passes."""
+    def code(name: str, fact_name: str) -> str:
         return textwrap.dedent(f"""\
-            from simulator.analysis.metric_keys import SummaryRecord, figure
+            from simulator.analysis.metric_keys import SummaryRecord, fact, figure
             from simulator.analysis.point_row import PointRow
             from simulator.analysis.run_summary import RunSummary
             from simulator.analysis import metrics_registry as registry
@@ -86,10 +107,10 @@ def test_mypy_rejects_a_misspelt_metric(tmp_path: Path) -> None:
             def f(s: RunSummary, r: SummaryRecord, p: PointRow) -> object:
                 built: SummaryRecord = {{"{name}": 1.0}}
                 return (built, s.figure("{name}"), figure(r, "{name}"), p["{name}"],
-                        registry.BY_KEY["{name}"])
+                        registry.BY_KEY["{name}"], fact(r, "{fact_name}"))
             """)
-    (tmp_path / "good.py").write_text(code("window_ttft_p95_s"))
-    (tmp_path / "bad.py").write_text(code("window_ttft_p59_s"))
+    (tmp_path / "good.py").write_text(code("window_ttft_p95_s", "steady_state"))
+    (tmp_path / "bad.py").write_text(code("window_ttft_p59_s", "steady_stat"))
 
     def mypy(path: Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -98,4 +119,4 @@ def test_mypy_rejects_a_misspelt_metric(tmp_path: Path) -> None:
     good, bad = mypy(tmp_path / "good.py"), mypy(tmp_path / "bad.py")
     assert good.returncode == 0, good.stdout
     assert bad.returncode == 1
-    assert bad.stdout.count(": error:") == 5, bad.stdout   # one per misspelt key
+    assert bad.stdout.count(": error:") == 6, bad.stdout   # one per misspelt key
