@@ -81,7 +81,22 @@ def is_metric_key(name: str) -> TypeGuard[MetricKey]:
     return name in METRIC_KEYS
 
 
-class SummaryRecord(TypedDict, total=False):
+class RecallRecord(TypedDict, total=False):
+    """The recall probes' figures (`analysis/recall.py`); a policy sweep's row pools
+    them over its runs (`policy_sweep.PolicyRow`)."""
+
+    probe_requests: int | None
+    probes_answered: int | None
+    facts_probed: int | None
+    probe_recall: float | None
+    probe_recall_ci_low: float | None
+    probe_recall_ci_high: float | None
+    fact_retention: float | None
+    fact_retention_ci_low: float | None
+    fact_retention_ci_high: float | None
+
+
+class SummaryRecord(RecallRecord, total=False):
     """A run summary as summary.json holds it: every registry metric (None when unknown)
     and the facts, each typed. Figures that count are ints, labels strings, the rest
     floats (an int is a float to mypy); nested facts are read with isinstance checks."""
@@ -161,15 +176,6 @@ class SummaryRecord(TypedDict, total=False):
     schedule_lag_max_s: float | None
     window_turns_per_s: float | None
     window_sessions_per_s: float | None
-    probe_requests: int | None
-    probes_answered: int | None
-    facts_probed: int | None
-    probe_recall: float | None
-    probe_recall_ci_low: float | None
-    probe_recall_ci_high: float | None
-    fact_retention: float | None
-    fact_retention_ci_low: float | None
-    fact_retention_ci_high: float | None
     gpu_power_mean_w: float | None
     gpu_util_mean: float | None
     energy_wh: float | None

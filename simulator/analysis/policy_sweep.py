@@ -11,21 +11,22 @@ one of them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal, NotRequired, SupportsFloat, TypedDict, cast
+from typing import Literal, NotRequired, SupportsFloat, cast
 
 import numpy as np
 import pandas as pd
 
-from simulator.analysis.metric_keys import MetricKey
+from simulator.analysis.metric_keys import MetricKey, RecallRecord
 from simulator.analysis.recall import recall_figures
 from simulator.errors import InputError
 
 SPEED_KEY: Literal["per_session_tok_s"] = "per_session_tok_s"   # the whole run's sustained tok/s
 
 
-class PolicyRow(TypedDict):
+class PolicyRow(RecallRecord):
     """One value of the swept setting, as policy-sweep.json keeps it: speed over the
-    value's runs, recall pooled over their probes (and over the scheduled probes)."""
+    value's runs, recall pooled over their probes (`RecallRecord`'s figures, and the
+    same over the scheduled probes)."""
 
     setting: str
     value: str
@@ -37,14 +38,6 @@ class PolicyRow(TypedDict):
     mean_server_cache_read_share: float | None
     mean_ttft_p95_s: float | None
     mean_compaction_events: float | None
-    probe_requests: int | None
-    probes_answered: int | None
-    probe_recall: float | None
-    probe_recall_ci_low: float | None
-    probe_recall_ci_high: float | None
-    fact_retention: float | None
-    fact_retention_ci_low: float | None
-    fact_retention_ci_high: float | None
     recall_ci_unit: str | None
     recall_by_kind: Mapping[str, Mapping[str, float | None]] | None
     recall_by_age: Mapping[str, Mapping[str, float | None]] | None
