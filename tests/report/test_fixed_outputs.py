@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -26,13 +27,23 @@ from simulator.analysis.sizing import Probe, SizingResult, sweep_row
 from simulator.analysis.slo import failures, parse_slo
 from simulator.analysis.summary import summarize_run
 from simulator.analysis.synthetic import synthetic_turns, write_run_dir
+from simulator.records.prometheus import parse_metrics, window_rows
 from simulator.report.compare import format_comparison
 from simulator.report.console import format_sizing, format_summary, format_sweep_table
 from simulator.report.html import render_report
-from tests.analysis.test_analysis_report import _server_metrics
 from tests.conftest import run_scenario, small_scenario
 
 EXPECTED = Path(__file__).with_name("data") / "fixed_outputs.txt"
+
+
+def _server_metrics() -> pd.DataFrame:
+    """Five scrape windows of a server whose prefix cache hits 80% and KV fills up."""
+    text = ("vllm:prefix_cache_queries_total {q}\nvllm:prefix_cache_hits_total {h}\n"
+            "vllm:kv_cache_usage_perc {kv}\n")
+    snaps = [parse_metrics(text.format(q=1000 * i * i, h=800 * i * i, kv=0.1 * i))
+             for i in range(6)]
+    return pd.DataFrame([row for i in range(1, 6) for row in window_rows(
+        snaps[i - 1], snaps[i], 100.0 * (i - 1), 100.0 * i)])
 
 
 def _summary_of(run_dir: Path) -> RunSummary:
