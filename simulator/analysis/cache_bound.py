@@ -9,16 +9,15 @@ cache and speed figures are not those of this workload alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from simulator.analysis.metric_keys import SummaryRecord, figure
 
 MARGIN = 0.02       # tokenizers differ (server tokens vs client cl100k estimates)
 
 
-def cache_bound_warning(s: Mapping[str, Any]) -> str | None:
+def cache_bound_warning(s: SummaryRecord) -> str | None:
     """The warning line when server_cache_read_share exceeds client_reusable_share by
     more than MARGIN; None otherwise (or when either is unknown)."""
-    server, bound = s.get("server_cache_read_share"), s.get("client_reusable_share")
+    server, bound = figure(s, "server_cache_read_share"), figure(s, "client_reusable_share")
     if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (server, bound)):
         return None
     assert isinstance(server, int | float) and isinstance(bound, int | float)

@@ -10,14 +10,14 @@ retry back-off), which is the client's own delay (request limiter, a busy event 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
+from simulator.analysis.metric_keys import SummaryRecord
+
 
 def closed_loop_figures(turns: pd.DataFrame, ok_turns: int,
-                        wall_window_s: float | None) -> dict[str, Any]:
+                        wall_window_s: float | None) -> SummaryRecord:
     """Schedule lag over every attempt that records it, and whole-run rates (per s)."""
     lag = (pd.to_numeric(turns["schedule_lag_s"], errors="coerce").to_numpy(dtype=float)
            if "schedule_lag_s" in turns.columns else np.array([]))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -23,8 +23,9 @@ from simulator.analysis.load import (
     run_label,
     workload_identity,
 )
+from simulator.analysis.metric_keys import SummaryRecord
 from simulator.analysis.metrics_registry import COMPARE_KEYS, NUMERIC_KEYS
-from simulator.analysis.recall import paired_recall_difference
+from simulator.analysis.recall import PairedRecall, paired_recall_difference
 from simulator.analysis.summary import ok_rows, summarize_run
 from simulator.records.manifest import Manifest
 from simulator.util.numbers import is_number
@@ -101,7 +102,7 @@ def paired_compare(a: pd.DataFrame, b: pd.DataFrame, *, label_a: str, label_b: s
     return PairedResult(label_a, label_b, len(m), ratio, lo, hi, confidence, resamples)
 
 
-def pct_diff(base: Any, other: Any) -> float | None:
+def pct_diff(base: object, other: object) -> float | None:
     """(other − base) / |base| × 100, None when either is missing (or not a number: a
     boolean is not one) or base is 0."""
     if not is_number(base) or not is_number(other) or base == 0:
@@ -115,7 +116,43 @@ class RunInfo:
     run_dir: Path
     manifest: Manifest
     turns: pd.DataFrame
-    summary: dict[str, Any]
+    summary: SummaryRecord
+
+
+class ComparedRun(TypedDict):
+    label: str
+    run_dir: str
+    simulated: bool
+
+
+class Paired(TypedDict):
+    """A `PairedResult` as compare.json keeps it, with what the runs differ in."""
+
+    label_a: str
+    label_b: str
+    matched_turns: int
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    confidence: float
+    resamples: int
+    excludes_one: bool
+    differs_in: list[str]
+    recall: PairedRecall
+    retention: PairedRecall
+
+
+class Comparison(TypedDict):
+    """`endurance compare`'s answer (compare.json): the registry's compare figures of
+    each run, their difference from the first run, the paired comparisons."""
+
+    runs: list[ComparedRun]
+    figures: dict[str, list[float | str | None]]
+    pct_vs_first: dict[str, list[float | None]]
+    pp_vs_first: dict[str, list[float | None]]
+    paired: list[Paired]
+    notes: list[str]
+    overlay_png: NotRequired[str]
 
 
 def load_runs(run_dirs: list[Path]) -> list[RunInfo]:
@@ -133,15 +170,17 @@ def load_runs(run_dirs: list[Path]) -> list[RunInfo]:
 
 
 def compare_runs(runs: list[RunInfo], *, resamples: int = 2000, seed: int = 0,
-                 confidence: float = 0.95) -> dict[str, Any]:
+                 confidence: float = 0.95) -> Comparison:
     """The comparison as a JSON-safe dict: figures, % vs the first run, paired results."""
     base = runs[0]
-    figures = {k: [r.summary.get(k) for r in runs] for k in COMPARE_KEYS}
-    diffs = {k: [pct_diff(v[0], x) for x in v[1:]] for k, v in figures.items()
+    figures: dict[str, list[float | str | None]] = {
+        k: [cast(float | str | None, r.summary.get(k)) for r in runs] for k in COMPARE_KEYS}
+    diffs: dict[str, list[float | None]] = {k: [pct_diff(v[0], x) for x in v[1:]] for k, v in figures.items()
              if k in NUMERIC_KEYS and not k.endswith("_pct")}
-    points = {k: [None if v[0] is None or x is None else float(x) - float(v[0])
+    points: dict[str, list[float | None]] = {k: [None if v[0] is None or x is None else float(x) - float(v[0])
                   for x in v[1:]] for k, v in figures.items() if k.endswith("_pct")}
-    paired, notes = [], []
+    paired: list[Paired] = []
+    notes: list[str] = []
     key = workload_identity(base.manifest)
     for r in runs[1:]:
         if key is None or workload_identity(r.manifest) != key:
@@ -150,16 +189,16 @@ def compare_runs(runs: list[RunInfo], *, resamples: int = 2000, seed: int = 0,
             continue
         res = paired_compare(base.turns, r.turns, label_a=base.label, label_b=r.label,
                              resamples=resamples, confidence=confidence, seed=seed)
-        paired.append(asdict(res) | {"excludes_one": res.excludes_one,
+        paired.append(cast(Paired, asdict(res) | {"excludes_one": res.excludes_one,
                                      "differs_in": differing_settings(base.manifest,
                                                                       r.manifest),
                                      # recall probes both runs asked (issue 22)
                                      "recall": paired_recall_difference(base.turns, r.turns),
                                      "retention": paired_recall_difference(
-                                         base.turns, r.turns, key="fact_retained")})
+                                         base.turns, r.turns, key="fact_retained")}))
     return {
         "runs": [{"label": r.label, "run_dir": str(r.run_dir),
-                  "simulated": bool(r.summary["simulated"])} for r in runs],
+                  "simulated": bool(r.summary.get("simulated"))} for r in runs],
         "figures": figures, "pct_vs_first": diffs, "pp_vs_first": points, "paired": paired, "notes": notes,
     }
 

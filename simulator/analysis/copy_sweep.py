@@ -15,11 +15,43 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
+from simulator.analysis.metric_keys import figure
+from simulator.analysis.run_summary import Summary, record_of
 from simulator.errors import InputError
 
-SPEED_KEY = "per_session_tok_s"      # the whole run's: a short point has no steady window
+SPEED_KEY: Literal["per_session_tok_s"] = "per_session_tok_s"   # the whole run's: a short
+#                                                                  point has no steady window
+
+
+class CopyRow(TypedDict):
+    """One (N, copy level, setting) of a copy sweep, as copy-sweep.json keeps it."""
+
+    requested_sessions: int
+    copy: float
+    spec: str
+    baseline: str
+    replicates: int
+    reference_tokens_per_pass: float | None
+    spec_tok_s: float | None
+    baseline_tok_s: float | None
+    ratio: float | None
+    ratio_min: float | None
+    ratio_max: float | None
+    simulated: bool
+    run_dirs: NotRequired[list[str]]
+
+
+class BreakEven(TypedDict):
+    """Where a setting starts to pay for N sessions, and how that was found."""
+
+    requested_sessions: int
+    spec: str
+    copy: float | None
+    reference_tokens_per_pass: float | None
+    kind: str                        # interpolated | below | above | unknown
+    between: NotRequired[list[float]]
 
 
 def copy_levels(text: str) -> list[float]:
@@ -49,8 +81,8 @@ def copy_overrides(code_edit: Sequence[bool], level: float) -> list[str]:
     return [f"turn_templates.{i}.repeat_fraction={level:g}" for i in idx]
 
 
-def _speed(figures: Mapping[str, Any]) -> float | None:
-    v = figures.get(SPEED_KEY)
+def _speed(figures: Summary) -> float | None:
+    v = record_of(figures).get(SPEED_KEY)
     return None if v is None else float(v)
 
 
@@ -61,20 +93,19 @@ def _mean(xs: Sequence[float]) -> float | None:
 Key = tuple[float, str, int, int]        # (copy level, spec setting, sessions, seed offset)
 
 
-def copy_rows(figures: Mapping[Key, Mapping[str, Any]], levels: Sequence[float],
+def copy_rows(figures: Mapping[Key, Summary], levels: Sequence[float],
               specs: Sequence[str], counts: Sequence[int],
-              repeats: int) -> list[dict[str, Any]]:
+              repeats: int) -> list[CopyRow]:
     """One row per (N, level, setting other than the first): the setting's and the
     first setting's speed, the per-seed ratios' mean and min–max, and the level's
     measured reference tokens/pass."""
     base = specs[0]
-    rows = []
+    rows: list[CopyRow] = []
     for n in counts:
         for level in levels:
-            refs = [float(f["ngram_reference_tokens_per_pass"])
-                    for (lv, _, nn, _), f in figures.items()
+            refs = [float(ref) for (lv, _, nn, _), f in figures.items()
                     if lv == level and nn == n
-                    and f.get("ngram_reference_tokens_per_pass") is not None]
+                    and (ref := figure(record_of(f), "ngram_reference_tokens_per_pass")) is not None]
             for spec in specs[1:]:
                 ratios, on, off = [], [], []
                 for k in range(repeats):
@@ -94,49 +125,50 @@ def copy_rows(figures: Mapping[Key, Mapping[str, Any]], levels: Sequence[float],
                     "ratio": _mean(ratios),
                     "ratio_min": min(ratios) if ratios else None,
                     "ratio_max": max(ratios) if ratios else None,
-                    "simulated": any(bool(figures[(level, s, n, k)].get("simulated"))
+                    "simulated": any(bool(record_of(figures[(level, s, n, k)]).get("simulated"))
                                      for s in specs for k in range(repeats)),
                 })
     return rows
 
 
-def break_even(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def break_even(rows: Sequence[CopyRow]) -> list[BreakEven]:
     """Per (N, setting): the copy share (and reference tokens/pass) where the mean
     ratio first reaches 1 going up the levels. `kind` says how it was found:
     "interpolated" between two measured levels, "below" (pays at the lowest level
     measured), "above" (never pays up to the highest), or "unknown" (no ratio)."""
-    out = []
+    out: list[BreakEven] = []
     for n in dict.fromkeys(r["requested_sessions"] for r in rows):
         for spec in dict.fromkeys(r["spec"] for r in rows):
-            pts = [r for r in rows if r["requested_sessions"] == n and r["spec"] == spec
-                   and r["ratio"] is not None]
-            entry: dict[str, Any] = {"requested_sessions": n, "spec": spec, "copy": None,
-                                     "reference_tokens_per_pass": None}
+            pts = [(r, ratio) for r in rows if r["requested_sessions"] == n
+                   and r["spec"] == spec and (ratio := r["ratio"]) is not None]
+            entry: BreakEven = {"requested_sessions": n, "spec": spec, "copy": None,
+                                "reference_tokens_per_pass": None, "kind": "unknown"}
             if not pts:
-                out.append(entry | {"kind": "unknown"})
+                out.append(entry)
                 continue
-            if pts[0]["ratio"] >= 1.0:
-                out.append(entry | {"kind": "below", "copy": pts[0]["copy"],
+            first, first_ratio = pts[0]
+            if first_ratio >= 1.0:
+                out.append(entry | {"kind": "below", "copy": first["copy"],
                                     "reference_tokens_per_pass":
-                                        pts[0]["reference_tokens_per_pass"]})
+                                        first["reference_tokens_per_pass"]})
                 continue
-            for lo, hi in pairwise(pts):
-                if lo["ratio"] < 1.0 <= hi["ratio"]:
-                    w = (1.0 - lo["ratio"]) / (hi["ratio"] - lo["ratio"])
+            for (lo, lo_ratio), (hi, hi_ratio) in pairwise(pts):
+                if lo_ratio < 1.0 <= hi_ratio:
+                    w = (1.0 - lo_ratio) / (hi_ratio - lo_ratio)
                     ref = None
-                    if lo["reference_tokens_per_pass"] is not None \
-                            and hi["reference_tokens_per_pass"] is not None:
-                        ref = lo["reference_tokens_per_pass"] + w * (
-                            hi["reference_tokens_per_pass"] - lo["reference_tokens_per_pass"])
+                    lo_ref, hi_ref = lo["reference_tokens_per_pass"], hi["reference_tokens_per_pass"]
+                    if lo_ref is not None and hi_ref is not None:
+                        ref = lo_ref + w * (hi_ref - lo_ref)
                     out.append(entry | {"kind": "interpolated",
                                         "copy": lo["copy"] + w * (hi["copy"] - lo["copy"]),
                                         "reference_tokens_per_pass": ref,
                                         "between": [lo["copy"], hi["copy"]]})
                     break
             else:
-                out.append(entry | {"kind": "above", "copy": pts[-1]["copy"],
+                last = pts[-1][0]
+                out.append(entry | {"kind": "above", "copy": last["copy"],
                                     "reference_tokens_per_pass":
-                                        pts[-1]["reference_tokens_per_pass"]})
+                                        last["reference_tokens_per_pass"]})
     return out
 
 

@@ -27,11 +27,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, SupportsFloat, cast
+
+from simulator.analysis.metric_keys import MetricKey, SummaryRecord
 
 POWER, ENERGY, UTIL = "gpu_power_w", "gpu_energy_mj", "gpu_util"   # canonical names
 
-ENERGY_KEYS: tuple[str, ...] = ("gpu_power_mean_w", "gpu_util_mean", "energy_wh",
+ENERGY_KEYS: tuple[MetricKey, ...] = ("gpu_power_mean_w", "gpu_util_mean", "energy_wh",
                                 "energy_wh_per_mtok", "sessions_per_kw")
 
 
@@ -92,10 +94,10 @@ def fold(rows: Iterable[Mapping[str, Any]],
     return out
 
 
-def _value(v: Any) -> float:
+def _value(v: object) -> float:
     """A row's value; one that is not a number reads as NaN (no measurement)."""
     try:
-        return float(v if v is not None else math.nan)
+        return float(cast(SupportsFloat, v) if v is not None else math.nan)
     except (TypeError, ValueError):
         return math.nan
 
@@ -133,18 +135,18 @@ def telemetry_block(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
     return list(out.values())
 
 
-def unmeasured_sources(telemetry: Sequence[Mapping[str, Any]] | None) -> set[str]:
+def unmeasured_sources(telemetry: Sequence[Mapping[str, object]] | None) -> set[str]:
     """The `source` labels of targets whose telemetry is not a measurement."""
     return {str(t.get("source") or "") for t in telemetry or ()
             if t.get("status") != "ok"}
 
 
 def energy_figures(sums: Mapping[str, PowerSums], wall_window_s: float | None,
-                   output_tokens: int, sessions: float | None) -> dict[str, Any]:
+                   output_tokens: int, sessions: float | None) -> SummaryRecord:
     """The energy figures (None throughout without a measured power series) and
     `energy_source`: which targets they were measured from."""
     powers = {k: p for k, s in sums.items() if (p := s.mean_power_w()) is not None}
-    out: dict[str, Any] = dict.fromkeys(ENERGY_KEYS)
+    out = cast(SummaryRecord, dict.fromkeys(ENERGY_KEYS))
     out["energy_source"] = None
     if not powers:
         return out

@@ -10,10 +10,10 @@ A probe keeps every figure of its run under summary.json's names (`sweep_row`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from simulator.analysis.metric_keys import fact
+from simulator.analysis.run_summary import Summary, record_of
 from simulator.analysis.sizing import sweep_row
 
 
@@ -22,7 +22,7 @@ class FleetProbe:
     replicas: int
     passed: bool
     failed: tuple[str, ...]
-    summary: Mapping[str, Any]
+    summary: Summary
 
 
 @dataclass
@@ -34,11 +34,12 @@ class FleetSizing:
     max_replicas: int
     probes: list[FleetProbe] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"team_sessions": self.team_sessions, "router": self.router,
                 "replicas": self.replicas, "division_cards": self.division,
                 "max_replicas": self.max_replicas,
                 "probes": [sweep_row({"replicas": p.replicas, "passed": p.passed,
                                       "failed": list(p.failed),
-                                      "fleet": p.summary.get("fleet")}, p.summary)
+                                      "fleet": fact(record_of(p.summary), "fleet")},
+                                     p.summary)
                            for p in self.probes]}

@@ -20,14 +20,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol, SupportsFloat, cast
 
 import numpy as np
 import pandas as pd
 
+from simulator.analysis.metric_keys import SummaryRecord
 from simulator.analysis.steady import tokens_in_window
 from simulator.records.manifest import Manifest
 from simulator.scenario.model import GoodputSpec
+
+
+class SloLike(Protocol):
+    """What goodput reads of an SLO (`analysis.slo.Slo`, whose module imports this one)."""
+
+    @property
+    def metric(self) -> str: ...
+    @property
+    def op(self) -> str: ...
+    @property
+    def threshold(self) -> float: ...
+
 
 DEFAULT_TTFT_S = 15.0
 DEFAULT_OUTPUT_TOK_S = 30.0
@@ -76,14 +89,14 @@ def meets(rows: pd.DataFrame, slo: GoodputSlo) -> np.ndarray:
 
 def goodput_figures(turns: pd.DataFrame, slo: GoodputSlo, wall_window_s: float | None,
                     window: tuple[float, float] | None, requested: int | None
-                    ) -> dict[str, Any]:
+                    ) -> SummaryRecord:
     """The whole run's goodput figures, and the steady window's when there is one."""
     rows = judged_requests(turns)
     good = meets(rows, slo)
     n = len(rows)
-    out: dict[str, Any] = {"goodput_slo": slo.as_fact(),
-                           "goodput_share": float(good.sum()) / n if n else None,
-                           "goodput_requests_per_s": None, "goodput_tok_s": None}
+    out: SummaryRecord = {"goodput_slo": slo.as_fact(),
+                          "goodput_share": float(good.sum()) / n if n else None,
+                          "goodput_requests_per_s": None, "goodput_tok_s": None}
     if wall_window_s:
         tokens = pd.to_numeric(rows["output_tokens"], errors="coerce").fillna(0).to_numpy(float)
         out["goodput_requests_per_s"] = float(good.sum()) / wall_window_s
@@ -94,7 +107,7 @@ def goodput_figures(turns: pd.DataFrame, slo: GoodputSlo, wall_window_s: float |
 
 
 def window_goodput(rows: pd.DataFrame, good: np.ndarray, window: tuple[float, float],
-                   requested: int | None) -> dict[str, Any]:
+                   requested: int | None) -> SummaryRecord:
     """Goodput inside [lo, hi]: the share of the requests whose first token (or failure)
     falls in it, and the met requests' output tokens apportioned to it per second."""
     lo, hi = window
@@ -120,7 +133,7 @@ SPEED_SLO_METRICS = frozenset({"per_session_tok_s", "window_per_session_tok_s",
                                "decode_tok_s_median", "turn_tok_s_min", "turn_tok_s_median"})
 
 
-def goodput_of_slos(slos: Sequence[Any], base: GoodputSlo | None = None) -> GoodputSlo | None:
+def goodput_of_slos(slos: Sequence[SloLike], base: GoodputSlo | None = None) -> GoodputSlo | None:
     """The goodput SLO that follows `slos` where they name its quantities: TTFT ≤ the
     tightest TTFT bound (`ttft_p95_s<=5`), output speed ≥ the highest speed floor
     (`per_session_tok_s>=20`); the other threshold stays `base`'s (the default). None
@@ -135,9 +148,9 @@ def goodput_of_slos(slos: Sequence[Any], base: GoodputSlo | None = None) -> Good
                       max(speed) if speed else base.output_tok_s)
 
 
-def goodput_label(slo: Mapping[str, Any] | None) -> str:
+def goodput_label(slo: Mapping[str, object] | None) -> str:
     """How the goodput figure was counted, for wherever it is shown."""
     if not slo:
         return "goodput"
-    return (f"goodput (TTFT ≤ {float(slo['ttft_s']):g} s, "
-            f"≥ {float(slo['output_tok_s']):g} tok/s)")
+    return (f"goodput (TTFT ≤ {float(cast(SupportsFloat, slo['ttft_s'])):g} s, "
+            f"≥ {float(cast(SupportsFloat, slo['output_tok_s'])):g} tok/s)")

@@ -9,10 +9,10 @@ leave it None.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
+
+from simulator.analysis.metric_keys import SummaryRecord
 
 POST_IDLE_MIN_S = 1e-9      # any idle gap at all: tool latency or user think time
 
@@ -29,7 +29,7 @@ def _sum(frame: pd.DataFrame, col: str) -> float | None:
     return float(v.sum()) if len(v) else None
 
 
-def tier_figures(turn_ok: pd.DataFrame) -> dict[str, Any]:
+def tier_figures(turn_ok: pd.DataFrame) -> SummaryRecord:
     """`{"kv_tier": {...}}` from the successful turn rows (empty dict when none)."""
     if turn_ok.empty or "think_time_s" not in turn_ok.columns:
         return {}

@@ -3,8 +3,10 @@
 The terminal/HTML summary table, `summary.json` (via `RunSummary`), `compare`, `sweep`
 and the docs' metric reference (docs/metrics.md) all read this registry, so a metric is added, renamed
 or redefined here once. To add one: compute it in `analysis/summary.py` (or take it
-from the engine's counters in `engine_figures`), then register it below; the test
-`tests/analysis/test_metrics_registry.py` fails while a summary key is unregistered or the
+from the engine's counters in `engine_figures`), then register it below and name it in
+`metric_keys` (`NumberKey` and `SummaryRecord`: mypy checks every key code reads
+against them); the tests `tests/analysis/test_metric_keys.py` and
+`tests/analysis/test_metrics_registry.py` fail while a summary key is unregistered or the
 docs/metrics.md table is stale (`python -m simulator.analysis.metrics_registry` prints
 it, `--write` puts it between the page's markers).
 """
@@ -14,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, SupportsFloat, SupportsInt, cast
+
+from simulator.analysis.metric_keys import FactKey, MetricKey, NumberKey
 
 Source = Literal["rows", "server", "engine", "run", "steady", "probes", "gpu"]
 
@@ -30,7 +34,7 @@ class Metric:
     table are `SWEEP_COLUMNS` below.
     """
 
-    key: str
+    key: MetricKey          # a name `metric_keys.MetricKey` lacks fails mypy
     unit: str
     definition: str
     aggregation: str
@@ -39,16 +43,16 @@ class Metric:
     fmt: str = "{:,.1f}"
     compare: bool = False
 
-    def format(self, value: Any) -> str:
+    def format(self, value: object) -> str:
         """The value as the summary table and sweep print it ("n/a" when unknown)."""
         if value is None or isinstance(value, bool):
             return "n/a"
         if self.unit == "share":
-            return f"{100.0 * float(value):,.1f}%"
+            return f"{100.0 * float(cast(SupportsFloat, value)):,.1f}%"
         if self.fmt == "{:d}":
-            return f"{int(value):d}"
+            return f"{int(cast(SupportsInt, value)):d}"
         if isinstance(value, float) or "f}" in self.fmt:
-            return self.fmt.format(float(value))
+            return self.fmt.format(float(cast(SupportsFloat, value)))
         return f"{value}"
 
 
@@ -382,12 +386,13 @@ METRICS += (
 )
 
 REGISTRY: Mapping[str, Metric] = {m.key: m for m in METRICS}
+BY_KEY: Mapping[MetricKey, Metric] = {m.key: m for m in METRICS}   # typed keys
 
 # Keys older summary.json files used → the registry key (read, never written).
 ALIASES: Mapping[str, str] = {"turns": "ok_turns"}
 
 # Non-numeric entries of a summary (breakdowns, provenance, run status): not metrics.
-FACT_KEYS: frozenset[str] = frozenset({
+FACT_KEYS: frozenset[FactKey] = frozenset({
     "errors_by_type", "compactions_by_kind", "compaction_messages_removed",
     "compaction_tokens_removed", "cache_shared_source", "price_per_hour", "simulated",
     "engine", "twin", "status", "status_reason", "failed_sessions", "deadline_reached",
@@ -410,13 +415,13 @@ FACT_KEYS: frozenset[str] = frozenset({
     # status ok / failed / invalid and why (`analysis/energy.py`, `telemetry_block`)
     "energy_source", "telemetry"})
 
-NUMERIC_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS)
-COMPARE_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS if m.compare)
+NUMERIC_KEYS: tuple[MetricKey, ...] = tuple(m.key for m in METRICS)
+COMPARE_KEYS: tuple[MetricKey, ...] = tuple(m.key for m in METRICS if m.compare)
 
 # The columns of a sweep / sizing table, in order, with their headers: a point is read
 # on its steady-state window (the whole run's aggregate beside it, ramp and tail
 # included). `steady_state` is a fact shown as a yes/NO flag.
-SWEEP_COLUMNS: tuple[tuple[str, str], ...] = (
+SWEEP_COLUMNS: tuple[tuple[MetricKey | Literal["steady_state"], str], ...] = (
     ("requested_sessions", "sessions"), ("achieved_sessions", "achieved"),
     ("steady_state", "steady"), ("window_aggregate_tok_s", "window aggregate tok/s"),
     ("window_n_x_per_session_tok_s", "N×per-session"),
@@ -427,26 +432,26 @@ SWEEP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("aggregate_tok_s", "run aggregate tok/s"))
 
 # The facts a sweep row or a sizing probe carries beside every figure of its run.
-SWEEP_FACT_KEYS: tuple[str, ...] = (
+SWEEP_FACT_KEYS: tuple[FactKey, ...] = (
     "simulated", "steady_state", "steady_state_reason", "window_start_s", "window_end_s",
     "usd_per_mtok_counts_idle", "saturated", "saturated_reason", "kv_tier", "fleet")
 
 # A whole-run figure → its steady-state window's figure: what a point of a sweep or a
 # sizing search is judged on (an SLO on `per_session_tok_s` reads the window's) when
 # the run computed a window.
-WINDOW_OF: Mapping[str, str] = {
+WINDOW_OF: Mapping[str, NumberKey] = {
     "aggregate_tok_s": "window_aggregate_tok_s",
     "per_session_tok_s": "window_per_session_tok_s",
     "ttft_p50_s": "window_ttft_p50_s",
     "ttft_p95_s": "window_ttft_p95_s",
     "usd_per_mtok": "window_usd_per_mtok",
 }
-ENGINE_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS if m.source == "server")
+ENGINE_KEYS: tuple[MetricKey, ...] = tuple(m.key for m in METRICS if m.source == "server")
 # Present only in summaries made with a steady-state config (every run since the window).
-STEADY_KEYS: tuple[str, ...] = tuple(m.key for m in METRICS if m.source == "steady")
+STEADY_KEYS: tuple[MetricKey, ...] = tuple(m.key for m in METRICS if m.source == "steady")
 
 
-def read(summary: Mapping[str, Any], key: str) -> Any:
+def read(summary: Mapping[str, object], key: str) -> object:
     """`summary[key]`, also from a summary written under an older key (None if absent)."""
     if key in summary:
         return summary[key]
@@ -454,7 +459,7 @@ def read(summary: Mapping[str, Any], key: str) -> Any:
     return summary[old[0]] if old else None
 
 
-def upgrade(summary: Mapping[str, Any]) -> dict[str, Any]:
+def upgrade(summary: Mapping[str, object]) -> dict[str, object]:
     """A copy of an old summary with its keys renamed to the registry's."""
     out = dict(summary)
     for old, new in ALIASES.items():
@@ -463,11 +468,11 @@ def upgrade(summary: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def table_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+def table_rows(summary: Mapping[str, object]) -> list[tuple[str, str]]:
     """(row label, formatted values) in registry order, metrics of a row joined by " / "."""
     rows: dict[str, list[str]] = {}
     g = summary.get("goodput_slo")
-    counted = (f"goodput (TTFT ≤ {float(g['ttft_s']):g} s, ≥ {float(g['output_tok_s']):g} "
+    counted = (f"goodput (TTFT ≤ {_float(g, 'ttft_s'):g} s, ≥ {_float(g, 'output_tok_s'):g} "
                "tok/s):" if isinstance(g, Mapping) and {"ttft_s", "output_tok_s"} <= set(g)
                else "goodput:")           # the thresholds wherever the figure is shown
     for m in METRICS:
@@ -475,6 +480,10 @@ def table_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
             row = m.row.replace("goodput:", counted, 1)
             rows.setdefault(row, []).append(m.format(read(summary, m.key)))
     return [(label, " / ".join(values)) for label, values in rows.items()]
+
+
+def _float(m: Mapping[str, object], key: str) -> float:
+    return float(cast(SupportsFloat, m[key]))
 
 
 def vocabulary_markdown(recall: bool = False) -> str:

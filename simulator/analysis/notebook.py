@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from simulator.analysis.load import load_run, load_saved_summary
+from simulator.analysis.metric_keys import SummaryRecord
 from simulator.analysis.summary import summarize_run
 from simulator.errors import InputError
 from simulator.records.manifest import Manifest, read_manifest
@@ -105,7 +105,7 @@ def latest_run(scenario_name: str, out_dir: str | Path | None = None, *,
     return hits[-1] if hits else None
 
 
-def run_summary(run_dir: str | Path) -> dict[str, Any]:
+def run_summary(run_dir: str | Path) -> SummaryRecord:
     """The summary of a run directory, recomputed from its files (as `report` does)."""
     manifest, turns, server = load_run(run_dir)
     return summarize_run(manifest, turns, server, load_saved_summary(run_dir))

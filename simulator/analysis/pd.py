@@ -10,12 +10,14 @@ each side's utilisation. All None on a run without P/D rows.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
-KEYS = ("remote_prefill_share", "kv_transfer_gb", "kv_transfer_wait_p95_s",
+from simulator.analysis.metric_keys import MetricKey, SummaryRecord
+
+KEYS: tuple[MetricKey, ...] = ("remote_prefill_share", "kv_transfer_gb", "kv_transfer_wait_p95_s",
         "ttft_queue_share", "ttft_prefill_share", "ttft_transfer_share",
         "prefill_utilization", "decode_utilization")
 
@@ -24,9 +26,9 @@ def _num(frame: pd.DataFrame, col: str) -> np.ndarray:
     return pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float)
 
 
-def pd_figures(turn_ok: pd.DataFrame, engine: Mapping[str, Any] | None) -> dict[str, Any]:
+def pd_figures(turn_ok: pd.DataFrame, engine: Mapping[str, object] | None) -> SummaryRecord:
     """The registry's P/D figures (every key None without P/D rows)."""
-    out: dict[str, Any] = dict.fromkeys(KEYS)
+    out = cast(SummaryRecord, dict.fromkeys(KEYS))
     if "prefill_where" not in turn_ok.columns:
         return out
     where = turn_ok["prefill_where"]

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import cast
 
 from simulator.analysis.fleet_sizing import FleetProbe
+from simulator.analysis.metric_keys import fact, figure
+from simulator.analysis.run_summary import Summary, record_of
 from simulator.analysis.sizing import sweep_row
 
 SPLIT_SHARES = (0.25, 1 / 3, 0.5)        # prefill share of the cards tried per N
@@ -39,30 +41,42 @@ class PDProbe:
     decode: int
     passed: bool
     failed: tuple[str, ...]
-    summary: Mapping[str, Any]
+    summary: Summary
 
     @property
     def cards(self) -> int:
         return self.prefill + self.decode
 
 
-def card_figures(summary: Mapping[str, Any], cards: int) -> dict[str, Any]:
+def _pd_block(summary: Summary) -> Mapping[str, object]:
+    """The engine's P/D block (empty without one)."""
+    pd = (fact(record_of(summary), "engine") or {}).get("pd") or {}
+    return pd if isinstance(pd, Mapping) else {}
+
+
+def card_figures(summary: Summary, cards: int) -> dict[str, float | None]:
     """A team run's figures per card: goodput per card (window, else whole run), $ per hour."""
-    good = summary.get("window_goodput_tok_s")
+    s = record_of(summary)
+    good = figure(s, "window_goodput_tok_s")
     if good is None:
-        good = summary.get("goodput_tok_s")
-    price = summary.get("price_per_hour")
-    pd = (summary.get("engine") or {}).get("pd") or {}
+        good = figure(s, "goodput_tok_s")
+    price = fact(s, "price_per_hour")
+    pd = _pd_block(summary)
     return {"cards": cards,
             "goodput_per_card_tok_s": good / cards if isinstance(good, int | float) else None,
             "usd_per_hour": price,
-            "per_session_tok_s": summary.get("window_per_session_tok_s",
-                                             summary.get("per_session_tok_s")),
-            "ttft_p95_s": summary.get("window_ttft_p95_s", summary.get("ttft_p95_s")),
-            "itl_p95_s": summary.get("window_itl_p95_s"),
-            "remote_prefill_share": pd.get("remote_prefill_share"),
-            "prefill_utilization": pd.get("prefill_utilization"),
-            "decode_utilization": pd.get("decode_utilization")}
+            "per_session_tok_s": s.get("window_per_session_tok_s",
+                                       figure(s, "per_session_tok_s")),
+            "ttft_p95_s": s.get("window_ttft_p95_s", figure(s, "ttft_p95_s")),
+            "itl_p95_s": figure(s, "window_itl_p95_s"),
+            "remote_prefill_share": _share(pd.get("remote_prefill_share")),
+            "prefill_utilization": _share(pd.get("prefill_utilization")),
+            "decode_utilization": _share(pd.get("decode_utilization"))}
+
+
+def _share(v: object) -> float | None:
+    """A P/D block's share as written (None when absent)."""
+    return cast(float | None, v)
 
 
 @dataclass
@@ -80,7 +94,7 @@ class PDSizing:
         return max(ok, key=lambda p: card_figures(p.summary, cards)["goodput_per_card_tok_s"]
                    or 0.0, default=None)
 
-    def beside(self) -> dict[str, Any] | None:
+    def beside(self) -> dict[str, object] | None:
         """At the P/D answer's card count: the P/D run's and the aggregated fleet's
         figures per card (None when either was not run)."""
         if self.split is None:
@@ -96,7 +110,7 @@ class PDSizing:
                 "aggregated": {"replicas": n, "passed": agg.passed,
                                **card_figures(agg.summary, n)}}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"team_sessions": self.team_sessions, "aggregated_replicas": self.aggregated,
                 "pd_split": list(self.split) if self.split else None,
                 "pd_cards": sum(self.split) if self.split else None,
@@ -106,5 +120,6 @@ class PDSizing:
                                       for p in self.agg_probes],
                 "pd_probes": [sweep_row({"prefill": p.prefill, "decode": p.decode,
                                          "passed": p.passed, "failed": list(p.failed),
-                                         "pd": (p.summary.get("engine") or {}).get("pd")},
+                                         "pd": (fact(record_of(p.summary), "engine") or {})
+                                         .get("pd")},
                                         p.summary) for p in self.probes]}

@@ -10,21 +10,55 @@ one of them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Literal, NotRequired, SupportsFloat, cast
 
 import numpy as np
 import pandas as pd
 
+from simulator.analysis.metric_keys import MetricKey, RecallRecord
 from simulator.analysis.recall import recall_figures
 from simulator.errors import InputError
 
-SPEED_KEY = "per_session_tok_s"      # the whole run's sustained tok/s
+SPEED_KEY: Literal["per_session_tok_s"] = "per_session_tok_s"   # the whole run's sustained tok/s
 
 
-def _speed(summary: dict[str, Any]) -> float | None:
-    v = summary.get(SPEED_KEY)
-    return None if v is None else float(v)
+class PolicyRow(RecallRecord):
+    """One value of the swept setting, as policy-sweep.json keeps it: speed over the
+    value's runs, recall pooled over their probes (`RecallRecord`'s figures, and the
+    same over the scheduled probes)."""
+
+    setting: str
+    value: str
+    replicates: int
+    sustained_tok_s: float | None
+    sustained_tok_s_min: float | None
+    sustained_tok_s_max: float | None
+    mean_aggregate_tok_s: float | None
+    mean_server_cache_read_share: float | None
+    mean_ttft_p95_s: float | None
+    mean_compaction_events: float | None
+    recall_ci_unit: str | None
+    recall_by_kind: Mapping[str, Mapping[str, float | None]] | None
+    recall_by_age: Mapping[str, Mapping[str, float | None]] | None
+    scheduled_probe_requests: int | None
+    scheduled_probe_recall: float | None
+    scheduled_probe_recall_ci_low: float | None
+    scheduled_probe_recall_ci_high: float | None
+    scheduled_fact_retention: float | None
+    simulated: bool
+    requested_sessions: NotRequired[int]
+    run_dirs: NotRequired[list[str]]
+    frontier: NotRequired[bool]
+
+
+def _figure(summary: Mapping[str, object], key: MetricKey) -> float | None:
+    v = summary.get(key)
+    return None if v is None else float(cast(SupportsFloat, v))
+
+
+def _speed(summary: Mapping[str, object]) -> float | None:
+    return _figure(summary, SPEED_KEY)
 
 
 def _mean(vals: Sequence[float | None]) -> float | None:
@@ -32,25 +66,27 @@ def _mean(vals: Sequence[float | None]) -> float | None:
     return float(np.mean(xs)) if xs else None
 
 
-def point_row(setting: str, value: str, summaries: Sequence[dict[str, Any]],
-              turns: Sequence[pd.DataFrame]) -> dict[str, Any]:
+def point_row(setting: str, value: str, summaries: Sequence[Mapping[str, object]],
+              turns: Sequence[pd.DataFrame]) -> PolicyRow:
     """One value of the swept setting: speed over replicates, recall pooled."""
     speeds = [_speed(s) for s in summaries]
     known = [v for v in speeds if v is not None]
     allrows = pd.concat(list(turns), ignore_index=True) if turns else None
-    pooled = recall_figures(allrows) if allrows is not None else {}
-    shared = recall_figures(scheduled_probes(allrows)) if allrows is not None else {}
-    return {
+    pooled: Mapping[str, object] = recall_figures(allrows) if allrows is not None else {}
+    shared: Mapping[str, object] = (recall_figures(scheduled_probes(allrows))
+                                    if allrows is not None else {})
+    return cast(PolicyRow, {
         "setting": setting, "value": value, "replicates": len(summaries),
         "sustained_tok_s": _mean(speeds),
         "sustained_tok_s_min": min(known) if known else None,
         "sustained_tok_s_max": max(known) if known else None,
         # means over the value's runs, named as such (the runs' own figures keep theirs)
-        "mean_aggregate_tok_s": _mean([s.get("aggregate_tok_s") for s in summaries]),
-        "mean_server_cache_read_share": _mean([s.get("server_cache_read_share")
+        "mean_aggregate_tok_s": _mean([_figure(s, "aggregate_tok_s") for s in summaries]),
+        "mean_server_cache_read_share": _mean([_figure(s, "server_cache_read_share")
                                                for s in summaries]),
-        "mean_ttft_p95_s": _mean([s.get("ttft_p95_s") for s in summaries]),
-        "mean_compaction_events": _mean([s.get("compaction_events") for s in summaries]),
+        "mean_ttft_p95_s": _mean([_figure(s, "ttft_p95_s") for s in summaries]),
+        "mean_compaction_events": _mean([_figure(s, "compaction_events")
+                                         for s in summaries]),
         **{k: pooled.get(k) for k in (
             "probe_requests", "probes_answered", "probe_recall", "probe_recall_ci_low",
             "probe_recall_ci_high", "fact_retention", "fact_retention_ci_low",
@@ -61,7 +97,7 @@ def point_row(setting: str, value: str, summaries: Sequence[dict[str, Any]],
             "probe_requests", "probe_recall", "probe_recall_ci_low", "probe_recall_ci_high",
             "fact_retention")},
         "simulated": any(bool(s.get("simulated")) for s in summaries),
-    }
+    })
 
 
 def scheduled_probes(turns: pd.DataFrame) -> pd.DataFrame:
@@ -74,7 +110,7 @@ def scheduled_probes(turns: pd.DataFrame) -> pd.DataFrame:
     return turns[keep]
 
 
-def frontier_recall(r: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
+def frontier_recall(r: PolicyRow) -> tuple[float | None, float | None, float | None]:
     """(recall, low, high) a point is placed by: the scheduled probes' (the same moments
     under every policy) when there are any, else all probes'."""
     if r.get("scheduled_probe_recall") is not None:
@@ -83,19 +119,27 @@ def frontier_recall(r: dict[str, Any]) -> tuple[float | None, float | None, floa
     return r.get("probe_recall"), r.get("probe_recall_ci_low"), r.get("probe_recall_ci_high")
 
 
-def mark_frontier(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows with `frontier` set: not dominated in (sustained tok/s, recall)."""
-    def pt(r: dict[str, Any]) -> tuple[float, float] | None:
+def mark_frontier(rows: Sequence[Mapping[str, object]]) -> list[PolicyRow]:
+    """Rows (`point_row`'s, tagged) with `frontier` set: not dominated in (sustained
+    tok/s, recall)."""
+    typed = read_policy_rows(rows)
+
+    def pt(r: PolicyRow) -> tuple[float, float] | None:
         s, c = r.get("sustained_tok_s"), frontier_recall(r)[0]
         return None if s is None or c is None else (float(s), float(c))
-    out = []
-    for r in rows:
+    out: list[PolicyRow] = []
+    for r in typed:
         p = pt(r)
         dominated = p is None or any(
             q is not None and q[0] >= p[0] and q[1] >= p[1] and q != p
-            for q in (pt(o) for o in rows))
-        out.append({**r, "frontier": not dominated})
+            for q in (pt(o) for o in typed))
+        out.append(r | {"frontier": not dominated})
     return out
+
+
+def read_policy_rows(rows: Sequence[Mapping[str, object]]) -> list[PolicyRow]:
+    """Rows of `point_row` (or policy-sweep.json's) as typed records."""
+    return [cast(PolicyRow, r) for r in rows]
 
 
 def split_listed_set(sets: Sequence[str]) -> tuple[str, list[str], list[str]] | None:

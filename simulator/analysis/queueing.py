@@ -11,10 +11,11 @@ larger part of TTFT (`QUEUE_BOUND_SHARE`).
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from simulator.analysis.metric_keys import SummaryRecord
 
 QUEUE_BOUND_SHARE = 0.5   # queue wait ≥ this share of TTFT: TTFT fails from queueing
 
@@ -39,7 +40,7 @@ def _q(v: np.ndarray, q: float) -> float | None:
     return float(np.quantile(v, q)) if v.size else None
 
 
-def queue_figures(turn_ok: pd.DataFrame, server_queue_mean_s: float | None) -> dict[str, Any]:
+def queue_figures(turn_ok: pd.DataFrame, server_queue_mean_s: float | None) -> SummaryRecord:
     """Whole-run queue figures over ok turn rows; the share falls back to the server's
     mean queue time / the mean TTFT when the rows carry no queue times."""
     queue, ttft = _col(turn_ok, "queue_s"), _col(turn_ok, "ttft_s")

@@ -27,12 +27,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 import numpy as np
 import pandas as pd
 
 from simulator.analysis.goodput import GoodputSlo, judged_requests, meets, window_goodput
+from simulator.analysis.metric_keys import SummaryRecord, figure
 from simulator.analysis.search import SloSearch, probe_counts
 from simulator.analysis.sizing import Probe, binding
 from simulator.analysis.slo import Slo, failures, parse_slo
@@ -182,6 +183,66 @@ class RampPlan:
                 for t in range(len(self.tiers))]
 
 
+class StepFigures(SummaryRecord, total=False):
+    """A held step's figures under the summary's names, and each tier's window goodput
+    share (a tier with its own per-request goodput SLO)."""
+
+    tier_goodput_share: list[float | None]
+
+
+class StepDict(TypedDict):
+    """A held step as the `ramp` fact keeps it (`StepVerdict.to_dict`, then how long
+    the step was held)."""
+
+    index: int
+    sessions: int
+    phase: str
+    started_s: float
+    window_start_s: float | None
+    window_end_s: float | None
+    steady: bool
+    reason: str | None
+    passed: list[bool]
+    failed: list[list[str]]
+    figures: StepFigures
+    held_s: NotRequired[float | None]
+
+
+class TierAnswer(TypedDict):
+    """One tier's answer of a ramp: the count, its binding constraint, its margin."""
+
+    name: str
+    slos: list[str]
+    goodput: dict[str, float] | None
+    sessions: int
+    complete: bool
+    binding: str | None
+    binding_kind: str | None
+    margin: float | None
+    confirmed: bool | None
+
+
+class RampPlanFact(TypedDict):
+    steps: list[int]
+    hold_s: float
+    refine: bool
+    confirm: bool
+
+
+class RampFact(TypedDict):
+    """A stepped ramp's `ramp` fact in summary.json (`ramp_summary`)."""
+
+    plan: RampPlanFact
+    goodput_slo: dict[str, float] | None
+    steps: list[StepDict]
+    tiers: list[TierAnswer]
+
+
+def read_ramp(ramp: Mapping[str, object]) -> RampFact:
+    """summary.json's `ramp` fact (or `ramp_summary`'s) as a typed record."""
+    return cast(RampFact, ramp)
+
+
 @dataclass(frozen=True)
 class StepVerdict:
     """How one held step went: its count, phase, window, figures and, per tier,
@@ -197,14 +258,14 @@ class StepVerdict:
     reason: str | None
     passed: tuple[bool, ...]
     failed: tuple[tuple[str, ...], ...]
-    figures: Mapping[str, Any] = field(default_factory=dict)
+    figures: StepFigures = field(default_factory=lambda: StepFigures())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> StepDict:
         return {"index": self.index, "sessions": self.sessions, "phase": self.phase,
                 "started_s": self.started_s, "window_start_s": self.window_start_s,
                 "window_end_s": self.window_end_s, "steady": self.steady,
                 "reason": self.reason, "passed": list(self.passed),
-                "failed": [list(f) for f in self.failed], "figures": dict(self.figures)}
+                "failed": [list(f) for f in self.failed], "figures": self.figures.copy()}
 
 
 def slot_of(session_id: str, slots: int) -> int:
@@ -245,7 +306,7 @@ def covers(turns: pd.DataFrame, end_s: float, sessions: int, slots: int) -> bool
 
 
 def step_figures(turns: pd.DataFrame, w: Window, sessions: int, slots: int,
-                 goodput: GoodputSlo | None = None) -> dict[str, Any]:
+                 goodput: GoodputSlo | None = None) -> StepFigures:
     """The figures of one step's window, under the summary's names: achieved sessions
     (of the step's slots), the window's throughput and latency, saturation, goodput."""
     active = turns[turns["session_id"].map(lambda s: slot_of(str(s), slots) < sessions)]
@@ -253,55 +314,55 @@ def step_figures(turns: pd.DataFrame, w: Window, sessions: int, slots: int,
     achieved = mean_overlap_count(spans["start_s"].to_numpy(float),
                                   spans["end_s"].to_numpy(float), w.start_s, w.end_s) \
         if not spans.empty else 0.0
-    out: dict[str, Any] = {"requested_sessions": sessions, "window_start_s": w.start_s,
-                           "window_end_s": w.end_s, "window_s": w.length_s,
-                           "achieved_sessions": achieved}
+    out: SummaryRecord = {"requested_sessions": sessions, "window_start_s": w.start_s,
+                          "window_end_s": w.end_s, "window_s": w.length_s,
+                          "achieved_sessions": achieved}
     out |= window_figures(turns, w, sessions)
     out |= saturation(turns, w, achieved)
     if goodput is not None:
         rows = judged_requests(turns)
         out |= window_goodput(rows, meets(rows, goodput), (w.start_s, w.end_s), sessions)
-    return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in out.items()}
+    return cast(StepFigures, {k: (float(v) if isinstance(v, np.floating) else v)
+                              for k, v in out.items()})
 
 
 def verdict(index: int, sessions: int, phase: str, started_s: float, w: Window | None,
-            figures: Mapping[str, Any], why_not: str | None,
+            figures: StepFigures, why_not: str | None,
             tiers: Sequence[Tier], turns: pd.DataFrame | None = None) -> StepVerdict:
     """A step's verdict: not steady (no window by the deadline, too few sessions held,
     saturated) fails every tier; else each tier's SLOs on the window's figures (a tier
     with its own goodput SLO on its own window goodput, from `turns`)."""
     reason = why_not
     if reason is None and w is not None:
-        achieved = figures.get("achieved_sessions") or 0.0
+        achieved = figure(figures, "achieved_sessions") or 0.0
         if achieved < STEADY_THRESHOLD * sessions:
             reason = f"achieved {achieved:.1f} of {sessions} sessions in the window"
         elif figures.get("saturated"):
             reason = str(figures.get("saturated_reason"))
-        elif figures.get("window_requests") == 0:
+        elif figure(figures, "window_requests") == 0:
             reason = "no request's first token fell in the window (hold each step longer)"
     steady = w is not None and reason is None
-    judged = {**figures, "steady_state": steady,
-              "steady_state_reason": reason}
+    judged = figures | StepFigures(steady_state=steady, steady_state_reason=reason)
     failed = tuple(failures(_tier_figures(t, judged, w, sessions, turns), t.slos)
                    for t in tiers)
     if any(t.goodput is not None for t in tiers) and w is not None and turns is not None:
         judged["tier_goodput_share"] = [
-            _tier_figures(t, judged, w, sessions, turns).get("window_goodput_share")
+            figure(_tier_figures(t, judged, w, sessions, turns), "window_goodput_share")
             for t in tiers]
     return StepVerdict(index, sessions, phase, started_s,
                        None if w is None else w.start_s, None if w is None else w.end_s,
                        steady, reason, tuple(not f for f in failed), failed, judged)
 
 
-def _tier_figures(tier: Tier, figures: Mapping[str, Any], w: Window | None, sessions: int,
-                  turns: pd.DataFrame | None) -> Mapping[str, Any]:
+def _tier_figures(tier: Tier, figures: StepFigures, w: Window | None, sessions: int,
+                  turns: pd.DataFrame | None) -> StepFigures:
     """The figures a tier is judged on: the step's, its window goodput recounted under
     the tier's own per-request SLO when it has one."""
     if tier.goodput is None or w is None or turns is None:
         return figures
     rows = judged_requests(turns)
-    return {**figures, **window_goodput(rows, meets(rows, tier.goodput),
-                                        (w.start_s, w.end_s), sessions)}
+    return cast(StepFigures, {**figures, **window_goodput(rows, meets(rows, tier.goodput),
+                                                          (w.start_s, w.end_s), sessions)})
 
 
 def verdict_from_dict(d: Mapping[str, Any]) -> StepVerdict:
@@ -311,7 +372,7 @@ def verdict_from_dict(d: Mapping[str, Any]) -> StepVerdict:
                        bool(d["steady"]), d.get("reason"),
                        tuple(bool(x) for x in d.get("passed") or ()),
                        tuple(tuple(str(y) for y in f) for f in d.get("failed") or ()),
-                       dict(d.get("figures") or {}))
+                       cast(StepFigures, dict(d.get("figures") or {})))
 
 
 def plan_of(ramp: Mapping[str, Any]) -> RampPlan:
@@ -329,7 +390,7 @@ def plan_of(ramp: Mapping[str, Any]) -> RampPlan:
 
 def ramp_summary(turns: pd.DataFrame, events: Sequence[Mapping[str, Any]], plan: RampPlan,
                  hold_s: float, goodput: GoodputSlo | None,
-                 end_s: float | None = None) -> dict[str, Any]:
+                 end_s: float | None = None) -> dict[str, object]:
     """The summary's `ramp` fact: every judged step recomputed from the rows on the
     window its controller recorded (so the figures are the rows', not the live view's),
     and per tier the answer, the binding constraint one step above it, the margin at it,
@@ -347,19 +408,19 @@ def ramp_summary(turns: pd.DataFrame, events: Sequence[Mapping[str, Any]], plan:
         steps.append(v)
     held = [(v.started_s, steps[i + 1].started_s if i + 1 < len(steps) else end_s)
             for i, v in enumerate(steps)]
-    tiers: list[dict[str, Any]] = []
+    tiers: list[TierAnswer] = []
     for t, tier in enumerate(plan.tiers):
         ascent = [v for v in steps if v.phase != "confirm"]
         lo, hi, done = plan.search().bounds(plan.known(t, ascent))
         at = {v.sessions: v for v in ascent}
-        entry: dict[str, Any] = {"name": tier.name, "slos": [str(x) for x in tier.slos],
-                                 "goodput": None if tier.goodput is None
-                                 else tier.goodput.as_fact(), "sessions": lo,
-                                 "complete": done, "binding": None,
-                                 "binding_kind": None, "margin": None, "confirmed": None}
+        entry: TierAnswer = {"name": tier.name, "slos": [str(x) for x in tier.slos],
+                             "goodput": None if tier.goodput is None
+                             else tier.goodput.as_fact(), "sessions": lo,
+                             "complete": done, "binding": None,
+                             "binding_kind": None, "margin": None, "confirmed": None}
         if hi is None and done:
-            entry.update(binding=f"the ramp's bound ({plan.bound} sessions)",
-                         binding_kind="max_sessions")
+            entry["binding"] = f"the ramp's bound ({plan.bound} sessions)"
+            entry["binding_kind"] = "max_sessions"
         elif hi is not None and hi in at:
             v = at[hi]
             entry["binding"], entry["binding_kind"] = binding(
@@ -372,9 +433,17 @@ def ramp_summary(turns: pd.DataFrame, events: Sequence[Mapping[str, Any]], plan:
         if confirm:
             entry["confirmed"] = confirm[-1].passed[t]
         tiers.append(entry)
-    return {"plan": {"steps": list(plan.steps), "hold_s": hold_s, "refine": plan.refine,
-                     "confirm": plan.confirm},
-            "goodput_slo": None if goodput is None else goodput.as_fact(),
-            "steps": [v.to_dict() | {"held_s": None if b is None else b - a}
-                      for v, (a, b) in zip(steps, held, strict=True)],
-            "tiers": tiers}
+    fact: RampFact = {
+        "plan": {"steps": list(plan.steps), "hold_s": hold_s, "refine": plan.refine,
+                 "confirm": plan.confirm},
+        "goodput_slo": None if goodput is None else goodput.as_fact(),
+        "steps": [_held(v.to_dict(), None if b is None else b - a)
+                  for v, (a, b) in zip(steps, held, strict=True)],
+        "tiers": tiers}
+    return dict(fact)      # the fact as summary.json holds it (`read_ramp` reads it)
+
+
+def _held(step: StepDict, held_s: float | None) -> StepDict:
+    """The step with how long it was held (None: the last, when the run's end is unknown)."""
+    step["held_s"] = held_s
+    return step

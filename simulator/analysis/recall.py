@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TypedDict, cast
 
 import numpy as np
 import pandas as pd
 
+from simulator.analysis.metric_keys import MetricKey, SummaryRecord
 from simulator.util.formats import percent
 
 PROBE = "probe"
@@ -34,7 +35,7 @@ CI_LEVEL = 0.95
 # Fact-age bins (turns since planted), for recall against age.
 AGE_EDGES: tuple[int, ...] = (0, 10, 25, 50, 100, 200)
 
-RECALL_KEYS: tuple[str, ...] = (
+RECALL_KEYS: tuple[MetricKey, ...] = (
     "probe_requests", "probes_answered", "probe_recall", "probe_recall_ci_low",
     "probe_recall_ci_high", "fact_retention", "fact_retention_ci_low",
     "fact_retention_ci_high", "facts_probed")
@@ -106,10 +107,10 @@ def _answered(p: pd.DataFrame) -> pd.DataFrame:
     return p[p["ok"].astype(bool) & p["probe_correct"].notna()]
 
 
-def recall_figures(turns: pd.DataFrame) -> dict[str, Any]:
+def recall_figures(turns: pd.DataFrame) -> SummaryRecord:
     """The summary's recall figures (None throughout when the run has no probes)."""
     p = probe_rows(turns)
-    out: dict[str, Any] = dict.fromkeys(RECALL_KEYS)
+    out = cast(SummaryRecord, dict.fromkeys(RECALL_KEYS))
     out["probe_requests"] = len(p)
     if p.empty:
         out |= {"probes_answered": 0, "facts_probed": 0}
@@ -145,11 +146,11 @@ def age_bins(age: pd.Series, edges: Sequence[int] = AGE_EDGES) -> pd.Series:
     return age.map(label)
 
 
-def breakdown(p: pd.DataFrame, groups: pd.Series) -> dict[str, dict[str, Any]]:
+def breakdown(p: pd.DataFrame, groups: pd.Series) -> dict[str, dict[str, float | None]]:
     """Per group: probes, retention and recall with their 95% intervals (resampling
     the same units as the whole run's; JSON-safe)."""
     clusters, _ = _clusters(p)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, float | None]] = {}
     for g, sub in p.groupby(groups, sort=True):
         ans = _answered(sub)
         ret, tlo, thi = _share_ci(_retained(sub), clusters.loc[sub.index])
@@ -161,14 +162,25 @@ def breakdown(p: pd.DataFrame, groups: pd.Series) -> dict[str, dict[str, Any]]:
     return out
 
 
+class PairedRecall(TypedDict):
+    """B − A of recall (or retention) over the probes both runs asked."""
+
+    pairs: int
+    a: float | None
+    b: float | None
+    difference: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
 def paired_recall_difference(a: pd.DataFrame, b: pd.DataFrame, key: str = "probe_correct",
-                             ) -> dict[str, Any]:
+                             ) -> PairedRecall:
     """B − A for recall (or retention, key="fact_retained") over the probes both runs
     asked (same session, turn and fact: same scenario and seed), with a bootstrap
     interval resampling sessions; None figures when no probe pairs up."""
     cols = ["session_id", "turn_index", "fact_id"]
     pa, pb = probe_rows(a), probe_rows(b)
-    none = {"pairs": 0, "a": None, "b": None, "difference": None, "ci_low": None,
+    none: PairedRecall = {"pairs": 0, "a": None, "b": None, "difference": None, "ci_low": None,
             "ci_high": None}
     if pa.empty or pb.empty:
         return none
@@ -193,11 +205,11 @@ def paired_recall_difference(a: pd.DataFrame, b: pd.DataFrame, key: str = "probe
             "difference": float(np.mean(diff)), "ci_low": lo, "ci_high": hi}
 
 
-def _ci(lo: Any, hi: Any) -> str:
+def _ci(lo: object, hi: object) -> str:
     return "" if lo is None or hi is None else f" [{percent(lo)}–{percent(hi)}]"
 
 
-def recall_table_row(s: dict[str, Any] | Any) -> tuple[str, str]:
+def recall_table_row(s: Mapping[str, object]) -> tuple[str, str]:
     """The summary table's recall row: recall and retention with their 95% intervals."""
     note = " — twin: recall = retention by construction" if s.get("simulated") else ""
     return ("probe recall / fact retention (95% CI)",

@@ -8,8 +8,11 @@ key means one figure in summary.json, sweep.json and size.json. `report`, `compa
 the notebooks rebuild the same figures from the saved rows with `summarize_run`, and read
 old summary.json files through `from_json` (renamed keys included).
 
-A `RunSummary` is a read-only mapping of the keys summary.json has (figures in registry
-order, then facts): `s["window_per_session_tok_s"]`, `s.get(...)`, `"key" in s`.
+Code reads a figure by its registry key, which mypy checks: `s.figure("window_ttft_p95_s")`,
+or `s.record()` (a `metric_keys.SummaryRecord`, each key typed) where a summary and a
+sweep row are read alike (`Summary`, `record_of`). A `RunSummary` is also a read-only
+mapping of the keys summary.json has (figures in registry order, then facts), for
+notebooks and older callers.
 """
 
 from __future__ import annotations
@@ -17,16 +20,23 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast, overload
 
 import pandas as pd
 
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.goodput import GoodputSlo
+from simulator.analysis.metric_keys import (
+    FactKey,
+    LabelKey,
+    MetricKey,
+    NumberKey,
+    SummaryRecord,
+)
 from simulator.analysis.steady import SteadyConfig
 from simulator.analysis.summary import summarize
 
-Figure = float | int | None
+Figure = float | int | str | None   # a label metric's value is a string
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,12 +51,12 @@ class RunFacts:
     run_id: str
     simulated: bool
     contains_verbatim_content: bool
-    twin: Mapping[str, Any] | None = None   # the twin's description (simulated runs)
+    twin: Mapping[str, object] | None = None   # the twin's description (simulated runs)
     time_scale: float | None = None         # an HTTP twin's --time-scale
 
-    def as_facts(self) -> dict[str, Any]:
+    def as_facts(self) -> dict[str, object]:
         """The summary's fact keys, in the order summary.json has always had them."""
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "status": self.status, "status_reason": self.status_reason,
             "failed_sessions": self.failed_sessions, "deadline_reached": self.deadline_reached,
             "run_id": self.run_id, "simulated": self.simulated,
@@ -64,15 +74,15 @@ class RunSummary(Mapping[str, Any]):
     window's only when the run computed one) and the facts."""
 
     figures: Mapping[str, Figure]
-    facts: Mapping[str, Any]
+    facts: Mapping[str, Any]          # values as summary.json holds them (`record()` types them)
 
     @classmethod
     def build(cls, turns: pd.DataFrame, *, price_per_hour: float | None, simulated: bool,
               server_metrics: pd.DataFrame | None = None,
-              engine_stats: Mapping[str, Any] | None = None,
+              engine_stats: Mapping[str, object] | None = None,
               steady: SteadyConfig | None = None,
               goodput: GoodputSlo | None = None,
-              telemetry: Sequence[Mapping[str, Any]] | None = None) -> RunSummary:
+              telemetry: Sequence[Mapping[str, object]] | None = None) -> RunSummary:
         """From the turns table (one row per attempt), the scraped server metrics and the
         in-process engine's counters: the one place a run's figures are computed.
         `telemetry`: the --scrape targets' health (a failed one measures nothing)."""
@@ -82,15 +92,34 @@ class RunSummary(Mapping[str, Any]):
                                        goodput=goodput, telemetry=telemetry))
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
+    def from_json(cls, data: Mapping[str, object]) -> RunSummary:
         """From a summary dict or summary.json (older key names are renamed). A key the
         registry does not know is kept as a fact (tests flag it as unregistered)."""
         d = registry.upgrade(data)
         steady_only = set(registry.STEADY_KEYS)
-        figures = {k: d.get(k) for k in registry.NUMERIC_KEYS
+        figures: dict[str, Figure] = {k: cast(Figure, d.get(k)) for k in registry.NUMERIC_KEYS
                    if k in d or k not in steady_only}   # window figures only when computed
         facts = {k: v for k, v in d.items() if k not in registry.REGISTRY}
         return cls(figures, facts)
+
+    @overload
+    def figure(self, key: NumberKey) -> float | None: ...
+    @overload
+    def figure(self, key: LabelKey) -> str | None: ...
+    @overload
+    def figure(self, key: MetricKey) -> float | str | None: ...
+
+    def figure(self, key: MetricKey) -> float | str | None:
+        """A registry figure (None when unknown or not computed)."""
+        return self.figures.get(key)
+
+    def fact(self, key: FactKey) -> object:
+        """A fact (None when the summary has none)."""
+        return self.facts.get(key)
+
+    def record(self) -> SummaryRecord:
+        """The summary as a typed record (summary.json's keys, each typed)."""
+        return cast(SummaryRecord, self.to_json())
 
     def __getitem__(self, key: str) -> Any:
         """A figure by registry key (or an old alias), else a fact (KeyError if neither)."""
@@ -106,7 +135,7 @@ class RunSummary(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self.figures) + len(self.facts)
 
-    def with_facts(self, **facts: Any) -> RunSummary:
+    def with_facts(self, **facts: object) -> RunSummary:
         """A copy with these facts added or replaced (status, run id, …)."""
         return dataclasses.replace(self, facts={**self.facts, **facts})
 
@@ -114,7 +143,7 @@ class RunSummary(Mapping[str, Any]):
         """A copy with how the run ended and what it ran against."""
         return self.with_facts(**facts.as_facts())
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The flat dict saved as summary.json: figures in registry order, then facts."""
         return {**self.figures, **self.facts}
 
@@ -130,3 +159,13 @@ class RunSummary(Mapping[str, Any]):
     def unregistered(self) -> list[str]:
         """Facts that look like metrics but are not in the registry (should be none)."""
         return sorted(k for k in self.facts if k not in registry.FACT_KEYS)
+
+
+# A summary as code receives one: the run's `RunSummary`, or a record read from JSON
+# (a sweep row, a size.json probe); `record_of` reads both as one typed record.
+Summary = RunSummary | SummaryRecord
+
+
+def record_of(s: Summary) -> SummaryRecord:
+    """The typed record of a summary (a record passes unchanged)."""
+    return s.record() if isinstance(s, RunSummary) else s

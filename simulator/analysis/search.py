@@ -29,12 +29,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
+from simulator.analysis.run_summary import Summary
 from simulator.analysis.slo import Slo
 
 Known = Mapping[int, bool]
-Figures = Mapping[int, Mapping[str, Any]]      # count → the figures its probe measured
+Figures = Mapping[int, Summary]      # count → the figures its probe measured
 
 
 class SerialSearch(Protocol):
@@ -96,8 +97,8 @@ def bisection_frontier(lo: int, hi: int, k: int) -> list[int]:
     return out
 
 
-def boundary_estimate(slos: Sequence[Slo], lo: int, at_lo: Mapping[str, Any],
-                      hi: int, at_hi: Mapping[str, Any]) -> int | None:
+def boundary_estimate(slos: Sequence[Slo], lo: int, at_lo: Summary,
+                      hi: int, at_hi: Summary) -> int | None:
     """The largest count the figures say still meets every SLO that `hi` misses: each
     such SLO's judged figure on the log-log line through (lo, at lo) and (hi, at hi),
     solved for its threshold, rounded down; the smallest over those SLOs, inside

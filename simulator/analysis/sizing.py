@@ -1,32 +1,24 @@
 """The answer of a sizing search, and what one sweep point or probe says (pure).
 
 A sweep row or a probe carries its coordinates and every figure of its run under the
-registry's names (`sweep_row`): `window_per_session_tok_s` is the steady window's,
-`per_session_tok_s` the whole run's, exactly as in the run's summary.json. The search
+registry's names (`point_row.sweep_row`, a typed `PointRow`). The search
 that produces a `SizingResult` lives in `simulator.sweep` (it runs points); here are its
 result, the binding constraint at the first failing count and the KV-capacity bound.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from simulator.analysis import metrics_registry as registry
+from simulator.analysis.metric_keys import fact, figure
+from simulator.analysis.point_row import PointRow
+from simulator.analysis.point_row import sweep_row as sweep_row  # its old home
+from simulator.analysis.point_row import upgrade_point_row as upgrade_point_row
 from simulator.analysis.queueing import QUEUE_BOUND_SHARE
+from simulator.analysis.run_summary import Summary, record_of
 from simulator.analysis.slo import Slo
 from simulator.errors import InputError
-
-
-def sweep_row(coords: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
-    """A sweep row or a probe: its coordinates, then every registry figure and the
-    sweep facts of its run (None where unknown), under the names summary.json uses."""
-    row = dict(coords)
-    for k in (*registry.NUMERIC_KEYS, *registry.SWEEP_FACT_KEYS):
-        row.setdefault(k, summary.get(k))
-    row["simulated"] = bool(summary.get("simulated", False))
-    return row
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +26,7 @@ class Probe:
     sessions: int
     passed: bool
     failed: tuple[str, ...]
-    summary: Mapping[str, Any]
+    summary: Summary
     seed_offset: int = 0        # repeats run the scenario's seed + this
     run_dir: str = ""
 
@@ -71,7 +63,7 @@ class SizingResult:
             return None
         return -(-self.team_sessions // hi), -(-self.team_sessions // lo)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "sessions": self.sessions, "slos": [str(s) for s in self.slos],
             "max_sessions": self.max_sessions, "confirmed": self.confirmed,
@@ -85,17 +77,17 @@ class SizingResult:
         }
 
 
-def probe_dict(p: Probe) -> dict[str, Any]:
+def probe_dict(p: Probe) -> PointRow:
     """A probe as size.json keeps it: what it ran, its verdict, every figure of its run."""
     return sweep_row({"requested_sessions": p.sessions, "seed_offset": p.seed_offset,
                       "passed": p.passed, "failed": list(p.failed), "run_dir": p.run_dir},
                      p.summary)
 
 
-def queue_share_of(summary: Mapping[str, Any]) -> float | None:
+def queue_share_of(summary: Summary) -> float | None:
     """Share of TTFT spent queueing: the steady-state window's, else the whole run's."""
-    for key in ("window_queue_share_of_ttft", "queue_share_of_ttft"):
-        v = summary.get(key)
+    rec = record_of(summary)
+    for v in (figure(rec, "window_queue_share_of_ttft"), figure(rec, "queue_share_of_ttft")):
         if isinstance(v, int | float) and not isinstance(v, bool):
             return float(v)
     return None
@@ -105,16 +97,18 @@ def binding(probe: Probe, slos: Sequence[Slo]) -> tuple[str, str]:
     """The constraint that failed at answer + 1: preemptions mean KV capacity; a TTFT
     SLO failing while queue wait is most of TTFT means queueing; else the most violated
     SLO (relative to its threshold)."""
-    if probe.summary.get("saturated"):
-        return str(probe.summary.get("saturated_reason")), "saturated"
-    if probe.summary.get("steady_state") is False:
+    rec = record_of(probe.summary)
+    if fact(rec, "saturated"):
+        return str(fact(rec, "saturated_reason")), "saturated"
+    if fact(rec, "steady_state") is False:
         return str(probe.failed[0]), "not_steady"
     worst = max((s for s in slos if str(s) in probe.failed),
-                key=lambda s: s.violation(probe.summary))
-    share = queue_share_of(probe.summary)
-    if (probe.summary.get("preemptions") or 0) > 0:
+                key=lambda s: s.violation(rec))
+    share = queue_share_of(rec)
+    preemptions = figure(rec, "preemptions")
+    if (preemptions or 0) > 0:
         queued = f"; queue wait {share:.0%} of TTFT" if share is not None else ""
-        return (f"{worst} (with {probe.summary['preemptions']} preemptions{queued})",
+        return (f"{worst} (with {preemptions} preemptions{queued})",
                 "kv_capacity")
     if "ttft" in worst.metric and share is not None and share >= QUEUE_BOUND_SHARE:
         return f"{worst} (queue wait {share:.0%} of TTFT)", "queueing"
@@ -125,10 +119,10 @@ def kv_bound(probes: Sequence[Probe], capacity: int | None, shared: int) -> int 
     """KV-capacity bound in sessions from the largest probe's peak context (tokens)."""
     if not probes:
         return None
-    last = max(probes, key=lambda p: p.sessions).summary
-    cap = capacity if capacity is not None else last.get("kv_capacity_tokens")
+    last = record_of(max(probes, key=lambda p: p.sessions).summary)
+    cap = capacity if capacity is not None else figure(last, "kv_capacity_tokens")
     # The largest peak context any probe saw: steadier than the last probe's alone.
-    peaks = [p.summary.get("context_tokens_max") for p in probes]
+    peaks = [figure(record_of(p.summary), "context_tokens_max") for p in probes]
     peak = max((x for x in peaks if isinstance(x, int | float)), default=None)
     if not cap or not isinstance(peak, int | float) or peak <= shared:
         return None
@@ -143,23 +137,3 @@ def kv_capacity_sessions(kv_capacity_tokens: int, peak_context_tokens: int,
     if own <= 0:
         raise InputError("kv capacity: peak context must exceed the shared prefix")
     return max(0, (kv_capacity_tokens - shared_prefix_tokens) // own)
-
-
-def upgrade_point_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A sweep row or probe as written before one name meant one figure (`sessions` the
-    requested count, the window's figures under the whole run's names, the whole run's
-    as `run_<key>`), under today's names; a row of today passes unchanged."""
-    if "run_aggregate_tok_s" not in row and "requested_sessions" in row:
-        return dict(row)
-    out = {k: v for k, v in row.items()
-           if k not in registry.WINDOW_OF and not k.startswith("run_")}
-    out["requested_sessions"] = row.get("requested_sessions", row.get("sessions"))
-    out.pop("sessions", None)
-    for key, window in registry.WINDOW_OF.items():
-        if key in row:
-            out[window] = row[key]
-        if f"run_{key}" in row:
-            out[key] = row[f"run_{key}"]
-    if "run_dirs" in row:
-        out["run_dirs"] = row["run_dirs"]
-    return out

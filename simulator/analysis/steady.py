@@ -28,11 +28,12 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
+from simulator.analysis.metric_keys import MetricKey, SummaryRecord
 from simulator.analysis.queueing import queue_share
 from simulator.records.manifest import Manifest, ResolvedScenario
 from simulator.scenario.model import LoadShape
@@ -173,7 +174,7 @@ def _pct(values: np.ndarray, q: float) -> float | None:
     return float(np.quantile(v, q)) if v.size else None
 
 
-def window_figures(turns: pd.DataFrame, w: Window, n: int) -> dict[str, Any]:
+def window_figures(turns: pd.DataFrame, w: Window, n: int) -> SummaryRecord:
     """Throughput and latency inside the window (see the module docstring)."""
     ok = turns[turns["ok"].astype(bool)]
     tok = tokens_in_window(ok, w.start_s, w.end_s)
@@ -212,7 +213,7 @@ def window_figures(turns: pd.DataFrame, w: Window, n: int) -> dict[str, Any]:
     }
 
 
-WINDOW_KEYS: tuple[str, ...] = (
+WINDOW_KEYS: tuple[MetricKey, ...] = (
     "window_output_tokens", "window_aggregate_tok_s", "window_per_session_tok_s",
     "window_n_x_per_session_tok_s", "window_ttft_p50_s", "window_ttft_p95_s",
     "window_itl_p50_s", "window_itl_p95_s", "window_requests", "window_queue_time_p95_s",
@@ -220,7 +221,7 @@ WINDOW_KEYS: tuple[str, ...] = (
 
 
 def steady_figures(turns: pd.DataFrame, cfg: SteadyConfig,
-                   price_per_hour: float | None = None) -> dict[str, Any]:
+                   price_per_hour: float | None = None) -> SummaryRecord:
     """Requested vs achieved concurrency (run and window), the window and its figures.
 
     `achieved_sessions` is the window's mean of active sessions, or the whole run's
@@ -229,12 +230,12 @@ def steady_figures(turns: pd.DataFrame, cfg: SteadyConfig,
     saturation gate fires (`saturation`).
     """
     n = cfg.requested_sessions
-    out: dict[str, Any] = {"requested_sessions": n, "window_start_s": None,
-                           "window_end_s": None, "window_s": None,
-                           **dict.fromkeys(WINDOW_KEYS), "window_usd_per_mtok": None,
-                           "window_sessions_per_s": None,
-                           "saturated": None, "saturated_reason": None,
-                           "window_ttft_slope": None, "window_in_flight_slope": None}
+    out = cast(SummaryRecord, {"requested_sessions": n, "window_start_s": None,
+                               "window_end_s": None, "window_s": None,
+                               **dict.fromkeys(WINDOW_KEYS), "window_usd_per_mtok": None,
+                               "window_sessions_per_s": None,
+                               "saturated": None, "saturated_reason": None,
+                               "window_ttft_slope": None, "window_in_flight_slope": None})
     spans = session_spans(turns)
     if spans.empty:
         return out | {"achieved_sessions": 0.0, "achieved_sessions_run": 0.0,
@@ -254,12 +255,13 @@ def steady_figures(turns: pd.DataFrame, cfg: SteadyConfig,
                if cfg.duration_s is not None else f"too few turns: {why}")
         w = None
     if w is None:
-        out.update(achieved_sessions=out["achieved_sessions_run"],
-                   achieved_in_flight=out["achieved_in_flight_run"])
+        out["achieved_sessions"] = out["achieved_sessions_run"]
+        out["achieved_in_flight"] = out["achieved_in_flight_run"]
     else:
-        out.update(window_start_s=w.start_s, window_end_s=w.end_s, window_s=w.length_s,
-                   achieved_sessions=finite_float(mean_overlap_count(s0, e0, w.start_s, w.end_s)),
-                   achieved_in_flight=finite_float(mean_overlap_count(r0, r1, w.start_s, w.end_s)))
+        out["window_start_s"], out["window_end_s"] = w.start_s, w.end_s
+        out["window_s"] = w.length_s
+        out["achieved_sessions"] = finite_float(mean_overlap_count(s0, e0, w.start_s, w.end_s))
+        out["achieved_in_flight"] = finite_float(mean_overlap_count(r0, r1, w.start_s, w.end_s))
         out |= window_figures(turns, w, n)
         ends = spans["end_s"].to_numpy(float)
         out["window_sessions_per_s"] = float(
@@ -272,7 +274,7 @@ def steady_figures(turns: pd.DataFrame, cfg: SteadyConfig,
     if w is not None and achieved < STEADY_THRESHOLD * n:
         why = f"achieved {achieved:.1f} of {n} sessions in the window"
     elif out.get("saturated"):
-        why = str(out["saturated_reason"])
+        why = str(out.get("saturated_reason"))
     if cfg.deadline_reached and why:
         why += " (deadline reached)"
     out["steady_state"] = w is not None and not why
@@ -315,13 +317,13 @@ def in_flight_at(r0: np.ndarray, r1: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 
 def saturation(turns: pd.DataFrame, w: Window,
-               active_sessions: float | None = None) -> dict[str, Any]:
+               active_sessions: float | None = None) -> SummaryRecord:
     """The validity gate over the window: `saturated` (None when the window is too short
     or has too few requests to test), its reason, and the two slopes (TTFT in s per s,
     in-flight requests per s) tested on requests sent in the window. `active_sessions`
     (the window's mean) tells when in-flight requests are pinned at the closed loop's cap."""
-    out: dict[str, Any] = {"saturated": None, "saturated_reason": None,
-                           "window_ttft_slope": None, "window_in_flight_slope": None}
+    out: SummaryRecord = {"saturated": None, "saturated_reason": None,
+                          "window_ttft_slope": None, "window_in_flight_slope": None}
     if w.length_s < SATURATION_MIN_WINDOW_S:
         out["saturated_reason"] = (f"not tested: window {w.length_s:.1f} s < "
                                    f"{SATURATION_MIN_WINDOW_S:g} s")

@@ -10,7 +10,7 @@ reusable prefix, the server-reported cache reads, and the server's counters.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, SupportsFloat, SupportsInt, cast
 
 import numpy as np
 import pandas as pd
@@ -20,6 +20,7 @@ from simulator.analysis.closed_loop import closed_loop_figures
 from simulator.analysis.energy import energy_figures, fold, unmeasured_sources
 from simulator.analysis.goodput import GoodputSlo, goodput_figures, goodput_from_manifest
 from simulator.analysis.kv_tier import tier_figures
+from simulator.analysis.metric_keys import MetricKey, SummaryRecord, figure
 from simulator.analysis.pd import pd_figures
 from simulator.analysis.queueing import queue_figures, server_queue_mean_s
 from simulator.analysis.recall import recall_figures, without_probes
@@ -28,7 +29,7 @@ from simulator.records.manifest import Manifest
 from simulator.util.numbers import finite_float
 
 # Metrics that are numbers a user may put in an SLO or compare across runs (the registry's).
-NUMERIC_KEYS: tuple[str, ...] = registry.NUMERIC_KEYS
+NUMERIC_KEYS: tuple[MetricKey, ...] = registry.NUMERIC_KEYS
 
 
 VERBATIM_WARNING = ("WARNING: this run replays VERBATIM transcript content (imported with "
@@ -61,7 +62,7 @@ def measure_wall_window_s(turns: pd.DataFrame) -> float | None:
     return window if window > 0 else None
 
 
-def _session_groups(rows: pd.DataFrame) -> tuple[np.ndarray, list[tuple[Any, int, int]]]:
+def _session_groups(rows: pd.DataFrame) -> tuple[np.ndarray, list[tuple[object, int, int]]]:
     """`rows`' positions grouped by session, and each group's (session_id, start, end)
     in them: sessions sorted as `groupby("session_id", sort=True)` sorts them, each
     session's rows in table order (a stable sort), so a group's slice holds what
@@ -86,7 +87,7 @@ def per_session_sustained(ok: pd.DataFrame) -> pd.Series:
     out = ok["output_tokens"].to_numpy(dtype=float, na_value=np.nan)[order]
     e2e = ok["e2e_s"].to_numpy(dtype=float, na_value=np.nan)[order]
     keep = ~(np.isnan(out) | np.isnan(e2e))
-    rates: dict[Any, float] = {}
+    rates: dict[object, float] = {}
     for sid, a, b in groups:
         m = keep[a:b]
         dur = float(e2e[a:b][m].sum())
@@ -151,7 +152,7 @@ def _share(num: pd.Series, den: pd.Series) -> float | None:
     return float(num.sum()) / d if d > 0 else None
 
 
-def _cache_figures(ok: pd.DataFrame) -> dict[str, Any]:
+def _cache_figures(ok: pd.DataFrame) -> SummaryRecord:
     """Server-reported cache-read share and client-side reusable share (0..1)."""
     rep = ok.dropna(subset=["cache_read_tokens", "prompt_tokens"])
     server = _share(rep["cache_read_tokens"], rep["prompt_tokens"]) if not rep.empty else None
@@ -165,7 +166,7 @@ def _cache_figures(ok: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def _compaction_figures(turns: pd.DataFrame, turn_ok: pd.DataFrame) -> dict[str, Any]:
+def _compaction_figures(turns: pd.DataFrame, turn_ok: pd.DataFrame) -> SummaryRecord:
     ev = compaction_rows(turns)
     post = post_compaction_mask(turn_ok, ev)
     return {
@@ -179,7 +180,7 @@ def _compaction_figures(turns: pd.DataFrame, turn_ok: pd.DataFrame) -> dict[str,
     }
 
 
-def _context_figures(turn_ok: pd.DataFrame) -> dict[str, Any]:
+def _context_figures(turn_ok: pd.DataFrame) -> SummaryRecord:
     """Context estimate (tokens): mean over sessions of first / last, overall max."""
     if turn_ok.empty:
         return {"context_tokens_first": None, "context_tokens_max": None,
@@ -193,7 +194,7 @@ def _context_figures(turn_ok: pd.DataFrame) -> dict[str, Any]:
 
 
 def _throughput_figures(turns: pd.DataFrame, ok: pd.DataFrame, turn_ok: pd.DataFrame,
-                        window: float | None) -> dict[str, Any]:
+                        window: float | None) -> SummaryRecord:
     out_tokens = float(ok["output_tokens"].fillna(0).sum())
     per_sess = per_session_sustained(ok)
     first, last = thirds(turn_ok)
@@ -218,10 +219,10 @@ def _throughput_figures(turns: pd.DataFrame, ok: pd.DataFrame, turn_ok: pd.DataF
 def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: bool,
               wall_window_s: float | None = None,
               server_metrics: pd.DataFrame | None = None,
-              engine_stats: Mapping[str, Any] | None = None,
+              engine_stats: Mapping[str, object] | None = None,
               steady: SteadyConfig | None = None,
               goodput: GoodputSlo | None = None,
-              telemetry: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+              telemetry: Sequence[Mapping[str, object]] | None = None) -> SummaryRecord:
     """The run's summary figures (JSON-safe dict) from its turns table, built once.
 
     `wall_window_s` overrides the window measured from the rows (seconds).
@@ -238,7 +239,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     ok = ok_rows(turns)
     turn_ok = ok_rows(turns, "turn")
     window = wall_window_s if wall_window_s is not None else measure_wall_window_s(turns)
-    out: dict[str, Any] = {
+    out: SummaryRecord = {
         "sessions": int(turns["session_id"].nunique()),
         "ok_turns": len(turn_ok),
         "requests": len(turns),
@@ -267,7 +268,7 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     if engine_stats:
         # The in-process engine's own counters are exact; its timeline (like a scrape)
         # only samples gauges every few seconds and misses peaks between samples.
-        out |= {k: v for k, v in engine_figures(engine_stats).items() if v is not None}
+        out |= _known(engine_figures(engine_stats))
         out["engine"] = dict(engine_stats)
     out |= pd_figures(turn_ok, engine_stats)
     agg = out["aggregate_tok_s"]
@@ -279,22 +280,28 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     out |= _energy_part(server_metrics, out, telemetry)
     out |= _goodput_part(turns, goodput or GoodputSlo(), window, out)
     out |= recall_figures(all_rows)
-    return {k: (finite_float(v) if isinstance(v, float | np.floating) else v) for k, v in out.items()}
+    return cast(SummaryRecord, {k: (finite_float(v) if isinstance(v, float | np.floating) else v)
+                                for k, v in out.items()})
+
+
+def _known(figures: SummaryRecord) -> SummaryRecord:
+    """The figures that are known (None left out)."""
+    return cast(SummaryRecord, {k: v for k, v in figures.items() if v is not None})
 
 
 def _steady_part(turns: pd.DataFrame, turn_ok: pd.DataFrame, steady: SteadyConfig | None,
-                 price_per_hour: float | None) -> dict[str, Any]:
+                 price_per_hour: float | None) -> SummaryRecord:
     """Steady-state figures, and what the whole-run `usd_per_mtok` counts: the ramp and
     tail, and the card's idle time while sessions think or wait on tools."""
     idle = bool((turn_ok["think_time_s"].fillna(0) > 0).any()) if not turn_ok.empty else False
-    out: dict[str, Any] = {"usd_per_mtok_counts_idle": idle}
+    out: SummaryRecord = {"usd_per_mtok_counts_idle": idle}
     if steady is not None:
         out |= steady_figures(turns, steady, price_per_hour)
     return out
 
 
-def _energy_part(server_metrics: pd.DataFrame | None, figures: Mapping[str, Any],
-                 telemetry: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+def _energy_part(server_metrics: pd.DataFrame | None, figures: SummaryRecord,
+                 telemetry: Sequence[Mapping[str, object]] | None = None) -> SummaryRecord:
     """Energy figures from measured GPU power (`analysis/energy.py`; None throughout
     without a power series): sessions per kW counts the achieved sessions. A target the
     run's `telemetry` block says failed or lied measures nothing."""
@@ -302,32 +309,32 @@ def _energy_part(server_metrics: pd.DataFrame | None, figures: Mapping[str, Any]
     if server_metrics is not None and not server_metrics.empty \
             and "source" in server_metrics.columns:
         rows = server_metrics[server_metrics["source"].notna()].to_dict("records")
-    sessions = figures.get("achieved_sessions")
+    sessions = figure(figures, "achieved_sessions")
     if sessions is None:
-        sessions = figures.get("sessions")
+        sessions = figure(figures, "sessions")
     return energy_figures(fold(rows, unmeasured_sources(telemetry)),
-                          figures.get("wall_window_s"),
-                          int(figures.get("output_tokens") or 0),
+                          figure(figures, "wall_window_s"),
+                          int(figure(figures, "output_tokens") or 0),
                           None if sessions is None else float(sessions))
 
 
 def _goodput_part(turns: pd.DataFrame, slo: GoodputSlo, wall_window_s: float | None,
-                  figures: Mapping[str, Any]) -> dict[str, Any]:
+                  figures: SummaryRecord) -> SummaryRecord:
     """Goodput over the run, and over the steady window when the run computed one
     (its keys then present, None without a window, as the other window figures)."""
     lo, hi = figures.get("window_start_s"), figures.get("window_end_s")
     window = (float(lo), float(hi)) if lo is not None and hi is not None else None
     out = goodput_figures(turns, slo, wall_window_s, window, figures.get("requested_sessions"))
     if "requested_sessions" in figures and window is None:
-        out |= dict.fromkeys(("window_goodput_share", "window_goodput_tok_s",
-                              "window_goodput_per_session_tok_s"))
+        out |= {"window_goodput_share": None, "window_goodput_tok_s": None,
+                "window_goodput_per_session_tok_s": None}
     return out
 
 
-def spec_figures(ok: pd.DataFrame) -> dict[str, Any]:
+def spec_figures(ok: pd.DataFrame) -> SummaryRecord:
     """Tokens per forward pass and acceptance from the per-request speculation columns
     (only the in-process twin fills them; None for real servers and older runs)."""
-    none: dict[str, Any] = {"tokens_per_forward_pass": None,
+    none: SummaryRecord = {"tokens_per_forward_pass": None,
                             "spec_mean_acceptance_length": None, "spec_acceptance_share": None}
     if "spec_forward_passes" not in ok.columns:
         return none
@@ -372,12 +379,12 @@ def ngram_reference_basis(ok: pd.DataFrame) -> str | None:
     return "client tokens (estimate)" if client else "twin tokens"
 
 
-def server_figures(server_metrics: pd.DataFrame | None) -> dict[str, Any]:
+def server_figures(server_metrics: pd.DataFrame | None) -> SummaryRecord:
     """Run-window figures from server counters: deltas summed, gauges peaked.
 
     Never lifetime values: the scraper emits counter deltas per window only.
     """
-    none = {"server_prefix_cache_hit_share": None, "kv_usage_peak": None, "preemptions": None,
+    none: SummaryRecord = {"server_prefix_cache_hit_share": None, "kv_usage_peak": None, "preemptions": None,
             "kv_capacity_tokens": None, "server_queue_time_mean_s": None}
     if server_metrics is None or server_metrics.empty:
         return none
@@ -393,26 +400,28 @@ def server_figures(server_metrics: pd.DataFrame | None) -> dict[str, Any]:
     }
 
 
-def engine_figures(stats: Mapping[str, Any]) -> dict[str, Any]:
+def engine_figures(stats: Mapping[str, object]) -> SummaryRecord:
     """The server-side figures (`registry.ENGINE_KEYS`) from the twin's own counters."""
     q, h = stats.get("prefix_cache_queries"), stats.get("prefix_cache_hits")
     pre = stats.get("preemptions")
     return {
-        "server_prefix_cache_hit_share": float(h) / float(q) if q and h is not None else None,
+        "server_prefix_cache_hit_share": (float(cast(SupportsFloat, h))
+                                          / float(cast(SupportsFloat, q))
+                                          if q and h is not None else None),
         "kv_usage_peak": finite_float(stats.get("kv_usage_peak")),
-        "preemptions": None if pre is None else int(pre),
+        "preemptions": None if pre is None else int(cast(SupportsInt, pre)),
         "kv_capacity_tokens": finite_float(stats.get("kv_capacity_tokens")),
         "server_queue_time_mean_s": None,    # the twin's rows carry queue_s instead
     }
 
 
 # Figures only the engine knows (the twin's counters are saved in summary.json by the run).
-ENGINE_KEYS: tuple[str, ...] = registry.ENGINE_KEYS
+ENGINE_KEYS: tuple[MetricKey, ...] = registry.ENGINE_KEYS
 
 
 def summarize_run(manifest: Manifest, turns: pd.DataFrame,
                   server_metrics: pd.DataFrame | None = None,
-                  saved: dict[str, Any] | None = None) -> dict[str, Any]:
+                  saved: Mapping[str, object] | None = None) -> SummaryRecord:
     """`summarize` with the price and simulated flag taken from a run's manifest.
 
     `saved` (the run's summary.json) gives the engine's counters (`engine`) that the

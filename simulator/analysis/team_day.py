@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from simulator.analysis.metric_keys import SummaryRecord
+from simulator.analysis.run_summary import Summary, record_of
 from simulator.analysis.slo import Slo, failures
 from simulator.importers.team import in_flight
 from simulator.scenario.replay import ReplaySpec, TeamDay
@@ -22,14 +24,15 @@ BARS = " ▁▂▃▄▅▆▇█"
 MAX_ROWS = 24                   # the slice's profile table: at most this many rows
 
 
-def judged(summary: Mapping[str, Any]) -> dict[str, Any]:
+def judged(summary: Summary) -> SummaryRecord:
     """The summary as a team replay is judged: the whole run's figures (no window, no
     steady-state verdict)."""
-    return {k: v for k, v in summary.items()
-            if k not in ("requested_sessions", "steady_state", "steady_state_reason")}
+    return cast(SummaryRecord, {
+        k: v for k, v in record_of(summary).items()
+        if k not in ("requested_sessions", "steady_state", "steady_state_reason")})
 
 
-def team_failures(summary: Mapping[str, Any], slos: Sequence[Slo]) -> tuple[str, ...]:
+def team_failures(summary: Summary, slos: Sequence[Slo]) -> tuple[str, ...]:
     return failures(judged(summary), slos)
 
 
@@ -105,7 +108,7 @@ class TeamProbe:
     replicas: int
     passed: bool
     failed: tuple[str, ...]
-    summary: Mapping[str, Any]
+    summary: Summary
     run_dir: str
     held: tuple[int, float | None] | None = None   # requests held past their start, median s
 

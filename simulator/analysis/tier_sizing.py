@@ -9,10 +9,23 @@ HBM stopped being enough and more host memory stops helping.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TypedDict, cast
 
 from simulator.errors import InputError
+
+
+class TierRow(TypedDict, total=False):
+    """One host-KV-tier size of `size --kv-offload-gib` (size-tiers.json's `rows`): the
+    tier, the policy, and that size's sizing answer (`SizingResult.to_dict`)."""
+
+    kv_offload_gib: float
+    policy: str
+    sessions: int
+    sessions_range: list[int]
+    binding: str | None
+    binding_kind: str | None
+    cards: list[int] | None
 
 KNEE_SHARE = 0.95       # a tier within 5% of the best answer counts as reaching it
 
@@ -48,11 +61,17 @@ def policy_of(sets: Sequence[str]) -> str:
     return "scenario"
 
 
-def knee(rows: Sequence[dict[str, Any]]) -> float | None:
+def read_tier_rows(rows: Sequence[Mapping[str, object]]) -> list[TierRow]:
+    """size-tiers.json's rows (or the ones `size` is writing) as typed records."""
+    return [cast(TierRow, r) for r in rows]
+
+
+def knee(rows: Sequence[Mapping[str, object]]) -> float | None:
     """The smallest tier (GiB) whose answer is within 5% of the best; None when none."""
-    best = max((r["sessions"] for r in rows), default=0)
+    tiers = read_tier_rows(rows)
+    best = max((r["sessions"] for r in tiers), default=0)
     if best <= 0:
         return None
-    return float(min(r["kv_offload_gib"] for r in rows if r["sessions"] >= KNEE_SHARE * best))
+    return float(min(r["kv_offload_gib"] for r in tiers if r["sessions"] >= KNEE_SHARE * best))
 
 

@@ -110,8 +110,8 @@ def show_size(result: SizingResult, folder: Path, fleet: FleetSizing | PDSizing 
     from simulator.analysis.target import target_of_runs
     from simulator.report.console import format_sizing
     data = result.to_dict()
-    data["run_dirs"] = _run_dirs(result.probes)
-    data["target"] = target_of_runs(d for ds in data["run_dirs"].values() for d in ds)
+    run_dirs = data["run_dirs"] = _run_dirs(result.probes)
+    target = data["target"] = target_of_runs(d for ds in run_dirs.values() for d in ds)
     if result.unused:
         data["unused_run_dirs"] = [p.run_dir for p in result.unused]
     if fleet is not None:
@@ -120,7 +120,7 @@ def show_size(result: SizingResult, folder: Path, fleet: FleetSizing | PDSizing 
     if as_json:
         click.echo(json.dumps(data, default=str))
         return 0 if result.sessions > 0 else 1
-    click.echo(format_sizing(result, data["target"]))
+    click.echo(format_sizing(result, target))
     if isinstance(fleet, PDSizing):
         from simulator.report.pd import format_pd_sizing
         click.echo(format_pd_sizing(fleet))

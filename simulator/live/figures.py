@@ -598,7 +598,7 @@ class LiveFigures:
         kW counts the sessions active now; None without a power series."""
         out = energy_figures(self._power, run.wall_window_s, run.output_tokens,
                              float(len(self._sessions) - len(self._done)))
-        return out if out["gpu_power_mean_w"] is not None else None
+        return dict(out) if out.get("gpu_power_mean_w") is not None else None
 
     def snapshot(self, now_s: float, live: Mapping[str, int] | None = None) -> LiveSnapshot:
         """Everything a view shows at run time `now_s`."""

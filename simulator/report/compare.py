@@ -1,16 +1,16 @@
-"""TODO docstring."""
+"""`endurance compare` shown: the terminal table of a `Comparison`, and the overlay plot."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from simulator.analysis.compare import RunInfo
+from simulator.analysis.compare import Comparison, Paired, RunInfo
+from simulator.analysis.recall import PairedRecall
 from simulator.analysis.summary import ok_rows
 from simulator.report.plots import plot_overlay
 
 
-def _cell(v: Any) -> str:
+def _cell(v: object) -> str:
     if v is None:
         return "n/a"
     if isinstance(v, float):
@@ -18,7 +18,7 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def format_comparison(result: dict[str, Any]) -> str:
+def format_comparison(result: Comparison) -> str:
     """Terminal table: one column per run, % difference against the first run."""
     labels = [r["label"] + (" (SIM)" if r["simulated"] else "") for r in result["runs"]]
     header = ["figure", labels[0], *[f"{lab} (Δ vs first)" for lab in labels[1:]]]
@@ -44,24 +44,26 @@ def format_comparison(result: dict[str, Any]) -> str:
             f"({p['resamples']} block-bootstrap resamples"
             + (f"; runs differ in {', '.join(p['differs_in'])})" if p["differs_in"] else ")")
             + ("; the difference is clear" if p["excludes_one"] else "; CI includes 1"))
-        lines += [_recall_line(p, k) for k in ("recall", "retention")
-                  if (p.get(k) or {}).get("pairs")]
+        lines += [_recall_line(p, what, d) for what, d in (("probe recall", p["recall"]),
+                                                           ("fact retention", p["retention"]))
+                  if d.get("pairs")]
     lines += [f"note: {n}" for n in result["notes"]]
     return "\n".join(lines)
 
 
-def _recall_line(p: dict[str, Any], key: str) -> str:
+def _recall_line(p: Paired, what: str, d: PairedRecall) -> str:
     """One paired recall (or retention) line: B − A in points with its interval."""
-    d = p[key]
-    what = "probe recall" if key == "recall" else "fact retention"
+    a, b = d["a"], d["b"]
+    assert a is not None and b is not None     # both runs answered `pairs` > 0 probes
 
     def pp(v: float | None) -> str:
         return "n/a" if v is None else f"{100 * v:+.1f}"
     ci = "no interval (one session, one fact)" if d["ci_low"] is None else \
         f"95% CI [{pp(d['ci_low'])}, {pp(d['ci_high'])}] pp"
-    clear = d["ci_low"] is not None and not (d["ci_low"] <= 0.0 <= d["ci_high"])
-    return (f"paired {p['label_b']} − {p['label_a']}: {what} {100 * d['b']:.1f}% vs "
-            f"{100 * d['a']:.1f}%, {pp(d['difference'])} pp, {ci} over {d['pairs']} probes "
+    lo, hi = d["ci_low"], d["ci_high"]
+    clear = lo is not None and hi is not None and not (lo <= 0.0 <= hi)
+    return (f"paired {p['label_b']} − {p['label_a']}: {what} {100 * b:.1f}% vs "
+            f"{100 * a:.1f}%, {pp(d['difference'])} pp, {ci} over {d['pairs']} probes "
             "both runs asked" + ("; the difference is clear" if clear else
                                  "; CI includes 0" if d["ci_low"] is not None else ""))
 
@@ -86,6 +88,6 @@ def write_overlay(runs: list[RunInfo], out: Path | None = None) -> Path:
     path = overlay_figure_path(runs, out)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig = plot_overlay([(r.label, ok_rows(r.turns, "turn")) for r in runs],
-                       simulated=[bool(r.summary["simulated"]) for r in runs])
+                       simulated=[bool(r.summary.get("simulated")) for r in runs])
     fig.savefig(path, format="png")
     return path

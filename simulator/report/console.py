@@ -8,23 +8,27 @@ reached steady state has no window figures).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.cache_bound import cache_bound_warning
 from simulator.analysis.goodput import goodput_label
+from simulator.analysis.metric_keys import MetricKey, SummaryRecord, fact, figure
+from simulator.analysis.point_row import PointRow
+from simulator.analysis.ramp import read_ramp
 from simulator.analysis.recall import recall_table_row
+from simulator.analysis.run_summary import Summary, record_of
 from simulator.analysis.sizing import SizingResult
 from simulator.analysis.slo import judged_on
 from simulator.analysis.summary import VERBATIM_WARNING
 from simulator.util.formats import number
 
 
-def flag(v: Any) -> str:
+def flag(v: object) -> str:
     return {True: "yes", False: "NO"}.get(v, "n/a") if isinstance(v, bool) else "n/a"
 
 
-def cell(key: str, v: Any) -> str:
+def cell(key: str, v: object) -> str:
     """A table cell: the registry's format, without the % sign the header carries."""
     if key == "steady_state":
         return flag(v)
@@ -41,26 +45,26 @@ def align(table: Sequence[Sequence[str]], left: bool = False) -> list[str]:
     return ["  ".join(c.rjust(w) for c, w in zip(t, widths, strict=True)) for t in table]
 
 
-def mode(rows: Sequence[Mapping[str, Any]]) -> str:
-    return "SIMULATED (twin)" if any(r.get("simulated") for r in rows) else "real endpoint"
+def mode(rows: Sequence[SummaryRecord]) -> str:
+    return "SIMULATED (twin)" if any(fact(r, "simulated") for r in rows) else "real endpoint"
 
 
-def format_sweep_table(rows: Sequence[Mapping[str, Any]]) -> str:
+def format_sweep_table(rows: Sequence[PointRow]) -> str:
     """Terminal table, one line per session count; SIMULATED flagged in the title."""
     cols = registry.SWEEP_COLUMNS
     table = [[header for _, header in cols]]
     table += [[cell(k, r.get(k)) for k, _ in cols] for r in rows]
     title = f"sweep — {mode(rows)}" if rows else "sweep — no points"
-    notes = [f"{'SATURATED' if r.get('saturated') else 'NOT STEADY'} at "
-             f"{r.get('requested_sessions')} sessions (achieved "
-             f"{number(r.get('achieved_sessions'))}): {r.get('steady_state_reason')}"
-             for r in rows if r.get("steady_state") is False]
-    tiers = [(r.get("requested_sessions"), (r.get("kv_tier") or {}).get("post_idle_ttft_p50_s"))
+    notes = [f"{'SATURATED' if fact(r, 'saturated') else 'NOT STEADY'} at "
+             f"{figure(r, 'requested_sessions')} sessions (achieved "
+             f"{number(figure(r, 'achieved_sessions'))}): {fact(r, 'steady_state_reason')}"
+             for r in rows if fact(r, "steady_state") is False]
+    tiers = [(figure(r, "requested_sessions"), (fact(r, "kv_tier") or {}).get("post_idle_ttft_p50_s"))
              for r in rows if r.get("kv_offload_gib") is not None]
     if tiers:
         notes.append("post-idle TTFT p50 (whole run) by sessions: " + ", ".join(
             f"{n}: {number(v, '{:.2f}')} s" for n, v in tiers))
-    if any(r.get("steady_state") is not None for r in rows):
+    if any(fact(r, "steady_state") is not None for r in rows):
         notes.append("window aggregate, per-session, TTFT, turns/s and $/1M: the steady-state "
                      "window (n/a when never steady); run aggregate: whole run incl. ramp "
                      "and tail")
@@ -73,7 +77,7 @@ def format_sizing(result: SizingResult, target: str | None = None) -> str:
     """The answer, what was sized (`target`: hardware, model, scenario), the binding
     constraint, the range over seeds, the cards for a team, then every probe."""
     slos = " and ".join(str(s) for s in result.slos)
-    sim = any(p.summary.get("simulated") for p in result.probes)
+    sim = any(fact(record_of(p.summary), "simulated") for p in result.probes)
     again = "with another seed" if result.reseeded else "with the same seed"
     lo, hi = result.sessions_range
     every = (f" with every one of {len(result.answers)} seeds (range {lo}–{hi})"
@@ -103,27 +107,27 @@ def format_sizing(result: SizingResult, target: str | None = None) -> str:
                          for s in result.slos)
         verdict = "pass" if p.passed else "FAIL " + ", ".join(p.failed)
         seed = f" seed +{p.seed_offset}" if p.seed_offset else ""
-        ach = p.summary.get("achieved_sessions")
+        ach = figure(record_of(p.summary), "achieved_sessions")
         ach_s = f" (achieved {ach:.1f})" if isinstance(ach, int | float) else ""
         lines.append(f"  probe {p.sessions:>4} sessions{seed}{ach_s}: {figs}  → {verdict}")
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
 
 
-def energy_row(s: Mapping[str, Any]) -> tuple[str, str]:
+def energy_row(s: SummaryRecord) -> tuple[str, str]:
     """Measured GPU power and what it gives, labelled with the exporter it came from."""
-    def fmt(key: str) -> str:
-        return registry.REGISTRY[key].format(s.get(key))
+    def fmt(key: MetricKey) -> str:
+        return registry.BY_KEY[key].format(s.get(key))
     return ("GPU power, util / Wh per 1M output tokens / sessions per kW",
             f"{fmt('gpu_power_mean_w')} W, {fmt('gpu_util_mean')} / "
             f"{fmt('energy_wh_per_mtok')} / {fmt('sessions_per_kw')} "
-            f"({s.get('energy_source')})")
+            f"({fact(s, 'energy_source')})")
 
 
-def pd_rows(s: Mapping[str, Any]) -> list[tuple[str, str]]:
+def pd_rows(s: SummaryRecord) -> list[tuple[str, str]]:
     """The P/D figures (a run with `fleet.prefill` > 0)."""
-    def fmt(key: str) -> str:
-        return registry.REGISTRY[key].format(s.get(key))
+    def fmt(key: MetricKey) -> str:
+        return registry.BY_KEY[key].format(s.get(key))
     return [("P/D: remote prefills / KV pulled (GB) / KV wait p95 (s)",
              f"{fmt('remote_prefill_share')} / {fmt('kv_transfer_gb')} / "
              f"{fmt('kv_transfer_wait_p95_s')}"),
@@ -134,7 +138,7 @@ def pd_rows(s: Mapping[str, Any]) -> list[tuple[str, str]]:
              f"{fmt('prefill_utilization')} / {fmt('decode_utilization')}")]
 
 
-def format_telemetry(block: Sequence[Mapping[str, Any]]) -> list[str]:
+def format_telemetry(block: Sequence[Mapping[str, object]]) -> list[str]:
     """One line per --scrape target that failed, lied or missed scrapes (the run's
     `telemetry` block); a clean target is already named by the energy row."""
     lines: list[str] = []
@@ -150,44 +154,45 @@ def format_telemetry(block: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def summary_table(s: Mapping[str, Any]) -> list[tuple[str, str]]:
+def summary_table(summary: Summary) -> list[tuple[str, str]]:
     """(label, formatted value) pairs shared by the terminal, markdown and HTML views:
     the registry's rows, with the request breakdown, compaction kinds and price beside."""
+    s = record_of(summary)
     kinds = ", ".join(f"{k}×{v}" for k, v in s.get("compactions_by_kind", {}).items())
     extra = {
         "compaction events": f" ({kinds})" if kinds else "",
         "$ per 1M output tokens": (f" at {s['price_per_hour']} $/h"
-                                   if s.get("price_per_hour") is not None else ""),
+                                   if fact(s, "price_per_hour") is not None else ""),
     }
     rows = [("mode", "SIMULATED (twin)" if s["simulated"] else "real endpoint")]
-    for label, value in registry.table_rows(s):
+    for label, value in registry.table_rows(cast(Mapping[str, object], s)):
         rows.append((label, value + extra.get(label, "")))
-        if label == "$ per 1M output tokens" and s.get("tokens_per_forward_pass") is not None:
+        if label == "$ per 1M output tokens" and figure(s, "tokens_per_forward_pass") is not None:
             rows.append(("tokens per forward pass (mean acceptance length, acceptance)",
-                         registry.REGISTRY["tokens_per_forward_pass"].format(
+                         registry.BY_KEY["tokens_per_forward_pass"].format(
                              s["tokens_per_forward_pass"]) + " ("
-                         + registry.REGISTRY["spec_mean_acceptance_length"].format(
-                             s.get("spec_mean_acceptance_length")) + ", "
-                         + registry.REGISTRY["spec_acceptance_share"].format(
-                             s.get("spec_acceptance_share")) + ")"))
-        if label == "KV usage peak / preemptions" and s.get("gpu_power_mean_w") is not None:
+                         + registry.BY_KEY["spec_mean_acceptance_length"].format(
+                             figure(s, "spec_mean_acceptance_length")) + ", "
+                         + registry.BY_KEY["spec_acceptance_share"].format(
+                             figure(s, "spec_acceptance_share")) + ")"))
+        if label == "KV usage peak / preemptions" and figure(s, "gpu_power_mean_w") is not None:
             rows.append(energy_row(s))
-        if label == "KV usage peak / preemptions" and s.get("remote_prefill_share") is not None:
+        if label == "KV usage peak / preemptions" and figure(s, "remote_prefill_share") is not None:
             rows.extend(pd_rows(s))
-        if label == "cache: server counters hit share" and s.get("probe_requests"):
-            rows.append(recall_table_row(s))
+        if label == "cache: server counters hit share" and figure(s, "probe_requests"):
+            rows.append(recall_table_row(cast(Mapping[str, object], s)))
         if label == "sessions / successful turns":
             rows.append(("requests (failed, summary)",
                          f"{s['requests']} ({s['failed_requests']} failed, "
                          f"{s['summary_requests']} summary"
                          + (f", {s['cancelled_requests']} cancelled at stop"
-                            if s.get("cancelled_requests") else "")
+                            if figure(s, "cancelled_requests") else "")
                          + (f", {s['overflow_requests']} context overflow(s) → forced "
-                            "compaction" if s.get("overflow_requests") else "") + ")"))
+                            "compaction" if figure(s, "overflow_requests") else "") + ")"))
     return rows
 
 
-def _fmt(v: Any, unit: str = "", digits: int = 1) -> str:
+def _fmt(v: object, unit: str = "", digits: int = 1) -> str:
     if v is None:
         return "n/a"
     if isinstance(v, float):
@@ -195,33 +200,34 @@ def _fmt(v: Any, unit: str = "", digits: int = 1) -> str:
     return f"{v}{unit}"
 
 
-def steady_table(s: Mapping[str, Any]) -> list[tuple[str, str]]:
+def steady_table(summary: Summary) -> list[tuple[str, str]]:
     """Rows for achieved concurrency and the steady-state window (empty for summaries
     made without a steady config)."""
+    s = record_of(summary)
     if "requested_sessions" not in s:
         return []
-    steady = "yes" if s.get("steady_state") else f"NO — {s.get('steady_state_reason')}"
+    steady = "yes" if fact(s, "steady_state") else f"NO — {fact(s, 'steady_state_reason')}"
     rows = [
         ("sessions requested / achieved (window)",
-         f"{s['requested_sessions']} / {_fmt(s.get('achieved_sessions'))} "
-         f"(whole run {_fmt(s.get('achieved_sessions_run'))}); steady state: {steady}"),
+         f"{s['requested_sessions']} / {_fmt(figure(s, 'achieved_sessions'))} "
+         f"(whole run {_fmt(figure(s, 'achieved_sessions_run'))}); steady state: {steady}"),
         ("in-flight requests, window / whole run",
-         f"{_fmt(s.get('achieved_in_flight'))} / {_fmt(s.get('achieved_in_flight_run'))}")]
-    if s.get("window_s") is not None:
+         f"{_fmt(figure(s, 'achieved_in_flight'))} / {_fmt(figure(s, 'achieved_in_flight_run'))}")]
+    if figure(s, "window_s") is not None:
         rows += [
             ("steady-state window", f"{s['window_start_s']:,.1f} s → {s['window_end_s']:,.1f} s "
              f"({s['window_s']:,.1f} s)"),
             ("window aggregate / N × per-session tok/s",
-             f"{_fmt(s.get('window_aggregate_tok_s'))} / "
-             f"{_fmt(s.get('window_n_x_per_session_tok_s'))} "
-             f"(per session {_fmt(s.get('window_per_session_tok_s'))})"),
+             f"{_fmt(figure(s, 'window_aggregate_tok_s'))} / "
+             f"{_fmt(figure(s, 'window_n_x_per_session_tok_s'))} "
+             f"(per session {_fmt(figure(s, 'window_per_session_tok_s'))})"),
             ("window TTFT p50 / p95, ITL p50 / p95",
-             f"{_fmt(s.get('window_ttft_p50_s'), ' s', 2)} / "
-             f"{_fmt(s.get('window_ttft_p95_s'), ' s', 2)}, "
-             f"{_fmt(_ms(s.get('window_itl_p50_s')), ' ms', 1)} / "
-             f"{_fmt(_ms(s.get('window_itl_p95_s')), ' ms', 1)}"),
-            ("window $ per 1M output tokens", _fmt(s.get("window_usd_per_mtok"), digits=3))]
-    if s.get("usd_per_mtok_counts_idle"):
+             f"{_fmt(figure(s, 'window_ttft_p50_s'), ' s', 2)} / "
+             f"{_fmt(figure(s, 'window_ttft_p95_s'), ' s', 2)}, "
+             f"{_fmt(_ms(figure(s, 'window_itl_p50_s')), ' ms', 1)} / "
+             f"{_fmt(_ms(figure(s, 'window_itl_p95_s')), ' ms', 1)}"),
+            ("window $ per 1M output tokens", _fmt(figure(s, "window_usd_per_mtok"), digits=3))]
+    if fact(s, "usd_per_mtok_counts_idle"):
         rows.append(("note", "whole-run $/1M tok counts the card's idle think/tool time"))
     return rows
 
@@ -230,9 +236,10 @@ def _ms(v: float | None) -> float | None:
     return None if v is None else 1000.0 * v
 
 
-def format_summary(s: Mapping[str, Any], target: str | None = None) -> str:
+def format_summary(summary: Summary, target: str | None = None) -> str:
     """A compact two-column table for the terminal; SIMULATED is flagged in the title and
     `target` (`analysis.target.describe_target`: hardware, model, scenario) leads it."""
+    s = record_of(summary)
     rows = ([("what ran", target)] if target else []) + summary_table(s) + steady_table(s)
     width = max(len(k) for k, _ in rows)
     title = ("=== endurance summary — SIMULATED (twin, not a real server) ==="
@@ -241,14 +248,16 @@ def format_summary(s: Mapping[str, Any], target: str | None = None) -> str:
     warning = cache_bound_warning(s)
     if warning:
         lines.append(f"WARNING: {warning}")
-    if s.get("contains_verbatim_content"):
+    if fact(s, "contains_verbatim_content"):
         lines.insert(0, VERBATIM_WARNING)
     return "\n".join(lines)
 
 
-def format_ramp(ramp: Mapping[str, Any], simulated: bool) -> str:
-    """A stepped ramp: one line per held step (its window's figures and, per tier,
-    pass or FAIL), then the answer per tier with its binding constraint and margin."""
+def format_ramp(fact: Mapping[str, object], simulated: bool) -> str:
+    """A stepped ramp (summary.json's `ramp` fact): one line per held step (its window's
+    figures and, per tier, pass or FAIL), then the answer per tier with its binding
+    constraint and margin."""
+    ramp = read_ramp(fact)
     steps, tiers = ramp.get("steps") or [], ramp.get("tiers") or []
     plan = ramp.get("plan") or {}
     head = ["step", "sessions", "phase", "held s", "window s", "achieved", "steady",
@@ -259,11 +268,11 @@ def format_ramp(ramp: Mapping[str, Any], simulated: bool) -> str:
         f = st.get("figures") or {}
         table.append([str(st["index"]), str(st["sessions"]), st["phase"],
                       number(st.get("held_s"), "{:,.0f}"),
-                      number(f.get("window_s"), "{:,.0f}"),
-                      number(f.get("achieved_sessions")), flag(st.get("steady")),
-                      cell("window_per_session_tok_s", f.get("window_per_session_tok_s")),
-                      cell("window_ttft_p95_s", f.get("window_ttft_p95_s")),
-                      cell("window_goodput_share", f.get("window_goodput_share")),
+                      number(figure(f, "window_s"), "{:,.0f}"),
+                      number(figure(f, "achieved_sessions")), flag(st.get("steady")),
+                      cell("window_per_session_tok_s", figure(f, "window_per_session_tok_s")),
+                      cell("window_ttft_p95_s", figure(f, "window_ttft_p95_s")),
+                      cell("window_goodput_share", figure(f, "window_goodput_share")),
                       *["pass" if p else "FAIL" for p in st.get("passed") or []]])
     title = (f"ramp — {'SIMULATED (twin)' if simulated else 'real endpoint'}: "
              f"{len(steps)} step(s), each window held {number(plan.get('hold_s'), '{:g}')} s")
@@ -282,8 +291,8 @@ def format_ramp(ramp: Mapping[str, Any], simulated: bool) -> str:
         lines.append(f"{t['name']}: {answer}")
         if t.get("binding"):
             lines.append(f"  binding constraint: {t['binding']} [{t['binding_kind']}]")
-        if t.get("margin") is not None:
-            lines.append(f"  margin at {n}: {100 * float(t['margin']):+.1f}% of the "
+        if (margin := t.get("margin")) is not None:
+            lines.append(f"  margin at {n}: {100 * float(margin):+.1f}% of the "
                          "tightest SLO")
     return "\n".join(lines)
 

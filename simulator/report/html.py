@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -33,7 +33,7 @@ class ReportPaths:
 
 
 def build_figures(turns: pd.DataFrame, server: pd.DataFrame | None,
-                  simulated: bool, ramp: dict[str, Any] | None = None
+                  simulated: bool, ramp: Mapping[str, object] | None = None
                   ) -> list[tuple[str, str, Figure]]:
     """(file stem, caption, figure) for every plot the run supports (recall probes:
     their own figure; every other plot reads the turns without them; a stepped ramp's

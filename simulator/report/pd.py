@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import cast
 
 from simulator.analysis.pd_sizing import PDSizing
 
 
-def _cell(v: Any, fmt: str) -> str:
+def _cell(v: float | None, fmt: str) -> str:
     return "–" if v is None else format(v, fmt)
 
 
@@ -25,6 +26,7 @@ def format_pd_sizing(s: PDSizing) -> str:
         for name, row in ((f"P/D {s.split[0]}:{s.split[1]}" if s.split else "P/D",
                            beside["pd"]),
                           (f"aggregated {beside['cards']}", beside["aggregated"])):
+            row = cast(Mapping[str, float | None], row)
             ok = "" if row.get("passed") else " (fails)"
             lines.append(f"  {name + ok:<16}{_cell(row['goodput_per_card_tok_s'], ',.1f'):>14}"
                          f"{_cell(row['usd_per_hour'], ',.2f'):>9}"

@@ -8,17 +8,21 @@ is touched (safe in servers, tests and notebooks alike).
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from simulator.analysis.goodput import goodput_label, judged_requests
+from simulator.analysis.metric_keys import fact, figure
+from simulator.analysis.point_row import PointRow
+from simulator.analysis.ramp import read_ramp
 from simulator.analysis.summary import (
     compaction_rows,
     post_compaction_mask,
@@ -39,7 +43,7 @@ def new_figure(width: float = 10.0, height: float = 4.5, *, right: float = 0.98)
     return fig
 
 
-def legend_entries(ax: Any, *twins: Any) -> tuple[list[Any], list[str]]:
+def legend_entries(ax: Axes, *twins: Axes) -> tuple[list[Artist], list[str]]:
     """Legend handles and labels of a panel and its twin axes (`twinx`), in order, so
     one legend names the lines of both y axes."""
     handles, labels = ax.get_legend_handles_labels()
@@ -49,7 +53,7 @@ def legend_entries(ax: Any, *twins: Any) -> tuple[list[Any], list[str]]:
     return handles, labels
 
 
-def legend_below(fig: Figure, ax: Any, *, ncol: int = 3, title: str | None = None) -> None:
+def legend_below(fig: Figure, ax: Axes, *, ncol: int = 3, title: str | None = None) -> None:
     """The axes' legend under the plot, outside the data: the bottom margin grows by
     the legend's rows (inches, turned into a fraction of the figure's height)."""
     handles, labels = ax.get_legend_handles_labels()
@@ -63,7 +67,7 @@ def legend_below(fig: Figure, ax: Any, *, ncol: int = 3, title: str | None = Non
                fontsize="small", frameon=False, title=title, title_fontsize="small")
 
 
-def _finished(fig: Figure, ax: Any, ncol: int, title: str | None = None) -> Figure:
+def _finished(fig: Figure, ax: Axes, ncol: int, title: str | None = None) -> Figure:
     """A line plot's common ending: y from 0, a light grid, the legend below."""
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
@@ -74,7 +78,7 @@ def _finished(fig: Figure, ax: Any, ncol: int, title: str | None = None) -> Figu
 DENSE_MARKERS = 40   # more compactions than this: a rug under the axis, not lines across it
 
 
-def mark_compactions(ax: Any, turns: list[int]) -> None:
+def mark_compactions(ax: Axes, turns: list[int]) -> None:
     """Compaction turns as faint vertical lines, or a rug of ticks along the bottom when
     they are dense (per-turn pruning would otherwise paint a solid curtain)."""
     if len(turns) <= DENSE_MARKERS:
@@ -244,14 +248,14 @@ def plot_overlay(runs: Sequence[tuple[str, pd.DataFrame]], *, simulated: Sequenc
     return _finished(fig, ax, ncol=2)
 
 
-def plot_sweep(rows: Sequence[dict[str, Any]]) -> Figure:
+def plot_sweep(rows: Sequence[PointRow]) -> Figure:
     """The steady window's aggregate and per-session tok/s against the number of
     concurrent sessions (rows under summary.json's names)."""
     fig = new_figure(8.0, 4.5, right=1.0 - 0.8 / 8.0)
     ax = fig.add_subplot()
-    n = [r["requested_sessions"] for r in rows]
-    agg = [r.get("window_aggregate_tok_s") or np.nan for r in rows]
-    per = [r.get("window_per_session_tok_s") or np.nan for r in rows]
+    n = [cast(int, r["requested_sessions"]) for r in rows]
+    agg = [figure(r, "window_aggregate_tok_s") or np.nan for r in rows]
+    per = [figure(r, "window_per_session_tok_s") or np.nan for r in rows]
     ax.plot(n, agg, "o-", color="tab:blue", label="aggregate tok/s")
     ax.set_xscale("log", base=2)
     ax.set_xticks(n, [str(x) for x in n])
@@ -259,12 +263,13 @@ def plot_sweep(rows: Sequence[dict[str, Any]]) -> Figure:
     ax2.plot(n, per, "s--", color="tab:orange", label="per-session sustained tok/s")
     # A point that never reached steady state has no window figure: a gap in the line,
     # and a hollow marker at its whole-run aggregate (never a value drawn at 0).
-    bad = [(float(r["requested_sessions"]), float(r["aggregate_tok_s"])) for r in rows
-           if r.get("steady_state") is False and isinstance(r.get("aggregate_tok_s"), int | float)]
+    bad = [(float(cast(int, r["requested_sessions"])), float(run_agg)) for r in rows
+           if fact(r, "steady_state") is False
+           and isinstance(run_agg := figure(r, "aggregate_tok_s"), int | float)]
     if bad:
         ax.plot([x for x, _ in bad], [y for _, y in bad], "o", mfc="none", color="tab:red",
                 ms=9, label="not steady (whole-run aggregate)")
-    sim = {bool(r.get("simulated")) for r in rows}
+    sim = {bool(fact(r, "simulated")) for r in rows}
     ax.set(title=f"Throughput vs sessions — {' + '.join(mode_word(s) for s in sorted(sim))}",
            xlabel="concurrent sessions", ylabel="aggregate tok/s")
     ax2.set_ylabel("per-session tok/s")
@@ -282,7 +287,7 @@ def figure_png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def write_sweep_plot(rows: list[dict[str, Any]], path: str | Path) -> Path:
+def write_sweep_plot(rows: Sequence[PointRow], path: str | Path) -> Path:
     """Save the aggregate / per-session tok/s vs sessions plot of a sweep as PNG."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -396,12 +401,13 @@ def plot_cdfs(turn_ok: pd.DataFrame, *, simulated: bool) -> Figure:
     return fig
 
 
-def plot_ramp(turns: pd.DataFrame, server: pd.DataFrame | None, ramp: dict[str, Any], *,
-              simulated: bool) -> Figure:
+def plot_ramp(turns: pd.DataFrame, server: pd.DataFrame | None, fact: Mapping[str, object],
+              *, simulated: bool) -> Figure:
     """A stepped ramp against time: aggregate output tok/s and active sessions, each
     request's TTFT, the steps' goodput share, and KV usage; each step's window shaded
     (green passed, red failed, grey unjudged), its count written above it, the answer
     (the boundary) named in the title."""
+    ramp = read_ramp(fact)
     steps = ramp.get("steps") or []
     tiers = ramp.get("tiers") or []
     cli = client_series(turns)
@@ -421,10 +427,10 @@ def plot_ramp(turns: pd.DataFrame, server: pd.DataFrame | None, ramp: dict[str, 
                     color="tab:purple")
     ax_ttft.set_ylabel("TTFT (s)")
     rows = judged_requests(turns)
-    share = [s.get("figures", {}).get("window_goodput_share") for s in steps]
+    share = [figure(s.get("figures", {}), "window_goodput_share") for s in steps]
     for s, g in zip(steps, share, strict=True):
-        if s.get("window_start_s") is not None and g is not None:
-            ax_good.hlines(100 * g, s["window_start_s"], s["window_end_s"], color="tab:green")
+        if (lo := s.get("window_start_s")) is not None and g is not None:
+            ax_good.hlines(100 * g, lo, cast(float, s["window_end_s"]), color="tab:green")
     ax_good.set_ylabel(goodput_label(ramp.get("goodput_slo")).replace("goodput", "goodput %", 1)
                        .replace(" (", "\n(", 1), fontsize=8)
     ax_good.set_ylim(-2, 102)

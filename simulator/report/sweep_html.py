@@ -12,15 +12,17 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsFloat, SupportsInt, cast
 
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.load import load_run
-from simulator.analysis.sizing import upgrade_point_row
+from simulator.analysis.metric_keys import FactKey, MetricKey, fact, figure
+from simulator.analysis.point_row import PointRow, read_point_row
 from simulator.analysis.steady import session_spans
 from simulator.analysis.target import target_of_runs
 from simulator.errors import InputError
@@ -35,33 +37,38 @@ def is_sizing_dir(path: Path) -> bool:
     return (path / "sweep.json").is_file() or (path / "size.json").is_file()
 
 
-def load_points(folder: Path) -> tuple[list[dict[str, Any]], list[str]]:
+def _by_sessions(rows: list[PointRow]) -> list[PointRow]:
+    return sorted(rows, key=lambda r: cast(int, r["requested_sessions"]))
+
+
+def load_points(folder: Path) -> tuple[list[PointRow], list[str]]:
     """(one row per point, SLO texts) from sweep.json or size.json (first seed's probes),
-    under today's names (`analysis.sizing.upgrade_point_row` reads older files)."""
+    under today's names (`analysis.point_row.read_point_row` reads older files)."""
     if (folder / "sweep.json").is_file():
-        rows = [upgrade_point_row(r) for r in json.loads((folder / "sweep.json").read_text())]
-        return sorted(rows, key=lambda r: r["requested_sessions"]), []
+        rows = [read_point_row(r) for r in json.loads((folder / "sweep.json").read_text())]
+        return _by_sessions(rows), []
     data = json.loads((folder / "size.json").read_text())
     dirs: dict[str, list[str]] = data.get("run_dirs", {})
     rows = []
     for p in data.get("probes", []):
         if p.get("seed_offset", 0):
             continue
-        row = upgrade_point_row(p)
+        row = read_point_row(p)
         runs = dirs.get(str(row["requested_sessions"]), [])
-        rows.append(row | {"run_dirs": runs[:1]})
-    return sorted(rows, key=lambda r: r["requested_sessions"]), list(data.get("slos", []))
+        row["run_dirs"] = runs[:1]
+        rows.append(row)
+    return _by_sessions(rows), list(data.get("slos", []))
 
 
-def _xy(rows: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _xy(rows: list[PointRow], key: MetricKey) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = np.array([r["requested_sessions"] for r in rows], dtype=float)
-    y = np.array([r.get(key) if isinstance(r.get(key), int | float) else np.nan for r in rows],
+    y = np.array([v if isinstance(v := r.get(key), int | float) else np.nan for r in rows],
                  dtype=float)
-    bad = np.array([r.get("steady_state") is False for r in rows])
+    bad = np.array([fact(r, "steady_state") is False for r in rows])
     return n, y, bad
 
 
-def _slo_lines(ax: Any, slos: list[str], key: str) -> None:
+def _slo_lines(ax: Axes, slos: list[str], key: str) -> None:
     """The SLOs judged on the figure `key` (an SLO on a metric reads its window's)."""
     for s in slos:
         for op in (">=", "<=", ">", "<"):
@@ -71,7 +78,7 @@ def _slo_lines(ax: Any, slos: list[str], key: str) -> None:
                 break
 
 
-def _metric_plot(rows: list[dict[str, Any]], panels: list[tuple[str, str, str | None]],
+def _metric_plot(rows: list[PointRow], panels: list[tuple[MetricKey, str, MetricKey | None]],
                  title: str, slos: list[str]) -> Figure:
     """One panel per (key, y label, whole-run key or None) against sessions."""
     fig = new_figure(10.0, 3.6)
@@ -97,7 +104,7 @@ def _metric_plot(rows: list[dict[str, Any]], panels: list[tuple[str, str, str | 
     return fig
 
 
-def _achieved_plot(rows: list[dict[str, Any]]) -> Figure:
+def _achieved_plot(rows: list[PointRow]) -> Figure:
     fig = new_figure(6.0, 4.0)
     ax = fig.add_subplot()
     n, ach, bad = _xy(rows, "achieved_sessions")
@@ -127,7 +134,7 @@ def active_sessions_steps(turns: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return t[order], np.cumsum(d[order])
 
 
-def _timeline_plot(rows: list[dict[str, Any]]) -> Figure | None:
+def _timeline_plot(rows: list[PointRow]) -> Figure | None:
     panels = [(r, r["run_dirs"][0]) for r in rows if r.get("run_dirs")]
     if not panels:
         return None
@@ -141,11 +148,11 @@ def _timeline_plot(rows: list[dict[str, Any]]) -> Figure | None:
             continue
         t, active = active_sessions_steps(turns)
         ax.step(t, active, where="post", color="tab:blue", lw=1)
-        ax.axhline(r["requested_sessions"], color="black", lw=0.6, ls="--")
-        lo, hi = r.get("window_start_s"), r.get("window_end_s")
+        ax.axhline(cast(int, r["requested_sessions"]), color="black", lw=0.6, ls="--")
+        lo, hi = fact(r, "window_start_s"), fact(r, "window_end_s")
         if lo is not None and hi is not None:
             ax.axvspan(lo, hi, color="tab:green", alpha=0.2)
-        flag = "steady" if r.get("steady_state") else f"NOT steady: {r.get('steady_state_reason')}"
+        flag = "steady" if fact(r, "steady_state") else f"NOT steady: {fact(r, 'steady_state_reason')}"
         ax.set_title(f"{r['requested_sessions']} sessions requested — {flag}", fontsize=8,
                      loc="left")
         ax.set_ylim(bottom=0)
@@ -156,8 +163,8 @@ def _timeline_plot(rows: list[dict[str, Any]]) -> Figure | None:
     return fig
 
 
-def _table_html(rows: list[dict[str, Any]]) -> str:
-    cols = [("requested_sessions", "requested", "{:d}"),
+def _table_html(rows: list[PointRow]) -> str:
+    cols: list[tuple[MetricKey | FactKey, str, str]] = [("requested_sessions", "requested", "{:d}"),
             ("achieved_sessions", "achieved", "{:.1f}"),
             ("steady_state", "steady", "{}"),
             ("window_aggregate_tok_s", "aggregate tok/s", "{:,.1f}"),
@@ -170,14 +177,14 @@ def _table_html(rows: list[dict[str, Any]]) -> str:
             ("usd_per_mtok", "whole-run $/1M tok", "{:.3f}"),
             ("steady_state_reason", "why not steady", "{}")]
 
-    def cell(fmt: str, v: Any) -> str:
+    def cell(fmt: str, v: object) -> str:
         if v is None:
             return "n/a"
         if isinstance(v, bool):
             return "yes" if v else "no"
         if fmt == "{:d}":
-            return str(int(v))
-        return fmt.format(v) if fmt == "{}" else fmt.format(float(v))
+            return str(int(cast(SupportsInt, v)))
+        return fmt.format(v) if fmt == "{}" else fmt.format(float(cast(SupportsFloat, v)))
 
     head = "".join(f"<th>{html.escape(h)}</th>" for _, h, _ in cols)
     body = "\n".join("<tr>" + "".join(f"<td>{html.escape(cell(f, r.get(k)))}</td>"
@@ -190,7 +197,7 @@ def _size_data(folder: Path) -> dict[str, Any] | None:
     return json.loads(f.read_text()) if f.is_file() else None
 
 
-def _target(folder: Path, rows: list[dict[str, Any]]) -> str:
+def _target(folder: Path, rows: list[PointRow]) -> str:
     """Hardware, model, quantisation and scenario: from size.json, else the first run."""
     data = _size_data(folder) or {}
     found = data.get("target") or target_of_runs(d for r in rows for d in r.get("run_dirs") or [])
@@ -231,7 +238,7 @@ def _probes_html(folder: Path) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("sessions", "seed", "passed", "failed",
                                              "per-session tok/s", "TTFT p95 s", "steady"))
 
-    def num(v: Any, fmt: str) -> str:
+    def num(v: object, fmt: str) -> str:
         return "n/a" if not isinstance(v, int | float) or isinstance(v, bool) else fmt.format(v)
 
     body = "\n".join(
@@ -239,10 +246,10 @@ def _probes_html(folder: Path) -> str:
             str(p["requested_sessions"]), f"+{p.get('seed_offset', 0)}",
             "yes" if p.get("passed") else "no",
             ", ".join(p.get("failed") or []) or "—",
-            num(p.get("window_per_session_tok_s"), "{:,.1f}"),
-            num(p.get("window_ttft_p95_s"), "{:.2f}"),
-            flag(p.get("steady_state")))) + "</tr>"
-        for p in map(upgrade_point_row, data["probes"]))
+            num(figure(p, "window_per_session_tok_s"), "{:,.1f}"),
+            num(figure(p, "window_ttft_p95_s"), "{:.2f}"),
+            flag(fact(p, "steady_state")))) + "</tr>"
+        for p in map(read_point_row, data["probes"]))
     return f"\n<h2>Probes, in the order run (repeats with other seeds included)</h2>\n" \
            f"<table><tr>{head}</tr>\n{body}</table>"
 
@@ -255,8 +262,8 @@ def render_sizing_report(folder: str | Path) -> Path:
     rows, slos = load_points(folder)
     if not rows:
         raise InputError(f"{folder}: no points to report on")
-    sim = any(r.get("simulated") for r in rows)
-    idle = any(r.get("usd_per_mtok_counts_idle") for r in rows)
+    sim = any(fact(r, "simulated") for r in rows)
+    idle = any(fact(r, "usd_per_mtok_counts_idle") for r in rows)
     figs: list[tuple[str, Figure | None]] = [
         ("Per-session tok/s and TTFT p95 vs sessions",
          _metric_plot(rows, [("window_per_session_tok_s", "per-session tok/s",

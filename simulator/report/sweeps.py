@@ -11,35 +11,39 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import SupportsFloat, cast
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from simulator.analysis.copy_sweep import break_even
+from simulator.analysis.copy_sweep import BreakEven, CopyRow, break_even
 from simulator.analysis.fleet_sizing import FleetSizing
-from simulator.analysis.policy_sweep import frontier_recall
-from simulator.analysis.tier_sizing import KNEE_SHARE, knee
+from simulator.analysis.metric_keys import fact, figure
+from simulator.analysis.point_row import PointRow, read_point_rows
+from simulator.analysis.policy_sweep import PolicyRow, frontier_recall, read_policy_rows
+from simulator.analysis.run_summary import record_of
+from simulator.analysis.tier_sizing import KNEE_SHARE, TierRow, knee, read_tier_rows
 from simulator.report import plots
 from simulator.report.console import format_sweep_table
 from simulator.report.plots import figure_png, legend_entries, new_figure
 from simulator.util.formats import number, percent
 
 
-def _dash(v: Any, fmt: str = ",.1f") -> str:
+def _dash(v: float | None, fmt: str = ",.1f") -> str:
     return "—" if v is None else format(v, fmt)
 
 
-def _na(v: Any, fmt: str = ".2f") -> str:
+def _na(v: float | None, fmt: str = ".2f") -> str:
     return "n/a" if v is None else format(float(v), fmt)
 
 
-def format_spec_table(rows: Sequence[dict[str, Any]]) -> str:
+def format_spec_table(rows: Sequence[PointRow]) -> str:
     """Plain-text table: N, then per setting per-session and N × per-session tok/s, and
     the ratio of N × per-session to the first setting's (>1: this setting wins)."""
     specs = list(dict.fromkeys(r["spec"] for r in rows))
     counts = list(dict.fromkeys(r["requested_sessions"] for r in rows))
-    by = {(r["spec"], r["requested_sessions"]): r for r in rows}
+    by: dict[tuple[str, int | None], PointRow] = {
+        (r["spec"], r["requested_sessions"]): r for r in rows}
     head = ["sessions"]
     for s in specs:
         head += [f"{s} per-session", f"{s} N×per-session"]
@@ -51,8 +55,8 @@ def format_spec_table(rows: Sequence[dict[str, Any]]) -> str:
         line = [str(n)]
         for s in specs:
             r = by.get((s, n), {})
-            agg = r.get("window_n_x_per_session_tok_s")
-            line += [_dash(r.get("window_per_session_tok_s")), _dash(agg, ",.0f")]
+            agg = figure(r, "window_n_x_per_session_tok_s")
+            line += [_dash(figure(r, 'window_per_session_tok_s')), _dash(agg, ",.0f")]
             if s != specs[0]:
                 line.append(f"{agg / base:.2f}×" if agg and base else "—")
         lines.append(line)
@@ -61,20 +65,20 @@ def format_spec_table(rows: Sequence[dict[str, Any]]) -> str:
                      for row in lines)
 
 
-def write_spec_plot(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
+def write_spec_plot(rows: Sequence[PointRow], path: str | Path) -> Path:
     """PNG: N × per-session (solid) and per-session (dashed) tok/s vs N per setting."""
     fig = new_figure(8.0, 4.5, right=1.0 - 0.8 / 8.0)
     ax = fig.add_subplot()
     ax2 = ax.twinx()
     for i, spec in enumerate(dict.fromkeys(r["spec"] for r in rows)):
         pts = [r for r in rows if r["spec"] == spec]
-        n = [r["requested_sessions"] for r in pts]
+        n = [cast(int, r["requested_sessions"]) for r in pts]
         color = f"C{i}"
         ax.plot(n, [r["window_n_x_per_session_tok_s"] or float("nan") for r in pts], "o-",
                 color=color, label=f"{spec}: N × per-session")
         ax2.plot(n, [r["window_per_session_tok_s"] or float("nan") for r in pts], "s--",
                  color=color, label=f"{spec}: per-session")
-    counts = sorted({r["requested_sessions"] for r in rows})
+    counts = sorted({r["requested_sessions"] or 0 for r in rows})
     ax.set_xscale("log", base=2)
     ax.set_xticks(counts, [str(x) for x in counts])
     ax.set(title="Speculative decoding: on or off, by number of sessions",
@@ -90,7 +94,7 @@ def write_spec_plot(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
     return path
 
 
-def format_break_even(b: Mapping[str, Any]) -> str:
+def format_break_even(b: BreakEven) -> str:
     """One line: where `spec` starts to pay for N sessions, and how that was found."""
     head = f"{b['requested_sessions']} session{'s' if b['requested_sessions'] != 1 else ''}, {b['spec']}"
     ref = _na(b.get("reference_tokens_per_pass"))
@@ -107,7 +111,7 @@ def format_break_even(b: Mapping[str, Any]) -> str:
     return f"{head}: no speed measured"
 
 
-def format_copy_table(rows: Sequence[dict[str, Any]]) -> str:
+def format_copy_table(rows: Sequence[CopyRow]) -> str:
     """Terminal table: per N and level, the reference tokens/pass, each speed, the
     ratio (min–max over seeds); then one break-even line per (N, setting)."""
     sim = any(r.get("simulated") for r in rows)
@@ -135,7 +139,7 @@ def format_copy_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join([title, *lines, *notes])
 
 
-def plot_copy(rows: Sequence[dict[str, Any]]) -> Any:
+def plot_copy(rows: Sequence[CopyRow]) -> Figure:
     """Speed ratio against the measured reference tokens/pass, one line per (N,
     setting), min–max over seeds as error bars, the break-even line at 1×."""
     fig = plots.new_figure(8.0, 4.8)
@@ -146,12 +150,16 @@ def plot_copy(rows: Sequence[dict[str, Any]]) -> Any:
                and r["ratio"] is not None]
         x = [r["reference_tokens_per_pass"] if r["reference_tokens_per_pass"] is not None
              else float("nan") for r in pts]
-        y = [r["ratio"] for r in pts]
-        err = [[r["ratio"] - r["ratio_min"] for r in pts], [r["ratio_max"] - r["ratio"] for r in pts]]
+        # a row with a ratio has its seeds' min and max (`copy_rows`)
+        y = [cast(float, r["ratio"]) for r in pts]
+        lo = [cast(float, r["ratio_min"]) for r in pts]
+        hi = [cast(float, r["ratio_max"]) for r in pts]
+        err = [[v - m for v, m in zip(y, lo, strict=True)],
+               [m - v for v, m in zip(y, hi, strict=True)]]
         ax.errorbar(x, y, yerr=err, fmt="o-", capsize=3, color=f"C{i % 10}",
                     label=f"{n} session{'s' if n != 1 else ''}, {spec}")
-        for r, xv in zip(pts, x, strict=True):
-            ax.annotate(f"{r['copy']:g}", (xv, r["ratio"]), textcoords="offset points",
+        for r, xv, yv in zip(pts, x, y, strict=True):
+            ax.annotate(f"{r['copy']:g}", (xv, yv), textcoords="offset points",
                         xytext=(4, -10), fontsize="x-small", color=f"C{i % 10}")
     ax.axhline(1.0, color="grey", ls="--", alpha=0.7)
     base = rows[0]["baseline"] if rows else "?"
@@ -165,7 +173,7 @@ def plot_copy(rows: Sequence[dict[str, Any]]) -> Any:
     return fig
 
 
-def write_copy_plot(rows: list[dict[str, Any]], path: str | Path) -> Path:
+def write_copy_plot(rows: Sequence[CopyRow], path: str | Path) -> Path:
     """Save the plot as PNG; returns its path."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -173,7 +181,7 @@ def write_copy_plot(rows: list[dict[str, Any]], path: str | Path) -> Path:
     return p
 
 
-def format_policy_table(rows: Sequence[dict[str, Any]]) -> str:
+def format_policy_table(rows: Sequence[PolicyRow]) -> str:
     """Terminal table: one line per value, speed beside recall (95% CI)."""
     sim = any(r.get("simulated") for r in rows)
     head = ["value", "runs", "sustained tok/s (min–max)", "cache read", "retention",
@@ -209,7 +217,7 @@ def format_policy_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join([title, *lines, *notes])
 
 
-def plot_frontier(rows: Sequence[dict[str, Any]]) -> Figure:
+def plot_frontier(rows: Sequence[PolicyRow]) -> Figure:
     """Sustained tok/s against probe recall, one point per value (recall's 95% interval
     as a horizontal bar), the frontier joined."""
     fig = plots.new_figure(8.0, 5.0)
@@ -218,7 +226,7 @@ def plot_frontier(rows: Sequence[dict[str, Any]]) -> Figure:
            and frontier_recall(r)[0] is not None]
     for r in pts:
         rec, lo, hi = frontier_recall(r)
-        x, y = 100 * float(rec or 0.0), float(r["sustained_tok_s"])
+        x, y = 100 * float(rec or 0.0), float(cast(SupportsFloat, r["sustained_tok_s"]))
         xerr = None if lo is None or hi is None else [[x - 100 * float(lo)], [100 * float(hi) - x]]
         ax.errorbar([x], [y], xerr=xerr, fmt="o", capsize=3,
                     label=f"{r['value']} ({percent(r.get('fact_retention'))} retained)")
@@ -229,22 +237,22 @@ def plot_frontier(rows: Sequence[dict[str, Any]]) -> Figure:
                    key=lambda r: float(frontier_recall(r)[0] or 0.0))
     if len(front) > 1:
         ax.plot([100 * float(frontier_recall(r)[0] or 0.0) for r in front],
-                [float(r["sustained_tok_s"]) for r in front], "--", color="grey",
-                alpha=0.6, label="frontier")
+                [float(cast(SupportsFloat, r["sustained_tok_s"])) for r in front], "--",
+                color="grey", alpha=0.6, label="frontier")
     sim = any(r.get("simulated") for r in rows)
     setting = rows[0]["setting"] if rows else ""
     ax.set(title=f"Speed vs recall over {setting} — {plots.mode_word(sim)}",
            xlabel="probe recall (%) at the scheduled probes (every_turns, the end)",
            ylabel="sustained tok/s (per session)")
     ax.set_xlim(-2, 102)
-    top = max((float(r["sustained_tok_s"]) for r in pts), default=1.0)
+    top = max((float(cast(SupportsFloat, r["sustained_tok_s"])) for r in pts), default=1.0)
     ax.set_ylim(0, 1.15 * top)             # room for the labels above the top point
     ax.grid(alpha=0.3)
     plots.legend_below(fig, ax, ncol=3)
     return fig
 
 
-def write_frontier_plot(rows: list[dict[str, Any]], path: Any) -> Any:
+def write_frontier_plot(rows: Sequence[PolicyRow], path: str | Path) -> Path:
     """Save the speed–recall plot as PNG; returns its path."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -257,7 +265,7 @@ def _age_key(label: str) -> float:
     return float(head) if head.isdigit() else float("inf")
 
 
-def plot_recall_by_age(series: Sequence[tuple[str, dict[str, Any]]], *,
+def plot_recall_by_age(series: Sequence[tuple[str, Mapping[str, Mapping[str, float | None]]]], *,
                        simulated: bool) -> Figure:
     """Probe recall (solid) and fact retention (dotted) against fact age, one line per
     run or policy (`recall_by_age` breakdowns)."""
@@ -282,7 +290,7 @@ def plot_recall_by_age(series: Sequence[tuple[str, dict[str, Any]]], *,
     return fig
 
 
-def write_age_plot(rows: Sequence[dict[str, Any]], path: Any) -> Any:
+def write_age_plot(rows: Sequence[PolicyRow], path: str | Path) -> Path:
     """Save recall vs fact age, one line per swept value, as PNG; returns its path."""
     p = Path(path)
     p.write_bytes(figure_png(plot_recall_by_age(
@@ -291,8 +299,9 @@ def write_age_plot(rows: Sequence[dict[str, Any]], path: Any) -> Any:
     return p
 
 
-def format_tier_table(rows: Sequence[dict[str, Any]]) -> str:
+def format_tier_table(data: Sequence[Mapping[str, object]]) -> str:
     """One line per tier size: sessions meeting the SLOs, range, binding, cards."""
+    rows = read_tier_rows(data)
     head = ["tier GiB", "policy", "sessions", "range", "binding", "cards"]
     table = [head]
     for r in rows:
@@ -313,7 +322,7 @@ def format_tier_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(["sessions per card by host KV tier — SIMULATED (twin)", *lines, *notes])
 
 
-def plot_tiers(rows: Sequence[dict[str, Any]]) -> Figure:
+def plot_tiers(rows: Sequence[TierRow]) -> Figure:
     """Sessions meeting the SLOs against tier size, one line per policy."""
     fig = new_figure(7.0, 4.0)
     ax = fig.add_subplot()
@@ -339,9 +348,10 @@ def format_fleet_sizing(f: FleetSizing) -> str:
                 f"more than {f.max_replicas} replicas")
              + (f" (division said {f.division})" if f.division else "")]
     for p in sorted(f.probes, key=lambda p: p.replicas):
-        s, fl = p.summary, p.summary.get("fleet") or {}
-        tok, ttft = s.get("window_per_session_tok_s"), s.get("window_ttft_p95_s")
-        share = fl.get("cache_read_share")
+        s = record_of(p.summary)
+        fl = fact(s, "fleet") or {}
+        tok, ttft = figure(s, "window_per_session_tok_s"), figure(s, "window_ttft_p95_s")
+        share = cast(float | None, fl.get("cache_read_share"))
         lines.append(f"  R={p.replicas:>3}: {'pass' if p.passed else 'FAIL'}"
                      + (f"  per-session {tok:,.1f} tok/s" if tok is not None else "")
                      + (f", TTFT p95 {ttft:.2f} s" if ttft is not None else "")
@@ -350,14 +360,14 @@ def format_fleet_sizing(f: FleetSizing) -> str:
     return "\n".join(lines)
 
 
-def write_tier_plot(rows: Sequence[dict[str, Any]], path: Path) -> Path:
+def write_tier_plot(rows: Sequence[Mapping[str, object]], path: Path) -> Path:
     """Save the sessions-per-tier plot as PNG; returns its path."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(figure_png(plot_tiers(rows)))
+    path.write_bytes(figure_png(plot_tiers(read_tier_rows(rows))))
     return path
 
 
-def _policy_plots(rows: list[dict[str, Any]], path: Path) -> list[Path]:
+def _policy_plots(rows: Sequence[PolicyRow], path: Path) -> list[Path]:
     out = [Path(write_frontier_plot(rows, path))]
     if any(r.get("probe_requests") for r in rows):
         out.append(Path(write_age_plot(rows, path.with_name("recall-vs-age.png"))))
@@ -366,15 +376,24 @@ def _policy_plots(rows: list[dict[str, Any]], path: Path) -> list[Path]:
 
 @dataclass(frozen=True)
 class Renderer:
-    """How a sweep kind's rows are shown: a table and the plots written beside it."""
+    """How a sweep kind's rows are shown: a table and the plots written beside it (rows
+    as the sweep made them or its JSON holds them; each kind reads its own record)."""
 
-    table: Callable[[list[dict[str, Any]]], str]
-    write: Callable[[list[dict[str, Any]], Path], list[Path]]
+    table: Callable[[Sequence[Mapping[str, object]]], str]
+    write: Callable[[Sequence[Mapping[str, object]], Path], list[Path]]
+
+
+def _copy_rows(rows: Sequence[Mapping[str, object]]) -> list[CopyRow]:
+    return [cast(CopyRow, r) for r in rows]
 
 
 RENDER: Mapping[str, Renderer] = {
-    "sweep": Renderer(format_sweep_table, lambda rows, p: [plots.write_sweep_plot(rows, p)]),
-    "spec-sweep": Renderer(format_spec_table, lambda rows, p: [write_spec_plot(rows, p)]),
-    "policy-sweep": Renderer(format_policy_table, _policy_plots),
-    "copy-sweep": Renderer(format_copy_table, lambda rows, p: [write_copy_plot(rows, p)]),
+    "sweep": Renderer(lambda rows: format_sweep_table(read_point_rows(rows)),
+                      lambda rows, p: [plots.write_sweep_plot(read_point_rows(rows), p)]),
+    "spec-sweep": Renderer(lambda rows: format_spec_table(read_point_rows(rows)),
+                           lambda rows, p: [write_spec_plot(read_point_rows(rows), p)]),
+    "policy-sweep": Renderer(lambda rows: format_policy_table(read_policy_rows(rows)),
+                             lambda rows, p: _policy_plots(read_policy_rows(rows), p)),
+    "copy-sweep": Renderer(lambda rows: format_copy_table(_copy_rows(rows)),
+                           lambda rows, p: [write_copy_plot(_copy_rows(rows), p)]),
 }

@@ -12,10 +12,11 @@ as `unused`. `FleetProfile` is the team search behind a router (`search.FleetSea
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from dataclasses import dataclass
 
 from simulator.analysis.fleet_sizing import FleetProbe, FleetSizing
+from simulator.analysis.run_summary import RunSummary
 from simulator.analysis.search import (
     FleetSearch,
     GallopSearch,
@@ -73,7 +74,7 @@ class SizeProfile:
 
     def _search(self, search: SerialSearch, seed_offset: int, width: int,
                 probes: list[Probe], unused: list[Probe],
-                figures: dict[int, Mapping[str, object]] | None = None,
+                figures: dict[int, RunSummary] | None = None,
                 ) -> Generator[list[Point], list[PointResult], dict[int, bool]]:
         """Run `search` to its end; each probe's figures go into `figures` (the
         search's own, when it reads them) as its result comes in."""
@@ -99,7 +100,7 @@ class SizeProfile:
     def plan(self, width: int) -> Generator[list[Point], list[PointResult], SizingResult]:
         res = SizingResult(0, self.slos, self.max_sessions, team_sessions=self.team_sessions,
                            reseeded=True)
-        figures: dict[int, Mapping[str, object]] = {}
+        figures: dict[int, RunSummary] = {}
         first = SloSearch(self.max_sessions, slos=self.slos, figures=figures)
         known = yield from self._search(first, 0, width, res.probes, res.unused, figures)
         lo, hi, _ = first.bounds(known)
