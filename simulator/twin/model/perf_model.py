@@ -443,13 +443,11 @@ class RooflinePerfModel:
         # (gpu_model_runner._calc_spec_decode_metadata: logits_indices)
         t_comp = (self._t_flop_tok * t + self._t_flop_seq * (n + shape.draft_tokens)
                   + self._t_pair * shape.attn_token_pairs)
+        roof = t_mem if t_mem > t_comp else t_comp
         if self._serial:
             # a CPU card: the cores stream and compute in turn (`eta_overlap` < 1)
-            roof = (t_mem + self._serial * t_comp if t_mem > t_comp
-                    else t_comp + self._serial * t_mem)
-            step = self._t0 + self._t_seq * n + roof
-        else:
-            step = self._t0 + self._t_seq * n + (t_mem if t_mem > t_comp else t_comp)
+            roof += self._serial * (t_comp if t_mem > t_comp else t_mem)
+        step = self._t0 + self._t_seq * n + roof
         if shape.prefill_tokens and (self._t_lin_tok or self._t_ctx_tok):
             step += self.hybrid_prefill_time(shape)
         if self.spec is not None:
@@ -464,8 +462,10 @@ class RooflinePerfModel:
 
     def decode_terms(self, n: int) -> DecodeTerms | None:
         """`step_time`'s terms for a pure-decode step of n sequences (one token each), so
-        the engine's decode fast path can compute step times inline; None for n ≤ 0 or a
-        subclass with its own `step_time`. Ordered exactly as `step_time` computes."""
+        the engine's decode fast path can compute step times inline; None for n ≤ 0, a
+        subclass with its own `step_time`, or a card that adds memory and compute time
+        (`eta_overlap` < 1: the terms hold the longer of the two only). Ordered exactly
+        as `step_time` computes."""
         if n <= 0 or type(self).step_time is not RooflinePerfModel.step_time or self._serial:
             return None
         eeff = self._eeff[n] if n < len(self._eeff) else self._eeff_max
