@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from simulator.errors import InputError  # noqa: E402
-from simulator.twin.model.card_fit import FitGroup, CardFit, fit_card, perf_for  # noqa: E402
+from simulator.twin.model.card_fit import CardFit, FitGroup, fit_card, perf_for  # noqa: E402
 from simulator.twin.model.fit import BenchRuns, predict  # noqa: E402
 from simulator.twin.model.perf_model import RooflinePerfModel, build_perf_model  # noqa: E402
 from simulator.twin.model.profiles import (  # noqa: E402

@@ -176,8 +176,7 @@ def show_command(twin: str | None, hardware: str, model: str, spec: str, context
     the defaults it sets. `endurance twin show a40/qwen3-coder-30b-a3b-awq` shows one
     twin (as --twin names it) instead of --hardware × --model."""
     from simulator.twin.model.perf_model import build_perf_model
-    from simulator.twin.model.profiles import parse_twin
-    from simulator.twin.model.profiles import kernel_family
+    from simulator.twin.model.profiles import kernel_family, parse_twin
     from simulator.twin.model.spec_terms import spec_terms
     from simulator.twin.model.term_sources import term_sources
     if twin:

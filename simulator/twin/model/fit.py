@@ -19,7 +19,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from simulator.errors import InputError
-from simulator.twin.model.perf_model import RooflinePerfModel, decode_tok_s, prefill_seconds
 from simulator.twin.bench.closed_loop import (
     MAX_CONCURRENCY,
     MAX_PROMPTS,
@@ -28,6 +27,7 @@ from simulator.twin.bench.closed_loop import (
     BenchResult,
     run_bench,
 )
+from simulator.twin.model.perf_model import RooflinePerfModel, decode_tok_s, prefill_seconds
 from simulator.twin.model.point_checks import (
     MAX_PROMPT_LOOKUP,
     BenchMetric,

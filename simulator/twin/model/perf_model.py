@@ -536,8 +536,8 @@ class RooflinePerfModel:
             "kv_capacity_tokens": self.kv_capacity_tokens(),
             **self._describe_tier(),
             "num_blocks": self.num_blocks,
-            "efficiency": self.efficiency.model_dump(exclude={"source"} | {
-                t for t in UNSET_WHEN_ZERO if getattr(self.efficiency, t) == 0}),
+            "efficiency": {k: v for k, v in self.efficiency.model_dump(
+                exclude={"source"}).items() if not (k in UNSET_WHEN_ZERO and v == 0)},
             "calibration_source": self.efficiency_source,
         }
 

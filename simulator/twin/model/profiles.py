@@ -392,7 +392,8 @@ _SOURCED_WHEN_SET = {"linear_attn_flops_per_token", "linear_attn_bytes_per_token
 
 
 def _numeric_fields(model: BaseModel) -> list[str]:
-    skip = {"efficiency", "efficiency_family", "card_terms", "families", "engine", "host_link", "kv_links", "sources", "speculation",
+    skip = {"efficiency", "efficiency_family", "card_terms", "families", "engine",
+            "host_link", "kv_links", "sources", "speculation",
             "quantizations", "sliding_window", "drafters", "spec_disables_cuda_graphs",
             "kv_dtype_default", "generation_config",
             "attn_flops_per_pair", "kv_cache_bytes", "recurrent_state_bytes_per_layer"}

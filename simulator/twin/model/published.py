@@ -28,7 +28,6 @@ from simulator.twin.model.fit import Observation
 from simulator.twin.model.point_checks import BenchMetric
 from simulator.twin.model.profiles import (
     HardwareProfile,
-    ModelProfile,
     kernel_family,
     known_names,
     load_hardware,
