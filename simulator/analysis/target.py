@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from simulator.errors import InputError
-from simulator.records.manifest import Manifest, read_manifest
+from simulator.records.manifest import EndpointFacts, Manifest, read_manifest
 
 
 def describe_target(manifest: Manifest) -> str:
@@ -29,7 +29,7 @@ def describe_target(manifest: Manifest) -> str:
                 "twin-pd": f"in-process twin, P/D {_or(ep.prefill)} prefill : "
                            f"{_or(ep.decode)} decode"}.get(str(kind), "in-process twin")
         return (f"hardware {_or(ep.hardware)}{desc}, model {name}, quantization "
-                f"{_or(ep.quantization)} — SIMULATED ({what}); {scenario}")
+                f"{_or(ep.quantization)} — SIMULATED ({what}){estimate_note(ep)}; {scenario}")
     if manifest.http_twin:
         scale = "?" if manifest.time_scale is None else manifest.time_scale
         return (f"hardware {_or(manifest.http_twin_hardware)}, model "
@@ -39,6 +39,19 @@ def describe_target(manifest: Manifest) -> str:
     model = None if resolved is None else resolved.model
     return (f"real endpoint {_or(ep.url)}, model {_or(model)} "
             f"(hardware and quantization as the server runs them); {scenario}")
+
+
+ESTIMATE = "estimate: "     # `twin.model.profiles.ESTIMATE`: a label of borrowed terms
+
+
+def estimate_note(ep: EndpointFacts) -> str:
+    """', ESTIMATE: terms borrowed from …' when the twin runs on terms fitted on another
+    card or kernel family (its calibration source's first clause), else ''."""
+    src = ep.calibration_source or ""
+    if not src.startswith(ESTIMATE):
+        return ""
+    head = src[len(ESTIMATE):].split(" (", 1)[0].split(";", 1)[0]
+    return f", ESTIMATE: {head}"
 
 
 def _or(v: str | None) -> str:

@@ -176,8 +176,9 @@ def show_command(twin: str | None, hardware: str, model: str, spec: str, context
     the defaults it sets. `endurance twin show a40/qwen3-coder-30b-a3b-awq` shows one
     twin (as --twin names it) instead of --hardware × --model."""
     from simulator.twin.model.perf_model import build_perf_model
-    from simulator.twin.model.profiles import parse_twin
+    from simulator.twin.model.profiles import kernel_family, parse_twin
     from simulator.twin.model.spec_terms import spec_terms
+    from simulator.twin.model.term_sources import term_sources
     if twin:
         hardware, model = parse_twin(twin)
     console = Console()
@@ -186,6 +187,14 @@ def show_command(twin: str | None, hardware: str, model: str, spec: str, context
         pm = build_perf_model(card, model, spec=spec, overrides=over)
         console.print(version_line(pm), highlight=False, markup=False)
         console.print(roofline_line(pm), highlight=False, markup=False)
+        console.print(f"{pm.hardware.name} terms: {pm.efficiency_source}", highlight=False,
+                      markup=False)
+        terms = Table(title=f"{pm.hardware.name} × {pm.model.name}: card and kernel terms")
+        for col in ("term", "of", "value", "source"):
+            terms.add_column(col, overflow="fold")
+        for ts in term_sources(pm.card, kernel_family(pm.model, pm.quantization)):
+            terms.add_row(ts.term, ts.kind, f"{ts.value:.4g}", ts.source)
+        console.print(terms)
         table = Table(title=f"{pm.hardware.name} × {pm.model.name}, {spec}: speculation terms")
         for col in ("term", "value", "status", "formula", "source"):
             table.add_column(col, overflow="fold")

@@ -73,6 +73,9 @@ class EndpointFacts:
     router: str | None = None
     prefill: str | None = None
     decode: str | None = None
+    # where the twin's terms come from (`efficiency_for`'s label; "estimate: …" when
+    # some are borrowed from another card or kernel family)
+    calibration_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -342,7 +345,8 @@ def _endpoint(raw: JsonObject) -> EndpointFacts:
         hardware_description=_text(hw.get("description")),
         model_name=_text(model.get("name")), quantization=_text(model.get("quantization")),
         replicas=_text(raw.get("replicas")), router=_text(raw.get("router")),
-        prefill=_text(raw.get("prefill")), decode=_text(raw.get("decode")))
+        prefill=_text(raw.get("prefill")), decode=_text(raw.get("decode")),
+        calibration_source=_text(profile.get("calibration_source")))
 
 
 def _run_settings(raw: JsonObject, where: str) -> RunSettings:

@@ -51,3 +51,17 @@ def test_describe_target_names_a_real_endpoint_and_the_http_twin() -> None:
         "endpoint": {"url": "http://127.0.0.1:1"}, "scenario": "s",
         "http_twin": {"hardware": "a40", "model": "q"}, "time_scale": 20.0}, "m"))
     assert "SIMULATED (HTTP twin" in http and "time scale 20.0" in http and "hardware a40" in http
+
+
+def test_describe_target_says_when_the_twin_borrows_its_terms() -> None:
+    """Issue 56: an answer made on borrowed terms carries 'ESTIMATE: …' (the label's
+    first clause); a twin on its own fit says nothing more."""
+    from simulator.twin.model.perf_model import build_perf_model
+
+    def target(card: str) -> str:
+        profile = build_perf_model(card, "qwen3-coder-30b-a3b-awq").describe()
+        return describe_target(parse_manifest({
+            "endpoint": {"kind": "twin-inprocess", "hardware": card, "profile": profile},
+            "scenario": "s"}, "m"))
+    assert "ESTIMATE: terms borrowed from the a40 fit;" in target("l40s")
+    assert "ESTIMATE" not in target("a40")

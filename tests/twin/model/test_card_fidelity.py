@@ -1,0 +1,37 @@
+"""Issue 56: each card's out-of-sample error against published vLLM measurements stays
+within 2 points of the figure `benchmarks/card_fidelity.py` recorded for the shipped
+profiles (benchmarks/data/card_fidelity.json), as AIConfigurator gates its own."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+RECORD = ROOT / "benchmarks" / "data" / "card_fidelity.json"
+TOLERANCE_POINTS = 2.0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not RECORD.is_file(), reason="no recorded card fidelity yet")
+def test_out_of_sample_mae_does_not_grow() -> None:
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.card_fidelity import DATA, METRICS, mae, score
+    from simulator.twin.model.published import load_published
+    recorded = json.loads(RECORD.read_text())
+    rows = load_published(DATA).rows
+    checked = 0
+    for card, figures in recorded.items():
+        oos = [r for r in rows if r.card == card and r.split == "out_of_sample"]
+        scored = score(oos)
+        for metric in METRICS:
+            was, now = figures.get(metric), mae(scored, metric)
+            if was is None:
+                continue
+            checked += 1
+            assert now is not None and now <= was + TOLERANCE_POINTS, (
+                f"{card} {metric}: out-of-sample MAE {now} > recorded {was} + 2")
+    assert checked > 0
