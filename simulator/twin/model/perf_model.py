@@ -38,6 +38,7 @@ from simulator.twin.model.profiles import (
     HardwareProfile,
     ModelProfile,
     efficiency_for,
+    kernel_family,
     load_engine_settings,
     load_hardware,
     load_model,
@@ -128,6 +129,26 @@ def weight_bytes(model: ModelProfile, quantization: str | None = None) -> Weight
     return WeightBytes(total * scale, (dense + head) * scale, expert * scale)
 
 
+# terms added after manifests recorded every term: left out of `describe` while 0, so
+# a twin without them records what it recorded before
+UNSET_WHEN_ZERO = ("mixed_step_s", "mixed_seq_s", "allreduce_s")
+# an all-reduce's link when the card names none (PCIe 4.0 x16, ~80% sustained)
+DEFAULT_TP_LINK_BYTES_S = 25e9
+
+
+def tp_group(hardware: HardwareProfile, tp: int) -> HardwareProfile:
+    """`tp` cards of `hardware` as one: memory, bandwidth and FLOPs add (vLLM shards every
+    linear layer's weights and the KV heads over them)."""
+    if tp == 1:
+        return hardware
+    return hardware.model_copy(update={
+        "name": f"{hardware.name}×{tp}", "memory_bytes": hardware.memory_bytes * tp,
+        "bandwidth_bytes_s": hardware.bandwidth_bytes_s * tp,
+        "tflops": {k: v * tp for k, v in hardware.tflops.items()},
+        "kv_cache_bytes": None if hardware.kv_cache_bytes is None
+        else hardware.kv_cache_bytes * tp})
+
+
 # The twin's block pool holds per-block lists (~150 bytes a block): 2M blocks (32M
 # tokens at 16 per block) keep it near 300 MiB; a larger budget is refused, not allocated.
 MAX_KV_BLOCKS = 2**21
@@ -139,6 +160,9 @@ class RooflinePerfModel:
     def __init__(self, hardware: HardwareProfile, model: ModelProfile, engine: EngineSettings,
                  efficiency: Efficiency, *, efficiency_source: str = "",
                  quantization: str | None = None) -> None:
+        self.tp = engine.tensor_parallel_size
+        self.card = hardware                  # one card (`hardware`: the TP group)
+        hardware = tp_group(hardware, self.tp)
         self.hardware, self.model, self.engine = hardware, model, engine
         self.efficiency, self.efficiency_source = efficiency, efficiency_source
         self.quantization = quantization or model.quantization
@@ -220,7 +244,7 @@ class RooflinePerfModel:
             pool = float(hw.kv_cache_bytes)
         else:
             pool = (self.engine.gpu_memory_utilization * hw.memory_bytes
-                    - self.weights.total - eff.reserve_bytes)
+                    - self.weights.total - eff.reserve_bytes * self.tp)
         return pool
 
     def kv_pool_tokens(self) -> float:
@@ -261,7 +285,7 @@ class RooflinePerfModel:
         if hw.kv_cache_bytes is not None:
             return float(hw.kv_cache_bytes)
         return (self.engine.gpu_memory_utilization * hw.memory_bytes - weights_total
-                - self.efficiency.reserve_bytes)
+                - self.efficiency.reserve_bytes * self.tp)
 
     def kv_capacity_tokens(self) -> int:
         """Tokens of KV the card holds (what vLLM logs as 'GPU KV cache size')."""
@@ -271,6 +295,7 @@ class RooflinePerfModel:
     def _precompute(self) -> None:
         eff, bw, m = self.efficiency, self.hardware.bandwidth_bytes_s, self.model
         self._t0, self._t_seq, self._kv_half = eff.t0_s, eff.t_seq_s, eff.kv_half_seqs
+        self._t_mixed, self._t_mixed_seq = eff.mixed_step_s, eff.mixed_seq_s
         self._tw_dense = self.weights.dense_read / (eff.eta_w * bw)
         self._tw_expert = 0.0
         self._eeff: list[float] = [0.0]
@@ -295,7 +320,22 @@ class RooflinePerfModel:
         self._t_ctx_tok = m.context_flops_per_token / (eff.eta_c * self.peak_flops)
         self._t_lin_tok = max(m.linear_attn_flops_per_token / (eff.eta_attn * self.peak_flops),
                               m.linear_attn_bytes_per_token / (eff.eta_kv * bw))
+        if self.tp > 1:
+            self._precompute_tp()
         self._precompute_spec()
+
+    def _precompute_tp(self) -> None:
+        """Tensor parallelism: two all-reduces per layer per step (after attention and
+        after the MLP, `RowParallelLinear`), each a fixed cost (`allreduce_s`: in t0)
+        plus the step's activations, tokens × hidden × 2 bytes, over the link: a ring
+        moves 2(tp − 1)/tp of them per card (per token: with the GEMMs, serial)."""
+        m, tp = self.model, self.tp
+        lay = m.layers
+        layers = lay.full_attention + lay.linear_attention + lay.sliding_attention
+        link = self.card.kv_links.get("nvlink")
+        bw = link.bytes_s if link is not None else DEFAULT_TP_LINK_BYTES_S
+        self._t0 += 2 * layers * self.efficiency.allreduce_s
+        self._t_flop_tok += 2 * layers * m.hidden_size * 2.0 * 2.0 * (tp - 1) / tp / bw
 
     def _precompute_spec(self) -> None:
         """Speculation's terms, each named in `spec_time` with its source."""
@@ -448,8 +488,11 @@ class RooflinePerfModel:
             # a CPU card: the cores stream and compute in turn (`eta_overlap` < 1)
             roof += self._serial * (t_comp if t_mem > t_comp else t_mem)
         step = self._t0 + self._t_seq * n + roof
-        if shape.prefill_tokens and (self._t_lin_tok or self._t_ctx_tok):
-            step += self.hybrid_prefill_time(shape)
+        if shape.prefill_tokens:
+            # the mixed step: prefill chunks (beside decodes) leave the full CUDA graph
+            step += self._t_mixed + self._t_mixed_seq * n
+            if self._t_lin_tok or self._t_ctx_tok:
+                step += self.hybrid_prefill_time(shape)
         if self.spec is not None:
             step += self.spec_time(shape)
         return step
@@ -493,13 +536,15 @@ class RooflinePerfModel:
             "kv_capacity_tokens": self.kv_capacity_tokens(),
             **self._describe_tier(),
             "num_blocks": self.num_blocks,
-            "efficiency": self.efficiency.model_dump(exclude={"source"}),
+            "efficiency": self.efficiency.model_dump(exclude={"source"} | {
+                t for t in UNSET_WHEN_ZERO if getattr(self.efficiency, t) == 0}),
             "calibration_source": self.efficiency_source,
         }
 
 
     def _undescribed(self) -> set[str]:
-        return {"sources"} if self.engine.kv_offload_gib > 0 else {"sources", "kv_offload_gib"}
+        quiet = {"sources"} if self.engine.kv_offload_gib > 0 else {"sources", "kv_offload_gib"}
+        return quiet if self.tp > 1 else quiet | {"tensor_parallel_size"}
 
     def _describe_tier(self) -> dict[str, Any]:
         """The host KV tier's size and link, only when one is configured (tier off
@@ -543,7 +588,7 @@ def build_perf_model(hardware: str, model: str, *, spec: str = "off",
         over.pop("kv_dtype", None)
         if mp.kv_dtype_default is not None and "kv_dtype" not in hw.engine:
             over["kv_dtype"] = mp.kv_dtype_default
-    eff, source = efficiency_for(hw)
+    eff, source = efficiency_for(hw, kernel_family(mp, str(quant) if quant else None))
     eff_keys = {k: over.pop(k) for k in list(over) if k in Efficiency.model_fields}
     if eff_keys:
         eff = eff.model_copy(update=eff_keys)
