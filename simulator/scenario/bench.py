@@ -119,7 +119,6 @@ def expand(data: Mapping[str, Any]) -> dict[str, Any]:
         "output_control": "max_tokens",
         "arrival": ({"pattern": "poisson", "rate_per_s": spec.request_rate}
                     if spec.request_rate is not None else {"pattern": "all_at_once"}),
-        "compaction": {"kind": "none"},
         # a failed request counts as failed, as vLLM's client does (no retry)
         "retry": {**_plain(data.get("retry")), "max_attempts": 1},
     }
