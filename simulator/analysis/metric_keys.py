@@ -51,7 +51,7 @@ LabelKey = Literal["ngram_reference_tokens"]   # the metrics whose value is a la
 MetricKey = NumberKey | LabelKey
 
 FactKey = Literal[
-    "cache_shared_source", "compaction_messages_removed", "compaction_tokens_removed",
+    "bench", "cache_shared_source", "compaction_messages_removed", "compaction_tokens_removed",
     "compactions_by_kind", "contains_verbatim_content", "deadline_reached", "energy_source",
     "engine", "errors_by_type", "failed_sessions", "fleet", "goodput_slo", "kv_tier",
     "price_per_hour", "ramp", "recall_by_age", "recall_by_compactions_crossed",
@@ -68,7 +68,7 @@ TextFact = Literal["steady_state_reason", "saturated_reason", "status", "status_
                    "run_id", "cache_shared_source", "recall_ci_unit", "energy_source"]
 NumberFact = Literal["price_per_hour", "window_start_s", "window_end_s", "time_scale",
                      "compaction_messages_removed", "compaction_tokens_removed"]
-BlockFact = Literal["engine", "twin", "fleet", "kv_tier", "goodput_slo", "ramp",
+BlockFact = Literal["engine", "twin", "fleet", "kv_tier", "goodput_slo", "ramp", "bench",
                     "recall_by_kind", "recall_by_age", "retention_by_state",
                     "recall_by_compactions_crossed"]
 
@@ -210,6 +210,7 @@ class SummaryRecord(RecallRecord, total=False):
     fleet: Mapping[str, object] | None
     goodput_slo: Mapping[str, object]
     ramp: Mapping[str, object]
+    bench: Mapping[str, object]
     steady_state: bool | None
     steady_state_reason: str | None
     window_start_s: float | None

@@ -401,6 +401,7 @@ FACT_KEYS: frozenset[FactKey] = frozenset({
     "fleet",   # replicas behind a router: per replica and aggregate (`analysis/fleet.py`)
     "goodput_slo",   # the per-request SLO the goodput figures count (`analysis/goodput.py`)
     "ramp",   # a stepped ramp's steps, windows, verdicts and answer (`analysis/ramp.py`)
+    "bench",  # a benchmark run's figures by vLLM's definitions (`analysis/bench.py`)
     # steady state: flags and bounds (`analysis/steady.py`)
     "steady_state", "steady_state_reason", "window_start_s", "window_end_s",
     "usd_per_mtok_counts_idle",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from simulator.cli._app import main
+from simulator.cli.bench_options import bench_options, bench_overrides
 from simulator.scenario.load import load_scenario
 
 if TYPE_CHECKING:
@@ -152,6 +153,7 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
 @main.command()
 @click.argument("scenario", type=click.Path(dir_okay=False), required=False)
 @common_run_options
+@bench_options
 @click.option("--sessions", type=int, callback=at_least_one, help="Concurrent sessions.")
 @click.option("--label", help="A label for this run (shown in reports).")
 @click.option("--quiet", is_flag=True, help="No progress display (same as --progress off).")
@@ -211,7 +213,10 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
         reset_prefix_cache: bool = False, ramp: str | None = None, hold: str = "3m",
         max_step: str = "30m", progress: str = "auto", progress_every: float = 30.0,
         metrics_port: str | None = None, metrics_hold: float = 0.0,
-        scrape: tuple[str, ...] = ()) -> None:
+        scrape: tuple[str, ...] = (), bench: str | None = None,
+        concurrency: int | None = None, requests: int | None = None,
+        request_rate: float | None = None, num_warmups: int | None = None,
+        prefix_share: float | None = None, lengths: str | None = None) -> None:
     """Run SCENARIO and write results/<run-id>/ (the last line printed is its path).
 
     Exit codes: 0 completed, 1 failed (or endpoint unreachable / rejecting us),
@@ -221,6 +226,13 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
     from simulator.run.execute import execute
     from simulator.run.spec import RunSpec
 
+    benched = bench_overrides(bench, concurrency, requests, request_rate, num_warmups,
+                              prefix_share, lengths)
+    if benched:
+        check_bench_flags(sessions, turns, ramp, resume)
+        if scenario is None:
+            from simulator.scenario.bench import BUNDLED
+            scenario = str(BUNDLED)
     if (scenario is None) == (resume is None):
         raise InputError("run: give a SCENARIO file, or --resume RUN_DIR (not both)")
     check_ramp_flags(ramp, sessions, sets)
@@ -231,7 +243,8 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
         except ValueError as exc:
             raise InputError(str(exc)) from None
     plan = _step_ramp(ramp, hold, max_step, workers, executor) if ramp is not None else None
-    rs = RunSpec(scenario or "", scenario_overrides(sessions, turns, seed, model, sets),
+    rs = RunSpec(scenario or "", scenario_overrides(sessions, turns, seed, model,
+                                                    (*benched, *sets)),
                  endpoint_url=endpoint, twin=twin, spec=spec, out_dir=out, label=label,
                  price_per_hour=price_per_hour, client=client, show_progress=not quiet,
                  stop_grace_s=stop_grace_s, resume_dir=resume,
@@ -257,6 +270,25 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
             click.echo(f"ramp answer rewritten: {size_json}", err=True)
     click.echo(str(result.run_dir))
     sys.exit({"completed": 0, "interrupted": 130}.get(result.status, 1))
+
+
+def check_bench_flags(sessions: int | None, turns: int | None, ramp: str | None,
+                      resume: Path | None) -> None:
+    """Options a --bench run sets itself (or cannot take), refused in one line."""
+    from simulator.cli.load_options import load_overrides
+    from simulator.errors import InputError
+    for flag, value in (("--sessions", sessions), ("--turns", turns), ("--ramp", ramp),
+                        ("--resume", resume)):
+        if value is not None:
+            raise InputError(f"{flag} with --bench: the bench sets its own requests "
+                             "(--requests, --concurrency); drop " + flag)
+    for item in load_overrides():
+        key = item.split("=", 1)[0]
+        if key == "load.warmup_s":
+            raise InputError("--warmup is a steady-state window's start (TIME); a bench's "
+                             "warm-up requests are --num-warmups N")
+        if key == "load.duration_s":
+            raise InputError("--duration with --bench: N requests end a bench; drop --duration")
 
 
 def _step_ramp(steps: str, hold: str, max_step: str, workers: int,

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from simulator.cli._app import main
+from simulator.cli.fit_inputs import BENCH_FREE
 from simulator.errors import InputError
 from simulator.twin.model.profiles import DEFAULT_FREE
 from simulator.util.formats import significant
@@ -47,22 +48,35 @@ def _points_table(result: FitResult) -> Table:
 
 
 @twin_group.command(name="fit")
-@click.argument("points_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--hardware", default=None, help="card profile name or YAML path "
               "(default: the points file's `hardware`)")
 @click.option("--model", default=None, help="model profile name or YAML path "
               "(default: the points file's `model`)")
 @click.option("--free", "free", default=None,
               help=f"comma-separated terms to fit (default: the file's `fit`, "
-                   f"else {','.join(DEFAULT_FREE)})")
-def fit_command(points_file: Path, hardware: str | None, model: str | None,
-                free: str | None) -> None:
-    """Fit the performance model's efficiency terms to measured POINTS_FILE (YAML/CSV)."""
-    from simulator.twin.model.fit import fit_terms, load_points
-    pf = load_points(points_file)
+                   f"else {','.join(DEFAULT_FREE)}; benchmark files alone: "
+                   f"{','.join(BENCH_FREE)})")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="write a card profile with the fitted terms here (YAML), for "
+                   "--twin OUT/MODEL")
+@click.option("--vllm-version", "vllm_version", default=None,
+              help="the vLLM version the benchmark files were measured on (noted)")
+def fit_command(files: tuple[Path, ...], hardware: str | None, model: str | None,
+                free: str | None, out: Path | None = None,
+                vllm_version: str | None = None) -> None:
+    """Fit the performance model's efficiency terms to FILES: points files (YAML/CSV)
+    and the benchmark results users have (`vllm bench serve --save-result` JSON,
+    AIPerf's profile_export_aiperf.json, GuideLLM's benchmarks JSON; docs/bench.md)."""
+    from simulator.cli.fit_inputs import gather
+    from simulator.twin.model.fit import fit_terms
+    if out is not None and out.exists() and not out.is_file():
+        raise InputError(f"--out {out}: not a regular file")
+    pf = gather(files, vllm_version)
     hw, mp = hardware or pf.hardware, model or pf.model
     if not hw or not mp:
-        raise InputError(f"{points_file}: give --hardware and --model (the file names none)")
+        raise InputError(f"{files[0]}: give --hardware and --model (the files name none)")
     terms = [t.strip() for t in free.split(",") if t.strip()] if free is not None else pf.fit
     if free is not None and not terms:
         raise InputError(f"--free {free!r}: no term named (e.g. --free eta_w,eta_c)")
@@ -70,16 +84,43 @@ def fit_command(points_file: Path, hardware: str | None, model: str | None,
     if any(p.kind == "spec_decode" for p in pf.points):   # scenarios run as `endurance run`
         from simulator.sweep.calibration import point_runner
         runner = point_runner(f"{hw}/{mp}")
-    result = fit_terms(pf.points, hw, mp, free=tuple(terms or DEFAULT_FREE),
+    default = BENCH_FREE if pf.only_bench else DEFAULT_FREE
+    result = fit_terms(pf.points, hw, mp, free=tuple(terms or default),
                        engine=pf.engine, runner=runner)
     console = Console()
-    console.print(f"twin fit: {hw} × {mp}, {len(pf.points)} points, "
-                  f"{result.iterations} iterations")
+    console.print(f"twin fit: {hw} × {mp}, {len(pf.points)} points from "
+                  f"{len(files)} file(s), {result.iterations} iterations")
     console.print(_terms_table(result))
     console.print(_points_table(result))
-    snippet = {"efficiency": {k: float(f"{v:.5g}") for k, v in result.terms.items()}}
-    console.print("profile snippet (paste into the hardware YAML, with a source note):")
-    console.print(yaml.safe_dump(snippet, sort_keys=False), markup=False, highlight=False)
+    if out is None:
+        snippet = {"efficiency": {k: float(f"{v:.5g}") for k, v in result.terms.items()}}
+        console.print("profile snippet (paste into the hardware YAML, with a source note):")
+        console.print(yaml.safe_dump(snippet, sort_keys=False), markup=False, highlight=False)
+        return
+    _write_card(out, hw, mp, result, pf.sources, vllm_version)
+    console.print(f"card profile written: {out} (run on it: --twin {out}/{mp})",
+                  markup=False, highlight=False)
+
+
+def _write_card(out: Path, hw: str, mp: str, result: FitResult, sources: list[str],
+                vllm_version: str | None) -> None:
+    """The fitted card profile (`twin.model.fitted_profile`), checked by loading it back."""
+    from datetime import date
+
+    from simulator.twin.model.fitted_profile import fitted_card
+    from simulator.twin.model.profiles import kernel_family, load_hardware, load_model
+    card = load_hardware(hw)
+    source = (f"endurance twin fit on {date.today().isoformat()} to {'; '.join(sources)}"
+              + (f", vLLM {vllm_version}" if vllm_version else "")
+              + f" (RMS log error {result.rms_log_error:.1%})")
+    data = fitted_card(card, out.stem, kernel_family(load_model(mp)), result.terms,
+                       result.free, source)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(yaml.safe_dump(data, sort_keys=False, width=100), encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot write ({exc.strerror})") from None
+    load_hardware(out)          # what --twin will read: refused now, not on the first run
 
 
 @twin_group.command(name="points")

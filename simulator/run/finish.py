@@ -58,6 +58,9 @@ def run_to_end(run: OpenedRun, drive: Callable[[], RunOutcome],
         echo(line)
     if summary.get("ramp"):
         echo(format_ramp(summary["ramp"], bool(summary.get("simulated"))))
+    if summary.get("bench"):
+        from simulator.analysis.bench import format_bench  # deferred: see above
+        echo(format_bench(summary["bench"], bool(summary.get("simulated"))))
     if outcome.reason:
         echo(f"status: {outcome.status} ({outcome.reason})")
     return RunResult(run.run_dir, outcome.status, summary, outcome, run.recorder.manifest)
@@ -131,6 +134,10 @@ def finish_run(run: OpenedRun, outcome: RunOutcome) -> RunSummary:
     ramp = ramp_fact(run, turns, built)
     if ramp is not None:
         built = built.with_facts(ramp=ramp)
+    if s.bench is not None:       # the benchmark shape: vLLM's figures (analysis/bench.py)
+        from simulator.analysis.bench import bench_figures  # deferred: see run_to_end
+        built = built.with_facts(bench={"shape": s.bench.describe(),
+                                        **bench_figures(turns, s.bench.warmups)})
     recorder.manifest = replace(recorder.manifest, status_reason=outcome.reason,
                                 failed_sessions=tuple(outcome.failed_sessions))
     recorder.finalize(outcome.status, built.to_json(), (turns, scraped))

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from simulator.scenario.bench import BenchSpec, expand
 from simulator.scenario.names import check_name
 from simulator.scenario.probes import ProbesSpec
 from simulator.scenario.replay import ReplaySpec
@@ -450,6 +451,10 @@ class SamplingSpec(_Frozen):
     repetition_penalty: float | None = Field(default=None, gt=0, le=10)
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    # vLLM's extra parameter: generate to max_tokens past the end-of-sequence token, as
+    # `vllm bench serve --ignore-eos` (the benchmark shape sets it; the twin ignores it:
+    # it always replies with the asked length)
+    ignore_eos: bool | None = None
 
     def sent(self) -> dict[str, float | int]:
         """The fields set, other than temperature, by vLLM's names."""
@@ -593,6 +598,15 @@ class Scenario(_WithDists):
     # be exported as a cc-traces / Mooncake trace (`endurance export`).
     record_blocks: bool = False
     contains_verbatim_content: bool = False
+    # The benchmark load shape (`scenario/bench.py`, `run --bench`): its workload fields
+    # are set from this block before validation
+    bench: BenchSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bench_shape(cls, data: object) -> object:
+        return expand(data) if isinstance(data, dict) and data.get("bench") is not None \
+            else data
 
     @field_validator("name")
     @classmethod
