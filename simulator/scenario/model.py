@@ -486,6 +486,11 @@ class TwinSpec(_Frozen):
     # moved between releases, e.g. the retention above); None: the profile's (0.32)
     vllm_version: str | None = Field(default=None, pattern=r"^v?\d+\.\d+(\.\d+)?$",
                                      max_length=16)
+    # a replica of `tp` GPUs (vLLM --tensor-parallel-size; `twin/model/parallel`) and,
+    # for MoE models, experts split whole over them (--enable-expert-parallel); at most
+    # 64 (past any single NVLink domain's GPUs)
+    tp: int = Field(default=1, ge=1, le=64)
+    ep: bool = False
 
     @field_validator("vllm_version", mode="before")
     @classmethod
@@ -512,6 +517,10 @@ class TwinSpec(_Frozen):
             out["kv_offload_gib"] = self.kv_offload_gib
         if self.vllm_version is not None:
             out["vllm_version"] = self.vllm_version
+        if self.tp != 1:
+            out["tensor_parallel_size"] = self.tp
+        if self.ep:
+            out["enable_expert_parallel"] = True
         keep = self.prefix_cache_retention_interval
         if keep is not None:
             out["prefix_cache_retention_interval"] = None if keep == "dense" else keep
