@@ -554,6 +554,9 @@ class FleetSpec(_Frozen):
     kv_link: str = Field(default="auto", min_length=1, max_length=40)   # auto: IB, RoCE, …
     kv_link_gb_s: float | None = Field(default=None, gt=0)      # inf: instantaneous
     kv_link_latency_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    # the prefill instances' TP degree (vLLM --tensor-parallel-size on the prefill role;
+    # decode TP4, prefill TP1 is common); None: twin.tp, as the decode instances
+    prefill_tp: int | None = Field(default=None, ge=1, le=64)
 
 
 class Scenario(_WithDists):
