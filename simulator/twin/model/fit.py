@@ -19,12 +19,27 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from simulator.errors import InputError
+from simulator.twin.bench.closed_loop import (
+    MAX_CONCURRENCY,
+    MAX_PROMPTS,
+    MAX_TOKENS,
+    BenchLoad,
+    BenchResult,
+    run_bench,
+)
 from simulator.twin.model.perf_model import RooflinePerfModel, decode_tok_s, prefill_seconds
-from simulator.twin.model.point_checks import MAX_PROMPT_LOOKUP, check_point
+from simulator.twin.model.point_checks import (
+    MAX_PROMPT_LOOKUP,
+    BenchMetric,
+    bench_figure,
+    check_bench,
+    check_point,
+)
 from simulator.twin.model.profiles import (
     DEFAULT_FREE,
     Efficiency,
     efficiency_for,
+    kernel_family,
     load_engine_settings,
     load_hardware,
     load_model,
@@ -46,6 +61,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "reserve_bytes": (1e6, 1e12),
     "spec_step_s": (1e-6, 0.5), "spec_seq_s": (1e-7, 0.05), "spec_verify_tok_s": (1e-8, 0.01),
     "ngram_ctx_tok_s": (1e-12, 1e-6), "eager_step_s": (1e-5, 0.5),
+    "mixed_step_s": (1e-7, 0.05), "mixed_seq_s": (1e-8, 1e-3), "allreduce_s": (1e-7, 1e-3),
 }
 
 
@@ -59,7 +75,7 @@ class Observation(BaseModel):
     s (TTFT), tokens (KV capacity)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-    kind: Literal["decode", "prefill", "kv_capacity", "spec_decode", "spec_replay"]
+    kind: Literal["decode", "prefill", "kv_capacity", "spec_decode", "spec_replay", "bench"]
     measured: float = Field(gt=0, le=MAX_MEASURED)
     unit: Literal["tok_s", "s", "tokens", "ratio"]
     batch: int = Field(default=1, gt=0, le=MAX_BATCH)
@@ -94,13 +110,37 @@ class Observation(BaseModel):
     exchanges: str | None = None
     prompt_lookup_min: int = Field(default=5, ge=1, le=MAX_PROMPT_LOOKUP)
     prompt_lookup_max: int = Field(default=5, ge=1, le=MAX_PROMPT_LOOKUP)
+    # bench: one figure of a `vllm bench serve` run (random prompts of `input_tokens`,
+    # replies of `output_tokens`, `num_prompts` requests, a closed loop of `concurrency`
+    # or `request_rate` req/s, `prefix_share` of each prompt shared), predicted by the
+    # same run on the twin (`twin.bench.closed_loop`); `metric` names the figure, in s
+    # (times) or tok_s (output_tok_s)
+    input_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS)
+    output_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS)
+    concurrency: int | None = Field(default=None, gt=0, le=MAX_CONCURRENCY)
+    request_rate: float | None = Field(default=None, gt=0, le=MAX_MEASURED)
+    num_prompts: int = Field(default=0, ge=0, le=MAX_PROMPTS)
+    prefix_share: float = Field(default=0.0, ge=0, lt=1)
+    metric: BenchMetric | None = None
 
     @model_validator(mode="after")
     def _fits_its_kind(self) -> Observation:
         check_point(self.kind, self.unit, spec=self.spec, batch=self.batch,
                     lookup=(self.prompt_lookup_min, self.prompt_lookup_max),
                     exchanges=self.exchanges)
+        if self.kind == "bench":
+            check_bench(self.metric, self.unit, self.input_tokens, self.output_tokens,
+                        self.num_prompts)
+        elif self.metric is not None:
+            raise ValueError(f"metric is a bench point's field, not a {self.kind} point's")
         return self
+
+    def bench_load(self) -> BenchLoad:
+        """The `vllm bench serve` run a bench point measured (warm-up: vLLM's test
+        request)."""
+        return BenchLoad(self.input_tokens, self.output_tokens, self.num_prompts,
+                         concurrency=self.concurrency, request_rate=self.request_rate,
+                         prefix_share=self.prefix_share)
 
 
 PER_STREAM_FIGURES = frozenset({"decode_tok_s_median", "per_session_tok_s"})
@@ -197,10 +237,21 @@ def _exchanges_near(obs: Observation, base: Path) -> Observation:
     return obs.model_copy(update={"exchanges": str(base / obs.exchanges)})
 
 
+BenchRuns = dict[BenchLoad, BenchResult]    # one twin run per load, shared by its figures
+
+
 def predict(pm: RooflinePerfModel, obs: Observation, *, smooth: bool = False,
-            runner: ScenarioRunner | None = None) -> float:
+            runner: ScenarioRunner | None = None, bench: BenchRuns | None = None) -> float:
     """The model's value for an observation, in the observation's unit (spec_decode
-    points: runs of the product's path, through `runner`)."""
+    points: runs of the product's path, through `runner`; bench points: the run on the
+    twin, kept in `bench` for the other figures of the same run)."""
+    if obs.kind == "bench":
+        load = obs.bench_load()
+        runs = bench if bench is not None else {}
+        if load not in runs:
+            runs[load] = run_bench(pm, load)
+        assert obs.metric is not None     # checked by Observation
+        return bench_figure(runs[load], obs.metric)
     if obs.kind == "kv_capacity":
         return pm.kv_pool_tokens() if smooth else float(pm.kv_capacity_tokens())
     if obs.kind == "decode":
@@ -341,7 +392,8 @@ def _solve_lm(resid: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.
 def fit_terms(points: Sequence[Observation], hardware: str, model: str, *,
               free: Sequence[str] = DEFAULT_FREE,
               engine: dict[str, Any] | None = None,
-              runner: ScenarioRunner | None = None) -> FitResult:
+              runner: ScenarioRunner | None = None,
+              quantization: str | None = None) -> FitResult:
     """Fit the `free` efficiency terms (others stay at the card's profile values).
     spec_decode points need `runner` (see `ScenarioRunner`); the engine settings of their
     runs are their scenarios', not `engine`."""
@@ -357,7 +409,7 @@ def fit_terms(points: Sequence[Observation], hardware: str, model: str, *,
         raise InputError("fit: every point's weight is 0; nothing to fit")
     hw, mp = load_hardware(hardware), load_model(model)
     settings = load_engine_settings(hw, engine)
-    base, _ = efficiency_for(hw)
+    base, _ = efficiency_for(hw, kernel_family(mp, quantization))
     import numpy as np
     weights = np.array([math.sqrt(p.weight) for p in points])
     lo = np.log([BOUNDS[f][0] for f in free])
@@ -369,13 +421,15 @@ def fit_terms(points: Sequence[Observation], hardware: str, model: str, *,
         values = {f: min(max(v, BOUNDS[f][0]), BOUNDS[f][1])
                   for f, v in zip(free, np.exp(x).tolist(), strict=True)}
         eff = base.model_copy(update=values)
-        return RooflinePerfModel(hw, mp, settings, Efficiency.model_validate(eff.model_dump()))
+        return RooflinePerfModel(hw, mp, settings, Efficiency.model_validate(eff.model_dump()),
+                                 quantization=quantization)
 
     run = cached(runner) if runner is not None else None
 
     def resid(x: np.ndarray) -> np.ndarray:
         pm = build(x)
-        pred = [predict(pm, p, smooth=True, runner=run) for p in points]
+        runs: BenchRuns = {}
+        pred = [predict(pm, p, smooth=True, runner=run, bench=runs) for p in points]
         return weights * np.log(np.array(pred) / [p.measured for p in points])
 
     start = base.model_dump()        # the free terms by name (`Efficiency`'s fields)
@@ -386,7 +440,8 @@ def fit_terms(points: Sequence[Observation], hardware: str, model: str, *,
     x, iters = _solve_lm(resid, x0, lo, hi, max_iter=SIM_MAX_ITER if sims else 200,
                          rel_tol=1e-4 if sims else 0.0)
     pm = build(x)
-    rows = tuple(Row(p, predict(pm, p, runner=run)) for p in points)
+    runs: BenchRuns = {}
+    rows = tuple(Row(p, predict(pm, p, runner=run, bench=runs)) for p in points)
     r = resid(x)
     return FitResult(terms=pm.efficiency.model_dump(exclude={"source"}), free=tuple(free),
                      rows=rows, rms_log_error=float(math.sqrt(r @ r / r.size)),
@@ -397,4 +452,5 @@ def evaluate(points: Sequence[Observation], pm: RooflinePerfModel, *,
              runner: ScenarioRunner | None = None) -> tuple[Row, ...]:
     """Predictions of an existing model for each point (no fitting)."""
     run = cached(runner) if runner is not None else None
-    return tuple(Row(p, predict(pm, p, runner=run)) for p in points)
+    runs: BenchRuns = {}
+    return tuple(Row(p, predict(pm, p, runner=run, bench=runs)) for p in points)

@@ -38,6 +38,7 @@ from simulator.twin.model.profiles import (
     HardwareProfile,
     ModelProfile,
     efficiency_for,
+    kernel_family,
     load_engine_settings,
     load_hardware,
     load_model,
@@ -127,6 +128,10 @@ def weight_bytes(model: ModelProfile, quantization: str | None = None) -> Weight
     scale = q.checkpoint_bytes / total if q.checkpoint_bytes else 1.0
     return WeightBytes(total * scale, (dense + head) * scale, expert * scale)
 
+
+# terms added after manifests recorded every term: left out of `describe` while 0, so
+# a twin without them records what it recorded before
+UNSET_WHEN_ZERO = ("mixed_step_s", "mixed_seq_s", "allreduce_s")
 
 # The twin's block pool holds per-block lists (~150 bytes a block): 2M blocks (32M
 # tokens at 16 per block) keep it near 300 MiB; a larger budget is refused, not allocated.
@@ -332,6 +337,7 @@ class RooflinePerfModel:
     def _precompute(self) -> None:
         eff, bw, m = self.efficiency, self.hardware.bandwidth_bytes_s, self.model
         self._t0, self._t_seq, self._kv_half = eff.t0_s, eff.t_seq_s, eff.kv_half_seqs
+        self._t_mixed, self._t_mixed_seq = eff.mixed_step_s, eff.mixed_seq_s
         self._tw_dense = self.weights.dense_read / (eff.eta_w * bw)
         self._tw_expert = 0.0
         self._eeff: list[float] = [0.0]
@@ -388,8 +394,10 @@ class RooflinePerfModel:
         self._t_pair = self._t_pair / tp
         self._t_ctx_tok = self._t_ctx_tok / tp
         self._t_lin_tok = self._t_lin_tok / tp
-        self._comm = list(parallel.comm_table(self.hardware, m, tp,
-                                              self.engine.max_num_batched_tokens))
+        # a fitted residual per all-reduce beyond the priced one (`allreduce_s`, 0: none)
+        self._comm_fixed = parallel.all_reduces_per_step(m) * eff.allreduce_s
+        table = parallel.comm_table(self.hardware, m, tp, self.engine.max_num_batched_tokens)
+        self._comm = [c + self._comm_fixed for c in table] if self._comm_fixed else list(table)
 
     def comm_time(self, num_tokens: int) -> float:
         """Seconds of TP all-reduce in a step of `num_tokens` tokens (0 at TP 1)."""
@@ -400,7 +408,7 @@ class RooflinePerfModel:
             return comm[num_tokens]
         link = self.hardware.tp_link
         assert link is not None, "a TP replica's card has a tp_link (check_layout)"
-        return parallel.all_reduces_per_step(self.model) * parallel.all_reduce(
+        return self._comm_fixed + parallel.all_reduces_per_step(self.model) * parallel.all_reduce(
             link, self.layout.tp, num_tokens * self.model.hidden_size * parallel.ACT_BYTES,
             self.hardware.compute_capability).seconds
 
@@ -558,8 +566,11 @@ class RooflinePerfModel:
             step = self._t0 + self._t_seq * n + roof
         else:   # a TP replica: its all-reduces run between the GEMMs, in series
             step = self._t0 + self._t_seq * n + self.comm_time(t) + roof
-        if shape.prefill_tokens and (self._t_lin_tok or self._t_ctx_tok):
-            step += self.hybrid_prefill_time(shape)
+        if shape.prefill_tokens:
+            # the mixed step: prefill chunks (beside decodes) leave the full CUDA graph
+            step += self._t_mixed + self._t_mixed_seq * n
+            if self._t_lin_tok or self._t_ctx_tok:
+                step += self.hybrid_prefill_time(shape)
         if self.spec is not None:
             step += self.spec_time(shape)
         return step
@@ -609,7 +620,8 @@ class RooflinePerfModel:
             "kv_capacity_tokens": self.kv_capacity_tokens(),
             **self._describe_tier(),
             "num_blocks": self.num_blocks,
-            "efficiency": self.efficiency.model_dump(exclude={"source"}),
+            "efficiency": self.efficiency.model_dump(exclude={"source"} | {
+                t for t in UNSET_WHEN_ZERO if getattr(self.efficiency, t) == 0}),
             "calibration_source": self.efficiency_source,
             **self._describe_parallel(),
         }
@@ -675,7 +687,7 @@ def build_perf_model(hardware: str, model: str, *, spec: str = "off",
         over.pop("kv_dtype", None)
         if mp.kv_dtype_default is not None and "kv_dtype" not in hw.engine:
             over["kv_dtype"] = mp.kv_dtype_default
-    eff, source = efficiency_for(hw)
+    eff, source = efficiency_for(hw, kernel_family(mp, str(quant) if quant else None))
     eff_keys = {k: over.pop(k) for k in list(over) if k in Efficiency.model_fields}
     if eff_keys:
         eff = eff.model_copy(update=eff_keys)

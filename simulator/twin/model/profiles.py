@@ -75,7 +75,68 @@ class Efficiency(_Strict):
     piecewise_step_s: float = Field(default=0.0, ge=0)   # per decode step run with
     #                                         piecewise CUDA graphs where it had full ones
     eager_step_s: float = Field(default=0.0, ge=0)   # per step run without CUDA graphs
+    # the mixed step (issue 56): a step that carries prefill chunks beside running decodes
+    # runs piecewise CUDA graphs and the variable-length attention kernel where a pure
+    # decode step replays one full graph; per such step and per sequence in it (0: none)
+    mixed_step_s: float = Field(default=0.0, ge=0)
+    mixed_seq_s: float = Field(default=0.0, ge=0)
+    # tensor parallelism (`tensor_parallel_size` > 1): per all-reduce (two per layer per
+    # step), a fitted residual beyond what `parallel` prices from the card's tp_link
+    # (its latency and bytes); 0: none
+    allreduce_s: float = Field(default=0.0, ge=0)
     source: str
+
+
+# Terms of the card (launches, attention, KV reads, memory left over, the mixed step) and
+# terms of the kernels a weight format runs (GEMM efficiency, dequantising weight reads,
+# MoE routing): `efficiency_for` composes a card's terms with its model's family's.
+CARD_TERMS = ("t0_s", "t_seq_s", "eta_kv", "kv_half_seqs", "eta_attn", "reserve_bytes",
+              "mixed_step_s", "mixed_seq_s", "allreduce_s")
+FAMILY_TERMS = ("eta_c", "eta_w", "routing_skew")
+
+
+class CardTerms(_Strict):
+    """Terms fitted on this card whatever the model (each None: not fitted here)."""
+
+    t0_s: float | None = Field(default=None, ge=0)
+    t_seq_s: float | None = Field(default=None, ge=0)
+    eta_kv: float | None = Field(default=None, gt=0, le=1)
+    kv_half_seqs: float | None = Field(default=None, ge=0)
+    eta_attn: float | None = Field(default=None, gt=0, le=1)
+    reserve_bytes: float | None = Field(default=None, ge=0)
+    mixed_step_s: float | None = Field(default=None, ge=0)
+    mixed_seq_s: float | None = Field(default=None, ge=0)
+    allreduce_s: float | None = Field(default=None, ge=0)
+    source: str
+
+    def own(self) -> dict[str, float]:
+        return {k: v for k, v in self.model_dump(exclude={"source"}).items() if v is not None}
+
+
+class FamilyTerms(_Strict):
+    """Terms of one kernel family (`kernel_family`) fitted on this card."""
+
+    eta_c: float | None = Field(default=None, gt=0, le=1)
+    eta_w: float | None = Field(default=None, gt=0, le=1)
+    routing_skew: float | None = Field(default=None, ge=0)
+    source: str
+
+    def own(self) -> dict[str, float]:
+        return {k: v for k, v in self.model_dump(exclude={"source"}).items() if v is not None}
+
+
+# weight format of a model's quantization (the kernels vLLM runs for it): Marlin-style
+# W4A16 dequantising GEMMs, FP8 (W8A8) GEMMs, FP4 (MXFP4/NVFP4) GEMMs, plain BF16
+WEIGHT_FORMATS = {"awq": "w4a16", "gptq": "w4a16", "w4a16": "w4a16", "bf16": "bf16",
+                  "fp16": "bf16", "fp32": "bf16", "fp8": "fp8", "mxfp4": "fp4",
+                  "nvfp4": "fp4", "nvfp4-fp4": "fp4", "int8": "int8"}
+
+
+def kernel_family(model: ModelProfile, quantization: str | None = None) -> str:
+    """`FORMAT-moe` or `FORMAT-dense`: the family whose kernel terms a model runs with."""
+    q = quantization or model.quantization
+    fmt = WEIGHT_FORMATS.get(q, q)
+    return f"{fmt}-{'moe' if model.experts is not None else 'dense'}"
 
 
 # The `Efficiency` terms `endurance twin fit` frees by default; the rest keep their values.
@@ -199,7 +260,13 @@ class HardwareProfile(_Strict):
     usd_per_hour: float = Field(ge=0)
     kv_cache_bytes: int | None = None      # fixed KV pool (vLLM CPU) instead of utilisation
     efficiency: Efficiency | None = None
+    # the kernel family its `efficiency` was fitted on (`kernel_family`); None: not said
+    efficiency_family: str | None = None
     speculation: SpecTerms | None = None   # own speculation terms of a borrowing card
+    # issue 56: terms fitted on this card (over the borrowed `efficiency`), and per
+    # kernel family (`kernel_family`) the family's terms fitted on this card
+    card_terms: CardTerms | None = None
+    families: dict[str, FamilyTerms] = Field(default_factory=dict)
     # CUDA compute capability (major, minor): picks vLLM's attention backend and CUDA-graph
     # behaviour under speculation (`execution`); None: not a CUDA card (no graphs modelled)
     compute_capability: tuple[int, int] | None = None
@@ -343,7 +410,8 @@ _SOURCED_WHEN_SET = {"linear_attn_flops_per_token", "linear_attn_bytes_per_token
 
 
 def _numeric_fields(model: BaseModel) -> list[str]:
-    skip = {"efficiency", "engine", "host_link", "kv_links", "tp_link", "sources", "speculation",
+    skip = {"efficiency", "efficiency_family", "card_terms", "families", "engine",
+            "host_link", "kv_links", "tp_link", "sources", "speculation",
             "quantizations", "sliding_window", "drafters", "spec_disables_cuda_graphs",
             "kv_dtype_default", "generation_config",
             "attn_flops_per_pair", "kv_cache_bytes", "recurrent_state_bytes_per_layer"}
@@ -466,21 +534,81 @@ def with_version_defaults(engine: EngineSettings) -> EngineSettings:
     return engine.model_copy(update={"prefix_cache_retention_interval": d.interval})
 
 
-def efficiency_for(hardware: HardwareProfile) -> tuple[Efficiency, str]:
-    """The card's fitted terms, or the default card's with a label saying so (and the
-    card's own speculation terms, `speculation`, over them)."""
+ESTIMATE = "estimate: "     # how a label starts when a term is borrowed
+
+
+def efficiency_for(hardware: HardwareProfile,
+                   family: str | None = None) -> tuple[Efficiency, str]:
+    """The terms a twin of this card runs with, and a label naming where each part comes
+    from; a label that starts "estimate: " says card or kernel terms are borrowed.
+
+    Base: the card's `efficiency`, else the default card's fit with the card's own
+    speculation terms over it. Over the base: the card's `card_terms`, then the terms of
+    `family` (`kernel_family`): fitted on this card, else the same family on the default
+    card, else the base's own (borrowed from the family the base was fitted on)."""
     if hardware.efficiency is not None:
-        return hardware.efficiency, hardware.efficiency.source
-    default = load_hardware(DEFAULT_EFFICIENCY_HARDWARE).efficiency
-    assert default is not None, "the default card must carry fitted efficiency terms"
-    source = (f"not fitted on {hardware.name}: terms borrowed from the "
-              f"{DEFAULT_EFFICIENCY_HARDWARE} fit ({default.source})")
-    own = hardware.speculation.own() if hardware.speculation is not None else {}
-    if own:
-        default = default.model_copy(update=own)
-        source += (f"; its own speculation terms {', '.join(sorted(own))} "
-                   f"({hardware.speculation.source if hardware.speculation else ''})")
-    return default, source
+        eff, source = hardware.efficiency, hardware.efficiency.source
+        fitted_on, base_family = hardware.name, hardware.efficiency_family
+    else:
+        default_hw = load_hardware(DEFAULT_EFFICIENCY_HARDWARE)
+        assert default_hw.efficiency is not None, "the default card must carry a fit"
+        eff, fitted_on = default_hw.efficiency, DEFAULT_EFFICIENCY_HARDWARE
+        base_family = default_hw.efficiency_family
+        source = f"the {DEFAULT_EFFICIENCY_HARDWARE} fit ({eff.source})"
+        own = hardware.speculation.own() if hardware.speculation is not None else {}
+        if own:
+            eff = eff.model_copy(update=own)
+            source += (f"; its own speculation terms {', '.join(sorted(own))} "
+                       f"({hardware.speculation.source if hardware.speculation else ''})")
+    borrowed: list[str] = []
+    fitted: list[str] = []
+    if hardware.efficiency is None:
+        card = hardware.card_terms
+        if card is None:
+            borrowed.append(f"terms borrowed from {source}")
+        else:
+            eff = eff.model_copy(update=card.own())
+            fitted.append(f"card terms {', '.join(card.own())} fitted on {hardware.name} "
+                          f"({card.source})")
+            rest = [t for t in CARD_TERMS if t not in card.own()]
+            if rest:
+                borrowed.append(f"card terms {', '.join(rest)} borrowed from "
+                                f"the {DEFAULT_EFFICIENCY_HARDWARE} fit")
+            fitted.append(f"speculation and other terms from {source}")
+    if family is not None:
+        fam, where = _family_terms(hardware, family)
+        if fam is not None:
+            eff = eff.model_copy(update=fam.own())
+            line = f"{family} kernel terms {', '.join(fam.own())}"
+            if where == hardware.name:
+                fitted.insert(0, f"{line} fitted on {where} ({fam.source})")
+            else:
+                borrowed.insert(0, f"{line} borrowed from the {where} fit ({fam.source})")
+        elif family == base_family or (base_family is None and fitted_on == hardware.name):
+            if fitted_on != hardware.name and hardware.card_terms is not None:
+                borrowed.insert(0, f"{family} kernel terms borrowed from the {fitted_on} fit")
+        else:
+            borrowed.insert(0, f"{family} kernel terms borrowed from the {fitted_on} "
+                               f"{base_family or 'card'} fit")
+    if not fitted and not borrowed:
+        return eff, source
+    if hardware.efficiency is not None:
+        fitted.append(source)
+    if borrowed:
+        return eff, f"{ESTIMATE}{'; '.join([*borrowed, *fitted])}"
+    return eff, "; ".join(fitted)
+
+
+def _family_terms(hardware: HardwareProfile, family: str) -> tuple[FamilyTerms | None, str]:
+    """The family's terms fitted on this card, else on the default card (None: neither;
+    the default card's own fit is the base already)."""
+    if family in hardware.families:
+        return hardware.families[family], hardware.name
+    if hardware.name != DEFAULT_EFFICIENCY_HARDWARE:
+        default_hw = load_hardware(DEFAULT_EFFICIENCY_HARDWARE)
+        if family in default_hw.families:
+            return default_hw.families[family], DEFAULT_EFFICIENCY_HARDWARE
+    return None, ""
 
 
 DEFAULT_TWIN = "a40/qwen3-coder-30b-a3b-awq"   # the twin a scenario without one runs on

@@ -19,7 +19,8 @@ from simulator.twin.model.profiles import (
 
 HARDWARE = ["a40", "l40s", "rtx4090", "a100-80gb", "h100", "h200", "b200", "gb10", "mi300x"]
 MODELS = ["qwen3-coder-30b-a3b-awq", "kimi-linear-48b-a3b-awq", "qwen3.6-35b-a3b-nvfp4",
-          "qwen3.8-27b-awq", "llama-3.1-8b", "llama-3.1-70b", "gpt-oss-20b", "gpt-oss-120b"]
+          "qwen3.8-27b-awq", "llama-3.1-8b", "llama-3.1-70b", "gpt-oss-20b", "gpt-oss-120b",
+          "qwen3-32b"]
 
 
 @pytest.mark.parametrize("name", [*HARDWARE, "cpu-2core", "cpu-2core-fitted"])

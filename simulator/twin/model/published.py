@@ -1,0 +1,266 @@
+"""Published vLLM measurements (`benchmarks/data/published/*.csv` + `sources.yaml`) as bench
+observations, grouped by card × model × weight format × engine settings (issue 56).
+
+A row is one `vllm bench serve`-shaped run (fixed input/output lengths, a closed loop of C
+or a request rate); each figure it publishes (TTFT mean/p50, TPOT mean/p50, ITL mean, E2E
+mean, output tok/s) becomes one `Observation(kind="bench")`. The twin runs the same load
+(`twin.bench.closed_loop`) on the card with the row's engine settings; settings a source
+does not publish are vLLM's defaults for that card (`vllm_serve_defaults`).
+
+Rows the twin cannot run are skipped with the reason: no twin model profile, a weight
+format the model profile lacks, data or expert parallelism (the twin runs one engine of
+`tp` cards), a card with no profile. The split (in or out of sample) is a whole source's,
+stated in sources.yaml before any fit.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from simulator.errors import InputError
+from simulator.twin.model.fit import Observation
+from simulator.twin.model.point_checks import BenchMetric
+from simulator.twin.model.profiles import (
+    HardwareProfile,
+    kernel_family,
+    known_names,
+    load_hardware,
+    load_model,
+)
+from simulator.util.bounded import regular_file
+
+MAX_CSV_BYTES = 16 << 20
+Split = Literal["in_sample", "out_of_sample"]
+# CSV column (ms or tok/s) → the bench metric it measures
+COLUMNS: dict[str, BenchMetric] = {
+    "ttft_mean_ms": "ttft_mean", "ttft_p50_ms": "ttft_p50", "tpot_mean_ms": "tpot_mean",
+    "tpot_p50_ms": "tpot_p50", "itl_mean_ms": "itl_mean", "e2el_mean_ms": "e2e_mean",
+    "output_tok_s": "output_tok_s"}
+# a row's weight format → the model profile's quantization key
+QUANT_KEYS = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "w4a16": "awq", "awq": "awq",
+              "mxfp4": "mxfp4", "nvfp4": "nvfp4"}
+# requests a closed-loop row ran when the source does not say: a few waves of C, so the
+# first wave's lock-step start weighs what it weighs in a run of a few minutes
+WAVES = 4
+MIN_PROMPTS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedRow:
+    """One published run, as the twin will repeat it."""
+
+    source_id: str
+    split: Split
+    card: str
+    tp: int
+    model: str                  # the Hugging Face id as published
+    twin_model: str
+    quantization: str
+    kv_dtype: str               # "" : vLLM's auto
+    vllm_version: str
+    input_tokens: int
+    output_tokens: int
+    concurrency: int | None
+    request_rate: float | None
+    num_prompts: int
+    num_prompts_stated: bool
+    max_num_seqs: int | None
+    max_num_batched_tokens: int | None
+    figures: dict[BenchMetric, float] = field(default_factory=dict)   # s or tok/s
+    line: int = 0
+
+    @property
+    def family(self) -> str:
+        return kernel_family(load_model(self.twin_model), self.quantization)
+
+    def label(self) -> str:
+        load = (f"C={self.concurrency}" if self.concurrency is not None
+                else f"{self.request_rate:g} req/s" if self.request_rate else "rate inf")
+        return (f"{self.source_id}:{self.line} {self.twin_model}:{self.quantization} "
+                f"tp{self.tp} {self.input_tokens}/{self.output_tokens} {load}")
+
+    def observations(self) -> list[Observation]:
+        return [Observation(kind="bench", measured=v,
+                            unit="tok_s" if m == "output_tok_s" else "s",
+                            input_tokens=self.input_tokens, output_tokens=self.output_tokens,
+                            concurrency=self.concurrency, request_rate=self.request_rate,
+                            num_prompts=self.num_prompts, metric=m,
+                            label=f"{self.label()} {m}")
+                for m, v in self.figures.items()]
+
+
+def vllm_serve_defaults(hw: HardwareProfile) -> dict[str, int]:
+    """`vllm serve`'s max_num_seqs and max_num_batched_tokens on this card (vLLM V1,
+    `EngineArgs._set_default_args`: 1024 and 8192 on a card of ≥ 70 GiB other than an
+    A100, else 256 and 2048)."""
+    big = hw.memory_bytes >= 70 * 2**30 and "a100" not in hw.name
+    return {"max_num_seqs": 1024 if big else 256,
+            "max_num_batched_tokens": 8192 if big else 2048}
+
+
+def engine_settings(row: PublishedRow) -> dict[str, Any]:
+    """The engine settings the twin repeats a row with (published, else vLLM's)."""
+    hw, mp = load_hardware(row.card), load_model(row.twin_model)
+    eng: dict[str, Any] = vllm_serve_defaults(hw)
+    if row.max_num_seqs:
+        eng["max_num_seqs"] = row.max_num_seqs
+    if row.max_num_batched_tokens:
+        eng["max_num_batched_tokens"] = row.max_num_batched_tokens
+    kv = row.kv_dtype.lower()
+    eng["kv_dtype"] = kv if kv in ("bf16", "fp16", "fp8") else (mp.kv_dtype_default or "bf16")
+    eng["tensor_parallel_size"] = row.tp
+    eng["spec"] = "off"
+    return eng
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        regular_file(path, what)
+        if path.stat().st_size > MAX_CSV_BYTES:
+            raise ValueError(f"larger than {MAX_CSV_BYTES >> 20} MiB")
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read {what} ({exc.strerror})") from None
+
+
+def load_splits(folder: Path) -> dict[str, Split]:
+    """source_id → its side of the split, from sources.yaml."""
+    path = folder / "sources.yaml"
+    try:
+        data = yaml.safe_load(_read(path, "sources file"))
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    sources = data.get("sources") if isinstance(data, dict) else None
+    if not isinstance(sources, dict):
+        raise InputError(f"{path}: sources: a mapping of source_id to its description")
+    out: dict[str, Split] = {}
+    for sid, desc in sources.items():
+        split = desc.get("split") if isinstance(desc, dict) else None
+        if split not in ("in_sample", "out_of_sample"):
+            raise InputError(f"{path}: sources.{sid}.split: in_sample or out_of_sample, "
+                             f"not {split!r}")
+        out[str(sid)] = split
+    return out
+
+
+def _int(row: Mapping[str, str], key: str, where: str) -> int | None:
+    text = (row.get(key) or "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{where}: {key}: not a number ({text[:40]!r})") from None
+    if value != int(value) or not 0 <= value <= 1e9:
+        raise InputError(f"{where}: {key}: a whole number in 0..1e9, not {text[:40]!r}")
+    return int(value)
+
+
+def _float(row: Mapping[str, str], key: str, where: str) -> float | None:
+    text = (row.get(key) or "").strip()
+    if not text or text.lower() == "inf":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{where}: {key}: not a number ({text[:40]!r})") from None
+    if not 0 < value < 1e12:
+        raise InputError(f"{where}: {key}: a finite number > 0, not {text[:40]!r}")
+    return value
+
+
+def parse_row(row: Mapping[str, str], split: Split, where: str,
+              line: int) -> PublishedRow | str:
+    """The row as the twin repeats it, or why it cannot (a one-line reason)."""
+    card, twin = (row.get("card") or "").strip(), (row.get("twin_model") or "").strip()
+    if card not in known_names("hardware"):
+        return f"no hardware profile {card!r}"
+    if not twin:
+        return f"no twin model profile for {row.get('model', '')!r}"
+    if twin not in known_names("models"):
+        return f"unknown twin model {twin!r}"
+    fmt = (row.get("weight_format") or "").strip().lower()
+    quant = QUANT_KEYS.get(fmt, fmt)
+    if quant not in load_model(twin).quantizations:
+        return f"{twin} has no {fmt or 'stated'} weights in its profile"
+    tp = _int(row, "tp", where) or 1
+    gpus = _int(row, "gpus", where) or tp
+    if gpus != tp or (_int(row, "ep", where) or 0):
+        return "data or expert parallelism (the twin runs one engine of tp cards)"
+    isl, osl = _int(row, "input_tokens", where), _int(row, "output_tokens", where)
+    if not isl or not osl:
+        return "no input or output length"
+    conc = _int(row, "concurrency", where) or None
+    rate = _float(row, "request_rate", where)
+    stated = _int(row, "num_prompts", where)
+    n = stated or max(MIN_PROMPTS, WAVES * (conc or 1))
+    figures: dict[BenchMetric, float] = {}
+    for col, metric in COLUMNS.items():
+        v = _float(row, col, where)
+        if v is not None and not (metric.startswith("tpot") and osl < 2):
+            figures[metric] = v if metric == "output_tok_s" else v / 1000.0
+    if not figures:
+        return "no figure published"
+    return PublishedRow(
+        source_id=(row.get("source_id") or "").strip(), split=split, card=card, tp=tp,
+        model=(row.get("model") or "").strip(), twin_model=twin, quantization=quant,
+        kv_dtype=(row.get("kv_dtype") or "").strip(),
+        vllm_version=(row.get("vllm_version") or "").strip(), input_tokens=isl,
+        output_tokens=osl, concurrency=conc, request_rate=rate, num_prompts=n,
+        num_prompts_stated=stated is not None,
+        max_num_seqs=_int(row, "max_num_seqs", where) or None,
+        max_num_batched_tokens=_int(row, "max_num_batched_tokens", where) or None,
+        figures=figures, line=line)
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    rows: tuple[PublishedRow, ...]
+    skipped: dict[str, int]          # reason → rows
+
+
+def load_published(folder: str | Path) -> Published:
+    """Every row of the folder's CSVs the twin can repeat, and counts of the rest."""
+    base = Path(folder)
+    splits = load_splits(base)
+    rows: list[PublishedRow] = []
+    skipped: dict[str, int] = {}
+    for path in sorted(base.glob("*.csv")):
+        text = _read(path, "published CSV")
+        try:
+            records = list(csv.DictReader(text.splitlines()))
+        except csv.Error as exc:
+            raise InputError(f"{path}: not a CSV ({exc})") from None
+        for i, rec in enumerate(records, start=2):
+            sid = (rec.get("source_id") or "").strip()
+            where = f"{path.name}:{i}"
+            if sid not in splits:
+                raise InputError(f"{where}: source_id {sid!r} is not in sources.yaml")
+            got = parse_row(rec, splits[sid], where, i)
+            if isinstance(got, str):
+                skipped[got] = skipped.get(got, 0) + 1
+            else:
+                rows.append(got)
+    return Published(tuple(rows), skipped)
+
+
+GroupKey = tuple[str, str, str, tuple[tuple[str, Any], ...]]
+
+
+def groups(rows: Iterable[PublishedRow]) -> dict[GroupKey, list[PublishedRow]]:
+    """Rows by card × twin model × weight format × engine settings: one perf model each."""
+    out: dict[GroupKey, list[PublishedRow]] = {}
+    for r in rows:
+        key = (r.card, r.twin_model, r.quantization, tuple(sorted(engine_settings(r).items())))
+        out.setdefault(key, []).append(r)
+    return out
