@@ -30,7 +30,6 @@ from simulator.twin.bench.closed_loop import BenchLoad, run_bench  # noqa: E402
 from simulator.twin.model.perf_model import build_perf_model  # noqa: E402
 from simulator.twin.model.published import (  # noqa: E402
     PublishedRow,
-    engine_settings,
     groups,
     load_published,
 )
