@@ -30,6 +30,7 @@ from simulator.cli.sweep_show import (
     kv_tier_line,
     progress_line,
     show_kv_tiers,
+    show_node,
     show_ramp,
     show_size,
     show_speed_tiers,
@@ -43,11 +44,13 @@ if TYPE_CHECKING:
     from simulator.analysis.sizing import SizingResult
     from simulator.analysis.team_day import TeamSizing
     from simulator.sweep.api import SizeAnswer
+    from simulator.sweep.node_size import NodeLayoutTable
     from simulator.sweep.profiles import PointBase
     from simulator.sweep.step_ramp import RampAnswer
     from simulator.sweep.tiers import KvTierTable, SpeedTierTable
 
-    Answer = TeamSizing | RampAnswer | SpeedTierTable | KvTierTable | SizeAnswer | SizingResult
+    Answer = (TeamSizing | RampAnswer | SpeedTierTable | KvTierTable | SizeAnswer
+              | SizingResult | NodeLayoutTable)
 
 
 def _base(scenario: str, overrides: list[str], kind: str, out: Path, endpoint: str | None,
@@ -117,7 +120,8 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                  reset_prefix_cache: bool = False, ramp: str | None = None,
                  hold: str = "3m", max_step: str = "30m", tiers: tuple[float, ...] = (),
                  ttft: float | None = None, attainment: float = 0.9,
-                 from_twin: str | None = None, no_compare: bool = False) -> None:
+                 from_twin: str | None = None, no_compare: bool = False,
+                 node: str | None = None) -> None:
     """Largest session count that meets every SLO at steady state (geometric probe,
     then a gallop from where the figures put the boundary, then --repeats searches with
     other seeds giving a range); with --ramp,
@@ -145,6 +149,11 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
     base = _base(scenario, [*overrides, *goodput_overrides(scenario, parsed, tiers, overrides)],
                  "size", out, endpoint, twin, spec, price_per_hour, client, reset_prefix_cache)
     team_day = team_replay(base) is not None     # an imported team's day
+    if node is not None and (team_day or ramp is not None or tiers or kind != "size"
+                             or kv_tiers() is not None):
+        raise InputError("size --node searches each TP layout's replica alone; --ramp, "
+                         "--tier, a team replay, --router/--pd and host KV tier lists do "
+                         "not combine with it")
     gibs = kv_tiers()
     if team_day and (ramp is not None or tiers or team is not None or gibs is not None):
         raise InputError("size: a team replay sizes cards for the team's own arrivals; "
@@ -156,7 +165,10 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
     found: Answer
     with fanout_for(parallel, executor, ray_address) as fx, \
             watching(base.folder, as_json, "size"):
-        if team_day:
+        if node is not None:
+            found = api.node(base, parsed, node, team=team, max_sessions=max_sessions,
+                             repeats=repeats, fanout=fx, on_point=on)
+        elif team_day:
             found = api.team(base, parsed, router=next(iter(routers()), None), fanout=fx,
                              on_point=on)
         elif ramp is not None:
@@ -188,10 +200,13 @@ def _show(found: Answer, folder: Path, as_json: bool) -> int:
     """The answer's files and text, whichever search gave it; the exit code."""
     from simulator.analysis.team_day import TeamSizing
     from simulator.sweep.api import SizeAnswer
+    from simulator.sweep.node_size import NodeLayoutTable
     from simulator.sweep.step_ramp import RampAnswer
     from simulator.sweep.tiers import KvTierTable, SpeedTierTable
     if isinstance(found, TeamSizing):
         return show_team(found, folder, as_json)
+    if isinstance(found, NodeLayoutTable):
+        return show_node(found, folder, as_json)
     if isinstance(found, RampAnswer):
         return show_ramp(found, folder, as_json)
     if isinstance(found, SpeedTierTable):

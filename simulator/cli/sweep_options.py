@@ -94,6 +94,11 @@ def size_options(f: FC) -> FC:
         click.option("--team", "team", type=click.IntRange(min=1, max=1_000_000),
                      default=None, metavar="M", help="Sessions a team runs at once: print "
                      "how many cards (replicas) it needs."),
+        click.option("--node", "node", default=None, metavar="GPUSxCARD",
+                     help="Lay out one node (e.g. 8xh100) for the scenario's model: one "
+                     "replica search per TP layout that fits (8×TP1, 4×TP2, 2×TP4, 1×TP8), "
+                     "side by side with sessions and $/h; with --team M, the replicas and "
+                     "nodes each needs. See docs/parallelism.md."),
         parallel_options, cold_cache_option,
     ]
     for opt in reversed(opts):

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from simulator.analysis.pd_sizing import PDSizing
     from simulator.analysis.sizing import Probe, SizingResult
     from simulator.analysis.team_day import TeamSizing
+    from simulator.sweep.node_size import NodeLayoutTable
     from simulator.sweep.point import PointResult
     from simulator.sweep.profiles import SweepAnswer
     from simulator.sweep.step_ramp import RampAnswer
@@ -129,6 +130,21 @@ def show_size(result: SizingResult, folder: Path, fleet: FleetSizing | PDSizing 
         click.echo(format_fleet_sizing(fleet))
     click.echo(str(folder))
     return 0 if result.sessions > 0 else 1
+
+
+def show_node(table: NodeLayoutTable, folder: Path, as_json: bool) -> int:
+    """size.json (the layouts side by side, each search's answer and runs) and the
+    table; exit 0 when some layout holds a session under the SLOs."""
+    from simulator.sweep.node_size import format_node_layout
+    data = table.to_dict()
+    data["run_dirs"] = {f"tp-{tp}": _run_dirs(r.probes) for tp, r in table.answers}
+    _write(folder / "size.json", data)
+    if as_json:
+        click.echo(json.dumps(data, default=str))
+    else:
+        click.echo(format_node_layout(table))
+        click.echo(str(folder))
+    return 0 if table.best() is not None else 1
 
 
 def show_team(result: TeamSizing, folder: Path, as_json: bool) -> int:

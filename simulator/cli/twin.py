@@ -210,8 +210,11 @@ def roofline_line(pm: Any) -> str:
               help="context (tokens) at which the per-sequence terms are shown")
 @click.option("--vllm-version", "vllm_version", default=None, metavar="X.Y",
               help="the vLLM release the twin imitates  [default: the profile's, 0.32]")
+@click.option("--tp", type=click.IntRange(min=1, max=64), default=1, show_default=True,
+              help="a replica of this many GPUs in tensor parallel: its terms are shown")
+@click.option("--ep", is_flag=True, help="with --tp: MoE experts split whole (EP)")
 def show_command(twin: str | None, hardware: str, model: str, spec: str, context: int,
-                 vllm_version: str | None = None) -> None:
+                 vllm_version: str | None = None, tp: int = 1, ep: bool = False) -> None:
     """Speculation's cost terms per card: value, formula, and whether each is derived,
     fitted on the card, the card's own, or borrowed; and the vLLM release imitated with
     the defaults it sets. `endurance twin show a40/qwen3-coder-30b-a3b-awq` shows one
@@ -223,7 +226,9 @@ def show_command(twin: str | None, hardware: str, model: str, spec: str, context
     if twin:
         hardware, model = parse_twin(twin)
     console = Console()
-    over = {"vllm_version": vllm_version} if vllm_version is not None else None
+    over: dict[str, Any] = {"vllm_version": vllm_version} if vllm_version is not None else {}
+    if tp > 1 or ep:
+        over.update(tensor_parallel_size=tp, enable_expert_parallel=ep)
     for card in [c.strip() for c in hardware.split(",") if c.strip()]:
         pm = build_perf_model(card, model, spec=spec, overrides=over)
         console.print(version_line(pm), highlight=False, markup=False)
@@ -242,3 +247,12 @@ def show_command(twin: str | None, hardware: str, model: str, spec: str, context
         for t in spec_terms(pm, context):
             table.add_row(t.name, t.value, t.status, t.formula, t.source)
         console.print(table)
+        if tp > 1:
+            from simulator.twin.model.parallel_terms import parallel_terms
+            par = Table(title=f"{pm.hardware.name} × {pm.model.name}, TP {tp}"
+                              f"{' + EP' if ep else ''}: parallel terms")
+            for col in ("term", "value", "status", "formula", "source"):
+                par.add_column(col, overflow="fold")
+            for t in parallel_terms(pm):
+                par.add_row(t.name, t.value, t.status, t.formula, t.source)
+            console.print(par)

@@ -71,6 +71,14 @@ def twin_engine_options() -> list[Callable[[Any], Any]]:
                      callback=_store("max_num_batched_tokens"),
                      help="Twin: vLLM's per-step token budget (drafts count against it; with "
                      "speculation on the profile lowers it to 2048 unless this is given)."),
+        click.option("--tp", type=click.IntRange(min=1, max=64), default=None,
+                     expose_value=False, callback=_store("tp"),
+                     help="Twin: a replica of this many GPUs in tensor parallel (vLLM "
+                     "--tensor-parallel-size). See docs/parallelism.md."),
+        click.option("--ep", is_flag=True, expose_value=False,
+                     callback=_store("ep", lambda _: "true"),
+                     help="Twin: MoE experts split whole over the TP group (vLLM "
+                     "--enable-expert-parallel)."),
         click.option("--max-num-seqs", type=click.IntRange(min=1, max=2**20), default=None,
                      expose_value=False, callback=_store("max_num_seqs"),
                      help="Twin: vLLM's cap on running sequences (the profile's by default)."),

@@ -85,8 +85,9 @@ def _pd(s: Scenario, hw: str, model: str, spec: str, over: dict[str, Any]) -> En
                        f.max_local_prefill, f.prefill_router)
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    p_over = None if f.prefill_tp is None else {**over, "tensor_parallel_size": f.prefill_tp}
     return InProcessPD(hw, model, config=cfg, affinity=router_config(f), spec=spec,
-                       seed=s.seed, overrides=over)
+                       seed=s.seed, overrides=over, prefill_overrides=p_over)
 
 
 def routed_endpoint(s: Scenario, urls: Sequence[str],

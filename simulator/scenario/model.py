@@ -491,6 +491,11 @@ class TwinSpec(_Frozen):
     # moved between releases, e.g. the retention above); None: the profile's (0.32)
     vllm_version: str | None = Field(default=None, pattern=r"^v?\d+\.\d+(\.\d+)?$",
                                      max_length=16)
+    # a replica of `tp` GPUs (vLLM --tensor-parallel-size; `twin/model/parallel`) and,
+    # for MoE models, experts split whole over them (--enable-expert-parallel); at most
+    # 64 (past any single NVLink domain's GPUs)
+    tp: int = Field(default=1, ge=1, le=64)
+    ep: bool = False
 
     @field_validator("vllm_version", mode="before")
     @classmethod
@@ -517,6 +522,10 @@ class TwinSpec(_Frozen):
             out["kv_offload_gib"] = self.kv_offload_gib
         if self.vllm_version is not None:
             out["vllm_version"] = self.vllm_version
+        if self.tp != 1:
+            out["tensor_parallel_size"] = self.tp
+        if self.ep:
+            out["enable_expert_parallel"] = True
         keep = self.prefix_cache_retention_interval
         if keep is not None:
             out["prefix_cache_retention_interval"] = None if keep == "dense" else keep
@@ -550,6 +559,9 @@ class FleetSpec(_Frozen):
     kv_link: str = Field(default="auto", min_length=1, max_length=40)   # auto: IB, RoCE, …
     kv_link_gb_s: float | None = Field(default=None, gt=0)      # inf: instantaneous
     kv_link_latency_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    # the prefill instances' TP degree (vLLM --tensor-parallel-size on the prefill role;
+    # decode TP4, prefill TP1 is common); None: twin.tp, as the decode instances
+    prefill_tp: int | None = Field(default=None, ge=1, le=64)
 
 
 class Scenario(_WithDists):

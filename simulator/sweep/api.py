@@ -36,6 +36,7 @@ from simulator.scenario.load import load_scenario
 from simulator.sweep import pipeline
 from simulator.sweep.card_size import FleetProfile, SizeProfile
 from simulator.sweep.fanout import Fanout, Serial
+from simulator.sweep.node_size import NodeLayoutTable, layouts, parse_node, tp_dim
 from simulator.sweep.pd_size import PDProfile
 from simulator.sweep.point import PointResult, Target
 from simulator.sweep.profiles import (
@@ -70,6 +71,7 @@ from simulator.sweep.tiers import (
     ramp_tiers,
     speed_tiers_dim,
 )
+from simulator.twin.model.profiles import load_hardware, parse_twin
 
 Where = str | Path | PointBase      # a scenario file, or a search's base
 OnPoint = Callable[[PointResult], None]
@@ -234,6 +236,36 @@ def team(where: Where, slos: Sequence[str | Slo], *, router: str | None = None,
     return pipeline.run_profile(TeamSizeProfile(base, _slos(slos), spec,
                                                 router or "session_affinity"),
                                 fanout or Serial(), on_point)
+
+
+def node(where: Where, slos: Sequence[str | Slo], node: str, *, team: int | None = None,
+         max_sessions: int = 64, repeats: int = 1, twin: str | None = None,
+         overrides: Sequence[str] = (), fanout: Fanout | None = None,
+         on_point: OnPoint | None = None) -> NodeLayoutTable:
+    """The layout of one node (`node`: "8xh100") for the scenario's model: one replica
+    search per TP degree that fits (`node_size`), in `tp-N/`; with `team`, the replicas
+    and nodes each layout needs for that many sessions. The twin's model is `twin`'s
+    (its card must be the node's) or the scenario's; `twin.ep` splits MoE experts."""
+    n = parse_node(node)
+    base = _judged(_base(where, twin, overrides, "size"), slos)
+    if base.target.endpoint_url is not None:
+        raise InputError("size --node lays out the twin's replicas: no --endpoint")
+    s, _ = load_scenario(base.scenario_path, list(base.overrides))
+    card, model = parse_twin(base.target.twin) if base.target.twin else (n.card, s.twin.model)
+    if base.target.twin and card != n.card:
+        raise InputError(f"--node {n} with --twin {base.target.twin}: the twin's card must "
+                         f"be the node's ({n.card}), or give --twin's model by name only "
+                         "through the scenario")
+    base = replace(base, target=replace(base.target, twin=f"{n.card}/{model}"))
+    engine = {k: v for k, v in s.twin.engine_overrides().items()
+              if k not in ("tensor_parallel_size", "enable_expert_parallel")}
+    fits = layouts(n, model, engine, s.twin.ep)
+    judged = _slos(slos)
+    profile = EachValue(base, tp_dim(n, fits.fitting, s.twin.ep),
+                        lambda b, _t: SizeProfile.of(b, judged, max_sessions, repeats, team))
+    answers = pipeline.run_profile(profile, fanout or Serial(), on_point)
+    return NodeLayoutTable(n, model, load_hardware(n.card).usd_per_hour, team, s.twin.ep,
+                           fits, answers)
 
 
 def kv_tiers(where: Where, slos: Sequence[str | Slo], gibs: Sequence[float], *,

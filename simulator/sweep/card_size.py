@@ -45,7 +45,8 @@ def kv_facts(base: PointBase) -> tuple[int | None, int]:
         return None, shared      # a real vLLM reports it via vllm:cache_config_info
     twin = base.target.twin
     hw, model = parse_twin(twin) if twin else (s.twin.hardware, s.twin.model)
-    return build_perf_model(hw, model).kv_capacity_tokens(), shared
+    # the scenario's engine settings (a TP replica's KV is its GPUs' together)
+    return build_perf_model(hw, model, overrides=s.twin.engine_overrides()).kv_capacity_tokens(), shared
 
 
 @dataclass

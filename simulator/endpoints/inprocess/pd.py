@@ -71,15 +71,19 @@ class InProcessPD(TwinGroup):
     def __init__(self, hardware: str, model: str, *, config: PDConfig,
                  affinity: RouterConfig | None = None, spec: str = "off", seed: int = 0,
                  context_window: int | None = None,
-                 overrides: dict[str, Any] | None = None) -> None:
+                 overrides: dict[str, Any] | None = None,
+                 prefill_overrides: dict[str, Any] | None = None) -> None:
+        """`prefill_overrides`: the prefill instances' own (another TP degree); None:
+        the decode instances' `overrides`."""
         self.hardware, self.model, self.config = hardware, model, config
 
-        def twin() -> InProcessTwin:
+        def twin(over: dict[str, Any] | None) -> InProcessTwin:
             return InProcessTwin(hardware, model, spec=spec, seed=seed,
-                                 context_window=context_window, overrides=overrides)
+                                 context_window=context_window, overrides=over)
 
-        self.decodes = [twin() for _ in range(config.decode)]
-        self.prefills = [twin() for _ in range(config.prefill)]
+        self.decodes = [twin(overrides) for _ in range(config.decode)]
+        p_over = overrides if prefill_overrides is None else prefill_overrides
+        self.prefills = [twin(p_over) for _ in range(config.prefill)]
         shared = self.decodes[0].tokenizer
         for r in self.instances:
             r.tokenizer = shared
@@ -120,8 +124,18 @@ class InProcessPD(TwinGroup):
         hw = profile.get("hardware") if isinstance(profile, dict) else None
         if isinstance(hw, dict) and hw.get("usd_per_hour") is not None:
             d["profile"] = copy.deepcopy(profile)      # P + D cards rented
-            d["profile"]["hardware"]["usd_per_hour"] = float(hw["usd_per_hour"]) * c.cards
+            d["profile"]["hardware"]["usd_per_hour"] = self._price(float(hw["usd_per_hour"]))
         return d
+
+    def _price(self, decode_usd: float) -> float:
+        """$/h of the P + D instances rented; a prefill instance of another TP degree
+        costs its own GPUs (the same card either way)."""
+        c = self.config
+        if not self.prefills or (self.prefills[0].perf.layout.tp
+                                 == self.decodes[0].perf.layout.tp):
+            return decode_usd * c.cards
+        p = self.prefills[0].perf
+        return decode_usd * c.decode + p.hardware.usd_per_hour * p.layout.tp * c.prefill
 
     def stats(self) -> dict[str, Any]:
         """Counters summed over every instance, per-instance entries and the `pd` block."""

@@ -99,7 +99,9 @@ def engine_config(perf: RooflinePerfModel, *, context_window: int | None = None,
     engine, link = perf.engine, perf.hardware.host_link
     offload = None
     if engine.kv_offload_gib > 0 and link is not None:
-        offload = KVOffloadConfig(float(engine.kv_offload_gib), HostLinkTimes(
+        # vLLM's --kv-offloading-size is the sum over a TP group's ranks; the twin's
+        # blocks are one GPU's shard (each rank moves its own over its own link)
+        offload = KVOffloadConfig(float(engine.kv_offload_gib) / perf.layout.tp, HostLinkTimes(
             link.h2d_bytes_s, link.d2h_bytes_s, link.latency_s))
     return TwinEngineConfig(
         SchedulerConfig(max_num_seqs=perf.max_num_seqs,

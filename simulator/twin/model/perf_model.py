@@ -30,7 +30,7 @@ from simulator.errors import InputError
 from simulator.twin.core.decode_burst import DecodeTerms
 from simulator.twin.core.hybrid_prefill import prefill_chunks
 from simulator.twin.core.types import StepShape
-from simulator.twin.model import execution
+from simulator.twin.model import execution, parallel
 from simulator.twin.model.profiles import (
     KV_DTYPE_BYTES,
     Efficiency,
@@ -132,22 +132,6 @@ def weight_bytes(model: ModelProfile, quantization: str | None = None) -> Weight
 # terms added after manifests recorded every term: left out of `describe` while 0, so
 # a twin without them records what it recorded before
 UNSET_WHEN_ZERO = ("mixed_step_s", "mixed_seq_s", "allreduce_s")
-# an all-reduce's link when the card names none (PCIe 4.0 x16, ~80% sustained)
-DEFAULT_TP_LINK_BYTES_S = 25e9
-
-
-def tp_group(hardware: HardwareProfile, tp: int) -> HardwareProfile:
-    """`tp` cards of `hardware` as one: memory, bandwidth and FLOPs add (vLLM shards every
-    linear layer's weights and the KV heads over them)."""
-    if tp == 1:
-        return hardware
-    return hardware.model_copy(update={
-        "name": f"{hardware.name}×{tp}", "memory_bytes": hardware.memory_bytes * tp,
-        "bandwidth_bytes_s": hardware.bandwidth_bytes_s * tp,
-        "tflops": {k: v * tp for k, v in hardware.tflops.items()},
-        "kv_cache_bytes": None if hardware.kv_cache_bytes is None
-        else hardware.kv_cache_bytes * tp})
-
 
 # The twin's block pool holds per-block lists (~150 bytes a block): 2M blocks (32M
 # tokens at 16 per block) keep it near 300 MiB; a larger budget is refused, not allocated.
@@ -160,9 +144,6 @@ class RooflinePerfModel:
     def __init__(self, hardware: HardwareProfile, model: ModelProfile, engine: EngineSettings,
                  efficiency: Efficiency, *, efficiency_source: str = "",
                  quantization: str | None = None) -> None:
-        self.tp = engine.tensor_parallel_size
-        self.card = hardware                  # one card (`hardware`: the TP group)
-        hardware = tp_group(hardware, self.tp)
         self.hardware, self.model, self.engine = hardware, model, engine
         self.efficiency, self.efficiency_source = efficiency, efficiency_source
         self.quantization = quantization or model.quantization
@@ -184,6 +165,13 @@ class RooflinePerfModel:
                 f"({self.block_size}) must be <= max_num_batched_tokens "
                 f"({engine.max_num_batched_tokens}), as vLLM requires: raise "
                 "--max-num-batched-tokens or turn prefix caching off")
+        # a replica of TP GPUs (`parallel`): per-GPU weights, KV and state from here on
+        self.layout = parallel.Layout(engine.tensor_parallel_size,
+                                      engine.enable_expert_parallel)
+        parallel.check_layout(hardware, model, self.layout)
+        self.weights_per_gpu = self.weights.total
+        if self.layout.tp > 1:
+            self._shard()
         self.num_blocks = self._num_blocks()
         self.max_num_seqs = engine.max_num_seqs
         self.max_num_batched_tokens = engine.max_num_batched_tokens
@@ -203,6 +191,19 @@ class RooflinePerfModel:
         return replace(spec, acceptance=tuple(drafter.acceptance))
 
     # -- memory ---------------------------------------------------------------------
+    def _shard(self) -> None:
+        """Per-GPU bytes of a TP replica: 1/TP of the weights, the GPU's KV heads of each
+        token (`parallel.kv_share`), 1/TP of the recurrent states and its share of the
+        sliding-window KV. Block size and state groups stay the model's (vLLM sizes its
+        pages per rank with both sides divided alike)."""
+        tp, m = self.layout.tp, self.model
+        share = parallel.kv_share(m, tp)
+        self.weights_per_gpu = self.weights.total / tp
+        self.kv_bytes_per_token = self.kv_bytes_per_token * share
+        sliding = m.layers.sliding_attention * m.sliding_window * self._kv_per_layer_token()
+        self.state_bytes_per_seq = (m.layers.linear_attention
+                                    * m.recurrent_state_bytes_per_layer / tp + sliding)
+
     def _kv_per_layer_token(self) -> float:
         return self.kv_bytes_per_token / max(1, self.model.layers.full_attention)
 
@@ -244,7 +245,7 @@ class RooflinePerfModel:
             pool = float(hw.kv_cache_bytes)
         else:
             pool = (self.engine.gpu_memory_utilization * hw.memory_bytes
-                    - self.weights.total - eff.reserve_bytes * self.tp)
+                    - self.weights_per_gpu - eff.reserve_bytes)
         return pool
 
     def kv_pool_tokens(self) -> float:
@@ -259,18 +260,59 @@ class RooflinePerfModel:
                 f"{self.model.name}) is more than the twin models ({MAX_KV_BLOCKS:,} "
                 f"blocks, about {MAX_KV_BLOCKS * 150 // 2**20} MiB of its own memory): "
                 "lower twin.kv_cache_gib or twin.gpu_memory_utilization")
+        if blocks <= 0 and self.layout.tp > 1:
+            raise InputError(self._shard_shortfall())
         if blocks <= 0:
             raise InputError(
                 f"model {self.model.name} ({self.quantization}, "
                 f"{self.weights.total / 1e9:.1f} GB of weights) leaves no KV cache on "
                 f"{self.hardware.name} ({self.hardware.memory_bytes / 1e9:.0f} GB at "
-                f"utilisation {self.engine.gpu_memory_utilization}){self._fitting_hint()}")
+                f"utilisation {self.engine.gpu_memory_utilization}: "
+                f"{self._weights_short() / 1e9:.1f} GB short){self._tp_hint()}"
+                f"{self._fitting_hint()}")
         return blocks
+
+    def _shard_shortfall(self) -> str:
+        """A TP shard that leaves no KV: by how much it misses, and the TP that fits."""
+        hw, tp = self.hardware, self.layout.tp
+        room = self.engine.gpu_memory_utilization * hw.memory_bytes - self.efficiency.reserve_bytes
+        return (f"twin.tp {tp}: {self.model.name} ({self.quantization}) needs "
+                f"{self.weights_per_gpu / 1e9:.1f} GB of weights per GPU, "
+                f"{self._weights_short() / 1e9:.1f} GB more than a {hw.name} has for them "
+                f"({room / 1e9:.1f} GB at utilisation "
+                f"{self.engine.gpu_memory_utilization}), leaving no KV cache"
+                f"{self._tp_hint()}")
+
+    def _weights_short(self) -> float:
+        """Bytes by which one GPU's weights overrun what the card leaves them (≥ 0)."""
+        room = (self.engine.gpu_memory_utilization * self.hardware.memory_bytes
+                - self.efficiency.reserve_bytes)
+        return max(0.0, self.weights_per_gpu - room)
+
+    def _tp_hint(self) -> str:
+        """The smallest wider TP group whose shard leaves KV on this card, if any."""
+        link = self.hardware.tp_link
+        if link is None or self.hardware.kv_cache_bytes is not None:
+            return ""
+        block = self.block_size * self.kv_bytes_per_token / parallel.kv_share(
+            self.model, self.layout.tp)
+        for tp in (2, 4, 8, 16, 32, 64):
+            if tp <= self.layout.tp or tp > link.max_gpus:
+                continue
+            try:
+                parallel.check_layout(self.hardware, self.model, parallel.Layout(tp))
+            except InputError:
+                continue
+            pool = self._pool_bytes_with(self.weights.total / tp)
+            if pool // (block * parallel.kv_share(self.model, tp)) > 0:
+                return f"; twin.tp {tp} fits (--tp {tp} or --set twin.tp={tp})"
+        return f"; no TP up to {link.max_gpus} GPUs fits it"
 
     def _fitting_hint(self) -> str:
         """The model's other quantizations that leave KV on this card, as the fix."""
         block = self.block_size * self.kv_bytes_per_token
-        kv = {q: int(self._pool_bytes_with(weight_bytes(self.model, q).total) // block)
+        kv = {q: int(self._pool_bytes_with(weight_bytes(self.model, q).total / self.layout.tp)
+                     // block)
               * self.block_size for q in self.model.quantizations if q != self.quantization}
         fits = sorted((q for q in kv if kv[q] > 0), key=lambda q: -kv[q])
         if not fits:
@@ -285,7 +327,7 @@ class RooflinePerfModel:
         if hw.kv_cache_bytes is not None:
             return float(hw.kv_cache_bytes)
         return (self.engine.gpu_memory_utilization * hw.memory_bytes - weights_total
-                - self.efficiency.reserve_bytes * self.tp)
+                - self.efficiency.reserve_bytes)
 
     def kv_capacity_tokens(self) -> int:
         """Tokens of KV the card holds (what vLLM logs as 'GPU KV cache size')."""
@@ -320,22 +362,55 @@ class RooflinePerfModel:
         self._t_ctx_tok = m.context_flops_per_token / (eff.eta_c * self.peak_flops)
         self._t_lin_tok = max(m.linear_attn_flops_per_token / (eff.eta_attn * self.peak_flops),
                               m.linear_attn_bytes_per_token / (eff.eta_kv * bw))
-        if self.tp > 1:
-            self._precompute_tp()
+        self._comm: list[float] | None = None
+        if self.layout.tp > 1:
+            self._precompute_parallel()
         self._precompute_spec()
 
-    def _precompute_tp(self) -> None:
-        """Tensor parallelism: two all-reduces per layer per step (after attention and
-        after the MLP, `RowParallelLinear`), each a fixed cost (`allreduce_s`: in t0)
-        plus the step's activations, tokens × hidden × 2 bytes, over the link: a ring
-        moves 2(tp − 1)/tp of them per card (per token: with the GEMMs, serial)."""
-        m, tp = self.model, self.tp
-        lay = m.layers
-        layers = lay.full_attention + lay.linear_attention + lay.sliding_attention
-        link = self.card.kv_links.get("nvlink")
-        bw = link.bytes_s if link is not None else DEFAULT_TP_LINK_BYTES_S
-        self._t0 += 2 * layers * self.efficiency.allreduce_s
-        self._t_flop_tok += 2 * layers * m.hidden_size * 2.0 * 2.0 * (tp - 1) / tp / bw
+    def _precompute_parallel(self) -> None:
+        """A TP replica's step terms (`parallel`): each GPU streams and computes its
+        share, then the group all-reduces twice a layer (`_comm`, by tokens in the step).
+        With EP the expert terms are the hottest GPU's (`parallel.expert_split`)."""
+        eff, bw, m, tp = self.efficiency, self.hardware.bandwidth_bytes_s, self.model, self.layout.tp
+        f = eff.eta_c * self.peak_flops
+        self._tw_dense = self.weights.dense_read / tp / (eff.eta_w * bw)
+        head = m.params.lm_head
+        dense_active = m.params.active - head
+        expert_flops = 0.0
+        if m.experts is not None:
+            x = m.experts
+            if self.layout.ep:
+                probs = routing_probabilities(x.total, x.active, eff.routing_skew)
+                split = parallel.expert_split(tuple(probs.tolist()), tp,
+                                              self.engine.max_num_batched_tokens)
+                self._eeff, self._eeff_max = list(split.touched), split.most
+                routed = float(x.active * x.moe_layers * x.params_per_expert)
+                dense_active -= routed
+                expert_flops = 2.0 * routed * split.token_share / f
+            else:
+                self._tw_expert = self._tw_expert / tp
+        self._t_flop_tok = 2.0 * dense_active / tp / f + expert_flops
+        self._t_flop_seq = self._t_flop_seq / tp
+        self._t_pair = self._t_pair / tp
+        self._t_ctx_tok = self._t_ctx_tok / tp
+        self._t_lin_tok = self._t_lin_tok / tp
+        # a fitted residual per all-reduce beyond the priced one (`allreduce_s`, 0: none)
+        self._comm_fixed = parallel.all_reduces_per_step(m) * eff.allreduce_s
+        table = parallel.comm_table(self.hardware, m, tp, self.engine.max_num_batched_tokens)
+        self._comm = [c + self._comm_fixed for c in table] if self._comm_fixed else list(table)
+
+    def comm_time(self, num_tokens: int) -> float:
+        """Seconds of TP all-reduce in a step of `num_tokens` tokens (0 at TP 1)."""
+        comm = self._comm
+        if comm is None:
+            return 0.0
+        if num_tokens < len(comm):
+            return comm[num_tokens]
+        link = self.hardware.tp_link
+        assert link is not None, "a TP replica's card has a tp_link (check_layout)"
+        return self._comm_fixed + parallel.all_reduces_per_step(self.model) * parallel.all_reduce(
+            link, self.layout.tp, num_tokens * self.model.hidden_size * parallel.ACT_BYTES,
+            self.hardware.compute_capability).seconds
 
     def _precompute_spec(self) -> None:
         """Speculation's terms, each named in `spec_time` with its source."""
@@ -487,7 +562,10 @@ class RooflinePerfModel:
         if self._serial:
             # a CPU card: the cores stream and compute in turn (`eta_overlap` < 1)
             roof += self._serial * (t_comp if t_mem > t_comp else t_mem)
-        step = self._t0 + self._t_seq * n + roof
+        if self._comm is None:
+            step = self._t0 + self._t_seq * n + roof
+        else:   # a TP replica: its all-reduces run between the GEMMs, in series
+            step = self._t0 + self._t_seq * n + self.comm_time(t) + roof
         if shape.prefill_tokens:
             # the mixed step: prefill chunks (beside decodes) leave the full CUDA graph
             step += self._t_mixed + self._t_mixed_seq * n
@@ -512,8 +590,11 @@ class RooflinePerfModel:
         if n <= 0 or type(self).step_time is not RooflinePerfModel.step_time or self._serial:
             return None
         eeff = self._eeff[n] if n < len(self._eeff) else self._eeff_max
+        base = self._t0 + self._t_seq * n
+        if self._comm is not None:
+            base = base + self.comm_time(n)
         return DecodeTerms(
-            n, self._t0 + self._t_seq * n, self._tw_dense + self._tw_expert * eeff,
+            n, base, self._tw_dense + self._tw_expert * eeff,
             self._t_kv_tok, 1.0 + self._kv_half / n, self._t_state * n,
             self._t_flop_tok * n + self._t_flop_seq * n + self._t_pair * 0.0)
 
@@ -525,7 +606,10 @@ class RooflinePerfModel:
             "hardware": {"name": hw.name, "description": hw.description,
                          "memory_bytes": hw.memory_bytes,
                          "bandwidth_bytes_s": hw.bandwidth_bytes_s,
-                         "peak_flops": self.peak_flops, "usd_per_hour": hw.usd_per_hour},
+                         "peak_flops": self.peak_flops,
+                         # a replica's price: its GPUs' (one card at TP 1)
+                         "usd_per_hour": (hw.usd_per_hour if self.layout.tp == 1
+                                          else hw.usd_per_hour * self.layout.tp)},
             "model": {"name": m.name, "description": m.description,
                       "quantization": self.quantization,
                       "weights_bytes": round(self.weights.total),
@@ -539,12 +623,27 @@ class RooflinePerfModel:
             "efficiency": {k: v for k, v in self.efficiency.model_dump(
                 exclude={"source"}).items() if not (k in UNSET_WHEN_ZERO and v == 0)},
             "calibration_source": self.efficiency_source,
+            **self._describe_parallel(),
         }
+
+    def _describe_parallel(self) -> dict[str, Any]:
+        """A TP replica's layout (absent at TP 1, leaving the manifest as it was)."""
+        if self.layout.tp == 1:
+            return {}
+        link = self.hardware.tp_link
+        return {"parallel": {"tp": self.layout.tp, "ep": self.layout.ep,
+                             "gpus": self.layout.gpus,
+                             "weights_bytes_per_gpu": round(self.weights_per_gpu),
+                             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token,
+                             "usd_per_hour_per_gpu": self.hardware.usd_per_hour,
+                             "tp_link": link.model_dump() if link else None}}
 
 
     def _undescribed(self) -> set[str]:
-        quiet = {"sources"} if self.engine.kv_offload_gib > 0 else {"sources", "kv_offload_gib"}
-        return quiet if self.tp > 1 else quiet | {"tensor_parallel_size"}
+        out = {"sources"} if self.engine.kv_offload_gib > 0 else {"sources", "kv_offload_gib"}
+        if self.layout.tp == 1 and not self.layout.ep:
+            out |= {"tensor_parallel_size", "enable_expert_parallel"}
+        return out
 
     def _describe_tier(self) -> dict[str, Any]:
         """The host KV tier's size and link, only when one is configured (tier off
@@ -552,7 +651,7 @@ class RooflinePerfModel:
         gib, link = self.engine.kv_offload_gib, self.hardware.host_link
         if gib <= 0 or link is None:
             return {}
-        block = self.block_size * self.kv_bytes_per_token
+        block = self.block_size * self.kv_bytes_per_token * self.layout.tp
         return {"kv_offload": {"gib": gib, "blocks": int(gib * 2**30 // block),
                                "tokens": int(gib * 2**30 // block) * self.block_size,
                                "host_link": link.model_dump()}}

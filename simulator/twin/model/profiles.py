@@ -81,7 +81,8 @@ class Efficiency(_Strict):
     mixed_step_s: float = Field(default=0.0, ge=0)
     mixed_seq_s: float = Field(default=0.0, ge=0)
     # tensor parallelism (`tensor_parallel_size` > 1): per all-reduce (two per layer per
-    # step, vLLM's custom all-reduce: launch and the barrier), beyond its bytes on the link
+    # step), a fitted residual beyond what `parallel` prices from the card's tp_link
+    # (its latency and bytes); 0: none
     allreduce_s: float = Field(default=0.0, ge=0)
     source: str
 
@@ -166,9 +167,10 @@ class EngineSettings(_Strict):
     # on, N > 0 also every N tokens (a multiple of the block size); "auto": the
     # vllm_version's default (`with_version_defaults`)
     prefix_cache_retention_interval: Annotated[int, Field(ge=0)] | Literal["auto"] | None = "auto"
-    # vLLM --tensor-parallel-size: the model split over this many cards of the profile
-    # (their memory, bandwidth and FLOPs add; every layer adds two all-reduces)
+    # vLLM --tensor-parallel-size and --enable-expert-parallel: a replica of this many
+    # GPUs (`twin/model/parallel`); 1 and False: one card, as before
     tensor_parallel_size: int = Field(default=1, ge=1, le=64)
+    enable_expert_parallel: bool = False
     spec_max_num_batched_tokens: int = Field(default=2048, gt=0)   # budget with spec on
     #                                                      unless max_num_batched_tokens is set
     sources: dict[str, str] = Field(default_factory=dict)
@@ -234,6 +236,21 @@ class KVLink(_Strict):
     source: str
 
 
+class TPLink(_Strict):
+    """The links between the GPUs of one tensor-parallel group (`twin/model/parallel`):
+    what vLLM's custom all-reduce (peer reads over P2P) and NCCL's ring sustain, and
+    their fixed cost per call. A card without one serves TP 1 only."""
+
+    kind: str                              # "nvswitch", "nvlink-bridge", "pcie"
+    fully_connected: bool                  # every GPU pair on NVLink (vLLM's is_fully_connected)
+    max_gpus: int = Field(ge=1)            # GPUs on one such domain (one node)
+    p2p_bytes_s: float = Field(gt=0)       # one GPU reading its peers (custom all-reduce)
+    custom_latency_s: float = Field(ge=0)  # one custom all-reduce kernel, tiny message
+    nccl_bus_bytes_s: float = Field(gt=0)  # NCCL all-reduce bus bandwidth (nccl-tests busbw)
+    nccl_latency_s: float = Field(ge=0)    # one NCCL all-reduce, tiny message
+    source: str
+
+
 class HardwareProfile(_Strict):
     name: str
     description: str = ""
@@ -256,6 +273,7 @@ class HardwareProfile(_Strict):
     host_link: HostLink | None = None      # for a host KV tier; None: the card has none modelled
     # card-to-card links for P/D KV transfer, by kind (nvlink, infiniband, roce, pcie)
     kv_links: dict[str, KVLink] = Field(default_factory=dict)
+    tp_link: TPLink | None = None          # between the GPUs of a TP group; None: TP 1 only
     engine: dict[str, Any] = Field(default_factory=dict)   # overrides of engine.yaml
     sources: dict[str, str]
 
@@ -393,7 +411,7 @@ _SOURCED_WHEN_SET = {"linear_attn_flops_per_token", "linear_attn_bytes_per_token
 
 def _numeric_fields(model: BaseModel) -> list[str]:
     skip = {"efficiency", "efficiency_family", "card_terms", "families", "engine",
-            "host_link", "kv_links", "sources", "speculation",
+            "host_link", "kv_links", "tp_link", "sources", "speculation",
             "quantizations", "sliding_window", "drafters", "spec_disables_cuda_graphs",
             "kv_dtype_default", "generation_config",
             "attn_flops_per_pair", "kv_cache_bytes", "recurrent_state_bytes_per_layer"}

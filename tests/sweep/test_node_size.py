@@ -1,0 +1,84 @@
+"""`size --node`: a node's TP layouts, each replica searched, side by side."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.analysis.run_summary import RunSummary
+from simulator.analysis.slo import parse_slo
+from simulator.errors import InputError
+from simulator.sweep.card_size import SizeProfile
+from simulator.sweep.node_size import (
+    NodeLayoutTable,
+    candidate_tps,
+    format_node_layout,
+    layouts,
+    parse_node,
+    tp_dim,
+)
+from simulator.sweep.pipeline import run_profile
+from simulator.sweep.point import Point, PointResult
+from simulator.sweep.tiers import EachValue
+from tests.sweep.toy import BASE, Wide, toy_server
+
+
+def test_a_node_is_gpus_by_card() -> None:
+    assert parse_node("8xh100") == parse_node(" 8×h100 ")
+    assert str(parse_node("8xh100")) == "8xh100"
+    for bad in ("h100", "0xh100", "8x", "999xh100"):
+        with pytest.raises(InputError, match="GPUS x CARD"):
+            parse_node(bad)
+    with pytest.raises(InputError, match="unknown hardware"):
+        parse_node("8xnosuchcard")
+    assert candidate_tps(8) == [1, 2, 4, 8]
+    assert candidate_tps(6) == [1, 2]
+
+
+def test_layouts_that_do_not_fit_are_listed_with_vllms_refusal() -> None:
+    fits = layouts(parse_node("8xh100"), "llama-3.1-70b", {}, False)
+    assert fits.fitting == (2, 4, 8)
+    (tp, why), = fits.refused
+    assert tp == 1 and "GB short" in why
+    kv = dict(fits.kv_tokens)
+    assert kv[2] < kv[4] < kv[8]              # wider replicas: more room for KV each
+    with pytest.raises(InputError, match="fits no layout"):
+        layouts(parse_node("1xl40s"), "llama-3.1-70b", {}, False)
+
+
+def _by_tp(p: Point) -> PointResult:
+    """A toy replica whose knee grows with its TP degree (a TP N replica holds more)."""
+    tp = next(int(o.split("=")[1]) for o in p.overrides if o.startswith("twin.tp="))
+    n = p.coords["requested_sessions"]
+    return PointResult(p, f"{p.out_dir}/run-{n}", "completed", "",
+                       RunSummary.from_json(toy_server(n, knee=6 * tp)), 0.0, 0.0)
+
+
+def test_the_node_table_multiplies_each_replica_out_and_names_the_best() -> None:
+    node = parse_node("8xh100")
+    slos = (parse_slo("window_per_session_tok_s>=50"),)
+    fits = layouts(node, "gpt-oss-120b", {}, False)
+    assert fits.fitting == (1, 2, 4, 8)
+    profile = EachValue(BASE, tp_dim(node, (1, 2, 4), False),
+                        lambda b, _t: SizeProfile(b, slos, 256, 0, team_sessions=100))
+    answers = run_profile(profile, Wide(2), runner=_by_tp)
+    # 100 / (1 + n / knee) >= 50 up to n = knee = 6 × TP: 6, 12, 24 per replica
+    assert [(tp, r.sessions) for tp, r in answers] == [(1, 6), (2, 12), (4, 24)]
+    for tp, r in answers:
+        assert all(f"/tp-{tp}/" in p.run_dir for p in r.probes)
+    table = NodeLayoutTable(node, "gpt-oss-120b", 2.49, 100, False, fits, answers)
+    rows = table.rows()
+    assert [(r.replicas, r.node_sessions) for r in rows] == [(8, 48), (4, 48), (2, 48)]
+    assert all(r.usd_per_hour == pytest.approx(8 * 2.49) for r in rows)
+    assert [r.team_replicas for r in rows] == [17, 9, 5]
+    assert [r.team_nodes for r in rows] == [3, 3, 3]
+    best = table.best()
+    assert best is not None and best.tp == 1       # a tie goes to the narrower layout
+    text = format_node_layout(table)
+    assert "8 × TP1" in text and "2 × TP4" in text and "answer: 8 × TP1 holds 48" in text
+    assert table.to_dict()["best"] == best.to_dict()
+
+
+def test_ep_is_off_at_tp1_and_on_past_it() -> None:
+    dim = tp_dim(parse_node("8xh100"), (1, 2), True)
+    assert dim.overrides(1) == ("twin.tp=1", "twin.ep=false")
+    assert dim.overrides(2) == ("twin.tp=2", "twin.ep=true")
