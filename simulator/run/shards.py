@@ -288,7 +288,8 @@ def shard_resume(state: ResumeState, sessions: range) -> ResumeState:
         prior_attempts={k: v for k, v in state.prior_attempts.items() if k[0] in mine},
         done_sessions=state.done_sessions & mine,
         failed_sessions=[x for x in state.failed_sessions if x in mine],
-        mono_offset_s=state.mono_offset_s, rows_before=state.rows_before)
+        mono_offset_s=state.mono_offset_s, rows_before=state.rows_before,
+        answered={k: v for k, v in state.answered.items() if k in mine})
 
 
 # -------------------------------------------------------------------- worker side --

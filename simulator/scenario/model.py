@@ -557,8 +557,10 @@ class FleetSpec(_Frozen):
                             "round_robin"] = "prefix_aware"
     max_local_prefill: int = Field(default=1000, ge=0)
     kv_link: str = Field(default="auto", min_length=1, max_length=40)   # auto: IB, RoCE, …
-    kv_link_gb_s: float | None = Field(default=None, gt=0)      # inf: instantaneous
-    kv_link_latency_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    # bounded as `twin/pd/policy.py` bounds a link (MIN_LINK_GB_S, MAX_LINK_LATENCY_S):
+    # past 1 Gbit/s Ethernet's pace or a second per transfer a run never ends (issue 57)
+    kv_link_gb_s: float | None = Field(default=None, ge=0.1)      # inf: instantaneous
+    kv_link_latency_s: float | None = Field(default=None, ge=0, le=1.0, allow_inf_nan=False)
     # the prefill instances' TP degree (vLLM --tensor-parallel-size on the prefill role;
     # decode TP4, prefill TP1 is common); None: twin.tp, as the decode instances
     prefill_tp: int | None = Field(default=None, ge=1, le=64)

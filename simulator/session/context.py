@@ -55,5 +55,7 @@ class RunContext:
     # Resume: stored replies per session (replayed, not re-sent) and attempts already made.
     replay: dict[str, dict[ReplayKey, StoredReply]] = field(default_factory=dict)
     prior_attempts: dict[tuple[str, int, str], int] = field(default_factory=dict)
+    # when each stored reply was sent and answered (simulated s): a replay's clock
+    answered: dict[str, dict[ReplayKey, tuple[float, float]]] = field(default_factory=dict)
     # a real server's replies: what n-gram speculation would see, client-tokenised
     ngram_meter: ClientMeter | None = None

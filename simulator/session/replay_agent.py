@@ -9,6 +9,12 @@ summary request) or by `scenario.compaction` — send the call with `max_tokens`
 recorded output, and append the reply: the recorded assistant blocks (`recorded`) or
 the server's text plus the recorded tool calls (`live`). Session index i replays
 recorded session i mod n (copy i // n draws different synthetic text).
+
+Resumed (`run --resume`), a stream keeps the clock of the run's first part: a call
+already answered is replayed without its wait, the session's start is the one it had
+(its first call's send less that call's offset, or its recorded start), and what is due
+then goes at once, as a held-back request does (issue 57: taking the start again at
+the resume sent every later request of a team day minutes late).
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ class _Coordinator:
     started: dict[int, asyncio.Event] = field(default_factory=dict)
     done: dict[int, asyncio.Event] = field(default_factory=dict)
     cancelled: set[int] = field(default_factory=set)
+    spawned_at: dict[int, float] = field(default_factory=dict)   # sim. s a parent spawned it
 
     def event(self, table: dict[int, asyncio.Event], index: int) -> asyncio.Event:
         return table.setdefault(index, asyncio.Event())
@@ -90,6 +97,10 @@ class ReplayAgent(Agent):
         self._paced: dict[tuple[str, float, float | None], TurnTemplate] = {}
         self._began = 0.0       # when the session started (s since the run began)
         self._waited = 0.0      # timing "arrivals": the idle before the current call
+        # resumed: when this session's stored replies were sent and answered (sim. s)
+        self._answered = ctx.answered.get(self.session_id, {})
+        self._resumed = bool(ctx.prior_attempts)
+        self._last_end: float | None = None   # a replayed call's answer (recorded gaps)
 
     def _global(self, rec_index: int) -> int:
         return rec_index + self.copy * len(self.spec.sessions)
@@ -98,15 +109,17 @@ class ReplayAgent(Agent):
         try:
             if self.script.parent is not None and not await self._await_start():
                 return
-            if self.script.parent is None and self.script.start_offset_s > 0 \
-                    and self.spec.timing != "none" \
-                    and await self._idle(self.script.start_offset_s):
-                return                      # a trace session starts at its recorded time
-            self._began = self._now()
+            offset = self.script.start_offset_s if self.script.parent is None \
+                and self.spec.timing != "none" else 0.0
+            # a trace session starts at its recorded time (resumed: of the first part)
+            wait = offset - self._now() if self._resumed else offset
+            if wait > 0 and await self._idle(wait):
+                return
+            self._began = self._origin(offset)
             for k, call in enumerate(self.script.calls[: self.s.turns]):
                 if self.ctx.stop.is_set():
                     return
-                if await self._wait_before(call):
+                if await self._wait_before(k, call):
                     return
                 await self._turn(k, call)
         finally:
@@ -115,6 +128,20 @@ class ReplayAgent(Agent):
                 if not self.co.event(self.co.started, child).is_set():
                     self.co.cancelled.add(child)
                     self.co.event(self.co.started, child).set()
+
+    def _origin(self, offset: float) -> float:
+        """When this session started: now, or, resumed, when it started in the first
+        part (its first call's send less that call's offset; its recorded start; for a
+        sub-agent, its parent's spawning reply)."""
+        if not self._resumed:
+            return self._now()
+        first = self._answered.get((0, "turn"))
+        calls = self.script.calls
+        if first is not None and calls and calls[0].at_s is not None:
+            return first[0] - calls[0].at_s
+        if self.script.parent is not None:
+            return self.co.spawned_at.get(self.index, self._now())
+        return min(offset, self._now())
 
     def _all_spawns(self) -> list[int]:
         return [self._global(c) for call in self.script.calls for c in call.spawns]
@@ -130,8 +157,9 @@ class ReplayAgent(Agent):
             start.cancel()
         return ev.is_set() and self.index not in self.co.cancelled and not self.ctx.stop.is_set()
 
-    async def _wait_before(self, call: ReplayCall) -> bool:
-        """Idle before the call; True when the run is stopping."""
+    async def _wait_before(self, k: int, call: ReplayCall) -> bool:
+        """Idle before the call; True when the run is stopping. A call answered before
+        a resume is replayed at once (it was sent on the first part's clock)."""
         children = [c for b in call.user if b.kind == "tool_result" and b.id
                     for c in self.awaiting.pop(b.id, [])]
         if children:
@@ -139,19 +167,26 @@ class ReplayAgent(Agent):
                 await self.co.event(self.co.done, c).wait()
             return self.ctx.stop.is_set()
         self._waited = 0.0
+        if (k, "turn") in self.replay:
+            return False
         if self.spec.timing == "arrivals" and call.at_s is not None:
             # at the recorded start, or now if the previous reply came later than that
             self._waited = max(0.0, self._began + call.at_s - self._now())
             return self._waited > 0 and await self._idle(self._waited)
         if self.spec.timing == "none" or call.wait_s <= 0:
             return False
-        return await self._idle(min(call.wait_s, self.spec.max_wait_s))
+        wait = min(call.wait_s, self.spec.max_wait_s)
+        if self._last_end is None:
+            return await self._idle(wait)
+        wait -= self._now() - self._last_end    # after a replayed call: what is left
+        return wait > 0 and await self._idle(wait)
 
     def _now(self) -> float:
         """Simulated seconds since the run started (the rows' `started_mono_s`)."""
         return self.ctx.clock.to_sim(self.ctx.clock.monotonic() - self.ctx.t0)
 
     async def _turn(self, k: int, call: ReplayCall) -> None:
+        stored = self._answered.get((k, "turn")) if (k, "turn") in self.replay else None
         event = await self._apply_compaction(k, call)
         if not self.conv.messages:   # a server answers 400; say why instead
             raise SessionFailed(f"{self.session_id} turn {k}: recorded call {k} of session "
@@ -164,12 +199,14 @@ class ReplayAgent(Agent):
         resp = await self._request(k, template, event, wait, self.conv.messages, "turn",
                                    max_tokens)
         self._append_recorded(call, resp.content if self.spec.mode == "live" else None)
+        self._last_end = None if stored is None else stored[1]
         uses = [b.id for b in call.assistant if b.kind == "tool_use" and b.id
                 and b.tool in ("Task", "Agent")]
         for j, child in enumerate(call.spawns):
             gid = self._global(child)
             if uses:
                 self.awaiting.setdefault(uses[min(j, len(uses) - 1)], []).append(gid)
+            self.co.spawned_at[gid] = self._now() if stored is None else stored[1]
             self.co.event(self.co.started, gid).set()
         if self.ctx.progress is not None:
             self.ctx.progress(resp.usage.output_tokens or resp.output_tokens_est)

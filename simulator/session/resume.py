@@ -73,6 +73,9 @@ class ResumeState:
     done_sessions: set[str] = field(default_factory=set)
     failed_sessions: list[str] = field(default_factory=list)
     mono_offset_s: float = 0.0       # where the earlier part's timeline ended (s)
+    # session → (turn, kind) → (sent, answered) in simulated s: a replayed stream keeps
+    # its clock on resume (`ReplayAgent`), its later calls due when they were
+    answered: dict[str, dict[ReplayKey, tuple[float, float]]] = field(default_factory=dict)
     rows_before: int = 0
     ramp_steps: list[dict[str, Any]] = field(default_factory=list)   # judged ramp steps
 
@@ -84,8 +87,11 @@ def resume_state(turn_rows: list[dict[str, Any]], history_rows: list[dict[str, A
     for r in turn_rows:
         key = (str(r["session_id"]), int(r["turn_index"]), str(r["request_kind"]))
         st.prior_attempts[key] = max(st.prior_attempts.get(key, 0), int(r["attempt"]))
-        end = float(r.get("started_mono_s") or 0.0) + float(r.get("e2e_s") or 0.0)
+        sent = float(r.get("started_mono_s") or 0.0)
+        end = sent + float(r.get("e2e_s") or 0.0)
         st.mono_offset_s = max(st.mono_offset_s, end)
+        if r.get("ok"):
+            st.answered.setdefault(key[0], {})[(key[1], key[2])] = (sent, end)
     for h in history_rows:
         sid = str(h["session"])
         if "failed" in h:

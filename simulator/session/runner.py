@@ -136,6 +136,7 @@ class Runner:
                          clock, Limiter(self.s.limits.max_in_flight, self.s.limits.requests_per_s),
                          base, tools_json(base), self._stop, t0, self.progress,
                          replay=self.resume.replay, prior_attempts=self.resume.prior_attempts,
+                         answered=self.resume.answered,
                          ngram_meter=_client_meter(self.endpoint))
         self._ctx = ctx
         try:

@@ -22,6 +22,12 @@ DYNAMO_MAX_LOCAL_PREFILL = 1000     # tokens: Dynamo's examples' default thresho
 PREFILL_POLICIES: tuple[Policy, ...] = ("least_loaded", "prefix_aware", "kv_cost",
                                          "round_robin")
 MAX_INSTANCES = 1024
+# The links a KV transfer can take (issue 57): no slower than 1 Gbit/s Ethernet
+# (0.125 GB/s; the slowest link any P/D deployment pulls KV over), no fixed cost over a
+# second per transfer (a cross-continent round trip is ~0.3 s; NIXL's set-up is µs).
+# Past these a run never ends: every remote prefill waits hours of simulated time.
+MIN_LINK_GB_S = 0.1
+MAX_LINK_LATENCY_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,12 +39,13 @@ class LinkSpec:
     latency_s: float         # fixed cost per transfer
 
     def __post_init__(self) -> None:
-        if not self.bytes_s > 0:          # NaN fails this too
-            raise ValueError(f"KV link {self.kind}: bandwidth must be > 0 GB/s, got "
+        if not self.bytes_s >= MIN_LINK_GB_S * 1e9:          # NaN fails this too
+            raise ValueError(f"KV link {self.kind}: bandwidth must be at least "
+                             f"{MIN_LINK_GB_S:g} GB/s (1 Gbit/s Ethernet), got "
                              f"{self.bytes_s / 1e9:g}")
-        if not (self.latency_s >= 0 and math.isfinite(self.latency_s)):
-            raise ValueError(f"KV link {self.kind}: latency must be a finite number ≥ 0 s, "
-                             f"got {self.latency_s:g}")
+        if not (0 <= self.latency_s <= MAX_LINK_LATENCY_S and math.isfinite(self.latency_s)):
+            raise ValueError(f"KV link {self.kind}: latency must be within 0.."
+                             f"{MAX_LINK_LATENCY_S:g} s per transfer, got {self.latency_s:g}")
 
     def transfer_s(self, nbytes: float) -> float:
         """Seconds one transfer of `nbytes` holds the link."""

@@ -21,6 +21,8 @@ TEAM = str(SCENARIOS / "claude-code-team.yaml")
     ["--pd", "1:2", "--set", "fleet.kv_link_gb_s=0"],
     ["--pd", "1:2", "--set", "fleet.kv_link_gb_s=nan"],
     ["--pd", "1:2", "--set", "fleet.kv_link_gb_s=-3"],
+    ["--pd", "1:1", "--set", "fleet.kv_link_gb_s=1e-12"],       # issue 57: never ended
+    ["--pd", "1:1", "--set", "fleet.kv_link_latency_s=1e6"],
     ["--pd", "1:2", "--set", "fleet.max_local_prefill=-1"],
     ["--pd", "1:2", "--set", "fleet.kv_link=infiniband"],      # the a40 has none
     ["--pd", "1:2", "--replicas", "3"],
@@ -44,7 +46,8 @@ def test_size_pd_needs_a_team(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("bw", "lat"), [(0.0, 0.0), (math.nan, 0.0), (-1.0, 0.0),
-                                         (1e9, -1.0), (1e9, math.nan), (1e9, math.inf)])
+                                         (1e9, -1.0), (1e9, math.nan), (1e9, math.inf),
+                                         (1e-3, 0.0), (1e9, 1e6)])
 def test_a_link_of_no_bandwidth_or_bad_latency_is_refused(bw: float, lat: float) -> None:
     with pytest.raises(ValueError, match="KV link"):
         LinkSpec("x", bw, lat)
