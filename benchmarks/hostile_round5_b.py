@@ -1,9 +1,10 @@
 """Issue 57's hostile cases (round five), part b, run by `benchmarks/hostile_cases.py
 --round 5` beside part a (`hostile_round5_a.py`): huge numbers and deep nesting in every
-file of a run folder and in `--set` (runfiles), the SDK endpoints' fault records with the
-installed SDK (sdk), and a labelled run's folder name (label). Same shape as round four
-(`hostile_round4.py`): shell commands in a child process group under an address-space
-cap, the verdicts of round three plus round four's `script` and `refuse_no_out`.
+file of a run folder and in `--set` (runfiles), an OTLP file of zeros (otel), the SDK
+endpoints' fault records with the installed SDK (sdk), and a labelled run's folder name
+(label). Same shape as round four (`hostile_round4.py`): shell commands in a child
+process group under an address-space cap, the verdicts of round three plus round four's
+`script` and `refuse_no_out`.
 """
 
 from __future__ import annotations
@@ -72,6 +73,11 @@ def cases() -> list[Case]:
           needle=f"--set {key}")
     c("scenario-5000-digits", "runfiles", "$E run $F/big_int.yaml --out $T/o",
       "refuse_no_out", needle="4,300 digits")
+    # an OTLP protobuf file that never ends: 1 GB of zeros, each 4 a zero length prefix
+    for fmt in ("claude-code-otel", "otel-genai"):
+        c(f"otel-sparse-1gb-{fmt}", "otel",
+          f"truncate -s 1G $T/sparse.bin && $E import {fmt} $T/sparse.bin -o $T/o.yaml",
+          needle="empty messages")
     # the SDK endpoints' records of a reply cut mid-stream and a stall, with the SDK
     # installed here (anthropic 2.17 wraps both in its own errors; 2.16 did not)
     c("sdk-faults-by-the-wire", "sdk",
