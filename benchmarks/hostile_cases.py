@@ -19,6 +19,7 @@ counts) is `benchmarks/hostile_round3.py`; it ends with a table of verdicts by k
 by group. Round 4 (issue 49: interrupted ramps, `watch` on hostile journals, `--ramp`
 numbers, `--metrics-port`, /dev/full, Ctrl-C at import; lying `--scrape` targets, `twin
 fit` inputs, `--from-twin`) is `benchmarks/hostile_round4.py` and `hostile_round4_lies.py`.
+Round 5 (issue 57) is `hostile_round5_a.py` and `hostile_round5_b.py` (`--round 5`).
 Measured, not asserted: the tests are in tests/.
 """
 
@@ -313,10 +314,10 @@ KINDS = ("traceback", "hang", "nonsense", "count", "other", "slow", "clean")
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", type=Path, default=HERE)
-    ap.add_argument("--round", choices=["2", "3", "4", "all"], default="all")
+    ap.add_argument("--round", choices=["2", "3", "4", "5", "all"], default="all")
     ap.add_argument("--only", default="")
     ap.add_argument("--group", default="",
-                    help="rounds 3-4: one group (import, export, …; answers, telemetry, …)")
+                    help="rounds 3-5: one group (import, export, …; answers, telemetry, …)")
     args = ap.parse_args()
     root = args.root.resolve()
     counts: dict[str, int] = {}
@@ -354,6 +355,36 @@ def main() -> None:
             print("by group: " + " · ".join(
                 f"{g} {v.get('clean', 0)}/{sum(v.values())}"
                 for g, v in tally.by_group.items()) + "  (clean/total)")
+        if args.round in ("5", "all"):
+            round5(root, tmp / "r5", args.only, args.group, report)
+
+
+def round5(root: Path, tmp: Path, only: str, group: str, report: Any) -> None:
+    """Issue 57: part a's cases (`hostile_round5_a.py`, when present) and part b's."""
+    import importlib
+    parts = []
+    for name in ("hostile_round5_a", "hostile_round5_b"):
+        try:
+            parts.append((name, importlib.import_module(f"benchmarks.{name}")))
+        except ModuleNotFoundError as exc:
+            if exc.name != f"benchmarks.{name}":
+                raise
+            print(f"round 5: {name}.py not in this checkout; its cases skipped")
+    by_kind: dict[str, int] = {}
+    by_group: dict[str, dict[str, int]] = {}
+    for name, mod in parts:
+        tally = mod.run_all(root, tmp / name, only, group, report)
+        for k, v in tally.by_kind.items():
+            by_kind[k] = by_kind.get(k, 0) + v
+        for g, kinds in tally.by_group.items():
+            into = by_group.setdefault(g, {})
+            for k, v in kinds.items():
+                into[k] = into.get(k, 0) + v
+    total = sum(by_kind.values())
+    print(f"\nround 5 (issue 57): {by_kind.get('clean', 0)} of {total} clean; "
+          + ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items())))
+    print("by group: " + " · ".join(f"{g} {v.get('clean', 0)}/{sum(v.values())}"
+                                    for g, v in by_group.items()) + "  (clean/total)")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,35 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return "tests/engines" if nodeid.startswith("tests/engines/") else nodeid
 
     return EnginesTogether(config, log)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under xdist, install the engines in the controller, before the workers start: a
+    worker's output is hidden, so an install there (minutes) looked like a hang after
+    "2 workers [N items]" (issue 57). The controller's terminal shows each phase and its
+    elapsed time; the workers then find everything in the cache."""
+    config = session.config
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None) \
+            or config.option.collectonly:
+        return
+    from tests.engines_fixtures import engines_in_files, preinstall_engines
+    paths = [Path(a) for a in config.args] or [Path(config.rootpath) / "tests"]
+    names = engines_in_files(paths, config.option.markexpr or "")
+    if names:
+        preinstall_engines((), _say(config), names)
+
+
+def _say(config: pytest.Config) -> Callable[[str], None]:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def say(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(line)
+            reporter.flush()
+        else:
+            print(line, flush=True)
+    return say
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

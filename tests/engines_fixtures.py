@@ -83,11 +83,31 @@ def engines_needed(items: Iterable[pytest.Item]) -> list[str]:
     return [e for e in _ENSURE if e in names]   # an engine before the model it needs
 
 
-def preinstall_engines(items: Iterable[pytest.Item], say: Callable[[str], None]) -> None:
+def engines_in_files(paths: Iterable[Path], markexpr: str) -> list[str]:
+    """What `engines_needed` would answer, from the xdist controller, which collects no
+    items: the engines whose server fixtures the selected test files name, none when the
+    `-m` expression deselects `real_engine` tests. An over-estimate at worst (a file
+    naming a fixture whose test `-k` deselects), never an under-estimate: the workers
+    still run `preinstall_engines` on their items, instantly from the cache."""
+    from _pytest.mark.expression import Expression
+    if markexpr and not Expression.compile(markexpr).evaluate(lambda m: m == "real_engine"):
+        return []
+    text = ""
+    for root in paths:
+        root = Path(str(root).split("::", 1)[0])
+        files = [root] if root.is_file() else sorted(root.rglob("test_*.py")) \
+            if root.is_dir() else []
+        text += "".join(f.read_text(encoding="utf-8", errors="replace") for f in files)
+    names = {e for f, es in _FIXTURE_ENGINES.items() if f in text for e in es}
+    return [e for e in _ENSURE if e in names]
+
+
+def preinstall_engines(items: Iterable[pytest.Item], say: Callable[[str], None],
+                       names: list[str] | None = None) -> None:
     """Install (or find cached) every engine the session needs, before any test runs,
     printing each step and its duration; a build is killed with its process group when
     it passes INSTALL_LIMIT_S or the session is interrupted."""
-    for name in engines_needed(items):
+    for name in engines_needed(items) if names is None else names:
         t0 = time.monotonic()
         say(f"[engines] {name}: installing if missing (limit {INSTALL_LIMIT_S:.0f} s; "
             f"cache {engines_dir()})")

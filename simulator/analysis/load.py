@@ -18,6 +18,7 @@ from simulator.errors import InputError
 from simulator.records.manifest import Manifest, read_manifest
 from simulator.records.prometheus import SERVER_METRICS_COLUMNS
 from simulator.records.rows import COLUMNS
+from simulator.util import bounded
 from simulator.util.visible import visible
 
 # Columns the analysis cannot do without (the rest may be absent in older runs).
@@ -65,12 +66,7 @@ def load_saved_summary(run_dir: str | Path) -> dict[str, Any] | None:
     path = Path(run_dir) / "summary.json"
     if not path.exists():
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}: corrupted JSON: {exc.msg}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: unreadable: {_one_line(exc)}") from None
+    data = bounded.json_file(path, what="summary")
     return registry.upgrade(data) if isinstance(data, dict) else None
 
 

@@ -40,6 +40,8 @@ if TYPE_CHECKING:   # protobuf is loaded only for a protobuf file
 Signal = Literal["logs", "spans"]
 Scalar = str | int | float | bool
 
+MAX_EMPTY_RUN = 16              # consecutive empty protobuf messages: an exporter writes
+                                # a batch only when it holds something
 MAX_MESSAGE_BYTES = 16 << 20   # one line / one protobuf message (a Collector batch of
 #                                8,192 Claude Code events is ~8 MiB of JSON)
 MAX_RECORDS = 1_000_000        # records read from all files of one import (a team-day of
@@ -262,7 +264,7 @@ def _proto_messages(path: Path, fh: IO[bytes], signal: Signal) -> Iterator[OtlpR
     from google.protobuf.message import DecodeError
     from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
     from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
-    idx = 0
+    idx = empty = 0
     while True:
         head = fh.read(4)
         if not head:
@@ -272,6 +274,13 @@ def _proto_messages(path: Path, fh: IO[bytes], signal: Signal) -> Iterator[OtlpR
             raise InputError(f"{where}: a torn length prefix ({len(head)} of 4 bytes; "
                              "expected the file exporter's format: proto)")
         (size,) = struct.unpack(">I", head)
+        empty = empty + 1 if size == 0 else 0
+        if empty > MAX_EMPTY_RUN:
+            # a sparse or zero-filled file is one empty message per 4 bytes: a gigabyte
+            # of them would be read to its end for nothing
+            raise InputError(f"{where}: {empty} empty messages in a row (zero length "
+                             "prefixes): a zero-filled or sparse file, not the file "
+                             "exporter's format: proto")
         if size > MAX_MESSAGE_BYTES:
             raise InputError(f"{where}: a message of {size:,} bytes (at most "
                              f"{MAX_MESSAGE_BYTES:,}); not an OTLP protobuf file?")

@@ -19,7 +19,6 @@ the wrong type is one InputError line naming the file and the field.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ from pydantic import ValidationError
 from simulator.errors import InputError
 from simulator.scenario.model import GoodputSpec, LoadShape
 from simulator.scenario.replay import ReplaySpec
-from simulator.util.bounded import is_special
+from simulator.util.bounded import json_file
 
 MANIFEST = "manifest.json"
 MAX_MANIFEST = 16 * 2**20   # a manifest is a few kB; past this it is no manifest
@@ -190,23 +189,9 @@ def read_manifest(run_dir: Path) -> Manifest:
     """The run's manifest, upgraded and typed (InputError, one line, when it is missing,
     no regular file, not JSON, not an object or a field of the wrong type)."""
     path = run_dir / MANIFEST
-    if is_special(path):        # a FIFO would block the read forever
-        raise InputError(f"{path}: not a regular file")
-    try:
-        with path.open("rb") as f:
-            text = f.read(MAX_MANIFEST + 1)
-        if len(text) > MAX_MANIFEST:
-            raise InputError(f"{path}: {len(text):,}+ bytes, more than a manifest holds")
-        data = json.loads(text.decode("utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: missing; is {run_dir} a run directory?") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}: corrupted JSON: {exc.msg}") from None
-    except RecursionError:
-        raise InputError(f"{path}: corrupted JSON: nested too deep") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        why = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise InputError(f"{path}: unreadable: {why}") from None
+    if not path.exists() and not path.is_symlink():
+        raise InputError(f"{path}: missing; is {run_dir} a run directory?")
+    data = json_file(path, what="manifest", max_bytes=MAX_MANIFEST)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return parse_manifest(data, str(path))

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import InputError
+from simulator.util import bounded
 
 OWNER_FILE = "owner.json"
 WORKERS_DIR = "workers"       # where a sharded run's workers journal, each in its w<N>/
@@ -87,9 +88,9 @@ def clear_owner(directory: Path) -> None:
 def live_owner(directory: Path) -> int | None:
     """The PID of the still-running writer recorded in `directory`, else None."""
     try:
-        data = json.loads((directory / OWNER_FILE).read_text(encoding="utf-8"))
+        data = bounded.json_file(directory / OWNER_FILE, what="owner file", max_bytes=4096)
         pid, started = int(data["pid"]), data.get("start_time")
-    except (OSError, ValueError, KeyError, TypeError):
+    except (InputError, KeyError, TypeError, ValueError):
         return None
     if pid == os.getpid():
         return None

@@ -31,6 +31,7 @@ from simulator.records.rows import (
     in_simulated_time,
     metrics_in_simulated_time,
 )
+from simulator.util import bounded
 from simulator.util.redact import redact
 
 if TYPE_CHECKING:  # pandas is imported when a run finishes: start-up stays short
@@ -72,7 +73,7 @@ def salvage_failed(run_dir: Path, status_reason: str) -> None:
             (run_dir / name).unlink()
     path = run_dir / MANIFEST
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = bounded.json_file(path, what="manifest")
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         m = parse_manifest(data, str(path))
@@ -116,8 +117,8 @@ def iter_journal(path: Path) -> Iterator[dict[str, Any]]:
             if not line.endswith("\n"):
                 return
             try:
-                row = json.loads(line)
-            except ValueError:
+                row = bounded.json_row(line)
+            except (ValueError, RecursionError):
                 row = None
             if not isinstance(row, dict):
                 raise InputError(f"{path}:{n}: corrupted journal line (not a JSON object)")

@@ -10,7 +10,6 @@ are drawn as red crosses and listed with the reason.
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from typing import Any, SupportsFloat, SupportsInt, cast
 
@@ -30,6 +29,7 @@ from simulator.report.console import flag
 from simulator.report.html import build_html
 from simulator.report.plots import figure_png, mode_word, new_figure
 from simulator.report.team_size_html import is_team_size, render_team_report
+from simulator.util.bounded import json_file
 
 
 def is_sizing_dir(path: Path) -> bool:
@@ -45,9 +45,9 @@ def load_points(folder: Path) -> tuple[list[PointRow], list[str]]:
     """(one row per point, SLO texts) from sweep.json or size.json (first seed's probes),
     under today's names (`analysis.point_row.read_point_row` reads older files)."""
     if (folder / "sweep.json").is_file():
-        rows = [read_point_row(r) for r in json.loads((folder / "sweep.json").read_text())]
+        rows = [read_point_row(r) for r in _rows_of(folder / "sweep.json")]
         return _by_sessions(rows), []
-    data = json.loads((folder / "size.json").read_text())
+    data = json_file(folder / "size.json", what="size answer")
     dirs: dict[str, list[str]] = data.get("run_dirs", {})
     rows = []
     for p in data.get("probes", []):
@@ -194,7 +194,20 @@ def _table_html(rows: list[PointRow]) -> str:
 
 def _size_data(folder: Path) -> dict[str, Any] | None:
     f = folder / "size.json"
-    return json.loads(f.read_text()) if f.is_file() else None
+    if not f.is_file():
+        return None
+    data = json_file(f, what="size answer")
+    if not isinstance(data, dict):
+        raise InputError(f"{f}: expected a JSON object")
+    return data
+
+
+def _rows_of(path: Path) -> list[Any]:
+    """sweep.json's list of point rows (one InputError line when it is no list)."""
+    rows = json_file(path, what="sweep table")
+    if not isinstance(rows, list):
+        raise InputError(f"{path}: expected a JSON list of points")
+    return rows
 
 
 def _target(folder: Path, rows: list[PointRow]) -> str:

@@ -4,24 +4,27 @@ concurrency profile."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from simulator.errors import InputError
 from simulator.report.html import build_html
 from simulator.report.plots import figure_png
 from simulator.report.team_html import fidelity_rows, profile_plot
+from simulator.util.bounded import json_file
 
 
 def is_team_size(folder: Path) -> bool:
     f = folder / "size.json"
     try:
-        return f.is_file() and json.loads(f.read_text()).get("kind") == "team"
-    except (OSError, ValueError, AttributeError):
+        return f.is_file() and json_file(f, what="size answer").get("kind") == "team"
+    except (InputError, AttributeError):
         return False
 
 
 def render_team_report(folder: Path) -> Path:
-    data = json.loads((folder / "size.json").read_text())
+    data = json_file(folder / "size.json", what="size answer")
+    if not isinstance(data, dict):
+        raise InputError(f"{folder / 'size.json'}: expected a JSON object")
     team, fid = data.get("team") or {}, data.get("fidelity") or {}
     cards = data.get("cards")
     facts = [("answer", f"{cards} card(s)" if cards is not None else "not within "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import platform
+import re
 import secrets
 import time
 from collections.abc import Mapping
@@ -38,8 +39,13 @@ def versions() -> dict[str, str]:
     return out
 
 
-def new_run_id(name: str) -> str:
-    return f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-{secrets.token_hex(2)}"
+def new_run_id(name: str, label: str | None = None) -> str:
+    """`<time>-<scenario>[-<label>]-<4 hex>`: a labelled run's folder carries its label
+    (`run --label block` → `results/…-claude-code-endurance-block-1a2b`), its characters
+    outside `[A-Za-z0-9_.-]` folded to `-` and cut to 40, so any label makes a safe name."""
+    tag = re.sub(r"[^A-Za-z0-9_.-]+", "-", label or "").strip("-.")[:40].strip("-.")
+    return (f"{time.strftime('%Y%m%d-%H%M%S')}-{name}{'-' + tag if tag else ''}"
+            f"-{secrets.token_hex(2)}")
 
 
 def price_per_hour(spec: RunSpec, endpoint: Endpoint) -> float | None:

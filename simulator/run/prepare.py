@@ -98,7 +98,7 @@ def open_run(spec: RunSpec, endpoint: Endpoint | None = None,
             s = s.model_copy(update={"context_window_tokens": server.context_limit})
     else:
         server = ServerInfo.in_process(endpoint)
-    run_id = new_run_id(s.name)
+    run_id = new_run_id(s.name, spec.label)
     manifest = server.stamp(build_manifest(s, resolved, spec, endpoint, run_id,
                                            server.twin if server.http_twin else None))
     if extra is not None:
@@ -109,7 +109,7 @@ def open_run(spec: RunSpec, endpoint: Endpoint | None = None,
                                      clock=server.clock(), taken_ok=True)
             break
         except FileExistsError:    # another run took this id this second: draw again
-            run_id = new_run_id(s.name)
+            run_id = new_run_id(s.name, spec.label)
             manifest = replace(manifest, run_id=run_id)
     else:
         recorder = open_recorder(spec.out_dir / run_id, manifest, spec.out_dir,

@@ -33,6 +33,7 @@ from simulator.scenario.model import (
     StepRamp,
     SummarizeCompaction,
 )
+from simulator.util.bounded import MAX_INT_DIGITS
 
 # libyaml's C loader when available: imported replay scenarios can be megabytes.
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -117,6 +118,9 @@ def _line(ev: yaml.Event) -> int | None:
     return ev.start_mark.line + 1 if ev.start_mark is not None else None
 
 
+_INT_TAG = "tag:yaml.org,2002:int"
+
+
 def _check_tree(root: yaml.Node, file: str) -> None:
     """Refuse duplicate keys, non-scalar keys, nesting deeper than MAX_DEPTH and
     documents whose aliases expand past MAX_NODES nodes (each alias counted in full)."""
@@ -142,6 +146,11 @@ def _check_tree(root: yaml.Node, file: str) -> None:
                 n += size(k, depth + 1) + size(v, depth + 1)
         elif isinstance(node, yaml.SequenceNode):
             n += sum(size(v, depth + 1) for v in node.value)
+        elif node.tag == _INT_TAG and len(node.value) > MAX_INT_DIGITS:
+            # Python's int() refuses > 4,300 digits with a bare ValueError (a traceback)
+            raise ScenarioError(f"an integer of {len(node.value):,} characters (more than "
+                                f"{MAX_INT_DIGITS:,} digits)", file=file,
+                                line=node.start_mark.line + 1)
         if n > MAX_NODES:
             raise ScenarioError(f"more than {MAX_NODES} nodes once aliases are expanded "
                                 "(YAML alias bomb?)", file=file, line=node.start_mark.line + 1)
@@ -225,6 +234,11 @@ def _line_map(text: str, file: str = "") -> dict[tuple[str, ...], int]:
     return lines
 
 
+def _cut(text: str, limit: int = 120) -> str:
+    """`text` quoted, cut to `limit` characters (a refusal stays one readable line)."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text):,} characters)"
+
+
 def parse_override(item: str) -> tuple[list[str], object]:
     """`a.b.c=value` → (["a","b","c"], parsed value); values are parsed as YAML."""
     if "=" not in item:
@@ -236,13 +250,17 @@ def parse_override(item: str) -> tuple[list[str], object]:
     try:
         node = yaml.compose(raw, Loader=_LOADER) if raw.strip() else None
         if node is not None:
-            _check_tree(node, "--set")
+            try:
+                _check_tree(node, "--set")
+            except ScenarioError as exc:    # name the key, not "line 1" of the value
+                raise ScenarioError(str(exc).removeprefix("--set:1: "), file="--set",
+                                    key_path=key.strip()[:120]) from None
         value = yaml.load(raw, Loader=_LOADER) if raw.strip() else ""
     except RecursionError:
         raise ScenarioError(f"override {key.strip()!r}: value nested too deeply",
                             file="--set") from None
     except yaml.YAMLError as exc:
-        raise ScenarioError(f"override {item!r}: value is not valid YAML ({exc})",
+        raise ScenarioError(f"override {_cut(item)}: value is not valid YAML ({_cut(str(exc))})",
                             file="--set") from None
     return path, value
 

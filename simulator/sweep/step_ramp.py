@@ -27,6 +27,7 @@ from simulator.scenario.load import load_scenario
 from simulator.scenario.model import RampTier, StepRamp
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
+from simulator.util.bounded import json_file
 
 
 def step_ramp(steps: Sequence[int], hold_s: float, max_step_s: float,
@@ -144,8 +145,8 @@ def refresh_size_answer(run_dir: Path, summary: Mapping[str, object],
     compared with kept. None when the run is no size folder's ramp."""
     path = run_dir.parent / "size.json"
     try:
-        data = json.loads(path.read_text()) if path.is_file() else None
-    except (OSError, ValueError):
+        data = json_file(path, what="size answer") if path.is_file() else None
+    except InputError:
         return None
     if not isinstance(data, dict) or "ramp" not in data or not summary.get("ramp") \
             or Path(str(data.get("run_dir"))).resolve() != run_dir.resolve():

@@ -11,7 +11,6 @@ subfolder with its own overrides, so every answer is the one that search gives a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from simulator.scenario.model import GoodputSpec, RampTier
 from simulator.sweep.pipeline import Profile
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import Outer, PointBase
+from simulator.util.bounded import json_file
 
 V = TypeVar("V")
 A = TypeVar("A")
@@ -173,10 +173,7 @@ def read_tier_table(folder: Path) -> tuple[str, list[JsonRow]] | None:
         path = folder / name
         if not path.is_file():
             continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InputError(f"{path}: not a tier table ({exc})") from None
+        data = json_file(path, what="tier table")
         rows = data.get("rows") if isinstance(data, dict) else None
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise InputError(f"{path}: not a tier table (no list of rows)")

@@ -130,7 +130,7 @@ def decode_error(exc: Exception) -> str:
     return f"not JSON ({type(exc).__name__})"
 
 
-def json_value(text: str, *, finite: bool = True) -> Any:
+def json_value(text: str, *, finite: bool = True, max_depth: int = MAX_DEPTH) -> Any:
     """One JSON document under this module's bounds; JSONLimit / JSONDecodeError /
     ValueError (too many digits) / RecursionError otherwise — `decode_error` words it.
     `finite=False`: non-finite numbers pass, for a caller that checks every field."""
@@ -138,7 +138,7 @@ def json_value(text: str, *, finite: bool = True) -> Any:
     value, end = dec.raw_decode(text, len(text) - len(text.lstrip()))
     if text[end:].strip():
         raise JSONLimit(f"data after the JSON value (column {end + 1})")
-    depth(value)
+    depth(value, max_depth)
     return value
 
 
@@ -153,6 +153,50 @@ def json_object(text: str, where: str, *, what: str = "a JSON object", finite: b
     if not isinstance(value, dict):
         raise InputError(f"{where}: expected {what}" + (f", got {shown(value)}" if show else ""))
     return value
+
+
+RUN_FILE_DEPTH = 2 * MAX_DEPTH     # a manifest embeds a scenario (itself up to MAX_DEPTH deep)
+MAX_JSON_FILE_BYTES = 256 << 20   # a run folder's JSON file: a manifest is < 1 MB, a sweep's
+                                  # table of points a few MB; past this it is not one we wrote
+
+
+def json_file(path: Path, *, what: str = "file", max_bytes: int = MAX_JSON_FILE_BYTES,
+              finite: bool = False) -> Any:
+    """The JSON document in `path` under this module's bounds, for every file of a run
+    folder (manifest.json, summary.json, size.json, sweep.json, …): an InputError of one
+    line naming the file when it is missing, not a regular file, larger than `max_bytes`,
+    not UTF-8, not JSON, or past a bound (a 5,000-digit integer, 100,000-deep nesting).
+    `finite=False` (the default): `NaN`/`Infinity` pass, as our own writer emits them."""
+    try:
+        if is_special(path):
+            regular_file(path, what)       # its reason, e.g. "a FIFO, not a regular …"
+        with path.open("rb") as fh:
+            raw = fh.read(max_bytes + 1)
+    except ValueError as exc:
+        raise InputError(f"{path}: not a regular file ({exc})") from None
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing") from None
+    except OSError as exc:
+        raise InputError(f"{path}: unreadable: {exc.strerror or type(exc).__name__}") from None
+    if len(raw) > max_bytes:
+        raise InputError(f"{path}: more than {max_bytes:,} bytes, more than a {what} holds")
+    try:
+        return json_value(raw.decode("utf-8"), finite=finite, max_depth=RUN_FILE_DEPTH)
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: unreadable: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: corrupted JSON: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(f"{path}: corrupted JSON: nested deeper than {RUN_FILE_DEPTH} "
+                         "levels") from None
+    except ValueError as exc:
+        raise InputError(f"{path}: corrupted JSON: {decode_error(exc)}") from None
+
+
+def json_row(line: str) -> Any:
+    """One JSONL row under this module's bounds (NaN/Infinity pass, as our writer emits
+    them); ValueError or RecursionError otherwise, which `decode_error` words."""
+    return json_value(line, finite=False, max_depth=RUN_FILE_DEPTH)
 
 
 def read_line(fh: IO[str], limit: int) -> str | None:

@@ -114,7 +114,7 @@ def test_a_run_id_already_taken_in_out_is_drawn_again(tmp_path: Path,
     instead of failing with 'cannot create the results directory (File exists)'."""
     import simulator.run.prepare as prepare
     ids = iter(["20261203-170034-claude-code-team-4bbb"] * 3 + ["20261203-170034-claude-code-team-5ccc"])
-    monkeypatch.setattr(prepare, "new_run_id", lambda _name: next(ids))
+    monkeypatch.setattr(prepare, "new_run_id", lambda _name, _label=None: next(ids))
     team = SCENARIOS / "claude-code-team.yaml"
     first = run_scenario(team, tmp_path, ["sessions=1", "turns=1"])
     second = run_scenario(team, tmp_path, ["sessions=1", "turns=1"])

@@ -42,6 +42,34 @@ def split_kwargs(kw: Mapping[str, object],
     return known, {k: v for k, v in kw.items() if k not in params}
 
 
+def wire_fault(e: BaseException, sdk: ModuleType, *,
+               status_seen: bool) -> tuple[ErrorType, str]:
+    """The type and message of a transport fault, by what happened on the wire.
+
+    The SDKs wrap the same wire event differently by version: anthropic <= 2.16 lets
+    httpx2's error out of a failed body read, >= 2.17 wraps it in its `APIConnectionError`
+    or `APITimeoutError` (the kinds it raises before any reply). So the SDK's class is not
+    the record: a timeout anywhere in the cause chain is a timeout, and whether the status
+    line had been seen (the stream was open) tells a cut reply (`DISCONNECT`, status 200,
+    partial timing kept) from a server never reached (`CONNECTION`).
+    """
+    chain: list[BaseException] = []
+    cur: BaseException | None = e
+    while cur is not None and cur not in chain:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    timed_out = any(isinstance(x, (sdk.APITimeoutError, httpx2.TimeoutException, TimeoutError))
+                    for x in chain)
+    raw = next((x for x in chain if isinstance(x, httpx2.TransportError)), None)
+    what = f"{type(raw).__name__}: {raw}" if raw is not None else f"{type(e).__name__}: {e}"
+    if status_seen:
+        kind = ErrorType.TIMEOUT if timed_out else ErrorType.DISCONNECT
+        return kind, f"{'timed out' if timed_out else 'cut'} after HTTP 200: {what}"
+    if timed_out:
+        return ErrorType.TIMEOUT, f"timed out before the reply: {what}"
+    return ErrorType.CONNECTION, f"cannot connect: {what}"
+
+
 class SDKEndpoint:
     """Base of the SDK endpoints; subclasses set `_sdk` and implement `_stream`."""
 
@@ -107,20 +135,13 @@ class SDKEndpoint:
                                 clock()) from e
         except sdk.APIStatusError as e:
             raise self._status_error(state, e) from e
-        except sdk.APITimeoutError as e:
-            raise state.failure(ErrorType.TIMEOUT, "timed out before the reply", None,
+        except (sdk.APIConnectionError, httpx2.TransportError) as e:
+            kind, message = wire_fault(e, sdk, status_seen=self._started)
+            raise state.failure(kind, message, 200 if self._started else None,
                                 clock()) from e
-        except sdk.APIConnectionError as e:
-            raise state.failure(ErrorType.CONNECTION, f"cannot connect: {e.__cause__!r}",
-                                None, clock()) from e
         except sdk.APIError as e:  # openai: an error chunk inside a 200 stream
             raise state.failure(self._stream_error(e), f"error after HTTP 200: {e}", 200,
                                 clock()) from e
-        except httpx2.TimeoutException as e:
-            raise state.failure(ErrorType.TIMEOUT, f"timed out: {e!r}", 200, clock()) from e
-        except httpx2.TransportError as e:
-            kind = ErrorType.DISCONNECT if self._started else ErrorType.CONNECTION
-            raise state.failure(kind, f"{type(e).__name__}: {e}", 200, clock()) from e
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise state.failure(ErrorType.MALFORMED, "unparseable JSON in the stream", 200,
                                 clock()) from e

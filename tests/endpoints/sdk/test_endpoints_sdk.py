@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable
 
+import anthropic
 import httpx2
 import pytest
 
 from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest
 from simulator.endpoints.sdk.anthropic import AnthropicSDKEndpoint
+from simulator.endpoints.sdk.common import wire_fault
 from simulator.session.conversation import Prefix, TextBlock, user_text
 
 
@@ -109,9 +111,16 @@ async def test_transport_errors_before_the_reply(exc: Exception, expected: Error
     assert info.value.status is None
 
 
+_SDK_REQ = httpx2.Request("POST", "http://sdk.test/v1/messages")
+
+
 @pytest.mark.parametrize(("exc", "expected"), [
     (httpx2.RemoteProtocolError("peer closed"), ErrorType.DISCONNECT),
     (httpx2.ReadTimeout("stalled"), ErrorType.TIMEOUT),
+    # anthropic >= 2.17 wraps a failed body read in its own errors (2.16 let httpx2's
+    # through): the same wire event, so the same record whatever the SDK calls it
+    (anthropic.APIConnectionError(request=_SDK_REQ), ErrorType.DISCONNECT),
+    (anthropic.APITimeoutError(request=_SDK_REQ), ErrorType.TIMEOUT),
 ])
 async def test_transport_errors_mid_stream_keep_partial_timing(exc: Exception,
                                                                expected: ErrorType) -> None:
@@ -124,3 +133,33 @@ async def test_transport_errors_mid_stream_keep_partial_timing(exc: Exception,
     assert err.timing is not None and err.timing.n_deltas == 1
     assert err.timing.first_token is not None
     assert err.partial_output_tokens == 1
+    assert err.status == 200, "the status line was seen: the fault came mid-stream"
+
+
+
+def _wrapped(outer: Exception, cause: Exception) -> Exception:
+    outer.__cause__ = cause
+    return outer
+
+
+@pytest.mark.parametrize(("exc", "status_seen", "expected"), [
+    # anthropic <= 2.16: httpx2's own error out of the body read
+    (httpx2.RemoteProtocolError("peer closed"), True, ErrorType.DISCONNECT),
+    (httpx2.ReadTimeout("stalled"), True, ErrorType.TIMEOUT),
+    # anthropic >= 2.17: the same faults wrapped as the SDK's connection/timeout errors
+    (_wrapped(anthropic.APIConnectionError(request=_SDK_REQ),
+              httpx2.RemoteProtocolError("peer closed")), True, ErrorType.DISCONNECT),
+    (_wrapped(anthropic.APITimeoutError(request=_SDK_REQ), httpx2.ReadTimeout("stalled")),
+     True, ErrorType.TIMEOUT),
+    # before any status line: the connection, whatever wraps it
+    (_wrapped(anthropic.APIConnectionError(request=_SDK_REQ), httpx2.ConnectError("refused")),
+     False, ErrorType.CONNECTION),
+    (httpx2.ConnectError("refused"), False, ErrorType.CONNECTION),
+    (anthropic.APITimeoutError(request=_SDK_REQ), False, ErrorType.TIMEOUT),
+])
+def test_wire_fault_classified_by_the_wire_for_every_sdk_shape(
+        exc: Exception, status_seen: bool, expected: ErrorType) -> None:
+    kind, message = wire_fault(exc, anthropic, status_seen=status_seen)
+    assert kind is expected
+    assert message
+    assert ("HTTP 200" in message) is status_seen
