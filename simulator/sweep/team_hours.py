@@ -209,6 +209,8 @@ class TeamHoursProfile:
     answers_interrupted: bool = True          # the loop hands Ctrl-C's result to plan
     result: TeamHours | None = None           # the answer so far (Ctrl-C between points)
     on_progress: Callable[[TeamHours], None] | None = None
+    # the judged requests' figures of a probe's run (tests inject a toy server's)
+    figures: Callable[[str, Sequence[int]], SummaryRecord] = judged_figures
 
     def _point(self, s: _Search, r: int) -> Point:
         iv = s.hour.interval
@@ -273,7 +275,7 @@ class TeamHoursProfile:
                     continue
                 if not got.ok:
                     got.raise_error(f"{clock(s.hour.interval.start_s)} on {r} card(s)")
-                figs = judged_figures(got.run_dir, s.hour.interval.lead)
+                figs = self.figures(got.run_dir, s.hour.interval.lead)
                 failed = interval_failures(figs, self.slos)
                 s.known[r] = not failed
                 s.seen[r] = HourProbe(r, not failed, failed, figs, got.run_dir)
