@@ -17,6 +17,7 @@ from typing import Any, cast
 from simulator.analysis.metric_keys import SummaryRecord
 from simulator.analysis.run_summary import Summary, record_of
 from simulator.analysis.slo import Slo, failures
+from simulator.analysis.team_hours import TeamHours, format_hours
 from simulator.importers.team import in_flight
 from simulator.scenario.replay import ReplaySpec, TeamDay
 
@@ -126,6 +127,8 @@ class TeamSizing:
     profile_replayed: list[int] = field(default_factory=list)   # at the answer's run
     team: TeamDay | None = None
     notes: list[str] = field(default_factory=list)
+    hours: TeamHours | None = None        # `--interval`: the cards per interval
+    interrupted: str | None = None        # Ctrl-C: what was cut (no whole-day answer)
 
     def to_dict(self) -> dict[str, Any]:
         t = self.team
@@ -140,6 +143,8 @@ class TeamSizing:
                         **{s.metric: judged(p.summary).get(s.metric) for s in self.slos}}
                        for p in self.probes],
             "fidelity": self.fidelity, "notes": list(self.notes),
+            "interrupted": self.interrupted,
+            "hours": None if self.hours is None else self.hours.to_dict(),
             "team": None if t is None else {
                 "source": t.source, "window": t.window, "scale": t.scale,
                 "sessions": t.sessions, "day_sessions": t.day_sessions,
@@ -155,7 +160,8 @@ def format_team_sizing(r: TeamSizing, sized: str) -> str:
         f"{t.window or 'the whole day'} of {t.sessions} session(s)"
         + (f", team ×{t.scale:g}" if t.scale != 1 else ""))
     slos = " and ".join(map(str, r.slos))
-    head = (f"{r.replicas} card(s) serve {what} within {slos}" if r.replicas is not None
+    head = (f"INTERRUPTED ({r.interrupted}): no whole-day answer" if r.interrupted
+            else f"{r.replicas} card(s) serve {what} within {slos}" if r.replicas is not None
             else f"NOT within {r.max_replicas} card(s): {what} misses {slos}")
     lines = [head, f"sized: {sized}",
              f"judged on the whole replay's figures (the team's own arrivals); router "
@@ -169,4 +175,6 @@ def format_team_sizing(r: TeamSizing, sized: str) -> str:
         lines.append(f"  probe {p.replicas:3d} card(s): {figs}{pace}  → "
                      + ("pass" if p.passed else "FAIL " + ", ".join(p.failed)))
     lines += [f"note: {n}" for n in r.notes]
+    if r.hours is not None:
+        lines.append(format_hours(r.hours, r.slos))
     return "\n".join(lines)

@@ -10,6 +10,7 @@ library calls (`simulator.sweep.api`: `points`, `size`, `fleet`, `pd`, `team`,
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,7 @@ from simulator.errors import InputError
 if TYPE_CHECKING:
     from simulator.analysis.sizing import SizingResult
     from simulator.analysis.team_day import TeamSizing
+    from simulator.analysis.team_hours import TeamHours
     from simulator.sweep.api import SizeAnswer
     from simulator.sweep.node_size import NodeLayoutTable
     from simulator.sweep.profiles import PointBase
@@ -111,6 +113,13 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
 @main.command(name="size")
 @click.argument("scenario", type=click.Path(dir_okay=False))
 @size_options
+@click.option("--interval", "interval", default=None, metavar="DURATION",
+              help="A team replay: also the fewest cards per interval of the day (1h, "
+              "30m), each judged on its own requests — a lower bound (a perfect "
+              "autoscaler with no warm-up).")
+@click.option("--lead-in", "lead_in", default="5m", show_default=True, metavar="DURATION",
+              help="--interval: the traffic replayed before each interval, not judged "
+              "(the sessions in flight carried over warm).")
 def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: str | None,
                  model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
                  price_per_hour: float | None, client: str | None, out: Path,
@@ -121,7 +130,8 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                  hold: str = "3m", max_step: str = "30m", tiers: tuple[float, ...] = (),
                  ttft: float | None = None, attainment: float = 0.9,
                  from_twin: str | None = None, no_compare: bool = False,
-                 node: str | None = None) -> None:
+                 node: str | None = None, interval: str | None = None,
+                 lead_in: str = "5m") -> None:
     """Largest session count that meets every SLO at steady state (geometric probe,
     then a gallop from where the figures put the boundary, then --repeats searches with
     other seeds giving a range); with --ramp,
@@ -158,6 +168,7 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
     if team_day and (ramp is not None or tiers or team is not None or gibs is not None):
         raise InputError("size: a team replay sizes cards for the team's own arrivals; "
                          "--ramp, --tier, --team and host KV tiers do not apply")
+    interval_s, lead_s = team_interval(interval, lead_in, team_day)
     speed = speed_tiers_for(parsed, tiers, ttft, attainment)
     hold_s, max_step_s = ramp_hold_s(hold, max_step) if ramp is not None else (0.0, 0.0)
     steps = parse_steps(ramp, max_sessions) if ramp else None
@@ -170,7 +181,8 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                              repeats=repeats, fanout=fx, on_point=on)
         elif team_day:
             found = api.team(base, parsed, router=next(iter(routers()), None), fanout=fx,
-                             on_point=on)
+                             on_point=on, interval_s=interval_s, lead_s=lead_s,
+                             on_hours=hours_line(as_json))
         elif ramp is not None:
             found = api.ramp(base, parsed, steps=steps, max_sessions=max_sessions,
                              hold_s=hold_s, max_step_s=max_step_s, speed=speed,
@@ -194,6 +206,31 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
             found = api.size(base, parsed, max_sessions=max_sessions, repeats=repeats,
                              team=team, fanout=fx, on_point=on)
     sys.exit(_show(found, base.folder, as_json))
+
+
+def team_interval(interval: str | None, lead_in: str, team_day: bool
+                  ) -> tuple[float | None, float]:
+    """`--interval` and `--lead-in` in seconds; refused in one line off a team replay."""
+    from simulator.cli.load_options import parse_duration_s
+    lead_s = parse_duration_s(lead_in, "--lead-in")
+    if interval is None:
+        return None, lead_s
+    if not team_day:
+        raise InputError("size --interval: sizes a team replay's day interval by interval "
+                         "(import claude-code-otel / otel-genai first)")
+    return parse_duration_s(interval, "--interval"), lead_s
+
+
+def hours_line(as_json: bool) -> Callable[[TeamHours], None] | None:
+    """The stderr progress bar of the intervals judged (none with --json)."""
+    if as_json:
+        return None
+    from simulator.live.watch import progress_bar
+
+    def line(h: TeamHours) -> None:
+        click.echo("  " + progress_bar("intervals judged", len(h.judged), len(h.hours))
+                   + (" — INTERRUPTED" if h.interrupted else ""), err=True)
+    return line
 
 
 def _show(found: Answer, folder: Path, as_json: bool) -> int:

@@ -152,6 +152,8 @@ def show_team(result: TeamSizing, folder: Path, as_json: bool) -> int:
     from simulator.sweep.team_size import team_report
     data, text = team_report(result, folder)
     click.echo(json.dumps(data, default=str) if as_json else text)
+    if result.interrupted:
+        return 130               # the intervals judged so far are shown, not an answer
     return 0 if result.replicas is not None else 1
 
 

@@ -16,11 +16,16 @@ from simulator.importers import team
 from simulator.importers.otel_events import TeamLog, claude_code_events, genai_spans
 from simulator.importers.otlp_read import read_records
 from simulator.importers.trace_import import TraceImport, build_scenario, validate_imported
-from simulator.importers.weka import MAX_REQUESTS
+from simulator.scenario.load import LOAD_MEMORY_BYTES, MAX_NODES
 
 Source = Literal["claude-code-otel", "otel-genai"]
 _WINDOW = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
 MAX_SCALE = 100.0
+# A team replay's request is ~44 YAML nodes of its scenario (a call, its usage, its two
+# blocks); the bound is the scenario loader's memory bound (`scenario.load.MAX_NODES`:
+# ~700 bytes a node), not a count picked for speed: a whole day imports and replays.
+NODES_PER_REQUEST = 44
+MAX_TEAM_REQUESTS = MAX_NODES // NODES_PER_REQUEST
 
 
 def parse_window(text: str) -> tuple[float, float]:
@@ -78,9 +83,10 @@ def _build(log: TeamLog, source: Source, paths: list[Path], out_path: Path, seed
     else:
         t0, t1 = min(s.start_s for s in day), last
     n_req = sum(len(s.requests) for s in replay)
-    if n_req > MAX_REQUESTS:
+    if n_req > MAX_TEAM_REQUESTS:
         raise InputError(f"{'the day' if label is None else label} holds {n_req:,} requests; "
-                         f"a scenario holds at most {MAX_REQUESTS:,} (replay a slice: "
+                         f"a scenario holds at most {MAX_TEAM_REQUESTS:,} (about "
+                         f"{LOAD_MEMORY_BYTES // 2**30} GiB to load; replay a slice: "
                          "--busiest 1h or --window HH:MM-HH:MM)")
     t0 = min(t0, min(s.start_s for s in replay))
     base = team.shared_prefix(replay)

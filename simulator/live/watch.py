@@ -172,6 +172,30 @@ def point_line(run_dir: Path) -> str:
             else f"{label}: {s.get('status', '?')}, {figures}, {steady}")
 
 
+PROGRESS = "progress.json"     # a search's own state (`sweep/team_hours.py` writes it)
+BAR_WIDTH = 24
+
+
+def progress_bar(what: str, done: int, total: int) -> str:
+    """`what ██████░░░░ 6/10`: a search's progress as one line."""
+    full = round(BAR_WIDTH * done / total) if total else BAR_WIDTH
+    return f"{what} {'█' * full}{'░' * (BAR_WIDTH - full)} {done}/{total}"
+
+
+def search_progress(folder: Path) -> str | None:
+    """The bar of a search that states its progress (progress.json), else None."""
+    f = folder / PROGRESS
+    try:
+        if file_problem(f, "progress") is not None:
+            return None
+        s = json.loads(f.read_text(encoding="utf-8"))
+        line = progress_bar(str(s["what"]), int(s["done"]), int(s["total"]))
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None
+    return line + (f", {int(s.get('probes') or 0)} probe(s)" if s.get("probes") else "") + (
+        " — INTERRUPTED" if s.get("interrupted") else "")
+
+
 class FolderWatch:
     """The live view of a sweep or size folder's running point, on a thread of its own
     (`start()`/`stop()`), under a header with the search's state."""
@@ -196,6 +220,8 @@ class FolderWatch:
         m = manifest_now(current) if current is not None else None
         lines = [f"endurance {self.kind} {self.folder}: {len(self._done)} point(s) done"
                  + (f"; running {m.label or current.name}" if m and current else "")]
+        if (bar := search_progress(self.folder)) is not None:
+            lines.append("  " + bar)
         lines += ["  " + line for line in list(self._done.values())[-6:]]
         return lines
 

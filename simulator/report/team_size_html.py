@@ -5,12 +5,62 @@ concurrency profile."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from matplotlib.figure import Figure
+
+from simulator.analysis.team_hours import LOWER_BOUND, plot_series
 from simulator.errors import InputError
 from simulator.report.html import build_html
-from simulator.report.plots import figure_png
+from simulator.report.plots import figure_png, new_figure
 from simulator.report.team_html import fidelity_rows, profile_plot
 from simulator.util.bounded import json_file
+
+
+def _money(v: object) -> str:
+    return f"${v:,.2f}" if isinstance(v, int | float) else "n/a (no price per hour)"
+
+
+def hours_facts(h: dict[str, Any]) -> list[tuple[str, str]]:
+    """The interval answer's facts: status, peak/mean, card-hours, $/day, binding."""
+    if h.get("interrupted"):
+        return [("cards per interval", "INTERRUPTED: the intervals judged so far, NOT the "
+                 "answer"), ("lower bound", LOWER_BOUND)]
+    def fig(v: object) -> str:
+        return f"{v:,.2f}" if isinstance(v, int | float) else "n/a"
+    return [
+        ("cards per interval", f"every {h['interval_s'] / 60:g} min, lead-in "
+                               f"{h['lead_in_s'] / 60:g} min — LOWER BOUND"),
+        ("lower bound", LOWER_BOUND),
+        ("peak / mean cards", f"{h.get('peak_cards')} / {fig(h.get('mean_cards'))}"),
+        ("card-hours per day: fixed at the peak / following",
+         f"{fig(h.get('card_hours_fixed_at_peak'))} / {fig(h.get('card_hours_following'))}"),
+        ("$/day: fixed at the peak / following",
+         f"{_money(h.get('usd_per_day_fixed_at_peak'))} / "
+         f"{_money(h.get('usd_per_day_following'))}"),
+        ("the SLO binds the fleet in", ", ".join(h.get("binding") or []) or "none")]
+
+
+def hours_plot(h: dict[str, Any]) -> Figure:
+    """Cards per interval (a step line) beside the sessions in flight (bars)."""
+    labels, cards, flight = plot_series(h)
+    fig = new_figure(10.0, 4.0)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = list(range(len(labels)))
+    ax.bar(xs, flight, color="0.8", label="sessions in flight (telemetry, peak)")
+    ax.set_ylabel("sessions in flight")
+    ax2 = ax.twinx()
+    ax2.step(xs, [c if c is not None else float("nan") for c in cards], where="mid",
+             color="C0", linewidth=2, label="cards (lower bound)")
+    ax2.set_ylabel("cards")
+    ax2.set_ylim(bottom=0)
+    ax.set_xticks(xs, labels, rotation=45, fontsize=8)
+    ax.set_title("Cards per interval — a lower bound (perfect autoscaler, no warm-up)"
+                 + (" — INTERRUPTED" if h.get("interrupted") else ""))
+    lines = ax.get_legend_handles_labels()
+    more = ax2.get_legend_handles_labels()
+    ax.legend(lines[0] + more[0], lines[1] + more[1], loc="upper right")
+    return fig
 
 
 def is_team_size(folder: Path) -> bool:
@@ -27,8 +77,9 @@ def render_team_report(folder: Path) -> Path:
         raise InputError(f"{folder / 'size.json'}: expected a JSON object")
     team, fid = data.get("team") or {}, data.get("fidelity") or {}
     cards = data.get("cards")
-    facts = [("answer", f"{cards} card(s)" if cards is not None else "not within "
-              f"{data.get('max_replicas')} card(s)"),
+    facts = [("answer", f"INTERRUPTED ({data['interrupted']}): no answer"
+              if data.get("interrupted") else f"{cards} card(s)" if cards is not None
+              else f"not within {data.get('max_replicas')} card(s)"),
              ("SLOs", ", ".join(data.get("slos", []))),
              ("judged on", str(data.get("judged_on"))), ("router", str(data.get("router"))),
              ("what was sized", str(data.get("target"))),
@@ -39,8 +90,19 @@ def render_team_report(folder: Path) -> Path:
                                                  + ", ".join(p["failed"])))
              for p in data.get("probes", [])]
     table += fidelity_rows(fid)
+    hours = data.get("hours")
+    if hours:
+        facts += hours_facts(hours)
+        table += [(f"interval {r['start']}–{r['end']}",
+                   f"{r['cards'] if r['judged'] else 'not judged'} card(s), "
+                   f"{r['requests']} request(s), {r['in_flight_peak']} in flight"
+                   + (f"; binds: {', '.join(r['binding'])}" if r.get("binding") else ""))
+                  for r in hours.get("intervals", [])]
     images = [("Sessions in flight against time",
                figure_png(profile_plot(team)))] if team.get("day_profile") else []
+    if hours:
+        images.append(("Cards per interval beside sessions in flight (lower bound)",
+                       figure_png(hours_plot(hours))))
     page = build_html(f"endurance team sizing report — {folder.name}", facts, table, images,
                       "SIMULATED" in str(data.get("target")))
     out = folder / "sizing_report.html"

@@ -47,10 +47,16 @@ _COMPACTION_MODELS: dict[str, type[Any]] = {
 MAX_FILE_BYTES = 256 * 2**20     # a scenario file (imported replays can be large)
 MAX_DEPTH = 64                   # nesting of mappings and lists
 # Nodes after alias expansion (billion-laughs guard) and in the file itself: counted
-# from the parser's event stream before any tree is built, so a 50 MB flow list is
-# refused after its first million items (~1 s), not parsed for minutes. Imported
-# replays are few nodes of long text (a 1,000-turn replay is ~20,000 nodes).
-MAX_NODES = 1_000_000
+# from the parser's event stream before any tree is built, so a flow list too large is
+# refused as its items are counted, not parsed for minutes. The bound is memory: a load
+# holds about LOAD_BYTES_PER_NODE per node (the parser's tree, the plain data, the
+# validated models; measured: a team day of 100,000 requests, 4.4 million nodes, peaks
+# at 2.9 GB resident), so MAX_NODES keeps a load within LOAD_MEMORY_BYTES — about
+# 280,000 requests of a team replay (~44 nodes each). A transcript replay is few nodes
+# of long text (a 1,000-turn replay is ~20,000 nodes).
+LOAD_BYTES_PER_NODE = 700
+LOAD_MEMORY_BYTES = 8 * 2**30
+MAX_NODES = LOAD_MEMORY_BYTES // LOAD_BYTES_PER_NODE
 
 
 def _check_events(text: str, file: str) -> None:
@@ -111,7 +117,8 @@ def check_data_limits(data: object, size_bytes: int, file: str) -> None:
             break
     if total > MAX_NODES:
         raise ScenarioError(f"more than {MAX_NODES:,} YAML nodes; a scenario file holds at "
-                            f"most {MAX_NODES:,} (import fewer requests)", file=file)
+                            f"most {MAX_NODES:,} (about {LOAD_MEMORY_BYTES // 2**30} GiB "
+                            "to load; import fewer requests)", file=file)
 
 
 def _line(ev: yaml.Event) -> int | None:

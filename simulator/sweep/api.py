@@ -31,6 +31,7 @@ from simulator.analysis.ramp import parse_steps
 from simulator.analysis.sizing import SizingResult
 from simulator.analysis.slo import Slo, parse_slo
 from simulator.analysis.team_day import TeamSizing
+from simulator.analysis.team_hours import LEAD_S, TeamHours
 from simulator.errors import InputError, Interrupted
 from simulator.scenario.load import load_scenario
 from simulator.sweep import pipeline
@@ -61,7 +62,8 @@ from simulator.sweep.step_ramp import (
     start_from,
     step_ramp,
 )
-from simulator.sweep.team_size import TeamSizeProfile, team_replay
+from simulator.sweep.team_hours import TeamHoursProfile
+from simulator.sweep.team_size import TeamSizeProfile, team_scenario
 from simulator.sweep.tiers import (
     EachValue,
     KvTierTable,
@@ -226,16 +228,46 @@ def pd(where: Where, slos: Sequence[str | Slo], team: int, *, max_sessions: int 
 
 def team(where: Where, slos: Sequence[str | Slo], *, router: str | None = None,
          twin: str | None = None, overrides: Sequence[str] = (),
-         fanout: Fanout | None = None, on_point: OnPoint | None = None) -> TeamSizing:
+         fanout: Fanout | None = None, on_point: OnPoint | None = None,
+         interval_s: float | None = None, lead_s: float = LEAD_S,
+         on_hours: Callable[[TeamHours], None] | None = None) -> TeamSizing:
     """The fewest cards whose replay of an imported team's day meets every SLO (the
-    scenario must be a team replay: `import claude-code-otel | otel-genai`)."""
+    scenario must be a team replay: `import claude-code-otel | otel-genai`). With
+    `interval_s`, first the fewest cards per interval of the day (`sweep.team_hours`,
+    a lower bound), then the whole day's search from the peak interval's answer; on
+    Ctrl-C the intervals judged so far come back marked interrupted, never as the
+    answer."""
     base = _judged(_base(where, twin, overrides, "size"), slos)
-    spec = team_replay(base)
+    spec, data = team_scenario(base)
     if spec is None:
         raise InputError("size: not a team replay (import claude-code-otel / otel-genai)")
-    return pipeline.run_profile(TeamSizeProfile(base, _slos(slos), spec,
-                                                router or "session_affinity"),
-                                fanout or Serial(), on_point)
+    fx, parsed = fanout or Serial(), _slos(slos)
+    hours: TeamHours | None = None
+    if interval_s is not None:
+        prof = TeamHoursProfile(base, parsed, spec, data, interval_s, lead_s,
+                                router or "session_affinity", on_progress=on_hours)
+        try:
+            hours = pipeline.run_profile(prof, fx, on_point)
+        except KeyboardInterrupt:
+            hours = prof.result
+            if hours is None:
+                raise
+            hours.interrupted = True
+        if hours.interrupted:
+            return TeamSizing(parsed, router or "session_affinity", prof.max_replicas,
+                              team=spec.team, hours=hours,
+                              interrupted="Ctrl-C while judging the intervals")
+    whole = TeamSizeProfile(base, parsed, spec, router or "session_affinity",
+                            start=(hours.peak or 1) if hours is not None else 1)
+    try:
+        answer = pipeline.run_profile(whole, fx, on_point)
+    except (Interrupted, KeyboardInterrupt):
+        if hours is None:
+            raise
+        return TeamSizing(parsed, whole.router, whole.max_replicas, team=spec.team,
+                          hours=hours, interrupted="Ctrl-C in the whole day's search")
+    answer.hours = hours
+    return answer
 
 
 def node(where: Where, slos: Sequence[str | Slo], node: str, *, team: int | None = None,

@@ -52,6 +52,7 @@ class TeamSizeProfile:
     spec: ReplaySpec
     router: str = "session_affinity"
     max_replicas: int = 64
+    start: int = 1                # the first probe (`--interval`: the peak interval's)
 
     def __post_init__(self) -> None:
         if not self.slos:
@@ -67,7 +68,7 @@ class TeamSizeProfile:
 
     def plan(self, width: int) -> Generator[list[Point], list[PointResult], TeamSizing]:
         res = TeamSizing(self.slos, self.router, self.max_replicas, team=self.spec.team)
-        search = FleetSearch(1, self.max_replicas)
+        search = FleetSearch(self.start, self.max_replicas)
         seen: dict[int, PointResult] = {}
         known: dict[int, bool] = {}
         while batch := frontier(search, known, width):
@@ -148,8 +149,15 @@ class TeamSizeProfile:
 
 def team_replay(base: PointBase) -> ReplaySpec | None:
     """The scenario's replay when it is a team's day (`replay.team`), else None."""
-    s, _ = load_scenario(Path(base.scenario_path), list(base.overrides))
-    return s.replay if s.replay is not None and s.replay.team is not None else None
+    return team_scenario(base)[0]
+
+
+def team_scenario(base: PointBase) -> tuple[ReplaySpec | None, dict[str, Any]]:
+    """The team day's replay (None: not a team replay) and the scenario's data, from
+    one load (a day of 100,000 requests takes minutes to load)."""
+    s, data = load_scenario(Path(base.scenario_path), list(base.overrides))
+    team = s.replay if s.replay is not None and s.replay.team is not None else None
+    return team, data
 
 
 def team_report(res: TeamSizing, folder: Path) -> tuple[dict[str, Any], str]:
