@@ -32,7 +32,7 @@ from typing import Any
 
 from simulator.endpoints.base import LLMRequest, LLMResponse, Usage
 from simulator.endpoints.inprocess.fleet import FleetTimeline, TwinGroup, summed_stats
-from simulator.endpoints.inprocess.twin import InProcessTwin
+from simulator.endpoints.inprocess.twin import InProcessTwin, twin_setup
 from simulator.endpoints.routed import send_on
 from simulator.twin.core.stats import EngineStats
 from simulator.twin.fleet.router import Router, RouterConfig
@@ -74,9 +74,11 @@ class InProcessPD(TwinGroup):
                  overrides: dict[str, Any] | None = None) -> None:
         self.hardware, self.model, self.config = hardware, model, config
 
+        setup = twin_setup(hardware, model, spec=spec, context_window=context_window,
+                           overrides=overrides)           # one for every instance
+
         def twin() -> InProcessTwin:
-            return InProcessTwin(hardware, model, spec=spec, seed=seed,
-                                 context_window=context_window, overrides=overrides)
+            return InProcessTwin(hardware, model, spec=spec, seed=seed, setup=setup)
 
         self.decodes = [twin() for _ in range(config.decode)]
         self.prefills = [twin() for _ in range(config.prefill)]
