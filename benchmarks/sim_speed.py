@@ -32,6 +32,8 @@ change of a few percent on a VM whose speed drifts by ±25% from minute to minut
 
     python benchmarks/sim_speed.py --team --before /work/before --cases team256 fleet4
     python benchmarks/sim_speed.py --team --before /work/before --paired --reps 3
+    python benchmarks/sim_speed.py --team --base 2303b86 --paired --cases team256 size
+                     # the before side checked out for the run (a temporary worktree)
     python benchmarks/sim_speed.py --team --before /work/base --paired --issue-base
                      # /work/base = 21cb8b4, the issue's base: figures on its scale
     python benchmarks/sim_speed.py --team --profile team256    # where the CPU goes
@@ -40,7 +42,9 @@ The cases (`--cases`, default all): `team256` (256 × 10 on the H100, all at onc
 ≤ 5 CPU-s, ≤ 500 MB), `w128` (128 sessions, 10 minutes, warm start), `fleet4` (4
 replicas × 256 × 10, prefix_aware; goal ≤ 30 CPU-s), `size` (the H100 `size` search
 with two SLOs; goal ≤ 60 CPU-s), `fleet-size` (the same search then `--team 256
---router prefix_aware`, the fleet search; goal ≤ 120 CPU-s). `--profile CASE` runs one
+--router prefix_aware`, the fleet search; goal ≤ 120 CPU-s); by name only: `day8`
+(issue 58's team day, 1,000 sessions × 100 turns on 8 H100 replicas, 100,000 requests;
+goal ≤ 120 CPU-s) and `day8-tenth` (the same at 10 turns). `--profile CASE` runs one
 case with a CPU-time sampler (SIGPROF every 2 ms) and prints its CPU by room of the
 package (library and stdlib time charged to the package code that called it), the top
 functions and the top lines.
@@ -49,14 +53,17 @@ functions and the top lines.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +146,14 @@ TEAM_CASES: dict[str, tuple[list[str], float | None, float | None]] = {
              60.0, None),
     "fleet-size": (["size", *TEAM_SCENARIO, "--duration", "10m", "--warm-start", *_SLOS,
                     "--team", "256", "--router", "prefix_aware", "--json"], 120.0, None),
+    # issue 58's team day: 1,000 sessions × 100 turns on 8 H100 replicas (100,000
+    # requests; 745 CPU-s at the issue), and the same fleet at a tenth of the turns
+    "day8": (["run", *TEAM_SCENARIO, "--sessions", "1000", "--turns", "100",
+              "--replicas", "8", "--quiet"], 120.0, None),
+    "day8-tenth": (["run", *TEAM_SCENARIO, "--sessions", "1000", "--turns", "10",
+                    "--replicas", "8", "--quiet"], None, None),
 }
+DEFAULT_CASES = ["team256", "w128", "fleet4", "size", "fleet-size"]   # day8*: ask by name
 
 # The child: time the CLI's imports apart from the rest, optionally sampled (--profile).
 CHILD = r"""
@@ -445,9 +459,12 @@ def main() -> None:
     ap.add_argument("--router", default="prefix_aware", help="the fleet point's router")
     ap.add_argument("--team", action="store_true",
                     help="the team-scale commands of issue 36, end to end (see above)")
-    ap.add_argument("--cases", nargs="+", choices=list(TEAM_CASES), default=list(TEAM_CASES),
-                    help="--team: which commands")
+    ap.add_argument("--cases", nargs="+", choices=list(TEAM_CASES), default=DEFAULT_CASES,
+                    help="--team: which commands (default: all but day8, day8-tenth)")
     ap.add_argument("--before", type=Path, help="--team: also run every case on this checkout")
+    ap.add_argument("--base", metavar="COMMIT",
+                    help="--team: the before side is COMMIT, checked out for this run in a "
+                         "temporary git worktree (removed at the end)")
     ap.add_argument("--paired", action="store_true",
                     help="--team --before: run the two sides at the same time (one core each)")
     ap.add_argument("--reps", type=int, default=1, help="--team: runs of each case per side")
@@ -458,6 +475,34 @@ def main() -> None:
                     help="--team: one case with a CPU sampler, CPU by room")
     ap.add_argument("--samples-out", type=Path, help="--profile: keep the raw samples (JSON)")
     args = ap.parse_args()
+    if args.base is not None:
+        if args.before is not None:
+            ap.error("give --before or --base, not both")
+        with base_worktree(args.base) as path:
+            args.before = path
+            run_main(ap, args)
+        return
+    run_main(ap, args)
+
+
+@contextlib.contextmanager
+def base_worktree(commit: str) -> Iterator[Path]:
+    """A detached worktree of `commit` (the previous main) in a temporary folder,
+    removed when done: the before side of a side-by-side run."""
+    tmp = Path(tempfile.mkdtemp(prefix="sim-speed-base-"))
+    path = tmp / "base"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), commit],
+                   check=True, capture_output=True)
+    try:
+        print(f"before side: {commit} in {path}", flush=True)
+        yield path
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(path)],
+                       check=False, capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_main(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.issue_base and args.before is None:
         ap.error("--issue-base needs --before (a checkout of 21cb8b4)")
     if args.before is not None and not (args.before / "simulator").is_dir():

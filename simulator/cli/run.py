@@ -222,6 +222,7 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
     Exit codes: 0 completed, 1 failed (or endpoint unreachable / rejecting us),
     2 bad input, 130 interrupted (Ctrl-C/SIGTERM; resume with --resume RUN_DIR).
     """
+    from simulator.analysis.replay_fidelity import team_spec
     from simulator.errors import InputError
     from simulator.run.execute import execute
     from simulator.run.spec import RunSpec
@@ -260,9 +261,12 @@ def run(scenario: str | None, endpoint: str | None, twin: str | None, spec: str 
         from simulator.endpoints.http.cache_reset import reset_prefix_cache as reset
         click.echo(reset(endpoint), err=True)
     result = execute(rs, echo=click.echo, drive=drive)
-    from simulator.report.team_html import team_run_text
-    if not quiet and (team := team_run_text(result.run_dir)) is not None:
-        click.echo(team)                 # a team replay: its fidelity and profile
+    if not quiet and team_spec(result.manifest) is not None:
+        # a team replay: its fidelity and profile (only it reads its turns back, and
+        # only it pays for the report module's imports)
+        from simulator.report.team_html import team_run_text
+        if (team := team_run_text(result.run_dir)) is not None:
+            click.echo(team)
     if resume is not None:
         from simulator.sweep.step_ramp import refresh_size_answer
         if (size_json := refresh_size_answer(result.run_dir, result.summary,

@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any
 
 from simulator.endpoints.base import BackgroundTask, LLMRequest, LLMResponse
-from simulator.endpoints.inprocess.twin import InProcessTwin
+from simulator.endpoints.inprocess.twin import InProcessTwin, twin_setup
 from simulator.endpoints.routed import send_on
 from simulator.twin.core.stats import EngineStats
 from simulator.twin.fleet.router import ReplicaLoad, Router, RouterConfig
@@ -90,8 +90,9 @@ class InProcessFleet(TwinGroup):
         if replicas < 1:
             raise ValueError(f"replicas must be ≥ 1, got {replicas}")
         self.hardware, self.model = hardware, model
-        self.replicas = [InProcessTwin(hardware, model, spec=spec, seed=seed,
-                                       context_window=context_window, overrides=overrides)
+        setup = twin_setup(hardware, model, spec=spec, context_window=context_window,
+                           overrides=overrides)           # one for every replica
+        self.replicas = [InProcessTwin(hardware, model, spec=spec, seed=seed, setup=setup)
                          for _ in range(replicas)]
         shared = self.replicas[0].tokenizer      # one tokenizer cache for the fleet
         for r in self.replicas:

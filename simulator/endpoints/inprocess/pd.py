@@ -32,7 +32,7 @@ from typing import Any
 
 from simulator.endpoints.base import LLMRequest, LLMResponse, Usage
 from simulator.endpoints.inprocess.fleet import FleetTimeline, TwinGroup, summed_stats
-from simulator.endpoints.inprocess.twin import InProcessTwin
+from simulator.endpoints.inprocess.twin import InProcessTwin, TwinSetup, twin_setup
 from simulator.endpoints.routed import send_on
 from simulator.twin.core.stats import EngineStats
 from simulator.twin.fleet.router import Router, RouterConfig
@@ -77,13 +77,17 @@ class InProcessPD(TwinGroup):
         the decode instances' `overrides`."""
         self.hardware, self.model, self.config = hardware, model, config
 
-        def twin(over: dict[str, Any] | None) -> InProcessTwin:
-            return InProcessTwin(hardware, model, spec=spec, seed=seed,
-                                 context_window=context_window, overrides=over)
+        d_setup = twin_setup(hardware, model, spec=spec, context_window=context_window,
+                             overrides=overrides)         # one for every decode instance
+        p_setup = d_setup if prefill_overrides is None else twin_setup(
+            hardware, model, spec=spec, context_window=context_window,
+            overrides=prefill_overrides)                  # the prefill role's own TP
 
-        self.decodes = [twin(overrides) for _ in range(config.decode)]
-        p_over = overrides if prefill_overrides is None else prefill_overrides
-        self.prefills = [twin(p_over) for _ in range(config.prefill)]
+        def twin(setup: TwinSetup) -> InProcessTwin:
+            return InProcessTwin(hardware, model, spec=spec, seed=seed, setup=setup)
+
+        self.decodes = [twin(d_setup) for _ in range(config.decode)]
+        self.prefills = [twin(p_setup) for _ in range(config.prefill)]
         shared = self.decodes[0].tokenizer
         for r in self.instances:
             r.tokenizer = shared

@@ -15,6 +15,7 @@ import math
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from simulator.clock.virtual import next_timer, quiet_now
@@ -30,12 +31,12 @@ from simulator.endpoints.base import (
 from simulator.endpoints.client_meter import prompt_ids
 from simulator.endpoints.inprocess.timeline import EngineTimeline
 from simulator.protocol.messages import TextBlock
-from simulator.twin.core.config import engine_config
+from simulator.twin.core.config import TwinEngineConfig, engine_config
 from simulator.twin.core.engine import RequestTooLong, TwinEngine
 from simulator.twin.core.sampling import SamplingParams
 from simulator.twin.core.stats import EngineStats, SpecStats
 from simulator.twin.core.types import EngineRequest, RequestResult
-from simulator.twin.model.perf_model import build_perf_model
+from simulator.twin.model.perf_model import RooflinePerfModel, build_perf_model
 from simulator.twin.serve import reply, sampling_wire
 from simulator.twin.serve.prompt import PromptError, shared_tokenizer
 from simulator.twin.serve.wire import ReplyUsage
@@ -65,16 +66,40 @@ _plans_held = [0]                                   # ids in _plans
 _ONE_TOKEN = array("I", [0])     # a prefill instance's reply: one sampled token
 
 
+@dataclass(frozen=True)
+class TwinSetup:
+    """One card's performance model and engine configuration: built once per point and
+    shared by every replica and P/D instance of it. Neither holds per-run state (the
+    configuration is frozen, the model a function of its profiles), so sharing them is
+    the same as building one per instance."""
+
+    perf: RooflinePerfModel
+    config: TwinEngineConfig
+
+
+def twin_setup(hardware: str, model: str, *, spec: str = "off",
+               context_window: int | None = None,
+               overrides: dict[str, Any] | None = None) -> TwinSetup:
+    """The setup of a twin named by profiles (InputError, one line, for a bad one)."""
+    perf = build_perf_model(hardware, model, spec=spec, overrides=overrides)
+    return TwinSetup(perf, engine_config(perf, context_window=context_window))
+
+
 class InProcessTwin:
     name = "twin"
     simulated = True
 
     def __init__(self, hardware: str, model: str, *, spec: str = "off", seed: int = 0,
                  context_window: int | None = None,
-                 overrides: dict[str, Any] | None = None) -> None:
+                 overrides: dict[str, Any] | None = None,
+                 setup: TwinSetup | None = None) -> None:
+        """`setup` is the card's model and configuration when the caller built it once
+        for several instances; without it they are built from the names here."""
         self.hardware, self.model = hardware, model
-        self.perf = build_perf_model(hardware, model, spec=spec, overrides=overrides)
-        self.config = engine_config(self.perf, context_window=context_window)
+        if setup is None:
+            setup = twin_setup(hardware, model, spec=spec, context_window=context_window,
+                               overrides=overrides)
+        self.perf, self.config = setup.perf, setup.config
         self.engine = TwinEngine(self.perf, self.config)
         self.tokenizer = shared_tokenizer()     # one per process: runs share encodings
         self.seed = seed
