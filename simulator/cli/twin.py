@@ -238,7 +238,7 @@ def show_command(twin: str | None, hardware: str, model: str, spec: str, context
         terms = Table(title=f"{pm.hardware.name} × {pm.model.name}: card and kernel terms")
         for col in ("term", "of", "value", "source"):
             terms.add_column(col, overflow="fold")
-        for ts in term_sources(pm.card, kernel_family(pm.model, pm.quantization)):
+        for ts in term_sources(pm.hardware, kernel_family(pm.model, pm.quantization)):
             terms.add_row(ts.term, ts.kind, f"{ts.value:.4g}", ts.source)
         console.print(terms)
         table = Table(title=f"{pm.hardware.name} × {pm.model.name}, {spec}: speculation terms")
