@@ -114,7 +114,8 @@ def test_run_resume_rewrites_the_size_folders_answer(tmp_path: Path,
     done = _ramp(4, sessions=8) | {"tiers": [{**TIER, "sessions": 8, "complete": True}]}
     from simulator.run import execute as ex
     monkeypatch.setattr(ex, "execute", lambda *a, **k: SimpleNamespace(
-        run_dir=run_dir, summary={"ramp": done}, status="completed"))
+        run_dir=run_dir, summary={"ramp": done}, status="completed",
+        manifest=SimpleNamespace(scenario_resolved=None)))     # not a team replay
     r = CliRunner().invoke(main, ["run", "--resume", str(run_dir)])
     assert r.exit_code == 0, r.output
     assert "ramp answer rewritten" in r.stderr

@@ -67,11 +67,14 @@ def test_the_mixed_step_costs_only_steps_with_prefill() -> None:
     assert "mixed_step_s" not in plain.describe()["efficiency"]
 
 
-def test_tensor_parallel_pools_cards_and_adds_all_reduces() -> None:
+def test_tensor_parallel_shards_and_adds_the_fitted_all_reduce_residual() -> None:
     one = build_perf_model("h200", "llama-3.1-70b:fp8")
     two = build_perf_model("h200", "llama-3.1-70b:fp8",
                            overrides={"tensor_parallel_size": 2, "allreduce_s": 1e-5})
-    assert two.hardware.memory_bytes == 2 * one.hardware.memory_bytes
+    bare = build_perf_model("h200", "llama-3.1-70b:fp8",
+                            overrides={"tensor_parallel_size": 2, "allreduce_s": 0.0})
+    assert two.hardware.memory_bytes == one.hardware.memory_bytes      # one card's, sharded
+    assert two.comm_time(1) - bare.comm_time(1) == pytest.approx(1e-5 * 160)  # 80 layers × 2
     assert two.kv_capacity_tokens() > 2 * one.kv_capacity_tokens()   # weights paid once
     assert "tensor_parallel_size" not in one.describe()["engine"]
     assert two.describe()["engine"]["tensor_parallel_size"] == 2
