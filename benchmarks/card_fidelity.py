@@ -218,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     pub = load_published(DATA)
     cards = [c for c in args.cards.split(",") if c]
-    record = json.loads(RECORD.read_text()) if RECORD.is_file() else {}
+    figures: dict[str, dict[str, float | int | None]] = {}
     sections = {}
     for card in cards:
         rows = [r for r in pub.rows if r.card == card]
@@ -243,11 +243,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         sections[card] = card_section(card, after, before, hw)
         print(sections[card])
         oos = [s for s in after if s.row.split == "out_of_sample"]
-        record[card] = {m: mae(oos, m) for m in METRICS}
-        record[card]["rows_out_of_sample"] = len(oos)
+        figures[card] = {m: mae(oos, m) for m in METRICS}
+        figures[card]["rows_out_of_sample"] = len(oos)
         print(f"{card}: {len(rows)} rows, {time.time() - t:.0f} s")
     if args.no_write:
         return 0
+    # read at the end, not the start: runs of other cards may have written it meanwhile
+    record = json.loads(RECORD.read_text()) if RECORD.is_file() else {}
+    record.update(figures)
     RECORD.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     doc = DOC.read_text(encoding="utf-8")
     old = {}
