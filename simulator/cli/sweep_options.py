@@ -204,20 +204,19 @@ def check_team_unit(team: int, sets: tuple[str, ...], runs_team: bool) -> None:
     instances (`--pd P:D`, `--replicas R`, their `--set`s) would be counted as one card,
     and a search that runs the whole team (`--router`, `--pd` alone) runs it in one
     in-process twin, which holds at most MAX_TWIN_SESSIONS sessions."""
-    from simulator.cli.fleet_options import fleet_given, pd_choice
+    from simulator.cli.fleet_options import fleet_given, fleet_overrides, pd_choice
     from simulator.run.bounds import MAX_TWIN_SESSIONS
     given = fleet_given()
     if "--pd" in given and pd_choice() is None:
-        split = next((o.split("=", 1)[1] for o in _fleet_sets() if o.startswith("fleet.prefill=")),
-                     "P")
-        dec = next((o.split("=", 1)[1] for o in _fleet_sets()
-                    if o.startswith("fleet.replicas=")), "D")
-        raise InputError(f"size --team with --pd {split}:{dec}: that sizes one unit of "
-                         f"{split} prefill + {dec} decode instances, not one card; give --pd "
-                         "alone to search the split and the cards (size --team M --pd)")
+        split = dict(o.split("=", 1) for o in fleet_overrides())
+        p, d = split.get("fleet.prefill", "P"), split.get("fleet.replicas", "D")
+        raise InputError(f"size --team with --pd {p}:{d}: that sizes one unit of {p} prefill "
+                         f"+ {d} decode instances, not one card; give --pd alone to search "
+                         "the split and the cards (size --team M --pd)")
+    one_card = {"fleet.prefill": "0", "fleet.replicas": "1"}
     unit = "--replicas" if "--replicas" in given else next(
-        (f"--set {o.split('=', 1)[0]}" for o in sets
-         if o.split("=", 1)[0].strip() in ("fleet.prefill", "fleet.replicas")), None)
+        (f"--set {k}" for k, _, v in (o.partition("=") for o in sets)
+         if k.strip() in one_card and v.strip() != one_card[k.strip()]), None)
     if unit is not None:
         raise InputError(f"size --team with {unit}: --team counts the cards one card's "
                          "answer divides into; size one card (drop it), or search a fleet "
@@ -227,7 +226,3 @@ def check_team_unit(team: int, sets: tuple[str, ...], runs_team: bool) -> None:
                          f"the in-process twin, which holds at most {MAX_TWIN_SESSIONS:,} "
                          "sessions; size one card (drop --router/--pd) to divide a larger team")
 
-
-def _fleet_sets() -> list[str]:
-    from simulator.cli.fleet_options import fleet_overrides
-    return fleet_overrides()
