@@ -106,6 +106,9 @@ def _check(ctx: click.Context) -> None:
                          "servers point --endpoint at the disaggregated deployment's router")
     if {"--pd", "--replicas"} <= given:
         raise InputError("--pd P:D sets the decode instances (D) itself: drop --replicas")
+    if {"--pd", "--router"} <= given:
+        raise InputError("--router with --pd: a P/D fleet picks decode instances by session "
+                         "affinity and prefill instances by fleet.prefill_router; drop --router")
     if urls and "--replicas" in given:
         raise InputError("--replicas is for the twin; against servers give one --endpoint "
                          "per replica (and --route)")
@@ -174,6 +177,12 @@ def pd_choice() -> str | list[tuple[int, int]] | None:
     _check(ctx)
     value = ctx.meta.get(_PD)
     return value if isinstance(value, str | list) else None
+
+
+def fleet_given() -> set[str]:
+    """Which of --replicas, --router, --route, --pd the current command was given."""
+    ctx = click.get_current_context(silent=True)
+    return set(ctx.meta.get(_GIVEN, set())) if ctx is not None else set()
 
 
 def endpoint_urls() -> tuple[str, ...]:

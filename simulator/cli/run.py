@@ -184,7 +184,7 @@ def common_run_options(f: click.decorators.FC) -> click.decorators.FC:
               metavar="RUN_DIR", help="Continue an interrupted (or killed) run in RUN_DIR, "
               "appending to its results; the scenario comes from its manifest.")
 @click.option("--stop-grace-s", type=click.FloatRange(min=0, max=3600), default=None,
-              help="On Ctrl-C/SIGTERM: seconds in-flight requests may finish before they "
+              help="On Ctrl-C/SIGTERM: wall seconds in-flight requests may finish before they "
               "are cancelled (default 10, at most 3600).")
 @click.option("--api-key-file", type=click.Path(dir_okay=False), default=None,
               help="Read the endpoint's API key from the first line of this file "

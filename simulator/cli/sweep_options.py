@@ -194,4 +194,35 @@ def check_size_options(sets: tuple[str, ...], spec: str | None, team: int | None
                          "and no --endpoint")
     if fleet and endpoint is not None:
         raise InputError("size --team --router: the fleet search runs on the twin (no --endpoint)")
+    if team is not None:
+        check_team_unit(team, sets, fleet or pd)
     return "pd" if pd else "fleet" if fleet else "size"
+
+
+def check_team_unit(team: int, sets: tuple[str, ...], runs_team: bool) -> None:
+    """`--team M` divides M by what one card holds (issue 57): a unit of several
+    instances (`--pd P:D`, `--replicas R`, their `--set`s) would be counted as one card,
+    and a search that runs the whole team (`--router`, `--pd` alone) runs it in one
+    in-process twin, which holds at most MAX_TWIN_SESSIONS sessions."""
+    from simulator.cli.fleet_options import fleet_given, fleet_overrides, pd_choice
+    from simulator.run.bounds import MAX_TWIN_SESSIONS
+    given = fleet_given()
+    if "--pd" in given and pd_choice() is None:
+        split = dict(o.split("=", 1) for o in fleet_overrides())
+        p, d = split.get("fleet.prefill", "P"), split.get("fleet.replicas", "D")
+        raise InputError(f"size --team with --pd {p}:{d}: that sizes one unit of {p} prefill "
+                         f"+ {d} decode instances, not one card; give --pd alone to search "
+                         "the split and the cards (size --team M --pd)")
+    one_card = {"fleet.prefill": "0", "fleet.replicas": "1"}
+    unit = "--replicas" if "--replicas" in given else next(
+        (f"--set {k}" for k, _, v in (o.partition("=") for o in sets)
+         if k.strip() in one_card and v.strip() != one_card[k.strip()]), None)
+    if unit is not None:
+        raise InputError(f"size --team with {unit}: --team counts the cards one card's "
+                         "answer divides into; size one card (drop it), or search a fleet "
+                         "(--router P) or a P:D split (--pd)")
+    if runs_team and team > MAX_TWIN_SESSIONS:
+        raise InputError(f"--team {team}: the fleet and P/D searches run the whole team in "
+                         f"the in-process twin, which holds at most {MAX_TWIN_SESSIONS:,} "
+                         "sessions; size one card (drop --router/--pd) to divide a larger team")
+

@@ -206,7 +206,7 @@ def roofline_line(pm: Any) -> str:
               help="model profile")
 @click.option("--spec", default="ngram:5", show_default=True,
               help="speculation setting the terms are valued for")
-@click.option("--context", type=int, default=3000, show_default=True,
+@click.option("--context", type=click.IntRange(min=1), default=3000, show_default=True,
               help="context (tokens) at which the per-sequence terms are shown")
 @click.option("--vllm-version", "vllm_version", default=None, metavar="X.Y",
               help="the vLLM release the twin imitates  [default: the profile's, 0.32]")
@@ -231,6 +231,10 @@ def show_command(twin: str | None, hardware: str, model: str, spec: str, context
         over.update(tensor_parallel_size=tp, enable_expert_parallel=ep)
     for card in [c.strip() for c in hardware.split(",") if c.strip()]:
         pm = build_perf_model(card, model, spec=spec, overrides=over)
+        longest = pm.model.context_length
+        if longest is not None and context > longest:
+            raise InputError(f"--context {context:,}: past {pm.model.name}'s context length "
+                             f"({longest:,} tokens); no sequence of it runs that long")
         console.print(version_line(pm), highlight=False, markup=False)
         console.print(roofline_line(pm), highlight=False, markup=False)
         console.print(f"{pm.hardware.name} terms: {pm.efficiency_source}", highlight=False,

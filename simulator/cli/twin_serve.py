@@ -16,6 +16,10 @@ from simulator.twin.fleet.router import POLICIES, RouterConfig
 from simulator.twin.model.profiles import MAX_HOST_GIB
 from simulator.twin.serve.faults import parse_faults
 
+# the engines one server holds: --replicas' bound, and P + D's (each instance an engine
+# with its own KV pool; `--pd 1024:1024` ran out of memory building them)
+MAX_SERVE_ENGINES = 64
+
 
 def _host_gib(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
     """Finite GiB within [0, 1 PiB] (click's FloatRange lets inf and nan through)."""
@@ -48,7 +52,8 @@ def _host_gib(_ctx: click.Context, _param: click.Parameter, value: float) -> flo
               "finite, at most 1 PiB).")
 @click.option("--instant", is_flag=True,
               help="Zero latency: write whole replies at once (client-ceiling benchmarks).")
-@click.option("--replicas", type=click.IntRange(1, 64), default=1, show_default=True,
+@click.option("--replicas", type=click.IntRange(1, MAX_SERVE_ENGINES), default=1,
+              show_default=True,
               help="Engines behind this one URL (a fleet; /metrics labelled per replica).")
 @click.option("--router", type=click.Choice(POLICIES), default="round_robin",
               show_default=True, help="How the fleet routes requests (docs/fleet.md).")
@@ -74,6 +79,7 @@ def serve_command(hardware: str, model: str, host: str, port: int, time_scale: f
         raise InputError(f"--time-scale {time_scale}: must be within (0, 1e6]")
     if cutoff_s is not None and not 0 < cutoff_s <= 86_400:
         raise InputError(f"--cutoff-s {cutoff_s}: must be within (0, 86400] seconds")
+    _check_pd_options(pd_split)
     pd = _pd_config(pd_split, hardware, kv_link, max_local_prefill, replicas)
     from simulator.twin.serve.server import serve_forever, twin_app  # aiohttp: only when serving
     app, described = twin_app(hardware, model, spec=spec, seed=seed, time_scale=time_scale,
@@ -103,6 +109,26 @@ def serve_command(hardware: str, model: str, host: str, port: int, time_scale: f
         raise InputError(f"--host {host} --port {port}: cannot listen ({why})") from None
 
 
+def _check_pd_options(split: str | None) -> None:
+    """Options that only `--pd` reads, or that `--pd` sets itself, refused in one line
+    rather than dropped (issue 57): the router, the replicas, the link, the threshold."""
+    ctx = click.get_current_context()
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+
+    if split is None:
+        for name, flag in (("kv_link", "--kv-link"), ("max_local_prefill", "--max-local-prefill")):
+            if given(name):
+                raise InputError(f"{flag} is a P/D setting: give --pd P:D too (or drop {flag})")
+        return
+    if given("replicas"):
+        raise InputError("--pd P:D sets the instances itself: drop --replicas")
+    if given("router"):
+        raise InputError("--router with --pd: a P/D server picks decode instances by "
+                         "session affinity and prefill instances by prefix; drop --router")
+
+
 def _pd_config(split: str | None, hardware: str, kind: str, threshold: int,
                replicas: int) -> Any:
     """`--pd P:D` as the P/D settings (None without); InputError, one line, otherwise."""
@@ -114,6 +140,13 @@ def _pd_config(split: str | None, hardware: str, kind: str, threshold: int,
     from simulator.twin.pd.policy import PDConfig, parse_split
     try:
         p, d = parse_split(split)
+    except ValueError as exc:
+        raise InputError(f"--pd: {exc}") from None
+    if p + d > MAX_SERVE_ENGINES:
+        raise InputError(f"--pd {split}: {p + d:,} instances; one twin server holds at most "
+                         f"{MAX_SERVE_ENGINES} engines in all (P + D, as --replicas): run "
+                         "several servers for more")
+    try:
         return PDConfig(p, d, link_spec(hardware, kind), threshold)
     except ValueError as exc:
         raise InputError(f"--pd: {exc}") from None

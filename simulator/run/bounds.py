@@ -36,8 +36,10 @@ def check_runnable(s: Scenario, *, twin: tuple[str, str] | None = None,
     if not in_process:
         return
     hw, model = twin or (s.twin.hardware, s.twin.model)
-    pm = build_perf_model(hw, model, spec=spec or s.twin.spec,
-                          overrides=s.twin.engine_overrides())
+    over = s.twin.engine_overrides()
+    pm = build_perf_model(hw, model, spec=spec or s.twin.spec, overrides=over)
+    if s.fleet.prefill > 0:
+        _check_pd_blocks(s, pm.num_blocks, hw, model, spec or s.twin.spec, over)
     blocks = s.fleet.replicas * pm.num_blocks
     if blocks > MAX_FLEET_KV_BLOCKS:
         raise InputError(f"fleet: {s.fleet.replicas:,} replicas × {pm.num_blocks:,} KV blocks "
@@ -54,6 +56,24 @@ def check_runnable(s: Scenario, *, twin: tuple[str, str] | None = None,
         raise InputError(f"sessions {s.sessions:,}: the in-process twin holds at most "
                          f"{MAX_TWIN_SESSIONS:,} sessions in memory; run more against "
                          "a server (endurance twin serve, then --endpoint URL)")
+
+
+def _check_pd_blocks(s: Scenario, decode_blocks: int, hw: str, model: str, spec: str,
+                     over: dict[str, object]) -> None:
+    """A P/D fleet's prefill instances hold their own KV bookkeeping as its decode
+    instances do: both count toward the bound (issue 57: `--pd 1024:1` peaked at 5 GB)."""
+    f = s.fleet
+    pre = decode_blocks if f.prefill_tp is None else build_perf_model(
+        hw, model, spec=spec, overrides={**over, "tensor_parallel_size": f.prefill_tp}
+    ).num_blocks
+    blocks = f.prefill * pre + f.replicas * decode_blocks
+    if blocks > MAX_FLEET_KV_BLOCKS:
+        most = MAX_FLEET_KV_BLOCKS // max(pre, decode_blocks)
+        raise InputError(f"fleet: {f.prefill:,} prefill + {f.replicas:,} decode instances hold "
+                         f"{blocks:,} KV blocks, more than the in-process twin holds "
+                         f"({MAX_FLEET_KV_BLOCKS:,} blocks, about "
+                         f"{MAX_FLEET_KV_BLOCKS * 160 // 2**30} GiB of its own memory): at most "
+                         f"{most:,} instances of this card in all (P + D)")
 
 
 def _check_ramp_slos(s: Scenario) -> None:

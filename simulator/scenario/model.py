@@ -500,8 +500,13 @@ class TwinSpec(_Frozen):
     @field_validator("vllm_version", mode="before")
     @classmethod
     def _version_text(cls, v: object) -> object:
-        """YAML and --set read 0.28 as a number: releases have two-digit minors."""
+        """YAML and --set read 0.28 as a number: releases have two-digit minors, so a
+        number whose own text is two-digit is that release. One that is not (0.3: was
+        it 0.30 or 0.3?) lost what was written: refused, not guessed (issue 57)."""
         if isinstance(v, float):
+            if repr(v) != f"{v:.2f}":
+                raise ValueError(f"{v!r} is read as a number, which drops trailing zeros "
+                                 f"(0.30 reads as 0.3): quote it, e.g. \"{v:.2f}\"")
             return f"{v:.2f}"
         return v
 
@@ -564,6 +569,17 @@ class FleetSpec(_Frozen):
     # the prefill instances' TP degree (vLLM --tensor-parallel-size on the prefill role;
     # decode TP4, prefill TP1 is common); None: twin.tp, as the decode instances
     prefill_tp: int | None = Field(default=None, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _no_router_under_pd(self) -> FleetSpec:
+        """A P/D fleet picks decode instances by session affinity and prefill instances
+        by `prefill_router`: another `router` would be silently dropped (issue 57). The
+        default (round_robin) cannot be told from an unset one in a dumped scenario."""
+        if self.prefill > 0 and self.router not in ("round_robin", "session_affinity"):
+            raise ValueError(f"fleet.router {self.router}: a P/D fleet (fleet.prefill > 0) "
+                             "picks decode instances by session affinity and prefill "
+                             "instances by fleet.prefill_router; drop fleet.router (or --router)")
+        return self
 
 
 class Scenario(_WithDists):
@@ -637,6 +653,15 @@ class Scenario(_WithDists):
             if self.sessions % len(self.replay.sessions):
                 raise ValueError(f"sessions ({self.sessions}) must be a multiple of the "
                                  f"{len(self.replay.sessions)} recorded sessions")
+        if self.replay is not None and self.replay.team is not None:
+            load = self.load
+            for key, given in (("duration_s", load.duration_s is not None),
+                               ("warm_start", load.warm_start), ("ramp", load.ramp is not None)):
+                if given:
+                    flag = "--" + key.removesuffix("_s").replace("_", "-")
+                    raise ValueError(f"load.{key} ({flag}): a team replay runs the team's own "
+                                     "arrivals through its day; drop it (a shorter "
+                                     "window is imported: import … --busiest 1h)")
         names = [t.name for t in self.turn_templates]
         dup = {n for n in names if names.count(n) > 1}
         if dup:

@@ -2,15 +2,17 @@
 
 It owns everything run-wide — the endpoint's background tasks, the request limiter,
 the stop signal (Ctrl-C / SIGTERM: no new requests; in-flight ones may finish for a
-grace period, then are cancelled and recorded as such), the deadline and the
+grace period of wall time, then are cancelled and recorded as such), the deadline and the
 failed-session threshold — and nothing about what a turn is (see `agent`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import signal
+import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -114,6 +116,7 @@ class Runner:
         self.outcome = RunOutcome("completed", failed_sessions=list(self.resume.failed_sessions))
         self._stop = asyncio.Event()
         self._signalled = 0
+        self._grace: threading.Timer | None = None
         self._ctx: RunContext | None = None
 
     def live_gauges(self) -> dict[str, int]:
@@ -147,6 +150,8 @@ class Runner:
             self.outcome.status = "interrupted"
             self.outcome.reason = "stopped by signal; in-flight requests cancelled after grace"
         finally:
+            if self._grace is not None:
+                self._grace.cancel()
             self.outcome.wall_window_s = clock.to_sim(clock.monotonic() - t0)
             for sig in installed:
                 loop.remove_signal_handler(sig)
@@ -283,7 +288,7 @@ class Runner:
             self._signalled += 1
             self._stop.set()
             if self._signalled == 1:
-                loop.call_later(self.stop_grace_s, main.cancel)
+                self._grace = _wall_timer(self.stop_grace_s, loop, main.cancel)
             else:
                 main.cancel()
 
@@ -298,6 +303,21 @@ class Runner:
             # on they stop the run, a signal sent during its start-up included
             signal.pthread_sigmask(signal.SIG_UNBLOCK, installed)
         return installed
+
+
+def _wall_timer(seconds: float, loop: asyncio.AbstractEventLoop,
+                callback: Callable[[], object]) -> threading.Timer:
+    """Run `callback` on `loop` after `seconds` of wall time. The stop grace is a
+    promise to whoever sent the signal, in their seconds: on the virtual-time loop a
+    `call_later` would wait in simulated seconds, which a busy run may never reach."""
+    def fire() -> None:
+        with contextlib.suppress(RuntimeError):     # the loop closed meanwhile
+            loop.call_soon_threadsafe(callback)
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

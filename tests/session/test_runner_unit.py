@@ -103,3 +103,41 @@ def test_the_first_request_waits_for_the_metrics_baseline(wait_for_baseline: boo
     assert run_virtual(runner.run()).status == "completed" and len(endpoint.requests) == 4
     windows = sum(r["value"] for r in rows if r["metric"] == "prompt_tokens")
     assert (windows == 400) is wait_for_baseline
+
+
+class _Spinning(FakeEndpoint):
+    """An endpoint whose reply never ends and whose work never lets virtual time move
+    (always a callback ready): it sends the process a SIGTERM once it has the request."""
+
+    async def send(self, request: Any) -> Any:
+        import asyncio
+        import os
+        import signal
+        os.kill(os.getpid(), signal.SIGTERM)
+        while True:     # noqa: ASYNC110 - the point: busy at one virtual instant
+            await asyncio.sleep(0)
+
+
+def test_the_stop_grace_is_wall_time_when_virtual_time_stands_still() -> None:
+    """A SIGTERM during a request that keeps the loop busy at one virtual instant: the
+    grace (0.2 s) ends in wall time and cancels it, with no second signal. The watchdog's
+    second SIGTERM (at 20 s) only bounds the test when the grace never ends."""
+    import os
+    import signal
+    import threading
+    rescued = threading.Event()
+
+    def watchdog() -> None:
+        rescued.set()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    runner = Runner(scenario(sessions=1, turns=2), _Spinning(), MemoryRecorder(),  # type: ignore[arg-type]
+                    "r", stop_grace_s=0.2)
+    timer = threading.Timer(20.0, watchdog)
+    timer.start()
+    try:
+        outcome = run_virtual(runner.run())
+    finally:
+        timer.cancel()
+    assert outcome.status == "interrupted" and "after grace" in outcome.reason
+    assert not rescued.is_set()

@@ -51,9 +51,13 @@ def test_the_version_sets_what_the_kv_manager_keeps() -> None:
 
 
 def test_scenario_setting_reads_a_yaml_number_as_a_release() -> None:
-    spec = TwinSpec.model_validate({"vllm_version": 0.3})
-    assert spec.vllm_version == "0.30"
-    assert spec.engine_overrides()["vllm_version"] == "0.30"
+    """A number that keeps its two-digit text is that release; one that lost it (0.3:
+    0.30 or 0.3?) is refused, "quote it" (issue 57: it ran as 0.30)."""
+    spec = TwinSpec.model_validate({"vllm_version": 0.28})
+    assert spec.vllm_version == "0.28"
+    assert spec.engine_overrides()["vllm_version"] == "0.28"
+    with pytest.raises(ValueError, match="quote it"):
+        TwinSpec.model_validate({"vllm_version": 0.3})
     assert "vllm_version" not in TwinSpec().engine_overrides()
 
 
