@@ -115,7 +115,9 @@ def _build(log: TeamLog, source: Source, paths: list[Path], out_path: Path, seed
         streams=len(replay), team_sessions=data["replay"]["team"]["sessions"],
         day_sessions=data["replay"]["team"]["day_sessions"],
         day_requests=sum(len(s.requests) for s in day),
-        peak_in_flight=max(day_profile), replay_start=_clock(t0 - d0),
+        peak_in_flight=team.peak_at_once(team.session_spans(day).values())[0],
+        peak_streams_in_flight=team.peak_at_once((x.start_s, x.end_s) for x in day)[0],
+        replay_start=_clock(t0 - d0),
         replay_end=_clock(t1 - d0))
     return TraceImport(data, summary)
 
@@ -141,7 +143,8 @@ def format_team_summary(s: dict[str, Any], out: Path | None) -> str:
         f"replay: {s['window'] or 'the whole day'} ({s['replay_start']}–{s['replay_end']} UTC)"
         f"{scaled}: "
         f"{s['requests']:,} requests in {s['streams']} stream(s) of {s['team_sessions']} "
-        f"session(s); peak {s['peak_in_flight']} session(s) in flight over the day",
+        f"session(s); peak {s['peak_in_flight']:,} session(s) and "
+        f"{s['peak_streams_in_flight']:,} stream(s) in flight at once over the day",
         f"tokens: prompt {s['prompt_tokens_total']:,} total (max {s['prompt_tokens_max']:,}), "
         f"output {s['output_tokens_total']:,}; recorded cache-read share "
         f"{'n/a' if share is None else f'{share:.1%}'}; context drops "
