@@ -14,7 +14,7 @@ from typing import Any, Literal
 from simulator.errors import InputError
 from simulator.importers import team
 from simulator.importers.otel_events import TeamLog, claude_code_events, genai_spans
-from simulator.importers.otlp_read import read_records
+from simulator.importers.otlp_read import Signal, otlp_files, read_records, signal_of
 from simulator.importers.trace_import import TraceImport, build_scenario, validate_imported
 from simulator.scenario.load import LOAD_MEMORY_BYTES, MAX_NODES
 
@@ -41,9 +41,36 @@ def parse_window(text: str) -> tuple[float, float]:
 
 
 def read_log(paths: list[Path], source: Source) -> TeamLog:
-    if source == "claude-code-otel":
-        return claude_code_events(read_records(paths, "logs"))
-    return genai_spans(read_records(paths, "spans"))
+    """The records of `paths` for `source`; a file of the other signal given to it (spans
+    to Claude Code's importer, events to the GenAI one) is named, with the command that
+    reads it, when the import found nothing in it or failed on it."""
+    try:
+        if source == "claude-code-otel":
+            log = claude_code_events(read_records(paths, "logs"))
+        else:
+            log = genai_spans(read_records(paths, "spans"))
+    except InputError:
+        _wrong_signal(paths, source)
+        raise
+    if not log.requests:
+        _wrong_signal(paths, source)
+    return log
+
+
+def _wrong_signal(paths: list[Path], source: Source) -> None:
+    want: Signal = "logs" if source == "claude-code-otel" else "spans"
+    for f in otlp_files(paths):
+        got = signal_of(f)
+        if got is None or got == want:
+            continue
+        if source == "claude-code-otel":
+            raise InputError(f"{f}: OTLP spans (traces), not log records: `endurance import "
+                             "claude-code-otel` reads Claude Code's events (its logs, "
+                             "OTEL_LOGS_EXPORTER=otlp); for OTel GenAI spans run `endurance "
+                             f"import otel-genai {f}`")
+        raise InputError(f"{f}: OTLP log records (events), not spans: `endurance import "
+                         "otel-genai` reads OTel GenAI spans (traces); for Claude Code's "
+                         f"events run `endurance import claude-code-otel {f}`")
 
 
 def import_team(paths: list[Path], source: Source, *, out_path: Path, seed: int = 0,
