@@ -45,6 +45,7 @@ from simulator.session.resume import (
     read_manifest_for_resume,
     resume_state,
 )
+from simulator.twin.model.profiles import load_hardware, load_model, parse_twin
 
 
 def _scenario(run_dir: Path, m: Manifest) -> Scenario:
@@ -74,6 +75,8 @@ def open_resumed(spec: RunSpec, endpoint: Endpoint | None) -> tuple[Scenario, Ru
                          "--model) cannot change a run being resumed")
     s = _scenario(run_dir, m)
     rs = m.run_spec or RunSettings()
+    if spec.twin is None and rs.twin is not None:
+        _check_manifest_twin(run_dir, rs.twin)
     spec = dataclasses.replace(
         spec, scenario_path=m.scenario_file or "",
         endpoint_url=spec.endpoint_url or rs.endpoint_url,
@@ -106,6 +109,19 @@ def open_resumed(spec: RunSpec, endpoint: Endpoint | None) -> tuple[Scenario, Ru
         "rows_rebuilt": rebuilt, "duplicated_rows_dropped": duplicates})
     recorder.update_manifest(dataclasses.replace(recorder.manifest, resumes=resumes))
     return s, spec, recorder, state
+
+
+def _check_manifest_twin(run_dir: Path, twin: str) -> None:
+    """The manifest's `run_spec.twin` names a twin, or one line naming the manifest and
+    the field (read later, its refusal blamed `--twin`, an option never given)."""
+    where = f"{run_dir / 'manifest.json'}: run_spec.twin"
+    try:
+        hw, model = parse_twin(twin, where)
+        load_hardware(hw)
+        load_model(model)
+    except InputError as exc:
+        msg = str(exc)
+        raise InputError(msg if msg.startswith(where) else f"{where}: {msg}") from None
 
 
 def _turn_record(row: dict[str, Any], where: Path) -> TurnRecord:
