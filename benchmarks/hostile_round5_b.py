@@ -1,7 +1,8 @@
 """Issue 57's hostile cases (round five), part b, run by `benchmarks/hostile_cases.py
 --round 5` beside part a (`hostile_round5_a.py`): huge numbers and deep nesting in every
 file of a run folder and in `--set` (runfiles), an OTLP file of zeros, overlapping
-requests of one session, the wrong importer and times out of range (otel), the SDK
+requests of one session, the wrong importer and times out of range (otel), records
+that say what did not happen (records), the SDK
 endpoints' fault records with the installed SDK (sdk), and a labelled run's folder name
 (label). Same shape as round four (`hostile_round4.py`): shell commands in a child
 process group under an address-space cap, the verdicts of round three plus round four's
@@ -34,6 +35,9 @@ def make_fixtures(fx: Path) -> None:
     (fx / "big_int.yaml").write_text(text + f"seed: {BIG}\n" if "seed:" not in text
                                      else text.replace("seed: ", f"seed: {BIG} #", 1))
     _otel_fixtures(fx)
+    shipped = HERE.parent / "simulator/twin/model/profiles/models/qwen3-coder-30b-a3b-awq.yaml"
+    (fx / "inf_penalty.yaml").write_text(shipped.read_text().replace(
+        "repetition_penalty: 1.05", "repetition_penalty: .inf"))
 
 
 def _otel_event(end_s: float, session: str, dur_ms: int = 60_000,
@@ -137,6 +141,33 @@ def cases() -> list[Case]:
                       ("epoch", "began before 1970")):
         c(f"otel-time-{f}", "otel", f"$E import claude-code-otel $F/{f}.jsonl -o $T/o.yaml",
           needle=needle)
+    # issue 57 item 7: records that say what did not happen
+    c("pd-manifest-states-sampling", "records",
+      "d=$($E run $F/s.yaml --pd 1:1 --out $T/o --quiet | tail -1) && $PY -c \"import json, "
+      "sys; m=json.load(open(sys.argv[1]+'/manifest.json')); "
+      "sys.exit(m['sampling']['resolved'] is None)\" $d", "script", bound_s=60.0)
+    c("profile-repetition-penalty-inf", "records",
+      "$E run $F/s.yaml --set twin.model=$F/inf_penalty.yaml --out $T/o", "refuse_no_out",
+      needle="generation_config.repetition_penalty")
+    interrupted = ("cp -r $BASE $T/r && $PY -c \"import json; p='$T/r/manifest.json'; "
+                   "m=json.load(open(p)); m['status']='interrupted'; "
+                   "json.dump(m, open(p,'w'))\" && ")
+    c("resume-duplicated-rows-kept-once", "records",
+      interrupted + "head -2 $T/r/turns.jsonl >> $T/r/turns.jsonl && "
+      "$E run --resume $T/r --quiet > $T/out 2>&1; grep -q '2 duplicated row(s)' $T/out && "
+      "test $(wc -l < $T/r/turns.jsonl) -eq $(wc -l < $BASE/turns.jsonl)", "script",
+      bound_s=60.0)
+    c("watch-names-the-row-resume-refuses", "records",
+      interrupted + "sed -i '2i garbage' $T/r/turns.jsonl && $E watch $T/r --speed 0",
+      needle="turns.jsonl:2: corrupted journal line")
+    c("set-sampling-blames-the-set", "records",
+      "$E run $F/s.yaml --set sampling.presence_penalty=0.5 --set endpoint.api=anthropic "
+      "--out $T/o", "refuse_no_out", needle="--set sampling.presence_penalty")
+    c("resume-manifest-twin-blames-the-manifest", "records",
+      "cp -r $BASE $T/r && $PY -c \"import json; p='$T/r/manifest.json'; "
+      "m=json.load(open(p)); m['status']='interrupted'; m['run_spec']=dict(m.get('run_spec') "
+      "or {}, twin='bogus'); json.dump(m, open(p,'w'))\" && $E run --resume $T/r",
+      needle="manifest.json: run_spec.twin")
     # the SDK endpoints' records of a reply cut mid-stream and a stall, with the SDK
     # installed here (anthropic 2.17 wraps both in its own errors; 2.16 did not)
     c("sdk-faults-by-the-wire", "sdk",
