@@ -154,11 +154,11 @@ def lanes(reqs: Sequence[TeamRequest]) -> list[list[TeamRequest]]:
     one whose last prompt is closest to the prefix it read from the cache (the lowest
     lane of equals).
 
-    O(n log n): busy lanes wait in a heap by the end of their last reply; a lane that
-    is free stays free (starts only grow), so it moves once into the free lanes, kept
-    sorted by (last prompt, lane), where the closest prompt is two bisections away. A
-    scan of every lane per request was quadratic: 40,000 overlapping requests of one
-    session hung the import."""
+    O(n log n) comparisons: busy lanes wait in a heap by the end of their last reply;
+    a lane that is free stays free (starts only grow), so it moves once into the free
+    lanes, kept sorted by (last prompt, lane) (an insert moves pointers, one memmove),
+    where the closest prompt is two bisections away. A scan of every lane per request
+    was quadratic: 40,000 overlapping requests of one session hung the import."""
     out: list[list[TeamRequest]] = []
     busy: list[tuple[float, int]] = []         # (end of the lane's last reply, lane)
     free: list[tuple[int, int]] = []           # (lane's last prompt, lane), sorted
