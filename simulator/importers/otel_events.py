@@ -94,15 +94,27 @@ def _event_name(rec: OtlpRecord) -> str:
 def _event_time(rec: OtlpRecord) -> float:
     """When the event was logged, Unix s: `event.timestamp`, else the record's time."""
     ts = attr_text(rec, "event.timestamp")
-    ns = iso_nanos(ts) if ts is not None else None
-    if ts is not None and ns is None:
-        raise InputError(f"{rec.where} ({rec.name}): attribute 'event.timestamp': expected "
-                         f"an ISO 8601 time with a zone, got {ts[:40]!r}")
+    ns = None
+    if ts is not None:
+        try:
+            ns = iso_nanos(ts)
+        except ValueError as exc:
+            raise InputError(f"{rec.where} ({rec.name}): attribute 'event.timestamp': "
+                             f"{ts[:40]!r} is not a time we read: {exc}") from None
     ns = ns or rec.start_ns
     if not ns:
         raise InputError(f"{rec.where} ({rec.name}): no time (neither 'event.timestamp' "
                          "nor timeUnixNano / observedTimeUnixNano)")
     return ns / 1e9
+
+
+def _began(rec: OtlpRecord, end_s: float, dur_s: float | None) -> None:
+    """An event is logged when its request or tool ends: one that began before 1970
+    (its time less its duration) is named, not carried to a day starting before it."""
+    if end_s - (dur_s or 0.0) < 0:
+        raise InputError(f"{rec.where} ({rec.name}): began before 1970 (its time "
+                         f"{end_s:.3f} s after Unix time 0, less 'duration_ms' "
+                         f"{(dur_s or 0.0) * 1e3:,.0f})")
 
 
 def claude_code_events(records: Iterable[OtlpRecord]) -> TeamLog:
@@ -113,6 +125,7 @@ def claude_code_events(records: Iterable[OtlpRecord]) -> TeamLog:
         if name == "claude_code.api_request":
             end = _event_time(rec)
             dur = attr_seconds(rec, "duration_ms", 1e-3, MAX_DURATION_S)
+            _began(rec, end, dur)
             source = attr_text(rec, "query_source") or ""
             log.requests.append(TeamRequest(
                 session=_session(rec, "session.id"),
@@ -126,6 +139,7 @@ def claude_code_events(records: Iterable[OtlpRecord]) -> TeamLog:
         elif name == "claude_code.tool_result":
             end = _event_time(rec)
             dur = attr_seconds(rec, "duration_ms", 1e-3, MAX_DURATION_S) or 0.0
+            _began(rec, end, dur)
             log.tools.append(ToolRun(_session(rec, "session.id"), end - dur, end))
         elif name == "claude_code.user_prompt":
             _session(rec, "session.id")

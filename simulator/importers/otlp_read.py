@@ -117,6 +117,64 @@ def _read_file(path: Path, signal: Signal) -> Iterator[OtlpRecord]:
             raise InputError(f"{path}: cannot read ({exc.strerror})") from None
 
 
+def signal_of(path: Path) -> Signal | None:
+    """The signal of the file's first line or message: "logs" or "spans" (None: neither,
+    or unreadable). Read only when an import found nothing, to name a file given to the
+    wrong importer (spans to Claude Code's, events to the GenAI one)."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")[:1]
+            fh.seek(0)
+            if head == b"{":
+                raw = b""
+                while not raw.strip():
+                    raw = fh.readline(MAX_MESSAGE_BYTES + 1)
+                    if not raw:
+                        return None
+                doc = bounded.json_object(raw.decode("utf-8-sig"), str(path))
+                return "logs" if "resourceLogs" in doc else \
+                    "spans" if "resourceSpans" in doc else None
+            return _proto_signal(fh) if head else None
+    except (OSError, ValueError, InputError):
+        return None
+
+
+def _proto_signal(fh: IO[bytes]) -> Signal | None:
+    """The signal whose message class reads the first non-empty message with the most
+    record attributes: a logs message read as spans parses, but as junk without them."""
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
+    from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+    for _ in range(MAX_EMPTY_RUN + 1):
+        head = fh.read(4)
+        if len(head) < 4:
+            return None
+        (size,) = struct.unpack(">I", head)
+        if 0 < size <= MAX_MESSAGE_BYTES:
+            break
+    else:
+        return None
+    data = fh.read(size)
+    best, found = 0, None
+    signals: tuple[tuple[Signal, Any], ...] = (("logs", LogsData), ("spans", TracesData))
+    for signal, cls in signals:
+        msg = cls()
+        try:
+            msg.ParseFromString(data)
+        except (DecodeError, RecursionError):
+            continue
+        n = sum(len(r.attributes) for r in _proto_raw_records(msg, signal))
+        if n > best:
+            best, found = n, signal
+    return found
+
+
+def _proto_raw_records(msg: Any, signal: Signal) -> Iterator[Any]:
+    for res in (msg.resource_logs if signal == "logs" else msg.resource_spans):
+        for scope in (res.scope_logs if signal == "logs" else res.scope_spans):
+            yield from (scope.log_records if signal == "logs" else scope.spans)
+
+
 # --- JSON lines ------------------------------------------------------------------------
 
 def _json_lines(path: Path, fh: IO[bytes], signal: Signal) -> Iterator[OtlpRecord]:
@@ -185,9 +243,12 @@ def _nanos(v: object, field: str, where: str) -> int:
     """An OTLP fixed64 time: a decimal string or an integer, 0 ≤ t < 2^63 ns."""
     if v is None:
         return 0
-    if isinstance(v, str) and v.isdigit() and len(v) <= 19:
+    if isinstance(v, str) and v.removeprefix("-").isdigit() and len(v) <= 21:
         v = int(v)
-    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < MAX_NANOS:
+    if isinstance(v, int) and not isinstance(v, bool) and not 0 <= v < MAX_NANOS:
+        raise InputError(f"{where}: field '{field}': {bounded.shown(v)} ns is "
+                         f"{out_of_range(v)}")
+    if not isinstance(v, int) or isinstance(v, bool):
         raise InputError(f"{where}: field '{field}': expected Unix nanoseconds (a whole "
                          f"number below 2^63, as a string or a number), got {bounded.shown(v)}")
     return v
@@ -405,14 +466,24 @@ def attr_text(rec: OtlpRecord, key: str, *, required: bool = False) -> str | Non
         raise InputError(f"{rec.where} ({rec.name}): attribute {str(exc)[6:]}") from None
 
 
-def iso_nanos(text: str) -> int | None:
-    """`event.timestamp` (ISO 8601, e.g. 2026-12-03T10:15:02.123Z) as Unix ns."""
+def iso_nanos(text: str) -> int:
+    """`event.timestamp` (ISO 8601, e.g. 2026-12-03T10:15:02.123Z) as Unix ns; a
+    ValueError saying why it is not one (not ISO 8601 with a zone, or out of range)."""
     from datetime import datetime
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        return None
+        raise ValueError("expected an ISO 8601 time with a zone") from None
     if dt.tzinfo is None:
-        return None
+        raise ValueError("expected an ISO 8601 time with a zone")
     ns = round(dt.timestamp() * 1e9)
-    return ns if 0 <= ns < MAX_NANOS else None
+    if not 0 <= ns < MAX_NANOS:
+        raise ValueError(out_of_range(ns))
+    return ns
+
+
+def out_of_range(ns: int) -> str:
+    """Why a time in Unix ns is refused: OTLP's times are unsigned 64-bit nanoseconds
+    read as signed (2^63 ns is in the year 2262), from 1970."""
+    return ("before 1970 (Unix time 0; OTLP times count from it)" if ns < 0 else
+            "past the year 2262 (2^63 ns, the last time OTLP's nanoseconds hold)")

@@ -28,9 +28,10 @@ reply) per PROFILE_STEP_S.
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from simulator.errors import InputError
@@ -43,6 +44,12 @@ PROFILE_STEP_S = 300            # the concurrency profile: sessions in flight pe
 SCALE_JITTER_S = 900.0          # a resampled session starts within ±15 min of its source
 BUSIEST_STEP_S = 60.0           # --busiest slides its window by a minute
 LANE_SLACK_S = 0.25            # a start this much before the last reply's end: same lane
+# Streams (query sources and lanes) of one session in flight at once. Sessions with 56
+# sub-agents at once are reported in use; 256 is over four times that. Past it the
+# import refuses, naming the session, rather than capping: a cap would queue the
+# requests past their recorded starts and replay a different load than the day's (and
+# 9,000 parallel streams of one id took the replay past 2 GB).
+MAX_STREAMS_PER_SESSION = 256
 REPLAY_MESSAGE_TOKENS = 11      # a message's framing as the twin's chat template counts it
 
 
@@ -95,23 +102,95 @@ def streams(log: TeamLog) -> list[Stream]:
                               for a, b in itertools.pairwise(lane)]
             out.append(Stream(label + (f"#{k + 1}" if k else ""), session, lane, gaps))
     out.sort(key=lambda s: (s.start_s, s.label))
+    _bound_parallel(out)
     return out
+
+
+def _bound_parallel(ss: Sequence[Stream]) -> None:
+    """Refuse a session with more than MAX_STREAMS_PER_SESSION streams in flight at
+    once (see the constant), naming its first request past the bound."""
+    by: dict[str, list[Stream]] = {}
+    for s in ss:
+        by.setdefault(s.session, []).append(s)
+    for session, mine in by.items():
+        if len(mine) <= MAX_STREAMS_PER_SESSION:
+            continue
+        spans = [(s.start_s, s.end_s) for s in mine]
+        peak = peak_at_once(spans)[0]
+        if peak <= MAX_STREAMS_PER_SESSION:
+            continue
+        at = next(t for t, n in _open(spans) if n > MAX_STREAMS_PER_SESSION)
+        first = next(s for s in mine if s.start_s >= at)   # the stream past the bound
+        raise InputError(
+            f"{first.requests[0].where}: session {session[:60]!r} has {peak:,} requests or "
+            f"streams in flight at once (at most {MAX_STREAMS_PER_SESSION} per session); "
+            "refused, not capped: a cap would queue them past their recorded starts and "
+            "replay another load (one session id shared by many clients?)")
+
+
+def _open(spans: Iterable[tuple[float, float]]) -> Iterator[tuple[float, int]]:
+    """(instant, spans open) after each start or end, in time order; at one instant
+    the starts come first, so spans that touch overlap (as in `in_flight`)."""
+    n = 0
+    for t, d in sorted(itertools.chain.from_iterable(((a, -1), (b, 1)) for a, b in spans)):
+        n -= d
+        yield t, n
+
+
+def peak_at_once(spans: Iterable[tuple[float, float]]) -> tuple[int, float]:
+    """The most [a, b] spans open at one instant, and the first instant it is reached;
+    one sort, whatever the overlap."""
+    best, at = 0, 0.0
+    for t, n in _open(spans):
+        if n > best:
+            best, at = n, t
+    return best, at
 
 
 def lanes(reqs: Sequence[TeamRequest]) -> list[list[TeamRequest]]:
     """Requests of one stream (sorted by start) in sequential lanes: one that starts
     while every lane is still waiting for its reply (parallel sub-agents under one
     query source) opens a lane of its own. Of the free lanes a request continues the
-    one whose last prompt is closest to the prefix it read from the cache."""
+    one whose last prompt is closest to the prefix it read from the cache (the lowest
+    lane of equals).
+
+    O(n log n) comparisons: busy lanes wait in a heap by the end of their last reply;
+    a lane that is free stays free (starts only grow), so it moves once into the free
+    lanes, kept sorted by (last prompt, lane) (an insert moves pointers, one memmove),
+    where the closest prompt is two bisections away. A scan of every lane per request
+    was quadratic: 40,000 overlapping requests of one session hung the import."""
     out: list[list[TeamRequest]] = []
+    busy: list[tuple[float, int]] = []         # (end of the lane's last reply, lane)
+    free: list[tuple[int, int]] = []           # (lane's last prompt, lane), sorted
     for r in reqs:
-        free = [ln for ln in out
-                if ln[-1].start_s + (ln[-1].api_s or 0.0) <= r.start_s + LANE_SLACK_S]
+        while busy and busy[0][0] <= r.start_s + LANE_SLACK_S:
+            k = heapq.heappop(busy)[1]
+            bisect.insort(free, (out[k][-1].prompt, k))
         if free:
-            min(free, key=lambda ln: abs(ln[-1].prompt - r.cache_read)).append(r)
+            i = _closest(free, r.cache_read)
+            k = free.pop(i)[1]
+            out[k].append(r)
         else:
+            k = len(out)
             out.append([r])
+        heapq.heappush(busy, (r.start_s + (r.api_s or 0.0), k))
     return out
+
+
+def _closest(free: list[tuple[int, int]], want: int) -> int:
+    """The index in `free` (sorted (prompt, lane)) of the lane whose prompt is closest
+    to `want`; of equal distances the lowest lane (the first the old scan found)."""
+    hi = bisect.bisect_left(free, (want, -1))          # first prompt >= want
+    best: tuple[int, int, int] | None = None             # (distance, lane, index)
+    if hi < len(free):                                   # the lowest lane of that prompt
+        best = (free[hi][0] - want, free[hi][1], hi)
+    if hi > 0:                                           # the lowest lane of the prompt below
+        below = free[hi - 1][0]
+        j = bisect.bisect_left(free, (below, -1))
+        cand = (want - below, free[j][1], j)
+        best = cand if best is None or cand < best else best
+    assert best is not None
+    return best[2]
 
 
 def _key(r: TeamRequest) -> tuple[object, ...]:
@@ -186,13 +265,19 @@ def profile(ss: Sequence[Stream], t0: float, step_s: float = PROFILE_STEP_S,
             t1: float | None = None) -> list[int]:
     """Sessions in flight per step from `t0` (Unix s): a session counts in every step
     its [first start, last end] overlaps."""
+    spans = session_spans(ss)
+    end = max(b for _, b in spans.values()) if t1 is None else t1
+    n = max(1, int((end - t0) // step_s) + 1)
+    return in_flight(spans.values(), t0, step_s, n)
+
+
+def session_spans(ss: Sequence[Stream]) -> dict[str, tuple[float, float]]:
+    """Each session's [first start, last end] over its streams (Unix s)."""
     spans: dict[str, tuple[float, float]] = {}
     for s in ss:
         a, b = spans.get(s.session, (s.start_s, s.end_s))
         spans[s.session] = (min(a, s.start_s), max(b, s.end_s))
-    end = max(b for _, b in spans.values()) if t1 is None else t1
-    n = max(1, int((end - t0) // step_s) + 1)
-    return in_flight(spans.values(), t0, step_s, n)
+    return spans
 
 
 def in_flight(spans: Iterable[tuple[float, float]], t0: float, step_s: float,

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from simulator.errors import InputError
 from simulator.importers import team
 from simulator.importers.otel_events import TeamLog, claude_code_events, genai_spans
-from simulator.importers.otlp_read import read_records
+from simulator.importers.otlp_read import Signal, otlp_files, read_records, signal_of
 from simulator.importers.trace_import import TraceImport, build_scenario, validate_imported
 from simulator.scenario.load import LOAD_MEMORY_BYTES, MAX_NODES
 
@@ -41,9 +41,36 @@ def parse_window(text: str) -> tuple[float, float]:
 
 
 def read_log(paths: list[Path], source: Source) -> TeamLog:
-    if source == "claude-code-otel":
-        return claude_code_events(read_records(paths, "logs"))
-    return genai_spans(read_records(paths, "spans"))
+    """The records of `paths` for `source`; a file of the other signal given to it (spans
+    to Claude Code's importer, events to the GenAI one) is named, with the command that
+    reads it, when the import found nothing in it or failed on it."""
+    try:
+        if source == "claude-code-otel":
+            log = claude_code_events(read_records(paths, "logs"))
+        else:
+            log = genai_spans(read_records(paths, "spans"))
+    except InputError:
+        _wrong_signal(paths, source)
+        raise
+    if not log.requests:
+        _wrong_signal(paths, source)
+    return log
+
+
+def _wrong_signal(paths: list[Path], source: Source) -> None:
+    want: Signal = "logs" if source == "claude-code-otel" else "spans"
+    for f in otlp_files(paths):
+        got = signal_of(f)
+        if got is None or got == want:
+            continue
+        if source == "claude-code-otel":
+            raise InputError(f"{f}: OTLP spans (traces), not log records: `endurance import "
+                             "claude-code-otel` reads Claude Code's events (its logs, "
+                             "OTEL_LOGS_EXPORTER=otlp); for OTel GenAI spans run `endurance "
+                             f"import otel-genai {f}`")
+        raise InputError(f"{f}: OTLP log records (events), not spans: `endurance import "
+                         "otel-genai` reads OTel GenAI spans (traces); for Claude Code's "
+                         f"events run `endurance import claude-code-otel {f}`")
 
 
 def import_team(paths: list[Path], source: Source, *, out_path: Path, seed: int = 0,
@@ -115,7 +142,9 @@ def _build(log: TeamLog, source: Source, paths: list[Path], out_path: Path, seed
         streams=len(replay), team_sessions=data["replay"]["team"]["sessions"],
         day_sessions=data["replay"]["team"]["day_sessions"],
         day_requests=sum(len(s.requests) for s in day),
-        peak_in_flight=max(day_profile), replay_start=_clock(t0 - d0),
+        peak_in_flight=team.peak_at_once(team.session_spans(day).values())[0],
+        peak_streams_in_flight=team.peak_at_once((x.start_s, x.end_s) for x in day)[0],
+        replay_start=_clock(t0 - d0),
         replay_end=_clock(t1 - d0))
     return TraceImport(data, summary)
 
@@ -141,7 +170,8 @@ def format_team_summary(s: dict[str, Any], out: Path | None) -> str:
         f"replay: {s['window'] or 'the whole day'} ({s['replay_start']}–{s['replay_end']} UTC)"
         f"{scaled}: "
         f"{s['requests']:,} requests in {s['streams']} stream(s) of {s['team_sessions']} "
-        f"session(s); peak {s['peak_in_flight']} session(s) in flight over the day",
+        f"session(s); peak {s['peak_in_flight']:,} session(s) and "
+        f"{s['peak_streams_in_flight']:,} stream(s) in flight at once over the day",
         f"tokens: prompt {s['prompt_tokens_total']:,} total (max {s['prompt_tokens_max']:,}), "
         f"output {s['output_tokens_total']:,}; recorded cache-read share "
         f"{'n/a' if share is None else f'{share:.1%}'}; context drops "

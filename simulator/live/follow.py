@@ -2,9 +2,11 @@
 parent of a sharded run (its shards' rows reach it only through their journals).
 
 `JournalTail` reads the complete lines appended to a JSONL journal since its last call
-(a torn last line waits for its newline; a line that is not a JSON object is skipped:
-a viewer never stops on what a writer is in the middle of). It opens the file for
-reading only and takes no lock: the writer's `flock` is never contended.
+(a torn last line waits for its newline; a line that is not a JSON object, read under
+the bounds `run --resume` reads it with, is skipped and named in `corrupt`: a viewer
+never stops on what a writer is in the middle of, and `watch` names what resume
+refuses). It opens the file for reading only and takes no lock: the writer's `flock`
+is never contended.
 
 `RunFollower` yields a run's new rows on one timeline, simulated seconds since the run
 started, as the run's own journal holds them:
@@ -45,6 +47,7 @@ from simulator.records.recorder import (
     TURNS_JOURNAL,
 )
 from simulator.records.rows import in_simulated_time, metrics_in_simulated_time
+from simulator.util import bounded
 from simulator.util.bounded import regular_file
 
 MAX_READ = 64 * 2**20       # bytes one read of a journal takes (a row is ~1 kB)
@@ -73,6 +76,10 @@ class JournalTail:
         self.path = path
         self.offset = 0
         self.problem: str | None = None
+        self.lines = 0                   # complete lines read so far
+        # the first complete line that is no row, worded as `run --resume` refuses it
+        # (`records.recorder.iter_journal`): a viewer skips it, and says so
+        self.corrupt: str | None = None
 
     def read(self) -> list[dict[str, Any]]:
         self.problem = file_problem(self.path)
@@ -95,12 +102,16 @@ class JournalTail:
         self.offset += end + 1
         out: list[dict[str, Any]] = []
         for line in data[: end + 1].splitlines():
-            try:
-                row = json.loads(line)
+            self.lines += 1
+            try:   # read as resume reads it: the same bounds, so both take the same rows
+                row = bounded.json_row(line.decode("utf-8", errors="replace"))
             except (ValueError, RecursionError):
-                continue
+                row = None
             if isinstance(row, dict):
                 out.append(row)
+            elif self.corrupt is None:
+                self.corrupt = (f"{self.path}:{self.lines}: corrupted journal line (not a "
+                                "JSON object)")
         return out
 
     def read_all(self) -> list[dict[str, Any]]:
@@ -188,6 +199,11 @@ class RunFollower:
         self._follow_shards = shards
         self._seen: set[tuple[Any, ...]] = set()
         self.last_end_s = 0.0
+
+    @property
+    def corrupt(self) -> str | None:
+        """The run journal's first line that is no row (`JournalTail.corrupt`)."""
+        return self._turns.corrupt
 
     def status(self) -> str:
         """The manifest's status now (`running` until the run is finalized)."""

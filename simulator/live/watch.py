@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from simulator.errors import InputError
 from simulator.live.figures import LiveSnapshot
 from simulator.live.follow import (
     JournalTail,
@@ -70,8 +71,12 @@ def follow(run_dir: Path, view: LiveView, *, poll_s: float = POLL_S,
     follower = RunFollower(run_dir)
     ended_at: float | None = None
     gone = 0
+    told = False
     while not stop():
         view.feed(follower.poll())
+        if follower.corrupt is not None and not told:
+            told = True
+            note(f"{follower.corrupt}: not shown; `run --resume` refuses it")
         view.refresh(follower.now_s())
         if follower.status() != "running":
             ended_at = ended_at or time.monotonic()
@@ -93,7 +98,10 @@ def follow(run_dir: Path, view: LiveView, *, poll_s: float = POLL_S,
 def replay(run_dir: Path, view: LiveView, speed: float | None = None,
            sleep: Callable[[float], None] = time.sleep) -> LiveSnapshot:
     """Replay a finished run (see the module docstring); `speed` 0: the end at once."""
-    rows = JournalTail(run_dir / TURNS_JOURNAL).read_all()
+    tail = JournalTail(run_dir / TURNS_JOURNAL)
+    rows = tail.read_all()
+    if tail.corrupt is not None:      # refused as `run --resume` refuses it
+        raise InputError(tail.corrupt)
     metrics = JournalTail(run_dir / METRICS_JOURNAL).read_all()
     events = JournalTail(run_dir / EVENTS_JOURNAL).read_all()
 

@@ -144,6 +144,34 @@ def turn_key(row: dict[str, Any]) -> tuple[str, int, str, int, str | None]:
             str(row.get("request_kind")), int(row.get("attempt") or 0), row.get("fact_id"))
 
 
+def duplicated(rows: list[dict[str, Any]]) -> list[int]:
+    """Pure: the indices of rows whose `turn_key` an earlier row holds (a row appended
+    twice, by a copy or a merge done by hand): kept, each turn would count twice."""
+    seen: set[tuple[str, int, str, int, str | None]] = set()
+    out: list[int] = []
+    for i, row in enumerate(rows):
+        key = turn_key(row)
+        if key in seen:
+            out.append(i)
+        seen.add(key)
+    return out
+
+
+def drop_duplicated_rows(path: Path, rows: list[dict[str, Any]]) -> int:
+    """Rewrite the journal `path` (whose complete lines are `rows`, one a line) without
+    its `duplicated` rows, atomically (a temporary file replaced); the number dropped."""
+    drop = set(duplicated(rows))
+    if not drop:
+        return 0
+    with path.open("rb") as f:
+        lines = f.read().splitlines(keepends=True)
+    kept = [line for i, line in enumerate(lines[:len(rows)]) if i not in drop]
+    tmp = path.with_name(path.name + ".dedup")
+    tmp.write_bytes(b"".join(kept))
+    os.replace(tmp, path)
+    return len(drop)
+
+
 def rows_to_rebuild(turn_rows: list[dict[str, Any]],
                     history_rows: Iterable[Mapping[str, object]]) -> list[dict[str, Any]]:
     """Pure: the turn rows a journal lacks that its history lines carry — a run killed

@@ -90,5 +90,7 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print,
     # runner's own handlers (or a sharded drive's executor) take over while it runs.
     with sigterm_as_interrupt():
         run = open_run(spec, endpoint, extra=drive.manifest_extra)
+        for line in run.state.notes if run.state is not None else ():
+            echo(line)      # what a resume changed in the journals it reopened
         with observed(run, echo):      # the live view and the exporter, if asked for
             return run_to_end(run, lambda: drive(run), echo)

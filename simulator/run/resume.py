@@ -21,6 +21,7 @@ from simulator.errors import InputError
 from simulator.records.manifest import Manifest, RunSettings
 from simulator.records.ownership import (
     WORKERS_DIR,
+    drop_duplicated_rows,
     history_key,
     refuse_if_running,
     rows_to_rebuild,
@@ -44,6 +45,7 @@ from simulator.session.resume import (
     read_manifest_for_resume,
     resume_state,
 )
+from simulator.twin.model.profiles import load_hardware, load_model, parse_twin
 
 
 def _scenario(run_dir: Path, m: Manifest) -> Scenario:
@@ -73,6 +75,8 @@ def open_resumed(spec: RunSpec, endpoint: Endpoint | None) -> tuple[Scenario, Ru
                          "--model) cannot change a run being resumed")
     s = _scenario(run_dir, m)
     rs = m.run_spec or RunSettings()
+    if spec.twin is None and rs.twin is not None:
+        _check_manifest_twin(run_dir, rs.twin)
     spec = dataclasses.replace(
         spec, scenario_path=m.scenario_file or "",
         endpoint_url=spec.endpoint_url or rs.endpoint_url,
@@ -85,11 +89,16 @@ def open_resumed(spec: RunSpec, endpoint: Endpoint | None) -> tuple[Scenario, Ru
     if spec.endpoint_url is not None and endpoint is None:
         preflight(spec.endpoint_url, s.endpoint.connect_timeout_s, s.timeouts)
     prior_status = m.status
+    turns_path = run_dir / TURNS_JOURNAL      # before the recorder appends to it
+    duplicates = drop_duplicated_rows(turns_path, read_journal(turns_path))
     recorder = Recorder(run_dir, m, resume=True)
     merged = merge_worker_journals(recorder, run_dir)
     rebuilt = rebuild_rows(recorder, run_dir)
     state = resume_state(read_journal(run_dir / TURNS_JOURNAL),
                          read_journal(run_dir / HISTORY_JOURNAL), s.turns)
+    if duplicates:
+        state.notes.append(f"note: {turns_path}: {duplicates} duplicated row(s) (the same "
+                           "session, turn, kind and attempt) kept once; each turn counts once")
     if (run_dir / EVENTS_JOURNAL).exists():     # a ramp's judged steps: it continues after
         state.ramp_steps = [e for e in read_journal(run_dir / EVENTS_JOURNAL)
                             if e.get("event") == "ramp_step"]
@@ -97,9 +106,22 @@ def open_resumed(spec: RunSpec, endpoint: Endpoint | None) -> tuple[Scenario, Ru
         "at": time.time(), "from_status": prior_status, "rows_before": state.rows_before,
         "sessions_done": len(state.done_sessions),
         "sessions_failed": len(state.failed_sessions), "worker_rows_merged": merged,
-        "rows_rebuilt": rebuilt})
+        "rows_rebuilt": rebuilt, "duplicated_rows_dropped": duplicates})
     recorder.update_manifest(dataclasses.replace(recorder.manifest, resumes=resumes))
     return s, spec, recorder, state
+
+
+def _check_manifest_twin(run_dir: Path, twin: str) -> None:
+    """The manifest's `run_spec.twin` names a twin, or one line naming the manifest and
+    the field (read later, its refusal blamed `--twin`, an option never given)."""
+    where = f"{run_dir / 'manifest.json'}: run_spec.twin"
+    try:
+        hw, model = parse_twin(twin, where)
+        load_hardware(hw)
+        load_model(model)
+    except InputError as exc:
+        msg = str(exc)
+        raise InputError(msg if msg.startswith(where) else f"{where}: {msg}") from None
 
 
 def _turn_record(row: dict[str, Any], where: Path) -> TurnRecord:

@@ -345,6 +345,9 @@ def _check_compaction_keys(data: Mapping[str, object], overrides: list[str], pat
 _UNION_BRANCH = re.compile(r"^(constrained-|literal\[|function-|int$|float$|str$|bool$|none$)")
 
 
+_NAMED_KEY = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)+): ")
+
+
 def _first_error(exc: ValidationError) -> tuple[str, str]:
     err = exc.errors()[0]
     loc = [str(p) for p in err["loc"]]
@@ -392,6 +395,10 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple
         scenario = Scenario.model_validate(resolved)
     except ValidationError as exc:
         key_path, msg = _first_error(exc)
+        if not key_path and (named := _NAMED_KEY.match(msg)):
+            # a check of the whole scenario that names its field ("sampling.top_k: …"):
+            # blame that field (a --set of it, or its line), not the file's first line
+            key_path, msg = named.group(1), msg[named.end():]
         parts = tuple(key_path.split(".")) if key_path else ()
         line = None
         for n in range(len(parts), -1, -1):

@@ -78,6 +78,7 @@ class ResumeState:
     answered: dict[str, dict[ReplayKey, tuple[float, float]]] = field(default_factory=dict)
     rows_before: int = 0
     ramp_steps: list[dict[str, Any]] = field(default_factory=list)   # judged ramp steps
+    notes: list[str] = field(default_factory=list)   # what the resume changed, one line each
 
 
 def resume_state(turn_rows: list[dict[str, Any]], history_rows: list[dict[str, Any]],

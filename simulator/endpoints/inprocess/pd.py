@@ -88,6 +88,9 @@ class InProcessPD(TwinGroup):
 
         self.decodes = [twin(d_setup) for _ in range(config.decode)]
         self.prefills = [twin(p_setup) for _ in range(config.prefill)]
+        # what a request samples with where it sets nothing: one model on every instance
+        # (the manifest states it, as for one twin and a fleet)
+        self.sampling_defaults = self.decodes[0].sampling_defaults
         shared = self.decodes[0].tokenizer
         for r in self.instances:
             r.tokenizer = shared

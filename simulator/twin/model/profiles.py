@@ -338,12 +338,16 @@ class GenerationConfig(_Strict):
     the model's `generation_config.json` and applies to every request that does not set
     them (`ModelConfig.get_diff_sampling_param`: repetition_penalty, temperature, top_k,
     top_p; min_p and max_new_tokens are not modelled). None: the file does not set it
-    (vLLM's neutral value applies)."""
+    (vLLM's neutral value applies). Bounded as a scenario's `sampling` is
+    (`scenario.model.SamplingSpec`, which gives each bound's reason), finite: an
+    infinite penalty was accepted and wrote `Infinity`, not JSON, into a manifest."""
 
-    temperature: float | None = Field(default=None, ge=0)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
-    top_k: int | None = Field(default=None, ge=-1)
-    repetition_penalty: float | None = Field(default=None, gt=0)
+    top_k: int | None = Field(default=None, ge=-1, le=1 << 20)
+    repetition_penalty: float | None = Field(default=None, gt=0, le=10)
     source: str
 
     def values(self) -> dict[str, float | int]:
