@@ -52,10 +52,12 @@ MAX_DEPTH = 64                   # nesting of mappings and lists
 # holds about LOAD_BYTES_PER_NODE per node (the parser's tree, the plain data, the
 # validated models; measured: a team day of 100,000 requests, 4.4 million nodes, peaks
 # at 2.9 GB resident), so MAX_NODES keeps a load within LOAD_MEMORY_BYTES — about
-# 280,000 requests of a team replay (~44 nodes each). A transcript replay is few nodes
-# of long text (a 1,000-turn replay is ~20,000 nodes).
+# 140,000 requests of a team replay (~44 nodes each). 4 GiB, not more: the count is the
+# parser's event stream at ~1 µs a node, so the bound is also how long a hostile flow
+# list of millions of scalars takes to refuse (~6 CPU-s at 6.1 million nodes; 8 GiB
+# took 11 CPU-s). A transcript replay is few nodes of long text (1,000 turns: ~20,000).
 LOAD_BYTES_PER_NODE = 700
-LOAD_MEMORY_BYTES = 8 * 2**30
+LOAD_MEMORY_BYTES = 4 * 2**30
 MAX_NODES = LOAD_MEMORY_BYTES // LOAD_BYTES_PER_NODE
 
 
