@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -156,8 +157,9 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                        kv_tiers() is not None)
     kind = check_size_options(sets, spec, team, endpoint)
     overrides = scenario_overrides(None, turns, seed, model, sets)
-    base = _base(scenario, [*overrides, *goodput_overrides(scenario, parsed, tiers, overrides)],
-                 "size", out, endpoint, twin, spec, price_per_hour, client, reset_prefix_cache)
+    base = _base(scenario, overrides, "size", out, endpoint, twin, spec, price_per_hour,
+                 client, reset_prefix_cache)
+    base = replace(base, overrides=(*base.overrides, *goodput_overrides(base, parsed, tiers)))
     team_day = team_replay(base) is not None     # an imported team's day
     if node is not None and (team_day or ramp is not None or tiers or kind != "size"
                              or kv_tiers() is not None):

@@ -33,7 +33,6 @@ from simulator.analysis.team_day import (
     team_failures,
 )
 from simulator.errors import InputError
-from simulator.scenario.load import load_scenario
 from simulator.scenario.replay import ReplaySpec
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
@@ -155,7 +154,7 @@ def team_replay(base: PointBase) -> ReplaySpec | None:
 def team_scenario(base: PointBase) -> tuple[ReplaySpec | None, dict[str, Any]]:
     """The team day's replay (None: not a team replay) and the scenario's data, from
     one load (a day of 100,000 requests takes minutes to load)."""
-    s, data = load_scenario(Path(base.scenario_path), list(base.overrides))
+    s, data = base.resolve()
     team = s.replay if s.replay is not None and s.replay.team is not None else None
     return team, data
 
