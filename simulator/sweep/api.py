@@ -31,7 +31,7 @@ from simulator.analysis.ramp import parse_steps
 from simulator.analysis.sizing import SizingResult
 from simulator.analysis.slo import Slo, parse_slo
 from simulator.analysis.team_day import TeamSizing
-from simulator.analysis.team_hours import LEAD_S, TeamHours
+from simulator.analysis.team_hours import LEAD_S, TeamHours, card_cap
 from simulator.errors import InputError, Interrupted
 from simulator.scenario.load import read_scenario, resolve_scenario
 from simulator.sweep import pipeline
@@ -243,10 +243,12 @@ def team(where: Where, slos: Sequence[str | Slo], *, router: str | None = None,
     if spec is None:
         raise InputError("size: not a team replay (import claude-code-otel / otel-genai)")
     fx, parsed = fanout or Serial(), _slos(slos)
+    assert spec.team is not None
+    cap = card_cap(max(spec.team.day_profile, default=0))
     hours: TeamHours | None = None
     if interval_s is not None:
         prof = TeamHoursProfile(base, parsed, spec, data, interval_s, lead_s,
-                                router or "session_affinity", on_progress=on_hours)
+                                router or "session_affinity", cap, on_progress=on_hours)
         try:
             hours = pipeline.run_profile(prof, fx, on_point)
         except KeyboardInterrupt:
@@ -258,7 +260,7 @@ def team(where: Where, slos: Sequence[str | Slo], *, router: str | None = None,
             return TeamSizing(parsed, router or "session_affinity", prof.max_replicas,
                               team=spec.team, hours=hours,
                               interrupted="Ctrl-C while judging the intervals")
-    whole = TeamSizeProfile(base, parsed, spec, router or "session_affinity",
+    whole = TeamSizeProfile(base, parsed, spec, router or "session_affinity", cap,
                             start=(hours.peak or 1) if hours is not None else 1)
     try:
         answer = pipeline.run_profile(whole, fx, on_point)

@@ -303,6 +303,7 @@ class TeamHoursProfile:
                 flat = self._plateau(path, s)
                 if flat or not frontier(s.search, s.known, 1):
                     s.hour.cards = None if flat else s.search.answer(s.known)
+                    s.hour.plateau = flat
                     s.hour.done = True
                     active.remove(s)
             self._progress(res)
