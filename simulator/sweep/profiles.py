@@ -73,6 +73,15 @@ class PointBase:
         return resolve_scenario(self.source, over) if self.source is not None \
             else load_scenario(self.scenario_path, over)
 
+    def top_keys(self) -> set[str] | None:
+        """The resolved scenario's top-level keys, from the source and the overrides'
+        paths without resolving (a team day's resolve copies and validates it whole);
+        None without a source."""
+        if self.source is None:
+            return None
+        return {*self.source.data, *(o.split("=", 1)[0].strip().split(".")[0]
+                                      for o in self.overrides)}
+
     def under(self, sub: str, extra: Sequence[str] = ()) -> PointBase:
         """The same search in `folder/sub` with `extra` overrides (an outer dimension)."""
         return replace(self, folder=self.folder / sub, overrides=(*self.overrides, *extra))

@@ -163,7 +163,8 @@ def goodput_overrides(base: PointBase, slos: Sequence[Slo], tiers: Sequence[floa
     --set gives goodput its own, or --tier carries its own per tier."""
     if tiers:
         return []
-    _, resolved = base.resolve()
-    g = None if "goodput" in resolved else goodput_of_slos(slos)
+    keys = base.top_keys()
+    g = None if "goodput" in (keys if keys is not None else base.resolve()[1]) \
+        else goodput_of_slos(slos)
     return [] if g is None else [f"goodput.ttft_s={g.ttft_s}",
                                  f"goodput.output_tok_s={g.output_tok_s}"]
