@@ -44,7 +44,10 @@ replicas × 256 × 10, prefix_aware; goal ≤ 30 CPU-s), `size` (the H100 `size`
 with two SLOs; goal ≤ 60 CPU-s), `fleet-size` (the same search then `--team 256
 --router prefix_aware`, the fleet search; goal ≤ 120 CPU-s); by name only: `day8`
 (issue 58's team day, 1,000 sessions × 100 turns on 8 H100 replicas, 100,000 requests;
-goal ≤ 120 CPU-s) and `day8-tenth` (the same at 10 turns). `--profile CASE` runs one
+goal ≤ 120 CPU-s), `day8-tenth` (the same at 10 turns), `hours40` and `hours10k`
+(`size --interval 1h` on benchmarks/team_day.py's synthetic day of 40 sessions, 1,139
+requests, and of 390 sessions, about 10,000 requests, imported whole; the answer
+printed is the whole day's cards and the cards per hour). `--profile CASE` runs one
 case with a CPU-time sampler (SIGPROF every 2 ms) and prints its CPU by room of the
 package (library and stdlib time charged to the package code that called it), the top
 functions and the top lines.
@@ -134,6 +137,8 @@ def startup() -> float:
 TEAM_SCENARIO = ["scenarios/claude-code-team.yaml", "--twin", FLEET_TWIN]
 _ALL_AT_ONCE = ["--set", "arrival.pattern=all_at_once"]
 _SLOS = ["--slo", "per_session_tok_s>=30", "--slo", "ttft_p95_s<=10"]
+_HOURS = ["--slo", "ttft_p95_s<=3", "--slo", "decode_tok_s_median>=40", "--interval", "1h",
+          "--json"]
 # name → (CLI args, CPU-s goal, RSS MB goal)
 TEAM_CASES: dict[str, tuple[list[str], float | None, float | None]] = {
     "team256": (["run", *TEAM_SCENARIO, "--sessions", "256", "--turns", "10", *_ALL_AT_ONCE,
@@ -152,8 +157,35 @@ TEAM_CASES: dict[str, tuple[list[str], float | None, float | None]] = {
               "--replicas", "8", "--quiet"], 120.0, None),
     "day8-tenth": (["run", *TEAM_SCENARIO, "--sessions", "1000", "--turns", "10",
                     "--replicas", "8", "--quiet"], None, None),
+    # issue 58's `size --interval 1h` on an imported team day (benchmarks/team_day.py's
+    # synthetic day, imported whole): the docs' 40-session day (1,139 requests) and a day
+    # of 390 sessions (about 10,000 requests); `{day:N}` is the scenario, made once
+    "hours40": (["size", "{day:40}", *_HOURS], None, None),
+    "hours10k": (["size", "{day:390}", *_HOURS], None, None),
 }
-DEFAULT_CASES = ["team256", "w128", "fleet4", "size", "fleet-size"]   # day8*: ask by name
+DEFAULT_CASES = ["team256", "w128", "fleet4", "size", "fleet-size"]   # day8*, hours*: by name
+DAYS = Path(tempfile.gettempdir()) / "endurance-sim-speed-days"
+
+
+def case_args(name: str) -> list[str]:
+    """The case's command, `{day:N}` replaced by the imported day of N sessions
+    (generated and imported once with this checkout, then shared by both sides)."""
+    out = []
+    for a in TEAM_CASES[name][0]:
+        if a.startswith("{day:"):
+            n = int(a[5:-1])
+            path = DAYS / f"team-day-{n}.yaml"
+            if not path.is_file():
+                env = _child_env(ROOT, {})
+                subprocess.run([sys.executable, "-m", "benchmarks.team_day", "--out",
+                                str(DAYS / f"logs-{n}"), "--sessions", str(n)], cwd=ROOT,
+                               env=env, check=True, capture_output=True)
+                subprocess.run([sys.executable, "-m", "simulator", "import", "claude-code-otel",
+                                str(DAYS / f"logs-{n}"), "-o", str(path), "--force"], cwd=ROOT,
+                               env=env, check=True, capture_output=True)
+            a = str(path)
+        out.append(a)
+    return out
 
 # The child: time the CLI's imports apart from the rest, optionally sampled (--profile).
 CHILD = r"""
@@ -277,6 +309,9 @@ def _answer(r: dict[str, Any]) -> str:
                  if k in data and not isinstance(data[k], dict | list)]
         if isinstance(data.get("probes"), list):
             parts.append(f"({len(data['probes'])} probes)")
+        hours = data.get("hours")
+        if isinstance(hours, dict) and isinstance(hours.get("intervals"), list):
+            parts.append("hours=" + ",".join(str(h.get("cards")) for h in hours["intervals"]))
         fleet = data.get("fleet")
         if isinstance(fleet, dict):
             parts += [f"fleet.{k}={fleet[k]}" for k in ("replicas", "answer") if k in fleet]
@@ -350,7 +385,8 @@ def team_table(cases: list[str], after: Path, before: Path | None,
     print(f"{'case':<11} {'side':<7} {'CPU s':>7} {'(imports)':>9} {'RSS MB':>7} "
           f"{'wall s':>7} {'load':>10}  {'goal':<18} result", flush=True)
     for name in cases:
-        args, cpu_goal, rss_goal = TEAM_CASES[name]
+        _, cpu_goal, rss_goal = TEAM_CASES[name]
+        args = case_args(name)
         goal = " ".join(x for x in (f"≤ {cpu_goal:g} CPU-s" if cpu_goal else "",
                                     f"≤ {rss_goal:g} MB" if rss_goal else "") if x)
         runs: list[tuple[str, dict[str, Any]]] = []
@@ -437,7 +473,7 @@ def team_profile(case: str, checkout: Path, keep: Path | None = None) -> None:
     compile_checkout(checkout)
     with tempfile.TemporaryDirectory(prefix="sim-speed-prof-") as tmp:
         path = Path(tmp) / "samples.json"
-        r = team_run(checkout, TEAM_CASES[case][0], profile=path)
+        r = team_run(checkout, case_args(case), profile=path)
         print(f"{case}: {r['cpu_s']:.1f} CPU s sampled, rc {r['rc']}")
         profile_buckets(path)
         if keep is not None:

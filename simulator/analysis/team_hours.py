@@ -59,6 +59,7 @@ class HourAnswer:
     cards: int | None = None          # None: not within max_replicas (or not judged)
     probes: list[HourProbe] = field(default_factory=list)
     done: bool = False
+    plateau: bool = False             # cards None: more cards stopped helping (not the cap)
 
     @property
     def binding(self) -> tuple[str, ...]:
@@ -71,6 +72,16 @@ class HourAnswer:
 
 def interval_failures(figures: SummaryRecord, slos: Sequence[Slo]) -> tuple[str, ...]:
     return failures(figures, slos)
+
+
+CARD_CAP_MIN = 64
+
+
+def card_cap(in_flight_peak: int) -> int:
+    """The most cards a team day's search tries: 64, or the day's peak sessions in
+    flight when more — behind session affinity a session runs on one card, so more
+    cards than sessions in flight cannot help (a day of 100,000 requests has ~500)."""
+    return max(CARD_CAP_MIN, in_flight_peak)
 
 
 def first_guess(peak_cards: int, peak_load: int, load: int) -> int:
@@ -150,6 +161,8 @@ class TeamHours:
                 "start_s": h.interval.start_s, "end_s": h.interval.end_s,
                 "requests": h.interval.requests, "lead_requests": h.interval.lead_requests,
                 "in_flight_peak": h.interval.in_flight, "judged": h.done, "cards": h.cards,
+                "not_within_cap": h.done and h.cards is None and bool(h.interval.requests)
+                and not h.plateau, "plateau": h.plateau,
                 "binding": list(h.binding),
                 "probes": [{"cards": p.cards, "passed": p.passed, "failed": list(p.failed),
                             "run_dir": p.run_dir, "figures": dict(p.figures)}
@@ -159,6 +172,17 @@ class TeamHours:
 def clock(s: float) -> str:
     d, rem = divmod(int(s), 86_400)
     return f"{'+' + str(d) + 'd ' if d else ''}{rem // 3600:02d}:{rem % 3600 // 60:02d}"
+
+
+def _unanswered(h: TeamHours) -> str:
+    """Why an interval has no answer: over the card cap ('>N'), or a plateau ('flat')."""
+    over = [clock(x.interval.start_s) for x in h.hours
+            if x.done and x.cards is None and x.interval.requests and not x.plateau]
+    flat = [clock(x.interval.start_s) for x in h.hours if x.plateau]
+    return "; ".join(
+        ([f"{', '.join(over)} not within {h.max_replicas} card(s), the cap"] if over else [])
+        + ([f"{', '.join(flat)}: more cards stop helping (the SLO is bound by each "
+            "request's own time)"] if flat else []))
 
 
 def _money(v: float | None) -> str:
@@ -179,7 +203,8 @@ def format_hours(h: TeamHours, slos: Sequence[Slo]) -> str:
                    f"{'cards':<22} binds"]
     for x in h.hours:
         iv = x.interval
-        cards = ("…" if not x.done else "—" if x.cards is None and iv.requests
+        cards = ("…" if not x.done else "flat" if x.plateau
+                 else f">{h.max_replicas}" if x.cards is None and iv.requests
                  else str(x.cards))
         cbar = "█" * round((x.cards or 0) / top_c * 16)
         fbar = "█" * round(iv.in_flight / top_f * 16)
@@ -196,10 +221,11 @@ def format_hours(h: TeamHours, slos: Sequence[Slo]) -> str:
     mean = h.mean()
     lines += [
         f"peak {h.peak} card(s), mean {mean:.2f} over the {len(h.hours)} interval(s)" if mean is not None
-        else f"peak {h.peak} card(s)",
+        else f"peak {h.peak} card(s)" if h.peak is not None else
+        f"peak: NOT FOUND — {_unanswered(h)}",
         f"card-hours per day: fixed at the peak all day {fixed:,.1f}, following the intervals "
         f"{follow:,.1f}" if fixed is not None and follow is not None else
-        "card-hours per day: n/a (an interval is not within --max cards)",
+        f"card-hours per day: n/a ({_unanswered(h)})",
         f"$/day: fixed {_money(usd_fixed)}, following {_money(usd_follow)}",
         "the SLO binds the fleet in: " + (", ".join(
             f"{clock(x.interval.start_s)} ({', '.join(x.binding) or 'at 1 card'})"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -146,7 +147,7 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
     from simulator.sweep import api
     from simulator.sweep.fanout import fanout_for
     from simulator.sweep.step_ramp import goodput_overrides
-    from simulator.sweep.team_size import team_replay
+    from simulator.sweep.team_size import is_team_day
     from simulator.sweep.tiers import speed_tiers_for
     parsed = tuple(parse_slo(s) for s in slos)
     check_some_slo(len(parsed), tiers)
@@ -156,9 +157,10 @@ def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: st
                        kv_tiers() is not None)
     kind = check_size_options(sets, spec, team, endpoint)
     overrides = scenario_overrides(None, turns, seed, model, sets)
-    base = _base(scenario, [*overrides, *goodput_overrides(scenario, parsed, tiers, overrides)],
-                 "size", out, endpoint, twin, spec, price_per_hour, client, reset_prefix_cache)
-    team_day = team_replay(base) is not None     # an imported team's day
+    base = _base(scenario, overrides, "size", out, endpoint, twin, spec, price_per_hour,
+                 client, reset_prefix_cache)
+    base = replace(base, overrides=(*base.overrides, *goodput_overrides(base, parsed, tiers)))
+    team_day = is_team_day(base)     # an imported team's day
     if node is not None and (team_day or ramp is not None or tiers or kind != "size"
                              or kv_tiers() is not None):
         raise InputError("size --node searches each TP layout's replica alone; --ramp, "

@@ -26,7 +26,7 @@ from simulator.run.manifest import build_manifest, new_run_id
 from simulator.run.resume import open_resumed
 from simulator.run.server import ServerInfo
 from simulator.run.spec import RunSpec
-from simulator.scenario.load import load_scenario, with_step_ramp
+from simulator.scenario.load import load_scenario, resolve_scenario, with_step_ramp
 from simulator.scenario.model import Scenario
 from simulator.session.resume import ResumeState
 from simulator.twin.model.profiles import parse_twin
@@ -59,7 +59,8 @@ class OpenedRun:
 
 def resolve(spec: RunSpec) -> tuple[Scenario, dict[str, object]]:
     """The scenario with the spec's overrides, checked as `validate` checks it."""
-    s, resolved = load_scenario(spec.scenario_path, spec.overrides)
+    s, resolved = load_scenario(spec.scenario_path, spec.overrides) if spec.source is None \
+        else resolve_scenario(spec.source, spec.overrides)
     if spec.ramp is not None:
         s, resolved = with_step_ramp(resolved, spec.ramp)
     check_runnable(s, twin=parse_twin(spec.twin) if spec.twin else None, spec=spec.spec,

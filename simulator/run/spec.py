@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from simulator.errors import InputError
 from simulator.records.manifest import Manifest
+from simulator.scenario.load import ScenarioSource
 from simulator.scenario.model import StepRamp
 from simulator.session.runner import RunOutcome
 from simulator.util.redact import check_endpoint_url, redact_url
@@ -55,6 +56,9 @@ class RunSpec:
     metrics_port: str | None = None
     metrics_hold_s: float = 0.0
     scrape_urls: tuple[str, ...] = ()
+    # the scenario file already read (a search reads it once): its overrides are resolved
+    # on this value instead of parsing `scenario_path` again (`scenario.load`)
+    source: ScenarioSource | None = None
 
 
 @dataclass

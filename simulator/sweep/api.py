@@ -31,9 +31,9 @@ from simulator.analysis.ramp import parse_steps
 from simulator.analysis.sizing import SizingResult
 from simulator.analysis.slo import Slo, parse_slo
 from simulator.analysis.team_day import TeamSizing
-from simulator.analysis.team_hours import LEAD_S, TeamHours
+from simulator.analysis.team_hours import LEAD_S, TeamHours, card_cap
 from simulator.errors import InputError, Interrupted
-from simulator.scenario.load import load_scenario
+from simulator.scenario.load import read_scenario, resolve_scenario
 from simulator.sweep import pipeline
 from simulator.sweep.card_size import FleetProfile, SizeProfile
 from simulator.sweep.fanout import Fanout, Serial
@@ -92,9 +92,10 @@ def search_base(scenario: str | Path, overrides: Sequence[str] = (), *,
     override is one line now, and its seed is the repeats' base), its overrides, where
     it runs (`target`: the in-process twin by default) and the folder its runs go to
     (`folder`, else a new one under `out`)."""
-    s, _ = load_scenario(scenario, list(overrides))
+    src = read_scenario(scenario)
+    s, _ = resolve_scenario(src, list(overrides))
     return PointBase(str(scenario), tuple(overrides), folder or new_folder(out, kind), s.seed,
-                     target or Target(), reuse)
+                     target or Target(), reuse, replace(src, text=None))
 
 
 def _base(where: Where, twin: str | None, overrides: Sequence[str], kind: str) -> PointBase:
@@ -114,7 +115,7 @@ def _judged(base: PointBase, slos: Sequence[str | Slo]) -> PointBase:
     """The base whose runs count goodput under what the SLOs name (their TTFT bound,
     their speed floor), unless the scenario or an override gives goodput its own — as
     `size` does (`step_ramp.goodput_overrides`; a base that has them already is kept)."""
-    extra = goodput_overrides(base.scenario_path, _slos(slos), (), base.overrides)
+    extra = goodput_overrides(base, _slos(slos), ())
     return replace(base, overrides=(*base.overrides, *extra)) if extra else base
 
 
@@ -139,7 +140,7 @@ def sweep_kind(base: PointBase, listed: tuple[str, list[str], list[str]] | None,
         if listed is not None:
             raise InputError("--copy sweeps copy shares × --spec settings × --sessions; it "
                              "does not combine with a --set list")
-        s, _ = load_scenario(base.scenario_path, list(base.overrides))
+        s, _ = base.resolve()
         return Copy(tuple(parse_levels(copy_levels)), parse_specs(spec or "off,ngram:24"),
                     parse_counts(sessions or "1,8"), repeats,
                     tuple(t.code_edit for t in s.turn_templates))
@@ -150,9 +151,9 @@ def sweep_kind(base: PointBase, listed: tuple[str, list[str], list[str]] | None,
         key, raw = listed[0], ",".join(listed[1])
         values = parse_values(key, raw)
         for v in values:                      # a bad value fails here, before any run
-            load_scenario(base.scenario_path, [*base.overrides, f"{key}={v}"])
+            base.resolve([f"{key}={v}"])
         if sessions is None:
-            n = load_scenario(base.scenario_path, list(base.overrides))[0].sessions
+            n = base.resolve()[0].sessions
         else:
             counts = parse_counts(sessions)
             if len(counts) != 1:
@@ -242,10 +243,12 @@ def team(where: Where, slos: Sequence[str | Slo], *, router: str | None = None,
     if spec is None:
         raise InputError("size: not a team replay (import claude-code-otel / otel-genai)")
     fx, parsed = fanout or Serial(), _slos(slos)
+    assert spec.team is not None
+    cap = card_cap(max(spec.team.day_profile, default=0))
     hours: TeamHours | None = None
     if interval_s is not None:
         prof = TeamHoursProfile(base, parsed, spec, data, interval_s, lead_s,
-                                router or "session_affinity", on_progress=on_hours)
+                                router or "session_affinity", cap, on_progress=on_hours)
         try:
             hours = pipeline.run_profile(prof, fx, on_point)
         except KeyboardInterrupt:
@@ -257,7 +260,7 @@ def team(where: Where, slos: Sequence[str | Slo], *, router: str | None = None,
             return TeamSizing(parsed, router or "session_affinity", prof.max_replicas,
                               team=spec.team, hours=hours,
                               interrupted="Ctrl-C while judging the intervals")
-    whole = TeamSizeProfile(base, parsed, spec, router or "session_affinity",
+    whole = TeamSizeProfile(base, parsed, spec, router or "session_affinity", cap,
                             start=(hours.peak or 1) if hours is not None else 1)
     try:
         answer = pipeline.run_profile(whole, fx, on_point)
@@ -282,7 +285,7 @@ def node(where: Where, slos: Sequence[str | Slo], node: str, *, team: int | None
     base = _judged(_base(where, twin, overrides, "size"), slos)
     if base.target.endpoint_url is not None:
         raise InputError("size --node lays out the twin's replicas: no --endpoint")
-    s, _ = load_scenario(base.scenario_path, list(base.overrides))
+    s, _ = base.resolve()
     card, model = parse_twin(base.target.twin) if base.target.twin else (n.card, s.twin.model)
     if base.target.twin and card != n.card:
         raise InputError(f"--node {n} with --twin {base.target.twin}: the twin's card must "
@@ -343,7 +346,7 @@ def ramp(where: Where, slos: Sequence[str | Slo], *, steps: Sequence[int] | None
     base = _base(where, twin, overrides, "size")
     base = base if speed else _judged(base, slos)
     tiers = ramp_tiers(_slos(slos), speed)
-    s, _ = load_scenario(base.scenario_path, list(base.overrides))
+    s, _ = base.resolve()
     judged, goodput = _slos(tiers[0].slos), tiers[0].goodput
     compared: list[tuple[str, SizingResult]] = []
 

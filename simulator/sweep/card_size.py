@@ -28,7 +28,6 @@ from simulator.analysis.search import (
 from simulator.analysis.sizing import Probe, SizingResult, binding, kv_bound
 from simulator.analysis.slo import Slo, failures
 from simulator.errors import InputError
-from simulator.scenario.load import load_scenario
 from simulator.session.prefix import build_base_prefix
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
@@ -39,7 +38,7 @@ from simulator.twin.model.profiles import parse_twin
 def kv_facts(base: PointBase) -> tuple[int | None, int]:
     """(KV capacity in tokens from the twin profile, shared prefix tokens) of the
     search's scenario: what the KV-capacity bound of its answer is read from."""
-    s, _ = load_scenario(base.scenario_path, list(base.overrides))
+    s, _ = base.resolve()
     shared = build_base_prefix(s).tokens_est if s.cache_bust == "none" else 0
     if base.target.endpoint_url is not None:
         return None, shared      # a real vLLM reports it via vllm:cache_config_info

@@ -23,6 +23,7 @@ from simulator.endpoints.http.cache_reset import reset_prefix_cache
 from simulator.errors import InputError, RunError
 from simulator.run.execute import execute
 from simulator.run.spec import RunSpec
+from simulator.scenario.load import ScenarioSource
 from simulator.scenario.model import StepRamp
 
 
@@ -58,6 +59,7 @@ class Point:
     cost: float = 1.0                  # the costliest points start first when run at once
     coords: Mapping[str, Any] = field(default_factory=dict)   # the profile's coordinates
     ramp: StepRamp | None = None       # a stepped ramp in this run (`size --ramp`)
+    source: ScenarioSource | None = None   # scenario_path read once (`PointBase.source`)
 
     def with_overrides(self, *extra: str) -> Point:
         return replace(self, overrides=(*self.overrides, *extra))
@@ -116,7 +118,8 @@ def run_point(p: Point) -> PointResult:
                        label=p.label, show_progress=False, endpoint_url=t.endpoint_url,
                        twin=t.twin, spec=t.spec, price_per_hour=t.price_per_hour,
                        client=t.client, api_key_file=t.api_key_file,
-                       twin_overrides=dict(p.twin_overrides), ramp=p.ramp)
+                       twin_overrides=dict(p.twin_overrides), ramp=p.ramp,
+                       source=p.source)
         if t.reset_prefix_cache and t.endpoint_url:
             reset_prefix_cache(t.endpoint_url)
         res = execute(spec, echo=lambda _line: None)

@@ -23,7 +23,8 @@ from simulator.analysis.load import load_run
 from simulator.analysis.policy_sweep import mark_frontier, point_row
 from simulator.analysis.sizing import sweep_row
 from simulator.errors import InputError, RunError
-from simulator.scenario.model import StepRamp
+from simulator.scenario.load import ScenarioSource, load_scenario, resolve_scenario
+from simulator.scenario.model import Scenario, StepRamp
 from simulator.sweep.pipeline import Plan
 from simulator.sweep.point import Point, PointResult, Target
 from simulator.twin.spec_decode.ngram import parse_spec
@@ -43,6 +44,8 @@ class PointBase:
     base_seed: int
     target: Target = field(default_factory=Target)
     reuse: bool = False               # notebooks: read a matching completed twin run
+    # the scenario file read once (`search_base`), every point's overrides resolved on it
+    source: ScenarioSource | None = None
 
     def point(self, sessions: int | None, *, extra: Sequence[str] = (), seed_offset: int = 0,
               sub: str | None = None, spec: str | None = None, label: str | None = None,
@@ -61,7 +64,23 @@ class PointBase:
         return Point(self.scenario_path, tuple(over),
                      str(self.folder / sub if sub else self.folder), text, target,
                      reuse=self.reuse, cost=float(sessions or 1), coords=dict(coords or {}),
-                     ramp=ramp)
+                     ramp=ramp, source=self.source)
+
+    def resolve(self, extra: Sequence[str] = ()) -> tuple[Scenario, dict[str, Any]]:
+        """The scenario with the base's overrides and `extra`: resolved on the source
+        read once, else loaded from the file."""
+        over = [*self.overrides, *extra]
+        return resolve_scenario(self.source, over) if self.source is not None \
+            else load_scenario(self.scenario_path, over)
+
+    def top_keys(self) -> set[str] | None:
+        """The resolved scenario's top-level keys, from the source and the overrides'
+        paths without resolving (a team day's resolve copies and validates it whole);
+        None without a source."""
+        if self.source is None:
+            return None
+        return {*self.source.data, *(o.split("=", 1)[0].strip().split(".")[0]
+                                      for o in self.overrides)}
 
     def under(self, sub: str, extra: Sequence[str] = ()) -> PointBase:
         """The same search in `folder/sub` with `extra` overrides (an outer dimension)."""

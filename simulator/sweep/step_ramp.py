@@ -23,7 +23,6 @@ from simulator.analysis.ramp import plan_steps
 from simulator.analysis.sizing import SizingResult
 from simulator.analysis.slo import Slo
 from simulator.errors import InputError
-from simulator.scenario.load import load_scenario
 from simulator.scenario.model import RampTier, StepRamp
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
@@ -157,14 +156,15 @@ def refresh_size_answer(run_dir: Path, summary: Mapping[str, object],
     return path
 
 
-def goodput_overrides(scenario: str, slos: Sequence[Slo], tiers: Sequence[float],
-                      overrides: Sequence[str]) -> list[str]:
+def goodput_overrides(base: PointBase, slos: Sequence[Slo], tiers: Sequence[float]
+                      ) -> list[str]:
     """`size`'s goodput overrides: goodput counts what the SLOs name (their TTFT bound,
     their speed floor, `analysis.goodput.goodput_of_slos`), unless the scenario or a
     --set gives goodput its own, or --tier carries its own per tier."""
     if tiers:
         return []
-    _, resolved = load_scenario(scenario, list(overrides))
-    g = None if "goodput" in resolved else goodput_of_slos(slos)
+    keys = base.top_keys()
+    g = None if "goodput" in (keys if keys is not None else base.resolve()[1]) \
+        else goodput_of_slos(slos)
     return [] if g is None else [f"goodput.ttft_s={g.ttft_s}",
                                  f"goodput.output_tok_s={g.output_tok_s}"]

@@ -47,6 +47,7 @@ from simulator.importers import team
 from simulator.importers.otel_events import TeamRequest
 from simulator.importers.trace_import import build_scenario
 from simulator.records.manifest import read_manifest
+from simulator.scenario.load import ScenarioSource
 from simulator.scenario.replay import ReplaySpec
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
@@ -172,6 +173,16 @@ def write_yaml(path: Path, data: dict[str, Any]) -> None:
                               default_flow_style=None, width=100), encoding="utf-8")
 
 
+def interval_source(path: Path, data: dict[str, Any]) -> ScenarioSource:
+    """The interval's scenario written to `path` (the record of what its runs replayed)
+    and passed to them as the value read back: plain JSON data, as YAML gives it back
+    (`tests/sweep/test_team_hours_source.py`), so no probe parses the file again."""
+    write_yaml(path, data)
+    plain = json.loads(json.dumps(data))
+    plain.setdefault("name", path.stem)
+    return ScenarioSource(str(path), plain)
+
+
 def judged_figures(run_dir: str, lead: Sequence[int]) -> SummaryRecord:
     """The figures of the requests the interval judges: a stream's rows from its first
     request past the lead-in (`session_id` sK is stream K of the interval's scenario)."""
@@ -230,9 +241,9 @@ class TeamHoursProfile:
                 continue
             name = f"interval-{clock(iv.start_s).replace(':', '').replace(' ', '')}"
             path = self.base.folder / name / "scenario.yaml"
-            write_yaml(path, interval_data(self.data, streams, iv, self.lead_s))
-            base = replace(self.base, scenario_path=str(path),
-                           folder=self.base.folder / name)
+            base = replace(self.base, scenario_path=str(path), folder=self.base.folder / name,
+                           source=interval_source(path, interval_data(
+                               self.data, streams, iv, self.lead_s)))
             out[iv.index] = _Search(h, FleetSearch(1, self.max_replicas), base,
                                     len(streams))
         return out
@@ -292,6 +303,7 @@ class TeamHoursProfile:
                 flat = self._plateau(path, s)
                 if flat or not frontier(s.search, s.known, 1):
                     s.hour.cards = None if flat else s.search.answer(s.known)
+                    s.hour.plateau = flat
                     s.hour.done = True
                     active.remove(s)
             self._progress(res)

@@ -33,7 +33,6 @@ from simulator.analysis.team_day import (
     team_failures,
 )
 from simulator.errors import InputError
-from simulator.scenario.load import load_scenario
 from simulator.scenario.replay import ReplaySpec
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
@@ -152,10 +151,21 @@ def team_replay(base: PointBase) -> ReplaySpec | None:
     return team_scenario(base)[0]
 
 
+def is_team_day(base: PointBase) -> bool:
+    """Whether the scenario is a team's day, read from the source's `replay.team`
+    unless an override touches `replay` (then resolved)."""
+    src = base.source
+    if src is None or any(o.split("=", 1)[0].strip().split(".")[0] == "replay"
+                          for o in base.overrides):
+        return team_replay(base) is not None
+    replay = src.data.get("replay")
+    return isinstance(replay, dict) and replay.get("team") is not None
+
+
 def team_scenario(base: PointBase) -> tuple[ReplaySpec | None, dict[str, Any]]:
     """The team day's replay (None: not a team replay) and the scenario's data, from
     one load (a day of 100,000 requests takes minutes to load)."""
-    s, data = load_scenario(Path(base.scenario_path), list(base.overrides))
+    s, data = base.resolve()
     team = s.replay if s.replay is not None and s.replay.team is not None else None
     return team, data
 
