@@ -63,13 +63,13 @@ def test_primed_first_requests_are_spread_over_think_time_not_ramped(tmp_path: P
 
 
 @pytest.mark.slow
-def test_a_primed_warm_start_reaches_a_steady_window_at_128_sessions_on_the_h100(
+def test_a_primed_warm_start_reaches_a_steady_window_on_the_h100(
         tmp_path: Path) -> None:
-    """The README's sizing recipe on a bigger card (issue 24): NOT STEADY with the old
-    warm start (warm-up 531 s of a 600 s run), steady once primed."""
-    s = _run(tmp_path, "sessions=128", "load.duration_s=600", "load.warm_start=true",
+    """The README's sizing recipe on a bigger card (issue 24). Since the H100 carries its
+    own fitted terms (issue 56) it holds fewer of these sessions: at 128 (and 80) the
+    median request outlasts a 600 s run's window, primed or not; at 64 it is steady."""
+    s = _run(tmp_path, "sessions=64", "load.duration_s=600", "load.warm_start=true",
              "twin.hardware=h100")
     assert s["steady_state"] is True, s.get("steady_state_reason")
-    # priming (every history prefilled once) is over at ~387 s here; the window after it
-    # is ~213 s, longer than a median request
-    assert s["achieved_sessions"] > 120 and s["window_end_s"] - s["window_start_s"] > 120.0
+    # measured: the window opens at ~188 s and runs to the end (600 s)
+    assert s["achieved_sessions"] > 60 and s["window_end_s"] - s["window_start_s"] > 120.0
