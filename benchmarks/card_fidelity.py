@@ -260,13 +260,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             m = re.match(r"### (\S+)", part)
             if m:
                 old[m.group(1)] = part.rstrip("\n") + "\n"
-        doc = doc[:doc.index(BEGIN)] + doc[doc.index(END) + len(END):]
     old.update(sections)
     skipped = "; ".join(f"{n} rows: {why}" for why, n in sorted(pub.skipped.items()))
     block = "\n".join([BEGIN, "", f"Rows the twin cannot repeat, left out: {skipped}.", "",
                        *[old[c] for c in CARDS if c in old], END])
-    DOC.write_text(doc.rstrip("\n") + "\n\n" + block + "\n", encoding="utf-8")
+    DOC.write_text(spliced(doc, block), encoding="utf-8")
     return 0
+
+
+def spliced(doc: str, block: str) -> str:
+    """`doc` with its BEGIN…END block replaced by `block` in place (what follows the
+    block — other sections of the page — kept), or `block` appended when it has none."""
+    if BEGIN in doc and END in doc:
+        return doc[:doc.index(BEGIN)] + block + doc[doc.index(END) + len(END):]
+    return doc.rstrip("\n") + "\n\n" + block + "\n"
 
 
 if __name__ == "__main__":

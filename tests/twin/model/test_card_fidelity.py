@@ -35,3 +35,13 @@ def test_out_of_sample_mae_does_not_grow() -> None:
             assert now is not None and now <= was + TOLERANCE_POINTS, (
                 f"{card} {metric}: out-of-sample MAE {now} > recorded {was} + 2")
     assert checked > 0
+
+
+def test_the_tables_are_rewritten_in_place_keeping_the_sections_after_them() -> None:
+    """The writer once cut the page at its block, dropping the TP section after it."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.card_fidelity import BEGIN, END, spliced
+    doc = f"# page\n\n{BEGIN}\nold table\n{END}\n\n## after\n\nkept\n"
+    new = spliced(doc, f"{BEGIN}\nnew table\n{END}")
+    assert new == f"# page\n\n{BEGIN}\nnew table\n{END}\n\n## after\n\nkept\n"
+    assert spliced("# page\n", f"{BEGIN}\nt\n{END}") == f"# page\n\n{BEGIN}\nt\n{END}\n"
