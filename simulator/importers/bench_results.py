@@ -135,21 +135,7 @@ def bench_points(results: Sequence[BenchResult]) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------- reading
 def _load(p: Path) -> dict[str, object]:
-    try:
-        bounded.regular_file(p, "benchmark file")
-        if p.stat().st_size > MAX_FILE_BYTES:
-            raise ValueError(f"larger than {MAX_FILE_BYTES >> 20} MiB")
-        with p.open("rb") as fh:          # at most the bound, even if it grew since
-            raw = fh.read(MAX_FILE_BYTES + 1)
-        if len(raw) > MAX_FILE_BYTES:
-            raise ValueError(f"larger than {MAX_FILE_BYTES >> 20} MiB")
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{p}: not UTF-8 text (byte {exc.start})") from None
-    except ValueError as exc:
-        raise InputError(f"{p}: {exc}") from None
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read benchmark file ({exc.strerror})") from None
+    text = bounded.text_file(p, "benchmark file", MAX_FILE_BYTES)
     # non-finite numbers reach the field checks, whose line names the field
     return bounded.json_object(text, str(p), what="a JSON object (a benchmark result)",
                                finite=False)

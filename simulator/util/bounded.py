@@ -62,6 +62,28 @@ def regular_file(path: Path, what: str = "file") -> None:
         raise ValueError(f"{kind}, not a regular {what}")
 
 
+def text_file(path: Path, what: str, max_bytes: int) -> str:
+    """The UTF-8 text of a file a user names (a points file, a published CSV, a benchmark
+    result): an InputError of one line naming the file when it is not a regular file,
+    larger than `max_bytes` (read at most that much, even if it grew since), not UTF-8
+    or unreadable."""
+    try:
+        regular_file(path, what)
+        if path.stat().st_size > max_bytes:
+            raise ValueError(f"larger than {max_bytes >> 20} MiB")
+        with path.open("rb") as fh:
+            raw = fh.read(max_bytes + 1)
+        if len(raw) > max_bytes:
+            raise ValueError(f"larger than {max_bytes >> 20} MiB")
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read {what} ({exc.strerror})") from None
+
+
 def is_special(path: Path) -> bool:
     """True when `path` exists and is neither a regular file nor a folder (a FIFO, a
     device node, a socket): never to be opened for writing or replaced."""

@@ -47,7 +47,7 @@ from simulator.twin.model.profiles import (
 from simulator.twin.spec_decode.exchanges import Exchange, checked_replay
 from simulator.twin.spec_decode.ngram import NgramSpec, parse_spec
 from simulator.twin.spec_decode.replay import replay_streams
-from simulator.util.bounded import regular_file
+from simulator.util.bounded import text_file
 from simulator.util.numbers import finite_float
 
 if TYPE_CHECKING:  # numpy is imported by the fitting code only: CLI start-up stays short
@@ -182,17 +182,7 @@ def load_points(path: str | Path) -> PointsFile:
     A FIFO, a device, a file over MAX_POINTS_BYTES, text that is not UTF-8 and numbers
     that are not finite or past their bounds are one InputError line."""
     p = Path(path)
-    try:
-        regular_file(p, "points file")
-        if p.stat().st_size > MAX_POINTS_BYTES:
-            raise ValueError(f"larger than {MAX_POINTS_BYTES >> 20} MiB")
-        text = p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{p}: not UTF-8 text (byte {exc.start})") from None
-    except ValueError as exc:
-        raise InputError(f"{p}: {exc}") from None
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read points file ({exc.strerror})") from None
+    text = text_file(p, "points file", MAX_POINTS_BYTES)
     if p.suffix.lower() == ".csv":
         try:
             rows = [{k: v for k, v in row.items() if v not in ("", None)}

@@ -33,7 +33,7 @@ from simulator.twin.model.profiles import (
     load_hardware,
     load_model,
 )
-from simulator.util.bounded import regular_file
+from simulator.util.bounded import text_file
 
 MAX_CSV_BYTES = 16 << 20
 Split = Literal["in_sample", "out_of_sample"]
@@ -119,25 +119,11 @@ def engine_settings(row: PublishedRow) -> dict[str, Any]:
     return eng
 
 
-def _read(path: Path, what: str) -> str:
-    try:
-        regular_file(path, what)
-        if path.stat().st_size > MAX_CSV_BYTES:
-            raise ValueError(f"larger than {MAX_CSV_BYTES >> 20} MiB")
-        return path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    except ValueError as exc:
-        raise InputError(f"{path}: {exc}") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read {what} ({exc.strerror})") from None
-
-
 def load_splits(folder: Path) -> dict[str, Split]:
     """source_id → its side of the split, from sources.yaml."""
     path = folder / "sources.yaml"
     try:
-        data = yaml.safe_load(_read(path, "sources file"))
+        data = yaml.safe_load(text_file(path, "sources file", MAX_CSV_BYTES))
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     sources = data.get("sources") if isinstance(data, dict) else None
@@ -236,7 +222,7 @@ def load_published(folder: str | Path) -> Published:
     rows: list[PublishedRow] = []
     skipped: dict[str, int] = {}
     for path in sorted(base.glob("*.csv")):
-        text = _read(path, "published CSV")
+        text = text_file(path, "published CSV", MAX_CSV_BYTES)
         try:
             records = list(csv.DictReader(text.splitlines()))
         except csv.Error as exc:
