@@ -15,22 +15,8 @@ from click.testing import CliRunner, Result
 
 from simulator.cli import main
 from simulator.live.follow import MAX_READ, JournalTail
-from simulator.run.execute import execute
-from simulator.run.spec import RunSpec
-from tests.conftest import small_scenario
-from tests.reliability_twin import write_yaml
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("watch")
-    scen = write_yaml(tmp / "s.yaml", small_scenario(turns=3, sessions=2))
-    res = execute(RunSpec(str(scen), [], out_dir=tmp / "runs", show_progress=False),
-                  echo=lambda _: None)
-    assert res.status == "completed"
-    return Path(res.run_dir)
 
 
 def _copy(finished: Path, tmp_path: Path) -> Path:
