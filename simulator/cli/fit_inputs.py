@@ -8,11 +8,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from simulator.errors import InputError
+
+if TYPE_CHECKING:      # imported when a fit runs: `twin --help` stays light
+    from simulator.twin.model.fit import Observation
 
 # What a fit of benchmark points alone frees by default: the per-step cost (TPOT at low
 # concurrency), weight streaming (decode) and GEMM efficiency (prefill, so TTFT); the
@@ -23,7 +26,7 @@ BENCH_FREE = ("t0_s", "eta_w", "eta_c")
 
 @dataclass
 class FitInputs:
-    points: list[Any] = field(default_factory=list)      # Observation
+    points: list[Observation] = field(default_factory=list)
     hardware: str | None = None
     model: str | None = None
     engine: dict[str, Any] = field(default_factory=dict)
