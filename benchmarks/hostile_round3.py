@@ -756,13 +756,27 @@ def tally_cases(cases: Iterable[Case], run: RunCase, env: dict[str, str], tmp: P
     return tally
 
 
+def case_env(root: Path, fx: Path, here: Path) -> dict[str, str]:
+    """The environment every round's case scripts read: $E (the CLI), $PY, $F (the
+    fixtures), $ROOT, $HERE (the round's folder) and a wide terminal."""
+    return {**os.environ, "PYTHONPATH": str(root), "E": f"{sys.executable} -m simulator",
+            "PY": sys.executable, "F": str(fx), "ROOT": str(root), "HERE": str(here),
+            "COLUMNS": "200"}
+
+
+def base_run(env: dict[str, str], fx: Path, tmp: Path, root: Path) -> str:
+    """The folder of a finished run of the fixtures' scenario ($BASE of the cases)."""
+    base = subprocess.run([sys.executable, "-m", "simulator", "run", str(fx / "s.yaml"),
+                           "--out", str(tmp / "base"), "--quiet"], capture_output=True,
+                          text=True, env=env, timeout=300, cwd=root)
+    return base.stdout.strip().splitlines()[-1]
+
+
 def run_all(root: Path, tmp: Path, only: str = "", group: str = "",
             report: Callable[[str, str, int | None, float, str], None] | None = None) -> Tally:
     fx = tmp / "fixtures"
     make_fixtures(fx, root)
-    env = {**os.environ, "PYTHONPATH": str(root), "E": f"{sys.executable} -m simulator",
-           "PY": sys.executable, "F": str(fx), "ROOT": str(root),
-           "HERE": str(Path(__file__).resolve().parent), "COLUMNS": "200"}
+    env = case_env(root, fx, Path(__file__).resolve().parent)
     base = _endurance("run", str(fx / "s.yaml"), "--out", str(tmp / "base"), "--quiet",
                       "--set", "record_blocks=true", env={**env})
     env["BASE"] = base.stdout.strip().splitlines()[-1]

@@ -38,6 +38,8 @@ from benchmarks.hostile_round3 import (  # noqa: E402  (after the path)
     SCENARIO,
     Case,
     Tally,
+    base_run,
+    case_env,
     load_factor,
     tally_cases,
 )
@@ -345,13 +347,8 @@ def run_all(root: Path, tmp: Path, only: str = "", group: str = "",
     fx = tmp / "fixtures"
     make_fixtures(fx)
     lies.make_fixtures(fx)
-    env = {**os.environ, "PYTHONPATH": str(root), "E": f"{sys.executable} -m simulator",
-           "PY": sys.executable, "F": str(fx), "ROOT": str(root), "HERE": str(HERE),
-           "COLUMNS": "200"}
-    base = subprocess.run([sys.executable, "-m", "simulator", "run", str(fx / "s.yaml"),
-                           "--out", str(tmp / "base"), "--quiet"], capture_output=True,
-                          text=True, env=env, timeout=300, cwd=root)
-    env["BASE"] = base.stdout.strip().splitlines()[-1]
+    env = case_env(root, fx, HERE)
+    env["BASE"] = base_run(env, fx, tmp, root)
     return tally_cases(cases(), run_case, env, tmp, fx, only, group, report)
 
 

@@ -18,7 +18,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from benchmarks.hostile_round3 import SCENARIO, Case, Tally, tally_cases  # noqa: E402
+from benchmarks.hostile_round3 import (  # noqa: E402  (after the path)
+    SCENARIO,
+    Case,
+    Tally,
+    case_env,
+    tally_cases,
+)
 from benchmarks.hostile_round4 import run_case  # noqa: E402
 
 SLO = "--slo 'ttft_p95_s<=5'"
@@ -99,7 +105,5 @@ def run_all(root: Path, tmp: Path, only: str = "", group: str = "",
             report: Callable[[str, str, int | None, float, str], None] | None = None) -> Tally:
     fx = tmp / "fixtures"
     make_fixtures(fx, root)
-    env = {**os.environ, "PYTHONPATH": str(root), "E": f"{sys.executable} -m simulator",
-           "PY": sys.executable, "F": str(fx), "ROOT": str(root), "HERE": str(HERE),
-           "COLUMNS": "200"}
+    env = case_env(root, fx, HERE)
     return tally_cases(cases(), run_case, env, tmp, fx, only, group, report)

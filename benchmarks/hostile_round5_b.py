@@ -11,8 +11,6 @@ process group under an address-space cap, the verdicts of round three plus round
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +18,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from benchmarks.hostile_round3 import SCENARIO, Case, Tally, tally_cases  # noqa: E402
+from benchmarks.hostile_round3 import (  # noqa: E402  (after the path)
+    SCENARIO,
+    Case,
+    Tally,
+    base_run,
+    case_env,
+    tally_cases,
+)
 from benchmarks.hostile_round4 import run_case  # noqa: E402
 
 BIG = "9" * 5000
@@ -184,11 +189,6 @@ def run_all(root: Path, tmp: Path, only: str = "", group: str = "",
             report: Callable[[str, str, int | None, float, str], None] | None = None) -> Tally:
     fx = tmp / "fixtures"
     make_fixtures(fx)
-    env = {**os.environ, "PYTHONPATH": str(root), "E": f"{sys.executable} -m simulator",
-           "PY": sys.executable, "F": str(fx), "ROOT": str(root), "HERE": str(HERE),
-           "COLUMNS": "200"}
-    base = subprocess.run([sys.executable, "-m", "simulator", "run", str(fx / "s.yaml"),
-                           "--out", str(tmp / "base"), "--quiet"], capture_output=True,
-                          text=True, env=env, timeout=300, cwd=root)
-    env["BASE"] = base.stdout.strip().splitlines()[-1]
+    env = case_env(root, fx, HERE)
+    env["BASE"] = base_run(env, fx, tmp, root)
     return tally_cases(cases(), run_case, env, tmp, fx, only, group, report)
