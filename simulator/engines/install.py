@@ -27,9 +27,11 @@ import socket
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -109,28 +111,47 @@ def registry_reachable(timeout_s: float = 5.0) -> bool:
 
 # Install steps share one deadline (monotonic seconds), set by `install_limit`: the
 # engines install before the test session under their own limit, not pytest-timeout's.
-_DEADLINE: list[float] = []
-_PROGRESS: list[Callable[[str], None]] = []
+# Per thread (a context variable): the engines install side by side, each under its own
+# limit and progress prefix (`tests/engines_fixtures.preinstall_engines`).
+_LIMIT: ContextVar[tuple[float, Callable[[str], None] | None] | None] = \
+    ContextVar("install_limit", default=None)
+# Set by `abort_installs` (Ctrl-C in the thread that waits for the installers): every
+# running step is killed with its process group within POLL_S and raises.
+_ABORT = threading.Event()
+POLL_S = 0.5
 
 
 @contextmanager
 def install_limit(seconds: float, progress: Callable[[str], None] | None = None) -> Iterator[None]:
-    """Every install step started inside must finish within `seconds` in all (its
-    process group is killed otherwise); `progress` receives one line per step."""
-    _DEADLINE.append(time.monotonic() + seconds)
-    if progress is not None:
-        _PROGRESS.append(progress)
+    """Every install step started inside (in this thread) must finish within `seconds`
+    in all (its process group is killed otherwise); `progress` receives one line per step."""
+    outer = _LIMIT.get()
+    say = progress if progress is not None else (outer[1] if outer is not None else None)
+    token = _LIMIT.set((time.monotonic() + seconds, say))
     try:
         yield
     finally:
-        _DEADLINE.pop()
-        if progress is not None:
-            _PROGRESS.pop()
+        _LIMIT.reset(token)
+
+
+def abort_installs() -> None:
+    """Kill every running install step, in every thread (they raise InstallAborted)."""
+    _ABORT.set()
+
+
+def allow_installs() -> None:
+    """Undo `abort_installs`, once the threads it stopped are joined."""
+    _ABORT.clear()
+
+
+class InstallAborted(RunError):
+    """An install step killed by `abort_installs`."""
 
 
 def _say(line: str) -> None:
-    if _PROGRESS:
-        _PROGRESS[-1](line)
+    limit = _LIMIT.get()
+    if limit is not None and limit[1] is not None:
+        limit[1](line)
 
 
 def kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
@@ -151,15 +172,22 @@ HEARTBEAT_S = 30.0   # a long step says it is still running this often
 
 def _wait(proc: subprocess.Popen[bytes], what: str, t0: float, timeout_s: float | None) -> int:
     """Wait for `proc`, saying every HEARTBEAT_S that it still runs; TimeoutExpired
-    after `timeout_s` (None: no limit)."""
+    after `timeout_s` (None: no limit), InstallAborted once `abort_installs` is called."""
+    beat = t0 + HEARTBEAT_S
     while True:
-        left = None if timeout_s is None else timeout_s - (time.monotonic() - t0)
+        now = time.monotonic()
+        left = None if timeout_s is None else timeout_s - (now - t0)
         if left is not None and left <= 0:
             raise subprocess.TimeoutExpired(what, timeout_s or 0.0)
+        if _ABORT.is_set():
+            raise InstallAborted(f"{what}: stopped (the install was interrupted)")
+        if now >= beat:
+            _say(f"  {what}: still running after {now - t0:.0f} s")
+            beat += HEARTBEAT_S
         try:
-            return proc.wait(HEARTBEAT_S if left is None else min(HEARTBEAT_S, left))
+            return proc.wait(POLL_S if left is None else min(POLL_S, left))
         except subprocess.TimeoutExpired:
-            _say(f"  {what}: still running after {time.monotonic() - t0:.0f} s")
+            pass
 
 
 def _run(argv: Sequence[str | Path], log: Path, *, cwd: Path | None = None,
@@ -168,8 +196,9 @@ def _run(argv: Sequence[str | Path], log: Path, *, cwd: Path | None = None,
     naming the log on failure. A step interrupted (Ctrl-C, a test timeout) or over the
     install limit is killed with its whole group, so no build outlives us."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    if timeout_s is None and _DEADLINE:
-        timeout_s = max(1.0, _DEADLINE[-1] - time.monotonic())
+    limit = _LIMIT.get()
+    if timeout_s is None and limit is not None:
+        timeout_s = max(1.0, limit[0] - time.monotonic())
     what = " ".join(Path(str(a)).name if i == 0 else str(a) for i, a in enumerate(argv[:3]))
     t0 = time.monotonic()
     _say(f"  {what} …")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -125,6 +126,87 @@ def test_engines_needed_and_preinstall(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(RunError, match="cmake: not found"):
         engines_fixtures.install_or_skip(lambda: None, "llamacpp")
     assert engines_fixtures.install_or_skip(lambda: 7, "vllm") == 7
+
+
+def test_the_engines_install_side_by_side(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each engine in its own thread: two installs that each wait for the other finish
+    (sequentially the first would wait alone, 5 s, and fail)."""
+    both = threading.Barrier(2, timeout=5)
+    done: list[str] = []
+
+    def meet(name: str) -> None:
+        both.wait()
+        done.append(name)
+    monkeypatch.setattr(engines_fixtures, "_ENSURE", {
+        "vllm": lambda: meet("vllm"), "llamacpp": lambda: meet("llamacpp")})
+    monkeypatch.setattr(engines_fixtures, "_PREINSTALL_ERRORS", {})
+    said: list[str] = []
+    engines_fixtures.preinstall_engines((), said.append, ["vllm", "llamacpp"])
+    assert sorted(done) == ["llamacpp", "vllm"]
+    assert sum("ready after" in s for s in said) == 2
+
+
+def test_each_thread_keeps_its_own_limit_and_progress(tmp_path: Path) -> None:
+    """A step over its thread's limit is killed while another thread's step, under a
+    longer limit, ends normally; each thread's lines go to its own progress."""
+    argv, pid_file = _fake_build(tmp_path)
+    lines: dict[str, list[str]] = {"slow": [], "quick": []}
+    errors: dict[str, BaseException] = {}
+
+    def step(name: str, limit_s: float, cmd: list[str]) -> None:
+        try:
+            with install.install_limit(limit_s, lines[name].append):
+                install._run(cmd, tmp_path / f"{name}.log")
+        except RunError as exc:
+            errors[name] = exc
+    threads = [threading.Thread(target=step, args=("slow", 0.5, argv)),
+               threading.Thread(target=step, args=("quick", 60, ["sh", "-c", "echo ok"]))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert "killed after" in str(errors["slow"]) and "quick" not in errors
+    assert "exit 0 after" in lines["quick"][-1]
+    assert all("sh -c" in line for line in lines["slow"])
+    assert _wait_gone(_child_pid(pid_file))
+
+
+def test_an_interrupted_preinstall_kills_every_engine_s_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C (here pytest-timeout's alarm) while the engines build side by side: each
+    thread's build is killed with its process group, and later installs are allowed."""
+    builds = {n: _fake_build(tmp_path / n) for n in ("vllm", "llamacpp")}
+    for n in builds:
+        (tmp_path / n).mkdir()
+    monkeypatch.setattr(engines_fixtures, "_ENSURE", {
+        n: (lambda n=n: install._run(builds[n][0], tmp_path / f"{n}.log"))
+        for n in builds})
+    monkeypatch.setattr(engines_fixtures, "_PREINSTALL_ERRORS", {})
+
+    def fire(signum: int, frame: Any) -> None:
+        raise _Timeout
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    try:
+        with pytest.raises(_Timeout):
+            engines_fixtures.preinstall_engines((), lambda line: None, list(builds))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    for _, pid_file in builds.values():
+        assert _wait_gone(_child_pid(pid_file))
+    assert not install._ABORT.is_set()
+    assert {type(e) for e in engines_fixtures._PREINSTALL_ERRORS.values()} == \
+        {install.InstallAborted}
+
+
+def _wait_gone(pid: int) -> bool:
+    for _ in range(250):
+        if _gone(pid):
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def _fake_smol_wheel(work: Path, payload: bytes) -> None:
