@@ -8,6 +8,8 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -66,6 +68,24 @@ class _Timeout(Exception):
     """What pytest-timeout's signal method raises in the main thread."""
 
 
+@contextmanager
+def _alarm_once_started(pid_files: list[Path]) -> Iterator[None]:
+    """SIGALRM to the main thread once every fake build has started its child (or after
+    30 s): a fixed timer could fire, on a busy machine, before a shell forked."""
+    def fire() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all(
+                p.exists() and p.read_text().strip() for p in pid_files):
+            time.sleep(0.01)
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
+    t = threading.Thread(target=fire, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        t.join(35)
+
+
 def test_an_interrupted_step_is_killed_with_its_process_group(tmp_path: Path) -> None:
     argv, pid_file = _fake_build(tmp_path)
 
@@ -73,12 +93,10 @@ def test_an_interrupted_step_is_killed_with_its_process_group(tmp_path: Path) ->
         raise _Timeout
 
     old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, 0.5)
     try:
-        with pytest.raises(_Timeout):
+        with _alarm_once_started([pid_file]), pytest.raises(_Timeout):
             install._run(argv, tmp_path / "build.log", timeout_s=60)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     child = _child_pid(pid_file)
     for _ in range(100):
@@ -187,12 +205,10 @@ def test_an_interrupted_preinstall_kills_every_engine_s_build(
         raise _Timeout
 
     old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, 1.0)
     try:
-        with pytest.raises(_Timeout):
+        with _alarm_once_started([p for _, p in builds.values()]), pytest.raises(_Timeout):
             engines_fixtures.preinstall_engines((), lambda line: None, list(builds))
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     for _, pid_file in builds.values():
         assert _wait_gone(_child_pid(pid_file))
