@@ -23,6 +23,7 @@ def _scenario(tmp_path: Path) -> Path:
     return p
 
 
+@pytest.mark.slow
 def test_policy_sweep_json(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["sweep", str(_scenario(tmp_path)), "--set",
                                     "compaction.kind=none,block", "--repeats", "2", "--json",

@@ -25,6 +25,10 @@ from simulator.session.conversation import validate_structure
 from tests.import_transcripts import FORMATS, SECRETS, SUB_PREFIX, make_format
 
 COMPACTIONS = {"compact_boundary": 2, "summary_segments": 2}
+# The fast subset imports and replays two formats (one with compactions); the full suite
+# all of them (each replay is seconds: the fast subset stays under a minute).
+FAST = ("parallel", "compact_boundary")
+EACH_FORMAT = [f if f in FAST else pytest.param(f, marks=pytest.mark.slow) for f in FORMATS]
 SUBAGENTS = {"sidechain": 1, "subagent": 1}
 
 
@@ -45,7 +49,7 @@ def _import(tmp_path: Path, fmt: str) -> tuple[Path, dict[str, Any]]:
     return out, copy.deepcopy(summary)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", EACH_FORMAT)
 def test_every_format_imports_without_loss(tmp_path: Path, fmt: str) -> None:
     out, s = _import(tmp_path, fmt)
     assert s["calls"] == s["calls_found"] > 30, s
@@ -132,7 +136,7 @@ def _replay(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tupl
     return res, bad
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", EACH_FORMAT)
 def test_twin_replay_sends_what_was_recorded(tmp_path: Path, fmt: str,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     path, _s = _import(tmp_path, fmt)

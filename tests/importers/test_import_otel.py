@@ -103,6 +103,7 @@ def test_prompt_texts_are_dropped(tmp_path: Path) -> None:
     assert "SECRET-PROMPT-TEXT" not in out.read_text()
 
 
+@pytest.mark.slow
 def test_replay_gives_sizes_within_1pct_and_arrivals_within_1s(tmp_path: Path) -> None:
     """The fidelity table's promise, measured on the in-process twin."""
     src = write_json_logs(tmp_path / "d.jsonl", _day())

@@ -255,6 +255,7 @@ def test_random_bytes_read_or_refuse_in_one_line(data: bytes, source: str) -> No
 
 @given(_JSON, st.sampled_from(["claude-code-otel", "otel-genai"]))
 @settings(max_examples=150, deadline=None)
+@pytest.mark.slow
 def test_random_json_reads_or_refuses_in_one_line(doc: Any, source: str) -> None:
     _read_all((json.dumps(doc) + "\n").encode(), source)
 

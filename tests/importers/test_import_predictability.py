@@ -9,6 +9,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from simulator.importers import import_claude_code, scenario_yaml
 from simulator.run.execute import execute
 from simulator.run.spec import RunSpec
@@ -142,6 +144,7 @@ def _replay(tmp_path: Path, data: dict[str, Any], name: str) -> dict[str, Any]:
     return run.summary
 
 
+@pytest.mark.slow
 def test_a_replay_with_hidden_thinking_runs_at_the_measured_tokens_per_pass(
         tmp_path: Path) -> None:
     """Issue 37: a transcript whose output is mostly hidden thinking replayed at 2.2
@@ -171,6 +174,7 @@ def test_a_replay_with_hidden_thinking_runs_at_the_measured_tokens_per_pass(
     assert abs(open_loop / measured - 1) > 0.10, (open_loop, measured)
 
 
+@pytest.mark.slow
 def test_the_twin_replay_reproduces_the_measured_predictability(tmp_path: Path) -> None:
     figures = {}
     for name, copy in (("copy", 0.5), ("fresh", 0.0)):
@@ -189,6 +193,7 @@ def test_the_twin_replay_reproduces_the_measured_predictability(tmp_path: Path) 
     assert 0.6 * measured < twin < 1.5 * measured, figures
 
 
+@pytest.mark.slow
 def test_the_in_context_copy_curve_reproduces_heavy_copying(tmp_path: Path) -> None:
     """16 calls rewriting 80-line files, 3/4 of the 8-line blocks copied: the generic
     copy curve (fresh 3,000-token contexts) gave a share that replayed at 2.5 tokens per

@@ -53,6 +53,7 @@ def _agreement(path: Path, tmp_path: Path, *overrides: str) -> dict[str, float]:
             "sub_rows": float((df.session_id == "s0001").sum())}
 
 
+@pytest.mark.slow
 def test_replay_reproduces_prompts_and_cache_pattern(tmp_path: Path) -> None:
     path = _import(tmp_path, calls=120)
     a = _agreement(path, tmp_path)

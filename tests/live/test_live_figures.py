@@ -81,6 +81,7 @@ def _same(a: Any, b: Any) -> bool:
 @pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")  # a row's repr
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows())
+@pytest.mark.slow
 def test_whole_run_figures_equal_the_summary_s_for_any_rows(rs: list[dict[str, Any]]) -> None:
     live = LiveFigures()
     for r in rs:

@@ -78,6 +78,7 @@ def test_corrupted_results_dir_given_to_report(tmp_path: Path, name: str, conten
     assert "resume" not in _one_line_error(CliRunner().invoke(main, ["report", str(tmp_path)]))
 
 
+@pytest.mark.slow
 def test_api_key_never_reaches_results_logs_or_reports(tmp_path: Path) -> None:
     secret = "sk-ant-PLANTED-0123456789abcdef"
     path = write_yaml(tmp_path / "s.yaml", soak_scenario(

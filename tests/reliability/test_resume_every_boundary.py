@@ -80,6 +80,7 @@ def test_the_scenario_crosses_every_kind_of_boundary(full_run: Path) -> None:
     assert kinds == {"turn", "summary"}          # a summary request is a turn's too
 
 
+@pytest.mark.slow
 def test_a_run_killed_at_any_write_resumes_to_every_row(full_run: Path,
                                                         tmp_path: Path) -> None:
     order = write_order(full_run)

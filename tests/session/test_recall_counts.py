@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -52,6 +53,7 @@ def compacted_turns(rows: list[TurnRecord]) -> set[int]:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(3000, 12000).flatmap(
     lambda w: st.tuples(st.just(w), policies(w), st.integers(0, 2**16))))
+@pytest.mark.slow
 def test_crossed_compactions_agree_with_the_events_and_retention(
         case: tuple[int, dict[str, Any], int]) -> None:
     window, policy, seed = case

@@ -291,6 +291,7 @@ def test_sweep_cli_over_spec_settings(tmp_path: Path) -> None:
     assert bad.exit_code == 2
 
 
+@pytest.mark.slow
 def test_spec_calibration_points_within_10_percent() -> None:
     """The shipped A40 terms reproduce calibration.md's n-gram rows (twin fit's points,
     each an `endurance run` of its scenario): depth 5, 12, 24 single stream and 32
