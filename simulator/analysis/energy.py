@@ -27,9 +27,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, SupportsFloat, cast
+from typing import Any, cast
 
 from simulator.analysis.metric_keys import MetricKey, SummaryRecord
+from simulator.util.numbers import to_float
 
 POWER, ENERGY, UTIL = "gpu_power_w", "gpu_energy_mj", "gpu_util"   # canonical names
 
@@ -97,7 +98,7 @@ def fold(rows: Iterable[Mapping[str, Any]],
 def _value(v: object) -> float:
     """A row's value; one that is not a number reads as NaN (no measurement)."""
     try:
-        return float(cast(SupportsFloat, v) if v is not None else math.nan)
+        return to_float(v) if v is not None else math.nan
     except (TypeError, ValueError):
         return math.nan
 

@@ -11,7 +11,7 @@ one of them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal, NotRequired, SupportsFloat, cast
+from typing import Literal, NotRequired, cast
 
 import numpy as np
 import pandas as pd
@@ -19,6 +19,7 @@ import pandas as pd
 from simulator.analysis.metric_keys import MetricKey, RecallRecord
 from simulator.analysis.recall import recall_figures
 from simulator.errors import InputError
+from simulator.util.numbers import to_float
 
 SPEED_KEY: Literal["per_session_tok_s"] = "per_session_tok_s"   # the whole run's sustained tok/s
 
@@ -54,7 +55,7 @@ class PolicyRow(RecallRecord):
 
 def _figure(summary: Mapping[str, object], key: MetricKey) -> float | None:
     v = summary.get(key)
-    return None if v is None else float(cast(SupportsFloat, v))
+    return None if v is None else to_float(v)
 
 
 def _speed(summary: Mapping[str, object]) -> float | None:
