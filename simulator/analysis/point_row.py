@@ -38,7 +38,7 @@ class PointRow(SummaryRecord, total=False):
 def sweep_row(coords: Mapping[str, object], summary: Summary) -> PointRow:
     """A sweep row or a probe: its coordinates, then every registry figure and the
     sweep facts of its run (None where unknown), under the names summary.json uses."""
-    rec = cast(Mapping[str, object], record_of(summary))
+    rec: Mapping[str, object] = record_of(summary)
     row = dict(coords)
     for k in (*registry.NUMERIC_KEYS, *registry.SWEEP_FACT_KEYS):
         row.setdefault(k, rec.get(k))

@@ -10,7 +10,7 @@ reusable prefix, the server-reported cache reads, and the server's counters.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,7 +20,7 @@ from simulator.analysis.closed_loop import closed_loop_figures
 from simulator.analysis.energy import energy_figures, fold, unmeasured_sources
 from simulator.analysis.goodput import GoodputSlo, goodput_figures, goodput_from_manifest
 from simulator.analysis.kv_tier import tier_figures
-from simulator.analysis.metric_keys import MetricKey, SummaryRecord, figure
+from simulator.analysis.metric_keys import MetricKey, SummaryRecord, as_record, figure
 from simulator.analysis.pd import pd_figures
 from simulator.analysis.queueing import queue_figures, server_queue_mean_s
 from simulator.analysis.recall import recall_figures, without_probes
@@ -280,13 +280,13 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     out |= _energy_part(server_metrics, out, telemetry)
     out |= _goodput_part(turns, goodput or GoodputSlo(), window, out)
     out |= recall_figures(all_rows)
-    return cast(SummaryRecord, {k: (finite_float(v) if isinstance(v, float | np.floating) else v)
-                                for k, v in out.items()})
+    return as_record({k: (finite_float(v) if isinstance(v, float | np.floating) else v)
+                      for k, v in out.items()})
 
 
 def _known(figures: SummaryRecord) -> SummaryRecord:
     """The figures that are known (None left out)."""
-    return cast(SummaryRecord, {k: v for k, v in figures.items() if v is not None})
+    return as_record({k: v for k, v in figures.items() if v is not None})
 
 
 def _steady_part(turns: pd.DataFrame, turn_ok: pd.DataFrame, steady: SteadyConfig | None,
