@@ -287,12 +287,17 @@ def figure_png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+def write_png(fig: Figure, path: str | Path) -> Path:
+    """Save a figure as PNG at `path` (its folder made if need be); returns the path."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(figure_png(fig))
+    return out
+
+
 def write_sweep_plot(rows: Sequence[PointRow], path: str | Path) -> Path:
     """Save the aggregate / per-session tok/s vs sessions plot of a sweep as PNG."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(figure_png(plots.plot_sweep(rows)))
-    return path
+    return write_png(plots.plot_sweep(rows), path)
 
 
 # ------------------------------------------------------------------ figures

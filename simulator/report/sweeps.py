@@ -25,7 +25,7 @@ from simulator.analysis.run_summary import record_of
 from simulator.analysis.tier_sizing import KNEE_SHARE, TierRow, knee, read_tier_rows
 from simulator.report import plots
 from simulator.report.console import format_sweep_table
-from simulator.report.plots import figure_png, legend_entries, new_figure
+from simulator.report.plots import legend_entries, new_figure
 from simulator.util.formats import number, percent
 from simulator.util.numbers import to_float, to_int
 
@@ -89,10 +89,7 @@ def write_spec_plot(rows: Sequence[PointRow], path: str | Path) -> Path:
     ax2.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(*legend_entries(ax, ax2), loc="best", fontsize="small")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(figure_png(fig))
-    return path
+    return plots.write_png(fig, path)
 
 
 def format_break_even(b: BreakEven) -> str:
@@ -176,10 +173,7 @@ def plot_copy(rows: Sequence[CopyRow]) -> Figure:
 
 def write_copy_plot(rows: Sequence[CopyRow], path: str | Path) -> Path:
     """Save the plot as PNG; returns its path."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(figure_png(plot_copy(rows)))
-    return p
+    return plots.write_png(plot_copy(rows), path)
 
 
 def format_policy_table(rows: Sequence[PolicyRow]) -> str:
@@ -255,10 +249,7 @@ def plot_frontier(rows: Sequence[PolicyRow]) -> Figure:
 
 def write_frontier_plot(rows: Sequence[PolicyRow], path: str | Path) -> Path:
     """Save the speed–recall plot as PNG; returns its path."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(figure_png(plot_frontier(rows)))
-    return p
+    return plots.write_png(plot_frontier(rows), path)
 
 
 def _age_key(label: str) -> float:
@@ -293,11 +284,9 @@ def plot_recall_by_age(series: Sequence[tuple[str, Mapping[str, Mapping[str, flo
 
 def write_age_plot(rows: Sequence[PolicyRow], path: str | Path) -> Path:
     """Save recall vs fact age, one line per swept value, as PNG; returns its path."""
-    p = Path(path)
-    p.write_bytes(figure_png(plot_recall_by_age(
+    return plots.write_png(plot_recall_by_age(
         [(str(r["value"]), r.get("recall_by_age") or {}) for r in rows],
-        simulated=any(r.get("simulated") for r in rows))))
-    return p
+        simulated=any(r.get("simulated") for r in rows)), path)
 
 
 def format_tier_table(data: Sequence[Mapping[str, object]]) -> str:
@@ -363,9 +352,7 @@ def format_fleet_sizing(f: FleetSizing) -> str:
 
 def write_tier_plot(rows: Sequence[Mapping[str, object]], path: Path) -> Path:
     """Save the sessions-per-tier plot as PNG; returns its path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(figure_png(plot_tiers(read_tier_rows(rows))))
-    return path
+    return plots.write_png(plot_tiers(read_tier_rows(rows)), path)
 
 
 def _policy_plots(rows: Sequence[PolicyRow], path: Path) -> list[Path]:
