@@ -16,7 +16,7 @@ from typing import Literal, NotRequired, cast
 import numpy as np
 import pandas as pd
 
-from simulator.analysis.metric_keys import MetricKey, RecallRecord
+from simulator.analysis.metric_keys import MetricKey, RecallRecord, SummaryRecord
 from simulator.analysis.recall import recall_figures
 from simulator.errors import InputError
 from simulator.util.numbers import to_float
@@ -73,10 +73,10 @@ def point_row(setting: str, value: str, summaries: Sequence[Mapping[str, object]
     speeds = [_speed(s) for s in summaries]
     known = [v for v in speeds if v is not None]
     allrows = pd.concat(list(turns), ignore_index=True) if turns else None
-    pooled: Mapping[str, object] = recall_figures(allrows) if allrows is not None else {}
-    shared: Mapping[str, object] = (recall_figures(scheduled_probes(allrows))
-                                    if allrows is not None else {})
-    return cast(PolicyRow, {
+    pooled: SummaryRecord = recall_figures(allrows) if allrows is not None else {}
+    shared: SummaryRecord = (recall_figures(scheduled_probes(allrows))
+                             if allrows is not None else {})
+    return {
         "setting": setting, "value": value, "replicates": len(summaries),
         "sustained_tok_s": _mean(speeds),
         "sustained_tok_s_min": min(known) if known else None,
@@ -88,17 +88,26 @@ def point_row(setting: str, value: str, summaries: Sequence[Mapping[str, object]
         "mean_ttft_p95_s": _mean([_figure(s, "ttft_p95_s") for s in summaries]),
         "mean_compaction_events": _mean([_figure(s, "compaction_events")
                                          for s in summaries]),
-        **{k: pooled.get(k) for k in (
-            "probe_requests", "probes_answered", "probe_recall", "probe_recall_ci_low",
-            "probe_recall_ci_high", "fact_retention", "fact_retention_ci_low",
-            "fact_retention_ci_high", "recall_ci_unit", "recall_by_kind", "recall_by_age")},
+        "probe_requests": pooled.get("probe_requests"),
+        "probes_answered": pooled.get("probes_answered"),
+        "probe_recall": pooled.get("probe_recall"),
+        "probe_recall_ci_low": pooled.get("probe_recall_ci_low"),
+        "probe_recall_ci_high": pooled.get("probe_recall_ci_high"),
+        "fact_retention": pooled.get("fact_retention"),
+        "fact_retention_ci_low": pooled.get("fact_retention_ci_low"),
+        "fact_retention_ci_high": pooled.get("fact_retention_ci_high"),
+        "recall_ci_unit": pooled.get("recall_ci_unit"),
+        "recall_by_kind": pooled.get("recall_by_kind"),
+        "recall_by_age": pooled.get("recall_by_age"),
         # the probes every policy asks (every_turns, at_turns, the end): comparable
         # across policies, where after-compaction probes come at policy-chosen moments
-        **{f"scheduled_{k}": shared.get(k) for k in (
-            "probe_requests", "probe_recall", "probe_recall_ci_low", "probe_recall_ci_high",
-            "fact_retention")},
+        "scheduled_probe_requests": shared.get("probe_requests"),
+        "scheduled_probe_recall": shared.get("probe_recall"),
+        "scheduled_probe_recall_ci_low": shared.get("probe_recall_ci_low"),
+        "scheduled_probe_recall_ci_high": shared.get("probe_recall_ci_high"),
+        "scheduled_fact_retention": shared.get("fact_retention"),
         "simulated": any(bool(s.get("simulated")) for s in summaries),
-    })
+    }
 
 
 def scheduled_probes(turns: pd.DataFrame) -> pd.DataFrame:
