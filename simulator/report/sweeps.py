@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from simulator.analysis.copy_sweep import BreakEven, CopyRow, break_even
+from simulator.analysis.copy_sweep import BreakEven, CopyRow, break_even, read_copy_rows
 from simulator.analysis.fleet_sizing import FleetSizing
 from simulator.analysis.metric_keys import fact, figure
 from simulator.analysis.point_row import PointRow, read_point_rows
@@ -371,10 +370,6 @@ class Renderer:
     write: Callable[[Sequence[Mapping[str, object]], Path], list[Path]]
 
 
-def _copy_rows(rows: Sequence[Mapping[str, object]]) -> list[CopyRow]:
-    return [cast(CopyRow, r) for r in rows]
-
-
 RENDER: Mapping[str, Renderer] = {
     "sweep": Renderer(lambda rows: format_sweep_table(read_point_rows(rows)),
                       lambda rows, p: [plots.write_sweep_plot(read_point_rows(rows), p)]),
@@ -382,6 +377,6 @@ RENDER: Mapping[str, Renderer] = {
                            lambda rows, p: [write_spec_plot(read_point_rows(rows), p)]),
     "policy-sweep": Renderer(lambda rows: format_policy_table(read_policy_rows(rows)),
                              lambda rows, p: _policy_plots(read_policy_rows(rows), p)),
-    "copy-sweep": Renderer(lambda rows: format_copy_table(_copy_rows(rows)),
-                           lambda rows, p: [write_copy_plot(_copy_rows(rows), p)]),
+    "copy-sweep": Renderer(lambda rows: format_copy_table(read_copy_rows(rows)),
+                           lambda rows, p: [write_copy_plot(read_copy_rows(rows), p)]),
 }
