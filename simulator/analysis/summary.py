@@ -405,8 +405,7 @@ def engine_figures(stats: Mapping[str, object]) -> SummaryRecord:
     q, h = stats.get("prefix_cache_queries"), stats.get("prefix_cache_hits")
     pre = stats.get("preemptions")
     return {
-        "server_prefix_cache_hit_share": (to_float(h)
-                                          / to_float(q)
+        "server_prefix_cache_hit_share": (to_float(h) / to_float(q)
                                           if q and h is not None else None),
         "kv_usage_peak": finite_float(stats.get("kv_usage_peak")),
         "preemptions": None if pre is None else to_int(pre),
