@@ -9,9 +9,9 @@ matched turns (blocks of consecutive turns keep their serial correlation).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NotRequired, TypedDict, cast
+from typing import NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -23,7 +23,7 @@ from simulator.analysis.load import (
     run_label,
     workload_identity,
 )
-from simulator.analysis.metric_keys import SummaryRecord
+from simulator.analysis.metric_keys import SummaryRecord, figure
 from simulator.analysis.metrics_registry import COMPARE_KEYS, NUMERIC_KEYS
 from simulator.analysis.recall import PairedRecall, paired_recall_difference
 from simulator.analysis.summary import ok_rows, summarize_run
@@ -174,7 +174,7 @@ def compare_runs(runs: list[RunInfo], *, resamples: int = 2000, seed: int = 0,
     """The comparison as a JSON-safe dict: figures, % vs the first run, paired results."""
     base = runs[0]
     figures: dict[str, list[float | str | None]] = {
-        k: [cast(float | str | None, r.summary.get(k)) for r in runs] for k in COMPARE_KEYS}
+        k: [figure(r.summary, k) for r in runs] for k in COMPARE_KEYS}
     diffs: dict[str, list[float | None]] = {k: [pct_diff(v[0], x) for x in v[1:]] for k, v in figures.items()
              if k in NUMERIC_KEYS and not k.endswith("_pct")}
     points: dict[str, list[float | None]] = {k: [None if v[0] is None or x is None else float(x) - float(v[0])
@@ -189,13 +189,16 @@ def compare_runs(runs: list[RunInfo], *, resamples: int = 2000, seed: int = 0,
             continue
         res = paired_compare(base.turns, r.turns, label_a=base.label, label_b=r.label,
                              resamples=resamples, confidence=confidence, seed=seed)
-        paired.append(cast(Paired, asdict(res) | {"excludes_one": res.excludes_one,
-                                     "differs_in": differing_settings(base.manifest,
-                                                                      r.manifest),
-                                     # recall probes both runs asked (issue 22)
-                                     "recall": paired_recall_difference(base.turns, r.turns),
-                                     "retention": paired_recall_difference(
-                                         base.turns, r.turns, key="fact_retained")}))
+        paired.append({"label_a": res.label_a, "label_b": res.label_b,
+                       "matched_turns": res.matched_turns, "ratio": res.ratio,
+                       "ci_low": res.ci_low, "ci_high": res.ci_high,
+                       "confidence": res.confidence, "resamples": res.resamples,
+                       "excludes_one": res.excludes_one,
+                       "differs_in": differing_settings(base.manifest, r.manifest),
+                       # recall probes both runs asked (issue 22)
+                       "recall": paired_recall_difference(base.turns, r.turns),
+                       "retention": paired_recall_difference(base.turns, r.turns,
+                                                             key="fact_retained")})
     return {
         "runs": [{"label": r.label, "run_dir": str(r.run_dir),
                   "simulated": bool(r.summary.get("simulated"))} for r in runs],

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
-from typing import Literal, NotRequired, TypedDict
+from typing import Literal, NotRequired
+
+from pydantic import ConfigDict, TypeAdapter, with_config
+from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on 3.11
 
 from simulator.analysis.metric_keys import figure
 from simulator.analysis.run_summary import Summary, record_of
@@ -25,6 +28,7 @@ SPEED_KEY: Literal["per_session_tok_s"] = "per_session_tok_s"   # the whole run'
 #                                                                  point has no steady window
 
 
+@with_config(ConfigDict(extra="allow"))
 class CopyRow(TypedDict):
     """One (N, copy level, setting) of a copy sweep, as copy-sweep.json keeps it."""
 
@@ -41,6 +45,15 @@ class CopyRow(TypedDict):
     ratio_max: float | None
     simulated: bool
     run_dirs: NotRequired[list[str]]
+
+
+_COPY_ROWS = TypeAdapter(list[CopyRow])
+
+
+def read_copy_rows(rows: Sequence[Mapping[str, object]]) -> list[CopyRow]:
+    """copy-sweep.json's rows (or the ones the sweep is writing) as typed records,
+    checked by pydantic (a key the record does not name is kept)."""
+    return _COPY_ROWS.validate_python(list(rows))
 
 
 class BreakEven(TypedDict):

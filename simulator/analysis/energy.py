@@ -27,9 +27,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, SupportsFloat, cast
+from typing import Any
 
-from simulator.analysis.metric_keys import MetricKey, SummaryRecord
+from simulator.analysis.metric_keys import MetricKey, SummaryRecord, as_record
+from simulator.util.numbers import to_float
 
 POWER, ENERGY, UTIL = "gpu_power_w", "gpu_energy_mj", "gpu_util"   # canonical names
 
@@ -97,7 +98,7 @@ def fold(rows: Iterable[Mapping[str, Any]],
 def _value(v: object) -> float:
     """A row's value; one that is not a number reads as NaN (no measurement)."""
     try:
-        return float(cast(SupportsFloat, v) if v is not None else math.nan)
+        return to_float(v) if v is not None else math.nan
     except (TypeError, ValueError):
         return math.nan
 
@@ -146,7 +147,7 @@ def energy_figures(sums: Mapping[str, PowerSums], wall_window_s: float | None,
     """The energy figures (None throughout without a measured power series) and
     `energy_source`: which targets they were measured from."""
     powers = {k: p for k, s in sums.items() if (p := s.mean_power_w()) is not None}
-    out = cast(SummaryRecord, dict.fromkeys(ENERGY_KEYS))
+    out = as_record(dict.fromkeys(ENERGY_KEYS))
     out["energy_source"] = None
     if not powers:
         return out

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, SupportsFloat, cast
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,7 @@ from simulator.analysis.metric_keys import SummaryRecord
 from simulator.analysis.steady import tokens_in_window
 from simulator.records.manifest import Manifest
 from simulator.scenario.model import GoodputSpec
+from simulator.util.numbers import to_float
 
 
 class SloLike(Protocol):
@@ -152,5 +153,5 @@ def goodput_label(slo: Mapping[str, object] | None) -> str:
     """How the goodput figure was counted, for wherever it is shown."""
     if not slo:
         return "goodput"
-    return (f"goodput (TTFT ≤ {float(cast(SupportsFloat, slo['ttft_s'])):g} s, "
-            f"≥ {float(cast(SupportsFloat, slo['output_tok_s'])):g} tok/s)")
+    return (f"goodput (TTFT ≤ {to_float(slo['ttft_s']):g} s, "
+            f"≥ {to_float(slo['output_tok_s']):g} tok/s)")

@@ -16,7 +16,7 @@ differ.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal, TypedDict, TypeGuard, cast, get_args, overload
+from typing import Literal, TypedDict, TypeGuard, TypeVar, cast, get_args, overload
 
 NumberKey = Literal[
     "sessions", "ok_turns", "requests", "failed_requests", "cancelled_requests",
@@ -226,6 +226,25 @@ class SummaryRecord(RecallRecord, total=False):
     recall_by_compactions_crossed: Mapping[str, Mapping[str, float | None]]
     energy_source: str | None
     telemetry: list[Mapping[str, object]]
+
+
+R = TypeVar("R", bound=SummaryRecord)
+
+
+@overload
+def as_record(built: Mapping[str, object]) -> SummaryRecord: ...
+@overload
+def as_record(built: Mapping[str, object], kind: type[R]) -> R: ...
+
+
+def as_record(built: Mapping[str, object],
+              kind: type[SummaryRecord] = SummaryRecord) -> SummaryRecord:
+    """A mapping whose keys were computed (`dict.fromkeys` over a registry list, a
+    comprehension over a record, a record read back from a file) as the record it is:
+    a `SummaryRecord`, or the record type `kind` that extends it. mypy checks a record's
+    keys only where they are written literally, so this is the one place such a mapping
+    becomes a record (docs/architecture.md, "Casts left on purpose")."""
+    return cast(SummaryRecord, built)
 
 
 @overload

@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, SupportsFloat, SupportsInt, cast
+from typing import Literal
 
 from simulator.analysis.metric_keys import FactKey, MetricKey, NumberKey
+from simulator.util.numbers import to_float, to_int
 
 Source = Literal["rows", "server", "engine", "run", "steady", "probes", "gpu"]
 
@@ -48,11 +49,11 @@ class Metric:
         if value is None or isinstance(value, bool):
             return "n/a"
         if self.unit == "share":
-            return f"{100.0 * float(cast(SupportsFloat, value)):,.1f}%"
+            return f"{100.0 * to_float(value):,.1f}%"
         if self.fmt == "{:d}":
-            return f"{int(cast(SupportsInt, value)):d}"
+            return f"{to_int(value):d}"
         if isinstance(value, float) or "f}" in self.fmt:
-            return self.fmt.format(float(cast(SupportsFloat, value)))
+            return self.fmt.format(to_float(value))
         return f"{value}"
 
 
@@ -484,7 +485,7 @@ def table_rows(summary: Mapping[str, object]) -> list[tuple[str, str]]:
 
 
 def _float(m: Mapping[str, object], key: str) -> float:
-    return float(cast(SupportsFloat, m[key]))
+    return to_float(m[key])
 
 
 def vocabulary_markdown(recall: bool = False) -> str:

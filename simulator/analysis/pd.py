@@ -10,12 +10,11 @@ each side's utilisation. All None on a run without P/D rows.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import cast
 
 import numpy as np
 import pandas as pd
 
-from simulator.analysis.metric_keys import MetricKey, SummaryRecord
+from simulator.analysis.metric_keys import MetricKey, SummaryRecord, as_record
 
 KEYS: tuple[MetricKey, ...] = ("remote_prefill_share", "kv_transfer_gb", "kv_transfer_wait_p95_s",
         "ttft_queue_share", "ttft_prefill_share", "ttft_transfer_share",
@@ -28,7 +27,7 @@ def _num(frame: pd.DataFrame, col: str) -> np.ndarray:
 
 def pd_figures(turn_ok: pd.DataFrame, engine: Mapping[str, object] | None) -> SummaryRecord:
     """The registry's P/D figures (every key None without P/D rows)."""
-    out = cast(SummaryRecord, dict.fromkeys(KEYS))
+    out = as_record(dict.fromkeys(KEYS))
     if "prefill_where" not in turn_ok.columns:
         return out
     where = turn_ok["prefill_where"]

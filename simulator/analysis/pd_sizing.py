@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import cast
 
 from simulator.analysis.fleet_sizing import FleetProbe
 from simulator.analysis.metric_keys import fact, figure
 from simulator.analysis.run_summary import Summary, record_of
 from simulator.analysis.sizing import sweep_row
+from simulator.util.numbers import is_number
 
 SPLIT_SHARES = (0.25, 1 / 3, 0.5)        # prefill share of the cards tried per N
 
@@ -75,8 +75,8 @@ def card_figures(summary: Summary, cards: int) -> dict[str, float | None]:
 
 
 def _share(v: object) -> float | None:
-    """A P/D block's share as written (None when absent)."""
-    return cast(float | None, v)
+    """A P/D block's share as written (None when absent or not a number)."""
+    return v if is_number(v) else None
 
 
 @dataclass

@@ -11,10 +11,9 @@ mypy checks every key code reads. `read_point_row` reads a row of any age.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import cast
 
 from simulator.analysis import metrics_registry as registry
-from simulator.analysis.metric_keys import SummaryRecord
+from simulator.analysis.metric_keys import SummaryRecord, as_record
 from simulator.analysis.run_summary import Summary, record_of
 
 
@@ -38,12 +37,12 @@ class PointRow(SummaryRecord, total=False):
 def sweep_row(coords: Mapping[str, object], summary: Summary) -> PointRow:
     """A sweep row or a probe: its coordinates, then every registry figure and the
     sweep facts of its run (None where unknown), under the names summary.json uses."""
-    rec = cast(Mapping[str, object], record_of(summary))
+    rec: Mapping[str, object] = record_of(summary)
     row = dict(coords)
     for k in (*registry.NUMERIC_KEYS, *registry.SWEEP_FACT_KEYS):
         row.setdefault(k, rec.get(k))
     row["simulated"] = bool(rec.get("simulated", False))
-    return cast(PointRow, row)
+    return as_record(row, PointRow)
 
 
 def upgrade_point_row(row: Mapping[str, object]) -> dict[str, object]:
@@ -68,7 +67,7 @@ def upgrade_point_row(row: Mapping[str, object]) -> dict[str, object]:
 
 def read_point_row(row: Mapping[str, object]) -> PointRow:
     """A row read from sweep.json or size.json (of any age) as a typed record."""
-    return cast(PointRow, upgrade_point_row(row))
+    return as_record(upgrade_point_row(row), PointRow)
 
 
 def read_point_rows(rows: Sequence[Mapping[str, object]]) -> list[PointRow]:

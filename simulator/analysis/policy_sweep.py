@@ -11,14 +11,15 @@ one of them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal, NotRequired, SupportsFloat, cast
+from typing import Literal, NotRequired, cast
 
 import numpy as np
 import pandas as pd
 
-from simulator.analysis.metric_keys import MetricKey, RecallRecord
+from simulator.analysis.metric_keys import MetricKey, RecallRecord, SummaryRecord
 from simulator.analysis.recall import recall_figures
 from simulator.errors import InputError
+from simulator.util.numbers import to_float
 
 SPEED_KEY: Literal["per_session_tok_s"] = "per_session_tok_s"   # the whole run's sustained tok/s
 
@@ -54,7 +55,7 @@ class PolicyRow(RecallRecord):
 
 def _figure(summary: Mapping[str, object], key: MetricKey) -> float | None:
     v = summary.get(key)
-    return None if v is None else float(cast(SupportsFloat, v))
+    return None if v is None else to_float(v)
 
 
 def _speed(summary: Mapping[str, object]) -> float | None:
@@ -72,10 +73,10 @@ def point_row(setting: str, value: str, summaries: Sequence[Mapping[str, object]
     speeds = [_speed(s) for s in summaries]
     known = [v for v in speeds if v is not None]
     allrows = pd.concat(list(turns), ignore_index=True) if turns else None
-    pooled: Mapping[str, object] = recall_figures(allrows) if allrows is not None else {}
-    shared: Mapping[str, object] = (recall_figures(scheduled_probes(allrows))
-                                    if allrows is not None else {})
-    return cast(PolicyRow, {
+    pooled: SummaryRecord = recall_figures(allrows) if allrows is not None else {}
+    shared: SummaryRecord = (recall_figures(scheduled_probes(allrows))
+                             if allrows is not None else {})
+    return {
         "setting": setting, "value": value, "replicates": len(summaries),
         "sustained_tok_s": _mean(speeds),
         "sustained_tok_s_min": min(known) if known else None,
@@ -87,17 +88,26 @@ def point_row(setting: str, value: str, summaries: Sequence[Mapping[str, object]
         "mean_ttft_p95_s": _mean([_figure(s, "ttft_p95_s") for s in summaries]),
         "mean_compaction_events": _mean([_figure(s, "compaction_events")
                                          for s in summaries]),
-        **{k: pooled.get(k) for k in (
-            "probe_requests", "probes_answered", "probe_recall", "probe_recall_ci_low",
-            "probe_recall_ci_high", "fact_retention", "fact_retention_ci_low",
-            "fact_retention_ci_high", "recall_ci_unit", "recall_by_kind", "recall_by_age")},
+        "probe_requests": pooled.get("probe_requests"),
+        "probes_answered": pooled.get("probes_answered"),
+        "probe_recall": pooled.get("probe_recall"),
+        "probe_recall_ci_low": pooled.get("probe_recall_ci_low"),
+        "probe_recall_ci_high": pooled.get("probe_recall_ci_high"),
+        "fact_retention": pooled.get("fact_retention"),
+        "fact_retention_ci_low": pooled.get("fact_retention_ci_low"),
+        "fact_retention_ci_high": pooled.get("fact_retention_ci_high"),
+        "recall_ci_unit": pooled.get("recall_ci_unit"),
+        "recall_by_kind": pooled.get("recall_by_kind"),
+        "recall_by_age": pooled.get("recall_by_age"),
         # the probes every policy asks (every_turns, at_turns, the end): comparable
         # across policies, where after-compaction probes come at policy-chosen moments
-        **{f"scheduled_{k}": shared.get(k) for k in (
-            "probe_requests", "probe_recall", "probe_recall_ci_low", "probe_recall_ci_high",
-            "fact_retention")},
+        "scheduled_probe_requests": shared.get("probe_requests"),
+        "scheduled_probe_recall": shared.get("probe_recall"),
+        "scheduled_probe_recall_ci_low": shared.get("probe_recall_ci_low"),
+        "scheduled_probe_recall_ci_high": shared.get("probe_recall_ci_high"),
+        "scheduled_fact_retention": shared.get("fact_retention"),
         "simulated": any(bool(s.get("simulated")) for s in summaries),
-    })
+    }
 
 
 def scheduled_probes(turns: pd.DataFrame) -> pd.DataFrame:

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.analysis.goodput import GoodputSlo, judged_requests, meets, window_goodput
-from simulator.analysis.metric_keys import SummaryRecord, figure
+from simulator.analysis.metric_keys import SummaryRecord, as_record, figure
 from simulator.analysis.search import SloSearch, probe_counts
 from simulator.analysis.sizing import Probe, binding
 from simulator.analysis.slo import Slo, failures, parse_slo
@@ -322,8 +322,8 @@ def step_figures(turns: pd.DataFrame, w: Window, sessions: int, slots: int,
     if goodput is not None:
         rows = judged_requests(turns)
         out |= window_goodput(rows, meets(rows, goodput), (w.start_s, w.end_s), sessions)
-    return cast(StepFigures, {k: (float(v) if isinstance(v, np.floating) else v)
-                              for k, v in out.items()})
+    return as_record({k: (float(v) if isinstance(v, np.floating) else v)
+                      for k, v in out.items()}, StepFigures)
 
 
 def verdict(index: int, sessions: int, phase: str, started_s: float, w: Window | None,
@@ -361,8 +361,8 @@ def _tier_figures(tier: Tier, figures: StepFigures, w: Window | None, sessions: 
     if tier.goodput is None or w is None or turns is None:
         return figures
     rows = judged_requests(turns)
-    return cast(StepFigures, {**figures, **window_goodput(rows, meets(rows, tier.goodput),
-                                                          (w.start_s, w.end_s), sessions)})
+    return as_record({**figures, **window_goodput(rows, meets(rows, tier.goodput),
+                                                  (w.start_s, w.end_s), sessions)}, StepFigures)
 
 
 def verdict_from_dict(d: Mapping[str, Any]) -> StepVerdict:
@@ -372,7 +372,7 @@ def verdict_from_dict(d: Mapping[str, Any]) -> StepVerdict:
                        bool(d["steady"]), d.get("reason"),
                        tuple(bool(x) for x in d.get("passed") or ()),
                        tuple(tuple(str(y) for y in f) for f in d.get("failed") or ()),
-                       cast(StepFigures, dict(d.get("figures") or {})))
+                       as_record(dict(d.get("figures") or {}), StepFigures))
 
 
 def plan_of(ramp: Mapping[str, Any]) -> RampPlan:

@@ -21,12 +21,12 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from typing import TypedDict, cast
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
 
-from simulator.analysis.metric_keys import MetricKey, SummaryRecord
+from simulator.analysis.metric_keys import MetricKey, SummaryRecord, as_record
 from simulator.util.formats import percent
 
 PROBE = "probe"
@@ -110,7 +110,7 @@ def _answered(p: pd.DataFrame) -> pd.DataFrame:
 def recall_figures(turns: pd.DataFrame) -> SummaryRecord:
     """The summary's recall figures (None throughout when the run has no probes)."""
     p = probe_rows(turns)
-    out = cast(SummaryRecord, dict.fromkeys(RECALL_KEYS))
+    out = as_record(dict.fromkeys(RECALL_KEYS))
     out["probe_requests"] = len(p)
     if p.empty:
         out |= {"probes_answered": 0, "facts_probed": 0}

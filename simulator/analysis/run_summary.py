@@ -32,6 +32,7 @@ from simulator.analysis.metric_keys import (
     MetricKey,
     NumberKey,
     SummaryRecord,
+    as_record,
 )
 from simulator.analysis.steady import SteadyConfig
 from simulator.analysis.summary import summarize
@@ -119,7 +120,7 @@ class RunSummary(Mapping[str, Any]):
 
     def record(self) -> SummaryRecord:
         """The summary as a typed record (summary.json's keys, each typed)."""
-        return cast(SummaryRecord, self.to_json())
+        return as_record(self.to_json())
 
     def __getitem__(self, key: str) -> Any:
         """A figure by registry key (or an old alias), else a fact (KeyError if neither)."""

@@ -28,12 +28,11 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import cast
 
 import numpy as np
 import pandas as pd
 
-from simulator.analysis.metric_keys import MetricKey, SummaryRecord
+from simulator.analysis.metric_keys import MetricKey, SummaryRecord, as_record
 from simulator.analysis.queueing import queue_share
 from simulator.records.manifest import Manifest, ResolvedScenario
 from simulator.scenario.model import LoadShape
@@ -230,12 +229,13 @@ def steady_figures(turns: pd.DataFrame, cfg: SteadyConfig,
     saturation gate fires (`saturation`).
     """
     n = cfg.requested_sessions
-    out = cast(SummaryRecord, {"requested_sessions": n, "window_start_s": None,
-                               "window_end_s": None, "window_s": None,
-                               **dict.fromkeys(WINDOW_KEYS), "window_usd_per_mtok": None,
-                               "window_sessions_per_s": None,
-                               "saturated": None, "saturated_reason": None,
-                               "window_ttft_slope": None, "window_in_flight_slope": None})
+    blank: dict[str, object] = {"requested_sessions": n, "window_start_s": None,
+                                "window_end_s": None, "window_s": None,
+                                **dict.fromkeys(WINDOW_KEYS), "window_usd_per_mtok": None,
+                                "window_sessions_per_s": None,
+                                "saturated": None, "saturated_reason": None,
+                                "window_ttft_slope": None, "window_in_flight_slope": None}
+    out = as_record(blank)
     spans = session_spans(turns)
     if spans.empty:
         return out | {"achieved_sessions": 0.0, "achieved_sessions_run": 0.0,

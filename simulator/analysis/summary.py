@@ -10,7 +10,7 @@ reusable prefix, the server-reported cache reads, and the server's counters.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, SupportsFloat, SupportsInt, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,13 +20,13 @@ from simulator.analysis.closed_loop import closed_loop_figures
 from simulator.analysis.energy import energy_figures, fold, unmeasured_sources
 from simulator.analysis.goodput import GoodputSlo, goodput_figures, goodput_from_manifest
 from simulator.analysis.kv_tier import tier_figures
-from simulator.analysis.metric_keys import MetricKey, SummaryRecord, figure
+from simulator.analysis.metric_keys import MetricKey, SummaryRecord, as_record, figure
 from simulator.analysis.pd import pd_figures
 from simulator.analysis.queueing import queue_figures, server_queue_mean_s
 from simulator.analysis.recall import recall_figures, without_probes
 from simulator.analysis.steady import SteadyConfig, config_from_manifest, steady_figures
 from simulator.records.manifest import Manifest
-from simulator.util.numbers import finite_float
+from simulator.util.numbers import finite_float, to_float, to_int
 
 # Metrics that are numbers a user may put in an SLO or compare across runs (the registry's).
 NUMERIC_KEYS: tuple[MetricKey, ...] = registry.NUMERIC_KEYS
@@ -280,13 +280,13 @@ def summarize(turns: pd.DataFrame, *, price_per_hour: float | None, simulated: b
     out |= _energy_part(server_metrics, out, telemetry)
     out |= _goodput_part(turns, goodput or GoodputSlo(), window, out)
     out |= recall_figures(all_rows)
-    return cast(SummaryRecord, {k: (finite_float(v) if isinstance(v, float | np.floating) else v)
-                                for k, v in out.items()})
+    return as_record({k: (finite_float(v) if isinstance(v, float | np.floating) else v)
+                      for k, v in out.items()})
 
 
 def _known(figures: SummaryRecord) -> SummaryRecord:
     """The figures that are known (None left out)."""
-    return cast(SummaryRecord, {k: v for k, v in figures.items() if v is not None})
+    return as_record({k: v for k, v in figures.items() if v is not None})
 
 
 def _steady_part(turns: pd.DataFrame, turn_ok: pd.DataFrame, steady: SteadyConfig | None,
@@ -405,11 +405,10 @@ def engine_figures(stats: Mapping[str, object]) -> SummaryRecord:
     q, h = stats.get("prefix_cache_queries"), stats.get("prefix_cache_hits")
     pre = stats.get("preemptions")
     return {
-        "server_prefix_cache_hit_share": (float(cast(SupportsFloat, h))
-                                          / float(cast(SupportsFloat, q))
+        "server_prefix_cache_hit_share": (to_float(h) / to_float(q)
                                           if q and h is not None else None),
         "kv_usage_peak": finite_float(stats.get("kv_usage_peak")),
-        "preemptions": None if pre is None else int(cast(SupportsInt, pre)),
+        "preemptions": None if pre is None else to_int(pre),
         "kv_capacity_tokens": finite_float(stats.get("kv_capacity_tokens")),
         "server_queue_time_mean_s": None,    # the twin's rows carry queue_s instead
     }

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
-from simulator.analysis.metric_keys import SummaryRecord
+from simulator.analysis.metric_keys import SummaryRecord, as_record
 from simulator.analysis.run_summary import Summary, record_of
 from simulator.analysis.slo import Slo, failures
 from simulator.analysis.team_hours import TeamHours, format_hours
@@ -28,7 +28,7 @@ MAX_ROWS = 24                   # the slice's profile table: at most this many r
 def judged(summary: Summary) -> SummaryRecord:
     """The summary as a team replay is judged: the whole run's figures (no window, no
     steady-state verdict)."""
-    return cast(SummaryRecord, {
+    return as_record({
         k: v for k, v in record_of(summary).items()
         if k not in ("requested_sessions", "steady_state", "steady_state_reason")})
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TypedDict, cast
+
+from pydantic import ConfigDict, TypeAdapter, with_config
+from typing_extensions import TypedDict  # pydantic reads a TypedDict of typing_extensions on 3.11
 
 from simulator.errors import InputError
 
 
+@with_config(ConfigDict(extra="allow"))
 class TierRow(TypedDict, total=False):
     """One host-KV-tier size of `size --kv-offload-gib` (size-tiers.json's `rows`): the
     tier, the policy, and that size's sizing answer (`SizingResult.to_dict`)."""
@@ -61,9 +64,13 @@ def policy_of(sets: Sequence[str]) -> str:
     return "scenario"
 
 
+_TIER_ROWS = TypeAdapter(list[TierRow])
+
+
 def read_tier_rows(rows: Sequence[Mapping[str, object]]) -> list[TierRow]:
-    """size-tiers.json's rows (or the ones `size` is writing) as typed records."""
-    return [cast(TierRow, r) for r in rows]
+    """size-tiers.json's rows (or the ones `size` is writing) as typed records, checked
+    by pydantic (a key the record does not name is kept)."""
+    return _TIER_ROWS.validate_python(list(rows))
 
 
 def knee(rows: Sequence[Mapping[str, object]]) -> float | None:

@@ -8,7 +8,7 @@ reached steady state has no window figures).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.cache_bound import cache_bound_warning
@@ -165,7 +165,7 @@ def summary_table(summary: Summary) -> list[tuple[str, str]]:
                                    if fact(s, "price_per_hour") is not None else ""),
     }
     rows = [("mode", "SIMULATED (twin)" if s["simulated"] else "real endpoint")]
-    for label, value in registry.table_rows(cast(Mapping[str, object], s)):
+    for label, value in registry.table_rows(s):
         rows.append((label, value + extra.get(label, "")))
         if label == "$ per 1M output tokens" and figure(s, "tokens_per_forward_pass") is not None:
             rows.append(("tokens per forward pass (mean acceptance length, acceptance)",
@@ -180,7 +180,7 @@ def summary_table(summary: Summary) -> list[tuple[str, str]]:
         if label == "KV usage peak / preemptions" and figure(s, "remote_prefill_share") is not None:
             rows.extend(pd_rows(s))
         if label == "cache: server counters hit share" and figure(s, "probe_requests"):
-            rows.append(recall_table_row(cast(Mapping[str, object], s)))
+            rows.append(recall_table_row(s))
         if label == "sessions / successful turns":
             rows.append(("requests (failed, summary)",
                          f"{s['requests']} ({s['failed_requests']} failed, "

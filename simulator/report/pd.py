@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import cast
 
 from simulator.analysis.pd_sizing import PDSizing
 
@@ -26,7 +25,8 @@ def format_pd_sizing(s: PDSizing) -> str:
         for name, row in ((f"P/D {s.split[0]}:{s.split[1]}" if s.split else "P/D",
                            beside["pd"]),
                           (f"aggregated {beside['cards']}", beside["aggregated"])):
-            row = cast(Mapping[str, float | None], row)
+            if not isinstance(row, Mapping):      # `beside` writes a dict per side
+                continue
             ok = "" if row.get("passed") else " (fails)"
             lines.append(f"  {name + ok:<16}{_cell(row['goodput_per_card_tok_s'], ',.1f'):>14}"
                          f"{_cell(row['usd_per_hour'], ',.2f'):>9}"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -29,6 +28,7 @@ from simulator.analysis.summary import (
 )
 from simulator.analysis.timeline import client_series, ecdf, percentiles, server_series
 from simulator.report import plots
+from simulator.util.numbers import to_float, to_int
 
 MAX_LINES = 8      # beyond this many sessions, draw the median and a min–max band
 
@@ -253,7 +253,7 @@ def plot_sweep(rows: Sequence[PointRow]) -> Figure:
     concurrent sessions (rows under summary.json's names)."""
     fig = new_figure(8.0, 4.5, right=1.0 - 0.8 / 8.0)
     ax = fig.add_subplot()
-    n = [cast(int, r["requested_sessions"]) for r in rows]
+    n = [to_int(r["requested_sessions"]) for r in rows]
     agg = [figure(r, "window_aggregate_tok_s") or np.nan for r in rows]
     per = [figure(r, "window_per_session_tok_s") or np.nan for r in rows]
     ax.plot(n, agg, "o-", color="tab:blue", label="aggregate tok/s")
@@ -263,7 +263,7 @@ def plot_sweep(rows: Sequence[PointRow]) -> Figure:
     ax2.plot(n, per, "s--", color="tab:orange", label="per-session sustained tok/s")
     # A point that never reached steady state has no window figure: a gap in the line,
     # and a hollow marker at its whole-run aggregate (never a value drawn at 0).
-    bad = [(float(cast(int, r["requested_sessions"])), float(run_agg)) for r in rows
+    bad = [(to_float(r["requested_sessions"]), float(run_agg)) for r in rows
            if fact(r, "steady_state") is False
            and isinstance(run_agg := figure(r, "aggregate_tok_s"), int | float)]
     if bad:
@@ -287,12 +287,17 @@ def figure_png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+def write_png(fig: Figure, path: str | Path) -> Path:
+    """Save a figure as PNG at `path` (its folder made if need be); returns the path."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(figure_png(fig))
+    return out
+
+
 def write_sweep_plot(rows: Sequence[PointRow], path: str | Path) -> Path:
     """Save the aggregate / per-session tok/s vs sessions plot of a sweep as PNG."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(figure_png(plots.plot_sweep(rows)))
-    return path
+    return write_png(plots.plot_sweep(rows), path)
 
 
 # ------------------------------------------------------------------ figures
@@ -429,8 +434,9 @@ def plot_ramp(turns: pd.DataFrame, server: pd.DataFrame | None, fact: Mapping[st
     rows = judged_requests(turns)
     share = [figure(s.get("figures", {}), "window_goodput_share") for s in steps]
     for s, g in zip(steps, share, strict=True):
-        if (lo := s.get("window_start_s")) is not None and g is not None:
-            ax_good.hlines(100 * g, lo, cast(float, s["window_end_s"]), color="tab:green")
+        if ((lo := s.get("window_start_s")) is not None and g is not None
+                and (hi := s.get("window_end_s")) is not None):    # a window has both ends
+            ax_good.hlines(100 * g, lo, hi, color="tab:green")
     ax_good.set_ylabel(goodput_label(ramp.get("goodput_slo")).replace("goodput", "goodput %", 1)
                        .replace(" (", "\n(", 1), fontsize=8)
     ax_good.set_ylim(-2, 102)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Any, SupportsFloat, SupportsInt, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -30,6 +30,7 @@ from simulator.report.html import build_html
 from simulator.report.plots import figure_png, mode_word, new_figure
 from simulator.report.team_size_html import is_team_size, render_team_report
 from simulator.util.bounded import json_file
+from simulator.util.numbers import to_float, to_int
 
 
 def is_sizing_dir(path: Path) -> bool:
@@ -38,7 +39,7 @@ def is_sizing_dir(path: Path) -> bool:
 
 
 def _by_sessions(rows: list[PointRow]) -> list[PointRow]:
-    return sorted(rows, key=lambda r: cast(int, r["requested_sessions"]))
+    return sorted(rows, key=lambda r: to_int(r["requested_sessions"]))
 
 
 def load_points(folder: Path) -> tuple[list[PointRow], list[str]]:
@@ -148,7 +149,7 @@ def _timeline_plot(rows: list[PointRow]) -> Figure | None:
             continue
         t, active = active_sessions_steps(turns)
         ax.step(t, active, where="post", color="tab:blue", lw=1)
-        ax.axhline(cast(int, r["requested_sessions"]), color="black", lw=0.6, ls="--")
+        ax.axhline(to_int(r["requested_sessions"]), color="black", lw=0.6, ls="--")
         lo, hi = fact(r, "window_start_s"), fact(r, "window_end_s")
         if lo is not None and hi is not None:
             ax.axvspan(lo, hi, color="tab:green", alpha=0.2)
@@ -183,8 +184,8 @@ def _table_html(rows: list[PointRow]) -> str:
         if isinstance(v, bool):
             return "yes" if v else "no"
         if fmt == "{:d}":
-            return str(int(cast(SupportsInt, v)))
-        return fmt.format(v) if fmt == "{}" else fmt.format(float(cast(SupportsFloat, v)))
+            return str(to_int(v))
+        return fmt.format(v) if fmt == "{}" else fmt.format(to_float(v))
 
     head = "".join(f"<th>{html.escape(h)}</th>" for _, h, _ in cols)
     body = "\n".join("<tr>" + "".join(f"<td>{html.escape(cell(f, r.get(k)))}</td>"

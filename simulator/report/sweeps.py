@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import SupportsFloat, cast
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from simulator.analysis.copy_sweep import BreakEven, CopyRow, break_even
+from simulator.analysis.copy_sweep import BreakEven, CopyRow, break_even, read_copy_rows
 from simulator.analysis.fleet_sizing import FleetSizing
 from simulator.analysis.metric_keys import fact, figure
 from simulator.analysis.point_row import PointRow, read_point_rows
@@ -25,8 +24,9 @@ from simulator.analysis.run_summary import record_of
 from simulator.analysis.tier_sizing import KNEE_SHARE, TierRow, knee, read_tier_rows
 from simulator.report import plots
 from simulator.report.console import format_sweep_table
-from simulator.report.plots import figure_png, legend_entries, new_figure
+from simulator.report.plots import legend_entries, new_figure
 from simulator.util.formats import number, percent
+from simulator.util.numbers import to_float, to_int
 
 
 def _dash(v: float | None, fmt: str = ",.1f") -> str:
@@ -72,7 +72,7 @@ def write_spec_plot(rows: Sequence[PointRow], path: str | Path) -> Path:
     ax2 = ax.twinx()
     for i, spec in enumerate(dict.fromkeys(r["spec"] for r in rows)):
         pts = [r for r in rows if r["spec"] == spec]
-        n = [cast(int, r["requested_sessions"]) for r in pts]
+        n = [to_int(r["requested_sessions"]) for r in pts]
         color = f"C{i}"
         ax.plot(n, [r["window_n_x_per_session_tok_s"] or float("nan") for r in pts], "o-",
                 color=color, label=f"{spec}: N × per-session")
@@ -88,10 +88,7 @@ def write_spec_plot(rows: Sequence[PointRow], path: str | Path) -> Path:
     ax2.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(*legend_entries(ax, ax2), loc="best", fontsize="small")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(figure_png(fig))
-    return path
+    return plots.write_png(fig, path)
 
 
 def format_break_even(b: BreakEven) -> str:
@@ -151,9 +148,9 @@ def plot_copy(rows: Sequence[CopyRow]) -> Figure:
         x = [r["reference_tokens_per_pass"] if r["reference_tokens_per_pass"] is not None
              else float("nan") for r in pts]
         # a row with a ratio has its seeds' min and max (`copy_rows`)
-        y = [cast(float, r["ratio"]) for r in pts]
-        lo = [cast(float, r["ratio_min"]) for r in pts]
-        hi = [cast(float, r["ratio_max"]) for r in pts]
+        y = [to_float(r["ratio"]) for r in pts]
+        lo = [to_float(r["ratio_min"]) for r in pts]
+        hi = [to_float(r["ratio_max"]) for r in pts]
         err = [[v - m for v, m in zip(y, lo, strict=True)],
                [m - v for v, m in zip(y, hi, strict=True)]]
         ax.errorbar(x, y, yerr=err, fmt="o-", capsize=3, color=f"C{i % 10}",
@@ -175,10 +172,7 @@ def plot_copy(rows: Sequence[CopyRow]) -> Figure:
 
 def write_copy_plot(rows: Sequence[CopyRow], path: str | Path) -> Path:
     """Save the plot as PNG; returns its path."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(figure_png(plot_copy(rows)))
-    return p
+    return plots.write_png(plot_copy(rows), path)
 
 
 def format_policy_table(rows: Sequence[PolicyRow]) -> str:
@@ -226,7 +220,7 @@ def plot_frontier(rows: Sequence[PolicyRow]) -> Figure:
            and frontier_recall(r)[0] is not None]
     for r in pts:
         rec, lo, hi = frontier_recall(r)
-        x, y = 100 * float(rec or 0.0), float(cast(SupportsFloat, r["sustained_tok_s"]))
+        x, y = 100 * float(rec or 0.0), to_float(r["sustained_tok_s"])
         xerr = None if lo is None or hi is None else [[x - 100 * float(lo)], [100 * float(hi) - x]]
         ax.errorbar([x], [y], xerr=xerr, fmt="o", capsize=3,
                     label=f"{r['value']} ({percent(r.get('fact_retention'))} retained)")
@@ -237,7 +231,7 @@ def plot_frontier(rows: Sequence[PolicyRow]) -> Figure:
                    key=lambda r: float(frontier_recall(r)[0] or 0.0))
     if len(front) > 1:
         ax.plot([100 * float(frontier_recall(r)[0] or 0.0) for r in front],
-                [float(cast(SupportsFloat, r["sustained_tok_s"])) for r in front], "--",
+                [to_float(r["sustained_tok_s"]) for r in front], "--",
                 color="grey", alpha=0.6, label="frontier")
     sim = any(r.get("simulated") for r in rows)
     setting = rows[0]["setting"] if rows else ""
@@ -245,7 +239,7 @@ def plot_frontier(rows: Sequence[PolicyRow]) -> Figure:
            xlabel="probe recall (%) at the scheduled probes (every_turns, the end)",
            ylabel="sustained tok/s (per session)")
     ax.set_xlim(-2, 102)
-    top = max((float(cast(SupportsFloat, r["sustained_tok_s"])) for r in pts), default=1.0)
+    top = max((to_float(r["sustained_tok_s"]) for r in pts), default=1.0)
     ax.set_ylim(0, 1.15 * top)             # room for the labels above the top point
     ax.grid(alpha=0.3)
     plots.legend_below(fig, ax, ncol=3)
@@ -254,10 +248,7 @@ def plot_frontier(rows: Sequence[PolicyRow]) -> Figure:
 
 def write_frontier_plot(rows: Sequence[PolicyRow], path: str | Path) -> Path:
     """Save the speed–recall plot as PNG; returns its path."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(figure_png(plot_frontier(rows)))
-    return p
+    return plots.write_png(plot_frontier(rows), path)
 
 
 def _age_key(label: str) -> float:
@@ -292,11 +283,9 @@ def plot_recall_by_age(series: Sequence[tuple[str, Mapping[str, Mapping[str, flo
 
 def write_age_plot(rows: Sequence[PolicyRow], path: str | Path) -> Path:
     """Save recall vs fact age, one line per swept value, as PNG; returns its path."""
-    p = Path(path)
-    p.write_bytes(figure_png(plot_recall_by_age(
+    return plots.write_png(plot_recall_by_age(
         [(str(r["value"]), r.get("recall_by_age") or {}) for r in rows],
-        simulated=any(r.get("simulated") for r in rows))))
-    return p
+        simulated=any(r.get("simulated") for r in rows)), path)
 
 
 def format_tier_table(data: Sequence[Mapping[str, object]]) -> str:
@@ -351,7 +340,7 @@ def format_fleet_sizing(f: FleetSizing) -> str:
         s = record_of(p.summary)
         fl = fact(s, "fleet") or {}
         tok, ttft = figure(s, "window_per_session_tok_s"), figure(s, "window_ttft_p95_s")
-        share = cast(float | None, fl.get("cache_read_share"))
+        share = None if (v := fl.get("cache_read_share")) is None else to_float(v)
         lines.append(f"  R={p.replicas:>3}: {'pass' if p.passed else 'FAIL'}"
                      + (f"  per-session {tok:,.1f} tok/s" if tok is not None else "")
                      + (f", TTFT p95 {ttft:.2f} s" if ttft is not None else "")
@@ -362,9 +351,7 @@ def format_fleet_sizing(f: FleetSizing) -> str:
 
 def write_tier_plot(rows: Sequence[Mapping[str, object]], path: Path) -> Path:
     """Save the sessions-per-tier plot as PNG; returns its path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(figure_png(plot_tiers(read_tier_rows(rows))))
-    return path
+    return plots.write_png(plot_tiers(read_tier_rows(rows)), path)
 
 
 def _policy_plots(rows: Sequence[PolicyRow], path: Path) -> list[Path]:
@@ -383,10 +370,6 @@ class Renderer:
     write: Callable[[Sequence[Mapping[str, object]], Path], list[Path]]
 
 
-def _copy_rows(rows: Sequence[Mapping[str, object]]) -> list[CopyRow]:
-    return [cast(CopyRow, r) for r in rows]
-
-
 RENDER: Mapping[str, Renderer] = {
     "sweep": Renderer(lambda rows: format_sweep_table(read_point_rows(rows)),
                       lambda rows, p: [plots.write_sweep_plot(read_point_rows(rows), p)]),
@@ -394,6 +377,6 @@ RENDER: Mapping[str, Renderer] = {
                            lambda rows, p: [write_spec_plot(read_point_rows(rows), p)]),
     "policy-sweep": Renderer(lambda rows: format_policy_table(read_policy_rows(rows)),
                              lambda rows, p: _policy_plots(read_policy_rows(rows), p)),
-    "copy-sweep": Renderer(lambda rows: format_copy_table(_copy_rows(rows)),
-                           lambda rows, p: [write_copy_plot(_copy_rows(rows), p)]),
+    "copy-sweep": Renderer(lambda rows: format_copy_table(read_copy_rows(rows)),
+                           lambda rows, p: [write_copy_plot(read_copy_rows(rows), p)]),
 }

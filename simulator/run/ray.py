@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from simulator.errors import InputError, RunError
 from simulator.run.prepare import resolve
@@ -294,7 +294,7 @@ class RayExecutor:
             return res
         except Exception as exc:
             crashed = isinstance(exc, ray.exceptions.RayTaskError)
-            cause = (cast(Any, exc).cause or exc) if crashed else exc
+            cause = (getattr(exc, "cause", None) or exc) if crashed else exc
             first = (str(cause).strip().splitlines() or [""])[-1][:300]
             what = type(cause).__name__
             if self._stop_at is not None:

@@ -62,26 +62,28 @@ def regular_file(path: Path, what: str = "file") -> None:
         raise ValueError(f"{kind}, not a regular {what}")
 
 
-def text_file(path: Path, what: str, max_bytes: int) -> str:
+def text_file(path: Path, what: str, max_bytes: int, *, refusal: str = "") -> str:
     """The UTF-8 text of a file a user names (a points file, a published CSV, a benchmark
-    result): an InputError of one line naming the file when it is not a regular file,
-    larger than `max_bytes` (read at most that much, even if it grew since), not UTF-8
-    or unreadable."""
+    result, a twin profile, an exchanges file): an InputError of one line naming the file
+    when it is not a regular file, larger than `max_bytes` (read at most that much, even
+    if it grew since), not UTF-8 or unreadable. `refusal` ends the size and encoding
+    lines (": not a profile")."""
     try:
         regular_file(path, what)
         if path.stat().st_size > max_bytes:
-            raise ValueError(f"larger than {max_bytes >> 20} MiB")
+            raise ValueError(f"larger than {max_bytes >> 20} MiB{refusal}")
         with path.open("rb") as fh:
             raw = fh.read(max_bytes + 1)
         if len(raw) > max_bytes:
-            raise ValueError(f"larger than {max_bytes >> 20} MiB")
+            raise ValueError(f"larger than {max_bytes >> 20} MiB{refusal}")
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start:,}){refusal}") from None
     except ValueError as exc:
         raise InputError(f"{path}: {exc}") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot read {what} ({exc.strerror})") from None
+        raise InputError(f"{path}: cannot read {what} "
+                         f"({exc.strerror or type(exc).__name__})") from None
 
 
 def is_special(path: Path) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import TypeGuard
+from typing import SupportsFloat, SupportsIndex, SupportsInt, TypeGuard
 
 
 def is_number(x: object) -> TypeGuard[int | float]:
@@ -27,3 +27,24 @@ def finite_float(x: object) -> float | None:
     except OverflowError:
         return None
     return f if math.isfinite(f) else None
+
+
+def to_float(x: object) -> float:
+    """`float(x)` for a value whose type mypy cannot know (read from JSON, a row or a
+    counter block): a number, numpy's included, or numeric text; TypeError otherwise,
+    worded as `float()` words it. The one place such a value is narrowed."""
+    if isinstance(x, float | int | str):     # the common case, before the protocol checks
+        return float(x)
+    if isinstance(x, SupportsFloat | SupportsIndex):
+        return float(x)
+    raise TypeError(f"float() argument must be a string or a real number, "
+                    f"not '{type(x).__name__}'")
+
+
+def to_int(x: object) -> int:
+    """`int(x)` for a value whose type mypy cannot know, as `to_float` (TypeError,
+    worded as `int()` words it, for a value `int()` refuses)."""
+    if isinstance(x, str | SupportsInt | SupportsIndex):
+        return int(x)
+    raise TypeError(f"int() argument must be a string, a bytes-like object or a real "
+                    f"number, not '{type(x).__name__}'")

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from simulator.errors import InputError
 from simulator.twin.model import vllm_versions
 from simulator.twin.spec_decode.ngram import ModelDraftSpec, parse_spec
-from simulator.util.bounded import regular_file
+from simulator.util.bounded import text_file
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 DEFAULT_EFFICIENCY_HARDWARE = "a40"   # cards without a fit of their own borrow this one
@@ -441,25 +441,15 @@ MAX_PROFILE_BYTES = 1 << 20     # a shipped profile is ~5 KB
 def _read_yaml(path: Path) -> dict[str, Any]:
     """A profile's YAML mapping; a FIFO, a device, a file over MAX_PROFILE_BYTES, bytes
     that are not UTF-8 or YAML nested past the parser's depth are one InputError line."""
+    text = text_file(path, "profile", MAX_PROFILE_BYTES, refusal=": not a profile")
     try:
-        regular_file(path, "profile")
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_PROFILE_BYTES + 1)
-        if len(raw) > MAX_PROFILE_BYTES:
-            raise ValueError(f"larger than {MAX_PROFILE_BYTES >> 20} MiB: not a profile")
-        text = raw.decode("utf-8")
         if text in _PARSED:
             return copy.deepcopy(_PARSED[text])
         data = yaml.safe_load(text)
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start:,}): not a profile") \
-            from None
-    except ValueError as exc:
-        raise InputError(f"{path}: {exc}") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read profile ({exc.strerror})") from exc
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+    except ValueError as exc:           # an integer past the int parser's digit limit
+        raise InputError(f"{path}: {exc}") from None
     except RecursionError:
         raise InputError(f"{path}: YAML nested too deeply: not a profile") from None
     if not isinstance(data, dict):

@@ -15,7 +15,7 @@ import functools
 from pathlib import Path
 
 from simulator.errors import InputError
-from simulator.util.bounded import decode_error, json_value, regular_file
+from simulator.util.bounded import decode_error, json_value, text_file
 
 MAX_EXCHANGES_BYTES = 64 << 20      # ~10M token ids as JSON text
 MAX_EXCHANGES = 100_000
@@ -67,23 +67,7 @@ def load_exchanges(path: str) -> tuple[Exchange, ...]:
     """The exchanges of the file at `path` (remembered: a fit predicts a point many
     times); InputError with one line naming the file otherwise."""
     p = Path(path)
-    try:
-        regular_file(p, "exchanges file")
-        if p.stat().st_size > MAX_EXCHANGES_BYTES:
-            raise ValueError(f"larger than {MAX_EXCHANGES_BYTES >> 20} MiB")
-        with p.open("rb") as fh:     # read at most the bound, whatever stat said
-            raw = fh.read(MAX_EXCHANGES_BYTES + 1)
-        if len(raw) > MAX_EXCHANGES_BYTES:
-            raise ValueError(f"larger than {MAX_EXCHANGES_BYTES >> 20} MiB")
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{p}: exchanges file is not UTF-8 text (byte {exc.start:,})") \
-            from None
-    except ValueError as exc:
-        raise InputError(f"{p}: {exc}") from None
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read exchanges file "
-                         f"({exc.strerror or type(exc).__name__})") from None
+    text = text_file(p, "exchanges file", MAX_EXCHANGES_BYTES)
     try:
         data = json_value(text)
     except (ValueError, RecursionError) as exc:
