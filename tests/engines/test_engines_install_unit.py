@@ -29,16 +29,19 @@ def _fake_build(tmp_path: Path) -> tuple[list[str], Path]:
 
 
 def _gone(pid: int) -> bool:
-    """Dead, or a zombie waiting for a reaper (PID 1 in a container may not reap)."""
+    """Dead, or a zombie waiting for a reaper (PID 1 in a container may not reap), or
+    its PID already reused by another program (PIDs wrap at 32,768 here, and a compiler
+    build beside the tests forks thousands: a reused PID failed this check once)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
     try:
         state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return True
-    return state in ("Z", "X")
+    return state in ("Z", "X") or argv != b"sleep\x00300\x00"
 
 
 def _child_pid(pid_file: Path) -> int:
