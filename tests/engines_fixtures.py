@@ -118,18 +118,27 @@ def preinstall_engines(items: Iterable[pytest.Item], say: Callable[[str], None],
     def one_line(line: str) -> None:      # whole lines, whichever thread says them
         with lock:
             say(line)
-    threads = [threading.Thread(target=_preinstall_one, args=(name, one_line),
-                                name=f"install-{name}", daemon=True) for name in wanted]
-    for t in threads:
-        t.start()
+    done = {name: threading.Event() for name in wanted}
+
+    def install(name: str) -> None:
+        try:
+            _preinstall_one(name, one_line)
+        finally:
+            done[name].set()
+    for name in wanted:
+        threading.Thread(target=install, args=(name,), name=f"install-{name}",
+                         daemon=True).start()
+    # Waited on through events, not Thread.join: a join that Ctrl-C interrupts marks a
+    # running thread stopped (CPython's bpo-45274 cleanup), so the joins after it
+    # returned at once and that engine's build outlived the session.
     try:
-        for t in threads:
-            while t.is_alive():
-                t.join(0.5)          # a short wait: Ctrl-C reaches this thread at once
+        for ev in done.values():
+            while not ev.wait(0.5):      # a short wait: Ctrl-C reaches this thread at once
+                pass
     except BaseException:
         abort_installs()             # every step killed with its process group
-        for t in threads:
-            t.join(30)
+        for ev in done.values():
+            ev.wait(30)
         raise
     finally:
         allow_installs()

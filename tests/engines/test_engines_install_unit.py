@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import SimpleNamespace
+from types import FrameType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -71,16 +72,33 @@ class _Timeout(Exception):
     """What pytest-timeout's signal method raises in the main thread."""
 
 
+def _waiting_steps() -> int:
+    """Threads whose install step is in its wait loop (past Popen, inside the try that
+    kills its process group on an exception)."""
+    def waits(frame: FrameType | None) -> bool:
+        while frame is not None:
+            if frame.f_code is install._wait.__code__:
+                return True
+            frame = frame.f_back
+        return False
+    return sum(waits(f) for f in sys._current_frames().values())
+
+
 @contextmanager
-def _alarm_once_started(pid_files: list[Path]) -> Iterator[None]:
-    """SIGALRM to the main thread once every fake build has started its child (or after
-    30 s): a fixed timer could fire, on a busy machine, before a shell forked."""
+def _alarm_once_waiting(pid_files: list[Path]) -> Iterator[None]:
+    """SIGALRM to the main thread once every fake build has started its child and every
+    step waits on its build (or after 30 s). A fixed timer fired, on a busy machine,
+    before a shell forked, or while its parent was still inside Popen, before the step
+    could know its process group."""
+    main = threading.main_thread().ident or 0
+
     def fire() -> None:
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not all(
-                p.exists() and p.read_text().strip() for p in pid_files):
+        while time.monotonic() < deadline and not (
+                all(p.exists() and p.read_text().strip() for p in pid_files)
+                and _waiting_steps() >= len(pid_files)):
             time.sleep(0.01)
-        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
+        signal.pthread_kill(main, signal.SIGALRM)
     t = threading.Thread(target=fire, daemon=True)
     t.start()
     try:
@@ -97,7 +115,7 @@ def test_an_interrupted_step_is_killed_with_its_process_group(tmp_path: Path) ->
 
     old = signal.signal(signal.SIGALRM, fire)
     try:
-        with _alarm_once_started([pid_file]), pytest.raises(_Timeout):
+        with _alarm_once_waiting([pid_file]), pytest.raises(_Timeout):
             install._run(argv, tmp_path / "build.log", timeout_s=60)
     finally:
         signal.signal(signal.SIGALRM, old)
@@ -209,7 +227,7 @@ def test_an_interrupted_preinstall_kills_every_engine_s_build(
 
     old = signal.signal(signal.SIGALRM, fire)
     try:
-        with _alarm_once_started([p for _, p in builds.values()]), pytest.raises(_Timeout):
+        with _alarm_once_waiting([p for _, p in builds.values()]), pytest.raises(_Timeout):
             engines_fixtures.preinstall_engines((), lambda line: None, list(builds))
     finally:
         signal.signal(signal.SIGALRM, old)
