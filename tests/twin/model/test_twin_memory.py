@@ -153,3 +153,21 @@ def test_manifest_records_the_terms_on_a_memory_card() -> None:
                                        "non_torch", "cuda_graphs", "reserve_residual"}
     assert rec["available_kv_bytes"] == pytest.approx(
         rec["budget_bytes"] - sum(rec["terms_bytes"].values()), abs=8)   # 8 roundings
+
+
+def test_twin_show_prints_each_term_with_its_source() -> None:
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+    r = CliRunner().invoke(main, ["twin", "show", "h100/gpt-oss-120b", "--spec", "off"],
+                           env={"COLUMNS": "240"})
+    assert r.exit_code == 0, r.output
+    for term, source in (("driver_reserved", "PR 10511"), ("weights_loaded", "marlin"),
+                         ("torch_peak", "_dummy_sampler_run"), ("non_torch", "PR 21489"),
+                         ("cuda_graphs", "PR 30515"), ("reserve_residual", "none fitted")):
+        line = next(ln for ln in r.output.splitlines() if f" {term} " in ln)
+        assert source in r.output and line.count("│") >= 3
+    assert "available KV" in r.output
+    r = CliRunner().invoke(main, ["twin", "show", "a40/qwen3-coder-30b-a3b-awq", "--spec",
+                                  "off"], env={"COLUMNS": "240"})
+    assert r.exit_code == 0 and "reserve_bytes (2.99 GiB, fitted)" in r.output
