@@ -26,7 +26,7 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -253,19 +253,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     record.update(figures)
     RECORD.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     doc = DOC.read_text(encoding="utf-8")
-    old = {}
-    if BEGIN in doc:
+    skipped = "; ".join(f"{n} rows: {why}" for why, n in sorted(pub.skipped.items()))
+    DOC.write_text(spliced(doc, merged_block(doc, sections, skipped)), encoding="utf-8")
+    return 0
+
+
+def merged_block(doc: str, sections: Mapping[str, str], skipped: str) -> str:
+    """The tables block: this run's card sections over the ones `doc` already has, one
+    section per card in CARDS order (a card not run keeps its earlier table)."""
+    old: dict[str, str] = {}
+    if BEGIN in doc and END in doc:
         body = doc[doc.index(BEGIN) + len(BEGIN):doc.index(END)]
         for part in re.split(r"(?=^### )", body, flags=re.M):
             m = re.match(r"### (\S+)", part)
             if m:
                 old[m.group(1)] = part.rstrip("\n") + "\n"
     old.update(sections)
-    skipped = "; ".join(f"{n} rows: {why}" for why, n in sorted(pub.skipped.items()))
-    block = "\n".join([BEGIN, "", f"Rows the twin cannot repeat, left out: {skipped}.", "",
-                       *[old[c] for c in CARDS if c in old], END])
-    DOC.write_text(spliced(doc, block), encoding="utf-8")
-    return 0
+    return "\n".join([BEGIN, "", f"Rows the twin cannot repeat, left out: {skipped}.", "",
+                      *[old[c] for c in CARDS if c in old], END])
 
 
 def spliced(doc: str, block: str) -> str:

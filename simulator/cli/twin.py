@@ -198,6 +198,32 @@ def roofline_line(pm: Any) -> str:
     return f"{pm.hardware.name}: a step takes {how}"
 
 
+def _print_memory(console: Console, pm: Any) -> None:
+    """The KV pool and what vLLM keeps out of it, term by term (`twin/model/memory`)."""
+    gib = float(2**30)
+    util = pm.engine.gpu_memory_utilization
+    pool = pm.kv_capacity_tokens() * pm.kv_bytes_per_token / gib
+    mem = pm.memory_terms()
+    if mem is None:
+        how = ("a fixed KV budget" if pm.hardware.kv_cache_bytes is not None else
+               f"utilisation × memory − weights ({pm.weights_per_gpu / gib:.2f} GiB) − "
+               f"reserve_bytes ({pm.efficiency.reserve_bytes / gib:.2f} GiB, fitted)")
+        console.print(f"KV pool: {pool:.2f} GiB per GPU, {how}", highlight=False,
+                      markup=False)
+        return
+    table = Table(title=f"{pm.hardware.name} × {pm.model.name}: memory vLLM keeps out of "
+                        f"the KV cache, per GPU (utilisation {util})")
+    for col in ("term", "GiB", "source"):
+        table.add_column(col, overflow="fold")
+    table.add_row("budget", f"{mem.budget_bytes / gib:.2f}", "utilisation × memory_bytes")
+    for t in mem.terms:
+        table.add_row(t.name, f"{t.bytes / gib:.2f}", t.source)
+    table.add_row("available KV", f"{mem.available / gib:.2f}",
+                  f"budget − the terms (vLLM's 'Available KV cache memory'); "
+                  f"{pm.kv_capacity_tokens():,} tokens in whole blocks ({pool:.2f} GiB)")
+    console.print(table)
+
+
 @twin_group.command(name="show")
 @click.argument("twin", required=False, metavar="[HARDWARE/MODEL]")
 @click.option("--hardware", default=",".join(SHOW_CARDS), show_default=True,
@@ -245,6 +271,7 @@ def show_command(twin: str | None, hardware: str, model: str, spec: str, context
         for ts in term_sources(pm.hardware, kernel_family(pm.model, pm.quantization)):
             terms.add_row(ts.term, ts.kind, f"{ts.value:.4g}", ts.source)
         console.print(terms)
+        _print_memory(console, pm)
         table = Table(title=f"{pm.hardware.name} × {pm.model.name}, {spec}: speculation terms")
         for col in ("term", "value", "status", "formula", "source"):
             table.add_column(col, overflow="fold")

@@ -31,6 +31,7 @@ from simulator.twin.core.decode_burst import DecodeTerms
 from simulator.twin.core.hybrid_prefill import prefill_chunks
 from simulator.twin.core.types import StepShape
 from simulator.twin.model import execution, parallel
+from simulator.twin.model.memory import NonKvMemory, non_kv_memory
 from simulator.twin.model.profiles import (
     KV_DTYPE_BYTES,
     Efficiency,
@@ -240,13 +241,29 @@ class RooflinePerfModel:
         """KV pool in bytes. Like vLLM's logged capacity, hybrids' per-sequence states are
         not subtracted: they take blocks from the same pool only while sequences run
         (`state_blocks_per_seq`) and where states are saved for the prefix cache."""
-        hw, eff = self.hardware, self.efficiency
-        if hw.kv_cache_bytes is not None:
-            pool = float(hw.kv_cache_bytes)
-        else:
-            pool = (self.engine.gpu_memory_utilization * hw.memory_bytes
-                    - self.weights_per_gpu - eff.reserve_bytes)
-        return pool
+        return self._pool_bytes_with(self.weights, self.layout.tp, self.quantization)
+
+    def memory_terms(self) -> NonKvMemory | None:
+        """What vLLM keeps out of the KV cache on one GPU, term by term (`memory`); None:
+        the card has no `memory` block (its pool is utilisation × memory − weights −
+        reserve_bytes) or a fixed KV budget."""
+        return self._non_kv(self.weights, self.layout.tp, self.quantization)
+
+    def _non_kv(self, weights: WeightBytes, tp: int, quantization: str) -> NonKvMemory | None:
+        hw, m = self.hardware, self.model
+        if hw.memory is None or hw.kv_cache_bytes is not None:
+            return None
+        n_exp = m.experts.moe_layers * m.experts.total if m.experts else 0
+        engine = (self.engine if tp == self.engine.tensor_parallel_size
+                  else self.engine.model_copy(update={"tensor_parallel_size": tp}))
+        own = hw.card_terms is not None and hw.card_terms.reserve_bytes is not None
+        return non_kv_memory(
+            hw, hw.memory, m, engine, quantization, weights_per_gpu=weights.total / tp,
+            experts_per_gpu=weights.per_expert * n_exp / tp,
+            residual_bytes=self.efficiency.reserve_bytes,
+            residual_source=(f"reserve_bytes fitted on {hw.name}, on top of these terms"
+                             if own else "reserve_bytes on top of these terms (0: none "
+                             "fitted; the a40's reserve is not borrowed)"))
 
     def kv_pool_tokens(self) -> float:
         """KV capacity before rounding to whole blocks (smooth, for fitting)."""
@@ -275,19 +292,27 @@ class RooflinePerfModel:
     def _shard_shortfall(self) -> str:
         """A TP shard that leaves no KV: by how much it misses, and the TP that fits."""
         hw, tp = self.hardware, self.layout.tp
-        room = self.engine.gpu_memory_utilization * hw.memory_bytes - self.efficiency.reserve_bytes
+        loaded, room = self._weight_room()
         return (f"twin.tp {tp}: {self.model.name} ({self.quantization}) needs "
-                f"{self.weights_per_gpu / 1e9:.1f} GB of weights per GPU, "
+                f"{loaded / 1e9:.1f} GB of weights per GPU, "
                 f"{self._weights_short() / 1e9:.1f} GB more than a {hw.name} has for them "
                 f"({room / 1e9:.1f} GB at utilisation "
                 f"{self.engine.gpu_memory_utilization}), leaving no KV cache"
                 f"{self._tp_hint()}")
 
+    def _weight_room(self) -> tuple[float, float]:
+        """(bytes one GPU's weights take as loaded, bytes the card leaves them)."""
+        budget = self.engine.gpu_memory_utilization * self.hardware.memory_bytes
+        mem = self.memory_terms()
+        if mem is None:
+            return self.weights_per_gpu, budget - self.efficiency.reserve_bytes
+        loaded = mem.term("weights_loaded")
+        return loaded, budget - (mem.total - loaded)
+
     def _weights_short(self) -> float:
         """Bytes by which one GPU's weights overrun what the card leaves them (≥ 0)."""
-        room = (self.engine.gpu_memory_utilization * self.hardware.memory_bytes
-                - self.efficiency.reserve_bytes)
-        return max(0.0, self.weights_per_gpu - room)
+        loaded, room = self._weight_room()
+        return max(0.0, loaded - room)
 
     def _tp_hint(self) -> str:
         """The smallest wider TP group whose shard leaves KV on this card, if any."""
@@ -303,7 +328,7 @@ class RooflinePerfModel:
                 parallel.check_layout(self.hardware, self.model, parallel.Layout(tp))
             except InputError:
                 continue
-            pool = self._pool_bytes_with(self.weights.total / tp)
+            pool = self._pool_bytes_with(self.weights, tp, self.quantization)
             if pool // (block * parallel.kv_share(self.model, tp)) > 0:
                 return f"; twin.tp {tp} fits (--tp {tp} or --set twin.tp={tp})"
         return f"; no TP up to {link.max_gpus} GPUs fits it"
@@ -311,7 +336,7 @@ class RooflinePerfModel:
     def _fitting_hint(self) -> str:
         """The model's other quantizations that leave KV on this card, as the fix."""
         block = self.block_size * self.kv_bytes_per_token
-        kv = {q: int(self._pool_bytes_with(weight_bytes(self.model, q).total / self.layout.tp)
+        kv = {q: int(self._pool_bytes_with(weight_bytes(self.model, q), self.layout.tp, q)
                      // block)
               * self.block_size for q in self.model.quantizations if q != self.quantization}
         fits = sorted((q for q in kv if kv[q] > 0), key=lambda q: -kv[q])
@@ -322,11 +347,15 @@ class RooflinePerfModel:
         return (f"; quantizations that fit: {listed} (e.g. --twin {hw}/{m}:{fits[0]}"
                 f" or --set twin.model={m}:{fits[0]})")
 
-    def _pool_bytes_with(self, weights_total: float) -> float:
+    def _pool_bytes_with(self, weights: WeightBytes, tp: int, quantization: str) -> float:
+        """The KV pool of one GPU with these weights split over `tp` GPUs."""
         hw = self.hardware
         if hw.kv_cache_bytes is not None:
             return float(hw.kv_cache_bytes)
-        return (self.engine.gpu_memory_utilization * hw.memory_bytes - weights_total
+        mem = self._non_kv(weights, tp, quantization)
+        if mem is not None:
+            return mem.available
+        return (self.engine.gpu_memory_utilization * hw.memory_bytes - weights.total / tp
                 - self.efficiency.reserve_bytes)
 
     def kv_capacity_tokens(self) -> int:
@@ -624,7 +653,18 @@ class RooflinePerfModel:
                 exclude={"source"}).items() if not (k in UNSET_WHEN_ZERO and v == 0)},
             "calibration_source": self.efficiency_source,
             **self._describe_parallel(),
+            **self._describe_memory(),
         }
+
+    def _describe_memory(self) -> dict[str, Any]:
+        """vLLM's non-KV memory terms, on a card with a `memory` block only (absent
+        elsewhere, leaving the manifest as it was)."""
+        mem = self.memory_terms()
+        if mem is None:
+            return {}
+        return {"memory": {"budget_bytes": round(mem.budget_bytes),
+                           "terms_bytes": {t.name: round(t.bytes) for t in mem.terms},
+                           "available_kv_bytes": round(mem.available)}}
 
     def _describe_parallel(self) -> dict[str, Any]:
         """A TP replica's layout (absent at TP 1, leaving the manifest as it was)."""

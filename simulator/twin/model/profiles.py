@@ -251,6 +251,17 @@ class TPLink(_Strict):
     source: str
 
 
+class VllmMemory(_Strict):
+    """The card's figures for the memory vLLM keeps out of the KV cache (`memory`): a card
+    with this block sizes its KV pool by vLLM's own accounting, term by term, instead of
+    the fitted `reserve_bytes` alone (which stays as a residual on top where fitted)."""
+
+    cuda_total_bytes: int = Field(gt=0)    # what cudaMemGetInfo reports as total
+    cuda_total_source: str
+    non_torch_bytes: float = Field(ge=0)   # allocated outside torch while profiling
+    non_torch_source: str
+
+
 class HardwareProfile(_Strict):
     name: str
     description: str = ""
@@ -274,6 +285,9 @@ class HardwareProfile(_Strict):
     # card-to-card links for P/D KV transfer, by kind (nvlink, infiniband, roce, pcie)
     kv_links: dict[str, KVLink] = Field(default_factory=dict)
     tp_link: TPLink | None = None          # between the GPUs of a TP group; None: TP 1 only
+    # issue 56: vLLM's start-up memory accounting (`twin/model/memory`); None: the KV pool
+    # is utilisation × memory − weights − reserve_bytes, as fitted
+    memory: VllmMemory | None = None
     engine: dict[str, Any] = Field(default_factory=dict)   # overrides of engine.yaml
     sources: dict[str, str]
 
@@ -415,7 +429,7 @@ _SOURCED_WHEN_SET = {"linear_attn_flops_per_token", "linear_attn_bytes_per_token
 
 def _numeric_fields(model: BaseModel) -> list[str]:
     skip = {"efficiency", "efficiency_family", "card_terms", "families", "engine",
-            "host_link", "kv_links", "tp_link", "sources", "speculation",
+            "host_link", "kv_links", "tp_link", "memory", "sources", "speculation",
             "quantizations", "sliding_window", "drafters", "spec_disables_cuda_graphs",
             "kv_dtype_default", "generation_config",
             "attn_flops_per_pair", "kv_cache_bytes", "recurrent_state_bytes_per_layer"}
@@ -558,13 +572,19 @@ def efficiency_for(hardware: HardwareProfile,
     fitted: list[str] = []
     if hardware.efficiency is None:
         card = hardware.card_terms
+        derived = _reserve_derived(hardware)
+        if derived:
+            # the default card's reserve holds its own start-up memory; this card's is
+            # vLLM's accounting (`memory`), with no residual fitted on top
+            eff = eff.model_copy(update={"reserve_bytes": 0.0})
         if card is None:
             borrowed.append(f"terms borrowed from {source}")
         else:
             eff = eff.model_copy(update=card.own())
             fitted.append(f"card terms {', '.join(card.own())} fitted on {hardware.name} "
                           f"({card.source})")
-            rest = [t for t in CARD_TERMS if t not in card.own()]
+            rest = [t for t in CARD_TERMS if t not in card.own()
+                    and not (derived and t == "reserve_bytes")]
             if rest:
                 borrowed.append(f"card terms {', '.join(rest)} borrowed from "
                                 f"the {DEFAULT_EFFICIENCY_HARDWARE} fit")
@@ -591,6 +611,15 @@ def efficiency_for(hardware: HardwareProfile,
     if borrowed:
         return eff, f"{ESTIMATE}{'; '.join([*borrowed, *fitted])}"
     return eff, "; ".join(fitted)
+
+
+def _reserve_derived(hardware: HardwareProfile) -> bool:
+    """Whether the card's non-KV memory is vLLM's accounting with no fitted residual:
+    a `memory` block and no reserve_bytes of its own."""
+    if hardware.memory is None or hardware.efficiency is not None:
+        return False
+    card = hardware.card_terms
+    return card is None or card.reserve_bytes is None
 
 
 def _family_terms(hardware: HardwareProfile, family: str) -> tuple[FamilyTerms | None, str]:

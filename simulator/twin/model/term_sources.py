@@ -37,6 +37,8 @@ def term_sources(hw: HardwareProfile, family: str) -> list[TermSource]:
     for t in CARD_TERMS:
         if t in own_card:
             src = f"fitted on {hw.name}"
+        elif t == "reserve_bytes" and hw.memory is not None and hw.efficiency is None:
+            src = "residual over vLLM's memory terms (`memory`): none fitted"
         elif hw.efficiency is not None:
             src = f"{hw.name}'s own fit"
         else:

@@ -45,3 +45,19 @@ def test_the_tables_are_rewritten_in_place_keeping_the_sections_after_them() -> 
     new = spliced(doc, f"{BEGIN}\nnew table\n{END}")
     assert new == f"# page\n\n{BEGIN}\nnew table\n{END}\n\n## after\n\nkept\n"
     assert spliced("# page\n", f"{BEGIN}\nt\n{END}") == f"# page\n\n{BEGIN}\nt\n{END}\n"
+
+
+def test_one_section_per_card_however_often_the_tables_are_rewritten() -> None:
+    """A run of some cards keeps the others' tables; rerunning gives the same block,
+    each card's heading once."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.card_fidelity import BEGIN, END, merged_block, spliced
+    doc = "# page\n"
+    first = {"h100": "### h100\n\nold h100\n", "h200": "### h200\n\nold h200\n"}
+    doc = spliced(doc, merged_block(doc, first, "none"))
+    for _ in range(3):
+        doc = spliced(doc, merged_block(doc, {"h100": "### h100\n\nnew h100\n"}, "none"))
+    block = doc[doc.index(BEGIN):doc.index(END)]
+    assert block.count("### h100") == 1 and block.count("### h200") == 1
+    assert "new h100" in block and "old h100" not in block and "old h200" in block
+    assert doc == spliced(doc, merged_block(doc, {"h100": "### h100\n\nnew h100\n"}, "none"))

@@ -33,8 +33,9 @@ def test_tp1_is_the_one_card_model() -> None:
 def test_kv_pool_is_each_gpus_room_after_its_shard_times_tp() -> None:
     pm = _tp("h100", "llama-3.1-70b", 4)
     hw, m = pm.hardware, pm.model
-    room = (pm.engine.gpu_memory_utilization * hw.memory_bytes - pm.weights.total / 4
-            - pm.efficiency.reserve_bytes)
+    mem = pm.memory_terms()       # h100: vLLM's accounting per GPU (`twin/model/memory`)
+    assert mem is not None and mem.term("weights_loaded") == pm.weights.total / 4
+    room = mem.available
     kv = m.kv_bytes_per_token_bf16 * KV_DTYPE_BYTES[pm.engine.kv_dtype] / 2
     tokens = room * 4 / kv
     assert abs(pm.kv_capacity_tokens() - tokens) <= pm.block_size
@@ -51,7 +52,7 @@ def test_kv_heads_replicate_past_their_count() -> None:
 
 
 def test_refusals_name_the_fix() -> None:
-    with pytest.raises(InputError, match=r"67\.\d GB short.*twin.tp 2 fits"):
+    with pytest.raises(InputError, match=r"66\.\d GB short.*twin.tp 2 fits"):
         build_perf_model("h100", "llama-3.1-70b")
     with pytest.raises(InputError, match="64 attention heads do not divide by 3"):
         _tp("h100", "llama-3.1-70b", 3)

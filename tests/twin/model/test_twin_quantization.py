@@ -25,8 +25,8 @@ def test_quantization_suffix_selects_the_variant() -> None:
 
 
 def test_a_model_that_does_not_fit_names_the_quantizations_that_do() -> None:
-    with pytest.raises(InputError, match=r"quantizations that fit: awq \(207,264 KV tokens\), "
-                                         r"fp8 \(6,720 KV tokens\) \(e\.g\. "
+    with pytest.raises(InputError, match=r"quantizations that fit: awq \(213,648 KV tokens\), "
+                                         r"fp8 \(13,104 KV tokens\) \(e\.g\. "
                                          r"--twin h100/llama-3\.1-70b:awq"):
         build_perf_model("h100", "llama-3.1-70b")
     with pytest.raises(InputError, match="no quantization of it fits"):
