@@ -63,6 +63,11 @@ from simulator.twin.model.profiles import parse_twin
 PROGRESS = "progress.json"      # the search's state, read by the live view's header
 MIN_INTERVAL_S = 60.0
 PLATEAU_GAIN = 0.1              # as the whole day's search: twice the cards, 10% less miss
+# a probe journals no KV block hashes (`records.blocks`: an imported day sets
+# record_blocks for `export`): the same rows and figures (`BlockRecorder` is the
+# PrefixTracker that also writes them), without hashing every prompt's blocks a second
+# time — 9% of a 100,000-request day's first probe
+NO_BLOCK_JOURNAL = ("record_blocks=false",)
 
 
 def day_streams(spec: ReplaySpec) -> list[team.Stream]:
@@ -297,7 +302,8 @@ class TeamHoursProfile:
         early run again to the end, in `cards-R-full`, for its figures)."""
         iv = s.hour.interval
         p = s.base.point(s.sessions, extra=(f"fleet.replicas={r}",
-                                            f"fleet.router={self.router}"),
+                                            f"fleet.router={self.router}",
+                                            *NO_BLOCK_JOURNAL),
                          sub=f"cards-{r}-full" if full else f"cards-{r}",
                          coords={"interval": clock(iv.start_s), "replicas": r},
                          label=f"{clock(iv.start_s)}–{clock(iv.end_s)} on {r} card(s)")
