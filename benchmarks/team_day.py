@@ -130,10 +130,15 @@ def main() -> None:
     ap.add_argument("--hours", action="store_true",
                     help="then import the day whole and size it hour by hour (timed)")
     ap.add_argument("--base", type=Path, help="--hours: also on this checkout, side by side")
+    ap.add_argument("--day", type=Path,
+                    help="--hours: this imported day instead of writing and importing one")
     ap.add_argument("--timeout", type=float, default=840.0,
                     help="--hours: Ctrl-C each search after this many seconds (wall)")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
+    if a.day is not None:
+        hours(a, a.day)
+        return
     day = team_day(a.seed, a.sessions, requests=(10, 40))
     path = (write_proto_logs(a.out / "logs.pb", day, batch=200) if a.proto
             else write_json_logs(a.out / "logs.jsonl", day, batch=200))
@@ -146,11 +151,17 @@ def main() -> None:
                     str(path), "-o", str(scenario), "--force"], cwd=ROOT, check=True,
                    env={**os.environ, "PYTHONPATH": str(ROOT)})
     print(f"imported whole: {scenario}")
+    hours(a, scenario)
+
+
+def hours(a: argparse.Namespace, scenario: Path) -> None:
+    """Size `scenario` hour by hour on this checkout (and `--base`), side by side."""
     sides = {"after (this checkout)": ROOT} | ({f"before ({a.base})": a.base} if a.base else {})
     procs = {name: (size_hours(co, scenario, a.out / f"side-{i}"), a.out / f"side-{i}")
              for i, (name, co) in enumerate(sides.items())}
+    print("pids: " + ", ".join(f"{n} {p.pid}" for n, (p, _f) in procs.items()), flush=True)
     for name, r in wait_all(procs, a.timeout).items():
-        print(show(name, r))
+        print(show(name, r), flush=True)
 
 
 if __name__ == "__main__":
