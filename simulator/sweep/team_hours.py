@@ -5,10 +5,12 @@ The replay's streams are read back from the scenario (each call's recorded start
 sizes and model time: `day_streams`), and each interval becomes a scenario of its own
 through the importer's path (`importers.team`: slice, then `trace_session`), with a
 lead-in of the sessions already in flight (`analysis.team_hours`). The busiest
-interval is searched first (`search.FleetSearch` from one card); every other interval
-then starts from the peak's answer scaled by its load, all of them in one batch, so a
-fan-out (`--parallel`, Ray) splits the day by interval. Each probe is judged on the
-rows of the requests that start inside its interval (`judged_figures`).
+interval is searched first (`search.FleetSearch`, from a capacity estimate on the twin
+with a decode-speed SLO, else from one card); every other interval then starts from
+the peak's answer scaled by its load, all of them in one batch, so a fan-out
+(`--parallel`, Ray) splits the day by interval. Each probe is judged on the rows of the
+requests that start inside its interval (`judged_figures`), and stops once its
+verdict is FAIL whatever the rest would give (`analysis.early_verdict`).
 
 On Ctrl-C a probe's run ends interrupted and the profile returns the intervals judged
 so far, marked interrupted (`answers_interrupted`): never read as the answer.
