@@ -16,7 +16,7 @@ cold cache and no scaling delay (`LOWER_BOUND`). Empty intervals need 0 cards.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,8 +49,11 @@ class HourProbe:
     cards: int
     passed: bool
     failed: tuple[str, ...]
-    figures: SummaryRecord            # the judged requests' figures
+    figures: SummaryRecord            # the judged requests' figures ({} when early)
     run_dir: str
+    # decided early (`analysis.early_verdict`): why it FAILS whatever the rest of its
+    # run would give; the run was stopped there, so it has no figures of its own
+    early: str | None = None
 
 
 @dataclass
@@ -90,6 +93,36 @@ def first_guess(peak_cards: int, peak_load: int, load: int) -> int:
     if peak_load <= 0 or load <= 0:
         return 1
     return max(1, math.ceil(peak_cards * load / peak_load))
+
+
+def peak_overlap(spans: Iterable[tuple[float, float]]) -> int:
+    """The most of these [start, end) spans open at once."""
+    edges = sorted(e for a, b in spans for e in ((a, 1), (b, -1)))
+    now = top = 0
+    for _t, d in edges:          # an end before a start at the same instant
+        now += d
+        top = max(top, now)
+    return top
+
+
+def batch_at_speed(speed: Callable[[int], float], floor: float, most: int) -> int:
+    """The largest batch (1 … `most`) whose per-request decode speed `speed(b)` still
+    meets `floor`; 1 when not even one request alone does."""
+    best = 1
+    for b in range(1, max(1, most) + 1):
+        if speed(b) < floor:
+            break
+        best = b
+    return best
+
+
+def capacity_start(in_flight: int, per_card: int) -> int:
+    """The peak interval's first probe, from a capacity estimate: the requests the
+    telemetry had in flight at once over what one card decodes at the SLO's speed
+    floor, one card under it — below the answer a probe is stopped early once it fails
+    (`analysis.early_verdict`), above it each probe is a whole replay, so the search
+    starts low and gallops up rather than walking down from too many."""
+    return max(1, math.ceil(in_flight / max(1, per_card)) - 1)
 
 
 @dataclass
@@ -165,7 +198,8 @@ class TeamHours:
                 and not h.plateau, "plateau": h.plateau,
                 "binding": list(h.binding),
                 "probes": [{"cards": p.cards, "passed": p.passed, "failed": list(p.failed),
-                            "run_dir": p.run_dir, "figures": dict(p.figures)}
+                            "run_dir": p.run_dir, "figures": dict(p.figures),
+                            "early_verdict": p.early}
                            for p in h.probes]} for h in self.hours]}
 
 

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from simulator.analysis.early_verdict import EarlyVerdict
 from simulator.clock import RunClock
 from simulator.clock.virtual import run_virtual
 from simulator.endpoints.base import Endpoint, EngineEndpoint
@@ -111,6 +112,8 @@ def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: boo
                         session_range=sessions)
         if feed is not None:
             feed.view.gauges = runner.live_gauges
+        if spec.early is not None:
+            _stop_when_decided(recorder, runner, spec.early.verdict())
 
         async def main() -> RunOutcome:
             bar.start_clock()
@@ -132,6 +135,15 @@ def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: boo
         if endpoint.simulated:
             return run_virtual(main())
         return _run_real(main())
+
+
+def _stop_when_decided(recorder: Recorder, runner: Runner, verdict: EarlyVerdict) -> None:
+    """Each journaled row feeds the verdict; once it is decided the run stops."""
+    def listen(row: dict[str, Any]) -> None:
+        reason = verdict.feed(row)
+        if reason is not None:
+            runner.stop_early(reason)
+    recorder.subscribe(listen)
 
 
 def _run_real(coro: Coroutine[object, None, RunOutcome]) -> RunOutcome:

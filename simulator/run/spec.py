@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from simulator.analysis.early_verdict import EarlyRule
 from simulator.errors import InputError
 from simulator.records.manifest import Manifest
 from simulator.scenario.load import ScenarioSource
@@ -59,6 +60,9 @@ class RunSpec:
     # the scenario file already read (a search reads it once): its overrides are resolved
     # on this value instead of parsing `scenario_path` again (`scenario.load`)
     source: ScenarioSource | None = None
+    # stop once the run's SLO verdict is decided (`analysis.early_verdict`: a search's
+    # probe that fails whatever its remaining requests give); the run ends interrupted
+    early: EarlyRule | None = None
 
 
 @dataclass

@@ -49,6 +49,7 @@ class RunOutcome:
     failed_sessions: list[str] = field(default_factory=list)
     deadline_reached: bool = False
     wall_window_s: float = 0.0
+    early: str | None = None         # stopped once its verdict was decided: why
 
 
 def arrival_offsets(s: Scenario) -> list[float]:
@@ -118,6 +119,7 @@ class Runner:
         self._signalled = 0
         self._grace: threading.Timer | None = None
         self._ctx: RunContext | None = None
+        self._main: asyncio.Task[Any] | None = None
 
     def live_gauges(self) -> dict[str, int]:
         """Requests in flight and held at the client's limits now (a live view reads
@@ -128,6 +130,7 @@ class Runner:
         loop = asyncio.get_running_loop()
         main = asyncio.current_task()
         assert main is not None
+        self._main = main
         installed = self._install_signals(loop, main)
         clock = self.clock
         base = build_base_prefix(self.s)
@@ -145,10 +148,15 @@ class Runner:
         try:
             await self._run_all(ctx)
         except asyncio.CancelledError:
-            if not self._signalled:
+            if self.outcome.early is not None:
+                self.outcome.status = "interrupted"
+                self.outcome.reason = f"stopped early, its verdict decided: {self.outcome.early}"
+            elif not self._signalled:
                 raise
-            self.outcome.status = "interrupted"
-            self.outcome.reason = "stopped by signal; in-flight requests cancelled after grace"
+            else:
+                self.outcome.status = "interrupted"
+                self.outcome.reason = ("stopped by signal; in-flight requests cancelled "
+                                       "after grace")
         finally:
             if self._grace is not None:
                 self._grace.cancel()
@@ -279,6 +287,16 @@ class Runner:
                     f"(limit {self.s.limits.max_failed_sessions_frac:.0%}); last: {exc}") from None
         finally:
             ctx.tracker.forget(agent.session_id)
+
+    def stop_early(self, reason: str) -> None:
+        """The run's verdict is decided (`analysis.early_verdict`): no new request, the
+        ones in flight cancelled now; the run ends interrupted, `reason` said — its rows
+        are a partial run's, never read as the whole run's figures."""
+        if self.outcome.early is not None or self._main is None or self._signalled:
+            return
+        self.outcome.early = reason
+        self._stop.set()
+        self._main.cancel()
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop,
                          main: asyncio.Task[Any]) -> list[int]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from simulator.analysis.early_verdict import EarlyRule
 from simulator.analysis.notebook import find_run, run_summary
 from simulator.analysis.run_summary import RunSummary
 from simulator.endpoints.http.cache_reset import reset_prefix_cache
@@ -60,6 +61,7 @@ class Point:
     coords: Mapping[str, Any] = field(default_factory=dict)   # the profile's coordinates
     ramp: StepRamp | None = None       # a stepped ramp in this run (`size --ramp`)
     source: ScenarioSource | None = None   # scenario_path read once (`PointBase.source`)
+    early: EarlyRule | None = None     # stop once the verdict is decided (a team probe)
 
     def with_overrides(self, *extra: str) -> Point:
         return replace(self, overrides=(*self.overrides, *extra))
@@ -78,6 +80,7 @@ class PointResult:
     started_at: float                  # Unix time the point started (overlap checks)
     elapsed_s: float
     error_kind: str | None = None      # "input" (exit 2) or "run" (exit 1) for status error
+    early: str | None = None           # stopped early (status interrupted): why it FAILS
 
     @property
     def ok(self) -> bool:
@@ -119,7 +122,7 @@ def run_point(p: Point) -> PointResult:
                        twin=t.twin, spec=t.spec, price_per_hour=t.price_per_hour,
                        client=t.client, api_key_file=t.api_key_file,
                        twin_overrides=dict(p.twin_overrides), ramp=p.ramp,
-                       source=p.source)
+                       source=p.source, early=p.early)
         if t.reset_prefix_cache and t.endpoint_url:
             reset_prefix_cache(t.endpoint_url)
         res = execute(spec, echo=lambda _line: None)
@@ -131,4 +134,4 @@ def run_point(p: Point) -> PointResult:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     return PointResult(p, "" if tmp else str(res.run_dir), res.status, res.outcome.reason,
-                       res.summary, wall0, time.monotonic() - t0)
+                       res.summary, wall0, time.monotonic() - t0, early=res.outcome.early)

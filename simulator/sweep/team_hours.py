@@ -5,10 +5,12 @@ The replay's streams are read back from the scenario (each call's recorded start
 sizes and model time: `day_streams`), and each interval becomes a scenario of its own
 through the importer's path (`importers.team`: slice, then `trace_session`), with a
 lead-in of the sessions already in flight (`analysis.team_hours`). The busiest
-interval is searched first (`search.FleetSearch` from one card); every other interval
-then starts from the peak's answer scaled by its load, all of them in one batch, so a
-fan-out (`--parallel`, Ray) splits the day by interval. Each probe is judged on the
-rows of the requests that start inside its interval (`judged_figures`).
+interval is searched first (`search.FleetSearch`, from a capacity estimate on the twin
+with a decode-speed SLO, else from one card); every other interval then starts from
+the peak's answer scaled by its load, all of them in one batch, so a fan-out
+(`--parallel`, Ray) splits the day by interval. Each probe is judged on the rows of the
+requests that start inside its interval (`judged_figures`), and stops once its
+verdict is FAIL whatever the rest would give (`analysis.early_verdict`).
 
 On Ctrl-C a probe's run ends interrupted and the profile returns the intervals judged
 so far, marked interrupted (`answers_interrupted`): never read as the answer.
@@ -19,6 +21,8 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
+import statistics
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,6 +31,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from simulator.analysis.early_verdict import EarlyRule, decidable
 from simulator.analysis.metric_keys import SummaryRecord
 from simulator.analysis.search import FleetSearch, frontier, serial_path
 from simulator.analysis.slo import Slo
@@ -38,9 +43,12 @@ from simulator.analysis.team_hours import (
     HourProbe,
     Interval,
     TeamHours,
+    batch_at_speed,
+    capacity_start,
     clock,
     first_guess,
     interval_failures,
+    peak_overlap,
 )
 from simulator.errors import InputError
 from simulator.importers import team
@@ -51,10 +59,17 @@ from simulator.scenario.load import ScenarioSource
 from simulator.scenario.replay import ReplaySpec
 from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
+from simulator.twin.model.perf_model import build_perf_model, decode_tok_s
+from simulator.twin.model.profiles import parse_twin
 
 PROGRESS = "progress.json"      # the search's state, read by the live view's header
 MIN_INTERVAL_S = 60.0
 PLATEAU_GAIN = 0.1              # as the whole day's search: twice the cards, 10% less miss
+# a probe journals no KV block hashes (`records.blocks`: an imported day sets
+# record_blocks for `export`): the same rows and figures (`BlockRecorder` is the
+# PrefixTracker that also writes them), without hashing every prompt's blocks a second
+# time — 9% of a 100,000-request day's first probe
+NO_BLOCK_JOURNAL = ("record_blocks=false",)
 
 
 def day_streams(spec: ReplaySpec) -> list[team.Stream]:
@@ -173,12 +188,58 @@ def write_yaml(path: Path, data: dict[str, Any]) -> None:
                               default_flow_style=None, width=100), encoding="utf-8")
 
 
+_SURROGATE = re.compile(r"\\ud[89a-fA-F]")
+
+
+def _plain_scalars(data: Any) -> bool:
+    """Every key a str and every float written by `json.dumps` with a '.' (YAML 1.1
+    reads `1e-05` as a string): what `yaml_json` needs of the data."""
+    stack = [data]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            if not all(isinstance(k, str) for k in v):
+                return False
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, float) and "." not in repr(v):
+            return False
+    return True
+
+
+def yaml_json(data: Any) -> str | None:
+    """`data` as one line of JSON that a YAML 1.1 safe loader reads back as the same
+    data (JSON is YAML's flow style), or None where it would not: a float without a
+    '.', inf or NaN, a key not a str, an astral character (JSON escapes it as a
+    surrogate pair, which YAML reads as two characters). A day's interval scenario is ~40 MB:
+    PyYAML's Python representer took 12% of `size --interval` on 100,000 requests,
+    `json.dumps` a few per cent of that."""
+    if not _plain_scalars(data):
+        return None
+    try:
+        text = json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    if _SURROGATE.search(text):
+        return None
+    return text
+
+
 def interval_source(path: Path, data: dict[str, Any]) -> ScenarioSource:
     """The interval's scenario written to `path` (the record of what its runs replayed)
     and passed to them as the value read back: plain JSON data, as YAML gives it back
-    (`tests/sweep/test_team_hours_source.py`), so no probe parses the file again."""
-    write_yaml(path, data)
-    plain = json.loads(json.dumps(data))
+    (`tests/sweep/test_team_hours_source.py`), so no probe parses the file again. It
+    is written as JSON (`yaml_json`; still a YAML file) where that reads back the same,
+    else as block YAML."""
+    text = yaml_json(data)
+    if text is None:
+        write_yaml(path, data)
+        text = json.dumps(data)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n", encoding="utf-8")
+    plain = json.loads(text)
     plain.setdefault("name", path.stem)
     return ScenarioSource(str(path), plain)
 
@@ -203,6 +264,16 @@ class _Search:
     sessions: int
     known: dict[int, bool] = field(default_factory=dict)
     seen: dict[int, HourProbe] = field(default_factory=dict)
+    streams: list[team.Stream] = field(default_factory=list)
+
+    def needs_full(self) -> list[int]:
+        """The probes decided early whose full figures the plateau check needs (the
+        last two failing on the path, twice the cards apart): run again to the end."""
+        path = serial_path(self.search, self.known)
+        failing = [r for r in path if not self.known[r]]
+        if len(failing) < 2 or failing[-1] < 2 * failing[-2]:
+            return []
+        return [r for r in failing[-2:] if self.seen[r].early is not None]
 
 
 @dataclass
@@ -222,14 +293,25 @@ class TeamHoursProfile:
     on_progress: Callable[[TeamHours], None] | None = None
     # the judged requests' figures of a probe's run (tests inject a toy server's)
     figures: Callable[[str, Sequence[int]], SummaryRecord] = judged_figures
+    # stop a probe once its verdict is FAIL whatever the rest of it gives
+    # (`analysis.early_verdict`); False: every probe runs to its end
+    early_stop: bool = True
+    # the peak interval's first probe from the twin's capacity (False: from 1 card)
+    capacity_estimate: bool = True
 
-    def _point(self, s: _Search, r: int) -> Point:
+    def _point(self, s: _Search, r: int, full: bool = False) -> Point:
+        """The interval on `r` cards; stopped once decided unless `full` (a probe decided
+        early run again to the end, in `cards-R-full`, for its figures)."""
         iv = s.hour.interval
-        return s.base.point(s.sessions, extra=(f"fleet.replicas={r}",
-                                               f"fleet.router={self.router}"),
-                            sub=f"cards-{r}", coords={"interval": clock(iv.start_s),
-                                                      "replicas": r},
-                            label=f"{clock(iv.start_s)}–{clock(iv.end_s)} on {r} card(s)")
+        p = s.base.point(s.sessions, extra=(f"fleet.replicas={r}",
+                                            f"fleet.router={self.router}",
+                                            *NO_BLOCK_JOURNAL),
+                         sub=f"cards-{r}-full" if full else f"cards-{r}",
+                         coords={"interval": clock(iv.start_s), "replicas": r},
+                         label=f"{clock(iv.start_s)}–{clock(iv.end_s)} on {r} card(s)")
+        if full or not self.early_stop or not decidable(self.slos):
+            return p
+        return replace(p, early=EarlyRule(self.slos, iv.requests, iv.lead))
 
     def _searches(self, hours: list[HourAnswer],
                   plan: list[tuple[Interval, list[team.Stream]]]) -> dict[int, _Search]:
@@ -245,7 +327,7 @@ class TeamHoursProfile:
                            source=interval_source(path, interval_data(
                                self.data, streams, iv, self.lead_s)))
             out[iv.index] = _Search(h, FleetSearch(1, self.max_replicas), base,
-                                    len(streams))
+                                    len(streams), streams=list(streams))
         return out
 
     def plan(self, width: int) -> Generator[list[Point], list[PointResult], TeamHours]:
@@ -258,6 +340,8 @@ class TeamHoursProfile:
         if not todo:
             return res
         peak = max(todo.values(), key=lambda s: (s.hour.interval.requests, -s.hour.interval.index))
+        if self.capacity_estimate:
+            peak.search = FleetSearch(self._capacity_start(peak), self.max_replicas)
         if not (yield from self._run([peak], width, res)):
             return res
         top = peak.hour.cards or self.max_replicas
@@ -268,19 +352,51 @@ class TeamHoursProfile:
         yield from self._run(rest, width, res)
         return res
 
+    def _capacity_start(self, s: _Search) -> int:
+        """The peak interval's first probe from the twin's capacity at the SLO's decode
+        speed floor (`analysis.team_hours.capacity_start`); 1 without such a floor or
+        against a real endpoint (no model of its card)."""
+        floor = next((slo.threshold for slo in self.slos if slo.metric == "decode_tok_s_median"
+                      and slo.op in (">=", ">")), None)
+        if floor is None or self.base.target.endpoint_url is not None:
+            return 1
+        sc, _ = s.base.resolve()
+        hw, model = parse_twin(self.base.target.twin) if self.base.target.twin \
+            else (sc.twin.hardware, sc.twin.model)
+        pm = build_perf_model(hw, model, spec=self.base.target.spec or sc.twin.spec,
+                              overrides=sc.twin.engine_overrides())
+        iv = s.hour.interval
+        reqs = [r for st in s.streams for r in st.requests if iv.start_s <= r.start_s < iv.end_s]
+        if not reqs:
+            return 1
+        ctx = int(statistics.median(r.input + r.cache_read + r.cache_write + r.output
+                                    for r in reqs))
+        per_card = batch_at_speed(lambda b: decode_tok_s(pm, b, ctx) / b, floor,
+                                  pm.engine.max_num_seqs)
+        in_flight = peak_overlap((r.start_s, r.start_s + (r.api_s or 0.0)) for r in reqs)
+        return min(capacity_start(in_flight, per_card), self.max_replicas)
+
     def _run(self, active: list[_Search], width: int, res: TeamHours
              ) -> Generator[list[Point], list[PointResult], bool]:
         """Run these intervals' searches side by side; False when interrupted."""
         active = list(active)
         while active:
             share = max(1, width // len(active))
-            asked: list[tuple[_Search, int]] = [
-                (s, r) for s in active for r in frontier(s.search, s.known, share)]
+            asked: list[tuple[_Search, int, bool]] = []
+            for s in active:
+                full = s.needs_full()
+                asked += [(s, r, True) for r in full] if full else [
+                    (s, r, False) for r in frontier(s.search, s.known, share)]
             if not asked:
                 break
-            results = yield [self._point(s, r) for s, r in asked]
+            results = yield [self._point(s, r, full) for s, r, full in asked]
             cut = False
-            for (s, r), got in zip(asked, results, strict=False):
+            for (s, r, _full), got in zip(asked, results, strict=False):
+                if got.early is not None:     # FAILS whatever the rest would give
+                    slo = got.early.split(" ", 1)[0]
+                    s.known[r] = False
+                    s.seen[r] = HourProbe(r, False, (slo,), {}, got.run_dir, got.early)
+                    continue
                 if got.status == "interrupted":
                     cut = True
                     continue
@@ -300,6 +416,8 @@ class TeamHoursProfile:
             for s in list(active):
                 path = serial_path(s.search, s.known)
                 s.hour.probes = [s.seen[r] for r in path]
+                if s.needs_full():
+                    continue
                 flat = self._plateau(path, s)
                 if flat or not frontier(s.search, s.known, 1):
                     s.hour.cards = None if flat else s.search.answer(s.known)
