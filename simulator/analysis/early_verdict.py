@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import pandas as pd
 
-from simulator.analysis.metric_keys import SummaryRecord
+from simulator.analysis.metric_keys import as_record
 from simulator.analysis.slo import Slo
 
 # metric → (the row column it is a quantile of, q; None: the median)
@@ -67,7 +67,7 @@ def decided_failure(slos: Sequence[Slo], known: Mapping[str, Sequence[float]],
     for slo in decidable(slos):
         col, _q = QUANTILE_SLOS[slo.metric]
         b = bound(slo, known.get(col, ()), remaining)
-        if b is not None and not slo.check(cast(SummaryRecord, {slo.metric: b})):
+        if b is not None and not slo.check(as_record({slo.metric: b})):
             n = len(known.get(col, ()))
             return (f"{slo} fails whatever the {remaining:,} judged request(s) still to "
                     f"answer give: at best {b:.4g} from the {n:,} answered")
