@@ -64,6 +64,7 @@ class SizeProfile:
     # over the seeds, is the same, for one run where a gallop up takes four or more
     # runs larger than the answer (`size --node`: four searches)
     repeat_up: bool = True
+    trend: bool = False               # `search.SloSearch.trend` (`size --node`)
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
@@ -106,7 +107,8 @@ class SizeProfile:
         res = SizingResult(0, self.slos, self.max_sessions, team_sessions=self.team_sessions,
                            reseeded=True)
         figures: dict[int, RunSummary] = {}
-        first = SloSearch(self.max_sessions, slos=self.slos, figures=figures)
+        first = SloSearch(self.max_sessions, slos=self.slos, figures=figures,
+                          trend=self.trend)
         known = yield from self._search(first, 0, width, res.probes, res.unused, figures)
         lo, hi, _ = first.bounds(known)
         res.sessions, res.answers = lo, [lo]

@@ -149,7 +149,7 @@ def node_profile(base: PointBase, node: Node, fits: Layouts, ep: bool, slos: tup
     """Every fitting layout's replica search, side by side (see the module)."""
     def search(b: PointBase, _tp: int) -> SizeProfile:
         found = SizeProfile.of(b, slos, max_sessions, repeats, team)
-        found.repeat_up = False
+        found.repeat_up, found.trend = False, True
         return found
     return Together(base, tp_dim(node, fits.fitting, ep), search)
 
