@@ -12,9 +12,9 @@ from simulator.errors import InputError
 from simulator.sweep.card_size import SizeProfile
 from simulator.sweep.node_size import (
     NodeLayoutTable,
+    Together,
     candidate_tps,
     format_node_layout,
-    Together,
     layouts,
     node_profile,
     parse_node,
@@ -23,8 +23,8 @@ from simulator.sweep.node_size import (
 from simulator.sweep.pipeline import run_profile
 from simulator.sweep.point import Point, PointResult, Target
 from simulator.sweep.profiles import PointBase
-from tests.conftest import SCENARIOS
 from simulator.sweep.tiers import EachValue
+from tests.conftest import SCENARIOS
 from tests.sweep.toy import BASE, Wide, toy_server
 
 
