@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from simulator.analysis.run_summary import RunSummary
 from simulator.analysis.slo import parse_slo
 from simulator.errors import InputError
+from simulator.sweep import api
 from simulator.sweep.card_size import SizeProfile
+from simulator.sweep.fanout import Serial
 from simulator.sweep.node_size import (
     NodeLayoutTable,
     Together,
@@ -23,6 +27,7 @@ from simulator.sweep.node_size import (
 from simulator.sweep.pipeline import run_profile
 from simulator.sweep.point import Point, PointResult, Target
 from simulator.sweep.profiles import PointBase
+from simulator.sweep.step_ramp import goodput_overrides
 from simulator.sweep.tiers import EachValue
 from tests.conftest import SCENARIOS
 from tests.sweep.toy import BASE, Wide, toy_server
@@ -149,3 +154,27 @@ def test_node_repeats_check_the_answer_and_walk_down_only() -> None:
         assert b.answers[0] == first and max(b.answers) == first < max(a.answers)
         assert all(p.sessions <= first for p in b.probes if p.seed_offset > 0)
         assert sum(p.sessions for p in b.probes) < sum(p.sessions for p in a.probes)
+
+
+@pytest.mark.slow
+def test_size_node_on_the_twin_answers_as_the_searches_one_after_another(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node's searches (side by side, repeats walking down only, the passes' trend)
+    against the searches as `size --node` ran them before: one after another, repeats
+    galloping up, a bisection where the failing probe has no figures — on the twin, a
+    small node and short runs. Each layout's headline and first-seed answer agree."""
+    slo = "per_session_tok_s>=30"
+    team = str(SCENARIOS / "claude-code-team.yaml")
+    twin, over = "h100/gpt-oss-120b", ["turns=3"]
+    monkeypatch.chdir(tmp_path)                 # the call's runs go to ./results/size-…
+    table = api.node(team, [slo], "2xh100", max_sessions=12, repeats=1, twin=twin,
+                     overrides=over)
+    base = api.search_base(team, over, target=Target(twin=twin), out=tmp_path)
+    base = replace(base, overrides=(*base.overrides, *goodput_overrides(
+        base, (parse_slo(slo),), ())))
+    node = parse_node("2xh100")
+    old = run_profile(EachValue(base, tp_dim(node, (1, 2), False), lambda b, _t: SizeProfile.of(
+        b, (parse_slo(slo),), 12, 1)), Serial())
+    assert [tp for tp, _ in table.answers] == [tp for tp, _ in old] == [1, 2]
+    for (_, new), (_, was) in zip(table.answers, old, strict=True):
+        assert new.sessions == was.sessions > 0 and new.answers[0] == was.answers[0]
