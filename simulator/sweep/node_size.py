@@ -5,12 +5,13 @@ The node's GPUs are cut into replicas of TP GPUs each: 8 × TP1, 4 × TP2, 2 × 
 GPU; the others are listed with the refusal's line). For each layout the one-replica
 search runs (`card_size.SizeProfile` with `twin.tp=N`, each in `tp-N/`): the most
 sessions one replica holds under every SLO at steady state. The searches run side by
-side (`Together`: each batch holds every unfinished layout's next probes, so `--parallel
-K` runs the layouts at once, not one after another, and each search still sees exactly
-its own results: its answer is the one it gives alone). A repeat with another seed only
-checks each answer and walks down if it fails (`SizeProfile.repeat_up=False`): the
-headline, the least over the seeds, is what it was, at a run where the gallop up took
-four or more. The node then holds
+side (`Together`: with `--parallel K` each batch holds every unfinished layout's next
+probes, so the layouts run at once, not one after another, and each search still sees
+exactly its own results: its answer is the one it gives alone; one point at a time, they
+run in turn, each layout's runs together, which share the process's tokenizer cache).
+A repeat with another seed only checks each answer and walks down if it fails
+(`SizeProfile.repeat_up=False`): the headline, the least over the seeds, is what it
+was, at a run where the gallop up took four or more. The node then holds
 replicas × that, at the node's price; a team of M needs ceil(M / per replica) replicas.
 That is the division `size --team` makes for one card, with the replicas behind a
 session-affine router: each session's prefix cache lives on one replica, so more,
@@ -117,6 +118,8 @@ class Together(Generic[V, A]):
     search: Callable[[PointBase, V], Profile[A]]
 
     def plan(self, width: int) -> Generator[list[Point], list[PointResult], list[tuple[V, A]]]:
+        if width <= 1:      # one point at a time: in turn, each search's runs together
+            return (yield from self._in_turn())     # (they share the tokenizer's cache)
         each = max(1, width // max(1, len(self.dim.values)))
         plans = {v: self.search(self.base.under(self.dim.sub(v), self.dim.overrides(v)),
                                 v).plan(each) for v in self.dim.values}
@@ -141,6 +144,14 @@ class Together(Generic[V, A]):
                 advance(v, list(results[at:at + k]))
                 at += k
         return [(v, answers[v]) for v in self.dim.values]
+
+
+    def _in_turn(self) -> Generator[list[Point], list[PointResult], list[tuple[V, A]]]:
+        answers: list[tuple[V, A]] = []
+        for v in self.dim.values:
+            sub = self.base.under(self.dim.sub(v), self.dim.overrides(v))
+            answers.append((v, (yield from self.search(sub, v).plan(1))))
+        return answers
 
 
 def node_profile(base: PointBase, node: Node, fits: Layouts, ep: bool, slos: tuple[Slo, ...],

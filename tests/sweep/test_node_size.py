@@ -127,8 +127,8 @@ def test_the_layouts_side_by_side_answer_as_one_after_another(width: int) -> Non
         assert tp == tp_s and a.sessions == b.sessions and a.answers == b.answers
         assert [(p.sessions, p.seed_offset, p.run_dir) for p in a.probes] == \
             [(p.sessions, p.seed_offset, p.run_dir) for p in b.probes]
-    if width == 1:           # nothing run ahead: the same runs, only interleaved
-        assert sorted(batches) == sorted(p.sessions for _, r in serial for p in r.probes)
+    if width == 1:           # one at a time: the same runs in the same order (in turn)
+        assert batches == [p.sessions for _, r in serial for p in r.probes]
 
 
 def test_node_repeats_check_the_answer_and_walk_down_only() -> None:
