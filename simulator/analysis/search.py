@@ -119,6 +119,28 @@ def boundary_estimate(slos: Sequence[Slo], lo: int, at_lo: Summary,
     return best
 
 
+def trend_estimate(slos: Sequence[Slo], a: int, at_a: Summary, b: int, at_b: Summary,
+                   hi: int) -> int | None:
+    """Where the passing counts' trend crosses an SLO, for a failing `hi` whose figures
+    say nothing (a run with no steady window): each SLO's figure on the log-log line
+    through the two passing counts a < b, solved for its threshold; the smallest that
+    lands inside (b, hi). None when none does — an SLO whose line crosses at or past
+    `hi` is not what failed there (the run's length, its steadiness), nor is one whose
+    figures do not worsen."""
+    best: int | None = None
+    for slo in slos:
+        v_a, v_b = slo.value(at_a), slo.value(at_b)
+        if v_a is None or v_b is None or min(v_a, v_b, slo.threshold) <= 0 or v_a == v_b:
+            continue
+        slope = (math.log(v_b) - math.log(v_a)) / (math.log(b) - math.log(a))
+        log_n = math.log(b) + (math.log(slo.threshold) - math.log(v_b)) / slope
+        if not math.log(b) < log_n < math.log(hi):
+            continue
+        n = min(hi - 1, max(b + 1, math.floor(math.exp(log_n) + 1e-9)))
+        best = n if best is None else min(best, n)
+    return best
+
+
 @dataclass(frozen=True)
 class SloSearch:
     """The search `size` runs: geometric probes 1, 2, 4, … up to the first failure,
@@ -136,6 +158,9 @@ class SloSearch:
     steps: tuple[int, ...] | None = None
     slos: tuple[Slo, ...] = ()
     figures: Figures = field(default_factory=dict)
+    # where the bracket's failing probe has no figure to estimate from, gallop from
+    # the passing probes' trend (`trend_estimate`) instead of bisecting
+    trend: bool = False
 
     def probes(self) -> list[int]:
         return list(self.steps) if self.steps is not None else probe_counts(self.max_sessions)
@@ -164,9 +189,20 @@ class SloSearch:
             return None, lo, hi, False      # supposed, not measured: nothing to estimate
         guess = boundary_estimate(self.slos, lo, self.figures[lo], hi, self.figures[hi]) \
             if lo > 0 else None
+        if guess is None and self.trend:
+            guess = self._trend(known, lo, hi)
         if guess is None:
             return _bisect(known, lo, hi)
         return _gallop(known, guess, lo, hi)
+
+    def _trend(self, known: Known, lo: int, hi: int) -> int | None:
+        """`trend_estimate` through the two highest passing probes (lo and the one
+        below it), when both were measured."""
+        below = [n for n in self.probes() if n < lo and known.get(n) and n in self.figures]
+        if lo <= 0 or not below or lo not in self.figures:
+            return None
+        a = max(below)
+        return trend_estimate(self.slos, a, self.figures[a], lo, self.figures[lo], hi)
 
     def bounds(self, known: Known) -> tuple[int, int | None, bool]:
         """(highest count known to pass, lowest above it known to fail or None, done)."""

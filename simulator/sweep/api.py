@@ -37,7 +37,7 @@ from simulator.scenario.load import read_scenario, resolve_scenario
 from simulator.sweep import pipeline
 from simulator.sweep.card_size import FleetProfile, SizeProfile
 from simulator.sweep.fanout import Fanout, Serial
-from simulator.sweep.node_size import NodeLayoutTable, layouts, parse_node, tp_dim
+from simulator.sweep.node_size import NodeLayoutTable, layouts, node_profile, parse_node
 from simulator.sweep.pd_size import PDProfile
 from simulator.sweep.point import PointResult, Target
 from simulator.sweep.profiles import (
@@ -296,8 +296,7 @@ def node(where: Where, slos: Sequence[str | Slo], node: str, *, team: int | None
               if k not in ("tensor_parallel_size", "enable_expert_parallel")}
     fits = layouts(n, model, engine, s.twin.ep)
     judged = _slos(slos)
-    profile = EachValue(base, tp_dim(n, fits.fitting, s.twin.ep),
-                        lambda b, _t: SizeProfile.of(b, judged, max_sessions, repeats, team))
+    profile = node_profile(base, n, fits, s.twin.ep, judged, max_sessions, repeats, team)
     answers = pipeline.run_profile(profile, fanout or Serial(), on_point)
     return NodeLayoutTable(n, model, load_hardware(n.card).usd_per_hour, team, s.twin.ep,
                            fits, answers)

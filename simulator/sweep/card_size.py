@@ -59,6 +59,12 @@ class SizeProfile:
     team_sessions: int | None = None
     kv_capacity_tokens: int | None = None
     shared_prefix_tokens: int = 0
+    # repeats gallop up past the first answer (the range's top); False: a repeat only
+    # checks the answer and walks down from it if it fails — the headline, the least
+    # over the seeds, is the same, for one run where a gallop up takes four or more
+    # runs larger than the answer (`size --node`: four searches)
+    repeat_up: bool = True
+    trend: bool = False               # `search.SloSearch.trend` (`size --node`)
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
@@ -101,12 +107,13 @@ class SizeProfile:
         res = SizingResult(0, self.slos, self.max_sessions, team_sessions=self.team_sessions,
                            reseeded=True)
         figures: dict[int, RunSummary] = {}
-        first = SloSearch(self.max_sessions, slos=self.slos, figures=figures)
+        first = SloSearch(self.max_sessions, slos=self.slos, figures=figures,
+                          trend=self.trend)
         known = yield from self._search(first, 0, width, res.probes, res.unused, figures)
         lo, hi, _ = first.bounds(known)
         res.sessions, res.answers = lo, [lo]
         for k in range(1, self.repeats + 1 if lo > 0 else 1):
-            again = GallopSearch(lo, self.max_sessions)
+            again = GallopSearch(lo, self.max_sessions if self.repeat_up else lo)
             known_k = yield from self._search(again, k, width, res.probes, res.unused)
             res.answers.append(again.answer(known_k))
         # the headline is what held on every seed; the first search's answer is answers[0]

@@ -4,7 +4,14 @@ The node's GPUs are cut into replicas of TP GPUs each: 8 × TP1, 4 × TP2, 2 × 
 1 × TP8 (the degrees that divide the node, pass vLLM's head checks and leave KV on each
 GPU; the others are listed with the refusal's line). For each layout the one-replica
 search runs (`card_size.SizeProfile` with `twin.tp=N`, each in `tp-N/`): the most
-sessions one replica holds under every SLO at steady state. The node then holds
+sessions one replica holds under every SLO at steady state. The searches run side by
+side (`Together`: with `--parallel K` each batch holds every unfinished layout's next
+probes, so the layouts run at once, not one after another, and each search still sees
+exactly its own results: its answer is the one it gives alone; one point at a time, they
+run in turn, each layout's runs together, which share the process's tokenizer cache).
+A repeat with another seed only checks each answer and walks down if it fails
+(`SizeProfile.repeat_up=False`): the headline, the least over the seeds, is what it
+was, at a run where the gallop up took four or more. The node then holds
 replicas × that, at the node's price; a team of M needs ceil(M / per replica) replicas.
 That is the division `size --team` makes for one card, with the replicas behind a
 session-affine router: each session's prefix cache lives on one replica, so more,
@@ -16,16 +23,23 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Generic, TypeVar
 
 from simulator.analysis.sizing import SizingResult
+from simulator.analysis.slo import Slo
 from simulator.errors import InputError
-from simulator.sweep.profiles import Outer
+from simulator.sweep.card_size import SizeProfile
+from simulator.sweep.pipeline import Profile
+from simulator.sweep.point import Point, PointResult
+from simulator.sweep.profiles import Outer, PointBase
 from simulator.twin.model.perf_model import build_perf_model
 from simulator.twin.model.profiles import load_hardware
 
 JsonRow = dict[str, object]
+V = TypeVar("V")
+A = TypeVar("A")
 _NODE_RE = re.compile(r"^\s*([1-9][0-9]{0,2})\s*[x×*]\s*([A-Za-z0-9_.\-]+)\s*$")
 MAX_NODE_GPUS = 64
 
@@ -90,6 +104,65 @@ def tp_dim(node: Node, tps: Sequence[int], ep: bool) -> Outer[int]:
     return Outer("tp", tuple(tps), lambda t: f"tp-{t}",
                  lambda t: (f"twin.tp={t}", f"twin.ep={'true' if ep and t > 1 else 'false'}"),
                  lambda t: f"{node.gpus // t} × TP{t}")
+
+
+@dataclass
+class Together(Generic[V, A]):
+    """`search(base, value)` for every value of `dim` at once (`tiers.EachValue` runs
+    them one after another): each batch is every unfinished search's next probes, the
+    fan-out's width shared between them, and each search is sent exactly its own
+    results, so each answers as it does alone (the searches share nothing)."""
+
+    base: PointBase
+    dim: Outer[V]
+    search: Callable[[PointBase, V], Profile[A]]
+
+    def plan(self, width: int) -> Generator[list[Point], list[PointResult], list[tuple[V, A]]]:
+        if width <= 1:      # one point at a time: in turn, each search's runs together
+            return (yield from self._in_turn())     # (they share the tokenizer's cache)
+        each = max(1, width // max(1, len(self.dim.values)))
+        plans = {v: self.search(self.base.under(self.dim.sub(v), self.dim.overrides(v)),
+                                v).plan(each) for v in self.dim.values}
+        answers: dict[V, A] = {}
+        pending: dict[V, list[Point]] = {}
+
+        def advance(v: V, results: list[PointResult] | None) -> None:
+            try:
+                pending[v] = next(plans[v]) if results is None else plans[v].send(results)
+            except StopIteration as done:
+                answers[v] = done.value
+                pending.pop(v, None)
+
+        for v in self.dim.values:
+            advance(v, None)
+        while pending:
+            order = list(pending)
+            results = yield [p for v in order for p in pending[v]]
+            at = 0
+            for v in order:     # a serial fan-out stops at a failed point: fewer results
+                k = len(pending[v])
+                advance(v, list(results[at:at + k]))
+                at += k
+        return [(v, answers[v]) for v in self.dim.values]
+
+
+    def _in_turn(self) -> Generator[list[Point], list[PointResult], list[tuple[V, A]]]:
+        answers: list[tuple[V, A]] = []
+        for v in self.dim.values:
+            sub = self.base.under(self.dim.sub(v), self.dim.overrides(v))
+            answers.append((v, (yield from self.search(sub, v).plan(1))))
+        return answers
+
+
+def node_profile(base: PointBase, node: Node, fits: Layouts, ep: bool, slos: tuple[Slo, ...],
+                 max_sessions: int, repeats: int, team: int | None
+                 ) -> Together[int, SizingResult]:
+    """Every fitting layout's replica search, side by side (see the module)."""
+    def search(b: PointBase, _tp: int) -> SizeProfile:
+        found = SizeProfile.of(b, slos, max_sessions, repeats, team)
+        found.repeat_up, found.trend = False, True
+        return found
+    return Together(base, tp_dim(node, fits.fitting, ep), search)
 
 
 @dataclass(frozen=True, slots=True)

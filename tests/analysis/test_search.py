@@ -21,6 +21,7 @@ from simulator.analysis.search import (
     frontier,
     probe_counts,
     serial_path,
+    trend_estimate,
 )
 from simulator.analysis.slo import failures, parse_slo
 
@@ -301,3 +302,59 @@ def test_without_figures_or_slos_the_search_bisects_and_runs_nothing_ahead_on_a_
     # figures that give no estimate: the bisection's probes
     blank: dict[int, dict[str, Any]] = {n: {} for n in (8, 16)}
     assert SloSearch(64, slos=slos, figures=blank).next_probe(known) == 12
+
+
+# -- the passing probes' trend, where the failing probe has no figures (issue 59) ------------
+def _unsteady_past(n: int, cut: int) -> dict[str, Any]:
+    """Speed 1264 / n while the run finds a steady window; none at `cut` or more (a run
+    too short for its sessions): no figure to estimate from at the bracket's top."""
+    if n >= cut:
+        return {"requested_sessions": n, "steady_state": False}
+    return {"requested_sessions": n, "window_per_session_tok_s": 1264.0 / n,
+            "window_ttft_p95_s": 0.01 * n, "steady_state": True}
+
+
+def test_the_trend_of_the_passes_lands_where_a_bisection_does_in_fewer_probes() -> None:
+    """As the TP4 search of `size --node 8xh100` (128 passed, 256 ran no steady window,
+    then a bisection of seven runs of 144 to 192 sessions): here 32 passes and 64 has no
+    figures; the trend through 16 and 32 puts the boundary at 1264 / 30 = 42: two runs
+    where the bisection took five, the same answer."""
+    slos = (parse_slo("per_session_tok_s>=30"), parse_slo("ttft_p95_s<=10"))
+    figures: dict[int, dict[str, Any]] = {}
+
+    def ok(n: int) -> bool:
+        figures[n] = _unsteady_past(n, 64)
+        return not failures(figures[n], slos)
+    bisected, known_b = _serial(SloSearch(64, slos=slos, figures=figures), ok)
+    figures.clear()
+    trended = SloSearch(64, slos=slos, figures=figures, trend=True)
+    asked, known = _serial(trended, ok)
+    assert trended.bounds(known) == SloSearch(64, slos=slos, figures=figures).bounds(known_b) \
+        == (42, 43, True)
+    assert bisected[7:] == [48, 40, 44, 42, 43] and asked[7:] == [42, 43]
+    figures.clear()
+    wide, _ = _wide(trended, ok, 4)                 # K at a time: the serial probes
+    assert serial_path(trended, wide) == asked
+
+
+def test_no_trend_past_the_failing_probe_nor_from_figures_that_do_not_worsen() -> None:
+    slo = parse_slo("per_session_tok_s>=30")
+    at = lambda n, v: {"requested_sessions": n, "window_per_session_tok_s": v}  # noqa: E731
+    # speed ∝ n^-0.585 (60 at 32, 40 at 64) meets 30 at 64 × 0.75^(-1/0.585) = 104.6
+    assert trend_estimate((slo,), 32, at(32, 60.0), 64, at(64, 40.0), 128) == 104
+    # a line that crossed below the pass (42 < 64) says nothing about (64, 128)
+    assert trend_estimate((slo,), 32, at(32, 1264 / 32), 64, at(64, 1264 / 64), 128) is None
+    # the TP8 search: speed falls slowly, its line crosses 30 past 128 — what failed at
+    # 128 was the run's length, not the speed: no guess (the bisection runs)
+    assert trend_estimate((slo,), 32, at(32, 152.1), 64, at(64, 105.2), 128) is None
+    assert trend_estimate((slo,), 32, at(32, 40.0), 64, at(64, 50.0), 128) is None
+    assert trend_estimate((slo,), 32, at(32, 40.0), 64, at(64, 40.0), 128) is None
+    lat = parse_slo("ttft_p95_s<=10")
+    both = (slo, lat)
+    lo = {"requested_sessions": 64, "window_per_session_tok_s": 71.1,
+          "window_ttft_p95_s": 0.11}
+    hi = {"requested_sessions": 128, "window_per_session_tok_s": 35.9,
+          "window_ttft_p95_s": 4.08}
+    # the TP4 search's figures (rounded): speed's line crosses at 153, TTFT's at 152
+    assert trend_estimate((slo,), 64, lo, 128, hi, 256) == 153
+    assert trend_estimate(both, 64, lo, 128, hi, 256) == 152
