@@ -97,6 +97,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     preinstall_engines(session.items, say)
 
 
+def refused_in_one_line(args: list[str], *needles: str) -> str:
+    """`endurance ARGS` ends in exit 2 and one `error: ` line holding every needle."""
+    from click.testing import CliRunner
+
+    from simulator.cli import main
+    r = CliRunner().invoke(main, args)
+    lines = r.output.strip().splitlines()
+    assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), r.output
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
 def small_scenario(**over: Any) -> dict[str, Any]:
     """A compact scenario that reaches compaction within a few dozen turns."""
     base: dict[str, Any] = {

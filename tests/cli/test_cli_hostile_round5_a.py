@@ -11,20 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from simulator.cli import main
-from tests.conftest import small_scenario
+from tests.conftest import refused_in_one_line, small_scenario
 from tests.reliability_twin import write_yaml
-
-
-def _one_line(args: list[str], *needles: str) -> str:
-    r = CliRunner().invoke(main, args)
-    lines = r.output.strip().splitlines()
-    assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), r.output
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
 
 
 @pytest.fixture
@@ -39,13 +28,13 @@ def scenario(tmp_path: Path) -> Path:
 ], ids=["pd-1024-1", "pd-with-router-flag", "pd-with-router-set"])
 def test_run_refuses_a_pd_fleet_it_cannot_hold_or_would_route_otherwise(
         scenario: Path, tmp_path: Path, extra: list[str], needles: tuple[str, ...]) -> None:
-    _one_line(["run", str(scenario), "--out", str(tmp_path / "r"), "--quiet", *extra], *needles)
+    refused_in_one_line(["run", str(scenario), "--out", str(tmp_path / "r"), "--quiet", *extra], *needles)
     assert not (tmp_path / "r").exists()
 
 
 def test_run_refuses_a_router_in_the_file_of_a_pd_run(tmp_path: Path) -> None:
     p = write_yaml(tmp_path / "s.yaml", small_scenario(turns=1, fleet={"router": "kv_cost"}))
-    _one_line(["run", str(p), "--pd", "1:1", "--out", str(tmp_path / "r")], "fleet.router")
+    refused_in_one_line(["run", str(p), "--pd", "1:1", "--out", str(tmp_path / "r")], "fleet.router")
 
 
 @pytest.mark.parametrize(("extra", "needles"), [
@@ -59,15 +48,15 @@ def test_run_refuses_a_router_in_the_file_of_a_pd_run(tmp_path: Path) -> None:
         "pd-replicas-1"])
 def test_twin_serve_refuses_pd_options_it_cannot_honour(extra: list[str],
                                                        needles: tuple[str, ...]) -> None:
-    _one_line(["twin", "serve", "--port", "0", *extra], *needles)
+    refused_in_one_line(["twin", "serve", "--port", "0", *extra], *needles)
 
 
 def test_size_refuses_a_team_on_a_fixed_pd_unit(scenario: Path, tmp_path: Path) -> None:
     """`--pd 1:2` sizes one unit of three cards; `--team` would count it as one card."""
-    _one_line(["size", str(scenario), "--slo", "ttft_p95_s<=5", "--team", "4", "--pd", "1:2",
+    refused_in_one_line(["size", str(scenario), "--slo", "ttft_p95_s<=5", "--team", "4", "--pd", "1:2",
                "--out", str(tmp_path / "o")], "--pd 1:2", "--team", "--pd alone")
     for sets in (["--set", "fleet.prefill=1"], ["--replicas", "2"]):
-        _one_line(["size", str(scenario), "--slo", "ttft_p95_s<=5", "--team", "4", *sets,
+        refused_in_one_line(["size", str(scenario), "--slo", "ttft_p95_s<=5", "--team", "4", *sets,
                    "--out", str(tmp_path / "o")], "--team")
     assert not (tmp_path / "o").exists()
 
@@ -79,7 +68,7 @@ def test_size_refuses_a_team_past_what_a_search_runs_before_any_run(
     """The fleet and P/D searches run the whole team on the twin: a team past what it
     holds is refused before the card search runs (it ran, then failed on the team)."""
     t0 = time.monotonic()
-    _one_line(["size", str(scenario), "--slo", "ttft_p95_s<=5", "--team", "1000000",
+    refused_in_one_line(["size", str(scenario), "--slo", "ttft_p95_s<=5", "--team", "1000000",
                *search, "--out", str(tmp_path / "o")], "--team 1000000", "10,000")
     assert not (tmp_path / "o").exists() and time.monotonic() - t0 < 30
 
@@ -87,4 +76,4 @@ def test_size_refuses_a_team_past_what_a_search_runs_before_any_run(
 @pytest.mark.parametrize(("context", "needle"), [
     ("-5000000", "--context"), ("0", "--context"), ("5000000", "262,144")])
 def test_twin_show_refuses_a_context_that_is_none(context: str, needle: str) -> None:
-    _one_line(["twin", "show", "a40/qwen3-coder-30b-a3b-awq", "--context", context], needle)
+    refused_in_one_line(["twin", "show", "a40/qwen3-coder-30b-a3b-awq", "--context", context], needle)

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from simulator.cli import main
-from tests.conftest import small_scenario
+from tests.conftest import refused_in_one_line, small_scenario
 from tests.reliability_twin import write_yaml
 
 FORMATS = ["weka", "mooncake"]
@@ -36,14 +36,6 @@ def _copy(base: Path, tmp: Path) -> Path:
     shutil.copytree(base, run)
     return run
 
-
-def _refused(args: list[str], *needles: str) -> str:
-    r = CliRunner().invoke(main, args)
-    lines = r.output.strip().splitlines()
-    assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), r.output
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
 
 
 def _edit_manifest(**fields: Any) -> Callable[[Path], None]:
@@ -106,7 +98,7 @@ def test_export_refuses_what_it_cannot_export_in_one_line(
     run = _copy(base_run, tmp_path)
     edit(run)
     out = tmp_path / "o.trace"
-    _refused(["export", fmt, str(run), "-o", str(out)], *needles)
+    refused_in_one_line(["export", fmt, str(run), "-o", str(out)], *needles)
     assert not out.exists()
 
 
@@ -117,7 +109,7 @@ def test_export_never_writes_into_the_run_it_reads(base_run: Path, tmp_path: Pat
     """`export mooncake RUN -o RUN/turns.jsonl --force` truncated the journal it read."""
     run = _copy(base_run, tmp_path)
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
-    _refused(["export", fmt, str(run), "-o", str(run / name), "--force"],
+    refused_in_one_line(["export", fmt, str(run), "-o", str(run / name), "--force"],
              "inside the run directory")
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
 
@@ -127,14 +119,14 @@ def test_export_to_an_unwritable_path_is_one_line(base_run: Path, tmp_path: Path
                                                   fmt: str) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    _refused(["export", fmt, str(base_run), "-o", str(blocker / "sub" / "o.trace")],
+    refused_in_one_line(["export", fmt, str(base_run), "-o", str(blocker / "sub" / "o.trace")],
              "cannot write")
-    _refused(["export", fmt, str(base_run), "-o", "/proc/x.trace"], "cannot write")
+    refused_in_one_line(["export", fmt, str(base_run), "-o", "/proc/x.trace"], "cannot write")
 
 
 def test_export_mooncake_to_a_folder_says_so_even_with_force(base_run: Path,
                                                              tmp_path: Path) -> None:
-    _refused(["export", "mooncake", str(base_run), "-o", str(tmp_path), "--force"],
+    refused_in_one_line(["export", "mooncake", str(base_run), "-o", str(tmp_path), "--force"],
              "is a folder")
 
 
@@ -145,7 +137,7 @@ def test_export_never_replaces_a_device_node(base_run: Path, tmp_path: Path, fmt
         os.mknod(node, 0o666 | 0o020000, os.makedev(1, 3))
     except PermissionError:
         pytest.skip("creating a device node needs root")
-    _refused(["export", fmt, str(base_run), "-o", str(node), "--force"], "not a regular file")
+    refused_in_one_line(["export", fmt, str(base_run), "-o", str(node), "--force"], "not a regular file")
     assert node.exists() and not node.is_file()
 
 
@@ -153,6 +145,6 @@ def test_export_never_replaces_a_device_node(base_run: Path, tmp_path: Path, fmt
 def test_export_into_a_missing_folder_is_refused_not_made(base_run: Path, tmp_path: Path,
                                                           fmt: str) -> None:
     """`-o /nonexistent/d/x.jsonl` made the folders (from / down, as root)."""
-    _refused(["export", fmt, str(base_run), "-o", str(tmp_path / "no" / "such" / "x.t")],
+    refused_in_one_line(["export", fmt, str(base_run), "-o", str(tmp_path / "no" / "such" / "x.t")],
              "cannot write")
     assert not (tmp_path / "no").exists()
