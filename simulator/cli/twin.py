@@ -18,6 +18,7 @@ from simulator.util.formats import significant
 
 if TYPE_CHECKING:  # the fitting code (numpy) is imported by `twin fit` only
     from simulator.twin.model.fit import FitResult
+    from simulator.twin.model.perf_model import RooflinePerfModel
 
 
 @main.group(name="twin")
@@ -198,7 +199,7 @@ def roofline_line(pm: Any) -> str:
     return f"{pm.hardware.name}: a step takes {how}"
 
 
-def _print_memory(console: Console, pm: Any) -> None:
+def _print_memory(console: Console, pm: RooflinePerfModel) -> None:
     """The KV pool and what vLLM keeps out of it, term by term (`twin/model/memory`)."""
     gib = float(2**30)
     util = pm.engine.gpu_memory_utilization
