@@ -81,6 +81,10 @@ async def _is_twin(c: CheckClient) -> bool:
 
 async def _one(c: CheckClient, model: str, length: int, depth: float, repeat: int,
                seed: int, window: int | None) -> Outcome:
+    if c.deadline is not None and asyncio.get_running_loop().time() >= c.deadline:
+        # not even the prompt: on a busy box building the rest took longer than --timeout
+        return Outcome(length, depth, ERROR,
+                       detail="TimeoutError: not run: the check's --timeout was spent")
     case = build_case(length, depth, repeat, seed)
     if window is not None and case.tokens_est > window:
         return Outcome(length, depth, BEYOND, detail=f"~{case.tokens_est} tokens > the "

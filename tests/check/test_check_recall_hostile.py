@@ -5,11 +5,14 @@ are refused."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from simulator.check import needle, recall
 from simulator.cli import main
 from tests.lying_servers import (
     Reply,
@@ -62,13 +65,31 @@ def test_a_lying_models_route_ends_the_check_in_one_line(models: Reply) -> None:
     assert secs < 10
 
 
-def test_timeout_bounds_the_whole_check() -> None:
-    """Each of the default grid's 9 cases used to get its own --timeout (≥ 18 s here)."""
-    with lying_server(silent, models_ok) as url:
+def test_timeout_bounds_the_whole_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each of the default grid's 9 cases used to get its own --timeout (≥ 18 s here),
+    and once it was spent the rest still built their prompts. Asserted on what was
+    done, not on the wall clock (a busy CI box took 14.9 s for a 2.6 s check): one
+    POST reached the server and one prompt was built; the other 8 were never started."""
+    posts: list[bytes] = []
+
+    async def counting_silent(w: asyncio.StreamWriter, body: bytes = b"") -> None:
+        posts.append(body[:16])
+        await silent(w, body)
+
+    built: list[int] = []
+    real_build = needle.build_case
+
+    def counting_build(length: int, *a: Any) -> Any:
+        built.append(length)
+        return real_build(length, *a)
+
+    monkeypatch.setattr(recall, "build_case", counting_build)
+    with lying_server(counting_silent, models_ok) as url:
         rc, lines, secs = _check(url, "--timeout", "2")
     assert rc == 1 and "9 case(s) failed" in "\n".join(lines), lines
     assert "--timeout was spent" in lines[-1], lines
-    assert secs < 12, f"check --recall --timeout 2 took {secs:.1f} s"   # 9 × 2 s before
+    assert len(posts) == 1 and len(built) == 1, (len(posts), built)
+    assert secs < 120, f"check --recall --timeout 2 took {secs:.1f} s"   # a hang guard
 
 
 @pytest.mark.parametrize(("args", "needle"), [

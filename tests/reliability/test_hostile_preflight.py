@@ -54,7 +54,7 @@ def test_a_lying_models_route_ends_the_run_in_one_line(tmp_path: Path, reply: Re
     assert len(lines) == 1 and lines[0].startswith("error: "), r.output
     assert "GET /v1/models" in lines[0] and needle in lines[0], lines[0]
     assert "no results directory" in lines[0]
-    assert elapsed < 20.0, elapsed      # the limits (≤ 2 s), not the 600 s default
+    assert elapsed < 60.0, elapsed      # the limits (≤ 2 s), not the 600 s default
     assert not (tmp_path / "r").exists()
 
 
@@ -95,7 +95,7 @@ def test_the_pre_flight_is_bounded_by_its_own_limit_with_default_limits(
         elapsed = time.monotonic() - t0
     lines = r.output.strip().splitlines()
     assert r.exit_code == 1 and len(lines) == 1 and needle in lines[0], r.output
-    assert elapsed < 20.0, elapsed      # the limits (≤ 2 s), not the 600 s default
+    assert elapsed < 60.0, elapsed      # the limits (≤ 2 s), not the 600 s default
 
 
 def test_the_pre_flight_default_is_seconds() -> None:

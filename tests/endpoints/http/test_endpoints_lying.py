@@ -154,7 +154,7 @@ async def test_a_complete_stream_is_a_success_whether_or_not_the_body_ends(
         resp = await _send(kind, url, dialect)
         elapsed = asyncio.get_running_loop().time() - t0
     assert resp.text == "hello" and resp.status == 200
-    assert elapsed < 10.0                      # the grace, not a 600 s idle timeout
+    assert elapsed < 60.0                      # the grace, not a 600 s idle timeout
     # done = when the end arrived, not a timeout's end; 2 s leaves a loaded box room
     # (CI measured 0.57 s under two xdist workers; the limits here are 600 s)
     assert resp.timing.done - resp.timing.sent < 2.0
