@@ -4,7 +4,8 @@ A notebook must run top to bottom on a fresh checkout, so every result it reads 
 from `ensure_run`: an existing completed run of the same resolved scenario on the same
 twin is reused, otherwise a new run is made on the in-process twin (virtual time, so
 seconds of wall time). `sweep` and `size` are the CLI's own searches
-(`simulator.sweep.api`), their runs kept under the results folder and reused. This
+(`simulator.sweep.api`; `size` builds the command's `SizeRequest`, so it meets the
+command's refusals), their runs kept under the results folder and reused. This
 module sits above `run` and `sweep` (like the CLI); the read-only helpers live in
 `simulator.analysis.notebook` and are re-exported here, so a notebook imports one
 module: `from simulator import lab as nb`.
@@ -29,7 +30,7 @@ from simulator.analysis.notebook import (
     scenario_path,
 )
 from simulator.analysis.sizing import SizingResult
-from simulator.errors import RunError
+from simulator.errors import InputError, RunError
 from simulator.run.execute import execute
 from simulator.run.spec import RunSpec
 from simulator.scenario.load import load_scenario
@@ -37,6 +38,9 @@ from simulator.session.prefix import build_base_prefix
 from simulator.sweep import api
 from simulator.sweep.point import Target
 from simulator.sweep.profiles import Counts, PointBase
+from simulator.sweep.request import SizeRequest
+from simulator.sweep.size_file import SIZE_FILE, size_data, write_json
+from simulator.sweep.size_search import prepare, search
 from simulator.twin.model.perf_model import build_perf_model
 from simulator.twin.model.profiles import parse_twin
 
@@ -83,11 +87,23 @@ def sweep(scenario: str | Path, counts: Sequence[int], overrides: Sequence[str] 
 
 def size(scenario: str | Path, slos: Sequence[str], max_sessions: int,
          overrides: Sequence[str] = (), out_dir: str | Path | None = None, *,
-         twin: str | None = None, repeats: int = 1) -> SizingResult:
-    """`endurance size` on the twin, through the same pipeline (SLOs on the steady-state
-    window, repeats with other seeds, the KV-capacity bound); runs are reused."""
-    return api.size(_base(scenario, overrides, out_dir, twin), slos, max_sessions=max_sessions,
-                    repeats=repeats)
+         twin: str | None = None, repeats: int = 1,
+         save: str | Path | None = None) -> SizingResult:
+    """`endurance size` on the twin: the same request (`sweep.SizeRequest`, refused in
+    one line as the command refuses it), the same search (SLOs on the steady-state
+    window, repeats with other seeds, the KV-capacity bound); runs are reused. With
+    `save`, the command's `size.json` is written in that folder."""
+    request = SizeRequest(str(scenario), tuple(slos), tuple(overrides), twin=twin or None,
+                          max_sessions=max_sessions, repeats=repeats,
+                          folder=Path(out_dir or results_dir()), reuse=True)
+    plan = prepare(request)
+    found = None if plan.team_day else search(plan)
+    if not isinstance(found, SizingResult):     # a card request's answer, unless a team day
+        raise InputError(f"lab.size {scenario}: a team replay's day is sized by "
+                         "sweep.search(SizeRequest(...)), which answers a TeamSizing")
+    if save is not None:
+        write_json(Path(save) / SIZE_FILE, size_data(found))
+    return found
 
 
 def kv_capacity_tokens(twin: str) -> int:

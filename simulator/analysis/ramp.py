@@ -46,6 +46,7 @@ from simulator.analysis.steady import (
     window_figures,
 )
 from simulator.errors import InputError
+from simulator.util.durations import parse_duration_s
 
 MAX_STEPS = 4096      # planned steps of one ramp (a bound on `start + step` lists)
 MAX_RAMP_SESSIONS = 100_000    # as a scenario's sessions
@@ -112,6 +113,22 @@ def parse_steps(text: str, max_sessions: int | None = None) -> tuple[int, ...]:
         raise InputError(f"--ramp {text!r}: the steps must be ascending counts within 1 … "
                          f"{MAX_RAMP_SESSIONS}")
     return steps
+
+
+MIN_HOLD_S = 1.0      # a step's window shorter than this holds no whole request
+
+
+def ramp_hold_s(hold: str, max_step: str) -> tuple[float, float]:
+    """`--hold` and `--max-step` in seconds, refused in one line when no step could be
+    judged on such a window."""
+    hold_s = parse_duration_s(hold, "--hold")
+    max_s = parse_duration_s(max_step, "--max-step")
+    if hold_s < MIN_HOLD_S:
+        raise InputError(f"--hold {hold!r}: at least {MIN_HOLD_S:g} s (a step is judged on "
+                         "the requests its window holds)")
+    if hold_s >= max_s:
+        raise InputError(f"--hold ({hold_s:g} s) must be shorter than --max-step ({max_s:g} s)")
+    return hold_s, max_s
 
 
 @dataclass(frozen=True)

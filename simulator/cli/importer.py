@@ -219,9 +219,9 @@ def _team_command(source: str, doc: str) -> None:
     @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
     def command(paths: tuple[Path, ...], out: Path, window: str | None, busiest: str | None,
                 scale: float, seed: int, force: bool) -> None:
-        from simulator.cli.load_options import parse_duration_s
         from simulator.importers.otlp_read import otlp_files
         from simulator.importers.team_import import format_team_summary, import_team
+        from simulator.util.durations import parse_duration_s
         check_output(out, otlp_files(list(paths)), force)
         res = import_team(list(paths), source,  # type: ignore[arg-type]
                           out_path=out, seed=seed, window=window,

@@ -7,26 +7,14 @@ click context, and `scenario_overrides` appends them before the user's `--set`
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 import click
 
-from simulator.errors import InputError
+from simulator.util.durations import parse_duration_s
 
 _META = "endurance.load_overrides"
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DUR = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([smh]?)\s*$")
-
-
-def parse_duration_s(text: str, option: str = "--duration") -> float:
-    """'90', '90s', '10m', '1.5h' → seconds (> 0); InputError otherwise."""
-    m = _DUR.match(text)
-    if not m or float(m.group(1)) <= 0:
-        raise InputError(f"{option}: expected a positive duration such as 600, 90s, 10m "
-                         f"or 1h, got {text!r}")
-    return float(m.group(1)) * _UNITS[m.group(2)]
 
 
 def _store(key: str, parse: Callable[[str], str]) -> Callable[[click.Context, Any, Any], None]:

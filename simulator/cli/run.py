@@ -48,24 +48,6 @@ def ramp_hold_options(f: click.decorators.FC) -> click.decorators.FC:
                         help="--ramp: each step's steady-state window (90s, 3m).")(f)
 
 
-MIN_HOLD_S = 1.0      # a step's window shorter than this holds no whole request
-
-
-def ramp_hold_s(hold: str, max_step: str) -> tuple[float, float]:
-    """`--hold` and `--max-step` in seconds, refused in one line when no step could be
-    judged on such a window."""
-    from simulator.cli.load_options import parse_duration_s
-    from simulator.errors import InputError
-    hold_s = parse_duration_s(hold, "--hold")
-    max_s = parse_duration_s(max_step, "--max-step")
-    if hold_s < MIN_HOLD_S:
-        raise InputError(f"--hold {hold!r}: at least {MIN_HOLD_S:g} s (a step is judged on "
-                         "the requests its window holds)")
-    if hold_s >= max_s:
-        raise InputError(f"--hold ({hold_s:g} s) must be shorter than --max-step ({max_s:g} s)")
-    return hold_s, max_s
-
-
 def check_ramp_flags(ramp: str | None, sessions: int | None, sets: tuple[str, ...]) -> None:
     """Options a ramp makes meaningless (or needs), refused in one line, not dropped."""
     from simulator.cli.load_options import load_overrides
@@ -298,7 +280,7 @@ def check_bench_flags(sessions: int | None, turns: int | None, ramp: str | None,
 def _step_ramp(steps: str, hold: str, max_step: str, workers: int,
                executor: str) -> StepRamp:
     """`--ramp STEPS`: a plain stepped ramp (no SLOs), the run's `load.ramp`."""
-    from simulator.analysis.ramp import parse_steps
+    from simulator.analysis.ramp import parse_steps, ramp_hold_s
     from simulator.errors import InputError
     from simulator.sweep.step_ramp import step_ramp
     if workers > 1 or executor != "local":

@@ -3,31 +3,24 @@
 Every point is a normal run (its own results directory under the command's folder),
 so every figure in a table can be traced back to a `turns.parquet`. The searches are
 library calls (`simulator.sweep.api`: `points`, `size`, `fleet`, `pd`, `team`,
-`kv_tiers`, `speed_tiers`, `ramp`); the options and their refusals are
-`cli/sweep_options.py`, the files and text they leave `cli/sweep_show.py`.
+`kv_tiers`, `speed_tiers`, `ramp`); the options are `cli/sweep_options.py`; `size`'s
+make one `SizeRequest` (`cli/size_request.py`), which refuses what means nothing and
+names its search (`sweep/size_search.py`); the files and text they leave
+`cli/sweep_show.py`.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from simulator.cli._app import main
-from simulator.cli.run import check_ramp_flags, ramp_hold_s, scenario_overrides
-from simulator.cli.sweep_options import (
-    check_fan_out,
-    check_ramp_options,
-    check_size_options,
-    check_some_slo,
-    routers,
-    size_options,
-    sweep_options,
-)
+from simulator.cli.run import scenario_overrides
+from simulator.cli.sweep_options import routers, size_options, sweep_options
 from simulator.cli.sweep_show import (
     kv_tier_line,
     progress_line,
@@ -40,20 +33,14 @@ from simulator.cli.sweep_show import (
     show_team,
     watching,
 )
-from simulator.errors import InputError
 
 if TYPE_CHECKING:
-    from simulator.analysis.sizing import SizingResult
-    from simulator.analysis.team_day import TeamSizing
-    from simulator.analysis.team_hours import TeamHours
-    from simulator.sweep.api import SizeAnswer
-    from simulator.sweep.node_size import NodeLayoutTable
-    from simulator.sweep.profiles import PointBase
-    from simulator.sweep.step_ramp import RampAnswer
-    from simulator.sweep.tiers import KvTierTable, SpeedTierTable
+    from typing import Unpack
 
-    Answer = (TeamSizing | RampAnswer | SpeedTierTable | KvTierTable | SizeAnswer
-              | SizingResult | NodeLayoutTable)
+    from simulator.analysis.team_hours import TeamHours
+    from simulator.cli.size_request import SizeOptions
+    from simulator.sweep.profiles import PointBase
+    from simulator.sweep.size_search import Answer
 
 
 def _base(scenario: str, overrides: list[str], kind: str, out: Path, endpoint: str | None,
@@ -91,6 +78,7 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
     from simulator.sweep import api
     from simulator.sweep.fanout import fanout_for
     from simulator.sweep.profiles import SweepDim, pd_dim, replicas_dim
+    from simulator.sweep.request import check_fan_out
     from simulator.sweep.tiers import kv_tiers_dim
     check_fan_out(endpoint, reset_prefix_cache, parallel, executor)
     listed = split_listed_set(sets)
@@ -121,106 +109,24 @@ def sweep_command(scenario: str, endpoint: str | None, twin: str | None, spec: s
 @click.option("--lead-in", "lead_in", default="5m", show_default=True, metavar="DURATION",
               help="--interval: the traffic replayed before each interval, not judged "
               "(the sessions in flight carried over warm).")
-def size_command(scenario: str, endpoint: str | None, twin: str | None, spec: str | None,
-                 model: str | None, turns: int | None, sets: tuple[str, ...], seed: int | None,
-                 price_per_hour: float | None, client: str | None, out: Path,
-                 slos: tuple[str, ...], max_sessions: int, as_json: bool,
-                 repeats: int = 1, team: int | None = None, parallel: int = 1,
-                 executor: str = "local", ray_address: str | None = None,
-                 reset_prefix_cache: bool = False, ramp: str | None = None,
-                 hold: str = "3m", max_step: str = "30m", tiers: tuple[float, ...] = (),
-                 ttft: float | None = None, attainment: float = 0.9,
-                 from_twin: str | None = None, no_compare: bool = False,
-                 node: str | None = None, interval: str | None = None,
-                 lead_in: str = "5m") -> None:
+def size_command(scenario: str, **options: Unpack[SizeOptions]) -> None:
     """Largest session count that meets every SLO at steady state (geometric probe,
     then a gallop from where the figures put the boundary, then --repeats searches with
-    other seeds giving a range); with --ramp,
-    in one run; with --tier, per output-speed tier.
+    other seeds giving a range); with --ramp, in one run; with --tier, per output-speed
+    tier.
 
     Exit code 0 when some count meets every SLO, 1 when not even one session does
     (the JSON and size.json are written either way)."""
-    from simulator.analysis.ramp import parse_steps
-    from simulator.analysis.slo import parse_slo
-    from simulator.analysis.tier_sizing import policy_of
-    from simulator.cli.twin_options import tiers as kv_tiers
-    from simulator.sweep import api
+    from simulator.cli.size_request import size_request
     from simulator.sweep.fanout import fanout_for
-    from simulator.sweep.step_ramp import goodput_overrides
-    from simulator.sweep.team_size import is_team_day
-    from simulator.sweep.tiers import speed_tiers_for
-    parsed = tuple(parse_slo(s) for s in slos)
-    check_some_slo(len(parsed), tiers)
-    check_fan_out(endpoint, reset_prefix_cache, parallel, executor)
-    check_ramp_flags(ramp, None, sets)
-    check_ramp_options(ramp, endpoint, from_twin, tiers, ttft, team, repeats,
-                       kv_tiers() is not None)
-    kind = check_size_options(sets, spec, team, endpoint)
-    overrides = scenario_overrides(None, turns, seed, model, sets)
-    base = _base(scenario, overrides, "size", out, endpoint, twin, spec, price_per_hour,
-                 client, reset_prefix_cache)
-    base = replace(base, overrides=(*base.overrides, *goodput_overrides(base, parsed, tiers)))
-    team_day = is_team_day(base)     # an imported team's day
-    if node is not None and (team_day or ramp is not None or tiers or kind != "size"
-                             or kv_tiers() is not None):
-        raise InputError("size --node searches each TP layout's replica alone; --ramp, "
-                         "--tier, a team replay, --router/--pd and host KV tier lists do "
-                         "not combine with it")
-    gibs = kv_tiers()
-    if team_day and (ramp is not None or tiers or team is not None or gibs is not None):
-        raise InputError("size: a team replay sizes cards for the team's own arrivals; "
-                         "--ramp, --tier, --team and host KV tiers do not apply")
-    interval_s, lead_s = team_interval(interval, lead_in, team_day)
-    speed = speed_tiers_for(parsed, tiers, ttft, attainment)
-    hold_s, max_step_s = ramp_hold_s(hold, max_step) if ramp is not None else (0.0, 0.0)
-    steps = parse_steps(ramp, max_sessions) if ramp else None
-    on = progress_line(as_json)
-    found: Answer
-    with fanout_for(parallel, executor, ray_address) as fx, \
-            watching(base.folder, as_json, "size"):
-        if node is not None:
-            found = api.node(base, parsed, node, team=team, max_sessions=max_sessions,
-                             repeats=repeats, fanout=fx, on_point=on)
-        elif team_day:
-            found = api.team(base, parsed, router=next(iter(routers()), None), fanout=fx,
-                             on_point=on, interval_s=interval_s, lead_s=lead_s,
-                             on_hours=hours_line(as_json))
-        elif ramp is not None:
-            found = api.ramp(base, parsed, steps=steps, max_sessions=max_sessions,
-                             hold_s=hold_s, max_step_s=max_step_s, speed=speed,
-                             from_twin=from_twin, compare=not no_compare, fanout=fx,
-                             on_point=on)
-        elif speed:
-            found = api.speed_tiers(base, speed, max_sessions=max_sessions, repeats=repeats,
-                                    fanout=fx, on_point=on)
-        elif gibs is not None:
-            found = api.kv_tiers(base, parsed, gibs, policy=policy_of(sets), team=team,
-                                 max_sessions=max_sessions, repeats=repeats, fanout=fx,
-                                 on_point=on, on_tier=kv_tier_line(as_json))
-        elif kind == "pd" and team is not None:
-            found = api.pd(base, parsed, team, max_sessions=max_sessions, repeats=repeats,
-                           fanout=fx, on_point=on)
-        elif kind == "fleet" and team is not None:
-            found = api.fleet(base, parsed, team, router=routers()[-1],
-                              max_sessions=max_sessions, repeats=repeats, fanout=fx,
-                              on_point=on)
-        else:
-            found = api.size(base, parsed, max_sessions=max_sessions, repeats=repeats,
-                             team=team, fanout=fx, on_point=on)
-    sys.exit(_show(found, base.folder, as_json))
-
-
-def team_interval(interval: str | None, lead_in: str, team_day: bool
-                  ) -> tuple[float | None, float]:
-    """`--interval` and `--lead-in` in seconds; refused in one line off a team replay."""
-    from simulator.cli.load_options import parse_duration_s
-    lead_s = parse_duration_s(lead_in, "--lead-in")
-    if interval is None:
-        return None, lead_s
-    if not team_day:
-        raise InputError("size --interval: sizes a team replay's day interval by interval "
-                         "(import claude-code-otel / otel-genai first)")
-    return parse_duration_s(interval, "--interval"), lead_s
+    from simulator.sweep.size_search import prepare, search
+    request, as_json = size_request(scenario, options), options["as_json"]
+    plan = prepare(request)
+    with fanout_for(request.parallel, request.executor, request.ray_address) as fx, \
+            watching(plan.base.folder, as_json, "size"):
+        found = search(plan, fanout=fx, on_point=progress_line(as_json),
+                       on_tier=kv_tier_line(as_json), on_hours=hours_line(as_json))
+    sys.exit(_show(found, plan.base.folder, as_json))
 
 
 def hours_line(as_json: bool) -> Callable[[TeamHours], None] | None:

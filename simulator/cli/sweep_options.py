@@ -1,5 +1,6 @@
-"""The options of `endurance sweep` and `endurance size`, and the combinations of them
-that mean nothing, refused in one line before any run (`cli/sweep.py` calls the search).
+"""The options of `endurance sweep` and `endurance size` (`cli/sweep.py` calls the
+search). The combinations of `size`'s options that mean nothing are refused by the
+request they build (`sweep/request.py`), so a library caller meets the same refusals.
 """
 
 from __future__ import annotations
@@ -106,21 +107,6 @@ def size_options(f: FC) -> FC:
     return common_run_options(f)
 
 
-def check_fan_out(endpoint: str | None, reset: bool, parallel: int, executor: str) -> None:
-    """Options that cannot combine with running points at once, refused in one line."""
-    at_once = parallel > 1 or executor != "local"
-    if reset and endpoint is None:
-        raise InputError("--reset-prefix-cache needs --endpoint (the in-process twin "
-                         "starts cold every point)")
-    if reset and at_once:
-        raise InputError("--reset-prefix-cache with --parallel/--executor: points running "
-                         "at once share the server's cache; run them serially")
-    if endpoint is not None and parallel > 1:
-        raise InputError("--parallel with --endpoint: points running at once share the one "
-                         "server, so no point measures its own session count; run them "
-                         "serially (each point on the twin runs alone in virtual time)")
-
-
 def routers() -> list[str]:
     """The routers `--router` (or `--set fleet.router=`) named, in order."""
     from simulator.cli.fleet_options import fleet_overrides
@@ -143,86 +129,3 @@ def from_twin_value(value: str | None) -> str | None:
     except InputError as exc:
         raise InputError(f"--from-twin {value}: {exc}") from None
     return value
-
-
-def check_ramp_options(ramp: str | None, endpoint: str | None, from_twin: str | None,
-                       tiers: tuple[float, ...], ttft: float | None, team: int | None,
-                       repeats: int, kv_list: bool) -> None:
-    """What --ramp, --tier and --from-twin cannot combine with, refused in one line."""
-    if (ramp is not None or tiers) and kv_list:
-        raise InputError("--ramp/--tier with a --kv-offload-gib list: one answer per host "
-                         "tier size is a table of searches; run them once per size "
-                         "(--kv-offload-gib G)")
-    if tiers and team is not None:
-        raise InputError("--tier with --team: size the tiers, then divide the team by the "
-                         "tier's answer")
-    if from_twin is not None and (ramp is None or endpoint is None):
-        raise InputError("--from-twin starts a real ramp from the twin's answer: it needs "
-                         "--ramp and --endpoint")
-    if ttft is not None and not tiers:
-        raise InputError("--ttft is the TTFT bound of --tier output-speed tiers; give a --tier")
-    if ramp is not None and team is not None:
-        raise InputError("--ramp with --team: size one card with the ramp, then divide "
-                         "(or run the probe search with --team)")
-    if ramp is not None and repeats != 1:
-        raise InputError("--ramp confirms its answer with a second hold; --repeats is for "
-                         "the probe search")
-
-
-def check_some_slo(slos: int, tiers: tuple[float, ...]) -> None:
-    if not slos and not tiers:
-        raise InputError("size: give an SLO (--slo 'per_session_tok_s>=50') or an "
-                         "output-speed tier (--tier 30)")
-
-
-def check_size_options(sets: tuple[str, ...], spec: str | None, team: int | None,
-                       endpoint: str | None) -> str:
-    """What one size search cannot be, refused in one line; the search it is: "pd"
-    (`--team M --pd`), "fleet" (`--team M --router P`) or "size"."""
-    from simulator.analysis.policy_sweep import split_listed_set
-    from simulator.cli.fleet_options import pd_choice
-    if split_listed_set(sets) is not None:
-        raise InputError("size: a --set list is a sweep (one search runs one configuration); "
-                         "run `size` once per value, or `sweep --set KEY=a,b`")
-    if spec is not None and "," in spec:
-        raise InputError("size: --spec a,b is a sweep (one search runs one setting); run "
-                         "`size` once per setting, or `sweep --spec a,b`")
-    fleet = team is not None and bool(routers())
-    pd = pd_choice() == "search"
-    if pd and (team is None or endpoint is not None):
-        raise InputError("size --pd searches a team's P:D split on the twin: give --team M "
-                         "and no --endpoint")
-    if fleet and endpoint is not None:
-        raise InputError("size --team --router: the fleet search runs on the twin (no --endpoint)")
-    if team is not None:
-        check_team_unit(team, sets, fleet or pd)
-    return "pd" if pd else "fleet" if fleet else "size"
-
-
-def check_team_unit(team: int, sets: tuple[str, ...], runs_team: bool) -> None:
-    """`--team M` divides M by what one card holds (issue 57): a unit of several
-    instances (`--pd P:D`, `--replicas R`, their `--set`s) would be counted as one card,
-    and a search that runs the whole team (`--router`, `--pd` alone) runs it in one
-    in-process twin, which holds at most MAX_TWIN_SESSIONS sessions."""
-    from simulator.cli.fleet_options import fleet_given, fleet_overrides, pd_choice
-    from simulator.run.bounds import MAX_TWIN_SESSIONS
-    given = fleet_given()
-    if "--pd" in given and pd_choice() is None:
-        split = dict(o.split("=", 1) for o in fleet_overrides())
-        p, d = split.get("fleet.prefill", "P"), split.get("fleet.replicas", "D")
-        raise InputError(f"size --team with --pd {p}:{d}: that sizes one unit of {p} prefill "
-                         f"+ {d} decode instances, not one card; give --pd alone to search "
-                         "the split and the cards (size --team M --pd)")
-    one_card = {"fleet.prefill": "0", "fleet.replicas": "1"}
-    unit = "--replicas" if "--replicas" in given else next(
-        (f"--set {k}" for k, _, v in (o.partition("=") for o in sets)
-         if k.strip() in one_card and v.strip() != one_card[k.strip()]), None)
-    if unit is not None:
-        raise InputError(f"size --team with {unit}: --team counts the cards one card's "
-                         "answer divides into; size one card (drop it), or search a fleet "
-                         "(--router P) or a P:D split (--pd)")
-    if runs_team and team > MAX_TWIN_SESSIONS:
-        raise InputError(f"--team {team}: the fleet and P/D searches run the whole team in "
-                         f"the in-process twin, which holds at most {MAX_TWIN_SESSIONS:,} "
-                         "sessions; size one card (drop --router/--pd) to divide a larger team")
-

@@ -5,7 +5,7 @@ each `show_*` returns the command's exit code."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +15,7 @@ import click
 if TYPE_CHECKING:
     from simulator.analysis.fleet_sizing import FleetSizing
     from simulator.analysis.pd_sizing import PDSizing
-    from simulator.analysis.sizing import Probe, SizingResult
+    from simulator.analysis.sizing import SizingResult
     from simulator.analysis.team_day import TeamSizing
     from simulator.sweep.node_size import NodeLayoutTable
     from simulator.sweep.point import PointResult
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 
 def _write(path: Path, data: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    from simulator.sweep.size_file import write_json
+    write_json(path, data)
 
 
 def progress_line(as_json: bool) -> Callable[[PointResult], None] | None:
@@ -96,28 +96,16 @@ def show_sweep(answer: SweepAnswer, folder: Path, as_json: bool) -> int:
     return 0
 
 
-def _run_dirs(probes: Sequence[Probe]) -> dict[int, list[str]]:
-    out: dict[int, list[str]] = {}
-    for p in probes:
-        out.setdefault(p.sessions, []).append(p.run_dir)
-    return out
-
-
 def show_size(result: SizingResult, folder: Path, fleet: FleetSizing | PDSizing | None,
               as_json: bool) -> int:
     """size.json in the folder; the JSON, or the answer, the fleet answer and the
     folder. Exit 0 when some count meets every SLO, 1 when not even one session does."""
     from simulator.analysis.pd_sizing import PDSizing
-    from simulator.analysis.target import target_of_runs
     from simulator.report.console import format_sizing
-    data = result.to_dict()
-    run_dirs = data["run_dirs"] = _run_dirs(result.probes)
-    target = data["target"] = target_of_runs(d for ds in run_dirs.values() for d in ds)
-    if result.unused:
-        data["unused_run_dirs"] = [p.run_dir for p in result.unused]
-    if fleet is not None:
-        data["pd" if isinstance(fleet, PDSizing) else "fleet"] = fleet.to_dict()
-    _write(folder / "size.json", data)
+    from simulator.sweep.size_file import SIZE_FILE, size_data
+    data = size_data(result, fleet)
+    _write(folder / SIZE_FILE, data)
+    target = data["target"] if isinstance(data["target"], str) else None
     if as_json:
         click.echo(json.dumps(data, default=str))
         return 0 if result.sessions > 0 else 1
@@ -136,8 +124,9 @@ def show_node(table: NodeLayoutTable, folder: Path, as_json: bool) -> int:
     """size.json (the layouts side by side, each search's answer and runs) and the
     table; exit 0 when some layout holds a session under the SLOs."""
     from simulator.sweep.node_size import format_node_layout
+    from simulator.sweep.size_file import run_dirs
     data = table.to_dict()
-    data["run_dirs"] = {f"tp-{tp}": _run_dirs(r.probes) for tp, r in table.answers}
+    data["run_dirs"] = {f"tp-{tp}": run_dirs(r.probes) for tp, r in table.answers}
     _write(folder / "size.json", data)
     if as_json:
         click.echo(json.dumps(data, default=str))
