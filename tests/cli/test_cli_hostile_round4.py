@@ -20,10 +20,10 @@ from simulator.cli import main
 from simulator.errors import InputError
 from tests.conftest import small_scenario
 from tests.reliability_twin import write_yaml
+from tests.size_refusals import NAN, RAMP_MEANINGLESS, RAMP_PAST_BOUND
 
 ROOT = Path(__file__).resolve().parents[2]
 BIG = "9" * 5000
-FACTOR = "9" * 400
 
 
 @pytest.fixture
@@ -43,10 +43,8 @@ def _one_line(args: list[str], *needles: str, code: int = 2) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("steps", [f"1*2..{BIG}", f"{BIG}*2..8", f"1*{FACTOR}..8",
-                                   f"1+{FACTOR}..8", f"1+1..{BIG}", f"1,{BIG}"],
-                         ids=["bound-5000", "start-5000", "factor-400", "step-400",
-                              "plus-bound-5000", "list-5000"])
+@pytest.mark.parametrize("steps", [steps for _, steps in RAMP_PAST_BOUND],
+                         ids=[name for name, _ in RAMP_PAST_BOUND])
 def test_ramp_numbers_past_any_bound_are_one_line(steps: str, scenario: Path,
                                                   tmp_path: Path) -> None:
     with pytest.raises(InputError, match="100000"):
@@ -77,19 +75,14 @@ def test_a_ramp_step_the_in_process_twin_cannot_hold_is_refused(scenario: Path,
     ("run", ["--ramp", "1,2", "--set", "load.duration_s=300"], "--duration"),
     ("run", ["--hold", "5m"], "--hold is how long a --ramp"),
     ("run", ["--max-step", "5m"], "--max-step is how long a --ramp"),
-    ("size", ["--ramp", "1,2", "--duration", "5m"], "--duration"),
-    ("size", ["--ramp", "", "--duration", "3m"], "--duration"),
-    ("size", ["--hold", "5m"], "--hold is how long a --ramp"),
-    ("size", ["--ramp", "1,2", "--hold", "0.0005", "--max-step", "0.001"], "at least 1 s"),
+    *(("size", list(c.args), c.needles[0]) for c in RAMP_MEANINGLESS),   # --slo given
     ("run", ["--ramp", "1,2", "--hold", "0.0005", "--max-step", "0.001"], "at least 1 s"),
 ], ids=["run-sessions", "run-duration", "run-set-duration", "run-hold", "run-max-step",
-        "size-duration", "size-duration-default-hold", "size-hold", "size-hold-0.5ms",
-        "run-hold-0.5ms"])
+        *(c.id for c in RAMP_MEANINGLESS), "run-hold-0.5ms"])
 def test_options_a_ramp_makes_meaningless_are_refused(cmd: str, extra: list[str],
                                                       needle: str, scenario: Path,
                                                       tmp_path: Path) -> None:
-    slo = ["--slo", "ttft_p95_s<=5"] if cmd == "size" else []
-    _one_line([cmd, str(scenario), *slo, *extra, "--out", str(tmp_path / "o")], needle)
+    _one_line([cmd, str(scenario), *extra, "--out", str(tmp_path / "o")], needle)
     assert not (tmp_path / "o").exists()
 
 
@@ -107,15 +100,11 @@ def test_validate_refuses_a_ramp_tier_slo_on_a_metric_that_does_not_exist(
     _one_line(["validate", str(write_yaml(tmp_path / "u.yaml", cut))], "duration_s")
 
 
-@pytest.mark.parametrize(("extra", "option"), [
-    (["--tier", "30", "--attainment", "nan"], "--attainment"),
-    (["--tier", "30", "--ttft", "nan"], "--ttft"),
-    (["--tier", "nan"], "--tier"),
-])
+@pytest.mark.parametrize(("extra", "option"), [(list(c.args), c.needles[0]) for c in NAN],
+                         ids=[c.id for c in NAN])
 def test_nan_is_refused_under_the_option_typed(extra: list[str], option: str,
                                                scenario: Path, tmp_path: Path) -> None:
-    line = _one_line(["size", str(scenario), "--slo", "ttft_p95_s<=5", *extra, "--out",
-                      str(tmp_path / "o")], option)
+    line = _one_line(["size", str(scenario), *extra, "--out", str(tmp_path / "o")], option)
     assert "--slo" not in line and "--set" not in line
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import refused_in_one_line, small_scenario
 from tests.reliability_twin import write_yaml
+from tests.size_refusals import TEAM_PAST_SEARCH, TEAM_UNIT, Refusal
 
 
 @pytest.fixture
@@ -52,24 +53,22 @@ def test_twin_serve_refuses_pd_options_it_cannot_honour(extra: list[str],
 
 
 def test_size_refuses_a_team_on_a_fixed_pd_unit(scenario: Path, tmp_path: Path) -> None:
-    """`--pd 1:2` sizes one unit of three cards; `--team` would count it as one card."""
-    refused_in_one_line(["size", str(scenario), "--slo", "ttft_p95_s<=5", "--team", "4", "--pd", "1:2",
-               "--out", str(tmp_path / "o")], "--pd 1:2", "--team", "--pd alone")
-    for sets in (["--set", "fleet.prefill=1"], ["--replicas", "2"]):
-        refused_in_one_line(["size", str(scenario), "--slo", "ttft_p95_s<=5", "--team", "4", *sets,
-                   "--out", str(tmp_path / "o")], "--team")
+    """`--pd 1:2` sizes one unit of three cards; `--team` would count it as one card
+    (so do `--set fleet.prefill=1` and `--replicas 2`)."""
+    for case in TEAM_UNIT:
+        refused_in_one_line(["size", str(scenario), *case.args, "--out", str(tmp_path / "o")],
+                            *case.needles)
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("search", [["--router", "least_loaded"], ["--pd"]],
-                         ids=["fleet", "pd"])
+@pytest.mark.parametrize("case", TEAM_PAST_SEARCH, ids=[c.id for c in TEAM_PAST_SEARCH])
 def test_size_refuses_a_team_past_what_a_search_runs_before_any_run(
-        scenario: Path, tmp_path: Path, search: list[str]) -> None:
+        scenario: Path, tmp_path: Path, case: Refusal) -> None:
     """The fleet and P/D searches run the whole team on the twin: a team past what it
     holds is refused before the card search runs (it ran, then failed on the team)."""
     t0 = time.monotonic()
-    refused_in_one_line(["size", str(scenario), "--slo", "ttft_p95_s<=5", "--team", "1000000",
-               *search, "--out", str(tmp_path / "o")], "--team 1000000", "10,000")
+    refused_in_one_line(["size", str(scenario), *case.args, "--out", str(tmp_path / "o")],
+                        *case.needles)
     assert not (tmp_path / "o").exists() and time.monotonic() - t0 < 30
 
 

@@ -13,6 +13,7 @@ from simulator.analysis.load import load_saved_summary
 from simulator.analysis.sizing import kv_capacity_sessions
 from simulator.cli import main
 from simulator.lab import kv_capacity_tokens, run_summary, shared_prefix_tokens
+from tests.size_refusals import BAD_ARGUMENTS, NOT_A_SWEEP
 
 ROOT = Path(__file__).resolve().parents[2]
 TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")
@@ -111,9 +112,7 @@ def test_size_text_names_binding_and_kv_bound(tmp_path: Path) -> None:
     (["sweep", TEAM, "--sessions", "1,x"], "--sessions"),
     (["sweep", TEAM, "--sessions", "0,2"], "--sessions"),
     (["sweep", TEAM, "--sessions", ","], "--sessions"),
-    (["size", TEAM, "--slo", "per_session_tok_s=50"], "--slo"),
-    (["size", TEAM, "--slo", "bogus>=50"], "unknown metric"),
-    (["size", TEAM, "--slo", "ttft_p95_s<=5", "--max-sessions", "0"], "--max-sessions"),
+    *((["size", TEAM, *c.args], c.needles[0]) for c in BAD_ARGUMENTS),
 ])
 def test_bad_arguments_exit_2_with_one_line(args: list[str], phrase: str, tmp_path: Path) -> None:
     res = _invoke(*args, "--out", str(tmp_path))
@@ -151,9 +150,7 @@ def test_sweep_and_size_take_every_twin_option_run_takes(tmp_path: Path) -> None
     (["sweep", TEAM, "--sessions", "2,2"], "listed twice"),
     (["sweep", TEAM, "--spec", "off,ngram:5", "--set", "compaction.kind=none,prune"],
      "one listed setting"),
-    (["size", TEAM, "--slo", "ttft_p95_s<=5", "--set", "compaction.kind=none,prune"],
-     "a --set list is a sweep"),
-    (["size", TEAM, "--slo", "ttft_p95_s<=5", "--spec", "off,ngram:5"], "a sweep"),
+    *((["size", TEAM, *c.args], c.needles[0]) for c in NOT_A_SWEEP),
     (["sweep", TEAM, "--endpoint", "http://127.0.0.1:9", "--parallel", "2"], "share the one"),
     (["sweep", TEAM, "--ray-address", "auto"], "--executor ray"),
 ])

@@ -23,6 +23,7 @@ from simulator.run.execute import execute
 from simulator.run.spec import RunSpec
 from simulator.sweep.step_ramp import step_ramp
 from simulator.sweep.tiers import ramp_tiers
+from tests.size_refusals import RAMP_COMBINATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 TEAM = str(ROOT / "scenarios" / "claude-code-team.yaml")
@@ -81,19 +82,10 @@ def test_size_ramp_writes_its_answer(tmp_path: Path) -> None:
 
 
 def test_ramp_options_that_cannot_combine_are_refused_in_one_line(tmp_path: Path) -> None:
-    for bad, phrase in ((["--ramp", "4,2"], "ascending"), (["--ramp", "1*1..8"], "factor"),
-                        (["--ramp", "", "--team", "4"], "--team"),
-                        (["--ramp", "", "--repeats", "2"], "--repeats"),
-                        (["--from-twin", "a40/qwen3-coder-30b-a3b-awq"], "--from-twin"),
-                        (["--ttft", "5"], "--tier"),
-                        (["--ramp", "", "--hold", "10m", "--max-step", "5m"], "--hold"),
-                        (["--ramp", "", "--kv-offload-gib", "0,64"], "--kv-offload-gib"),
-                        (["--tier", "30", "--kv-offload-gib", "0,64"], "--kv-offload-gib"),
-                        (["--tier", "30", "--team", "8"], "--team")):
-        r = CliRunner().invoke(main, ["size", TEAM, "--slo", "ttft_p95_s<=5", *bad,
-                                      "--out", str(tmp_path / "bad")])
-        assert r.exit_code == 2 and phrase in r.stderr and "Traceback" not in r.output, \
-            (bad, r.output)
+    for case in RAMP_COMBINATIONS:              # each with --slo ttft_p95_s<=5
+        r = CliRunner().invoke(main, ["size", TEAM, *case.args, "--out", str(tmp_path / "bad")])
+        assert r.exit_code == 2 and case.needles[0] in r.stderr \
+            and "Traceback" not in r.output, (case.args, r.output)
     assert not (tmp_path / "bad").exists()
     r = CliRunner().invoke(main, ["run", TEAM, "--ramp", "1,2", "--workers", "2",
                                   "--endpoint", "http://127.0.0.1:9", "--out", str(tmp_path)])
