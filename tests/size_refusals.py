@@ -136,6 +136,22 @@ BAD_ARGUMENTS = [
             lambda s: SizeRequest(s, (SLO,), max_sessions=0), True),
 ]
 
+# a node's layouts are each replica searched alone
+NODE_ALONE = [
+    Refusal("node-ramp", ("--slo", SLO, "--node", "8xh100", "--ramp", ""), ("--node",),
+            lambda s: SizeRequest(s, (SLO,), node="8xh100", ramp="")),
+    Refusal("node-tier", ("--slo", SLO, "--node", "8xh100", "--tier", "30"), ("--node",),
+            lambda s: SizeRequest(s, (SLO,), node="8xh100", tiers=(30.0,))),
+    Refusal("node-fleet",
+            ("--slo", SLO, "--node", "8xh100", "--team", "4", "--router", "least_loaded"),
+            ("--node",),
+            lambda s: SizeRequest(s, (SLO,), ("fleet.router=least_loaded",), node="8xh100",
+                                  team=4, router="least_loaded", given=ROUTER)),
+    Refusal("node-kv-list", ("--slo", SLO, "--node", "8xh100", "--kv-offload-gib", "0,8"),
+            ("--node",),
+            lambda s: SizeRequest(s, (SLO,), node="8xh100", kv_offload_gibs=(0.0, 8.0))),
+]
+
 # refused where their tests run a server or a P/D setting; kept here beside the rest
 ELSEWHERE = [
     Refusal("pd-without-team", ("--slo", SLO, "--pd"), ("--team",),
@@ -147,4 +163,4 @@ ELSEWHERE = [
 ]
 
 ALL = [*RAMP_PAST_BOUND_SIZE, *RAMP_MEANINGLESS, *NAN, *TEAM_UNIT, *TEAM_PAST_SEARCH,
-       *RAMP_COMBINATIONS, *NOT_A_SWEEP, *BAD_ARGUMENTS, *ELSEWHERE]
+       *RAMP_COMBINATIONS, *NOT_A_SWEEP, *BAD_ARGUMENTS, *NODE_ALONE, *ELSEWHERE]

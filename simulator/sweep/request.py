@@ -97,8 +97,8 @@ class SizeRequest:
         self._fan_out()
         self._ramp_flags()
         self._ramp_options()
-        kind = self.kind()
-        if self.node is not None and (self.ramp is not None or self.tiers or kind != "card"
+        team_search = self.team is not None and (self.pd or self.router is not None)
+        if self.node is not None and (self.ramp is not None or self.tiers or team_search
                                       or self.kv_offload_gibs is not None):
             raise InputError(NODE_ALONE)
         parse_duration_s(self.lead_in, "--lead-in")

@@ -47,6 +47,17 @@ def test_the_request_built_in_python_refuses_with_the_commands_line(
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize(("given", "kind"), [
+    ({"node": "8xh100"}, "node"), ({"node": "8xh100", "team": 16}, "node"),
+    ({"ramp": "1,2"}, "ramp"), ({"tiers": (30.0,)}, "speed_tiers"),
+    ({"kv_offload_gibs": (0.0, 8.0)}, "kv_tiers"), ({"team": 8, "pd": True}, "pd"),
+    ({"team": 8, "router": "least_loaded"}, "fleet"), ({"team": 8}, "card"), ({}, "card")])
+def test_every_search_the_command_runs_is_a_request_it_accepts(
+        given: dict[str, object], kind: str, scenario: Path) -> None:
+    request = SizeRequest(str(scenario), (SLO,), **given)
+    assert request.kind() == kind
+
+
 def test_from_python_an_override_is_named_as_the_set_it_is(scenario: Path) -> None:
     """No `--replicas` was typed: the refusal names the override the caller gave, and
     `lab.size` meets it before any run."""
