@@ -17,7 +17,7 @@ rows, every field in its unit and range, a time span of at most a year.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from simulator.errors import InputError
 from simulator.importers.trace_build import (
@@ -31,6 +31,7 @@ from simulator.importers.weka import (
     MAX_REQUESTS,
     MAX_TEXT_CHARS,
     MAX_TRACE_S,
+    HashId,
     _field,
     check_ids_cover,
 )
@@ -65,8 +66,8 @@ def _rows(path: Path, fh: IO[str], block_size: int) -> tuple[list[TraceSession],
     scope = HashScope()
     sessions: list[TraceSession] = []
     by_id: dict[str, int] = {}
-    prev_ids: dict[int, list[Any]] = {}
-    common: list[Any] | None = None
+    prev_ids: dict[int, list[HashId]] = {}
+    common: list[HashId] | None = None
     t_prev: dict[int, float] = {}
     t_start, t_end = float("inf"), float("-inf")
     idx = -1

@@ -13,9 +13,9 @@ malformed request is one `InputError` naming the file, the request and the field
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sized
+from collections.abc import Iterator, Mapping, Sized
 from pathlib import Path
-from typing import Any
+from typing import Literal, overload
 
 from simulator.errors import InputError
 from simulator.importers.trace_build import (
@@ -25,9 +25,10 @@ from simulator.importers.trace_build import (
     common_prefix,
     hit_tokens,
 )
-from simulator.importers.trace_stream import ITEMS, StreamError, iter_object
+from simulator.importers.trace_stream import Items, StreamError, iter_object
 from simulator.scenario.model import MAX_TOKENS
 from simulator.util import bounded
+from simulator.util.jsontypes import JSONObject
 
 REQUEST_TYPES = frozenset({"n", "s", "subagent"})
 
@@ -48,7 +49,34 @@ def _ids_ok(v: list[object]) -> bool:
                or (type(x) is str and len(x) <= MAX_TEXT_CHARS) for x in v)
 
 
-def _field(d: dict[str, object], key: str, where: str, kind: str, required: bool = False) -> Any:
+HashId = int | str             # a cc-traces / Mooncake hash id
+IntKind = Literal["prompt", "count", "block"]
+FloatKind = Literal["seconds", "ms"]
+
+
+@overload
+def _field(d: Mapping[str, object], key: str, where: str, kind: IntKind,
+           required: Literal[True]) -> int: ...
+@overload
+def _field(d: Mapping[str, object], key: str, where: str, kind: IntKind,
+           required: bool = False) -> int | None: ...
+@overload
+def _field(d: Mapping[str, object], key: str, where: str, kind: FloatKind,
+           required: Literal[True]) -> float: ...
+@overload
+def _field(d: Mapping[str, object], key: str, where: str, kind: FloatKind,
+           required: bool = False) -> float | None: ...
+@overload
+def _field(d: Mapping[str, object], key: str, where: str, kind: Literal["text"],
+           required: bool = False) -> str | None: ...
+@overload
+def _field(d: Mapping[str, object], key: str, where: str, kind: Literal["texts"],
+           required: bool = False) -> list[str] | None: ...
+@overload
+def _field(d: Mapping[str, object], key: str, where: str, kind: Literal["ids"],
+           required: Literal[True]) -> list[HashId]: ...
+def _field(d: Mapping[str, object], key: str, where: str, kind: str,
+           required: bool = False) -> int | float | str | list[str] | list[HashId] | None:
     """`d[key]` checked for its kind, in its unit: `prompt` (tokens, ≥ 1), `count`
     (tokens, ≥ 0), `block` (tokens per hash id, ≥ 1), `seconds` / `ms` (finite, within a
     year), `text`, `texts`, `ids`; None when absent (InputError when `required`)."""
@@ -77,7 +105,7 @@ def _field(d: dict[str, object], key: str, where: str, kind: str, required: bool
                 and all(isinstance(x, str) and len(x) <= MAX_TEXT_CHARS for x in v)):
             raise InputError(f"{where}: field '{key}': expected a list of at most "
                              f"{MAX_LIST_ITEMS:,} short strings, got {str(v)[:40]!r}")
-        return v
+        return [x for x in v if isinstance(x, str)]
     assert kind == "ids", kind
     if not isinstance(v, list) or not _ids_ok(v):
         raise InputError(f"{where}: field '{key}': expected a list of hash ids (integers "
@@ -107,7 +135,7 @@ class _Reader:
         self.path = path
         self.scope = HashScope()
         self.sessions: list[TraceSession] = []
-        self.prev_ids: dict[int, list[Any]] = {}
+        self.prev_ids: dict[int, list[HashId]] = {}
         self.requests = 0
 
     def session(self, name: str, parent: int | None, start: float, tool: int, system: int,
@@ -169,7 +197,7 @@ class _Reader:
             raise InputError(f"{where}: field 'requests': a sub-agent with no requests")
 
 
-def read_trace(path: Path) -> tuple[list[TraceSession], dict[str, Any]]:
+def read_trace(path: Path) -> tuple[list[TraceSession], JSONObject]:
     """Sessions of one cc-traces file (the conversation, then its sub-agents) and its
     header fields (id, block_size, hash_id_scope, models)."""
     try:
@@ -177,17 +205,14 @@ def read_trace(path: Path) -> tuple[list[TraceSession], dict[str, Any]]:
     except ValueError as exc:
         raise InputError(f"{path}: {exc}") from None
     r = _Reader(path)
-    head: dict[str, Any] = {}
+    head: JSONObject = {}
     main = -1
     where = f"{path}"
     try:
         with path.open(encoding="utf-8-sig") as fh:
             idx = 0
             for key, value in iter_object(fh, "requests"):
-                if key != "requests":
-                    head[key] = value
-                    continue
-                if value is ITEMS:
+                if isinstance(value, Items):    # the requests start: the main session
                     bs = _field(head, "block_size", f"{path}", "block") or 64
                     name = _field(head, "id", f"{path}", "text") \
                         if isinstance(head.get("id"), str) else head.get("id")
@@ -196,6 +221,9 @@ def read_trace(path: Path) -> tuple[list[TraceSession], dict[str, Any]]:
                                      _field(head, "system_tokens", f"{path}", "count") or 0,
                                      bs)
                     where = f"{path}: request {idx}"
+                    continue
+                if key != "requests":
+                    head[key] = value
                     continue
                 r.request(main, value, where)
                 idx += 1
