@@ -37,6 +37,7 @@ from simulator.util.numbers import is_number
 if TYPE_CHECKING:   # protobuf is loaded only for a protobuf file
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
     from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, LogsData
+    from opentelemetry.proto.resource.v1.resource_pb2 import Resource
     from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
 Signal = Literal["logs", "spans"]
@@ -176,17 +177,22 @@ def _message(signal: Signal) -> LogsData | TracesData:
     return LogsData() if signal == "logs" else TracesData()
 
 
-def _proto_raw_records(msg: LogsData | TracesData) -> Iterator[LogRecord | Span]:
-    """Each log record or span of a message."""
+def _resources(msg: LogsData | TracesData
+               ) -> Iterator[tuple[Resource, Iterator[LogRecord] | Iterator[Span]]]:
+    """Each resource of a message with its log records or spans."""
     from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
     if isinstance(msg, TracesData):
         for rs in msg.resource_spans:
-            for ss in rs.scope_spans:
-                yield from ss.spans
-        return
-    for rl in msg.resource_logs:
-        for sl in rl.scope_logs:
-            yield from sl.log_records
+            yield rs.resource, (span for ss in rs.scope_spans for span in ss.spans)
+    else:
+        for rl in msg.resource_logs:
+            yield rl.resource, (r for sl in rl.scope_logs for r in sl.log_records)
+
+
+def _proto_raw_records(msg: LogsData | TracesData) -> Iterator[LogRecord | Span]:
+    """Each log record or span of a message."""
+    for _res, records in _resources(msg):
+        yield from records
 
 
 # --- JSON lines ------------------------------------------------------------------------
@@ -400,34 +406,25 @@ def _proto_attrs(kvs: Sequence[KeyValue], where: str) -> dict[str, Scalar]:
 def _proto_records(msg: LogsData | TracesData, where: str) -> Iterator[OtlpRecord]:
     """The message's records, each resource's attributes under its records' (checked
     once per resource, records or not)."""
-    from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span
     k = 0
-    if isinstance(msg, TracesData):
-        for rs in msg.resource_spans:
-            res_attrs = _proto_attrs(rs.resource.attributes, f"{where}: resource")
-            for ss in rs.scope_spans:
-                for span in ss.spans:
-                    rw = f"{where}, record {k}"
-                    k += 1
-                    yield OtlpRecord(
-                        str(span.name)[:MAX_TEXT_CHARS],
-                        {**res_attrs, **_proto_attrs(span.attributes, rw)},
-                        _nanos(int(span.start_time_unix_nano), "start_time_unix_nano", rw),
-                        _nanos(int(span.end_time_unix_nano), "end_time_unix_nano", rw), rw)
-        return
-    for rl in msg.resource_logs:
-        res_attrs = _proto_attrs(rl.resource.attributes, f"{where}: resource")
-        for sl in rl.scope_logs:
-            for r in sl.log_records:
-                rw = f"{where}, record {k}"
-                k += 1
-                attrs = {**res_attrs, **_proto_attrs(r.attributes, rw)}
-                name = str(r.event_name) or (str(r.body.string_value)
-                                             if r.body.WhichOneof("value") == "string_value"
-                                             else "")
-                t = _nanos(int(r.time_unix_nano), "time_unix_nano", rw) \
-                    or _nanos(int(r.observed_time_unix_nano), "observed_time_unix_nano", rw)
-                yield OtlpRecord(name[:MAX_TEXT_CHARS], attrs, t, 0, rw)
+    for res, records in _resources(msg):
+        res_attrs = _proto_attrs(res.attributes, f"{where}: resource")
+        for r in records:
+            rw = f"{where}, record {k}"
+            k += 1
+            attrs = {**res_attrs, **_proto_attrs(r.attributes, rw)}
+            if isinstance(r, Span):
+                yield OtlpRecord(str(r.name)[:MAX_TEXT_CHARS], attrs,
+                                 _nanos(int(r.start_time_unix_nano), "start_time_unix_nano", rw),
+                                 _nanos(int(r.end_time_unix_nano), "end_time_unix_nano", rw), rw)
+                continue
+            name = str(r.event_name) or (str(r.body.string_value)
+                                         if r.body.WhichOneof("value") == "string_value"
+                                         else "")
+            t = _nanos(int(r.time_unix_nano), "time_unix_nano", rw) \
+                or _nanos(int(r.observed_time_unix_nano), "observed_time_unix_nano", rw)
+            yield OtlpRecord(name[:MAX_TEXT_CHARS], attrs, t, 0, rw)
 
 
 # --- one attribute, checked -------------------------------------------------------------
