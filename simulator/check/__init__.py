@@ -4,7 +4,7 @@ coding agent needs it (streaming grammar, usage, cache fields, tools, errors, me
 `run_check(url)` returns a `CheckReport` of pass / warn / fail lines; the CLI prints it.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from simulator.check.report import CheckReport, CheckResult, Status
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 _RUNNER = frozenset({"run_check", "run_check_async", "validate_base_url"})
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """The runner (and aiohttp with it) is imported on first use, not with the package:
     every `endurance` command imports this package to register `check`."""
     if name in _RUNNER:   # deferred: aiohttp, only when a check runs (see above)

@@ -10,9 +10,10 @@ import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
+
+from simulator.util.jsontypes import JSONObject, JSONValue
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -29,12 +30,18 @@ class RawReply:
     elapsed_s: float
     twin: bool = False          # the server announced itself as endurance's HTTP twin
 
-    def json(self) -> Any:
+    def json(self) -> JSONValue:
         """The body as JSON, or None when it is not JSON."""
         try:
-            return json.loads(self.body)
+            value: JSONValue = json.loads(self.body)
         except (ValueError, RecursionError):     # not JSON, or nested past the parser
             return None
+        return value
+
+    def json_object(self) -> JSONObject:
+        """The body as a JSON object; {} when it is not one (a lying server's list,
+        number or HTML reads as an object with no fields)."""
+        return as_object(self.json())
 
     def snippet(self, n: int = 160) -> str:
         return self.body[:n].decode("utf-8", errors="replace").replace("\n", "\\n")
@@ -119,3 +126,18 @@ class CheckClient:
 def _now() -> float:
     """Monotonic seconds (the running loop's clock)."""
     return asyncio.get_running_loop().time()
+
+
+def as_object(value: object) -> JSONObject:
+    """`value` when it is a JSON object, else {}."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: object) -> list[JSONValue]:
+    """`value` when it is a JSON array, else []."""
+    return value if isinstance(value, list) else []
+
+
+def listed_ids(data: JSONValue) -> list[JSONValue]:
+    """The `id` of each entry of a /v1/models listing (`data`: its body)."""
+    return [m.get("id") for m in as_list(as_object(data).get("data")) if isinstance(m, dict)]

@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import difflib
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 
-from simulator.check.client import CheckClient
+from simulator.check.client import CheckClient, as_list, listed_ids
+from simulator.util.jsontypes import JSONObject
 
 _CODE = '''def merge_intervals(items: list[tuple[int, int]]) -> list[tuple[int, int]]:
     items = sorted(items)
@@ -74,21 +74,20 @@ async def served_model(c: CheckClient, model: str | None) -> str:
     """`model`, else the first id of /v1/models, else "default"."""
     if model:
         return model
-    data = (await c.get("/v1/models")).json()
-    ids = [m.get("id") for m in (data or {}).get("data", []) if isinstance(m, dict)] \
-        if isinstance(data, dict) else []
+    ids = listed_ids((await c.get("/v1/models")).json())
     return ids[0] if ids and isinstance(ids[0], str) else "default"
 
 
 async def _ask(c: CheckClient, model: str, prompt: str, max_tokens: int) -> str:
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "temperature": 0,
+    body: JSONObject = {"model": model, "max_tokens": max_tokens, "temperature": 0,
                             "messages": [{"role": "user", "content": prompt}]}
     reply = await c.post("/v1/messages", body)
     data = reply.json()
     if reply.status != 200 or not isinstance(data, dict):
         raise RuntimeError(f"HTTP {reply.status}: {reply.snippet()}")
-    return "".join(b.get("text", "") for b in data.get("content", [])
-                   if isinstance(b, dict) and b.get("type") == "text")
+    return "".join(t for b in as_list(data.get("content"))
+                   if isinstance(b, dict) and b.get("type") == "text"
+                   and isinstance(t := b.get("text", ""), str))
 
 
 async def compare_endpoints(url_a: str, url_b: str, *, model_a: str | None = None,

@@ -15,9 +15,8 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Mapping
-from typing import Any
 
-from simulator.check.client import Body, CheckClient, RawReply
+from simulator.check.client import Body, CheckClient, RawReply, as_list, as_object
 from simulator.check.metrics import MetricsSnapshot
 from simulator.check.prefix import check_metrics, long_prefix, scrape
 from simulator.check.probes import CAP, usage_problems
@@ -25,6 +24,7 @@ from simulator.check.report import CheckResult, Guard, One, failed, passed, warn
 from simulator.check.sse import parse_sse
 from simulator.endpoints.base import ErrorType, classify_status
 from simulator.endpoints.wire.openai_chat import PATH, STOP_REASONS
+from simulator.util.jsontypes import JSONObject
 
 FINISH_REASONS = frozenset(STOP_REASONS)
 TOOL_CAP = 48  # tokens: room for one tool call
@@ -62,15 +62,15 @@ async def check_chat(c: CheckClient, base: Body) -> CheckResult:
     problems = completion_problems(reply.json())
     if problems:
         return failed("chat", "; ".join(problems[:3]))
-    usage = reply.json()["usage"]
-    return passed("chat", f"chat.completion with usage ({usage['prompt_tokens']} prompt, "
-                          f"{usage['completion_tokens']} completion tokens)", usage=usage)
+    usage = as_object(reply.json_object().get("usage"))   # checked by completion_problems
+    return passed("chat", f"chat.completion with usage ({usage.get('prompt_tokens')} prompt, "
+                          f"{usage.get('completion_tokens')} completion tokens)", usage=usage)
 
 
-def stream_chunks(raw: bytes) -> tuple[list[dict[str, Any]], bool, list[str]]:
+def stream_chunks(raw: bytes) -> tuple[list[JSONObject], bool, list[str]]:
     """(decoded chunks, saw [DONE], problems) of a whole streamed body."""
     events, tail = parse_sse(raw)
-    chunks: list[dict[str, Any]] = []
+    chunks: list[JSONObject] = []
     done, problems = False, []
     for ev in events:
         if ev.data.strip() == "[DONE]":
@@ -92,10 +92,10 @@ def stream_chunks(raw: bytes) -> tuple[list[dict[str, Any]], bool, list[str]]:
     return chunks, done, problems
 
 
-def finish_reasons(chunks: list[dict[str, Any]]) -> list[str]:
-    return [str(ch["choices"][0]["finish_reason"]) for ch in chunks
-            if isinstance(ch.get("choices"), list) and ch["choices"]
-            and isinstance(ch["choices"][0], dict) and ch["choices"][0].get("finish_reason")]
+def finish_reasons(chunks: list[JSONObject]) -> list[str]:
+    firsts = (as_list(ch.get("choices"))[:1] for ch in chunks)
+    return [str(reason) for first in firsts if first and isinstance(first[0], dict)
+            and (reason := first[0].get("finish_reason"))]
 
 
 async def check_streaming(c: CheckClient, base: Body) -> list[CheckResult]:
@@ -118,7 +118,7 @@ async def check_streaming(c: CheckClient, base: Body) -> list[CheckResult]:
     else:
         grammar = passed("streaming", f"{len(chunks)} chunks, finish_reason {finish[-1]!r}, "
                                       "[DONE]")
-    usages = [ch["usage"] for ch in chunks if isinstance(ch.get("usage"), dict)]
+    usages = [u for ch in chunks if isinstance(u := ch.get("usage"), dict)]
     if not usages:
         use = failed("usage_in_stream", "no usage chunk despite stream_options.include_usage "
                                         "(endurance records usage as unknown)")
@@ -131,21 +131,22 @@ async def check_streaming(c: CheckClient, base: Body) -> list[CheckResult]:
     return [grammar, use]
 
 
-def tool_calls_of(chunks: list[dict[str, Any]]) -> dict[int, dict[str, str]]:
+def tool_calls_of(chunks: list[JSONObject]) -> dict[int, dict[str, str]]:
     """Streamed tool-call deltas joined per index: {index: {id, name, arguments}}."""
     calls: dict[int, dict[str, str]] = {}
     for ch in chunks:
         choices = ch.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             continue
-        delta = choices[0].get("delta") or {}
-        for i, tc in enumerate(delta.get("tool_calls") or []):
+        delta = as_object(choices[0].get("delta"))
+        for i, tc in enumerate(as_list(delta.get("tool_calls"))):
             if not isinstance(tc, dict):
                 continue
-            call = calls.setdefault(int(tc.get("index", i)),
+            index = tc.get("index", i)
+            call = calls.setdefault(index if isinstance(index, int) else i,
                                     {"id": "", "name": "", "arguments": ""})
             call["id"] = call["id"] or str(tc.get("id") or "")
-            fn = tc.get("function") or {}
+            fn = as_object(tc.get("function"))
             call["name"] = call["name"] or str(fn.get("name") or "")
             call["arguments"] += str(fn.get("arguments") or "")
     return calls
@@ -219,7 +220,7 @@ def cached_verdict(usage: Mapping[str, object], counter_delta: float | None) -> 
 async def check_cached_tokens(c: CheckClient, base: Body,
                               metrics: MetricsSnapshot | None) -> CheckResult:
     system = long_prefix(secrets.token_hex(6))
-    usage: dict[str, Any] = {}
+    usage: JSONObject = {}
     before = None
     for i, q in enumerate(("What does this configure?", "Which part is slowest?")):
         if i == 1 and metrics is not None:
@@ -228,7 +229,7 @@ async def check_cached_tokens(c: CheckClient, base: Body,
             {"role": "system", "content": system}, {"role": "user", "content": q}]})
         if reply.status != 200:
             return _http_fail("cached_tokens", f"request {i + 1}", reply)
-        usage = (reply.json() or {}).get("usage") or {}
+        usage = as_object(reply.json_object().get("usage"))
     after = (await scrape(c))[0] if before is not None else None
     delta = (after.cached_tokens - before.cached_tokens
              if after is not None and before is not None and after.cached_tokens is not None
@@ -262,15 +263,13 @@ async def check_error_shape(c: CheckClient, model: str) -> CheckResult:
 async def context_window(c: CheckClient, model: str) -> int | None:
     """The server's context length: /v1/models `max_model_len` (vLLM, the twin), else
     llama.cpp's /props `n_ctx`."""
-    data = (await c.get("/v1/models")).json()
-    for m in (data or {}).get("data", []) if isinstance(data, dict) else []:
+    for m in as_list((await c.get("/v1/models")).json_object().get("data")):
         if isinstance(m, dict) and m.get("id") == model and isinstance(
-                m.get("max_model_len"), int):
-            return int(m["max_model_len"])
-    props = (await c.get("/props")).json()
-    settings = props.get("default_generation_settings") if isinstance(props, dict) else None
-    n_ctx = (settings or {}).get("n_ctx") if isinstance(settings, dict) else None
-    return int(n_ctx) if isinstance(n_ctx, int) else None
+                n := m.get("max_model_len"), int):
+            return n
+    props = (await c.get("/props")).json_object()
+    n_ctx = as_object(props.get("default_generation_settings")).get("n_ctx")
+    return n_ctx if isinstance(n_ctx, int) else None
 
 
 async def check_context_overflow(c: CheckClient, base: Body) -> CheckResult:
@@ -298,7 +297,7 @@ async def all_checks(c: CheckClient, used_model: str, guard: Guard, one: One
                      ) -> list[CheckResult]:
     """Every OpenAI check in order (`guard`/`one`: the runner's transport-failure
     wrappers)."""
-    base: dict[str, Any] = {"model": used_model, "max_tokens": CAP, "temperature": 0,
+    base: JSONObject = {"model": used_model, "max_tokens": CAP, "temperature": 0,
                             "messages": [{"role": "system", "content": "Answer briefly."},
                                          {"role": "user", "content": "List the files."}]}
     results: list[CheckResult] = []

@@ -12,14 +12,14 @@ import asyncio
 import random
 import secrets
 from collections.abc import Mapping
-from typing import Any
 
 import aiohttp
 
-from simulator.check.client import Body, CheckClient
+from simulator.check.client import Body, CheckClient, as_object
 from simulator.check.metrics import MetricsSnapshot, delta, parse_metrics
 from simulator.check.report import CheckResult, failed, passed, warned
 from simulator.check.roundtrip import prompt_tokens
+from simulator.util.jsontypes import JSONObject
 
 _WORDS = ("buffer", "cache", "token", "request", "server", "client", "prefix", "block",
           "engine", "stream", "session", "compaction", "context", "tool", "result",
@@ -87,7 +87,7 @@ async def check_prefix_reuse(c: CheckClient, base: Body,
     """Two requests sharing a long system prompt; the second should read it from cache.
     The counter delta is taken over the second request only."""
     system = long_prefix(secrets.token_hex(6))
-    usages: list[dict[str, Any]] = []
+    usages: list[JSONObject] = []
     before: MetricsSnapshot | None = None
     for i, question in enumerate(("What does this configure?", "Which part is slowest?")):
         if i == 1 and metrics is not None:
@@ -98,7 +98,7 @@ async def check_prefix_reuse(c: CheckClient, base: Body,
         if reply.status != 200:
             return failed("prefix_reuse", f"request {i + 1}: HTTP {reply.status} "
                                           f"{reply.snippet()}")
-        usages.append((reply.json() or {}).get("usage") or {})
+        usages.append(as_object(reply.json_object().get("usage")))
     read = usages[1].get("cache_read_input_tokens")
     counter = await _settled_delta(c, before, read if isinstance(read, int) else None)
     return reuse_verdict(usages[1], counter, metrics.block_size if metrics else None)

@@ -8,11 +8,12 @@ pure validators take decoded JSON so the unit tests can feed them directly.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from simulator.check.client import CheckClient, RawReply
+from simulator.check.client import Body, CheckClient, RawReply, as_list, as_object
 from simulator.check.report import CheckResult, failed, passed, warned
 from simulator.check.sse import check_stream, parse_sse
+from simulator.util.jsontypes import JSONObject
+from simulator.util.numbers import to_int
 
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "stop_sequence", "tool_use",
                           "pause_turn", "refusal"})
@@ -116,38 +117,38 @@ def _http_fail(name: str, what: str, reply: RawReply) -> CheckResult:
                   status=reply.status)
 
 
-async def check_non_streaming(c: CheckClient, body: dict[str, Any]) -> list[CheckResult]:
+async def check_non_streaming(c: CheckClient, body: Body) -> list[CheckResult]:
     """A plain reply: its shape, its stop reason under a cap, and its cache fields."""
     reply = await c.post("/v1/messages", body)
-    msg = reply.json()
+    msg = reply.json_object()
     if reply.status != 200:
         return [_http_fail("messages", "non-streaming request", reply)]
     problems = message_problems(msg)
     if problems:
         return [failed("messages", "; ".join(problems[:3]), problems=problems)]
-    usage = msg["usage"]
-    results = [passed("messages", f"{len(msg['content'])} block(s), "
+    usage = as_object(msg.get("usage"))           # message_problems checked both
+    results = [passed("messages", f"{len(as_list(msg.get('content')))} block(s), "
                                   f"{reply.elapsed_s:.2f} s", usage=usage)]
     results.append(await _stop_reason(c, body, msg))
     results.append(cache_fields_result(usage))
     return results
 
 
-async def _stop_reason(c: CheckClient, body: dict[str, Any], msg: dict[str, Any]) -> CheckResult:
+async def _stop_reason(c: CheckClient, body: Body, msg: JSONObject) -> CheckResult:
     """Judge the stop reason; if the model stopped early, retry once with max_tokens=1."""
-    cap = int(body["max_tokens"])
+    cap = to_int(body["max_tokens"])
     verdict, reason = stop_reason_verdict(msg.get("stop_reason"),
-                                          msg["usage"].get("output_tokens"), cap)
+                                          as_object(msg.get("usage")).get("output_tokens"), cap)
     if verdict == "pass" and msg.get("stop_reason") != "max_tokens":
-        retry = (await c.post("/v1/messages", {**body, "max_tokens": 1})).json() or {}
-        out = (retry.get("usage") or {}).get("output_tokens")
+        retry = (await c.post("/v1/messages", {**body, "max_tokens": 1})).json_object()
+        out = as_object(retry.get("usage")).get("output_tokens")
         verdict, reason = stop_reason_verdict(retry.get("stop_reason"), out, 1)
         reason = f"retried with max_tokens=1: {reason}"
     make = {"pass": passed, "warn": warned, "fail": failed}[verdict]
     return make("stop_reason", reason, stop_reason=msg.get("stop_reason"))
 
 
-async def check_streaming(c: CheckClient, body: dict[str, Any]) -> list[CheckResult]:
+async def check_streaming(c: CheckClient, body: Body) -> list[CheckResult]:
     """A streamed reply: the event grammar, and where usage arrives."""
     reply = await c.post("/v1/messages", {**body, "stream": True})
     if reply.status != 200:
@@ -160,7 +161,7 @@ async def check_streaming(c: CheckClient, body: dict[str, Any]) -> list[CheckRes
     if s.errors:
         return [failed("streaming", "; ".join(s.errors[:2]), errors=s.errors, events=order)]
     verdict, reason = stop_reason_verdict(s.stop_reason, (s.usage_delta or {}).get(
-        "output_tokens"), int(body["max_tokens"]))
+        "output_tokens"), to_int(body["max_tokens"]))
     first = (warned if s.notes or verdict != "pass" else passed)(
         "streaming", f"{' '.join(order)}; {reason}" + (f"; {s.notes[0]}" if s.notes else ""),
         events=order, blocks=s.block_types, notes=s.notes, ignored=s.ignored)

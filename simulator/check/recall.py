@@ -18,17 +18,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict, Unpack
 
 import aiohttp
 
-from simulator.check.client import CheckClient, RawReply
+from simulator.check.client import CheckClient, RawReply, as_list, as_object
 from simulator.check.compare import served_model
 from simulator.check.needle import BEYOND, ERROR, HIT, MISS, Outcome, build_case, recalled
 from simulator.check.openai_checks import context_window
 from simulator.endpoints.base import ErrorType, classify_status
 from simulator.errors import RunError
 from simulator.twin.serve.server import TWIN_FIELD
+from simulator.util.jsontypes import JSONObject, JSONValue
 
 MAX_TOKENS = 48     # a small model often restates the question before the value
 
@@ -47,7 +48,7 @@ class RecallReport:
     elapsed_s: float
     simulated: bool = False     # the endpoint is endurance's twin (it does not search)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"base_url": self.base_url, "model": self.model, "window": self.window,
                 "lengths": list(self.lengths), "depths": list(self.depths),
                 "repeats": self.repeats, "simulated": self.simulated,
@@ -57,13 +58,13 @@ class RecallReport:
                               "detail": o.detail} for o in self.outcomes]}
 
 
-def _text(data: Any) -> str:
-    blocks = data.get("content", []) if isinstance(data, dict) else []
-    return "".join(b.get("text", "") for b in blocks
-                   if isinstance(b, dict) and b.get("type") == "text")
+def _text(data: JSONValue) -> str:
+    return "".join(t for b in as_list(as_object(data).get("content"))
+                   if isinstance(b, dict) and b.get("type") == "text"
+                   and isinstance(t := b.get("text", ""), str))
 
 
-def _input_tokens(data: Any) -> int | None:
+def _input_tokens(data: JSONValue) -> int | None:
     usage = data.get("usage") if isinstance(data, dict) else None
     if not isinstance(usage, dict):
         return None
@@ -74,8 +75,7 @@ def _input_tokens(data: Any) -> int | None:
 
 async def _is_twin(c: CheckClient) -> bool:
     """Does /v1/models carry the twin's identity field?"""
-    data = (await c.get("/v1/models")).json()
-    entries = data.get("data", []) if isinstance(data, dict) else []
+    entries = as_list((await c.get("/v1/models")).json_object().get("data"))
     return any(isinstance(m, dict) and TWIN_FIELD in m for m in entries)
 
 
@@ -113,7 +113,7 @@ async def _one(c: CheckClient, model: str, length: int, depth: float, repeat: in
                    _input_tokens(data), answer.strip()[:200], f"expected {case.expected}")
 
 
-def not_a_message(reply: RawReply, data: Any) -> str | None:
+def not_a_message(reply: RawReply, data: JSONValue) -> str | None:
     """Why a 200 reply is not a non-streaming Messages reply (None when it is one)."""
     kind = reply.content_type.split(";")[0].strip().lower()
     if kind != "application/json":
@@ -123,6 +123,17 @@ def not_a_message(reply: RawReply, data: Any) -> str | None:
             or not isinstance(data.get("content"), list):
         return f"HTTP 200 JSON is not a Messages object ({reply.snippet(60)})"
     return None
+
+
+class RecallOptions(TypedDict, total=False):
+    """`run_recall_async`'s keyword options (for `run_recall`)."""
+
+    repeats: int
+    seed: int
+    model: str | None
+    api_key: str | None
+    timeout_s: float
+    progress: Callable[[Outcome], None] | None
 
 
 async def run_recall_async(base_url: str, lengths: Sequence[int], depths: Sequence[float],
@@ -158,6 +169,6 @@ async def run_recall_async(base_url: str, lengths: Sequence[int], depths: Sequen
 
 
 def run_recall(base_url: str, lengths: Sequence[int], depths: Sequence[float],
-               **kw: Any) -> RecallReport:
+               **kw: Unpack[RecallOptions]) -> RecallReport:
     """Blocking wrapper of `run_recall_async` (the CLI)."""
     return asyncio.run(run_recall_async(base_url, lengths, depths, **kw))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 
 class Status(enum.StrEnum):
@@ -28,7 +27,7 @@ class CheckResult:
     reason: str
     details: dict[str, object] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "status": str(self.status), "reason": self.reason,
                 "details": self.details}
 
@@ -74,7 +73,7 @@ class CheckReport:
     def counts(self) -> dict[str, int]:
         return {s.value: sum(r.status is s for r in self.results) for s in Status}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"base_url": self.base_url, "model": self.model, "ok": self.ok,
                 "elapsed_s": round(self.elapsed_s, 3), "counts": self.counts(),
                 "results": [r.to_dict() for r in self.results]}

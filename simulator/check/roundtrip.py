@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from simulator.check.client import Body, CheckClient
+from simulator.check.client import Body, CheckClient, as_object
 from simulator.check.probes import message_problems
 from simulator.check.report import CheckResult, failed, passed, warned
+from simulator.util.jsontypes import JSONValue
 
 READ_TOOL = {
     "name": "read_file",
@@ -19,7 +18,7 @@ _LONG_RESULT = " ".join(f"line {i}: def handler_{i}(request): return respond({i}
                         for i in range(40))
 
 
-def tool_history(result_text: str) -> list[dict[str, Any]]:
+def tool_history(result_text: str) -> list[JSONValue]:
     """user → assistant tool_use → user tool_result, as Claude Code sends it."""
     return [
         {"role": "user", "content": "Open README.md and summarise it."},
@@ -56,7 +55,7 @@ async def check_tool_round_trip(c: CheckClient, base: Body) -> CheckResult:
         problems = message_problems(reply.json())
         if problems:
             return failed(name, "; ".join(problems[:3]), problems=problems)
-        replies.append(reply.json())
+        replies.append(reply.json_object())
     short, long = (prompt_tokens(r.get("usage")) for r in replies)
     if short is None or long is None:
         return warned(name, "accepted, but usage does not say whether the result was read")
@@ -127,6 +126,6 @@ async def check_error_shape(c: CheckClient, model: str) -> CheckResult:
         shape = f"HTTP {reply.status} but not Anthropic's error shape: {'; '.join(problems)}" \
             if problems else f"HTTP {reply.status} in Anthropic's error shape for invalid JSON"
         return warned(name, lenient + shape, status=reply.status, body=reply.snippet())
-    err = reply.json()["error"]
-    return passed(name, f"HTTP {reply.status} {err['type']}: {err['message'][:60]}",
+    err = as_object(reply.json_object().get("error"))    # its shape checked above
+    return passed(name, f"HTTP {reply.status} {err.get('type')}: {str(err.get('message'))[:60]}",
                   status=reply.status)

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import aiohttp
 
 from simulator.check import DEFAULT_TIMEOUT_S
-from simulator.check.client import CheckClient
+from simulator.check.client import CheckClient, listed_ids
 from simulator.check.openai_checks import all_checks
 from simulator.check.prefix import check_metrics, check_prefix_reuse
 from simulator.check.probes import CAP, check_non_streaming, check_streaming
@@ -26,6 +25,7 @@ from simulator.check.roundtrip import (
     prompt_tokens,
 )
 from simulator.errors import InputError
+from simulator.util.jsontypes import JSONObject
 from simulator.util.redact import check_endpoint_url
 
 SYSTEM = ("You are a coding agent working in a Python repository. Answer briefly. "
@@ -44,9 +44,7 @@ def validate_base_url(base_url: str) -> str:
 async def _discover_model(c: CheckClient, model: str | None) -> tuple[str, CheckResult]:
     """The model to use: the given one, else the first listed by /v1/models."""
     reply = await c.get("/v1/models")
-    data = reply.json()
-    ids = [m.get("id") for m in (data or {}).get("data", []) if isinstance(m, dict)] \
-        if isinstance(data, dict) else []
+    ids = listed_ids(reply.json())
     if model:
         listed = "listed" if model in ids else "not listed"
         return model, passed("models", f"using {model!r} ({listed} by /v1/models)", ids=ids)
@@ -84,7 +82,7 @@ async def _all_checks(c: CheckClient, model: str | None,
         return used_model, [models, *await all_checks(c, used_model, _guard, _one)]
     # Greedy sampling: the same server gives the same verdicts run after run (a sampled
     # first token can change the stream, e.g. llama.cpp's lost message_start).
-    base: dict[str, Any] = {"model": used_model, "max_tokens": CAP, "temperature": 0,
+    base: JSONObject = {"model": used_model, "max_tokens": CAP, "temperature": 0,
                             "system": SYSTEM,
                             "messages": [{"role": "user", "content": "List the files."}]}
     results = [models]

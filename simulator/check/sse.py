@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from simulator.endpoints.wire.sse import SSEParser, parse_block
+from simulator.util.jsontypes import JSONObject, JSONValue
 
 KNOWN_EVENTS = frozenset({"message_start", "content_block_start", "content_block_delta",
                           "content_block_stop", "message_delta", "message_stop", "ping",
@@ -35,8 +35,9 @@ class SseEvent:
     event: str | None
     data: str
 
-    def json(self) -> Any:
-        return json.loads(self.data)
+    def json(self) -> JSONValue:
+        value: JSONValue = json.loads(self.data)
+        return value
 
 
 def parse_sse(raw: bytes) -> tuple[list[SseEvent], bytes]:
@@ -62,10 +63,10 @@ class StreamSummary:
     ignored: list[str] = field(default_factory=list)   # unknown event names, skipped
     block_types: list[str] = field(default_factory=list)
     text: str = ""
-    usage_start: dict[str, Any] | None = None
-    usage_delta: dict[str, Any] | None = None
-    stop_reason: str | None = None
-    message: dict[str, Any] = field(default_factory=dict)
+    usage_start: JSONObject | None = None
+    usage_delta: JSONObject | None = None
+    stop_reason: JSONValue = None      # as sent (a lying server's may not be a string)
+    message: JSONObject = field(default_factory=dict)
 
 
 class _Grammar:
@@ -175,7 +176,7 @@ class _Grammar:
             self.state = "done"
 
 
-def _obj(value: object) -> dict[str, Any]:
+def _obj(value: object) -> JSONObject:
     return value if isinstance(value, dict) else {}
 
 

@@ -9,7 +9,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -29,6 +28,8 @@ from simulator.importers.trace_import import validate_imported
 from simulator.scenario import content
 from simulator.scenario.load import load_tools_file
 from simulator.util import tokens
+from simulator.util.jsontypes import JSONObject, JSONValue
+from simulator.util.numbers import to_int
 
 VERBATIM_WARNING = ("WARNING: this scenario contains VERBATIM transcript content "
                     "(imported with --keep-content): source code, paths and secrets may be in it.")
@@ -36,8 +37,8 @@ VERBATIM_WARNING = ("WARNING: this scenario contains VERBATIM transcript content
 
 @dataclass
 class ImportResult:
-    data: dict[str, Any]             # the scenario as plain data
-    summary: dict[str, Any]          # what was read, for the CLI to print
+    data: JSONObject             # the scenario as plain data
+    summary: dict[str, object]       # what was read, for the CLI to print
 
 
 SYSTEM_DEFAULT_TOKENS = 3000     # Claude Code's own system prompt, ~3k tokens
@@ -76,7 +77,7 @@ def _main_prefix(t: Transcript, prefixes: list[int | None]) -> int:
 
 
 def _prefix(t: Transcript, system_file: Path | None, tools_file: Path | None,
-            out_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Fit, int]:
+            out_dir: Path) -> tuple[JSONObject, JSONObject, Fit, int]:
     """System and tools sections, and the fit. Without files both are sized from the
     recorded first calls (cache creation + cache read + input, minus the first
     message): system ~3k tokens as Claude Code's, tools the rest."""
@@ -90,9 +91,9 @@ def _prefix(t: Transcript, system_file: Path | None, tools_file: Path | None,
                                                                      total // 4)
     if t_tok is None:
         t_tok = max(0, total - s_tok)
-    system: dict[str, Any] = ({"tokens": s_tok} if system_file is None else
+    system: JSONObject = ({"tokens": s_tok} if system_file is None else
                               {"file": os.path.relpath(system_file.resolve(), out_dir.resolve())})
-    tools: dict[str, Any] = (
+    tools: JSONObject = (
         {"tokens": t_tok, "count": max(1, min(16, t_tok // 800))} if tools_file is None
         else {"file": os.path.relpath(tools_file.resolve(), out_dir.resolve())})
     main_total = s_tok + t_tok
@@ -110,9 +111,9 @@ def _prefix(t: Transcript, system_file: Path | None, tools_file: Path | None,
 def _sessions(t: Transcript, enc: Encoder, prefixes: list[int | None],
               fractions: list[list[float]] | None = None,
               edit_shares: list[list[float | None]] | None = None,
-              paces: list[list[float]] | None = None) -> list[dict[str, Any]]:
+              paces: list[list[float]] | None = None) -> list[JSONObject]:
     links = link_subagents(t)
-    out: list[dict[str, Any]] = []
+    calls_of: list[list[JSONObject]] = []
     for si, s in enumerate(t.sessions):
         calls = [call_data(c, enc) for c in s.calls]
         if fractions is not None:     # the twin copies as the real text did
@@ -123,8 +124,16 @@ def _sessions(t: Transcript, enc: Encoder, prefixes: list[int | None],
                 call["edit_share"] = e
         for call, tpp in zip(calls, paces[si] if paces else [], strict=False):
             call["tokens_per_pass"] = tpp     # the twin paces its reply to the real's
-        d: dict[str, Any] = {"id": f"{'agent' if s.sidechain else 'main'}-{si}",
-                             "calls": calls}
+        calls_of.append(calls)
+    spawns: dict[tuple[int, int], list[JSONValue]] = {}
+    for si, (p, pc) in links.items():
+        spawns.setdefault((p, pc), []).append(si)
+    for (p, pc), children in spawns.items():
+        calls_of[p][pc]["spawns"] = children
+    out: list[JSONObject] = []
+    for si, (s, calls) in enumerate(zip(t.sessions, calls_of, strict=True)):
+        d: JSONObject = {"id": f"{'agent' if s.sidechain else 'main'}-{si}",
+                         "calls": list[JSONValue](calls)}
         if si in links:
             p, pc = links[si]
             d.update(parent=p, parent_call=pc,
@@ -132,9 +141,6 @@ def _sessions(t: Transcript, enc: Encoder, prefixes: list[int | None],
         if prefixes[si] is not None:
             d["prefix_tokens"] = prefixes[si]
         out.append(d)
-    for si, (p, pc) in links.items():
-        call = out[p]["calls"][pc]
-        call["spawns"] = [*call.get("spawns", []), si]
     return out
 
 
@@ -153,7 +159,7 @@ def pairing(t: Transcript) -> tuple[int, int, int]:
     return uses, paired, unanswered
 
 
-def _summary(t: Transcript, fit: Fit, prefix_tokens: int) -> dict[str, Any]:
+def _summary(t: Transcript, fit: Fit, prefix_tokens: int) -> JSONObject:
     calls = [c for s in t.sessions for c in s.calls]
     prompts = [prompt_tokens(c.usage) for c in calls if c.usage]
     starts = [s.first_ts for s in t.sessions]
@@ -179,16 +185,19 @@ def _summary(t: Transcript, fit: Fit, prefix_tokens: int) -> dict[str, Any]:
         "skipped": dict(sorted(t.skipped.items())), "malformed_at": list(t.malformed),
         "token_scale": round(fit.scale, 4), "thinking_in_context": fit.thinking_in_context,
         "fit_rms_share": round(fit.residual_share, 4), "prefix_tokens": prefix_tokens,
-        "subagent_prefix_tokens": sorted({p for p in fit.prefixes if p is not None}),
+        "subagent_prefix_tokens": list[JSONValue](sorted({p for p in fit.prefixes
+                                                          if p is not None})),
         "fitted_prefix_tokens": None if fit.free_prefix_tokens is None
         else round(fit.free_prefix_tokens)}
 
 
-def lost(summary: dict[str, Any]) -> int:
+def lost(summary: Mapping[str, object]) -> int:
     """What `--strict` refuses: conversation records dropped, responses found but not
     imported, tool calls left unanswered."""
-    n: int = sum(summary["dropped"].values()) + max(0, summary["calls_found"] - summary["calls"])
-    return n + int(summary["tool_calls_unanswered"])
+    dropped = summary["dropped"]
+    n = sum(map(to_int, dropped.values())) if isinstance(dropped, dict) else 0
+    n += max(0, to_int(summary["calls_found"]) - to_int(summary["calls"]))
+    return n + to_int(summary["tool_calls_unanswered"])
 
 
 def import_claude_code(paths: list[Path], *, out_path: Path, keep_content: bool = False,
@@ -206,20 +215,20 @@ def import_claude_code(paths: list[Path], *, out_path: Path, keep_content: bool 
     sessions = _sessions(t, enc, fit.prefixes,
                          *predictability.copy_knobs(measures, hidden_thinking),
                          predictability.targets(measures, hidden_thinking))
-    replay: dict[str, Any] = {
+    replay: JSONObject = {
         "token_scale": round(fit.scale, 6), "thinking_in_context": fit.thinking_in_context,
-        "contains_verbatim_content": keep_content, "sessions": sessions}
+        "contains_verbatim_content": keep_content, "sessions": list[JSONValue](sessions)}
     if keep_content:
-        replay["texts"] = enc.texts
+        replay["texts"] = list[JSONValue](enc.texts)
     else:
-        replay["span_tokens"] = enc.anon.span_tokens
+        replay["span_tokens"] = list[JSONValue](enc.anon.span_tokens)
         replay["span_kinds"] = "".join(enc.anon.span_kinds)
-    data: dict[str, Any] = {
+    data: JSONObject = {
         "name": name or out_path.stem,
         "description": f"Replay of {len(t.sessions)} Claude Code session(s) "
                        f"({'VERBATIM content' if keep_content else 'anonymised: sizes and structure only'})",
         "contains_verbatim_content": keep_content, "seed": seed,
-        "sessions": len(sessions), "turns": max(len(s["calls"]) for s in sessions),
+        "sessions": len(sessions), "turns": max(len(s.calls) for s in t.sessions),
         "system": system, "tools": tools, "compaction": {"kind": "none"},
         # A replay is only faithful when every recorded session ran: one failed session
         # fails the run (exit 1) instead of a quiet partial replay.

@@ -36,10 +36,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from simulator.errors import InputError
 from simulator.util import bounded
+from simulator.util.jsontypes import JSONObject
 
 MAX_FILE_BYTES = 512 * 2**20     # a --save-detailed result holds every reply's text
 MAX_TOKENS = 10_000_000          # a request's mean prompt or reply (the scenario's bound)
@@ -111,10 +112,10 @@ def read_bench_file(path: str | Path, *, vllm_version: str | None = None) -> lis
     return out
 
 
-def bench_points(results: Sequence[BenchResult]) -> list[dict[str, Any]]:
+def bench_points(results: Sequence[BenchResult]) -> list[JSONObject]:
     """Observations of kind "bench" (one per figure a result gives), ready for a points
     file's `points:`: times in seconds (unit "s"), output throughput in tok/s."""
-    points: list[dict[str, Any]] = []
+    points: list[JSONObject] = []
     for r in results:
         for metric, value in r.figures().items():
             if value is None or not value > 0:

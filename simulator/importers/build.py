@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from simulator.importers.anonymize import Anonymizer
 from simulator.importers.claude_code import SPAWN_TOOLS, RawBlock, RawCall, RawSession, Transcript
 from simulator.protocol.messages import BLOCK_OVERHEAD_TOKENS, MESSAGE_OVERHEAD_TOKENS
 from simulator.util import tokens
+from simulator.util.jsontypes import JSONObject, JSONValue
+from simulator.util.numbers import to_int
 
 BUILTIN_TOOLS = frozenset({
     "Task", "Agent", "Bash", "Glob", "Grep", "Read", "Edit", "Write", "NotebookEdit",
@@ -191,14 +192,14 @@ class Encoder:
     def __post_init__(self) -> None:
         self.anon = Anonymizer(self.scale)
 
-    def ref(self, text: str, kind: str) -> dict[str, Any]:
+    def ref(self, text: str, kind: str) -> JSONObject:
         if self.keep_content:
             idx = self._text_ids.setdefault(text, len(self.texts))
             if idx == len(self.texts):
                 self.texts.append(text)
             return {"text": idx, "tokens": tokens.count(text)}
         ranges, first, count = self.anon.spans(text, kind)
-        out: dict[str, Any] = {"spans": ranges,
+        out: JSONObject = {"spans": ranges,
                                "tokens": round(tokens.count(text) * self.scale) if text else 0}
         if first is not None:
             out["numbered_from"] = first
@@ -217,12 +218,13 @@ class Encoder:
             return name
         return self._tool_names.setdefault(name, f"mcp__tool_{len(self._tool_names)}")
 
-    def block(self, b: RawBlock) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": b.kind}
+    def block(self, b: RawBlock) -> JSONObject:
+        d: JSONObject = {"kind": b.kind}
         if b.kind == "tool_use":
+            args = [self._arg(i, k, v) for i, (k, v) in enumerate((b.args or {}).items())]
             d.update(tokens=0, tool=self.tool_name(b.tool), id=self.tool_id(b.id),
-                     args=[self._arg(i, k, v) for i, (k, v) in enumerate((b.args or {}).items())])
-            d["tokens"] = sum(a["tokens"] for a in d["args"]) + 8
+                     args=list[JSONValue](args))
+            d["tokens"] = sum(to_int(a["tokens"]) for a in args) + 8
             return d
         kind = _RESULT_KINDS.get(b.tool or "", "prose") if b.kind == "tool_result" else "prose"
         d.update(self.ref(b.text, kind))
@@ -232,7 +234,7 @@ class Encoder:
             d["summary"] = True
         return d
 
-    def _arg(self, i: int, key: str, value: object) -> dict[str, Any]:
+    def _arg(self, i: int, key: str, value: object) -> JSONObject:
         name = key if key in SAFE_KEYS or self.keep_content else f"arg{i}"
         if isinstance(value, bool | int | float) and not isinstance(value, str):
             return {"key": name, "value": value, "tokens": tokens.count(json.dumps(value))}
@@ -240,8 +242,8 @@ class Encoder:
         return {"key": name, **self.ref(text, _ARG_KINDS.get(key, "prose"))}
 
 
-def call_data(call: RawCall, enc: Encoder) -> dict[str, Any]:
-    d: dict[str, Any] = {
+def call_data(call: RawCall, enc: Encoder) -> JSONObject:
+    d: JSONObject = {
         "user": [enc.block(b) for b in call.user],
         "assistant": [enc.block(b) for b in call.assistant],
         "stop_reason": call.stop_reason, "wait_s": round(call.wait_s, 3),

@@ -17,7 +17,7 @@ rows, every field in its unit and range, a time span of at most a year.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from simulator.errors import InputError
 from simulator.importers.trace_build import (
@@ -31,8 +31,14 @@ from simulator.importers.weka import (
     MAX_REQUESTS,
     MAX_TEXT_CHARS,
     MAX_TRACE_S,
+    HashId,
     _field,
     check_ids_cover,
+    read_count,
+    read_ids,
+    read_millis,
+    read_prompt,
+    read_text,
 )
 from simulator.util import bounded
 
@@ -65,8 +71,8 @@ def _rows(path: Path, fh: IO[str], block_size: int) -> tuple[list[TraceSession],
     scope = HashScope()
     sessions: list[TraceSession] = []
     by_id: dict[str, int] = {}
-    prev_ids: dict[int, list[Any]] = {}
-    common: list[Any] | None = None
+    prev_ids: dict[int, list[HashId]] = {}
+    common: list[HashId] | None = None
     t_prev: dict[int, float] = {}
     t_start, t_end = float("inf"), float("-inf")
     idx = -1
@@ -90,13 +96,13 @@ def _rows(path: Path, fh: IO[str], block_size: int) -> tuple[list[TraceSession],
         for alias, name in _ALIASES.items():
             if alias in d and name not in d:
                 d[name] = d[alias]
-        ids = _field(d, "hash_ids", where, "ids", required=True)
-        inp = _field(d, "input_length", where, "prompt", required=True)
+        ids = _field(d, "hash_ids", where, read_ids, required=True)
+        inp = _field(d, "input_length", where, read_prompt, required=True)
         check_ids_cover(ids, inp, block_size, where)
-        out = _field(d, "output_length", where, "count", required=True)
-        ts = _field(d, "timestamp", where, "ms")
-        delay = _field(d, "delay", where, "ms")
-        tool_wait = _field(d, "tool_wait_ms", where, "ms")
+        out = _field(d, "output_length", where, read_count, required=True)
+        ts = _field(d, "timestamp", where, read_millis)
+        delay = _field(d, "delay", where, read_millis)
+        tool_wait = _field(d, "tool_wait_ms", where, read_millis)
         for key, wait in (("delay", delay), ("tool_wait_ms", tool_wait)):
             if wait is not None and wait > MAX_TRACE_S * 1000:
                 raise InputError(f"{where}: field '{key}': {wait:g} ms is more than "
@@ -113,7 +119,7 @@ def _rows(path: Path, fh: IO[str], block_size: int) -> tuple[list[TraceSession],
             name = str(sid) if sid is not None else f"r{idx}"
             start = (ts or 0.0) / 1000.0
             sessions.append(TraceSession(name, block_size, 0, start_s=start,
-                                         model=_field(d, "model", where, "text"),
+                                         model=_field(d, "model", where, read_text),
                                          source=str(path)))
             si = len(sessions) - 1
             if sid is not None:
@@ -138,7 +144,7 @@ def _rows(path: Path, fh: IO[str], block_size: int) -> tuple[list[TraceSession],
             t=t, in_tokens=inp, out_tokens=out, blocks=len(ids),
             shared_prev_blocks=common_prefix(ids, prev) if prev else 0,
             implied_hit_tokens=hit_tokens(scope.observe(ids), len(ids), inp, block_size),
-            model=_field(d, "model", where, "text"),
+            model=_field(d, "model", where, read_text),
             think_time=None if first else think,
             block_ids=tuple(ids) if first else None))
         if sid is not None:

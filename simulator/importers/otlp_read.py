@@ -27,7 +27,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Literal
 
 from simulator.errors import InputError
 from simulator.scenario.model import MAX_TOKENS
@@ -36,6 +36,9 @@ from simulator.util.numbers import is_number
 
 if TYPE_CHECKING:   # protobuf is loaded only for a protobuf file
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, LogsData
+    from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
 Signal = Literal["logs", "spans"]
 Scalar = str | int | float | bool
@@ -143,8 +146,6 @@ def _proto_signal(fh: IO[bytes]) -> Signal | None:
     """The signal whose message class reads the first non-empty message with the most
     record attributes: a logs message read as spans parses, but as junk without them."""
     from google.protobuf.message import DecodeError
-    from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
-    from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
     for _ in range(MAX_EMPTY_RUN + 1):
         head = fh.read(4)
         if len(head) < 4:
@@ -156,23 +157,42 @@ def _proto_signal(fh: IO[bytes]) -> Signal | None:
         return None
     data = fh.read(size)
     best, found = 0, None
-    signals: tuple[tuple[Signal, Any], ...] = (("logs", LogsData), ("spans", TracesData))
-    for signal, cls in signals:
-        msg = cls()
+    signals: tuple[Signal, ...] = ("logs", "spans")
+    for signal in signals:
+        msg = _message(signal)
         try:
             msg.ParseFromString(data)
         except (DecodeError, RecursionError):
             continue
-        n = sum(len(r.attributes) for r in _proto_raw_records(msg, signal))
+        n = sum(len(r.attributes) for r in _proto_raw_records(msg))
         if n > best:
             best, found = n, signal
     return found
 
 
-def _proto_raw_records(msg: Any, signal: Signal) -> Iterator[Any]:
-    for res in (msg.resource_logs if signal == "logs" else msg.resource_spans):
-        for scope in (res.scope_logs if signal == "logs" else res.scope_spans):
-            yield from (scope.log_records if signal == "logs" else scope.spans)
+def _message(signal: Signal) -> LogsData | TracesData:
+    """An empty message of the signal's class."""
+    from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
+    from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+    return LogsData() if signal == "logs" else TracesData()
+
+
+def _resources(msg: LogsData | TracesData
+               ) -> Iterator[tuple[Resource, Iterator[LogRecord] | Iterator[Span]]]:
+    """Each resource of a message with its log records or spans."""
+    from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+    if isinstance(msg, TracesData):
+        for rs in msg.resource_spans:
+            yield rs.resource, (span for ss in rs.scope_spans for span in ss.spans)
+    else:
+        for rl in msg.resource_logs:
+            yield rl.resource, (r for sl in rl.scope_logs for r in sl.log_records)
+
+
+def _proto_raw_records(msg: LogsData | TracesData) -> Iterator[LogRecord | Span]:
+    """Each log record or span of a message."""
+    for _res, records in _resources(msg):
+        yield from records
 
 
 # --- JSON lines ------------------------------------------------------------------------
@@ -323,8 +343,6 @@ def _json_record(r: dict[str, object], res: dict[str, Scalar], signal: Signal,
 
 def _proto_messages(path: Path, fh: IO[bytes], signal: Signal) -> Iterator[OtlpRecord]:
     from google.protobuf.message import DecodeError
-    from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
-    from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
     idx = empty = 0
     while True:
         head = fh.read(4)
@@ -348,13 +366,13 @@ def _proto_messages(path: Path, fh: IO[bytes], signal: Signal) -> Iterator[OtlpR
         data = fh.read(size)
         if len(data) < size:
             raise InputError(f"{where}: torn: {len(data):,} of {size:,} bytes")
-        msg: Any = LogsData() if signal == "logs" else TracesData()
+        msg = _message(signal)
         try:
             msg.ParseFromString(data)
         except (DecodeError, RecursionError) as exc:
             raise InputError(f"{where}: not an OTLP {signal} protobuf message "
                              f"({str(exc)[:80] or type(exc).__name__})") from None
-        yield from _proto_records(msg, signal, where)
+        yield from _proto_records(msg, where)
         idx += 1
 
 
@@ -385,29 +403,28 @@ def _proto_attrs(kvs: Sequence[KeyValue], where: str) -> dict[str, Scalar]:
     return out
 
 
-def _proto_records(msg: Any, signal: Signal, where: str) -> Iterator[OtlpRecord]:
+def _proto_records(msg: LogsData | TracesData, where: str) -> Iterator[OtlpRecord]:
+    """The message's records, each resource's attributes under its records' (checked
+    once per resource, records or not)."""
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span
     k = 0
-    groups = msg.resource_logs if signal == "logs" else msg.resource_spans
-    for res in groups:
-        res_attrs = _proto_attrs(res.resource.attributes, f"{where}: resource")
-        for scope in (res.scope_logs if signal == "logs" else res.scope_spans):
-            for r in (scope.log_records if signal == "logs" else scope.spans):
-                rw = f"{where}, record {k}"
-                k += 1
-                attrs = {**res_attrs, **_proto_attrs(r.attributes, rw)}
-                if signal == "spans":
-                    yield OtlpRecord(str(r.name)[:MAX_TEXT_CHARS], attrs,
-                                     _nanos(int(r.start_time_unix_nano), "start_time_unix_nano",
-                                            rw),
-                                     _nanos(int(r.end_time_unix_nano), "end_time_unix_nano", rw),
-                                     rw)
-                    continue
-                name = str(r.event_name) or (str(r.body.string_value)
-                                             if r.body.WhichOneof("value") == "string_value"
-                                             else "")
-                t = _nanos(int(r.time_unix_nano), "time_unix_nano", rw) \
-                    or _nanos(int(r.observed_time_unix_nano), "observed_time_unix_nano", rw)
-                yield OtlpRecord(name[:MAX_TEXT_CHARS], attrs, t, 0, rw)
+    for res, records in _resources(msg):
+        res_attrs = _proto_attrs(res.attributes, f"{where}: resource")
+        for r in records:
+            rw = f"{where}, record {k}"
+            k += 1
+            attrs = {**res_attrs, **_proto_attrs(r.attributes, rw)}
+            if isinstance(r, Span):
+                yield OtlpRecord(str(r.name)[:MAX_TEXT_CHARS], attrs,
+                                 _nanos(int(r.start_time_unix_nano), "start_time_unix_nano", rw),
+                                 _nanos(int(r.end_time_unix_nano), "end_time_unix_nano", rw), rw)
+                continue
+            name = str(r.event_name) or (str(r.body.string_value)
+                                         if r.body.WhichOneof("value") == "string_value"
+                                         else "")
+            t = _nanos(int(r.time_unix_nano), "time_unix_nano", rw) \
+                or _nanos(int(r.observed_time_unix_nano), "observed_time_unix_nano", rw)
+            yield OtlpRecord(name[:MAX_TEXT_CHARS], attrs, t, 0, rw)
 
 
 # --- one attribute, checked -------------------------------------------------------------

@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from simulator.errors import InputError
 from simulator.importers import team
 from simulator.importers.otel_events import TeamLog, claude_code_events, genai_spans
 from simulator.importers.otlp_read import Signal, otlp_files, read_records, signal_of
-from simulator.importers.trace_import import TraceImport, build_scenario, validate_imported
+from simulator.importers.trace_import import (
+    TraceImport,
+    TraceSummary,
+    build_scenario,
+    validate_imported,
+)
 from simulator.scenario.load import LOAD_MEMORY_BYTES, MAX_NODES
+from simulator.util.jsontypes import JSONValue
 
 Source = Literal["claude-code-otel", "otel-genai"]
 _WINDOW = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
@@ -118,34 +124,35 @@ def _build(log: TeamLog, source: Source, paths: list[Path], out_path: Path, seed
     t0 = min(t0, min(s.start_s for s in replay))
     base = team.shared_prefix(replay)
     sessions = [team.trace_session(s, t0, base) for s in replay]
-    data, summary = build_scenario(
+    built = build_scenario(
         sessions, name=name or out_path.stem, fmt=source, seed=seed, base_prefix=base,
         system_tokens=base, tool_tokens=0, out_path=out_path)
+    data, summary = built.data, built.summary
     day_profile = team.profile(day, d0, team.PROFILE_STEP_S, last)
-    data["replay"]["timing"] = "arrivals"
-    data["replay"]["team"] = {
+    team_sessions = len({s.session for s in replay})
+    day_sessions = len({s.session for s in day})
+    built.replay["timing"] = "arrivals"
+    built.replay["team"] = {
         "source": source, "day_start_unix_s": d0, "replay_start_s": round(t0 - d0, 3),
         "replay_end_s": round(t1 - d0, 3), "window": label, "scale": scale,
-        "sessions": len({s.session for s in replay}),
-        "day_sessions": len({s.session for s in day}),
-        "profile_step_s": team.PROFILE_STEP_S, "day_profile": day_profile}
-    data["description"] = (f"Team replay from {source} telemetry: {len(data['replay']['sessions'])} "
-                           f"stream(s) of {data['replay']['team']['sessions']} session(s), "
+        "sessions": team_sessions, "day_sessions": day_sessions,
+        "profile_step_s": team.PROFILE_STEP_S, "day_profile": list[JSONValue](day_profile)}
+    data["description"] = (f"Team replay from {source} telemetry: {built.sessions} "
+                           f"stream(s) of {team_sessions} session(s), "
                            f"{n_req} requests at their recorded times; sizes only, "
                            "synthetic text")
     validate_imported(data, out_path)
-    summary.update(
+    summary.update(TraceSummary(
         files=len(paths), files_rejected=0,
         records=log.records, prompts=log.prompts,
         prompt_texts_dropped=log.prompt_texts_dropped, tool_runs=len(log.tools),
         skipped=dict(sorted(log.skipped.items())), window=label, scale=scale,
-        streams=len(replay), team_sessions=data["replay"]["team"]["sessions"],
-        day_sessions=data["replay"]["team"]["day_sessions"],
+        streams=len(replay), team_sessions=team_sessions, day_sessions=day_sessions,
         day_requests=sum(len(s.requests) for s in day),
         peak_in_flight=team.peak_at_once(team.session_spans(day).values())[0],
         peak_streams_in_flight=team.peak_at_once((x.start_s, x.end_s) for x in day)[0],
         replay_start=_clock(t0 - d0),
-        replay_end=_clock(t1 - d0))
+        replay_end=_clock(t1 - d0)))
     return TraceImport(data, summary)
 
 
@@ -158,7 +165,7 @@ def _clock(s: float) -> str:
     return f"{'day ' + str(d + 1) + ' ' if d else ''}{rem // 3600:02d}:{rem % 3600 // 60:02d}"
 
 
-def format_team_summary(s: dict[str, Any], out: Path | None) -> str:
+def format_team_summary(s: TraceSummary, out: Path | None) -> str:
     share = s["implied_cache_read_share"]
     scaled = f", team scaled x{s['scale']:g}" if s["scale"] != 1 else ""
     lines = [

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from simulator.protocol.messages import BLOCK_OVERHEAD_TOKENS, MESSAGE_OVERHEAD_TOKENS
 from simulator.scenario.replay import format_spans
+from simulator.util.jsontypes import JSONObject, JSONValue
+from simulator.util.numbers import to_int
 
 SPAN_MAX_TOKENS = 4096          # a block's text is cut into spans of at most this size
 DROP_KEEP_SHARE = 0.5           # cc-traces: a "major reset" keeps < 50% of the blocks
@@ -159,16 +160,16 @@ class SpanTable:
         return str(first) if first == last else f"{first}-{last}"
 
 
-def _text(spans: SpanTable, n: int, *, summary: bool = False) -> dict[str, Any]:
+def _text(spans: SpanTable, n: int, *, summary: bool = False) -> JSONObject:
     n = max(1, n)
-    d: dict[str, Any] = {"kind": "text", "tokens": n, "spans": spans.new(n)}
+    d: JSONObject = {"kind": "text", "tokens": n, "spans": spans.new(n)}
     if summary:
         d["summary"] = True
     return d
 
 
-def _msg_tokens(blocks: Iterable[dict[str, Any]], msg: int = _MSG) -> int:
-    return msg + sum(_BLK + int(b["tokens"]) for b in blocks)
+def _msg_tokens(blocks: Iterable[JSONObject], msg: int = _MSG) -> int:
+    return msg + sum(_BLK + to_int(b["tokens"]) for b in blocks)
 
 
 def drop_kind(kept_history: bool, shrank: bool) -> str:
@@ -188,17 +189,17 @@ def _wait(req: TraceRequest, prev: TraceRequest | None) -> tuple[float, str]:
 
 
 def session_calls(s: TraceSession, spans: SpanTable, spawn_at: dict[int, list[int]],
-                  drops: dict[str, int]) -> list[dict[str, Any]]:
+                  drops: dict[str, int]) -> list[JSONObject]:
     """The replay calls of one session (see the module docstring). `spawn_at`: call
     index → sub-agent sessions it starts (a Task call in its reply, answered by a
     tool_result in the next call, so the parent waits for them as recorded tools do)."""
-    calls: list[dict[str, Any]] = []
+    calls: list[JSONObject] = []
     history: list[tuple[str, int]] = []          # (role, tokens) of the replayed history
     prev: TraceRequest | None = None
     p = s.prefix_tokens
     msg = s.message_tokens
     for k, r in enumerate(s.requests):
-        call: dict[str, Any] = {}
+        call: JSONObject = {}
         task_id = f"toolu_{s.name}_{k - 1}" if (k - 1) in spawn_at else None
         if prev is not None:
             # The previous reply: its size is settled now that this request's is known.
@@ -212,11 +213,12 @@ def session_calls(s: TraceSession, spans: SpanTable, spawn_at: dict[int, list[in
             if task_id is not None:
                 reply.append({"kind": "tool_use", "tokens": TOOL_USE_TOKENS, "tool": "Task",
                               "id": task_id})
-            pc["assistant"] = reply
+            pc["assistant"] = list[JSONValue](reply)
             history.append(("assistant", _msg_tokens(reply, msg)))
             if not drop:
                 u = max(1, delta - overhead - a)
-                call["user"] = [_user_block(spans, u, task_id)]
+                user = [_user_block(spans, u, task_id)]
+                call["user"] = list[JSONValue](user)
             else:
                 m, total = 0, p
                 for i, (_, n) in enumerate(history):
@@ -229,8 +231,8 @@ def session_calls(s: TraceSession, spans: SpanTable, spawn_at: dict[int, list[in
                 rest = r.in_tokens - total - msg
                 own = min(NEW_TURN_TOKENS, max(1, rest // 2))
                 body = max(1, rest - own - 2 * _BLK)
-                blocks = [_user_block(spans, own, task_id), _text(spans, body, summary=True)]
-                call["user"] = blocks
+                user = [_user_block(spans, own, task_id), _text(spans, body, summary=True)]
+                call["user"] = list[JSONValue](user)
                 kind = drop_kind(m > 0, delta < 0)
                 drops[kind] = drops.get(kind, 0) + 1
                 call["compaction"] = {"trigger": "auto", "pre_tokens": prev.in_tokens, "at": 0,
@@ -239,11 +241,13 @@ def session_calls(s: TraceSession, spans: SpanTable, spawn_at: dict[int, list[in
         elif r.block_ids is not None:
             n = max(1, r.in_tokens - p - msg - _BLK)
             skip = p // s.block_size
-            call["user"] = [{"kind": "text", "tokens": n,
-                             "spans": spans.blocks(r.block_ids[skip:], s.block_size, n)}]
+            user = [{"kind": "text", "tokens": n,
+                     "spans": spans.blocks(r.block_ids[skip:], s.block_size, n)}]
         else:
-            call["user"] = [_text(spans, r.in_tokens - p - msg - _BLK)]
-        history.append(("user", _msg_tokens(call["user"], msg)))
+            user = [_text(spans, r.in_tokens - p - msg - _BLK)]
+        if prev is None:
+            call["user"] = list[JSONValue](user)
+        history.append(("user", _msg_tokens(user, msg)))
         wait, wait_kind = _wait(r, prev)
         call.update(stop_reason=r.stop or None, wait_s=round(wait, 3), wait_kind=wait_kind,
                     usage={"input_tokens": r.in_tokens - r.implied_hit_tokens
@@ -258,7 +262,7 @@ def session_calls(s: TraceSession, spans: SpanTable, spawn_at: dict[int, list[in
         if r.model:
             call["model"] = r.model
         if k in spawn_at:
-            call["spawns"] = spawn_at[k]
+            call["spawns"] = list[JSONValue](spawn_at[k])
         calls.append(call)
         prev = r
     if calls:
@@ -267,11 +271,11 @@ def session_calls(s: TraceSession, spans: SpanTable, spawn_at: dict[int, list[in
         if (len(calls) - 1) in spawn_at:
             reply.append({"kind": "tool_use", "tokens": TOOL_USE_TOKENS, "tool": "Task",
                           "id": f"toolu_{s.name}_{len(calls) - 1}"})
-        calls[-1]["assistant"] = reply
+        calls[-1]["assistant"] = list[JSONValue](reply)
     return calls
 
 
-def _user_block(spans: SpanTable, n: int, task_id: str | None) -> dict[str, Any]:
+def _user_block(spans: SpanTable, n: int, task_id: str | None) -> JSONObject:
     if task_id is None:
         return _text(spans, n)
     return {"kind": "tool_result", "tokens": max(1, n - 6), "spans": spans.new(max(1, n - 6)),
@@ -292,14 +296,14 @@ def spawn_points(sessions: Sequence[TraceSession]) -> dict[int, dict[int, list[i
 
 
 def replay_sessions(sessions: Sequence[TraceSession], base_prefix: int | None,
-                    spans: SpanTable, drops: dict[str, int]) -> list[dict[str, Any]]:
+                    spans: SpanTable, drops: dict[str, int]) -> list[JSONObject]:
     """`base_prefix`: the run's shared system+tools size; a session with another
     prefix (or every session when None: nothing shared across sessions) gets its own."""
     spawns = spawn_points(sessions)
-    out: list[dict[str, Any]] = []
+    out: list[JSONObject] = []
     for i, s in enumerate(sessions):
-        d: dict[str, Any] = {"id": s.name,
-                             "calls": session_calls(s, spans, spawns.get(i, {}), drops)}
+        d: JSONObject = {"id": s.name, "calls": list[JSONValue](
+            session_calls(s, spans, spawns.get(i, {}), drops))}
         if s.parent is not None:
             pk = max((k for k, v in spawns.get(s.parent, {}).items() if i in v), default=0)
             d.update(parent=s.parent, parent_call=pk)

@@ -11,22 +11,72 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from simulator.errors import InputError
 from simulator.importers.mooncake import read_mooncake
 from simulator.importers.trace_build import SpanTable, TraceSession, implied_share, replay_sessions
 from simulator.importers.weka import read_trace, trace_files
 from simulator.scenario.model import Scenario
+from simulator.util.jsontypes import JSONObject, JSONValue
 
 WINDOW_MARGIN = 4096        # context window: the largest recorded prompt + reply + this
 
 
+class TraceSummary(TypedDict, total=False):
+    """What a trace or team import read, for the CLI to print (`format_summary`,
+    `team_import.format_team_summary`)."""
+
+    format: str
+    files: int
+    files_rejected: int
+    hash_id_scope: list[str]
+    sessions: int
+    subagents: int
+    requests: int
+    prompt_tokens_total: int
+    prompt_tokens_max: int
+    output_tokens_total: int
+    implied_cache_read_share: float | None
+    drops: dict[str, int]
+    block_size: int
+    shared_prefix_tokens: int | None
+    models: list[str]
+    time_span_s: float
+    # a team's telemetry (`team_import`)
+    records: int
+    prompts: int
+    prompt_texts_dropped: int
+    tool_runs: int
+    skipped: dict[str, int]
+    window: str | None
+    scale: float
+    streams: int
+    team_sessions: int
+    day_sessions: int
+    day_requests: int
+    peak_in_flight: int
+    peak_streams_in_flight: int
+    replay_start: str
+    replay_end: str
+
+
 @dataclass
 class TraceImport:
-    data: dict[str, Any]
-    summary: dict[str, Any]
+    data: JSONObject
+    summary: TraceSummary
     file_errors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    """`build_scenario`'s scenario, its `replay` section (the same object, for a caller
+    that adds to it), how many replay sessions it holds, and the summary."""
+
+    data: JSONObject
+    replay: JSONObject
+    sessions: int
+    summary: TraceSummary
 
 
 def read_weka_paths(paths: list[Path]) -> tuple[list[TraceSession], list[str], int, list[str]]:
@@ -59,7 +109,7 @@ def read_weka_paths(paths: list[Path]) -> tuple[list[TraceSession], list[str], i
 
 
 def _summary(sessions: list[TraceSession], drops: dict[str, int], files: int,
-             fmt: str, base_prefix: int | None) -> dict[str, Any]:
+             fmt: str, base_prefix: int | None) -> TraceSummary:
     reqs = [r for s in sessions for r in s.requests]
     ins = [r.in_tokens for r in reqs]
     share = implied_share(sessions)
@@ -78,22 +128,22 @@ def _summary(sessions: list[TraceSession], drops: dict[str, int], files: int,
 
 def build_scenario(sessions: list[TraceSession], *, name: str, fmt: str, seed: int,
                    base_prefix: int | None, system_tokens: int, tool_tokens: int,
-                   out_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+                   out_path: Path) -> Built:
     spans = SpanTable()
     drops: dict[str, int] = {}
     replay_s = replay_sessions(sessions, base_prefix, spans, drops)
     reqs = [r for s in sessions for r in s.requests]
     window = max(262_144, max(r.in_tokens + r.out_tokens for r in reqs) + WINDOW_MARGIN)
-    replay: dict[str, Any] = {
+    replay: JSONObject = {
         "compaction": "auto", "summary_request": False, "token_scale": 1.0,
-        "span_tokens": spans.tokens, "span_kinds": "p" * len(spans.tokens),
-        "sessions": replay_s}
-    data: dict[str, Any] = {
+        "span_tokens": list[JSONValue](spans.tokens), "span_kinds": "p" * len(spans.tokens),
+        "sessions": list[JSONValue](replay_s)}
+    data: JSONObject = {
         "name": name, "seed": seed,
         "description": f"Replay of a {fmt} trace: {len(reqs)} requests in {len(sessions)} "
                        f"session(s); sizes, timings and hash-implied prefix sharing, "
                        f"synthetic text",
-        "sessions": len(replay_s), "turns": max(len(s["calls"]) for s in replay_s),
+        "sessions": len(replay_s), "turns": max(map(len, calls_of(replay_s))),
         "system": {"tokens": system_tokens},
         "tools": {"tokens": tool_tokens, "count": max(0, min(16, tool_tokens // 800))},
         "compaction": {"kind": "none"}, "context_window_tokens": window,
@@ -102,10 +152,15 @@ def build_scenario(sessions: list[TraceSession], *, name: str, fmt: str, seed: i
         "limits": {"max_failed_sessions_frac": 0.0},
         "turn_templates": [], "replay": replay}
     validate_imported(data, out_path)
-    return data, _summary(sessions, drops, 0, fmt, base_prefix)
+    return Built(data, replay, len(replay_s), _summary(sessions, drops, 0, fmt, base_prefix))
 
 
-def validate_imported(data: dict[str, Any], out_path: Path) -> None:
+def calls_of(replay_sessions: list[JSONObject]) -> list[list[JSONValue]]:
+    """Each replay session's calls."""
+    return [c if isinstance(c := s["calls"], list) else [] for s in replay_sessions]
+
+
+def validate_imported(data: JSONObject, out_path: Path) -> None:
     """An importer's scenario must load as `run` will load it (relative files resolve
     from the output's folder); InputError otherwise."""
     try:
@@ -124,13 +179,14 @@ def import_weka(paths: list[Path], *, out_path: Path, seed: int = 0,
     main = sessions[0]
     shared = files == 1 and scopes == ["global"]
     base = main.prefix_tokens if shared else None
-    data, summary = build_scenario(
+    built = build_scenario(
         sessions, name=name or out_path.stem, fmt="weka", seed=seed, base_prefix=base,
         system_tokens=main.system_tokens if shared else 0,
         tool_tokens=(main.prefix_tokens - main.system_tokens) if shared else 0,
         out_path=out_path)
-    summary.update(files=files, files_rejected=len(errors), hash_id_scope=sorted(set(scopes)))
-    return TraceImport(data, summary, errors)
+    built.summary.update(TraceSummary(files=files, files_rejected=len(errors),
+                                      hash_id_scope=sorted(set(scopes))))
+    return TraceImport(built.data, built.summary, errors)
 
 
 def import_mooncake(path: Path, *, out_path: Path, seed: int = 0, block_size: int = 512,
@@ -140,14 +196,14 @@ def import_mooncake(path: Path, *, out_path: Path, seed: int = 0, block_size: in
     for s in sessions:
         s.start_s -= t0
         s.prefix_tokens = shared
-    data, summary = build_scenario(
+    built = build_scenario(
         sessions, name=name or out_path.stem, fmt="mooncake", seed=seed, base_prefix=shared,
         system_tokens=shared, tool_tokens=0, out_path=out_path)
-    summary.update(files=1, files_rejected=0)
-    return TraceImport(data, summary)
+    built.summary.update(TraceSummary(files=1, files_rejected=0))
+    return TraceImport(built.data, built.summary)
 
 
-def format_summary(s: dict[str, Any], out: Path | None, errors: list[str]) -> str:
+def format_summary(s: TraceSummary, out: Path | None, errors: list[str]) -> str:
     share = s["implied_cache_read_share"]
     lines = [
         f"read {s['files']} {s['format']} file(s): {s['sessions']} session(s), "

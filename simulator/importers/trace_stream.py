@@ -20,15 +20,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO
 
 from simulator.util.bounded import FIELD_DECODER, JSONLimit, decode_error, depth
+from simulator.util.jsontypes import JSONValue
 
 CHUNK = 1 << 20
 MAX_ELEMENT_CHARS = 8 << 20    # one request object: a 10M-token prompt in 16-token blocks
 #                                is ~6 MB of ids (a 900K-token context in 64-token ones, 0.1 MB)
 _WS = " \t\n\r"
-ITEMS = object()          # marker: the streamed array starts; its items follow
+class Items:
+    """The marker type of `ITEMS`."""
+
+
+ITEMS = Items()           # marker: the streamed array starts; its items follow
 
 
 class StreamError(ValueError):
@@ -76,11 +81,12 @@ class _Buffer:
     def offset(self) -> int:
         return self.base + self.pos
 
-    def value(self) -> Any:
+    def value(self) -> JSONValue:
         """Decode one JSON value, reading more until it is complete."""
         self.peek()
         while True:
             try:
+                val: JSONValue
                 val, end = FIELD_DECODER.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as exc:
                 # Incomplete in the buffer (or truly bad): read more and retry — and
@@ -112,7 +118,7 @@ class _Buffer:
             return val
 
 
-def iter_object(fh: IO[str], stream_key: str) -> Iterator[tuple[str, Any]]:
+def iter_object(fh: IO[str], stream_key: str) -> Iterator[tuple[str, JSONValue | Items]]:
     """(key, value) for the top-level members; the array at `stream_key` comes as
     (key, ITEMS) and then (key, item) per element, in file order. A member given twice
     and anything after the closing brace are a StreamError."""

@@ -13,9 +13,9 @@ malformed request is one `InputError` naming the file, the request and the field
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sized
+from collections.abc import Callable, Iterator, Mapping, Sized
 from pathlib import Path
-from typing import Any
+from typing import Literal, TypeVar, overload
 
 from simulator.errors import InputError
 from simulator.importers.trace_build import (
@@ -25,9 +25,10 @@ from simulator.importers.trace_build import (
     common_prefix,
     hit_tokens,
 )
-from simulator.importers.trace_stream import ITEMS, StreamError, iter_object
+from simulator.importers.trace_stream import Items, StreamError, iter_object
 from simulator.scenario.model import MAX_TOKENS
 from simulator.util import bounded
+from simulator.util.jsontypes import JSONObject
 
 REQUEST_TYPES = frozenset({"n", "s", "subagent"})
 
@@ -48,42 +49,77 @@ def _ids_ok(v: list[object]) -> bool:
                or (type(x) is str and len(x) <= MAX_TEXT_CHARS) for x in v)
 
 
-def _field(d: dict[str, object], key: str, where: str, kind: str, required: bool = False) -> Any:
-    """`d[key]` checked for its kind, in its unit: `prompt` (tokens, ≥ 1), `count`
-    (tokens, ≥ 0), `block` (tokens per hash id, ≥ 1), `seconds` / `ms` (finite, within a
-    year), `text`, `texts`, `ids`; None when absent (InputError when `required`)."""
+HashId = int | str             # a cc-traces / Mooncake hash id
+T = TypeVar("T")
+
+
+def read_prompt(v: object, key: str) -> int:
+    """A prompt's tokens (≥ 1)."""
+    return bounded.count(v, key, "tokens", 1, MAX_TOKENS)
+
+
+def read_count(v: object, key: str) -> int:
+    """Tokens (≥ 0)."""
+    return bounded.count(v, key, "tokens", 0, MAX_TOKENS)
+
+
+def read_block(v: object, key: str) -> int:
+    """Tokens per hash id (≥ 1)."""
+    return bounded.count(v, key, "tokens per block", 1, MAX_BLOCK_SIZE)
+
+
+def read_seconds(v: object, key: str) -> float:
+    """Seconds: finite, non-negative, within the trace's span."""
+    return bounded.seconds(v, key, MAX_TRACE_S)
+
+
+def read_millis(v: object, key: str) -> float:
+    """Milliseconds (a Mooncake timestamp may be epoch milliseconds)."""
+    return bounded.seconds(v, key, MAX_TRACE_MS_ABS, "ms")
+
+
+def read_text(v: object, key: str) -> str:
+    """A short string (an id, a model, a stop reason)."""
+    return bounded.text(v, key, MAX_TEXT_CHARS)
+
+
+def read_texts(v: object, key: str) -> list[str]:
+    """A short list of short strings."""
+    if not (isinstance(v, list) and len(v) <= MAX_LIST_ITEMS
+            and all(isinstance(x, str) and len(x) <= MAX_TEXT_CHARS for x in v)):
+        raise bounded.FieldError(f"field '{key}': expected a list of at most "
+                                 f"{MAX_LIST_ITEMS:,} short strings, got {str(v)[:40]!r}")
+    return [x for x in v if isinstance(x, str)]
+
+
+def read_ids(v: object, key: str) -> list[HashId]:
+    """Hash ids: integers below 2^64 or short strings."""
+    if not isinstance(v, list) or not _ids_ok(v):
+        raise bounded.FieldError(f"field '{key}': expected a list of hash ids (integers "
+                                 f"below 2^64 or strings of at most {MAX_TEXT_CHARS} "
+                                 f"characters), got {str(v)[:40]!r}")
+    return v
+
+
+@overload
+def _field(d: Mapping[str, object], key: str, where: str, check: Callable[[object, str], T],
+           required: Literal[True]) -> T: ...
+@overload
+def _field(d: Mapping[str, object], key: str, where: str, check: Callable[[object, str], T],
+           required: bool = False) -> T | None: ...
+def _field(d: Mapping[str, object], key: str, where: str, check: Callable[[object, str], T],
+           required: bool = False) -> T | None:
+    """`d[key]` as `check` reads it (one of the readers above, each in its unit); None
+    when absent (InputError when `required`), InputError naming `where` when bad."""
     v = d.get(key)
     if v is None:
         if required:
             raise InputError(f"{where}: field '{key}': missing")
         return None
     try:
-        if kind == "prompt":
-            return bounded.count(v, key, "tokens", 1, MAX_TOKENS)
-        if kind == "count":
-            return bounded.count(v, key, "tokens", 0, MAX_TOKENS)
-        if kind == "block":
-            return bounded.count(v, key, "tokens per block", 1, MAX_BLOCK_SIZE)
-        if kind == "seconds":
-            return bounded.seconds(v, key, MAX_TRACE_S)
-        if kind == "ms":
-            return bounded.seconds(v, key, MAX_TRACE_MS_ABS, "ms")
-        if kind == "text":
-            return bounded.text(v, key, MAX_TEXT_CHARS)
+        return check(v, key)
     except bounded.FieldError as exc:
         raise InputError(f"{where}: {exc}") from None
-    if kind == "texts":
-        if not (isinstance(v, list) and len(v) <= MAX_LIST_ITEMS
-                and all(isinstance(x, str) and len(x) <= MAX_TEXT_CHARS for x in v)):
-            raise InputError(f"{where}: field '{key}': expected a list of at most "
-                             f"{MAX_LIST_ITEMS:,} short strings, got {str(v)[:40]!r}")
-        return v
-    assert kind == "ids", kind
-    if not isinstance(v, list) or not _ids_ok(v):
-        raise InputError(f"{where}: field '{key}': expected a list of hash ids (integers "
-                         f"below 2^64 or strings of at most {MAX_TEXT_CHARS} characters), "
-                         f"got {str(v)[:40]!r}")
-    return v
 
 
 # Mooncake timestamps may be epoch milliseconds: bounded to the year 2286, then the
@@ -107,7 +143,7 @@ class _Reader:
         self.path = path
         self.scope = HashScope()
         self.sessions: list[TraceSession] = []
-        self.prev_ids: dict[int, list[Any]] = {}
+        self.prev_ids: dict[int, list[HashId]] = {}
         self.requests = 0
 
     def session(self, name: str, parent: int | None, start: float, tool: int, system: int,
@@ -130,23 +166,23 @@ class _Reader:
         if self.requests > MAX_REQUESTS:
             raise InputError(f"{where}: more than {MAX_REQUESTS:,} requests; an import "
                              f"holds at most {MAX_REQUESTS:,} (split the trace)")
-        ids = _field(d, "hash_ids", where, "ids", required=True)
+        ids = _field(d, "hash_ids", where, read_ids, required=True)
         prev = self.prev_ids.get(si)
         s = self.sessions[si]
-        t = _field(d, "t", where, "seconds")
-        in_tokens = _field(d, "in", where, "prompt", required=True)
+        t = _field(d, "t", where, read_seconds)
+        in_tokens = _field(d, "in", where, read_prompt, required=True)
         check_ids_cover(ids, in_tokens, s.block_size, where)
         s.requests.append(TraceRequest(
             t=float(t if t is not None else (s.requests[-1].t if s.requests else 0.0)),
             in_tokens=in_tokens,
-            out_tokens=_field(d, "out", where, "count", required=True),
+            out_tokens=_field(d, "out", where, read_count, required=True),
             blocks=len(ids), shared_prev_blocks=common_prefix(ids, prev) if prev else 0,
             implied_hit_tokens=self.scope.observe(ids),       # blocks for now (× size later)
-            model=_field(d, "model", where, "text"), stop=_field(d, "stop", where, "text"),
-            api_time=_field(d, "api_time", where, "seconds"),
-            ttft=_field(d, "ttft", where, "seconds"),
-            think_time=_field(d, "think_time", where, "seconds"),
-            input_types=tuple(_field(d, "input_types", where, "texts") or ())))
+            model=_field(d, "model", where, read_text), stop=_field(d, "stop", where, read_text),
+            api_time=_field(d, "api_time", where, read_seconds),
+            ttft=_field(d, "ttft", where, read_seconds),
+            think_time=_field(d, "think_time", where, read_seconds),
+            input_types=tuple(_field(d, "input_types", where, read_texts) or ())))
         if s.model is None:
             s.model = s.requests[-1].model
         self.prev_ids[si] = ids
@@ -155,21 +191,21 @@ class _Reader:
         reqs = d.get("requests")
         if not isinstance(reqs, list):
             raise InputError(f"{where}: field 'requests': expected a list of requests")
-        start = _field(d, "t", where, "seconds", required=True)
+        start = _field(d, "t", where, read_seconds, required=True)
         p = self.sessions[parent]
-        agent = _field(d, "agent_id", where, "text") if isinstance(d.get("agent_id"), str) \
+        agent = _field(d, "agent_id", where, read_text) if isinstance(d.get("agent_id"), str) \
             else d.get("agent_id")
         name = f"{p.name}.{str(agent)[:MAX_TEXT_CHARS] if agent else len(self.sessions)}"
         si = self.session(name, parent, float(start),
-                          _field(d, "tool_tokens", where, "count") or 0,
-                          _field(d, "system_tokens", where, "count") or 0, p.block_size)
+                          _field(d, "tool_tokens", where, read_count) or 0,
+                          _field(d, "system_tokens", where, read_count) or 0, p.block_size)
         for j, r in enumerate(reqs):
             self.request(si, r, f"{where}.{j}")
         if not self.sessions[si].requests:
             raise InputError(f"{where}: field 'requests': a sub-agent with no requests")
 
 
-def read_trace(path: Path) -> tuple[list[TraceSession], dict[str, Any]]:
+def read_trace(path: Path) -> tuple[list[TraceSession], JSONObject]:
     """Sessions of one cc-traces file (the conversation, then its sub-agents) and its
     header fields (id, block_size, hash_id_scope, models)."""
     try:
@@ -177,25 +213,25 @@ def read_trace(path: Path) -> tuple[list[TraceSession], dict[str, Any]]:
     except ValueError as exc:
         raise InputError(f"{path}: {exc}") from None
     r = _Reader(path)
-    head: dict[str, Any] = {}
+    head: JSONObject = {}
     main = -1
     where = f"{path}"
     try:
         with path.open(encoding="utf-8-sig") as fh:
             idx = 0
             for key, value in iter_object(fh, "requests"):
-                if key != "requests":
-                    head[key] = value
-                    continue
-                if value is ITEMS:
-                    bs = _field(head, "block_size", f"{path}", "block") or 64
-                    name = _field(head, "id", f"{path}", "text") \
+                if isinstance(value, Items):    # the requests start: the main session
+                    bs = _field(head, "block_size", f"{path}", read_block) or 64
+                    name = _field(head, "id", f"{path}", read_text) \
                         if isinstance(head.get("id"), str) else head.get("id")
                     main = r.session(str(name or path.stem)[:MAX_TEXT_CHARS], None, 0.0,
-                                     _field(head, "tool_tokens", f"{path}", "count") or 0,
-                                     _field(head, "system_tokens", f"{path}", "count") or 0,
+                                     _field(head, "tool_tokens", f"{path}", read_count) or 0,
+                                     _field(head, "system_tokens", f"{path}", read_count) or 0,
                                      bs)
                     where = f"{path}: request {idx}"
+                    continue
+                if key != "requests":
+                    head[key] = value
                     continue
                 r.request(main, value, where)
                 idx += 1

@@ -61,6 +61,7 @@ from simulator.sweep.point import Point, PointResult
 from simulator.sweep.profiles import PointBase
 from simulator.twin.model.perf_model import build_perf_model, decode_tok_s
 from simulator.twin.model.profiles import parse_twin
+from simulator.util.numbers import to_int
 
 PROGRESS = "progress.json"      # the search's state, read by the live view's header
 MIN_INTERVAL_S = 60.0
@@ -156,7 +157,7 @@ def interval_data(data: dict[str, Any], streams: Sequence[team.Stream], iv: Inte
     base = int((data.get("system") or {}).get("tokens") or 0)
     t0 = min(s.start_s for s in streams)
     sessions = [team.trace_session(s, t0, base) for s in streams]
-    sliced, _ = build_scenario(sessions, name=str(data.get("name", "team")),
+    built = build_scenario(sessions, name=str(data.get("name", "team")),
                                fmt="team", seed=int(data.get("seed", 0)), base_prefix=base,
                                system_tokens=base, tool_tokens=0,
                                out_path=Path(os.devnull))
@@ -168,13 +169,13 @@ def interval_data(data: dict[str, Any], streams: Sequence[team.Stream], iv: Inte
                 window=f"{clock(iv.start_s)}-{clock(iv.end_s)} (lead-in "
                        f"{lead_s / 60:g} min)",
                 sessions=len({s.session for s in streams}))
-    replay.update(sessions=sliced["replay"]["sessions"],
-                  span_tokens=sliced["replay"]["span_tokens"],
-                  span_kinds=sliced["replay"]["span_kinds"], team=tday)
+    sliced = built.data
+    replay.update(sessions=built.replay["sessions"], span_tokens=built.replay["span_tokens"],
+                  span_kinds=built.replay["span_kinds"], team=tday)
     out.update(sessions=sliced["sessions"], turns=sliced["turns"], replay=replay,
                context_window_tokens=max(int(out.get("context_window_tokens") or 0),
-                                         sliced["context_window_tokens"]),
-               max_tokens=max(int(out.get("max_tokens") or 1), sliced["max_tokens"]))
+                                         to_int(sliced["context_window_tokens"])),
+               max_tokens=max(int(out.get("max_tokens") or 1), to_int(sliced["max_tokens"])))
     out["description"] = (f"{data.get('name', 'team')}: {clock(iv.start_s)}–"
                           f"{clock(iv.end_s)} UTC, {iv.requests} judged request(s) after "
                           f"{iv.lead_requests} lead-in")
