@@ -44,7 +44,9 @@ def to_float(x: object) -> float:
 def to_int(x: object) -> int:
     """`int(x)` for a value whose type mypy cannot know, as `to_float` (TypeError,
     worded as `int()` words it, for a value `int()` refuses)."""
-    if isinstance(x, str | SupportsInt | SupportsIndex):
+    if isinstance(x, int | float | str):       # the common case, before the protocol checks
+        return int(x)
+    if isinstance(x, SupportsInt | SupportsIndex):
         return int(x)
     raise TypeError(f"int() argument must be a string, a bytes-like object or a real "
                     f"number, not '{type(x).__name__}'")
