@@ -25,6 +25,7 @@ from simulator.run.observe import InProcessFeed
 from simulator.run.prepare import OpenedRun
 from simulator.scenario.model import Scenario
 from simulator.session.runner import STOP_GRACE_S, Runner, RunOutcome, warm_start_turn
+from simulator.util.jsontypes import JSONObject
 
 SCRAPE_INTERVAL_S = 5.0  # how often a real server's /metrics is read during a run
 TELEMETRY_EVENT = "telemetry"   # a --scrape target's health as its scraper ends
@@ -139,7 +140,7 @@ def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: boo
 
 def _stop_when_decided(recorder: Recorder, runner: Runner, verdict: EarlyVerdict) -> None:
     """Each journaled row feeds the verdict; once it is decided the run stops."""
-    def listen(row: dict[str, Any]) -> None:
+    def listen(row: JSONObject) -> None:
         reason = verdict.feed(row)
         if reason is not None:
             runner.stop_early(reason)

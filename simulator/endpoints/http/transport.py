@@ -24,7 +24,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from simulator import __version__
 from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest, LLMResponse
@@ -265,7 +265,7 @@ class AttemptDeadline:
 
     def __init__(self, limits: AttemptLimits, started: Callable[[], bool]) -> None:
         self._limits, self._started = limits, started
-        self._task: asyncio.Task[Any] | None = None
+        self._task: asyncio.Task[object] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._fired: ErrorType | None = None
         self._completed = False

@@ -160,7 +160,7 @@ class InProcessPD(TwinGroup):
         out["pd"] = self.pd_stats()
         return out
 
-    def pd_stats(self) -> dict[str, Any]:
+    def pd_stats(self) -> dict[str, str | float | None]:
         """The run's P/D figures: utilisation of each side (busy engine seconds over the
         run's span, mean over the side's instances), remote share, link totals."""
         span = max((r.engine.now for r in self.instances), default=0.0)
