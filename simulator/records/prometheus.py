@@ -210,7 +210,7 @@ class MetricsRow(TypedDict):
     t_end_s: float
     dialect: str | None
     metric: str
-    kind: str
+    kind: Literal["delta", "gauge"]
     value: float
     replica: NotRequired[int | str]
     source: NotRequired[str]
