@@ -33,6 +33,7 @@ TOP_LEVEL: dict[str, str] = {
     "test_test_rooms.py": "this check, over the whole tests/ tree",
     "test_sim_speed_scale.py": "benchmarks/sim_speed.py, a script outside simulator/",
     "test_casts_left.py": "the typing casts of the whole simulator/ tree",
+    "test_typed_rows.py": "the row types of records/, live/ and endpoints/ together",
 }
 
 

@@ -8,12 +8,14 @@ measured before the failure. Times are seconds on the loop's monotonic clock.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, TypedDict, runtime_checkable
 
 from simulator.protocol.messages import Block, Message, Prefix
+from simulator.records.prometheus import MetricsRow
 from simulator.twin.core.stats import EngineStats
+from simulator.util.jsontypes import JSONObject
 
 
 class ErrorType(enum.StrEnum):
@@ -135,6 +137,34 @@ class Timing:
     n_deltas: int = 0
 
 
+class ReplyExtra(TypedDict, total=False):
+    """What an endpoint knows of a reply beyond the Messages API: the wire's delta
+    times and request id, the in-process twin's per-request counters, the replica that
+    answered (a fleet), a P/D reply's prefill placement and KV pull, the client's n-gram
+    reference count. A key is there only where the endpoint knows it; the turn row's
+    columns are read from these (`session/agent.py`, `records/rows.py`)."""
+
+    num_preemptions: int
+    spec_drafts: int
+    spec_draft_tokens: int
+    spec_accepted_tokens: int
+    forward_passes: int              # steps that emitted its tokens
+    ngram_ref_passes: int | None
+    ngram_ref_tokens: int
+    queue_s: float | None            # arrival → first scheduled (engine seconds)
+    host_cached_tokens: int          # of the cached tokens, loaded from the host tier
+    replica: str                     # the replica that answered ("0", …)
+    remote_tokens: int               # P/D: prompt tokens whose KV came from a prefill
+    prefill_where: str               # P/D: remote | local
+    prefill_instance: int
+    prefill_queue_s: float
+    prefill_s: float
+    kv_transfer_bytes: int
+    kv_transfer_wait_s: float
+    token_times: Sequence[float]     # the wire's: one monotonic time per content delta
+    request_id: str | None           # the server's request id header
+
+
 @dataclass(frozen=True, slots=True)
 class LLMResponse:
     content: tuple[Block, ...]
@@ -143,7 +173,7 @@ class LLMResponse:
     timing: Timing
     output_tokens_est: int
     status: int = 200
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: ReplyExtra = field(default_factory=ReplyExtra)
 
     @property
     def text(self) -> str:
@@ -212,14 +242,14 @@ class Endpoint(Protocol):
     async def aclose(self) -> None:
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """What to write into the manifest (no secrets)."""
         ...
 
 
 # a driver task of an in-process engine, made when the run starts (an `async def`'s
 # coroutine function: what `asyncio.create_task` takes)
-BackgroundTask = Callable[[], Coroutine[Any, Any, None]]
+BackgroundTask = Callable[[], Coroutine[object, object, None]]
 
 
 @runtime_checkable
@@ -231,7 +261,7 @@ class EngineEndpoint(Endpoint, Protocol):
         """The engine's driver tasks, run beside the sessions."""
         ...
 
-    def timeline_rows(self) -> list[dict[str, Any]]:
+    def timeline_rows(self) -> list[MetricsRow]:
         """The engine log as `server_metrics` rows."""
         ...
 
@@ -239,7 +269,7 @@ class EngineEndpoint(Endpoint, Protocol):
         """The engine's counters at the end of the run."""
         ...
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, object]:
         """`engine_stats()` as the summary reads it, with what has no typed field yet
         (the host KV tier's counters, a fleet's per-replica entries)."""
         ...
@@ -253,6 +283,6 @@ class EngineEndpoint(Endpoint, Protocol):
 class SampledEngine(Protocol):
     """An in-process engine whose log a live view can read while the run goes on."""
 
-    def timeline_since(self, done: int) -> tuple[list[dict[str, Any]], int]:
+    def timeline_since(self, done: int) -> tuple[list[MetricsRow], int]:
         """The log's rows after its first `done` windows, and how many are done now."""
         ...

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from array import array
 
-from simulator.endpoints.base import LLMRequest, LLMResponse
+from simulator.endpoints.base import LLMRequest, LLMResponse, ReplyExtra
 from simulator.twin.serve.prompt import PromptError, PromptTokenizer, render_reply
 from simulator.twin.spec_decode.predictability import MAX_SESSIONS, ReferenceMeter
 from simulator.util import tokens
@@ -41,7 +41,7 @@ class ClientMeter:
         self.meter = ReferenceMeter(max_sessions=max_sessions)
         self.tokenizer = PromptTokenizer(max_tokens=_HISTORY_TOKENS)
 
-    def extra(self, request: LLMRequest, response: LLMResponse) -> dict[str, int]:
+    def extra(self, request: LLMRequest, response: LLMResponse) -> ReplyExtra:
         """The two columns for this reply; {} for a session beyond the metered ones, a
         reply the endpoint measured itself, or a request the renderer refuses."""
         if response.extra.get("ngram_ref_passes") is not None \

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from simulator.endpoints.base import Endpoint
 from simulator.endpoints.http.transport import AttemptLimits
@@ -103,19 +103,27 @@ def routed_endpoint(s: Scenario, urls: Sequence[str],
     return RoutedEndpoint([make_child(u) for u in urls], list(urls), router)
 
 
+class ClientSettings(TypedDict):
+    """The keyword arguments every HTTP client takes (seconds)."""
+
+    timeout_s: float
+    connect_timeout_s: float
+    limits: AttemptLimits
+
+
 # deferred, each client below: a run loads only the client it uses (aiohttp and the
 # official SDKs cost seconds to import)
-def _lean(url: str, key: str, api: str, kw: dict[str, Any]) -> Endpoint:
+def _lean(url: str, key: str, api: str, kw: ClientSettings) -> Endpoint:
     from simulator.endpoints.http.lean import LeanEndpoint  # deferred: see above
     return LeanEndpoint(url, key, dialect=dialect(api), **kw)
 
 
-def _aiohttp(url: str, key: str, api: str, kw: dict[str, Any]) -> Endpoint:
+def _aiohttp(url: str, key: str, api: str, kw: ClientSettings) -> Endpoint:
     from simulator.endpoints.http.aiohttp_client import AiohttpEndpoint  # deferred: aiohttp
     return AiohttpEndpoint(url, key, dialect=dialect(api), **kw)
 
 
-def _sdk(url: str, key: str, api: str, kw: dict[str, Any]) -> Endpoint:
+def _sdk(url: str, key: str, api: str, kw: ClientSettings) -> Endpoint:
     if api == "openai-chat":
         from simulator.endpoints.sdk.openai import OpenAISDKEndpoint  # deferred: the SDK
         return OpenAISDKEndpoint(url, key or "none", **kw)
@@ -124,7 +132,7 @@ def _sdk(url: str, key: str, api: str, kw: dict[str, Any]) -> Endpoint:
 
 
 # client name → constructor (url, key, api, keyword arguments); each imported when used
-CLIENTS: dict[str, Callable[[str, str, str, dict[str, Any]], Endpoint]] = {
+CLIENTS: dict[str, Callable[[str, str, str, ClientSettings], Endpoint]] = {
     "lean": _lean, "aiohttp": _aiohttp, "sdk": _sdk}
 
 
@@ -135,7 +143,7 @@ def http_endpoint(url: str, key: str, s: Scenario, client: str) -> Endpoint:
     limits = AttemptLimits(first_byte_s=t.first_byte_s, idle_s=t.idle_s or e.timeout_s,
                            total_s=t.total_s, max_response_bytes=t.max_response_bytes,
                            retry_after_max_s=t.retry_after_max_s)
-    kw: dict[str, Any] = {"timeout_s": limits.idle_s, "connect_timeout_s": e.connect_timeout_s,
+    kw: ClientSettings = {"timeout_s": limits.idle_s, "connect_timeout_s": e.connect_timeout_s,
                           "limits": limits}
     make = CLIENTS.get(client)
     if make is None:

@@ -11,12 +11,12 @@ import asyncio
 import random
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
 
 from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest, LLMResponse, Timing, Usage
 from simulator.protocol.messages import TextBlock
 from simulator.scenario import content
 from simulator.util import tokens
+from simulator.util.jsontypes import JSONObject
 
 
 class FakeEndpoint:
@@ -33,7 +33,7 @@ class FakeEndpoint:
         self.requests: list[LLMRequest] = []
         self._last_prompt: dict[str, list[str]] = {}
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {"kind": "fake", "simulated": True}
 
     async def aclose(self) -> None:

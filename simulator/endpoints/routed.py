@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 from simulator.endpoints.base import Endpoint, EndpointError, LLMRequest, LLMResponse
 from simulator.scenario.model import FleetSpec
 from simulator.twin.fleet.router import ReplicaLoad, Router, RouterConfig
+from simulator.util.jsontypes import JSONObject
 from simulator.util.redact import redact_url
 
 
@@ -37,7 +37,7 @@ class RoutedEndpoint:
         self.in_flight = [0] * len(children)
         self.routed = [0] * len(children)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {"kind": "routed", "route": self.router.config.policy,
                 "replicas": [{**c.describe(), "replica": str(i), "url": redact_url(u)}
                              for i, (c, u) in enumerate(zip(self.children, self.replica_urls,

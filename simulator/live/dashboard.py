@@ -9,8 +9,9 @@ them off the screen and compares).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from simulator.analysis.metric_keys import SummaryRecord
 from simulator.live.figures import LiveSnapshot, RunFigures, WindowFigures
 from simulator.util.formats import number, percent
 
@@ -97,7 +98,7 @@ def _server_line(snap: LiveSnapshot) -> str | None:
     return "server /metrics: " + " · ".join(parts) if parts else None
 
 
-def energy_line(e: Mapping[str, Any] | None) -> str | None:
+def energy_line(e: SummaryRecord | None) -> str | None:
     if not e:
         return None
     parts = [f"{e['gpu_power_mean_w']:,.0f} W mean"]

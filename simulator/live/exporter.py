@@ -26,7 +26,6 @@ import threading
 import time
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
@@ -37,6 +36,7 @@ from prometheus_client.core import (
 )
 
 from simulator.protocol.vllm_buckets import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS
+from simulator.util.numbers import to_float, to_int
 
 CONTEXT_BUCKETS = tuple(float(2 ** k) for k in range(10, 21))   # 1k … 1M tokens
 
@@ -118,7 +118,7 @@ class RunMetrics:
             h = self._hists[name][key] = _Histogram(self._bounds[name])
         h.observe(v)
 
-    def observe(self, row: Mapping[str, Any]) -> None:
+    def observe(self, row: Mapping[str, object]) -> None:
         """One journaled row (simulated seconds)."""
         kind = str(row.get("request_kind") or "turn")
         ok = bool(row.get("ok", True))
@@ -130,7 +130,7 @@ class RunMetrics:
                                      else "correct" if correct else "wrong",))
             comp = row.get("compaction")
             if comp:
-                key = (str(row.get("session_id")), int(row.get("turn_index") or 0), str(comp))
+                key = (str(row.get("session_id")), to_int(row.get("turn_index") or 0), str(comp))
                 if key not in self._seen:
                     self._seen.add(key)
                     self._inc("compactions", (str(comp),))
@@ -139,27 +139,27 @@ class RunMetrics:
             k = (kind,)
             out = row.get("output_tokens")
             if out:
-                self._inc("generation_tokens", k, int(out))
+                self._inc("generation_tokens", k, to_int(out))
             for name, col in (("prompt_tokens", "prompt_tokens"),
                               ("cache_read_tokens", "cache_read_tokens"),
                               ("reusable_prefix_tokens", "reusable_prefix_tokens")):
                 v = row.get(col)
                 if v:
-                    self._inc(name, k, int(v))
+                    self._inc(name, k, to_int(v))
             e2e = row.get("e2e_s")
             if e2e is not None:
-                self._obs("e2e_request_latency_seconds", k, float(e2e))
+                self._obs("e2e_request_latency_seconds", k, to_float(e2e))
             if kind != "turn":
                 return
             ttft = row.get("ttft_s")
             if ttft is not None:
-                self._obs("time_to_first_token_seconds", (), float(ttft))
-                if out and int(out) > 1 and e2e is not None and float(e2e) > float(ttft):
+                self._obs("time_to_first_token_seconds", (), to_float(ttft))
+                if out and to_int(out) > 1 and e2e is not None and to_float(e2e) > to_float(ttft):
                     self._obs("request_inter_token_latency_seconds", (),
-                              (float(e2e) - float(ttft)) / (int(out) - 1))
+                              (to_float(e2e) - to_float(ttft)) / (to_int(out) - 1))
             ctx = row.get("context_tokens_est")
             if ctx is not None:
-                self._obs("context_tokens", (), float(ctx))
+                self._obs("context_tokens", (), to_float(ctx))
 
     def set_gauges(self, sessions_active: int, in_flight: int | None) -> None:
         with self._lock:

@@ -33,12 +33,13 @@ from array import array
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
 from simulator.analysis.energy import PowerSums, energy_figures
-from simulator.util.numbers import finite_float
+from simulator.analysis.metric_keys import SummaryRecord
+from simulator.util.numbers import finite_float, to_float, to_int
 
 N = TypeVar("N", int, float)   # a ring's counters: counts or seconds
 
@@ -152,7 +153,7 @@ class RunFigures:
     remote_prefill_share: float | None = None
     kv_transfer_wait_p95_s: float | None = None
 
-    def as_summary(self) -> dict[str, Any]:
+    def as_summary(self) -> dict[str, float | dict[str, int] | None]:
         """These figures under their summary.json keys."""
         return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in (
             (f, getattr(self, f)) for f in self.__dataclass_fields__)}
@@ -172,7 +173,7 @@ class LiveSnapshot:
     server: Mapping[str, float]                # latest gauges: kv_usage, requests_waiting, …
     steady: str                                # the steady-state window's state, one line
     ramp: str | None                           # a ramp's current step and verdicts
-    energy: Mapping[str, Any] | None           # measured power, energy per 1M tokens, …
+    energy: SummaryRecord | None               # measured power, energy per 1M tokens, …
     events: tuple[str, ...]                    # the last few, oldest first
     live: Mapping[str, int] = field(default_factory=dict)   # in-flight / waiting (this process)
 
@@ -296,7 +297,7 @@ class LiveFigures:
         self._gauges: dict[str, float] = {}
         self._power: dict[str, PowerSums] = {}     # per --scrape target
         # run events
-        self._ramp_step: dict[str, Any] | None = None
+        self._ramp_step: dict[str, object] | None = None
         self._ramp_done: list[tuple[int, bool]] = []
 
     def _reset_rows(self) -> None:
@@ -324,7 +325,7 @@ class LiveFigures:
         self._pd = [0, 0]                 # P/D turns: remote, with a prefill_where
         self._kv_wait: array[float] = array("d")
 
-    def rebuild(self, rows: Iterable[Mapping[str, Any]]) -> None:
+    def rebuild(self, rows: Iterable[Mapping[str, object]]) -> None:
         """Fold these rows afresh in place of every row so far (a sharded run's merged
         journal replaces its shards' rows); /metrics, events and the event list stay."""
         events = list(self._events)
@@ -335,13 +336,13 @@ class LiveFigures:
         self._events.extend(events)
 
     # ------------------------------------------------------------------ rows in
-    def add_row(self, row: Mapping[str, Any]) -> None:
+    def add_row(self, row: Mapping[str, object]) -> None:
         """Fold in one turn row (a journal row: simulated seconds since the run began)."""
-        kind = row.get("request_kind") or "turn"
+        kind = str(row.get("request_kind") or "turn")
         ok = bool(row.get("ok", True))
         sid = str(row.get("session_id"))
-        turn = int(row.get("turn_index") or 0)
-        t0 = float(row.get("started_mono_s") or 0.0)
+        turn = to_int(row.get("turn_index") or 0)
+        t0 = to_float(row.get("started_mono_s") or 0.0)
         e2e, ttft = finite_float(row.get("e2e_s")), finite_float(row.get("ttft_s"))
         end = t0 + (e2e or 0.0)
         if kind == "probe":
@@ -374,10 +375,10 @@ class LiveFigures:
             if key not in self._compactions:
                 self._compactions.add(key)
                 self._by_kind[str(comp)] += 1
-                removed = int(row.get("compaction_tokens_removed") or 0)
+                removed = to_int(row.get("compaction_tokens_removed") or 0)
                 self._events.append(f"{t0:>8.1f} s  {sid} turn {turn}: {comp} compaction, "
                                     f"−{removed:,} tokens")
-        out = int(row.get("output_tokens") or 0) if ok else 0
+        out = to_int(row.get("output_tokens") or 0) if ok else 0
         ring = self._ring
         if ok:
             self._out_tokens += out
@@ -393,15 +394,15 @@ class LiveFigures:
                         self._kv_wait.append(finite_float(row.get("kv_transfer_wait_s")) or 0.0)
                 ctx = row.get("context_tokens_est")
                 if ctx is not None and sid not in self._done:
-                    self._context[sid] = int(ctx)
+                    self._context[sid] = to_int(ctx)
             elif kind == "summary":
                 self._summaries += 1
             cr, pt = row.get("cache_read_tokens"), row.get("prompt_tokens")
             if cr is not None and pt is not None:
-                self._cache[0] += int(cr)
-                self._cache[1] += int(pt)
-            reus, ctx_est = int(row.get("reusable_prefix_tokens") or 0), \
-                int(row.get("context_tokens_est") or 0)
+                self._cache[0] += to_int(cr)
+                self._cache[1] += to_int(pt)
+            reus, ctx_est = to_int(row.get("reusable_prefix_tokens") or 0), \
+                to_int(row.get("context_tokens_est") or 0)
             self._client[0] += reus
             self._client[1] += ctx_est
             # rolling: tokens, busy time, latency
@@ -411,8 +412,8 @@ class LiveFigures:
             if i is not None:
                 ring.requests[i] += 1
                 if cr is not None and pt is not None:
-                    ring.cache_read[i] += int(cr)
-                    ring.prompt[i] += int(pt)
+                    ring.cache_read[i] += to_int(cr)
+                    ring.prompt[i] += to_int(pt)
                 ring.reusable[i] += reus
                 ring.context[i] += ctx_est
             if kind == "turn" and ttft is not None:
@@ -453,7 +454,7 @@ class LiveFigures:
             if self._first_done_end is None or ends < self._first_done_end:
                 self._first_done_end = ends
 
-    def add_metrics(self, row: Mapping[str, Any]) -> None:
+    def add_metrics(self, row: Mapping[str, object]) -> None:
         """Fold in one /metrics window row (`records/prometheus.py`'s schema)."""
         metric, kind, value = row.get("metric"), row.get("kind"), finite_float(row.get("value"))
         if metric is None or value is None:
@@ -473,16 +474,16 @@ class LiveFigures:
             elif metric == "generation_tokens":
                 self._ring.spread(t0, t1, value, self._ring.server_tokens)
 
-    def add_event(self, row: Mapping[str, Any]) -> None:
+    def add_event(self, row: Mapping[str, object]) -> None:
         """Fold in one run event (`events.jsonl`: a ramp's steps)."""
         ev = row.get("event")
         if ev == "ramp_hold":
             self._ramp_step = dict(row)
-            self._events.append(f"{float(row.get('t_s') or 0):>8.1f} s  ramp step "
-                                f"{int(row.get('step', 0)) + 1}: {row.get('sessions')} "
+            self._events.append(f"{to_float(row.get('t_s') or 0):>8.1f} s  ramp step "
+                                f"{to_int(row.get('step', 0)) + 1}: {row.get('sessions')} "
                                 f"sessions ({row.get('phase')})")
         elif ev == "ramp_step":
-            n = int(row.get("sessions") or 0)
+            n = to_int(row.get("sessions") or 0)
             steady = bool(row.get("steady"))
             self._ramp_done.append((n, steady and not row.get("breached")))
             self._events.append(f"{'':>8}    ramp step {n} sessions judged: "
@@ -589,16 +590,16 @@ class LiveFigures:
         if step is None:
             return None
         judged = ", ".join(f"{n}{'✓' if held else '✗'}" for n, held in self._ramp_done)
-        return (f"ramp step {int(step.get('step', 0)) + 1}: {step.get('sessions')} sessions "
-                f"({step.get('phase')}) since {float(step.get('t_s') or 0):,.1f} s"
+        return (f"ramp step {to_int(step.get('step', 0)) + 1}: {step.get('sessions')} sessions "
+                f"({step.get('phase')}) since {to_float(step.get('t_s') or 0):,.1f} s"
                 + (f"; judged {judged}" if judged else ""))
 
-    def energy(self, run: RunFigures) -> dict[str, Any] | None:
+    def energy(self, run: RunFigures) -> SummaryRecord | None:
         """Measured power so far and what it gives (`analysis/energy.py`): sessions per
         kW counts the sessions active now; None without a power series."""
         out = energy_figures(self._power, run.wall_window_s, run.output_tokens,
                              float(len(self._sessions) - len(self._done)))
-        return dict(out) if out.get("gpu_power_mean_w") is not None else None
+        return out.copy() if out.get("gpu_power_mean_w") is not None else None
 
     def snapshot(self, now_s: float, live: Mapping[str, int] | None = None) -> LiveSnapshot:
         """Everything a view shows at run time `now_s`."""

@@ -34,7 +34,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from simulator.clock import RunClock
 from simulator.errors import InputError
@@ -49,6 +48,8 @@ from simulator.records.recorder import (
 from simulator.records.rows import in_simulated_time, metrics_in_simulated_time
 from simulator.util import bounded
 from simulator.util.bounded import regular_file
+from simulator.util.jsontypes import JSONObject
+from simulator.util.numbers import to_float
 
 MAX_READ = 64 * 2**20       # bytes one read of a journal takes (a row is ~1 kB)
 
@@ -81,7 +82,7 @@ class JournalTail:
         # (`records.recorder.iter_journal`): a viewer skips it, and says so
         self.corrupt: str | None = None
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[JSONObject]:
         self.problem = file_problem(self.path)
         if self.problem is not None:
             return []
@@ -100,7 +101,7 @@ class JournalTail:
                 self.offset += len(data)
             return []
         self.offset += end + 1
-        out: list[dict[str, Any]] = []
+        out: list[JSONObject] = []
         for line in data[: end + 1].splitlines():
             self.lines += 1
             try:   # read as resume reads it: the same bounds, so both take the same rows
@@ -114,9 +115,9 @@ class JournalTail:
                                 "JSON object)")
         return out
 
-    def read_all(self) -> list[dict[str, Any]]:
+    def read_all(self) -> list[JSONObject]:
         """Every complete row from the offset to the end as it stands now."""
-        out: list[dict[str, Any]] = []
+        out: list[JSONObject] = []
         while True:
             before = self.offset
             out += self.read()
@@ -179,9 +180,9 @@ class _Shard:
 
 @dataclass
 class Batch:
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    metrics: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[JSONObject] = field(default_factory=list)
+    metrics: list[Mapping[str, object]] = field(default_factory=list)
+    events: list[JSONObject] = field(default_factory=list)
 
 
 class RunFollower:
@@ -197,7 +198,7 @@ class RunFollower:
         self._events = JournalTail(run_dir / EVENTS_JOURNAL)
         self._shards: dict[Path, _Shard] = {}
         self._follow_shards = shards
-        self._seen: set[tuple[Any, ...]] = set()
+        self._seen: set[tuple[object, ...]] = set()
         self.last_end_s = 0.0
 
     @property
@@ -231,12 +232,12 @@ class RunFollower:
         out.events.extend(self._events.read())
         return out
 
-    def _take(self, row: dict[str, Any], out: Batch) -> None:
+    def _take(self, row: JSONObject, out: Batch) -> None:
         key = row_key(row)
         if key in self._seen:
             return
         self._seen.add(key)
-        end = float(row.get("started_mono_s") or 0.0) + float(row.get("e2e_s") or 0.0)
+        end = to_float(row.get("started_mono_s") or 0.0) + to_float(row.get("e2e_s") or 0.0)
         self.last_end_s = max(self.last_end_s, end)
         out.rows.append(row)
 
@@ -251,17 +252,17 @@ class RunFollower:
                     JournalTail(journal), JournalTail(journal.parent / METRICS_JOURNAL))
             for row in shard.tail.read():
                 if shard.shift_s is None and row.get("started_at") is not None:
-                    shard.shift_s = (float(row["started_at"]) - float(row["started_mono_s"])
-                                     - self.t0_wall)
+                    shard.shift_s = (to_float(row["started_at"])
+                                     - to_float(row["started_mono_s"]) - self.t0_wall)
                 self._take(self._on_run_timeline(row, shard.shift_s or 0.0), out)
             for m in shard.metrics.read():
-                shifted = {**m, **{k: float(m[k]) + (shard.shift_s or 0.0)
+                shifted = {**m, **{k: to_float(m[k]) + (shard.shift_s or 0.0)
                                    for k in ("t_start_s", "t_end_s") if m.get(k) is not None}}
                 out.metrics.append(metrics_in_simulated_time(shifted, self.clock))
 
-    def _on_run_timeline(self, row: dict[str, Any], shift_s: float) -> dict[str, Any]:
+    def _on_run_timeline(self, row: JSONObject, shift_s: float) -> JSONObject:
         """A shard row (its loop clock, from its start) on the run's timeline, simulated."""
-        moved = {**row, "started_mono_s": float(row["started_mono_s"]) + shift_s}
+        moved: JSONObject = {**row, "started_mono_s": to_float(row["started_mono_s"]) + shift_s}
         return in_simulated_time(moved, self.clock)
 
 

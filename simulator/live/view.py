@@ -17,14 +17,16 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from simulator.analysis.target import describe_target
 from simulator.live.dashboard import final_line, render, status_line
 from simulator.live.figures import LiveFigures, LiveSnapshot, SteadyPlan
 from simulator.records.manifest import Manifest, ResolvedScenario
 
-if TYPE_CHECKING:       # a type only
+if TYPE_CHECKING:       # types only
+    from rich.live import Live
+
     from simulator.live.follow import Batch
 
 if TYPE_CHECKING:       # the exporter (prometheus_client) loads with --metrics-port only
@@ -77,7 +79,7 @@ class LiveView:
         self.every_s = every_s if self.mode == "plain" else refresh_s
         self._wall = wall
         self._last = wall()
-        self._live: Any = None
+        self._live: Live | None = None
         self.gauges: Callable[[], Mapping[str, int]] | None = None   # in-flight, waiting
         self.last_snapshot: LiveSnapshot | None = None
         self.frames = 0

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from simulator.errors import InputError
 from simulator.live.figures import LiveSnapshot
@@ -42,6 +42,8 @@ from simulator.records.recorder import (
     SUMMARY,
     TURNS_JOURNAL,
 )
+from simulator.util.jsontypes import JSONObject
+from simulator.util.numbers import to_float
 
 POLL_S = 0.5           # how often a followed run's journals are read (wall seconds)
 REPLAY_S = 10.0        # a finished run replays in about this long by default
@@ -105,13 +107,13 @@ def replay(run_dir: Path, view: LiveView, speed: float | None = None,
     metrics = JournalTail(run_dir / METRICS_JOURNAL).read_all()
     events = JournalTail(run_dir / EVENTS_JOURNAL).read_all()
 
-    def end(r: dict[str, Any]) -> float:
-        return float(r.get("started_mono_s") or 0.0) + float(r.get("e2e_s") or 0.0)
+    def end(r: JSONObject) -> float:
+        return to_float(r.get("started_mono_s") or 0.0) + to_float(r.get("e2e_s") or 0.0)
     rows.sort(key=end)
-    metrics.sort(key=lambda m: float(m.get("t_end_s") or 0.0))
+    metrics.sort(key=lambda m: to_float(m.get("t_end_s") or 0.0))
     # the replay's end: the last row's, or a metrics scrape's after it (a killed run's
     # cut last row leaves its scrapes later than its rows; `--speed 0` jumps to here)
-    last = max([end(r) for r in rows] + [float(m.get("t_end_s") or 0.0) for m in metrics]
+    last = max([end(r) for r in rows] + [to_float(m.get("t_end_s") or 0.0) for m in metrics]
                + [0.0])
     if speed is None:
         speed = max(1.0, last / REPLAY_S)
@@ -122,7 +124,7 @@ def replay(run_dir: Path, view: LiveView, speed: float | None = None,
         while i < len(rows) and end(rows[i]) <= now:
             view.row(rows[i])
             i += 1
-        while j < len(metrics) and float(metrics[j].get("t_end_s") or 0.0) <= now:
+        while j < len(metrics) and to_float(metrics[j].get("t_end_s") or 0.0) <= now:
             view.metrics_row(metrics[j])
             j += 1
         while k < len(events):        # events carry no common clock: in order, at once

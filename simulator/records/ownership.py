@@ -19,12 +19,14 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias
 
 from simulator.errors import InputError
 from simulator.util import bounded
+from simulator.util.jsontypes import JSONObject, JSONValue
+from simulator.util.numbers import to_int
 
 OWNER_FILE = "owner.json"
 WORKERS_DIR = "workers"       # where a sharded run's workers journal, each in its w<N>/
@@ -138,16 +140,20 @@ def _watch_parent(parent: int) -> None:
             return
 
 
-def turn_key(row: dict[str, Any]) -> tuple[str, int, str, int, str | None]:
+# (session, turn, request kind, attempt, fact id): a fact id as the row holds it
+TurnKey: TypeAlias = tuple[str, int, str, int, JSONValue]
+
+
+def turn_key(row: Mapping[str, JSONValue]) -> TurnKey:
     """A journal row's identity (a probe row's: its fact too — one probe per fact)."""
-    return (str(row.get("session_id")), int(row.get("turn_index") or 0),
-            str(row.get("request_kind")), int(row.get("attempt") or 0), row.get("fact_id"))
+    return (str(row.get("session_id")), to_int(row.get("turn_index") or 0),
+            str(row.get("request_kind")), to_int(row.get("attempt") or 0), row.get("fact_id"))
 
 
-def duplicated(rows: list[dict[str, Any]]) -> list[int]:
+def duplicated(rows: Sequence[Mapping[str, JSONValue]]) -> list[int]:
     """Pure: the indices of rows whose `turn_key` an earlier row holds (a row appended
     twice, by a copy or a merge done by hand): kept, each turn would count twice."""
-    seen: set[tuple[str, int, str, int, str | None]] = set()
+    seen: set[TurnKey] = set()
     out: list[int] = []
     for i, row in enumerate(rows):
         key = turn_key(row)
@@ -157,7 +163,7 @@ def duplicated(rows: list[dict[str, Any]]) -> list[int]:
     return out
 
 
-def drop_duplicated_rows(path: Path, rows: list[dict[str, Any]]) -> int:
+def drop_duplicated_rows(path: Path, rows: Sequence[Mapping[str, JSONValue]]) -> int:
     """Rewrite the journal `path` (whose complete lines are `rows`, one a line) without
     its `duplicated` rows, atomically (a temporary file replaced); the number dropped."""
     drop = set(duplicated(rows))
@@ -172,18 +178,18 @@ def drop_duplicated_rows(path: Path, rows: list[dict[str, Any]]) -> int:
     return len(drop)
 
 
-def rows_to_rebuild(turn_rows: list[dict[str, Any]],
-                    history_rows: Iterable[Mapping[str, object]]) -> list[dict[str, Any]]:
+def rows_to_rebuild(turn_rows: Iterable[Mapping[str, JSONValue]],
+                    history_rows: Iterable[Mapping[str, object]]) -> list[JSONObject]:
     """Pure: the turn rows a journal lacks that its history lines carry — a run killed
     after a success's history line and before its turn row (`Recorder.write_success`)
     — in history order, each once."""
     return missing_rows({turn_key(r) for r in turn_rows}, history_rows)
 
 
-def missing_rows(have: set[tuple[str, int, str, int, str | None]],
-                 history_rows: Iterable[Mapping[str, object]]) -> list[dict[str, Any]]:
+def missing_rows(have: set[TurnKey],
+                 history_rows: Iterable[Mapping[str, object]]) -> list[JSONObject]:
     """`rows_to_rebuild` given the turn keys the journal has (updated in place)."""
-    out = []
+    out: list[JSONObject] = []
     for h in history_rows:
         row = h.get("row")
         if isinstance(row, dict) and turn_key(row) not in have:

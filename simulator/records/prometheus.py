@@ -29,7 +29,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -201,15 +201,29 @@ def counter_delta(prev: float, cur: float) -> float:
     return cur - prev if cur >= prev else cur
 
 
+class MetricsRow(TypedDict):
+    """One row of `server_metrics`: a counter's increase over the window (`kind`
+    "delta") or a gauge at its end ("gauge"), seconds since the run started. A fleet's
+    rows name their `replica`, a `--scrape` target's its `source` (`run/drive.py`)."""
+
+    t_start_s: float
+    t_end_s: float
+    dialect: str | None
+    metric: str
+    kind: Literal["delta", "gauge"]
+    value: float
+    replica: NotRequired[int | str]
+    source: NotRequired[str]
+
+
 def window_rows(prev: Snapshot | None, cur: Snapshot, t_start_s: float,
-                t_end_s: float) -> list[dict[str, Any]]:
+                t_end_s: float) -> list[MetricsRow]:
     """Rows for one window: counter deltas since `prev` and gauges sampled at the end.
 
     With no previous snapshot (the baseline scrape) no counter rows are emitted, so a
     lifetime total is never reported as the run's figure.
     """
-    base = {"t_start_s": t_start_s, "t_end_s": t_end_s, "dialect": cur.dialect}
-    rows: list[dict[str, Any]] = []
+    rows: list[MetricsRow] = []
     deltas: dict[str, float] = {}
     if prev is not None:
         for name, value in cur.counters.items():
@@ -221,9 +235,10 @@ def window_rows(prev: Snapshot | None, cur: Snapshot, t_start_s: float,
         if cur.dialect == "llamacpp":
             derived += deltas["prefix_cache_hits"]
         deltas["prefix_cache_queries"] = derived
-    rows += [base | {"metric": k, "kind": "delta", "value": v} for k, v in deltas.items()]
-    rows += [base | {"metric": k, "kind": "gauge", "value": v}
-             for k, v in (cur.gauges | cur.info).items()]
+    rows += [{"t_start_s": t_start_s, "t_end_s": t_end_s, "dialect": cur.dialect,
+              "metric": k, "kind": "delta", "value": v} for k, v in deltas.items()]
+    rows += [{"t_start_s": t_start_s, "t_end_s": t_end_s, "dialect": cur.dialect,
+              "metric": k, "kind": "gauge", "value": v} for k, v in (cur.gauges | cur.info).items()]
     return rows
 
 
@@ -235,8 +250,20 @@ def metrics_url_for(endpoint_url: str) -> str:
 
 
 Fetch = Callable[[str], Awaitable[tuple[int, str | bytes]]]
-Sink = Callable[[list[dict[str, Any]]], None]
-Health = dict[str, Any]
+Sink = Callable[[list[MetricsRow]], None]
+
+
+class Health(TypedDict):
+    """How a scrape target fared (`MetricsScraper.health`), as the run records it."""
+
+    target: str
+    status: str
+    reason: str | None
+    scrapes: int
+    failed_scrapes: int
+    windows: int
+    duplicate_series: NotRequired[int]
+
 
 
 class MetricsScraper:

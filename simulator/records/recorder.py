@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from simulator.clock import RunClock
 from simulator.errors import InputError
@@ -32,6 +32,7 @@ from simulator.records.rows import (
     metrics_in_simulated_time,
 )
 from simulator.util import bounded
+from simulator.util.jsontypes import JSONObject
 from simulator.util.redact import redact
 
 if TYPE_CHECKING:  # pandas is imported when a run finishes: start-up stays short
@@ -107,7 +108,7 @@ def prewarm_finalize() -> None:
             return
 
 
-def iter_journal(path: Path) -> Iterator[dict[str, Any]]:
+def iter_journal(path: Path) -> Iterator[JSONObject]:
     """Rows of a JSONL journal one at a time; a torn last line (crash mid-write) is
     ignored."""
     if not path.exists():
@@ -125,7 +126,7 @@ def iter_journal(path: Path) -> Iterator[dict[str, Any]]:
             yield row
 
 
-def read_journal(path: Path) -> list[dict[str, Any]]:
+def read_journal(path: Path) -> list[JSONObject]:
     """Every row of a JSONL journal (`iter_journal` as a list)."""
     return list(iter_journal(path))
 
@@ -239,9 +240,9 @@ class Recorder:
         self._history: IO[str] = open(run_dir / HISTORY_JOURNAL, mode, encoding="utf-8")
         self.rows_written = 0
         self._events: IO[str] | None = None
-        self._listeners: list[Callable[[dict[str, Any]], None]] = []
-        self._metrics_listeners: list[Callable[[dict[str, Any]], None]] = []
-        self._event_listeners: list[Callable[[dict[str, Any]], None]] = []
+        self._listeners: list[Callable[[JSONObject], None]] = []
+        self._metrics_listeners: list[Callable[[Mapping[str, object]], None]] = []
+        self._event_listeners: list[Callable[[Mapping[str, object]], None]] = []
         self._stamp = {k: v for k, v in (("run", manifest.run_id), (
             "scenario_hash", manifest.scenario_hash)) if v is not None}
         self.manifest = dataclasses.replace(
@@ -251,7 +252,7 @@ class Recorder:
     def write(self, record: TurnRecord) -> None:
         self.write_row(in_simulated_time(record.to_row(), self.clock))
 
-    def write_row(self, row: dict[str, Any], line: str | None = None) -> None:
+    def write_row(self, row: JSONObject, line: str | None = None) -> None:
         """One turn row as the journal holds it (in this run's time already); `line`,
         when given, is its JSON already."""
         self._turns.write((line or json.dumps(row, separators=(",", ":"))) + "\n")
@@ -260,17 +261,17 @@ class Recorder:
         for listen in self._listeners:
             listen(row)
 
-    def subscribe(self, listen: Callable[[dict[str, Any]], None]) -> None:
+    def subscribe(self, listen: Callable[[JSONObject], None]) -> None:
         """Call `listen(row)` with every turn row once it is journaled (simulated time):
         live views of a run (a ramp's controller, a dashboard) read rows here, never the
         journal file."""
         self._listeners.append(listen)
 
-    def subscribe_metrics(self, listen: Callable[[dict[str, Any]], None]) -> None:
+    def subscribe_metrics(self, listen: Callable[[Mapping[str, object]], None]) -> None:
         """Call `listen(row)` with every /metrics window row once it is journaled."""
         self._metrics_listeners.append(listen)
 
-    def subscribe_events(self, listen: Callable[[dict[str, Any]], None]) -> None:
+    def subscribe_events(self, listen: Callable[[Mapping[str, object]], None]) -> None:
         """Call `listen(row)` with every run event once it is journaled."""
         self._event_listeners.append(listen)
 
@@ -306,7 +307,7 @@ class Recorder:
         self._history.write(json.dumps({**self._stamp, **row}, separators=(",", ":")) + "\n")
         self._history.flush()
 
-    def write_metrics(self, row: dict[str, Any]) -> None:
+    def write_metrics(self, row: Mapping[str, object]) -> None:
         row = metrics_in_simulated_time(row, self.clock)
         self._metrics.write(json.dumps(row, separators=(",", ":"), default=str) + "\n")
         self._metrics.flush()

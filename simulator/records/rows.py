@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from operator import attrgetter
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from simulator.clock import RunClock
-from simulator.util.numbers import is_number
+from simulator.util.jsontypes import JSONObject
+from simulator.util.numbers import is_number, to_float
 
 RequestKind = Literal["turn", "summary", "probe"]
 
@@ -94,10 +95,18 @@ class TurnRecord:
     kv_transfer_bytes: int | None = None
     kv_transfer_wait_s: float | None = None
 
-    def to_row(self) -> dict[str, Any]:
-        """The row as a dict of its columns (what `dataclasses.asdict` gives: every field
-        is a scalar, so no deep copy is needed; ~10× cheaper, once per request)."""
+    def to_row(self) -> JSONObject:
+        """The row as a dict of its columns, as the journal holds it (what
+        `dataclasses.asdict` gives: every field is a scalar, so no deep copy is needed;
+        ~10× cheaper, once per request)."""
         return dict(zip(COLUMNS, _VALUES(self), strict=True))
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> TurnRecord:
+        """A journal row back as its record: `TurnRecord(**row)`, so a key that is no
+        column is a TypeError; the values go in as the row holds them, unchecked (the
+        dataclass checks no type, hence the untyped mapping)."""
+        return cls(**row)
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TurnRecord))
@@ -110,7 +119,7 @@ _SCALED_RATES = ("decode_tok_s", "turn_tok_s")               # tokens per loop s
 _METRICS_TIMES = ("t_start_s", "t_end_s")                    # a /metrics window's bounds
 
 
-def in_simulated_time(row: dict[str, Any], clock: RunClock) -> dict[str, Any]:
+def in_simulated_time(row: JSONObject, clock: RunClock) -> JSONObject:
     """A row measured on the run's loop clock, in the run's simulated time (against a
     twin at `--time-scale K`: durations × K, rates ÷ K, by `clock`). `think_time_s` is
     drawn in simulated time already, and `started_at` stays a wall-clock label."""
@@ -118,19 +127,21 @@ def in_simulated_time(row: dict[str, Any], clock: RunClock) -> dict[str, Any]:
         return row
     out = dict(row)
     for k in _SCALED_DURATIONS:
-        if out.get(k) is not None:
-            out[k] = clock.to_sim(out[k])
+        if (v := out.get(k)) is not None:
+            out[k] = clock.to_sim(to_float(v))
     for k in _SCALED_RATES:
-        if out.get(k) is not None:
-            out[k] = clock.rate_to_sim(out[k])
+        if (v := out.get(k)) is not None:
+            out[k] = clock.rate_to_sim(to_float(v))
     return out
 
 
-def metrics_in_simulated_time(row: dict[str, Any], clock: RunClock) -> dict[str, Any]:
+def metrics_in_simulated_time(row: Mapping[str, object], clock: RunClock
+                              ) -> Mapping[str, object]:
     """A /metrics window row (`t_start_s`, `t_end_s` on the loop clock) in simulated time."""
     if clock.rate == 1.0:
         return row
-    return {**row, **{k: clock.to_sim(row[k]) for k in _METRICS_TIMES if row.get(k) is not None}}
+    return {**row, **{k: clock.to_sim(to_float(v)) for k in _METRICS_TIMES
+                      if (v := row.get(k)) is not None}}
 
 
 # TurnRecord column ← the in-process twin's reply extra (`endpoints/twin.py`)
@@ -143,15 +154,23 @@ _TIER_EXTRAS = (("preemptions", "num_preemptions"),
                 ("kv_host_cached_tokens", "host_cached_tokens"))
 
 
-def pd_columns(extra: Mapping[str, object]) -> dict[str, Any]:
+class PDColumns(TypedDict, total=False):
+    """`TurnRecord`'s P/D columns, as `pd_columns` gives them (none, or all three)."""
+
+    prefill_where: str
+    kv_transfer_bytes: int | None
+    kv_transfer_wait_s: float | None
+
+
+def pd_columns(extra: Mapping[str, object]) -> PDColumns:
     """The per-request P/D columns from a reply's extras (None where absent: every
     endpoint but the twin's P/D instances)."""
     where = extra.get("prefill_where")
     if where is None:
         return {}
-    wait = extra.get("kv_transfer_wait_s")
+    size, wait = extra.get("kv_transfer_bytes"), extra.get("kv_transfer_wait_s")
     return {"prefill_where": str(where),
-            **_int_columns(extra, (("kv_transfer_bytes", "kv_transfer_bytes"),)),
+            "kv_transfer_bytes": int(size) if is_number(size) else None,
             "kv_transfer_wait_s": float(wait) if isinstance(wait, int | float) else None}
 
 

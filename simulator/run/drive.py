@@ -19,12 +19,13 @@ from simulator.clock import RunClock
 from simulator.clock.virtual import run_virtual
 from simulator.endpoints.base import Endpoint, EngineEndpoint
 from simulator.endpoints.routed import RoutedEndpoint
-from simulator.records.prometheus import MetricsScraper, metrics_url_for
+from simulator.records.prometheus import Health, MetricsRow, MetricsScraper, metrics_url_for
 from simulator.records.recorder import Recorder, prewarm_finalize
 from simulator.run.observe import InProcessFeed
 from simulator.run.prepare import OpenedRun
 from simulator.scenario.model import Scenario
 from simulator.session.runner import STOP_GRACE_S, Runner, RunOutcome, warm_start_turn
+from simulator.util.jsontypes import JSONObject
 
 SCRAPE_INTERVAL_S = 5.0  # how often a real server's /metrics is read during a run
 TELEMETRY_EVENT = "telemetry"   # a --scrape target's health as its scraper ends
@@ -71,11 +72,11 @@ def metrics_scraper(metrics_url: str, recorder: Recorder, clock: RunClock,
     interval = max(clock.to_loop(SCRAPE_INTERVAL_S), min(0.5, SCRAPE_INTERVAL_S))
     tag = {k: v for k, v in (("replica", replica), ("source", source)) if v is not None}
 
-    def sink(rows: list[dict[str, Any]]) -> None:
+    def sink(rows: list[MetricsRow]) -> None:
         for row in rows:
             recorder.write_metrics({**row, **tag} if tag else row)
 
-    def ended(health: dict[str, Any]) -> None:
+    def ended(health: Health) -> None:
         # a --scrape target's health goes to events.jsonl: the run's `telemetry` block
         # (`run/finish.py`) is built from it, shards' events included
         recorder.write_event({"event": TELEMETRY_EVENT, "source": source, **health})
@@ -139,7 +140,7 @@ def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: boo
 
 def _stop_when_decided(recorder: Recorder, runner: Runner, verdict: EarlyVerdict) -> None:
     """Each journaled row feeds the verdict; once it is decided the run stops."""
-    def listen(row: dict[str, Any]) -> None:
+    def listen(row: JSONObject) -> None:
         reason = verdict.feed(row)
         if reason is not None:
             runner.stop_early(reason)

@@ -23,6 +23,7 @@ from simulator.scenario.load import scenario_hash
 from simulator.scenario.model import Scenario
 from simulator.twin.core.sampling import SamplingParams
 from simulator.twin.serve import sampling_wire
+from simulator.util.numbers import to_float
 from simulator.util.redact import redact_url
 
 
@@ -56,7 +57,7 @@ def price_per_hour(spec: RunSpec, endpoint: Endpoint) -> float | None:
         profile = endpoint.describe().get("profile", {})
         hw = profile.get("hardware", {}) if isinstance(profile, dict) else {}
         price = hw.get("usd_per_hour") if isinstance(hw, dict) else None
-        return float(price) if price is not None else None
+        return to_float(price) if price is not None else None
     return None
 
 

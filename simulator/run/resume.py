@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -46,6 +45,7 @@ from simulator.session.resume import (
     resume_state,
 )
 from simulator.twin.model.profiles import load_hardware, load_model, parse_twin
+from simulator.util.jsontypes import JSONObject
 
 
 def _scenario(run_dir: Path, m: Manifest) -> Scenario:
@@ -124,9 +124,9 @@ def _check_manifest_twin(run_dir: Path, twin: str) -> None:
         raise InputError(msg if msg.startswith(where) else f"{where}: {msg}") from None
 
 
-def _turn_record(row: dict[str, Any], where: Path) -> TurnRecord:
+def _turn_record(row: JSONObject, where: Path) -> TurnRecord:
     try:
-        return TurnRecord(**row)
+        return TurnRecord.from_row(row)
     except (TypeError, ValueError):
         raise InputError(f"{where}: a history line carries a turn row that does not load; "
                          "refusing to resume") from None

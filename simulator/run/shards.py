@@ -45,6 +45,7 @@ from simulator.errors import InputError
 from simulator.records.manifest import Manifest, RunSettings
 from simulator.records.ownership import (
     WORKERS_DIR,
+    TurnKey,
     die_with_parent,
     missing_rows,
     turn_key,
@@ -72,6 +73,7 @@ from simulator.scenario.model import Scenario
 from simulator.session.resume import ResumeState, read_manifest_for_resume
 from simulator.session.runner import START_WAIT_S, RunOutcome
 from simulator.util.ids import session_id
+from simulator.util.numbers import to_float
 
 SHARD_JOURNALS = (TURNS_JOURNAL, METRICS_JOURNAL, HISTORY_JOURNAL)
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
@@ -447,11 +449,11 @@ def merge_shards(recorder: Recorder, jobs: Sequence[ShardJob],
             shift = res.t0_wall + res.clock_offset_s - t0_wall
         else:
             shift = (res.t0_mono - t0) if res.t0_mono else 0.0
-        seen: set[tuple[str, int, str, int, str | None]] = set()
+        seen: set[TurnKey] = set()
         for row in iter_journal(job.shard_dir / TURNS_JOURNAL):
             seen.add(turn_key(row))
-            row["started_mono_s"] = row["started_mono_s"] + shift
-            recorder.write(TurnRecord(**row))
+            row["started_mono_s"] = to_float(row["started_mono_s"]) + shift
+            recorder.write(TurnRecord.from_row(row))
         for row in iter_journal(job.shard_dir / METRICS_JOURNAL):
             recorder.write_metrics(row)
         for row in iter_journal(job.shard_dir / EVENTS_JOURNAL):   # a --scrape's health
@@ -459,8 +461,8 @@ def merge_shards(recorder: Recorder, jobs: Sequence[ShardJob],
                 recorder.write_event(row)
         hist = list(iter_journal(job.shard_dir / HISTORY_JOURNAL))
         for row in missing_rows(seen, hist):     # a worker killed between the two lines
-            row["started_mono_s"] = row["started_mono_s"] + shift
-            recorder.write(TurnRecord(**row))
+            row["started_mono_s"] = to_float(row["started_mono_s"]) + shift
+            recorder.write(TurnRecord.from_row(row))
         for row in hist:
             recorder.write_history(without_row(row))
 

@@ -1,7 +1,7 @@
 """The types of data that is JSON as it stands: a journal line read back, what an
-endpoint describes for the manifest. A name for it, in place of `Any`, so that a
-reader narrows each value it uses (`util.numbers.to_float`, `isinstance`) and mypy
-checks that it does."""
+endpoint describes for the manifest. A name for it, where an untyped value stood, so
+that a reader narrows each value it uses (`util.numbers.to_float`, `isinstance`) and
+mypy checks that it does."""
 
 from __future__ import annotations
 

@@ -12,13 +12,12 @@ between two reads (a stalled server), not for the whole reply.
 
 from __future__ import annotations
 
-from typing import Any
-
 import aiohttp
 
 from simulator.endpoints.base import ErrorType
 from simulator.endpoints.http import transport as tp
 from simulator.endpoints.wire.http_errors import status_error
+from simulator.util.jsontypes import JSONObject
 
 
 class AiohttpTransport:
@@ -43,7 +42,7 @@ class AiohttpTransport:
                 skip_auto_headers=("User-Agent",))
         return self._session
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {**self._cfg.describe(), "aiohttp": aiohttp.__version__}
 
     async def aclose(self) -> None:

@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import httptools
 
@@ -82,7 +82,7 @@ class ResponseHead:
         return self.headers.get(name)
 
 
-def check_url(url: str) -> Any:
+def check_url(url: str) -> SplitResult:
     """`urlsplit(url)`, or `ValueError` unless it is an http(s) URL with a host."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -398,7 +398,7 @@ class HTTP1Pool:
                  connect_timeout_s: float = 10.0, read_timeout_s: float = 600.0,
                  clock: Callable[[], float], ssl_context: ssl.SSLContext | None = None) -> None:
         parts = check_url(base_url)
-        self.host = parts.hostname
+        self.host = parts.hostname or ""      # (check_url refused a URL without one)
         self.tls = parts.scheme == "https"
         self.port = parts.port or (443 if self.tls else 80)
         default = 443 if self.tls else 80

@@ -14,12 +14,11 @@ silence between two reads (a stalled server), not for the whole reply (see
 
 from __future__ import annotations
 
-from typing import Any
-
 from simulator.endpoints.base import ErrorType
 from simulator.endpoints.http import http1
 from simulator.endpoints.http import transport as tp
 from simulator.endpoints.wire.http_errors import status_error
+from simulator.util.jsontypes import JSONObject
 
 
 class LeanTransport:
@@ -42,7 +41,7 @@ class LeanTransport:
                 clock=cfg.clock)
         return self._pool
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {**self._cfg.describe(), "transport": "http1 (asyncio)"}
 
     async def aclose(self) -> None:

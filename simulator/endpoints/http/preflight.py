@@ -21,10 +21,11 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from simulator.endpoints.http import http1
 from simulator.errors import InputError, RunError
+from simulator.util.jsontypes import JSONObject
 from simulator.util.redact import check_endpoint_url, redact_url
 
 __all__ = ["models", "preflight", "redact_url"]
@@ -85,7 +86,7 @@ class _Bound:
 
 # The last listing fetched per base URL: `models()` (twin detection, the context
 # window) reuses what the pre-flight read instead of asking again.
-_LISTED: dict[str, list[dict[str, Any]]] = {}
+_LISTED: dict[str, list[JSONObject]] = {}
 
 
 def preflight(url: str, timeout_s: float, limits: ProbeLimits | None = None) -> None:
@@ -100,7 +101,7 @@ def preflight(url: str, timeout_s: float, limits: ProbeLimits | None = None) -> 
     _LISTED[url] = _fetch(url, timeout_s, limits or _Defaults())
 
 
-def models(url: str, timeout_s: float) -> list[dict[str, Any]]:
+def models(url: str, timeout_s: float) -> list[JSONObject]:
     """The entries of the server's `/v1/models` (empty when it has none or no answer),
     from the pre-flight when it ran, else fetched now (any failure: empty)."""
     if url in _LISTED:
@@ -112,7 +113,7 @@ def models(url: str, timeout_s: float) -> list[dict[str, Any]]:
         return []
 
 
-def _fetch(url: str, connect_s: float, limits: ProbeLimits) -> list[dict[str, Any]]:
+def _fetch(url: str, connect_s: float, limits: ProbeLimits) -> list[JSONObject]:
     where = f"endpoint {redact_url(url)}"
     tail = "; no results directory was created"
     lim = _Bound.of(limits)

@@ -24,13 +24,14 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from simulator import __version__
 from simulator.endpoints.base import EndpointError, ErrorType, LLMRequest, LLMResponse
 from simulator.endpoints.wire.dialects import ANTHROPIC, Dialect, ReplyState
 from simulator.endpoints.wire.http_errors import hint_headers, request_id
 from simulator.endpoints.wire.sse import StreamFault
+from simulator.util.jsontypes import JSONObject
 
 ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error page read to classify it
 # A stream that reached its end (message_stop / [DONE]) but whose body does not end —
@@ -52,7 +53,7 @@ class AttemptLimits:
     max_response_bytes: int | None = 256 * 1024 * 1024
     retry_after_max_s: float = 300.0
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {"first_byte_s": self.first_byte_s, "idle_s": self.idle_s,
                 "total_s": self.total_s, "max_response_bytes": self.max_response_bytes,
                 "retry_after_max_s": self.retry_after_max_s}
@@ -69,7 +70,7 @@ class TransportSettings:
     max_connections: int = 1024
     clock: Callable[[], float] = time.monotonic
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {"base_url": self.base_url, "timeout_s": self.timeout_s,
                 "connect_timeout_s": self.connect_timeout_s,
                 "max_connections": self.max_connections}
@@ -113,7 +114,7 @@ class Transport(Protocol):
 
     async def aclose(self) -> None: ...
 
-    def describe(self) -> dict[str, Any]: ...
+    def describe(self) -> JSONObject: ...
 
 
 class _AttemptSink:
@@ -173,7 +174,7 @@ class StreamingClient:
         self._clock = clock
         self.stale_connection_retries = 0
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {"kind": self.name, "api": self.dialect.name, **self.transport.describe(),
                 "limits": self.limits.describe()}
 
@@ -264,7 +265,7 @@ class AttemptDeadline:
 
     def __init__(self, limits: AttemptLimits, started: Callable[[], bool]) -> None:
         self._limits, self._started = limits, started
-        self._task: asyncio.Task[Any] | None = None
+        self._task: asyncio.Task[object] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._fired: ErrorType | None = None
         self._completed = False

@@ -13,15 +13,19 @@ Replies carry the replica's index in `extra["replica"]` (the rows' `replica` col
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from simulator.endpoints.base import BackgroundTask, LLMRequest, LLMResponse
 from simulator.endpoints.inprocess.twin import InProcessTwin, twin_setup
 from simulator.endpoints.routed import send_on
+from simulator.records.prometheus import MetricsRow
 from simulator.twin.core.stats import EngineStats
 from simulator.twin.fleet.router import ReplicaLoad, Router, RouterConfig
 from simulator.twin.fleet.view import SessionChains, cached_blocks, replica_load, replica_stats
+from simulator.util.jsontypes import JSONObject, JSONValue
+from simulator.util.numbers import to_float
 
 
 class FleetTimeline:
@@ -38,6 +42,20 @@ class FleetTimeline:
     def offset_s(self, value: float) -> None:
         for r in self._replicas:
             r.timeline.offset_s = value
+
+
+def priced_profile(profile: JSONValue, price: Callable[[float], float]) -> JSONValue:
+    """A twin's `describe()["profile"]` with its card's $/h replaced by `price` of it
+    (a copy: a group rents several cards), or as it is when it names no price."""
+    hw = profile.get("hardware") if isinstance(profile, dict) else None
+    if not isinstance(profile, dict) or not isinstance(hw, dict) \
+            or hw.get("usd_per_hour") is None:
+        return profile
+    out = copy.deepcopy(profile)
+    card = out["hardware"]
+    if isinstance(card, dict):          # it is: a copy of `hw`
+        card["usd_per_hour"] = price(to_float(hw["usd_per_hour"]))
+    return out
 
 
 SUMMED_COUNTERS = ("prefix_cache_queries", "prefix_cache_hits", "preemptions",
@@ -71,7 +89,7 @@ class TwinGroup:
         """A resumed run: every member's engine log continues from `offset_s`."""
         self.timeline.offset_s = offset_s
 
-    def timeline_rows(self) -> list[dict[str, Any]]:
+    def timeline_rows(self) -> list[MetricsRow]:
         return [{**row, "replica": i} for i, r in enumerate(self.members)
                 for row in r.timeline_rows()]
 
@@ -110,16 +128,14 @@ class InProcessFleet(TwinGroup):
 
     # -- what runs and the recorder read ----------------------------------------------
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         d = self.replicas[0].describe()
         d.update(kind="twin-fleet", replicas=len(self.replicas),
                  router=self.router.config.policy)
-        profile = d.get("profile")
-        hw = profile.get("hardware") if isinstance(profile, dict) else None
-        if isinstance(hw, dict) and hw.get("usd_per_hour") is not None:
-            # the fleet rents R cards: its price per hour (runs._price reads this)
-            d["profile"] = copy.deepcopy(profile)
-            d["profile"]["hardware"]["usd_per_hour"] = float(hw["usd_per_hour"]) * len(self.replicas)
+        # the fleet rents R cards: its price per hour (runs._price reads this)
+        priced = priced_profile(d.get("profile"), lambda usd: usd * len(self.replicas))
+        if priced is not None:
+            d["profile"] = priced
         return d
 
     def stats(self) -> dict[str, Any]:

@@ -24,14 +24,18 @@ cache-read tokens are the prefill instance's hit: the prompt tokens nobody compu
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 import math
 from functools import partial
 from typing import Any
 
-from simulator.endpoints.base import LLMRequest, LLMResponse, Usage
-from simulator.endpoints.inprocess.fleet import FleetTimeline, TwinGroup, summed_stats
+from simulator.endpoints.base import LLMRequest, LLMResponse, ReplyExtra, Usage
+from simulator.endpoints.inprocess.fleet import (
+    FleetTimeline,
+    TwinGroup,
+    priced_profile,
+    summed_stats,
+)
 from simulator.endpoints.inprocess.twin import InProcessTwin, TwinSetup, twin_setup
 from simulator.endpoints.routed import send_on
 from simulator.twin.core.stats import EngineStats
@@ -41,6 +45,7 @@ from simulator.twin.model.profiles import load_hardware
 from simulator.twin.pd.link import LinkQueues
 from simulator.twin.pd.policy import LinkSpec, PDConfig, prefill_remote
 from simulator.twin.serve.wire import ReplyUsage
+from simulator.util.jsontypes import JSONObject
 
 AUTO_ORDER = ("infiniband", "roce", "nvlink", "xgmi", "pcie")
 
@@ -119,7 +124,7 @@ class InProcessPD(TwinGroup):
 
     # -- what runs and the recorder read ----------------------------------------------
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         c = self.config
         d = self.decodes[0].describe()
         d.update(kind="twin-pd", prefill=c.prefill, decode=c.decode,
@@ -127,11 +132,9 @@ class InProcessPD(TwinGroup):
                  prefill_router=c.prefill_router, max_local_prefill=c.max_local_prefill,
                  kv_link={"kind": c.link.kind, "bytes_s": c.link.bytes_s,
                           "latency_s": c.link.latency_s})
-        profile = d.get("profile")
-        hw = profile.get("hardware") if isinstance(profile, dict) else None
-        if isinstance(hw, dict) and hw.get("usd_per_hour") is not None:
-            d["profile"] = copy.deepcopy(profile)      # P + D cards rented
-            d["profile"]["hardware"]["usd_per_hour"] = self._price(float(hw["usd_per_hour"]))
+        priced = priced_profile(d.get("profile"), self._price)   # P + D cards rented
+        if priced is not None:
+            d["profile"] = priced
         return d
 
     def _price(self, decode_usd: float) -> float:
@@ -157,7 +160,7 @@ class InProcessPD(TwinGroup):
         out["pd"] = self.pd_stats()
         return out
 
-    def pd_stats(self) -> dict[str, Any]:
+    def pd_stats(self) -> dict[str, str | float | None]:
         """The run's P/D figures: utilisation of each side (busy engine seconds over the
         run's span, mean over the side's instances), remote share, link totals."""
         span = max((r.engine.now for r in self.instances), default=0.0)
@@ -227,7 +230,7 @@ class InProcessPD(TwinGroup):
         tokens = int(x.get("remote_tokens", 0))
         usage = ReplyUsage(prompt_len, pres.cached_tokens, dec.engine.block_size,
                            resp.usage.output_tokens or 0).as_dict()
-        extra = {**x, "queue_s": p_queue + float(x.get("queue_s") or 0.0),
+        extra: ReplyExtra = {**x, "queue_s": p_queue + float(x.get("queue_s") or 0.0),
                  "prefill_where": "remote", "prefill_instance": pi,
                  "prefill_queue_s": p_queue, "prefill_s": p_compute,
                  "kv_transfer_bytes": int(round(tokens * self.link.bytes_per_token)),

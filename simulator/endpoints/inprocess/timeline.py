@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
-from simulator.records.prometheus import Snapshot, window_rows
+from simulator.records.prometheus import MetricsRow, Snapshot, window_rows
 from simulator.twin.core.engine import TwinEngine
 
 
@@ -71,14 +70,14 @@ class EngineTimeline:
         if self.origin is not None and now - self.origin > self.samples[-1][0]:
             self.samples.append((now - self.origin, engine_snapshot(engine)))
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[MetricsRow]:
         """`server_metrics` rows: per window, counter deltas and gauges at its end."""
         return self.rows_since(0)[0]
 
-    def rows_since(self, done: int) -> tuple[list[dict[str, Any]], int]:
+    def rows_since(self, done: int) -> tuple[list[MetricsRow], int]:
         """The rows of the windows after the first `done` ones, and how many windows
         are done now (a live view reads the log as it grows; reading changes nothing)."""
-        out: list[dict[str, Any]] = []
+        out: list[MetricsRow] = []
         samples = self.samples
         for i in range(done, len(samples) - 1):
             (t0, prev), (t1, cur) = samples[i], samples[i + 1]

@@ -25,12 +25,14 @@ from simulator.endpoints.base import (
     ErrorType,
     LLMRequest,
     LLMResponse,
+    ReplyExtra,
     Timing,
     Usage,
 )
 from simulator.endpoints.client_meter import prompt_ids
 from simulator.endpoints.inprocess.timeline import EngineTimeline
 from simulator.protocol.messages import TextBlock
+from simulator.records.prometheus import MetricsRow
 from simulator.twin.core.config import TwinEngineConfig, engine_config
 from simulator.twin.core.engine import RequestTooLong, TwinEngine
 from simulator.twin.core.sampling import SamplingParams
@@ -42,6 +44,7 @@ from simulator.twin.serve.prompt import PromptError, shared_tokenizer
 from simulator.twin.serve.wire import ReplyUsage
 from simulator.twin.spec_decode.predictability import ReferenceMeter
 from simulator.util import tokens
+from simulator.util.jsontypes import JSONObject
 
 # Yields granted to woken agents before the driver plans again, so that a request
 # sent in reaction to a delivery is in the engine before it runs ahead.
@@ -118,17 +121,17 @@ class InProcessTwin:
     def background(self) -> list[BackgroundTask]:
         return [self._drive]
 
-    def describe(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": "twin-inprocess", "simulated": True,
-                             "hardware": self.hardware, "model": self.model,
-                             "virtual_time": True}
+    def describe(self) -> JSONObject:
+        d: JSONObject = {"kind": "twin-inprocess", "simulated": True,
+                         "hardware": self.hardware, "model": self.model,
+                         "virtual_time": True}
         d["profile"] = self.perf.describe()
         return d
 
     def stats(self) -> dict[str, Any]:
         return {**self.engine_stats().to_dict(), **self._tier_stats()}
 
-    def _tier_stats(self) -> dict[str, Any]:
+    def _tier_stats(self) -> dict[str, float]:
         """The host KV tier's counters (vLLM's offload metrics), only with a tier."""
         tier = self.engine.host_tier
         if tier is None:
@@ -164,12 +167,12 @@ class InProcessTwin:
         """A resumed run: the engine log continues where the journal ended (s)."""
         self.timeline.offset_s = offset_s
 
-    def timeline_since(self, done: int) -> tuple[list[dict[str, Any]], int]:
+    def timeline_since(self, done: int) -> tuple[list[MetricsRow], int]:
         """The engine log's windows after the first `done` (a live view's), and how
         many are done now; the log is not closed."""
         return self.timeline.rows_since(done)
 
-    def timeline_rows(self) -> list[dict[str, Any]]:
+    def timeline_rows(self) -> list[MetricsRow]:
         """The engine log as `server_metrics` rows (seconds since the run started)."""
         self.timeline.close(self.engine.now, self.engine)
         return self.timeline.rows()
@@ -309,7 +312,7 @@ class InProcessTwin:
                                               else max(0.0, res.first_scheduled - sent)),
                                   **self._tier_extra(res), **_pd_extra(res)})
 
-    def _tier_extra(self, res: RequestResult) -> dict[str, Any]:
+    def _tier_extra(self, res: RequestResult) -> ReplyExtra:
         """The host tier's share of the hit, only when the engine has a tier."""
         if self.engine.host_tier is None:
             return {}
@@ -350,7 +353,7 @@ class InProcessTwin:
                     await asyncio.sleep(0)
 
 
-def _pd_extra(res: RequestResult) -> dict[str, Any]:
+def _pd_extra(res: RequestResult) -> ReplyExtra:
     """A decode instance's pull of a remote prefill's KV (only for such a request)."""
     if not res.remote_tokens:
         return {}

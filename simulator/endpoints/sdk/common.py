@@ -25,6 +25,7 @@ from simulator.endpoints.http.transport import AttemptDeadline, AttemptLimits, A
 from simulator.endpoints.wire.dialects import Dialect, ReplyState
 from simulator.endpoints.wire.http_errors import status_error
 from simulator.endpoints.wire.sse import StreamFault
+from simulator.util.jsontypes import JSONObject
 
 Backend = Literal["httpx", "aiohttp"]
 
@@ -105,7 +106,7 @@ class SDKEndpoint:
         """The SDK's async client on `self.http_client` (no retries, our timeout)."""
         raise NotImplementedError
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         return {**self._desc, "limits": self.limits.describe()}
 
     async def aclose(self) -> None:
