@@ -29,18 +29,17 @@ def finite_float(x: object) -> float | None:
     return f if math.isfinite(f) else None
 
 
-# the common case of `to_float` and `to_int`, tried before the protocol checks (a
-# constant: `float | int | str` in the call would build a union on every one)
-_PLAIN = (float, int, str)
+# what `float()` and `int()` take, the plain types first (the common case, before the
+# protocol checks; a constant: a union in the call would be built on every one)
+_FLOATS = (float, int, str, SupportsFloat, SupportsIndex)
+_INTS = (float, int, str, SupportsInt, SupportsIndex)
 
 
 def to_float(x: object) -> float:
     """`float(x)` for a value whose type mypy cannot know (read from JSON, a row or a
     counter block): a number, numpy's included, or numeric text; TypeError otherwise,
     worded as `float()` words it. The one place such a value is narrowed."""
-    if isinstance(x, _PLAIN):
-        return float(x)
-    if isinstance(x, SupportsFloat | SupportsIndex):
+    if isinstance(x, _FLOATS):
         return float(x)
     raise TypeError(f"float() argument must be a string or a real number, "
                     f"not '{type(x).__name__}'")
@@ -49,9 +48,7 @@ def to_float(x: object) -> float:
 def to_int(x: object) -> int:
     """`int(x)` for a value whose type mypy cannot know, as `to_float` (TypeError,
     worded as `int()` words it, for a value `int()` refuses)."""
-    if isinstance(x, _PLAIN):
-        return int(x)
-    if isinstance(x, SupportsInt | SupportsIndex):
+    if isinstance(x, _INTS):
         return int(x)
     raise TypeError(f"int() argument must be a string, a bytes-like object or a real "
                     f"number, not '{type(x).__name__}'")
