@@ -13,7 +13,7 @@ benchmark) and written into the hardware profiles;
 without it the shipped profiles are evaluated. Either way it prints and writes the
 validation table (docs/twin-fidelity.md, between the markers) with, per row, the error
 of TTFT p50, TTFT mean and TPOT mean and the vLLM version, MAE per card and metric in
-and out of sample, and the "before" figures with the borrowed a40 terms; and it writes
+and out of sample (pooled and per source), and the "before" figures with the borrowed a40 terms; and it writes
 the out-of-sample MAE per card to `benchmarks/data/card_fidelity.json`, which
 tests/benchmarks/test_card_fidelity.py holds the profiles to.
 """
