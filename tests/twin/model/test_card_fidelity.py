@@ -61,3 +61,32 @@ def test_one_section_per_card_however_often_the_tables_are_rewritten() -> None:
     assert block.count("### h100") == 1 and block.count("### h200") == 1
     assert "new h100" in block and "old h100" not in block and "old h200" in block
     assert doc == spliced(doc, merged_block(doc, {"h100": "### h100\n\nnew h100\n"}, "none"))
+
+
+def test_mae_per_source_keeps_each_source_apart() -> None:
+    """A card's pooled MAE mixes sources of very different shape; per source, each keeps
+    its own figure, its row count, and no figure where it publishes none (gpu_conc: no TPOT)."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.card_fidelity import Scored, mae, mae_by_source
+    from simulator.twin.model.published import PublishedRow
+
+    def row(source: str, split: str) -> PublishedRow:
+        return PublishedRow(source_id=source, split=split,  # type: ignore[arg-type]
+                            card="h100", tp=1, model="m", twin_model="gpt-oss-120b",
+                            quantization="mxfp4", kv_dtype="", vllm_version="",
+                            input_tokens=1024, output_tokens=128, concurrency=4,
+                            request_rate=None, num_prompts=40, num_prompts_stated=True,
+                            max_num_seqs=None, max_num_batched_tokens=None)
+
+    scored = [Scored(row("a", "out_of_sample"), {"ttft_p50": 10.0, "tpot_mean": -30.0}),
+              Scored(row("a", "out_of_sample"), {"ttft_p50": -20.0, "tpot_mean": 10.0}),
+              Scored(row("b", "out_of_sample"), {"ttft_p50": 60.0}),
+              Scored(row("c", "in_sample"), {"ttft_p50": 1.0, "tpot_mean": 1.0})]
+    got = mae_by_source(scored)
+    assert list(got) == [("in_sample", "c"), ("out_of_sample", "a"), ("out_of_sample", "b")]
+    assert got[("out_of_sample", "a")] == {"ttft_p50": 15.0, "ttft_mean": None,
+                                           "tpot_mean": 20.0, "rows": 2}
+    assert got[("out_of_sample", "b")] == {"ttft_p50": 60.0, "ttft_mean": None,
+                                           "tpot_mean": None, "rows": 1}
+    pooled = [s for s in scored if s.row.split == "out_of_sample"]
+    assert mae(pooled, "ttft_p50") == 30.0 and mae(pooled, "tpot_mean") == 20.0
