@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import OrderedDict
 
 from simulator.scenario import content
 from simulator.scenario.replay import format_spans, parse_spans
@@ -87,8 +88,25 @@ def synth_line(kind: str, n_tokens: int, rng: random.Random) -> str:
     return tokens.decode(tokens.encode(text)[:n_tokens])
 
 
+# A span's text is a function of (seed, copy, span id, kind, tokens) alone, so the
+# texts are kept across runs in this process: a size search replays the same scenario
+# once per probe, and drawing its span texts again was a fifth of each probe's CPU
+# (issue 58). Bounded by the characters held.
+SHARED_CHARS = 64 << 20
+_shared: OrderedDict[tuple[int, int, int, str, int], str] = OrderedDict()
+_shared_chars = [0]
+
+
+def _remember_line(key: tuple[int, int, int, str, int], text: str) -> None:
+    _shared[key] = text
+    _shared_chars[0] += len(text)
+    while _shared_chars[0] > SHARED_CHARS and _shared:
+        _shared_chars[0] -= len(_shared.popitem(last=False)[1])
+
+
 class SpanTexts:
-    """Regenerates span texts at replay time (cached; one cache per run)."""
+    """Regenerates span texts at replay time (cached per run, and across the runs of
+    this process up to `SHARED_CHARS`)."""
 
     def __init__(self, seed: int, span_tokens: tuple[int, ...], span_kinds: str) -> None:
         self.seed, self.span_tokens, self.span_kinds = seed, span_tokens, span_kinds
@@ -98,9 +116,15 @@ class SpanTexts:
         key = (copy, sid)
         text = self._cache.get(key)
         if text is None:
-            rng = random.Random(f"{self.seed}:{copy}:span:{sid}")
             kind = _LETTER_KINDS.get(self.span_kinds[sid], "prose")
-            text = synth_line(kind, self.span_tokens[sid], rng)
+            shared = (self.seed, copy, sid, kind, self.span_tokens[sid])
+            text = _shared.get(shared)
+            if text is not None:
+                _shared.move_to_end(shared)
+            else:
+                rng = random.Random(f"{self.seed}:{copy}:span:{sid}")
+                text = synth_line(kind, self.span_tokens[sid], rng)
+                _remember_line(shared, text)
             self._cache[key] = text
         return text
 
