@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 
 from simulator.analysis.metric_keys import as_record
 from simulator.analysis.slo import Slo
+from simulator.util.numbers import to_int
 
 # metric → (the row column it is a quantile of, q; None: the median)
 QUANTILE_SLOS: dict[str, tuple[str, float | None]] = {
@@ -104,22 +104,22 @@ class EarlyVerdict:
     _since: int = 0
     _off: bool = False
 
-    def _judged(self, row: Mapping[str, Any]) -> bool:
+    def _judged(self, row: Mapping[str, object]) -> bool:
         lead = self.rule.lead
         if not lead:
             return True
         sid = str(row.get("session_id", ""))
         if not sid[1:].isdigit():
             return False
-        return int(row.get("turn_index", 0)) >= lead[int(sid[1:]) % len(lead)]
+        return to_int(row.get("turn_index", 0)) >= lead[int(sid[1:]) % len(lead)]
 
-    def feed(self, row: Mapping[str, Any]) -> str | None:
+    def feed(self, row: Mapping[str, object]) -> str | None:
         """Take one turn row; the reason once the verdict is decided."""
         if self.decided is not None or self._off or not decidable(self.rule.slos):
             return self.decided
         if row.get("request_kind") != "turn" or not row.get("ok") or not self._judged(row):
             return None
-        key = (str(row.get("session_id")), int(row.get("turn_index", 0)))
+        key = (str(row.get("session_id")), to_int(row.get("turn_index", 0)))
         if key in self._answered:
             self._off = True
             return None

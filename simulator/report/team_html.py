@@ -4,6 +4,7 @@ run, its section of `endurance report RUN_DIR` and its console text."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ def profile_plot(team: dict[str, Any]) -> Figure:
     return fig
 
 
-def fidelity_rows(fid: dict[str, Any]) -> list[tuple[str, str]]:
+def fidelity_rows(fid: Mapping[str, object]) -> list[tuple[str, str]]:
     if "requests_recorded" not in fid:
         return []
     return [
