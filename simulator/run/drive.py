@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from simulator.analysis.early_verdict import EarlyVerdict
 from simulator.clock import RunClock
@@ -26,10 +26,13 @@ from simulator.run.prepare import OpenedRun
 from simulator.scenario.model import Scenario
 from simulator.session.runner import STOP_GRACE_S, Runner, RunOutcome, warm_start_turn
 
+if TYPE_CHECKING:
+    from rich.progress import Progress, ProgressColumn
+
 SCRAPE_INTERVAL_S = 5.0  # how often a real server's /metrics is read during a run
 TELEMETRY_EVENT = "telemetry"   # a --scrape target's health as its scraper ends
 
-Background = list[Callable[[], Coroutine[Any, Any, Any]]]
+Background = list[Callable[[], Coroutine[object, None, object]]]
 
 
 def _background(endpoint: Endpoint, recorder: Recorder, metrics_url: str | None,
@@ -71,11 +74,11 @@ def metrics_scraper(metrics_url: str, recorder: Recorder, clock: RunClock,
     interval = max(clock.to_loop(SCRAPE_INTERVAL_S), min(0.5, SCRAPE_INTERVAL_S))
     tag = {k: v for k, v in (("replica", replica), ("source", source)) if v is not None}
 
-    def sink(rows: list[dict[str, Any]]) -> None:
+    def sink(rows: list[dict[str, object]]) -> None:
         for row in rows:
             recorder.write_metrics({**row, **tag} if tag else row)
 
-    def ended(health: dict[str, Any]) -> None:
+    def ended(health: dict[str, object]) -> None:
         # a --scrape target's health goes to events.jsonl: the run's `telemetry` block
         # (`run/finish.py`) is built from it, shards' events included
         recorder.write_event({"event": TELEMETRY_EVENT, "source": source, **health})
@@ -139,7 +142,7 @@ def drive_sessions(run: OpenedRun, *, sessions: range | None = None, scrape: boo
 
 def _stop_when_decided(recorder: Recorder, runner: Runner, verdict: EarlyVerdict) -> None:
     """Each journaled row feeds the verdict; once it is decided the run stops."""
-    def listen(row: dict[str, Any]) -> None:
+    def listen(row: Mapping[str, object]) -> None:
         reason = verdict.feed(row)
         if reason is not None:
             runner.stop_early(reason)
@@ -172,7 +175,7 @@ class ProgressBar:
                  clock: RunClock | None = None) -> None:
         self.total, self.enabled, self.duration_s = total, enabled, duration_s
         self.clock = clock or RunClock()
-        self._bar: Any = None
+        self._bar: Progress | None = None
         self._t0: float | None = None
 
     def start_clock(self) -> None:
@@ -190,7 +193,7 @@ class ProgressBar:
             return lambda n: None
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         if self.duration_s is not None:
-            cols: tuple[Any, ...] = (
+            cols: tuple[ProgressColumn, ...] = (
                 TextColumn("constant load"), BarColumn(),
                 TextColumn("{task.completed:,.0f}/{task.total:,.0f} s"),
                 TextColumn("{task.fields[turns]} turns, {task.fields[tok]} output tokens"))
@@ -199,18 +202,18 @@ class ProgressBar:
             cols = (TextColumn("turns"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[tok]} output tokens"))
             total = self.total
-        self._bar = Progress(*cols, TimeElapsedColumn(), transient=True)
-        self._bar.start()
-        task = self._bar.add_task("run", total=total, tok=0, turns=0)
+        bar = self._bar = Progress(*cols, TimeElapsedColumn(), transient=True)
+        bar.start()
+        task = bar.add_task("run", total=total, tok=0, turns=0)
         state = {"tok": 0, "turns": 0}
 
         def advance(n: int) -> None:
             state["tok"] += n
             state["turns"] += 1
             if self.duration_s is None:
-                self._bar.update(task, advance=1, tok=state["tok"])
+                bar.update(task, advance=1, tok=state["tok"])
             else:
-                self._bar.update(task, completed=self._elapsed(), tok=state["tok"],
+                bar.update(task, completed=self._elapsed(), tok=state["tok"],
                                  turns=state["turns"])
         return advance
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 import pandas as pd
 
@@ -33,6 +32,7 @@ from simulator.analysis.ramp import (
 from simulator.analysis.steady import Window
 from simulator.records.rows import COLUMNS
 from simulator.session.context import RunContext
+from simulator.util.numbers import to_float
 
 CHECK_MIN_S, CHECK_MAX_S = 1.0, 15.0    # how often a held step is looked at (sim s)
 
@@ -85,7 +85,7 @@ class RampController:
         self.ctx, self.plan, self.pool = ctx, plan, pool
         self.hold_s, self.max_step_s, self.goodput = hold_s, max_step_s, goodput
         self.done: list[StepVerdict] = list(prior)
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[dict[str, object]] = []
         ctx.recorder.subscribe(self.rows.append)
         self.check_s = min(CHECK_MAX_S, max(CHECK_MIN_S, hold_s / 10.0))
 
@@ -118,7 +118,7 @@ class RampController:
         """The rows of requests that ended at or after `since` (a step's, and those
         overlapping it)."""
         rows = [r for r in self.rows
-                if float(r["started_mono_s"]) + float(r.get("e2e_s") or 0.0) >= since]
+                if to_float(r["started_mono_s"]) + to_float(r.get("e2e_s") or 0.0) >= since]
         return pd.DataFrame(rows, columns=list(COLUMNS))
 
     def _settled(self, end_s: float) -> bool:
