@@ -19,15 +19,15 @@ p99 ITL are not given (None), not guessed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 PERCENTILE = 99      # the tail percentile reported (vLLM's default --metric-percentiles)
 
 
-def _stats(values: np.ndarray[Any, Any], name: str) -> dict[str, float | None]:
+def _stats(values: npt.NDArray[np.float64], name: str) -> dict[str, float | None]:
     """mean, median and p99 of `values` (seconds) in ms, vLLM's key names; None when
     no request gave one."""
     if values.size == 0:
@@ -38,14 +38,14 @@ def _stats(values: np.ndarray[Any, Any], name: str) -> dict[str, float | None]:
             f"p{PERCENTILE}_{name}_ms": float(np.percentile(values, PERCENTILE)) * 1000}
 
 
-def _column(rows: pd.DataFrame, name: str) -> np.ndarray[Any, np.dtype[np.float64]]:
+def _column(rows: pd.DataFrame, name: str) -> npt.NDArray[np.float64]:
     """A column as floats (NaN where absent or not a number)."""
     if name not in rows.columns:
         return np.full(len(rows), np.nan)
     return np.asarray(pd.to_numeric(rows[name], errors="coerce"), dtype=np.float64)
 
 
-def bench_figures(turns: pd.DataFrame, warmups: int) -> dict[str, Any]:
+def bench_figures(turns: pd.DataFrame, warmups: int) -> dict[str, float | int | None]:
     """The bench figures from a run's turns table (one row per attempt): the requests of
     sessions `warmups` and later (`s0007` is session 7), each by its last attempt."""
     if turns.empty:
@@ -88,7 +88,7 @@ def bench_figures(turns: pd.DataFrame, warmups: int) -> dict[str, Any]:
     }
 
 
-def format_bench(fact: Mapping[str, Any], simulated: bool) -> str:
+def format_bench(fact: Mapping[str, object], simulated: bool) -> str:
     """The console block: vLLM's figures under its names, the percentile said."""
     def ms(key: str) -> str:
         v = fact.get(key)

@@ -27,10 +27,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from simulator.analysis.metric_keys import MetricKey, SummaryRecord, as_record
-from simulator.util.numbers import to_float
+from simulator.util.numbers import to_float, to_int
 
 POWER, ENERGY, UTIL = "gpu_power_w", "gpu_energy_mj", "gpu_util"   # canonical names
 
@@ -79,7 +78,7 @@ class PowerSums:
         return self.util_ws / self.util_s if self.util_s > 0 else None
 
 
-def fold(rows: Iterable[Mapping[str, Any]],
+def fold(rows: Iterable[Mapping[str, object]],
          unmeasured: Iterable[str] = ()) -> dict[str, PowerSums]:
     """Power sums per target (`source`) from /metrics window rows; the targets named in
     `unmeasured` (failed or invalid: `unmeasured_sources`) are left out."""
@@ -89,7 +88,7 @@ def fold(rows: Iterable[Mapping[str, Any]],
         metric = r.get("metric")
         if metric not in (POWER, ENERGY, UTIL) or str(r.get("source") or "") in skip:
             continue
-        span = float(r.get("t_end_s") or 0.0) - float(r.get("t_start_s") or 0.0)
+        span = to_float(r.get("t_end_s") or 0.0) - to_float(r.get("t_start_s") or 0.0)
         out.setdefault(str(r.get("source") or ""), PowerSums()).add(
             str(metric), str(r.get("kind")), _value(r.get("value")), span)
     return out
@@ -107,30 +106,30 @@ def _value(v: object) -> float:
 STATUS_RANK = {"ok": 0, "failed": 1, "invalid": 2}
 
 
-def telemetry_block(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def telemetry_block(events: Iterable[Mapping[str, object]]) -> list[dict[str, object]]:
     """The run's `telemetry` block: one entry per `--scrape` target from its scrapers'
     health events (`MetricsScraper.health`), the parts of a resumed run folded into
     one (the worst status and its reason, the counts added)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, object]] = {}
     for e in events:
         if e.get("event") != "telemetry":
             continue
         status = str(e.get("status"))
-        entry: dict[str, Any] = {
+        entry: dict[str, object] = {
             "target": e.get("target"), "source": e.get("source"),
             "status": status if status in STATUS_RANK else "failed", "reason": e.get("reason"),
-            **{k: int(e.get(k) or 0) for k in ("scrapes", "failed_scrapes", "windows")}}
+            **{k: to_int(e.get(k) or 0) for k in ("scrapes", "failed_scrapes", "windows")}}
         if e.get("duplicate_series"):
-            entry["duplicate_series"] = int(e["duplicate_series"])
+            entry["duplicate_series"] = to_int(e["duplicate_series"])
         key = str(e.get("source") or e.get("target"))
         prev = out.get(key)
         if prev is None:
             out[key] = entry
             continue
-        worse = STATUS_RANK[entry["status"]] > STATUS_RANK[prev["status"]]
+        worse = STATUS_RANK[str(entry["status"])] > STATUS_RANK[str(prev["status"])]
         for k in ("scrapes", "failed_scrapes", "windows", "duplicate_series"):
             if k in entry or k in prev:
-                prev[k] = int(prev.get(k) or 0) + int(entry.get(k) or 0)
+                prev[k] = to_int(prev.get(k) or 0) + to_int(entry.get(k) or 0)
         if worse or (prev["reason"] is None and entry["status"] == prev["status"]):
             prev["status"], prev["reason"] = entry["status"], entry["reason"]
     return list(out.values())

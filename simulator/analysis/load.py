@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -54,13 +53,13 @@ def load_turns(run_dir: Path) -> pd.DataFrame:
     return df
 
 
-def turn_records(run_dir: Path) -> list[dict[str, Any]]:
+def turn_records(run_dir: Path) -> list[dict[str, object]]:
     """`load_turns` as plain rows (one mapping per attempt), for the pure code that takes
     rows rather than a frame (`twin.model.fit_points`)."""
     return [{str(k): v for k, v in r.items()} for r in load_turns(run_dir).to_dict("records")]
 
 
-def load_saved_summary(run_dir: str | Path) -> dict[str, Any] | None:
+def load_saved_summary(run_dir: str | Path) -> dict[str, object] | None:
     """The run's summary.json (None when absent, e.g. a run killed before finalizing),
     with keys older versions wrote renamed to the metric registry's (`turns` → `ok_turns`)."""
     path = Path(run_dir) / "summary.json"

@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any, NotRequired, TypedDict, cast
+from typing import NotRequired, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -47,6 +47,7 @@ from simulator.analysis.steady import (
 )
 from simulator.errors import InputError
 from simulator.util.durations import parse_duration_s
+from simulator.util.numbers import is_number, to_float, to_int
 
 MAX_STEPS = 4096      # planned steps of one ramp (a bound on `start + step` lists)
 MAX_RAMP_SESSIONS = 100_000    # as a scenario's sessions
@@ -382,30 +383,45 @@ def _tier_figures(tier: Tier, figures: StepFigures, w: Window | None, sessions: 
                                                   (w.start_s, w.end_s), sessions)}, StepFigures)
 
 
-def verdict_from_dict(d: Mapping[str, Any]) -> StepVerdict:
+def verdict_from_dict(d: Mapping[str, object]) -> StepVerdict:
     """A step as `events.jsonl` keeps it (a resumed ramp continues after it)."""
-    return StepVerdict(int(d["index"]), int(d["sessions"]), str(d["phase"]),
-                       float(d["started_s"]), d.get("window_start_s"), d.get("window_end_s"),
-                       bool(d["steady"]), d.get("reason"),
-                       tuple(bool(x) for x in d.get("passed") or ()),
-                       tuple(tuple(str(y) for y in f) for f in d.get("failed") or ()),
-                       as_record(dict(d.get("figures") or {}), StepFigures))
+    reason, figures = d.get("reason"), d.get("figures")
+    return StepVerdict(to_int(d["index"]), to_int(d["sessions"]), str(d["phase"]),
+                       to_float(d["started_s"]), _number(d.get("window_start_s")),
+                       _number(d.get("window_end_s")), bool(d["steady"]),
+                       reason if isinstance(reason, str) else None,
+                       tuple(bool(x) for x in _items(d.get("passed"))),
+                       tuple(tuple(str(y) for y in _items(f)) for f in _items(d.get("failed"))),
+                       as_record(dict(figures) if isinstance(figures, Mapping) else {},
+                                 StepFigures))
 
 
-def plan_of(ramp: Mapping[str, Any]) -> RampPlan:
+def _number(v: object) -> float | None:
+    """A journaled figure as written (an int stays an int), None when not a number."""
+    return v if is_number(v) else None
+
+
+def _items(v: object) -> list[object]:
+    """A journaled list (a tuple or list), [] when missing."""
+    return list(v) if isinstance(v, list | tuple) else []
+
+
+def plan_of(ramp: Mapping[str, object]) -> RampPlan:
     """The plan a scenario's `load.ramp` describes (its dict form: the manifest's or a
     model dump), SLO strings parsed."""
     tiers = []
-    for t in ramp.get("tiers") or []:
+    for t in _items(ramp.get("tiers")):
+        if not isinstance(t, Mapping):
+            continue
         g = t.get("goodput")
-        tiers.append(Tier(str(t["name"]), tuple(parse_slo(x) for x in t["slos"]),
-                          None if not g else GoodputSlo(float(g["ttft_s"]),
-                                                        float(g["output_tok_s"]))))
-    return RampPlan(tuple(int(n) for n in ramp["steps"]), tuple(tiers),
+        tiers.append(Tier(str(t["name"]), tuple(parse_slo(str(x)) for x in _items(t["slos"])),
+                          None if not isinstance(g, Mapping) or not g
+                          else GoodputSlo(to_float(g["ttft_s"]), to_float(g["output_tok_s"]))))
+    return RampPlan(tuple(to_int(n) for n in _items(ramp["steps"])), tuple(tiers),
                     bool(ramp.get("refine", True)), bool(ramp.get("confirm", True)))
 
 
-def ramp_summary(turns: pd.DataFrame, events: Sequence[Mapping[str, Any]], plan: RampPlan,
+def ramp_summary(turns: pd.DataFrame, events: Sequence[Mapping[str, object]], plan: RampPlan,
                  hold_s: float, goodput: GoodputSlo | None,
                  end_s: float | None = None) -> dict[str, object]:
     """The summary's `ramp` fact: every judged step recomputed from the rows on the

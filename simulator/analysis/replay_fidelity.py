@@ -17,14 +17,37 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from simulator.records.manifest import Manifest
 from simulator.scenario.replay import ReplaySpec
 from simulator.util.formats import percent
+from simulator.util.numbers import to_float, to_int
 
 SIZE_TOLERANCE = 0.01           # the import's promise: sizes within 1%
 ARRIVAL_TOLERANCE_S = 1.0       # arrivals within a second of simulated time
+
+
+class FidelityFigures(TypedDict):
+    """`Fidelity.figures()`: the replay's figures, as size.json and the report show them."""
+
+    requests_recorded: int
+    requests_replayed: int
+    prompt_error_median: float | None
+    prompt_error_max: float | None
+    output_error_median: float | None
+    output_error_max: float | None
+    arrival_error_median_s: float | None
+    arrival_error_max_s: float | None
+    arrivals_late_over_1s: int
+    arrivals_held: int
+    held_median_s: float | None
+    held_max_s: float | None
+    cache_read_share_recorded: float | None
+    cache_read_share_replayed: float | None
+    within_tolerance: bool
+    size_tolerance: float
+    arrival_tolerance_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +106,7 @@ class Fidelity:
         xs = sorted(xs)
         return xs[min(len(xs) - 1, int(q * len(xs)))]
 
-    def figures(self) -> dict[str, Any]:
+    def figures(self) -> FidelityFigures:
         p = [r.prompt_error for r in self.requests]
         o = [r.output_error for r in self.requests]
         a = [abs(e) for r in self.requests if (e := r.schedule_error_s) is not None]
@@ -109,26 +132,26 @@ class Fidelity:
             "arrival_tolerance_s": ARRIVAL_TOLERANCE_S}
 
 
-def compare(spec: ReplaySpec, rows: Iterable[Mapping[str, Any]]) -> Fidelity:
+def compare(spec: ReplaySpec, rows: Iterable[Mapping[str, object]]) -> Fidelity:
     """`rows`: a run's turn rows (turns.parquet as records). Session `s{i:04d}` replays
     recorded session i (copies beyond the script are left out); a request's arrival is
     its first attempt's send, its sizes the answered attempt's."""
     n = len(spec.sessions)
     first: dict[tuple[int, int], float] = {}
     ends: dict[tuple[int, int], float] = {}
-    answered: dict[tuple[int, int], Mapping[str, Any]] = {}
+    answered: dict[tuple[int, int], Mapping[str, object]] = {}
     for r in rows:
         if r.get("request_kind") != "turn":
             continue
         sid = str(r.get("session_id", ""))
         if not (sid.startswith("s") and sid[1:].isdigit()) or int(sid[1:]) >= n:
             continue
-        key = (int(sid[1:]), int(r["turn_index"]))
-        t = float(r["started_mono_s"])
+        key = (int(sid[1:]), to_int(r["turn_index"]))
+        t = to_float(r["started_mono_s"])
         first[key] = min(first.get(key, t), t)
         if r.get("ok") and r.get("prompt_tokens") is not None:
             answered[key] = r
-            ends[key] = t + float(r.get("e2e_s") or 0.0)
+            ends[key] = t + to_float(r.get("e2e_s") or 0.0)
     out = Fidelity()
     for i, s in enumerate(spec.sessions):
         for k, call in enumerate(s.calls):
@@ -141,15 +164,15 @@ def compare(spec: ReplaySpec, rows: Iterable[Mapping[str, Any]]) -> Fidelity:
             out.replayed += 1
             u = call.usage
             out.requests.append(RequestFidelity(
-                s.id, k, u.prompt_tokens, int(got["prompt_tokens"]), u.output_tokens,
-                int(got.get("output_tokens") or 0), u.cache_read_tokens,
-                int(got.get("cache_read_tokens") or 0),
+                s.id, k, u.prompt_tokens, to_int(got["prompt_tokens"]), u.output_tokens,
+                to_int(got.get("output_tokens") or 0), u.cache_read_tokens,
+                to_int(got.get("cache_read_tokens") or 0),
                 None if call.at_s is None or spec.timing != "arrivals"
                 else s.start_offset_s + call.at_s, first[(i, k)], ends.get((i, k - 1))))
     return out
 
 
-def format_fidelity(f: Mapping[str, Any], worst: list[RequestFidelity] | None = None) -> str:
+def format_fidelity(f: Mapping[str, object], worst: list[RequestFidelity] | None = None) -> str:
     """The fidelity table: what was replayed vs recorded, and whether it is within the
     tolerances."""
     arr = f["arrival_error_max_s"]

@@ -10,7 +10,6 @@ reusable prefix, the server-reported cache reads, and the server's counters.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -305,10 +304,11 @@ def _energy_part(server_metrics: pd.DataFrame | None, figures: SummaryRecord,
     """Energy figures from measured GPU power (`analysis/energy.py`; None throughout
     without a power series): sessions per kW counts the achieved sessions. A target the
     run's `telemetry` block says failed or lied measures nothing."""
-    rows: list[dict[Any, Any]] = []
+    rows: list[dict[str, object]] = []
     if server_metrics is not None and not server_metrics.empty \
             and "source" in server_metrics.columns:
-        rows = server_metrics[server_metrics["source"].notna()].to_dict("records")
+        rows = [{str(k): v for k, v in r.items()}
+                for r in server_metrics[server_metrics["source"].notna()].to_dict("records")]
     sessions = figure(figures, "achieved_sessions")
     if sessions is None:
         sessions = figure(figures, "sessions")

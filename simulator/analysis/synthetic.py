@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,7 +23,7 @@ def synthetic_turns(*, sessions: int = 1, turns: int = 60, tok_s: float = 100.0,
                     compaction_kind: str = "block") -> pd.DataFrame:
     """A turns table (one successful request per turn) with known throughput shape."""
     rng = np.random.default_rng(seed)
-    rows: list[dict[str, Any]] = []
+    rows: list[TurnRecord] = []
     for s in range(sessions):
         t, ctx = 0.0, 2500
         for i in range(turns):
@@ -49,10 +48,10 @@ def synthetic_turns(*, sessions: int = 1, turns: int = 60, tok_s: float = 100.0,
                 compaction_messages_removed=32 if compacted else 0,
                 compaction_tokens_removed=removed,
             )
-            rows.append(rec.to_row())
+            rows.append(rec)
             t += e2e + 1.0
             ctx += 1200
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    return pd.DataFrame([r.to_row() for r in rows], columns=list(COLUMNS))
 
 
 def write_run_dir(run_dir: Path, turns: pd.DataFrame, *, simulated: bool = True,

@@ -20,6 +20,7 @@ from simulator.analysis.slo import Slo, failures
 from simulator.analysis.team_hours import TeamHours, format_hours
 from simulator.importers.team import in_flight
 from simulator.scenario.replay import ReplaySpec, TeamDay
+from simulator.util.numbers import to_float
 
 BARS = " ▁▂▃▄▅▆▇█"
 MAX_ROWS = 24                   # the slice's profile table: at most this many rows
@@ -42,7 +43,7 @@ def session_of(label: str) -> str:
     return label.split("/", 1)[0]
 
 
-def replayed_profile(spec: ReplaySpec, rows: Iterable[Mapping[str, Any]],
+def replayed_profile(spec: ReplaySpec, rows: Iterable[Mapping[str, object]],
                      step_s: float, offset_s: float = 0.0) -> list[int]:
     """Sessions in flight per step, from the run's turn rows: a session from its first
     request's send to its last reply. Step 0 begins `offset_s` before the run (so the
@@ -54,8 +55,8 @@ def replayed_profile(spec: ReplaySpec, rows: Iterable[Mapping[str, Any]],
         if r.get("request_kind") != "turn" or not sid[1:].isdigit():
             continue
         label = session_of(spec.sessions[int(sid[1:]) % n].id)
-        a = float(r["started_mono_s"]) + offset_s
-        b = a + float(r.get("e2e_s") or 0.0)
+        a = to_float(r["started_mono_s"]) + offset_s
+        b = a + to_float(r.get("e2e_s") or 0.0)
         lo, hi = spans.get(label, (a, b))
         spans[label] = (min(lo, a), max(hi, b))
     return in_flight(spans.values(), 0.0, step_s) if spans else []

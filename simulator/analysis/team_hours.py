@@ -18,10 +18,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from simulator.analysis.metric_keys import SummaryRecord
 from simulator.analysis.slo import Slo, failures
+from simulator.util.numbers import to_int
 
 LOWER_BOUND = ("a lower bound: a perfect autoscaler that knows each interval's traffic "
                "and starts cards with no warm-up, no cold cache and no scaling delay")
@@ -176,7 +176,7 @@ class TeamHours:
         peak = self.peak
         return [h for h in self.judged if peak and h.cards == peak]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         fixed, follow = self.card_hours()
         usd_fixed, usd_follow = self.usd()
         return {
@@ -268,8 +268,14 @@ def format_hours(h: TeamHours, slos: Sequence[Slo]) -> str:
     return "\n".join(lines)
 
 
-def plot_series(h: Mapping[str, Any]) -> tuple[list[str], list[int | None], list[int]]:
+def plot_series(h: Mapping[str, object]) -> tuple[list[str], list[int | None], list[int]]:
     """(labels, cards, sessions in flight) per interval, from size.json's `hours`."""
-    rows = h.get("intervals") or []
-    return ([str(r["start"]) for r in rows], [r.get("cards") for r in rows],
-            [int(r.get("in_flight_peak") or 0) for r in rows])
+    got = h.get("intervals")
+    rows = [r for r in got if isinstance(r, Mapping)] if isinstance(got, list) else []
+    return ([str(r["start"]) for r in rows], [_cards(r.get("cards")) for r in rows],
+            [to_int(r.get("in_flight_peak") or 0) for r in rows])
+
+
+def _cards(v: object) -> int | None:
+    """An interval's cards as size.json holds them (None: not within the cap)."""
+    return v if isinstance(v, int) else None

@@ -10,9 +10,17 @@ from __future__ import annotations
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+class TrainedTokenizer(Protocol):
+    """What `tiny_model.py` and `tiny_gguf.py` call on a `tokenizers.Tokenizer` (the
+    package is the engine venv's, untyped here)."""
+
+    def add_special_tokens(self, tokens: list[str]) -> int: ...
+    def to_str(self) -> str: ...
 
 
 def corpus_files(limit_bytes: int) -> Iterator[str]:
@@ -31,7 +39,7 @@ def corpus_files(limit_bytes: int) -> Iterator[str]:
             return
 
 
-def train_tokenizer(vocab: int, corpus_mb: float = 8.0) -> Any:
+def train_tokenizer(vocab: int, corpus_mb: float = 8.0) -> TrainedTokenizer:
     """A `tokenizers.Tokenizer` (byte-level BPE, `vocab` entries, ChatML specials)."""
     from tokenizers import (  # type: ignore[import-not-found]
         Tokenizer,
@@ -49,4 +57,5 @@ def train_tokenizer(vocab: int, corpus_mb: float = 8.0) -> Any:
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
     tok.train(list(corpus_files(int(corpus_mb * 1e6))), trainer)
-    return tok
+    trained: TrainedTokenizer = tok
+    return trained

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from simulator.analysis.load import load_turns, turn_records
 from simulator.analysis.summary import ok_rows
@@ -46,7 +46,16 @@ BASE_HARDWARE = "cpu-2core"
 FITTED_NAME = "cpu-2core-fitted"
 FITTED_PATH = PROFILE_DIR / "hardware" / f"{FITTED_NAME}.yaml"
 # what the twin must know about the server beyond the fit (not fitted: vLLM's settings)
-SERVER_SETTINGS: dict[str, Any] = {
+class ServerSettings(TypedDict):
+    """The profile fields `_with_server_settings` sets from the served vLLM."""
+
+    kv_cache_bytes: int
+    tflops: dict[str, float]
+    engine: dict[str, object]
+    sources: dict[str, str]
+
+
+SERVER_SETTINGS: ServerSettings = {
     # serve_vllm's VLLM_CPU_KVCACHE_SPACE=1 GiB holds fp32 KV (vLLM's auto dtype of an fp32
     # model); the twin stores bf16, so half the bytes give the same number of tokens
     "kv_cache_bytes": 2**29,
@@ -107,7 +116,7 @@ def _with_server_settings(base: str | Path) -> dict[str, object]:
 
 
 def fitted_profile(fit: FitResult, pts: RunPoints, *, base: str | Path = BASE_HARDWARE,
-                   when: str, conditions: str) -> dict[str, Any]:
+                   when: str, conditions: str) -> dict[str, object]:
     """The fitted hardware profile (a dict, validated), with its source note."""
     ratio = f"{pts.token_ratio:.2f}" if pts.token_ratio else "n/a"
     source = (f"fitted {when} by benchmarks/twin_vs_vllm_cpu.py: one session of "
@@ -324,11 +333,11 @@ class SpecCheck:
     """Speculation on this machine: fitted on one stream, predicted at more."""
 
     fit: FitResult
-    profile: dict[str, Any]      # the fitted profile with its speculation term
+    profile: dict[str, object]   # the fitted profile with its speculation term
     rows: list[Row]
 
 
-def spec_check(plain: EngineServer, spec: EngineServer, fitted: dict[str, Any],
+def spec_check(plain: EngineServer, spec: EngineServer, fitted: Mapping[str, object],
                out: Path, *, sessions: Sequence[int] = SPEC_SESSIONS,
                max_tokens: int = SPEC_MAX_TOKENS) -> SpecCheck:
     """n-gram speculation under concurrency: the probes sent by one stream to the
@@ -351,13 +360,15 @@ def spec_check(plain: EngineServer, spec: EngineServer, fitted: dict[str, Any],
     path = out / "spec-base.yaml"
     path.write_text(yaml_text(fitted), encoding="utf-8")
     fit = fit_terms([point], str(path), MODEL, free=SPEC_FREE)
-    profile = {**fitted, "efficiency": {**fitted["efficiency"],
-                                        **{k: float(f"{fit.terms[k]:.5g}") for k in SPEC_FREE}}}
-    profile["efficiency"]["source"] += (
+    eff = fitted["efficiency"]          # `fitted_hardware`'s: its terms and their source
+    terms: dict[str, object] = {**(eff if isinstance(eff, Mapping) else {}),
+                                **{k: float(f"{fit.terms[k]:.5g}") for k in SPEC_FREE}}
+    terms["source"] = str(terms["source"]) + (
         f"; {', '.join(SPEC_FREE)} fitted on one stream of the code probes against vLLM "
         f"CPU with n-gram speculation (k {SPEC.num_speculative_tokens}, lookup "
         f"{SPEC.prompt_lookup_min}-{SPEC.prompt_lookup_max}): the replies replayed by the "
         f"twin ({fit.rows[0].error_pct:+.1f}%)")
+    profile = {**fitted, "efficiency": terms}
     path.write_text(yaml_text(profile), encoding="utf-8")
     setting = f"{len(PROBES)} code probes, ngram k={SPEC.num_speculative_tokens}"
     rows = [Row("probe tok/s with speculation", f"1 stream (fitted), {setting}",

@@ -11,6 +11,7 @@ of its own, as Mooncake's producers give it one.
 from __future__ import annotations
 
 from simulator.exporters.run_requests import SentRequest
+from simulator.util.numbers import to_float, to_int
 
 BLOCK_SIZE = 512
 
@@ -20,14 +21,14 @@ def mooncake_row(r: SentRequest, ids: dict[str, int], fine: int = 64) -> dict[st
     k = BLOCK_SIZE // fine
     coarse = [r.hashes[j] for j in range(k - 1, len(r.hashes), k)]
     prompt = row.get("prompt_tokens")
-    n_in = int(prompt if prompt is not None else row.get("context_tokens_est") or 0)
+    n_in = to_int(prompt if prompt is not None else row.get("context_tokens_est") or 0)
     if n_in > len(coarse) * BLOCK_SIZE and r.hashes:     # the partial block's own id
         coarse.append(f"{r.hashes[-1]}+{n_in - len(coarse) * BLOCK_SIZE}")
     d: dict[str, object] = {
-        "timestamp": round(float(row["started_mono_s"]) * 1000.0, 1),
+        "timestamp": round(to_float(row["started_mono_s"]) * 1000.0, 1),
         "session_id": r.session_id, "input_length": n_in,
-        "output_length": int(row.get("output_tokens") or 0),
+        "output_length": to_int(row.get("output_tokens") or 0),
         "hash_ids": [ids.setdefault(h, len(ids)) for h in coarse]}
-    if row.get("turn_index", 0) > 0:
-        d["delay"] = round(float(row.get("think_time_s") or 0.0) * 1000.0, 1)
+    if to_int(row.get("turn_index", 0)) > 0:
+        d["delay"] = round(to_float(row.get("think_time_s") or 0.0) * 1000.0, 1)
     return d

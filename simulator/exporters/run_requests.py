@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeVar, overload
 
 from simulator import __version__
 from simulator.errors import InputError
@@ -26,6 +26,8 @@ from simulator.records.manifest import read_manifest
 from simulator.records.recorder import TURNS_JOURNAL
 from simulator.util import bounded
 from simulator.util.ids import session_id
+from simulator.util.jsontypes import JSONObject
+from simulator.util.numbers import to_int
 
 MAX_LINE_CHARS = 256 << 20     # one journal line (a block row of a 10M-token prompt: ~3 MB)
 
@@ -33,7 +35,7 @@ MAX_LINE_CHARS = 256 << 20     # one journal line (a block row of a 10M-token pr
 @dataclass
 class SentRequest:
     session_id: str
-    row: dict[str, Any]          # the TurnRecord row
+    row: JSONObject              # the TurnRecord row, as journaled
     hashes: list[str]            # chained block hashes of what was sent
     tools_tokens: int
     system_tokens: int
@@ -47,7 +49,7 @@ class RunInfo:
     block_size: int = 64
 
 
-def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _jsonl(path: Path) -> Iterator[tuple[int, JSONObject]]:
     try:
         bounded.regular_file(path, "journal")
         fh = path.open(encoding="utf-8")
@@ -84,8 +86,20 @@ _WANT = {str: "a string", int: "a non-negative integer", bool: "true or false",
          list: "a list", (int, float): "a number"}
 
 
+_T = TypeVar("_T")
+
+
+@overload
+def _field(d: Mapping[str, object], key: str, where: str, kind: type[_T]) -> _T | None: ...
+@overload
+def _field(d: Mapping[str, object], key: str, where: str, kind: type[_T],
+           default: _T) -> _T: ...
+@overload
+def _field(d: Mapping[str, object], key: str, where: str, kind: tuple[type, ...]) -> object: ...
+
+
 def _field(d: Mapping[str, object], key: str, where: str, kind: type | tuple[type, ...],
-           default: object = None) -> Any:
+           default: object = None) -> object:
     """`d[key]` of `kind` (None or absent: `default`); InputError naming it otherwise.
     A bool is not a number, numbers are finite and below 1e15, integers non-negative."""
     v = d.get(key)
@@ -168,7 +182,7 @@ def run_info(run_dir: Path) -> RunInfo:
 
 def sent_requests(run_dir: Path) -> Iterator[SentRequest]:
     """Every attempt sent, in the order rows were written, with its block hashes."""
-    per: dict[str, list[dict[str, Any]]] = {}
+    per: dict[str, list[JSONObject]] = {}
     bpath = run_dir / BLOCKS_JOURNAL
     for n, b in _jsonl(bpath):
         where = f"{bpath}:{n}"
@@ -194,7 +208,9 @@ def sent_requests(run_dir: Path) -> Iterator[SentRequest]:
         b = rows[k]
         rows[k] = {}                      # release as we go
         cursor[sid] = k + 1
-        hashes = chains.get(sid, [])[: int(b.get("keep") or 0)] + list(b.get("new") or [])
+        sent = b.get("new") or []         # checked above: a list of strings
+        hashes = chains.get(sid, [])[: to_int(b.get("keep") or 0)] \
+            + [h for h in (sent if isinstance(sent, list) else []) if isinstance(h, str)]
         chains[sid] = hashes
-        yield SentRequest(sid, row, hashes, int(b.get("tools_tokens") or 0),
-                          int(b.get("system_tokens") or 0))
+        yield SentRequest(sid, row, hashes, to_int(b.get("tools_tokens") or 0),
+                          to_int(b.get("system_tokens") or 0))

@@ -10,9 +10,10 @@ reported one, else the client's estimate; `out` the output tokens.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from simulator.exporters.run_requests import RunInfo, SentRequest
+from simulator.util.numbers import to_float, to_int
 
 
 class IdMap:
@@ -25,6 +26,18 @@ class IdMap:
         return [self.ids.setdefault(h, len(self.ids) + 1) for h in hashes]
 
 
+class Trace(TypedDict):
+    """One top-level session's trace, as cc-traces writes it."""
+
+    id: str
+    models: list[str]
+    block_size: int
+    hash_id_scope: str
+    tool_tokens: int
+    system_tokens: int
+    requests: list[dict[str, object]]     # request entries, sub-agents nested
+
+
 def request_entry(r: SentRequest, t: float, prev_stop: str | None, ids: IdMap
                   ) -> dict[str, object]:
     row = r.row
@@ -32,26 +45,26 @@ def request_entry(r: SentRequest, t: float, prev_stop: str | None, ids: IdMap
     stop = row.get("stop_reason") or ""
     d: dict[str, object] = {
         "t": round(t, 3), "type": "s", "model": row.get("model") or None,
-        "in": int(prompt if prompt is not None else row.get("context_tokens_est") or 0),
-        "out": int(row.get("output_tokens") or 0), "hash_ids": ids(r.hashes),
+        "in": to_int(prompt if prompt is not None else row.get("context_tokens_est") or 0),
+        "out": to_int(row.get("output_tokens") or 0), "hash_ids": ids(r.hashes),
         "input_types": ["tool_result"] if prev_stop == "tool_use" else ["text"],
         "output_types": ["text", "tool_use"] if stop == "tool_use" else ["text"],
         "stop": stop}
     if row.get("e2e_s") is not None:
-        d["api_time"] = round(float(row["e2e_s"]), 3)
+        d["api_time"] = round(to_float(row["e2e_s"]), 3)
     if row.get("ttft_s") is not None:
-        d["ttft"] = round(float(row["ttft_s"]), 3)
-    d["think_time"] = round(float(row.get("think_time_s") or 0.0), 3)
+        d["ttft"] = round(to_float(row["ttft_s"]), 3)
+    d["think_time"] = round(to_float(row.get("think_time_s") or 0.0), 3)
     return d
 
 
-def build_traces(info: RunInfo, requests: list[SentRequest]) -> dict[str, dict[str, Any]]:
+def build_traces(info: RunInfo, requests: list[SentRequest]) -> dict[str, Trace]:
     """Top-level session id → its trace object."""
     by_sid: dict[str, list[SentRequest]] = {}
     for r in requests:
         if r.row.get("ok") and r.row.get("request_kind") in ("turn", "summary"):
             by_sid.setdefault(r.session_id, []).append(r)
-    starts = {sid: float(rs[0].row["started_mono_s"]) for sid, rs in by_sid.items()}
+    starts = {sid: to_float(rs[0].row["started_mono_s"]) for sid, rs in by_sid.items()}
 
     def root(sid: str) -> str:
         while sid in info.parents:
@@ -63,12 +76,13 @@ def build_traces(info: RunInfo, requests: list[SentRequest]) -> dict[str, dict[s
     def session_requests(sid: str) -> list[dict[str, object]]:
         rs = by_sid.get(sid, [])
         idm = ids.setdefault(root(sid), IdMap())
-        out: list[tuple[float, dict[str, Any]]] = []
+        out: list[tuple[float, dict[str, object]]] = []
         prev: str | None = None
         for r in rs:
-            t = float(r.row["started_mono_s"]) - starts[sid]
+            t = to_float(r.row["started_mono_s"]) - starts[sid]
             out.append((t, request_entry(r, t, prev, idm)))
-            prev = r.row.get("stop_reason")
+            stop = r.row.get("stop_reason")
+            prev = stop if isinstance(stop, str) else None
         for child, (parent, _) in info.parents.items():
             if parent == sid and child in by_sid:
                 c0 = by_sid[child][0]
@@ -80,7 +94,7 @@ def build_traces(info: RunInfo, requests: list[SentRequest]) -> dict[str, dict[s
         out.sort(key=lambda x: x[0])
         return [e for _, e in out]
 
-    traces: dict[str, dict[str, Any]] = {}
+    traces: dict[str, Trace] = {}
     for sid, rs in by_sid.items():
         if sid in info.parents:
             continue
@@ -94,11 +108,12 @@ def build_traces(info: RunInfo, requests: list[SentRequest]) -> dict[str, dict[s
     return traces
 
 
-def _flat(reqs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def _flat(reqs: list[dict[str, object]]) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
     for e in reqs:
         if e.get("type") == "subagent":
-            out.extend(_flat(e["requests"]))
+            sub = e["requests"]           # `session_requests`' list
+            out.extend(_flat(sub if isinstance(sub, list) else []))
         else:
             out.append(e)
     return out

@@ -8,7 +8,6 @@ reached steady state has no window figures).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from simulator.analysis import metrics_registry as registry
 from simulator.analysis.cache_bound import cache_bound_warning
@@ -22,6 +21,7 @@ from simulator.analysis.sizing import SizingResult
 from simulator.analysis.slo import judged_on
 from simulator.analysis.summary import VERBATIM_WARNING
 from simulator.util.formats import number
+from simulator.util.numbers import to_float
 
 
 def flag(v: object) -> str:
@@ -297,40 +297,61 @@ def format_ramp(fact: Mapping[str, object], simulated: bool) -> str:
     return "\n".join(lines)
 
 
-def format_ramp_cost(data: Mapping[str, Any]) -> str:
+def format_ramp_cost(data: Mapping[str, object]) -> str:
     """What the ramp spent beside the probe searches it is compared with (run time:
     simulated seconds on the twin, wall seconds against a server)."""
     unit = "simulated" if data.get("simulated") else "wall"
     ramp_s = data.get("seconds")
-    lines = [f"ramp: one run of {number(ramp_s and ramp_s / 60, '{:,.1f}')} {unit} minutes "
-             f"({len((data.get('ramp') or {}).get('steps') or [])} held steps)"]
+    ramp = _mapping(data.get("ramp"))
+    lines = [f"ramp: one run of {number(ramp_s and to_float(ramp_s) / 60, '{:,.1f}')} {unit} "
+             f"minutes ({len(_items(ramp.get('steps')))} held steps)"]
     price = data.get("price_per_hour")
-    tiers = (data.get("ramp") or {}).get("tiers") or []
+    tiers = [_mapping(t) for t in _items(ramp.get("tiers"))]
     if price and len(tiers) > 1:
         lines.append("per card and per $/h: " + "; ".join(
-            f"{t['name']}: {t['sessions']} ({t['sessions'] / price:,.1f} per $/h)"
-            for t in tiers))
-    for c in data.get("compared") or []:
-        lo, hi = c.get("sessions_range") or (c["sessions"], c["sessions"])
-        share = (f", the ramp took {ramp_s / c['seconds']:.0%} of it"
+            f"{t['name']}: {t['sessions']} ({to_float(t['sessions']) / to_float(price):,.1f} "
+            "per $/h)" for t in tiers))
+    for c in map(_mapping, _items(data.get("compared"))):
+        lo, hi = _range(c)
+        share = (f", the ramp took {to_float(ramp_s) / to_float(c['seconds']):.0%} of it"
                  if ramp_s and c.get("seconds") else "")
         lines.append(f"{c['name']}: {c['sessions']} session(s) (range {lo}–{hi}) in "
-                     f"{c['probes']} runs, {number(c['seconds'] / 60, '{:,.1f}')} simulated "
-                     f"minutes of load{share}")
+                     f"{c['probes']} runs, {number(to_float(c['seconds']) / 60, '{:,.1f}')} "
+                     f"simulated minutes of load{share}")
     return "\n".join(lines)
 
 
-def format_speed_tiers(rows: Sequence[Mapping[str, Any]]) -> str:
+def _mapping(v: object) -> Mapping[str, object]:
+    """A JSON object of an answer (empty when missing)."""
+    return v if isinstance(v, Mapping) else {}
+
+
+def _items(v: object) -> list[object] | tuple[object, ...]:
+    """A JSON list of an answer (empty when missing)."""
+    return v if isinstance(v, list | tuple) else []
+
+
+def _range(r: Mapping[str, object]) -> tuple[object, object]:
+    """An answer's `sessions_range` (lo, hi); its `sessions` twice without one."""
+    got = r.get("sessions_range")
+    if isinstance(got, list | tuple) and got:
+        lo, hi = got
+        return lo, hi
+    return r["sessions"], r["sessions"]
+
+
+def format_speed_tiers(rows: Sequence[Mapping[str, object]]) -> str:
     """Sessions per output-speed tier: per card and per $/h of the card."""
     head = ["tier", "TTFT ≤ s", "sessions", "range", "per $/h", "binding"]
     table = [head]
     for r in rows:
-        lo, hi = r.get("sessions_range") or (r["sessions"], r["sessions"])
+        lo, hi = _range(r)
         price = r.get("price_per_hour")
         table.append([str(r["tier"]), number(r["ttft_s"], "{:g}"), str(r["sessions"]),
-                      f"{lo}–{hi}", number(r["sessions"] / price if price else None, "{:,.1f}"),
+                      f"{lo}–{hi}", number(to_float(r["sessions"]) / to_float(price)
+                                           if price else None, "{:,.1f}"),
                       f"{r.get('binding')} [{r.get('binding_kind')}]"])
-    sim = any(p.get("simulated") for r in rows for p in r.get("probes") or [])
+    sim = any(p.get("simulated") for r in rows for p in map(_mapping, _items(r.get("probes"))))
     return "\n".join([f"sessions per output-speed tier — {'SIMULATED (twin)' if sim else 'real endpoint'}",
                       *align(table),
                       "a tier holds at N sessions while its share of requests with TTFT ≤ the "

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -193,7 +192,7 @@ def _table_html(rows: list[PointRow]) -> str:
     return f"<table><tr>{head}</tr>\n{body}</table>"
 
 
-def _size_data(folder: Path) -> dict[str, Any] | None:
+def _size_data(folder: Path) -> dict[str, object] | None:
     f = folder / "size.json"
     if not f.is_file():
         return None
@@ -203,12 +202,23 @@ def _size_data(folder: Path) -> dict[str, Any] | None:
     return data
 
 
-def _rows_of(path: Path) -> list[Any]:
-    """sweep.json's list of point rows (one InputError line when it is no list)."""
+def _rows_of(path: Path) -> list[dict[str, object]]:
+    """sweep.json's list of point rows (one InputError line when it is no list of
+    objects)."""
     rows = json_file(path, what="sweep table")
-    if not isinstance(rows, list):
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise InputError(f"{path}: expected a JSON list of points")
     return rows
+
+
+def _texts(v: object) -> list[str]:
+    """A list of labels as size.json holds it (SLOs, failed metrics; [] when missing)."""
+    return [str(x) for x in v] if isinstance(v, list) else []
+
+
+def _objects(v: list[object]) -> list[dict[str, object]]:
+    """The objects of a JSON list (size.json's probes)."""
+    return [x for x in v if isinstance(x, dict)]
 
 
 def _target(folder: Path, rows: list[PointRow]) -> str:
@@ -224,18 +234,19 @@ def answer_facts(folder: Path) -> list[tuple[str, str]]:
     data = _size_data(folder)
     if data is None:
         return []
-    n, slos = data.get("sessions", 0), " and ".join(data.get("slos", []))
+    n, slos = data.get("sessions", 0), " and ".join(_texts(data.get("slos", [])))
     out = [("answer", f"{n} session(s) per card meet {slos}" if n else
             f"no session count meets {slos}")]
     out.append(("binding constraint", f"{data.get('binding')} [{data.get('binding_kind')}]"))
-    answers = data.get("answers_by_seed") or []
+    got = data.get("answers_by_seed") or []
+    answers = [to_int(a) for a in got] if isinstance(got, list) else []
     if len(answers) > 1:
         lo, hi = min(answers), max(answers)
         seeds = "seeds" if data.get("repeats_reseeded", True) else "searches (same seed)"
         out.append(("range over seeds", f"{lo}–{hi} sessions over {len(answers)} {seeds} "
                     f"(per search: {', '.join(map(str, answers))})"))
     cards, team = data.get("cards"), data.get("team_sessions")
-    if cards and team:
+    if isinstance(cards, list) and cards and team:
         lo_c, hi_c = cards
         out.append(("cards for the team", f"a team of {team} sessions needs "
                     + (f"{lo_c} card(s)" if lo_c == hi_c else f"{lo_c}–{hi_c} cards")))
@@ -247,7 +258,8 @@ def answer_facts(folder: Path) -> list[tuple[str, str]]:
 def _probes_html(folder: Path) -> str:
     """Every probe of a size search, the repeats with other seeds included."""
     data = _size_data(folder)
-    if not data or not data.get("probes"):
+    probes = data.get("probes") if data else None
+    if not isinstance(probes, list) or not probes:
         return ""
     head = "".join(f"<th>{h}</th>" for h in ("sessions", "seed", "passed", "failed",
                                              "per-session tok/s", "TTFT p95 s", "steady"))
@@ -263,7 +275,7 @@ def _probes_html(folder: Path) -> str:
             num(figure(p, "window_per_session_tok_s"), "{:,.1f}"),
             num(figure(p, "window_ttft_p95_s"), "{:.2f}"),
             flag(fact(p, "steady_state")))) + "</tr>"
-        for p in map(read_point_row, data["probes"]))
+        for p in map(read_point_row, _objects(probes)))
     return f"\n<h2>Probes, in the order run (repeats with other seeds included)</h2>\n" \
            f"<table><tr>{head}</tr>\n{body}</table>"
 

@@ -4,8 +4,9 @@ run, its section of `endurance report RUN_DIR` and its console text."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -18,7 +19,20 @@ from simulator.report.plots import figure_png, new_figure
 from simulator.util.formats import percent
 
 
-def profile_plot(team: dict[str, Any]) -> Figure:
+class TeamProfile(TypedDict):
+    """What the concurrency plot draws: the day's sessions in flight per step and the
+    replayed slice's (size.json's `team`, or a replay run's own)."""
+
+    profile_step_s: float
+    day_profile: list[int]
+    replay_start_s: float
+    replay_end_s: float
+    profile_replayed: list[int]
+    window: str | None
+    scale: float
+
+
+def profile_plot(team: TeamProfile) -> Figure:
     step_h = team["profile_step_s"] / 3600
     fig = new_figure(10.0, 4.0)
     ax = fig.add_subplot(1, 1, 1)
@@ -39,7 +53,7 @@ def profile_plot(team: dict[str, Any]) -> Figure:
     return fig
 
 
-def fidelity_rows(fid: dict[str, Any]) -> list[tuple[str, str]]:
+def fidelity_rows(fid: Mapping[str, object]) -> list[tuple[str, str]]:
     if "requests_recorded" not in fid:
         return []
     return [
@@ -75,9 +89,10 @@ def run_team_section(manifest: Manifest, turns: pd.DataFrame,
     t = spec.team
     prof = replayed_profile(spec, rows, t.profile_step_s, t.replay_start_s % t.profile_step_s)
     figs = fid.figures()
-    team = {"profile_step_s": t.profile_step_s, "day_profile": list(t.day_profile),
-            "replay_start_s": t.replay_start_s, "replay_end_s": t.replay_end_s,
-            "profile_replayed": prof, "window": t.window, "scale": t.scale}
+    team: TeamProfile = {
+        "profile_step_s": t.profile_step_s, "day_profile": list(t.day_profile),
+        "replay_start_s": t.replay_start_s, "replay_end_s": t.replay_end_s,
+        "profile_replayed": prof, "window": t.window, "scale": t.scale}
     text = replay_fidelity.format_fidelity(figs, replay_fidelity.worst(fid))
     if prof:
         text += "\n" + format_profile(t, prof)

@@ -4,8 +4,8 @@ concurrency profile."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from matplotlib.figure import Figure
 
@@ -15,13 +15,14 @@ from simulator.report.html import build_html
 from simulator.report.plots import figure_png, new_figure
 from simulator.report.team_html import fidelity_rows, profile_plot
 from simulator.util.bounded import json_file
+from simulator.util.numbers import to_float
 
 
 def _money(v: object) -> str:
     return f"${v:,.2f}" if isinstance(v, int | float) else "n/a (no price per hour)"
 
 
-def hours_facts(h: dict[str, Any]) -> list[tuple[str, str]]:
+def hours_facts(h: Mapping[str, object]) -> list[tuple[str, str]]:
     """The interval answer's facts: status, peak/mean, card-hours, $/day, binding."""
     if h.get("interrupted"):
         return [("cards per interval", "INTERRUPTED: the intervals judged so far, NOT the "
@@ -29,8 +30,8 @@ def hours_facts(h: dict[str, Any]) -> list[tuple[str, str]]:
     def fig(v: object) -> str:
         return f"{v:,.2f}" if isinstance(v, int | float) else "n/a"
     return [
-        ("cards per interval", f"every {h['interval_s'] / 60:g} min, lead-in "
-                               f"{h['lead_in_s'] / 60:g} min — LOWER BOUND"),
+        ("cards per interval", f"every {to_float(h['interval_s']) / 60:g} min, lead-in "
+                               f"{to_float(h['lead_in_s']) / 60:g} min — LOWER BOUND"),
         ("lower bound", LOWER_BOUND),
         ("peak / mean cards", f"{h.get('peak_cards')} / {fig(h.get('mean_cards'))}"),
         ("card-hours per day: fixed at the peak / following",
@@ -38,10 +39,15 @@ def hours_facts(h: dict[str, Any]) -> list[tuple[str, str]]:
         ("$/day: fixed at the peak / following",
          f"{_money(h.get('usd_per_day_fixed_at_peak'))} / "
          f"{_money(h.get('usd_per_day_following'))}"),
-        ("the SLO binds the fleet in", ", ".join(h.get("binding") or []) or "none")]
+        ("the SLO binds the fleet in", ", ".join(_texts(h.get("binding"))) or "none")]
 
 
-def hours_plot(h: dict[str, Any]) -> Figure:
+def _texts(v: object) -> list[str]:
+    """A list of labels as size.json holds it ([] when missing)."""
+    return [str(x) for x in v] if isinstance(v, list) else []
+
+
+def hours_plot(h: Mapping[str, object]) -> Figure:
     """Cards per interval (a step line) beside the sessions in flight (bars)."""
     labels, cards, flight = plot_series(h)
     fig = new_figure(10.0, 4.0)
@@ -99,7 +105,7 @@ def render_team_report(folder: Path) -> Path:
                    + (f"; binds: {', '.join(r['binding'])}" if r.get("binding") else ""))
                   for r in hours.get("intervals", [])]
     images = [("Sessions in flight against time",
-               figure_png(profile_plot(team)))] if team.get("day_profile") else []
+               figure_png(profile_plot(data["team"])))] if team.get("day_profile") else []
     if hours:
         images.append(("Cards per interval beside sessions in flight (lower bound)",
                        figure_png(hours_plot(hours))))

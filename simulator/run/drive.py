@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from simulator.analysis.early_verdict import EarlyVerdict
 from simulator.clock import RunClock
@@ -27,10 +27,13 @@ from simulator.scenario.model import Scenario
 from simulator.session.runner import STOP_GRACE_S, Runner, RunOutcome, warm_start_turn
 from simulator.util.jsontypes import JSONObject
 
+if TYPE_CHECKING:
+    from rich.progress import Progress, ProgressColumn
+
 SCRAPE_INTERVAL_S = 5.0  # how often a real server's /metrics is read during a run
 TELEMETRY_EVENT = "telemetry"   # a --scrape target's health as its scraper ends
 
-Background = list[Callable[[], Coroutine[Any, Any, Any]]]
+Background = list[Callable[[], Coroutine[object, None, object]]]
 
 
 def _background(endpoint: Endpoint, recorder: Recorder, metrics_url: str | None,
@@ -173,7 +176,7 @@ class ProgressBar:
                  clock: RunClock | None = None) -> None:
         self.total, self.enabled, self.duration_s = total, enabled, duration_s
         self.clock = clock or RunClock()
-        self._bar: Any = None
+        self._bar: Progress | None = None
         self._t0: float | None = None
 
     def start_clock(self) -> None:
@@ -191,7 +194,7 @@ class ProgressBar:
             return lambda n: None
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         if self.duration_s is not None:
-            cols: tuple[Any, ...] = (
+            cols: tuple[ProgressColumn, ...] = (
                 TextColumn("constant load"), BarColumn(),
                 TextColumn("{task.completed:,.0f}/{task.total:,.0f} s"),
                 TextColumn("{task.fields[turns]} turns, {task.fields[tok]} output tokens"))
@@ -200,18 +203,18 @@ class ProgressBar:
             cols = (TextColumn("turns"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[tok]} output tokens"))
             total = self.total
-        self._bar = Progress(*cols, TimeElapsedColumn(), transient=True)
-        self._bar.start()
-        task = self._bar.add_task("run", total=total, tok=0, turns=0)
+        bar = self._bar = Progress(*cols, TimeElapsedColumn(), transient=True)
+        bar.start()
+        task = bar.add_task("run", total=total, tok=0, turns=0)
         state = {"tok": 0, "turns": 0}
 
         def advance(n: int) -> None:
             state["tok"] += n
             state["turns"] += 1
             if self.duration_s is None:
-                self._bar.update(task, advance=1, tok=state["tok"])
+                bar.update(task, advance=1, tok=state["tok"])
             else:
-                self._bar.update(task, completed=self._elapsed(), tok=state["tok"],
+                bar.update(task, completed=self._elapsed(), tok=state["tok"],
                                  turns=state["turns"])
         return advance
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from simulator.analysis.run_summary import RunFacts, RunSummary
 from simulator.endpoints.base import EngineEndpoint
@@ -155,7 +155,7 @@ def telemetry_of(recorder: Recorder) -> list[dict[str, object]]:
 
 
 def ramp_fact(run: OpenedRun, turns: pd.DataFrame,
-              summary: RunSummary) -> dict[str, Any] | None:
+              summary: RunSummary) -> dict[str, object] | None:
     """A stepped ramp's `ramp` fact (`analysis.ramp.ramp_summary`) from its events and
     rows; None for a run without a ramp."""
     ramp = run.scenario.load.ramp

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from simulator.clock import RunClock
 from simulator.endpoints.base import SampledEngine
@@ -91,14 +91,13 @@ def hold(seconds: float, url: str, echo: Callable[[str], None]) -> None:
         return
     echo(f"metrics: {url} stays up {seconds:g} s (Ctrl-C to leave now)")
     done = threading.Event()
-    previous: dict[signal.Signals, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, lambda *_: done.set())
+    previous = [(sig, signal.signal(sig, lambda *_: done.set()))
+                for sig in (signal.SIGINT, signal.SIGTERM)] \
+        if threading.current_thread() is threading.main_thread() else []
     try:
         done.wait(seconds)
     finally:
-        for sig, handler in previous.items():
+        for sig, handler in previous:
             signal.signal(sig, handler)
 
 

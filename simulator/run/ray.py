@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from simulator.errors import InputError, RunError
 from simulator.run.prepare import resolve
@@ -312,8 +312,8 @@ def map_tasks(fn: Callable[[T], R], items: Sequence[T], order: list[int],
     ray = import_ray()
     task = ray.remote(max_retries=0, num_cpus=1)(_apply)   # fn may be a bound method
     out: dict[int, R] = {}
-    index: dict[Any, int] = {}
-    pending: list[Any] = []
+    index: dict[object, int] = {}      # a task's ObjectRef → its item
+    pending: list[object] = []
     todo = list(order)
     while todo or pending:
         while todo and len(pending) < parallel:

@@ -9,15 +9,15 @@ one therefore cannot disagree on them (they did: a `--workers 2` run against
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from simulator.clock import RunClock
 from simulator.endpoints.base import Endpoint
 from simulator.endpoints.http.preflight import models as preflight_models
 from simulator.records.manifest import Manifest
 from simulator.records.prometheus import metrics_url_for
+from simulator.util.jsontypes import JSONObject
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class ServerInfo:
     time_scale: float = 1.0                  # simulated seconds per wall second
     context_limit: int | None = None         # the window the server states, tokens
     metrics_url: str | None = None           # a server's Prometheus endpoint
-    twin: Mapping[str, Any] | None = field(default=None, compare=False)  # twin self-description
+    twin: Mapping[str, object] | None = field(default=None, compare=False)  # its description
     http_twin: bool = False                  # the twin behind an HTTP URL
 
     def clock(self) -> RunClock:
@@ -45,13 +45,13 @@ class ServerInfo:
         return manifest
 
     @classmethod
-    def from_models(cls, entries: list[dict[str, Any]], model: str,
+    def from_models(cls, entries: Sequence[Mapping[str, object]], model: str,
                     base_url: str) -> ServerInfo:
         """The facts in a server's `/v1/models` entries (the twin marks itself with
         `endurance_twin`; vLLM and the twin state `max_model_len`)."""
-        twin = next((e["endurance_twin"] for e in entries
-                     if isinstance(e.get("endurance_twin"), dict)
-                     and e["endurance_twin"].get("simulated") is True), None)
+        twin = next((t for e in entries
+                     if isinstance(t := e.get("endurance_twin"), dict)
+                     and t.get("simulated") is True), None)
         picked = [e for e in entries if e.get("id") == model] or entries[:1]
         window = picked[0].get("max_model_len") if picked else None
         limit = window if isinstance(window, int) and not isinstance(window, bool) \
@@ -82,7 +82,7 @@ class ServerInfo:
                    if endpoint.simulated else None)
 
 
-def models(url: str, timeout_s: float) -> list[dict[str, Any]]:
+def models(url: str, timeout_s: float) -> list[JSONObject]:
     """The entries of the server's `/v1/models` (empty when it has none or no answer):
     the pre-flight's bounded read (first-byte, idle, total and size limits), once."""
     return preflight_models(url, timeout_s)

@@ -37,7 +37,7 @@ from multiprocessing import get_context
 from multiprocessing.context import SpawnProcess
 from multiprocessing.queues import SimpleQueue
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from simulator.clock import RunClock
 from simulator.endpoints.factory import make_endpoint
@@ -66,7 +66,7 @@ from simulator.run.execute import execute
 from simulator.run.observe import follow_shards
 from simulator.run.prepare import OpenedRun, endpoint_target, resolve
 from simulator.run.server import ServerInfo
-from simulator.run.signals import signals_deferred, signals_handled
+from simulator.run.signals import SignalHandler, signals_deferred, signals_handled
 from simulator.run.spec import RunResult, RunSpec
 from simulator.scenario.load import apply_overrides
 from simulator.scenario.model import Scenario
@@ -167,7 +167,7 @@ class ProcessExecutor:
     def run_shards(self, jobs: Sequence[ShardJob]) -> list[ShardResult]:
         ctx = get_context("spawn")
         results = ctx.SimpleQueue()
-        forward: dict[int, Any] = {int(sig): lambda sig, _frame: self.stop(sig)
+        forward: dict[int, SignalHandler] = {int(sig): lambda sig, _frame: self.stop(sig)
                                    for sig in (signal.SIGTERM, signal.SIGINT)}
         with signals_handled(forward):
             self._procs = [ctx.Process(target=_shard_main, args=(job, results),

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from simulator.analysis.early_verdict import EarlyRule
@@ -44,7 +44,7 @@ class RunSpec:
     endpoint_urls: tuple[str, ...] = ()   # several --endpoint URLs: routed on the client
     # in-process twin only: efficiency terms / engine settings on top of the scenario's
     # twin section (a fit's candidate terms, run without writing a profile file)
-    twin_overrides: Mapping[str, Any] = field(default_factory=dict)
+    twin_overrides: Mapping[str, object] = field(default_factory=dict)
     # a stepped ramp in this run (`run --ramp`, `size --ramp`): the scenario's `load.ramp`,
     # passed as a value (set after the overrides)
     ramp: StepRamp | None = None

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -94,7 +93,7 @@ class BenchSpec(BaseModel):
 
 
 
-def expand(data: Mapping[str, Any]) -> dict[str, Any]:
+def expand(data: Mapping[str, object]) -> dict[str, object]:
     """A scenario's plain data with its `bench:` block turned into the workload fields
     it sets (sessions, prompt and reply sizes, arrivals, in-flight limit, ignore_eos),
     which replace the file's: a scenario file lends a bench its model, twin, endpoint
@@ -106,7 +105,7 @@ def expand(data: Mapping[str, Any]) -> dict[str, Any]:
         return dict(data)
     spec = raw if isinstance(raw, BenchSpec) else BenchSpec.model_validate(raw)
     shared = spec.shared_tokens
-    fields: dict[str, Any] = {
+    fields: dict[str, object] = {
         "sessions": spec.warmups + spec.requests,
         "turns": 1,
         "system": {"tokens": shared},
@@ -136,7 +135,7 @@ def expand(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 
-def _plain(value: object) -> dict[str, Any]:
+def _plain(value: object) -> dict[str, object]:
     """A section as a plain dict (absent: empty; a model: its fields)."""
     if isinstance(value, BaseModel):
         return value.model_dump(by_alias=True)

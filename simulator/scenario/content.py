@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping
 from itertools import chain
-from typing import Any
 
 from simulator.util import tokens
 from simulator.util.draws import below, pick
+from simulator.util.jsontypes import JSONObject
 
 _IDENTS = (
     "session", "request", "tokens", "context", "budget", "history", "message", "result",
@@ -241,10 +242,10 @@ def tool_result_text(kind: str, n_tokens: int, rng: random.Random) -> str:
     return synth_text(body_kind, n_tokens, rng)
 
 
-def tool_schema(name: str, rng: random.Random, n_tokens: int) -> dict[str, Any]:
+def tool_schema(name: str, rng: random.Random, n_tokens: int) -> JSONObject:
     """A realistic-looking tool definition whose JSON is about `n_tokens` long."""
     desc_tokens = max(8, n_tokens - 60)
-    props: dict[str, Any] = {}
+    props: JSONObject = {}
     for _ in range(rng.randint(2, 5)):
         props[_ident(rng)] = {"type": rng.choice(["string", "integer", "boolean", "array"]),
                               "description": _prose_line(rng)}
@@ -252,7 +253,7 @@ def tool_schema(name: str, rng: random.Random, n_tokens: int) -> dict[str, Any]:
         "name": name,
         "description": synth_text("prose", desc_tokens, rng),
         "input_schema": {"type": "object", "properties": props,
-                         "required": sorted(props)[:1]},
+                         "required": [*sorted(props)[:1]]},
     }
 
 
@@ -261,7 +262,7 @@ _TOOL_NAMES = ("Task", "Bash", "Glob", "Grep", "Read", "Edit", "Write", "Noteboo
                "KillShell", "SlashCommand", "MultiEdit")
 
 
-def synth_tools(count: int, total_tokens: int, rng: random.Random) -> tuple[dict[str, Any], ...]:
+def synth_tools(count: int, total_tokens: int, rng: random.Random) -> tuple[JSONObject, ...]:
     """`count` tool definitions totalling about `total_tokens` tokens of JSON."""
     if count <= 0 or total_tokens <= 0:
         return ()
@@ -278,5 +279,5 @@ def synth_tools(count: int, total_tokens: int, rng: random.Random) -> tuple[dict
     return tools
 
 
-def tools_tokens(tools: tuple[dict[str, Any], ...]) -> int:
+def tools_tokens(tools: tuple[Mapping[str, object], ...]) -> int:
     return tokens.count(json.dumps(list(tools), separators=(",", ":"))) if tools else 0

@@ -19,10 +19,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from simulator.errors import ScenarioError
 from simulator.scenario.model import (
@@ -35,11 +34,13 @@ from simulator.scenario.model import (
     SummarizeCompaction,
 )
 from simulator.util.bounded import MAX_INT_DIGITS
+from simulator.util.jsontypes import JSONObject
 
 # libyaml's C loader when available: imported replay scenarios can be megabytes.
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_LOADER: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = getattr(yaml, "CSafeLoader",
+                                                                  yaml.SafeLoader)
 
-_COMPACTION_MODELS: dict[str, type[Any]] = {
+_COMPACTION_MODELS: dict[str, type[BaseModel]] = {
     "none": NoCompaction, "prune": PruneCompaction, "block": BlockCompaction,
     "summarize": SummarizeCompaction, "clear_tool_results": ClearToolResultsCompaction,
 }
@@ -191,7 +192,7 @@ def read_text_file(path: str | Path, what: str = "scenario file") -> str:
                             f"{exc.start})", file=str(path), line=line) from None
 
 
-def _checked_load(text: str, file: str) -> Any:
+def _checked_load(text: str, file: str) -> object:
     """The document's node tree checked (`_check_tree`), then built into plain data
     by the same safe loader (C or pure Python): what `yaml.load` gives, composed once
     — `yaml.load` composes the same tree before it builds, so the peak memory is the
@@ -207,7 +208,7 @@ def _checked_load(text: str, file: str) -> Any:
         loader.dispose()
 
 
-def safe_yaml(text: str, file: str) -> Any:
+def safe_yaml(text: str, file: str) -> object:
     """YAML → plain data with the same guards as scenarios (duplicate keys, nesting,
     alias bombs); ScenarioError naming `file` and the line otherwise."""
     try:
@@ -222,7 +223,7 @@ def safe_yaml(text: str, file: str) -> Any:
                             line=mark.line + 1 if mark is not None else None) from None
 
 
-def load_tools_file(path: Path) -> tuple[dict[str, Any], ...]:
+def load_tools_file(path: Path) -> tuple[JSONObject, ...]:
     """A tools file (a YAML/JSON list of tool definitions, or `{tools: [...]}`)."""
     data = safe_yaml(read_text_file(path, "tools file"), str(path))
     if isinstance(data, dict) and "tools" in data:
@@ -288,13 +289,13 @@ def parse_override(item: str) -> tuple[list[str], object]:
     return path, value
 
 
-def apply_overrides(data: Mapping[str, object], overrides: list[str]) -> dict[str, Any]:
+def apply_overrides(data: Mapping[str, object], overrides: list[str]) -> dict[str, object]:
     """Apply `--set` items; a numeric path part indexes a list
     (`turn_templates.0.tool.latency_s=0`)."""
-    out: dict[str, Any] = json.loads(json.dumps(data, default=str))  # deep copy of plain data
+    out: dict[str, object] = json.loads(json.dumps(data, default=str))  # a deep copy
     for item in overrides:
         path, value = parse_override(item)
-        node: Any = out
+        node: object = out
         for depth, part in enumerate(path):
             last = depth == len(path) - 1
             where = ".".join(path[:depth + 1])
@@ -392,7 +393,7 @@ class ScenarioSource:
     worker process or a Ray task)."""
 
     path: str
-    data: Mapping[str, Any]
+    data: Mapping[str, object]
     text: str | None = None        # the file's text, for error lines (None: re-read)
 
     def lines(self) -> dict[tuple[str, ...], int]:
@@ -425,13 +426,14 @@ def read_scenario(path: str | Path) -> ScenarioSource:
     return ScenarioSource(str(path), data, text)
 
 
-def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple[Scenario, dict[str, Any]]:
+def load_scenario(path: str | Path, overrides: list[str] | None = None
+                  ) -> tuple[Scenario, dict[str, object]]:
     """Load, override and validate a scenario. Returns (scenario, resolved plain data)."""
     return resolve_scenario(read_scenario(path), overrides)
 
 
 def resolve_scenario(src: ScenarioSource, overrides: Sequence[str] | None = None
-                     ) -> tuple[Scenario, dict[str, Any]]:
+                     ) -> tuple[Scenario, dict[str, object]]:
     """A read scenario with `overrides` applied, validated: (scenario, resolved plain
     data), exactly as `load_scenario` of its file gives (the source is not changed)."""
     path, over = src.path, list(overrides or [])
@@ -463,7 +465,8 @@ def resolve_scenario(src: ScenarioSource, overrides: Sequence[str] | None = None
     return scenario, resolved
 
 
-def with_step_ramp(resolved: dict[str, Any], ramp: StepRamp) -> tuple[Scenario, dict[str, Any]]:
+def with_step_ramp(resolved: Mapping[str, object], ramp: StepRamp
+                   ) -> tuple[Scenario, dict[str, object]]:
     """The resolved scenario with `load.ramp` set to a typed stepped ramp (`run --ramp`,
     `size --ramp`): the plan as it was given (its unset defaults left out, as a `--set
     load.ramp=…` would have), checked with the rest of the scenario (one line if not)."""

@@ -662,7 +662,7 @@ class Agent:
         assert template.tool is not None
         kind = template.tool.kind
         path = f"src/{rng.choice(('core', 'api', 'engine', 'utils'))}/module_{rng.randint(1, 60)}.py"
-        args: dict[str, Any] = {"read": {"file_path": path},
+        args: dict[str, str] = {"read": {"file_path": path},
                                 "grep": {"pattern": f"def {rng.choice(('load', 'parse', 'run'))}",
                                          "path": "src"},
                                 "glob": {"pattern": "**/*.py"},

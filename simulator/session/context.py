@@ -8,8 +8,9 @@ request of a turn) needs nothing of the agent itself.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from simulator.clock import RunClock
 from simulator.endpoints.base import Endpoint
@@ -51,7 +52,7 @@ class RunContext:
     tools_text: str
     stop: asyncio.Event
     t0: float
-    progress: Any = None           # callable(turn_done: bool, output_tokens: int) or None
+    progress: Callable[[int], None] | None = None    # called with each reply's output tokens
     # Resume: stored replies per session (replayed, not re-sent) and attempts already made.
     replay: dict[str, dict[ReplayKey, StoredReply]] = field(default_factory=dict)
     prior_attempts: dict[tuple[str, int, str], int] = field(default_factory=dict)

@@ -10,14 +10,15 @@ failure; replaying those rebuilds every session's conversation exactly where it 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from simulator.endpoints.base import LLMResponse, Timing, Usage
 from simulator.errors import InputError
 from simulator.records.manifest import Manifest, read_manifest
 from simulator.session.conversation import Block, TextBlock, ToolUseBlock
+from simulator.util.numbers import to_float, to_int
 
 ReplayKey = tuple[int, str]          # (turn_index, request_kind)
 
@@ -40,7 +41,7 @@ class StoredReply:
 def reply_row(session_id: str, turn: int, kind: str, forced: int, resp: LLMResponse,
               keep_content: bool, forced_targets: list[int] | None = None) -> dict[str, object]:
     """The history-journal row for one successful request."""
-    blocks: list[list[Any]] = []
+    blocks: list[list[str | int]] = []
     if keep_content:
         for b in resp.content:
             if isinstance(b, TextBlock):
@@ -52,16 +53,23 @@ def reply_row(session_id: str, turn: int, kind: str, forced: int, resp: LLMRespo
             "content": blocks, **({"targets": forced_targets} if forced_targets else {})}
 
 
-def _block(b: list[Any]) -> Block:
+def _block(b: Sequence[object]) -> Block:
     if b[0] == "text":
-        return TextBlock(str(b[1]), int(b[2]))
-    return ToolUseBlock(str(b[1]), str(b[2]), str(b[3]), int(b[4]))
+        return TextBlock(str(b[1]), to_int(b[2]))
+    return ToolUseBlock(str(b[1]), str(b[2]), str(b[3]), to_int(b[4]))
 
 
-def reply_from_row(row: dict[str, Any]) -> StoredReply:
-    return StoredReply(tuple(_block(b) for b in row.get("content", [])), row.get("out"),
-                       int(row.get("out_est") or 0), int(row.get("forced") or 0),
-                       tuple(int(t) for t in row.get("targets") or ()))
+def reply_from_row(row: Mapping[str, object]) -> StoredReply:
+    content, out, targets = row.get("content", []), row.get("out"), row.get("targets")
+    return StoredReply(tuple(_block(b) for b in _list(content) if isinstance(b, list)),
+                       out if isinstance(out, int) else None,
+                       to_int(row.get("out_est") or 0), to_int(row.get("forced") or 0),
+                       tuple(to_int(t) for t in _list(targets)))
+
+
+def _list(v: object) -> list[object]:
+    """A journaled list as read back ([] when missing)."""
+    return v if isinstance(v, list) else []
 
 
 @dataclass
@@ -77,19 +85,19 @@ class ResumeState:
     # its clock on resume (`ReplayAgent`), its later calls due when they were
     answered: dict[str, dict[ReplayKey, tuple[float, float]]] = field(default_factory=dict)
     rows_before: int = 0
-    ramp_steps: list[dict[str, Any]] = field(default_factory=list)   # judged ramp steps
+    ramp_steps: list[Mapping[str, object]] = field(default_factory=list)   # judged steps
     notes: list[str] = field(default_factory=list)   # what the resume changed, one line each
 
 
-def resume_state(turn_rows: list[dict[str, Any]], history_rows: list[dict[str, Any]],
-                 turns: int) -> ResumeState:
+def resume_state(turn_rows: Sequence[Mapping[str, object]],
+                 history_rows: Sequence[Mapping[str, object]], turns: int) -> ResumeState:
     """Pure: fold the journals into a `ResumeState` (`turns` = turns per session)."""
     st = ResumeState(rows_before=len(turn_rows))
     for r in turn_rows:
-        key = (str(r["session_id"]), int(r["turn_index"]), str(r["request_kind"]))
-        st.prior_attempts[key] = max(st.prior_attempts.get(key, 0), int(r["attempt"]))
-        sent = float(r.get("started_mono_s") or 0.0)
-        end = sent + float(r.get("e2e_s") or 0.0)
+        key = (str(r["session_id"]), to_int(r["turn_index"]), str(r["request_kind"]))
+        st.prior_attempts[key] = max(st.prior_attempts.get(key, 0), to_int(r["attempt"]))
+        sent = to_float(r.get("started_mono_s") or 0.0)
+        end = sent + to_float(r.get("e2e_s") or 0.0)
         st.mono_offset_s = max(st.mono_offset_s, end)
         if r.get("ok"):
             st.answered.setdefault(key[0], {})[(key[1], key[2])] = (sent, end)
@@ -99,8 +107,8 @@ def resume_state(turn_rows: list[dict[str, Any]], history_rows: list[dict[str, A
             if sid not in st.failed_sessions:
                 st.failed_sessions.append(sid)
             continue
-        st.replay.setdefault(sid, {})[(int(h["turn"]), str(h["kind"]))] = reply_from_row(h)
-        if h["kind"] == "turn" and int(h["turn"]) >= turns - 1:
+        st.replay.setdefault(sid, {})[(to_int(h["turn"]), str(h["kind"]))] = reply_from_row(h)
+        if h["kind"] == "turn" and to_int(h["turn"]) >= turns - 1:
             st.done_sessions.add(sid)
     return st
 
@@ -118,7 +126,7 @@ def read_manifest_for_resume(run_dir: Path) -> Manifest:
     return data
 
 
-def check_own_rows(path: Path, rows: list[dict[str, Any]], manifest: Manifest) -> None:
+def check_own_rows(path: Path, rows: Sequence[Mapping[str, object]], manifest: Manifest) -> None:
     """InputError (one line) when a journal holds a row of another run: a turn row
     whose `run_id`, or a history row whose `run` / `scenario_hash`, is not the
     manifest's (a journal copied or appended from elsewhere would otherwise stand in

@@ -15,7 +15,7 @@ import signal
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from simulator.analysis.goodput import GoodputSlo
 from simulator.analysis.ramp import plan_of, verdict_from_dict
@@ -119,7 +119,7 @@ class Runner:
         self._signalled = 0
         self._grace: threading.Timer | None = None
         self._ctx: RunContext | None = None
-        self._main: asyncio.Task[Any] | None = None
+        self._main: asyncio.Task[object] | None = None
 
     def live_gauges(self) -> dict[str, int]:
         """Requests in flight and held at the client's limits now (a live view reads
@@ -180,9 +180,9 @@ class Runner:
         offsets = primed_offsets(self.s, arrival_offsets(self.s))
         try:
             async with asyncio.TaskGroup() as outer:
-                bg: list[asyncio.Task[Any]] = [outer.create_task(f()) for f in self.background]
+                bg: list[asyncio.Task[object]] = [outer.create_task(f()) for f in self.background]
                 if self.on_start:
-                    starting: list[asyncio.Task[Any]] = [outer.create_task(f())
+                    starting: list[asyncio.Task[object]] = [outer.create_task(f())
                                                          for f in self.on_start]
                     await asyncio.wait(starting, timeout=START_WAIT_S)
                     for t in starting:
@@ -299,7 +299,7 @@ class Runner:
         self._main.cancel()
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop,
-                         main: asyncio.Task[Any]) -> list[int]:
+                         main: asyncio.Task[object]) -> list[int]:
         installed: list[int] = []
 
         def on_signal() -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from simulator.errors import InputError
+from simulator.util.jsontypes import JSONValue
 
 MAX_DEPTH = 64                     # JSON nesting: a trace row is 3 deep, a points file 4
 MAX_INT_DIGITS = 4300              # the stdlib's own limit (sys.int_info.default_max_str_digits)
@@ -154,11 +155,12 @@ def decode_error(exc: Exception) -> str:
     return f"not JSON ({type(exc).__name__})"
 
 
-def json_value(text: str, *, finite: bool = True, max_depth: int = MAX_DEPTH) -> Any:
+def json_value(text: str, *, finite: bool = True, max_depth: int = MAX_DEPTH) -> JSONValue:
     """One JSON document under this module's bounds; JSONLimit / JSONDecodeError /
     ValueError (too many digits) / RecursionError otherwise — `decode_error` words it.
     `finite=False`: non-finite numbers pass, for a caller that checks every field."""
     dec = DECODER if finite else FIELD_DECODER
+    value: JSONValue
     value, end = dec.raw_decode(text, len(text) - len(text.lstrip()))
     if text[end:].strip():
         raise JSONLimit(f"data after the JSON value (column {end + 1})")
@@ -170,6 +172,7 @@ def json_object(text: str, where: str, *, what: str = "a JSON object", finite: b
                 show: bool = False) -> dict[str, object]:
     """One JSON object (`json_value`), or an InputError "where: why" on one line: the
     decode error worded, or "expected `what`" (with what it got, when `show`)."""
+    value: object       # a JSON object is handed on as `dict[str, object]`
     try:
         value = json_value(text, finite=finite)
     except (ValueError, RecursionError) as exc:

@@ -8,7 +8,6 @@ stderr) goes through here first. Pure functions, no I/O.
 from __future__ import annotations
 
 import re
-from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 MASK = "***"
@@ -44,7 +43,7 @@ def redact_text(text: str) -> str:
     return _URL.sub(lambda m: redact_url(m.group(0)), text) if "://" in text else text
 
 
-def redact(obj: object) -> Any:
+def redact(obj: object) -> object:
     """A JSON-like value with secrets masked: URLs in strings, and the values of keys
     named like secrets (headers, `api_key`), except mere names such as `api_key_env`."""
     if isinstance(obj, str):

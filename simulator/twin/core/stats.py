@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +51,8 @@ class EngineStats:
             sum(p.num_gpu_blocks for p in per), per[0].block_size,
             sum(p.spec_drafts for p in per), sum(p.spec_accepted_tokens for p in per))
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "prefix_cache_queries": self.prefix_cache_queries,
             "prefix_cache_hits": self.prefix_cache_hits, "preemptions": self.preemptions,
             "kv_usage_peak": self.kv_usage_peak, "num_gpu_blocks": self.num_gpu_blocks,

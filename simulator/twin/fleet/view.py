@@ -12,7 +12,6 @@ from __future__ import annotations
 from array import array
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
 
 from simulator.twin.core.block_pool import common_blocks, extend_hash_chain
 from simulator.twin.core.engine import TwinEngine
@@ -70,7 +69,7 @@ def replica_load(engine: TwinEngine, in_flight: int, cached: int = 0) -> Replica
                        active_blocks=engine.kv_cache_manager.num_used)
 
 
-def replica_stats(engine: TwinEngine) -> dict[str, Any]:
+def replica_stats(engine: TwinEngine) -> dict[str, int | float]:
     """One engine's counters for the fleet summary (vLLM meanings, tokens)."""
     c = engine.counters
     return {"prefix_cache_queries": c.prefix_cache_queries,

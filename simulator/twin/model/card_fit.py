@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from simulator.errors import InputError
 from simulator.twin.model.fit import BOUNDS, BenchRuns, Observation, Row, _solve_lm, predict
@@ -42,7 +41,7 @@ class FitGroup:
 
     model: str
     quantization: str
-    engine: Mapping[str, Any]
+    engine: Mapping[str, object]
     points: tuple[Observation, ...]
 
     @property

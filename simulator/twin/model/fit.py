@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -163,7 +163,7 @@ class ScenarioPoint:
 # Runs a ScenarioPoint through the product's path and returns its summary (summary.json's
 # figures). The twin layer cannot import the run path (it sits above), so the caller
 # injects it: `simulator.sweep.calibration.point_runner` (benchmarks, `endurance twin fit`).
-ScenarioRunner = Callable[[ScenarioPoint], Mapping[str, Any]]
+ScenarioRunner = Callable[[ScenarioPoint], Mapping[str, object]]
 
 
 class PointsFile(BaseModel):
@@ -171,7 +171,7 @@ class PointsFile(BaseModel):
     hardware: str | None = None
     model: str | None = None
     source: str = ""
-    engine: dict[str, Any] = Field(default_factory=dict)
+    engine: dict[str, object] = Field(default_factory=dict)
     fit: list[str] | None = None
     assumptions: list[str] = Field(default_factory=list)
     points: list[Observation] = Field(max_length=10_000)   # each is predicted per iteration
@@ -189,7 +189,7 @@ def load_points(path: str | Path) -> PointsFile:
                     for row in csv.DictReader(text.splitlines())]
         except csv.Error as exc:
             raise InputError(f"{p}: not a CSV points file ({exc})") from None
-        data: Any = {"points": rows}
+        data: object = {"points": rows}
     else:
         try:
             data = yaml.safe_load(text)
@@ -316,9 +316,9 @@ def _spec_decode(pm: RooflinePerfModel, obs: Observation, runner: ScenarioRunner
 
 def cached(runner: ScenarioRunner) -> ScenarioRunner:
     """`runner` remembering its summaries (a fit asks for the same run more than once)."""
-    seen: dict[ScenarioPoint, Mapping[str, Any]] = {}
+    seen: dict[ScenarioPoint, Mapping[str, object]] = {}
 
-    def run(point: ScenarioPoint) -> Mapping[str, Any]:
+    def run(point: ScenarioPoint) -> Mapping[str, object]:
         if point not in seen:
             seen[point] = runner(point)
         return seen[point]
@@ -381,7 +381,7 @@ def _solve_lm(resid: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, lo: np.
 
 def fit_terms(points: Sequence[Observation], hardware: str, model: str, *,
               free: Sequence[str] = DEFAULT_FREE,
-              engine: dict[str, Any] | None = None,
+              engine: Mapping[str, object] | None = None,
               runner: ScenarioRunner | None = None,
               quantization: str | None = None) -> FitResult:
     """Fit the `free` efficiency terms (others stay at the card's profile values).

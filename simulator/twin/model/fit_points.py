@@ -26,11 +26,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from simulator.errors import InputError
 from simulator.twin.model.fit import Observation
-from simulator.util.numbers import finite_float
+from simulator.util.numbers import finite_float, to_int
 
 Units = Literal["twin", "server"]
 # the terms batch-1 decode and prefill points of short contexts identify: the decode
@@ -49,11 +49,11 @@ class RunPoints:
     token_ratio: float | None    # server prompt tokens ÷ client estimate (median)
 
 
-def _num(row: Mapping[str, Any], key: str) -> float | None:
+def _num(row: Mapping[str, object], key: str) -> float | None:
     return finite_float(row.get(key))
 
 
-def points_from_rows(rows: Iterable[Mapping[str, Any]], *, units: Units = "twin",
+def points_from_rows(rows: Iterable[Mapping[str, object]], *, units: Units = "twin",
                      min_decode_tokens: int = MIN_DECODE_TOKENS) -> RunPoints:
     """Decode and prefill observations from the ok turn rows of a one-session run."""
     if units not in ("twin", "server"):
@@ -68,7 +68,7 @@ def points_from_rows(rows: Iterable[Mapping[str, Any]], *, units: Units = "twin"
     points: list[Observation] = []
     ratios: list[float] = []
     skipped = 0
-    for r in sorted(turns, key=lambda r: int(r.get("turn_index") or 0)):
+    for r in sorted(turns, key=lambda r: to_int(r.get("turn_index") or 0)):
         est, prompt = _num(r, "context_tokens_est"), _num(r, "prompt_tokens")
         cached = _num(r, "cache_read_tokens") or 0.0
         out, ttft, dec = _num(r, "output_tokens"), _num(r, "ttft_s"), _num(r, "decode_tok_s")
@@ -79,7 +79,7 @@ def points_from_rows(rows: Iterable[Mapping[str, Any]], *, units: Units = "twin"
         scale = est / prompt if units == "twin" else 1.0
         n_prompt = max(1, round(prompt * scale))
         n_cached = min(n_prompt - 1, round(min(cached, prompt) * scale))
-        label = f"turn {int(r.get('turn_index') or 0)}"
+        label = f"turn {to_int(r.get('turn_index') or 0)}"
         used = False
         if ttft and ttft > 0:
             points.append(Observation(kind="prefill", measured=ttft, unit="s",
@@ -97,14 +97,14 @@ def points_from_rows(rows: Iterable[Mapping[str, Any]], *, units: Units = "twin"
 
 def points_document(result: RunPoints, *, hardware: str | None, model: str | None,
                     source: str, fit: Iterable[str] = IDENTIFIED,
-                    engine: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                    engine: Mapping[str, object] | None = None) -> dict[str, object]:
     """A points file (`simulator.twin.model.fit.PointsFile`'s shape) as a YAML-ready dict."""
     ratio = result.token_ratio
     notes = ["batch 1 (one session): t_seq_s, kv_half_seqs and t0_s are not identified "
              "and stay at the profile's priors"]
     if ratio is not None:
         notes.append(f"server prompt tokens / client cl100k estimate: {ratio:.3f} (median)")
-    doc: dict[str, Any] = {"hardware": hardware, "model": model, "source": source,
+    doc: dict[str, object] = {"hardware": hardware, "model": model, "source": source,
                            "fit": list(fit), "assumptions": notes}
     if engine:
         doc["engine"] = dict(engine)

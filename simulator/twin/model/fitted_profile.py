@@ -7,13 +7,12 @@ under `families`, so `--twin card.yaml/MODEL` runs on exactly the fitted model a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from simulator.twin.model.profiles import FAMILY_TERMS, Efficiency, HardwareProfile
 
 
 def fitted_card(hw: HardwareProfile, name: str, family: str, terms: Mapping[str, float],
-                free: Sequence[str], source: str) -> dict[str, Any]:
+                free: Sequence[str], source: str) -> dict[str, object]:
     """`hw` as plain profile data named `name`, its efficiency set to `terms` (every
     Efficiency term the fit ran with; `free` were fitted, the rest kept from the base)
     and its `family` terms to theirs; the card's borrowed-term fields (`card_terms`,

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
@@ -50,6 +50,8 @@ from simulator.twin.spec_decode.ngram import (
     Spec,
     parse_spec,
 )
+from simulator.util.jsontypes import JSONObject
+from simulator.util.numbers import to_float
 
 # The rejection sampler's bytes per vocabulary entry per draft row, random sampling
 # (v1/sample/rejection_sampler.py rejection_sample): bf16 logits read (2) and written as
@@ -627,7 +629,7 @@ class RooflinePerfModel:
             self._t_kv_tok, 1.0 + self._kv_half / n, self._t_state * n,
             self._t_flop_tok * n + self._t_flop_seq * n + self._t_pair * 0.0)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """What a manifest records about the twin that produced a result."""
         hw, m = self.hardware, self.model
         return {
@@ -656,7 +658,7 @@ class RooflinePerfModel:
             **self._describe_memory(),
         }
 
-    def _describe_memory(self) -> dict[str, Any]:
+    def _describe_memory(self) -> JSONObject:
         """vLLM's non-KV memory terms, on a card with a `memory` block only (absent
         elsewhere, leaving the manifest as it was)."""
         mem = self.memory_terms()
@@ -666,7 +668,7 @@ class RooflinePerfModel:
                            "terms_bytes": {t.name: round(t.bytes) for t in mem.terms},
                            "available_kv_bytes": round(mem.available)}}
 
-    def _describe_parallel(self) -> dict[str, Any]:
+    def _describe_parallel(self) -> JSONObject:
         """A TP replica's layout (absent at TP 1, leaving the manifest as it was)."""
         if self.layout.tp == 1:
             return {}
@@ -685,7 +687,7 @@ class RooflinePerfModel:
             out |= {"tensor_parallel_size", "enable_expert_parallel"}
         return out
 
-    def _describe_tier(self) -> dict[str, Any]:
+    def _describe_tier(self) -> JSONObject:
         """The host KV tier's size and link, only when one is configured (tier off
         leaves the manifest as it was)."""
         gib, link = self.engine.kv_offload_gib, self.hardware.host_link
@@ -707,7 +709,7 @@ def split_quantization(model: str) -> tuple[str, str | None]:
 
 
 def build_perf_model(hardware: str, model: str, *, spec: str = "off",
-                     overrides: dict[str, Any] | None = None) -> RooflinePerfModel:
+                     overrides: Mapping[str, object] | None = None) -> RooflinePerfModel:
     """The twin's performance model from profile names (or YAML paths).
 
     `overrides` may set engine settings (`max_num_seqs`, `kv_dtype` …), efficiency terms
@@ -719,10 +721,10 @@ def build_perf_model(hardware: str, model: str, *, spec: str = "off",
     kv_gib = over.pop("kv_cache_gib", None)
     if kv_gib is not None:          # vLLM --kv-cache-memory: a fixed KV budget
         card_gib = hw.memory_bytes / 2**30
-        if not 0 < float(kv_gib) <= card_gib:    # also refuses NaN and inf
-            raise InputError(f"twin: kv_cache_gib {float(kv_gib):g} must be > 0 and at most "
-                             f"the {hw.name} card's memory ({card_gib:.1f} GiB)")
-        hw = hw.model_copy(update={"kv_cache_bytes": int(float(kv_gib) * 2**30)})
+        if not 0 < to_float(kv_gib) <= card_gib:    # also refuses NaN and inf
+            raise InputError(f"twin: kv_cache_gib {to_float(kv_gib):g} must be > 0 and at "
+                             f"most the {hw.name} card's memory ({card_gib:.1f} GiB)")
+        hw = hw.model_copy(update={"kv_cache_bytes": int(to_float(kv_gib) * 2**30)})
     if over.get("kv_dtype", "auto") in ("auto", None):
         over.pop("kv_dtype", None)
         if mp.kv_dtype_default is not None and "kv_dtype" not in hw.engine:

@@ -5,16 +5,15 @@ out); `yaml_text` renders it."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 import yaml
 
 from simulator.twin.model.profiles import Efficiency, HardwareProfile
 
 
-def fitted_hardware(base: Mapping[str, Any], terms: Mapping[str, float], free: Iterable[str],
+def fitted_hardware(base: Mapping[str, object], terms: Mapping[str, float], free: Iterable[str],
                     *, name: str, source: str, description: str | None = None,
-                    updates: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                    updates: Mapping[str, object] | None = None) -> dict[str, object]:
     """`base` (a hardware profile as loaded from YAML) renamed `name`, its efficiency
     replaced by `terms` (5 significant digits); `source` says how they were obtained and
     names the fitted ones (`free`; the rest are the base's priors). `updates` replaces
@@ -26,11 +25,13 @@ def fitted_hardware(base: Mapping[str, Any], terms: Mapping[str, float], free: I
         out["description"] = description
     for key, value in (updates or {}).items():
         if key == "sources":
-            out["sources"] = {**out.get("sources", {}), **value}
+            prev = out.get("sources", {})
+            out["sources"] = {**(prev if isinstance(prev, Mapping) else {}),
+                              **(value if isinstance(value, Mapping) else {})}
         else:
             out[key] = value
-    eff: dict[str, Any] = {k: float(f"{v:.5g}") for k, v in terms.items()
-                           if k in Efficiency.model_fields and k != "source"}
+    eff: dict[str, object] = {k: float(f"{v:.5g}") for k, v in terms.items()
+                              if k in Efficiency.model_fields and k != "source"}
     eff["source"] = (f"{source}; fitted: {', '.join(free) or 'none'}; "
                      f"the other terms are {base.get('name', 'the base')}'s priors")
     out["efficiency"] = eff

@@ -11,7 +11,7 @@ import copy
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -288,7 +288,7 @@ class HardwareProfile(_Strict):
     # issue 56: vLLM's start-up memory accounting (`twin/model/memory`); None: the KV pool
     # is utilisation × memory − weights − reserve_bytes, as fitted
     memory: VllmMemory | None = None
-    engine: dict[str, Any] = Field(default_factory=dict)   # overrides of engine.yaml
+    engine: dict[str, object] = Field(default_factory=dict)   # overrides of engine.yaml
     sources: dict[str, str]
 
     def peak_flops(self, dtypes: list[str]) -> float:
@@ -446,13 +446,13 @@ def _check_sources(profile: BaseModel, sources: dict[str, str], where: str) -> N
 
 # Parsed profiles by their text: a run loads the same few files many times and the
 # pure-Python YAML parser takes ~3 ms a file; callers get a copy they may change.
-_PARSED: dict[str, dict[str, Any]] = {}
+_PARSED: dict[str, dict[str, object]] = {}
 
 
 MAX_PROFILE_BYTES = 1 << 20     # a shipped profile is ~5 KB
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _read_yaml(path: Path) -> dict[str, object]:
     """A profile's YAML mapping; a FIFO, a device, a file over MAX_PROFILE_BYTES, bytes
     that are not UTF-8 or YAML nested past the parser's depth are one InputError line."""
     text = text_file(path, "profile", MAX_PROFILE_BYTES, refusal=": not a profile")
@@ -520,7 +520,7 @@ def load_model(name_or_path: str | Path) -> ModelProfile:
 
 
 def load_engine_settings(hardware: HardwareProfile | None = None,
-                         overrides: dict[str, Any] | None = None) -> EngineSettings:
+                         overrides: Mapping[str, object] | None = None) -> EngineSettings:
     """engine.yaml defaults < the card's `engine:` section < explicit overrides, with
     the "auto" settings resolved for the vLLM version (`with_version_defaults`)."""
     path = PROFILE_DIR / "engine.yaml"

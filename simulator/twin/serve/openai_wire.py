@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from simulator.twin.serve.prompt import PromptError
 from simulator.twin.serve.wire import ReplyUsage
@@ -54,12 +53,15 @@ def _text(content: object, where: str) -> str:
     raise PromptError(f"{where}.content: expected a string or a list of text parts")
 
 
-def _assistant(m: dict[str, Any], where: str) -> dict[str, object]:
+def _assistant(m: Mapping[str, object], where: str) -> dict[str, object]:
     blocks: list[dict[str, object]] = []
     text = _text(m.get("content"), where)
     if text:
         blocks.append({"type": "text", "text": text})
-    for j, call in enumerate(m.get("tool_calls") or []):
+    calls = m.get("tool_calls") or []
+    if not isinstance(calls, list):      # a text or an object: its first item is no call
+        raise PromptError(f"{where}.tool_calls.0: expected a function call")
+    for j, call in enumerate(calls):
         fn = call.get("function") if isinstance(call, dict) else None
         if not isinstance(fn, dict):
             raise PromptError(f"{where}.tool_calls.{j}: expected a function call")

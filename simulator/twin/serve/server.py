@@ -20,7 +20,6 @@ from array import array
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from aiohttp import web
 
@@ -45,6 +44,7 @@ from simulator.twin.serve.prompt import PromptError, PromptTokenizer
 from simulator.twin.serve.server_metrics import CONTENT_TYPE, TwinMetrics
 from simulator.twin.serve.service import TwinService
 from simulator.twin.serve.stream import ReplyWriter
+from simulator.util.jsontypes import JSONObject
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,10 +349,10 @@ async def serving(app: web.Application, host: str = "127.0.0.1",
 def twin_app(hardware: str, model: str, *, spec: str = "off", seed: int = 0,
              time_scale: float = 1.0, instant: bool = False, faults: FaultSpec | None = None,
              cutoff_s: float | None = None, context_window: int | None = None,
-             overrides: dict[str, Any] | None = None,
+             overrides: Mapping[str, object] | None = None,
              replicas: int = 1, router: RouterConfig | None = None,
              pd: PDConfig | None = None,
-             ) -> tuple[web.Application, dict[str, Any]]:
+             ) -> tuple[web.Application, JSONObject]:
     """The HTTP twin for profile names (InputError for unknown ones) and its description;
     `replicas` > 1: that many engines behind `router` (default round robin); `pd`:
     prefill and decode instances instead (`twin.pd.service`)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -25,6 +25,13 @@ if TYPE_CHECKING:
     from simulator.twin.fleet.service import FleetService
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class _HistogramKw(TypedDict):
+    """What every histogram of the registry shares: its label and its registry."""
+
+    labelnames: list[str]
+    registry: CollectorRegistry
 
 # (vLLM name without _total, the EngineCounters field it reads, help)
 _Counter = tuple[str, Callable[[EngineCounters], float], str]
@@ -147,7 +154,7 @@ class TwinMetrics:
     def __init__(self, model: str) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._model = model
-        kw: dict[str, Any] = {"labelnames": ["model_name"], "registry": self.registry}
+        kw: _HistogramKw = {"labelnames": ["model_name"], "registry": self.registry}
         self.ttft = Histogram("vllm:time_to_first_token_seconds",
                               "Histogram of time to first token in seconds.",
                               buckets=TTFT_BUCKETS, **kw).labels(model)
