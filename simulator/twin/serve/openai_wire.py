@@ -16,7 +16,7 @@ import json
 import time
 from collections.abc import Mapping
 
-from simulator.twin.serve.prompt import PromptError
+from simulator.twin.serve.prompt import PromptError, content_text
 from simulator.twin.serve.wire import ReplyUsage
 
 # The twin plans replies with Anthropic stop reasons; OpenAI's finish_reason for each.
@@ -41,16 +41,22 @@ def _tool(t: object, i: int) -> dict[str, object]:
     return out
 
 
+_TEXT_PARTS = "a string or a list of text parts"
+
+
+def _text_part(part: object, where: str) -> str:
+    text = part.get("text") if isinstance(part, dict) else None
+    if not isinstance(text, str):
+        raise PromptError(f"{where}.content: expected {_TEXT_PARTS}")
+    return text
+
+
 def _text(content: object, where: str) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
+    """A Chat message's content: a string, or its text parts one per line (items that
+    are not objects are skipped)."""
     if isinstance(content, list):
-        parts = [p.get("text") for p in content if isinstance(p, dict)]
-        if all(isinstance(p, str) for p in parts):
-            return "\n".join(p for p in parts if isinstance(p, str))
-    raise PromptError(f"{where}.content: expected a string or a list of text parts")
+        content = [p for p in content if isinstance(p, dict)]
+    return content_text(content, where, _text_part, _TEXT_PARTS)
 
 
 def _assistant(m: Mapping[str, object], where: str) -> dict[str, object]:

@@ -43,15 +43,23 @@ def _dumps(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def _text_of_result(content: object, where: str) -> str:
-    """The text of a tool_result's content (a string or a list of text blocks)."""
+def content_text(content: object, where: str, part: Callable[[object, str], str],
+                 expected: str) -> str:
+    """The text of a message's or a tool_result's `content`: none, a string, or a list
+    whose items `part` renders (one per line); PromptError naming `expected` else."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(_render_block(b, f"{where}.content") for b in content)
-    raise PromptError(f"{where}.content: expected a string or a list of blocks")
+        return "\n".join(part(p, where) for p in content)
+    raise PromptError(f"{where}.content: expected {expected}")
+
+
+def _text_of_result(content: object, where: str) -> str:
+    """The text of a tool_result's content (a string or a list of text blocks)."""
+    return content_text(content, where, lambda b, w: _render_block(b, f"{w}.content"),
+                        "a string or a list of blocks")
 
 
 def _render_block(block: object, where: str) -> str:
