@@ -43,6 +43,8 @@ TURNS_JOURNAL = "turns.jsonl"
 METRICS_JOURNAL = "server_metrics.jsonl"
 HISTORY_JOURNAL = "history.jsonl"
 EVENTS_JOURNAL = "events.jsonl"     # run events: a ramp's steps (`session/ramp.py`)
+# the journals of rows: what a resume repairs and a worker's shard writes
+ROW_JOURNALS = (TURNS_JOURNAL, METRICS_JOURNAL, HISTORY_JOURNAL)
 TURNS_PARQUET = "turns.parquet"
 METRICS_PARQUET = "server_metrics.parquet"
 SUMMARY = "summary.json"
@@ -234,7 +236,7 @@ class Recorder:
         lock_journal(self._turns, run_dir)
         write_owner(run_dir)
         if resume:
-            for name in (TURNS_JOURNAL, METRICS_JOURNAL, HISTORY_JOURNAL):
+            for name in ROW_JOURNALS:
                 drop_torn_tail(run_dir / name)
         self._metrics: IO[str] = open(run_dir / METRICS_JOURNAL, mode, encoding="utf-8")
         self._history: IO[str] = open(run_dir / HISTORY_JOURNAL, mode, encoding="utf-8")

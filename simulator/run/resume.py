@@ -31,6 +31,7 @@ from simulator.records.recorder import (
     EVENTS_JOURNAL,
     HISTORY_JOURNAL,
     METRICS_JOURNAL,
+    ROW_JOURNALS,
     TURNS_JOURNAL,
     Recorder,
     read_journal,
@@ -144,8 +145,8 @@ def rebuild_rows(recorder: Recorder, run_dir: Path) -> int:
 
 
 def _journals(run_dir: Path) -> list[Path]:
-    names = (TURNS_JOURNAL, HISTORY_JOURNAL, METRICS_JOURNAL)
-    return [d / n for d in (run_dir, *sorted((run_dir / WORKERS_DIR).glob("w*"))) for n in names]
+    return [d / n for d in (run_dir, *sorted((run_dir / WORKERS_DIR).glob("w*")))
+            for n in ROW_JOURNALS]
 
 
 def merge_worker_journals(recorder: Recorder, run_dir: Path) -> int:

@@ -56,6 +56,7 @@ from simulator.records.recorder import (
     EVENTS_JOURNAL,
     HISTORY_JOURNAL,
     METRICS_JOURNAL,
+    ROW_JOURNALS,
     TURNS_JOURNAL,
     Recorder,
     iter_journal,
@@ -75,7 +76,7 @@ from simulator.session.runner import START_WAIT_S, RunOutcome
 from simulator.util.ids import session_id
 from simulator.util.numbers import to_float
 
-SHARD_JOURNALS = (TURNS_JOURNAL, METRICS_JOURNAL, HISTORY_JOURNAL)
+SHARD_JOURNALS = ROW_JOURNALS
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
