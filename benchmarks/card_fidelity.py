@@ -216,8 +216,8 @@ def card_section(card: str, after: Sequence[Scored], before: Sequence[Scored] | 
         load = f"C={r.concurrency}" if r.concurrency else (
             f"{r.request_rate:g}/s" if r.request_rate else "all at once")
         out.append(f"| {'in' if r.split == 'in_sample' else 'out'} | {r.source_id} | "
-                   f"{r.twin_model}:{r.quantization} | {r.tp} | {r.input_tokens}/"
-                   f"{r.output_tokens} | {load} | {r.vllm_version or '?'} | "
+                   f"{r.twin_model}:{r.quantization} | {r.tp} | {r.lengths()} | "
+                   f"{load} | {r.vllm_version or '?'} | "
                    + " | ".join(_fmt(s.errors.get(m)) for m in METRICS) + " |")
     del hw
     return "\n".join(out) + "\n"

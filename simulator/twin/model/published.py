@@ -10,12 +10,15 @@ does not publish are vLLM's defaults for that card (`vllm_serve_defaults`).
 Rows the twin cannot run are skipped with the reason: no twin model profile, a weight
 format the model profile lacks, data or expert parallelism (the twin runs one engine of
 `tp` cards), a card with no profile. The split (in or out of sample) is a whole source's,
-stated in sources.yaml before any fit.
+stated in sources.yaml before any fit. A source whose client drew its lengths in a range says
+so in sources.yaml (`lengths`): its matching rows are run at the draw's mean, the CSV keeping
+the nominal lengths (`LengthRule`).
 """
 
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +55,23 @@ MIN_PROMPTS = 16
 
 
 @dataclass(frozen=True, slots=True)
+class LengthRule:
+    """A source's client drew each length uniformly in [int(low_ratio × n), n] (InferenceMAX's
+    `--random-range-ratio`), so the rows whose notes match `rows` are repeated at that draw's
+    mean: one prompt of the mean fits a step the nominal length would not."""
+
+    low_ratio: float
+    rows: re.Pattern[str]
+
+    def applies(self, notes: str) -> bool:
+        return self.rows.search(notes) is not None
+
+    def mean(self, n: int) -> int:
+        """Mean of the integers in [int(low_ratio × n), n], rounded half up (1024 → 922)."""
+        return (int(n * self.low_ratio) + n + 1) // 2
+
+
+@dataclass(frozen=True, slots=True)
 class PublishedRow:
     """One published run, as the twin will repeat it."""
 
@@ -74,16 +94,22 @@ class PublishedRow:
     max_num_batched_tokens: int | None
     figures: dict[BenchMetric, float] = field(default_factory=dict)   # s or tok/s
     line: int = 0
+    nominal: tuple[int, int] | None = None   # the CSV's lengths where a LengthRule moved them
 
     @property
     def family(self) -> str:
         return kernel_family(load_model(self.twin_model), self.quantization)
 
+    def lengths(self) -> str:
+        """Input/output tokens as run, with the nominal ones where a LengthRule moved them."""
+        run = f"{self.input_tokens}/{self.output_tokens}"
+        return run if self.nominal is None else f"{run} (nominal {self.nominal[0]}/{self.nominal[1]})"
+
     def label(self) -> str:
         load = (f"C={self.concurrency}" if self.concurrency is not None
                 else f"{self.request_rate:g} req/s" if self.request_rate else "rate inf")
         return (f"{self.source_id}:{self.line} {self.twin_model}:{self.quantization} "
-                f"tp{self.tp} {self.input_tokens}/{self.output_tokens} {load}")
+                f"tp{self.tp} {self.lengths()} {load}")
 
     def observations(self) -> list[Observation]:
         return [Observation(kind="bench", measured=v,
@@ -119,8 +145,7 @@ def engine_settings(row: PublishedRow) -> dict[str, Any]:
     return eng
 
 
-def load_splits(folder: Path) -> dict[str, Split]:
-    """source_id → its side of the split, from sources.yaml."""
+def _sources(folder: Path) -> tuple[Path, dict[Any, Any]]:
     path = folder / "sources.yaml"
     try:
         data = yaml.safe_load(text_file(path, "sources file", MAX_CSV_BYTES))
@@ -129,6 +154,12 @@ def load_splits(folder: Path) -> dict[str, Split]:
     sources = data.get("sources") if isinstance(data, dict) else None
     if not isinstance(sources, dict):
         raise InputError(f"{path}: sources: a mapping of source_id to its description")
+    return path, sources
+
+
+def load_splits(folder: Path) -> dict[str, Split]:
+    """source_id → its side of the split, from sources.yaml."""
+    path, sources = _sources(folder)
     out: dict[str, Split] = {}
     for sid, desc in sources.items():
         split = desc.get("split") if isinstance(desc, dict) else None
@@ -136,6 +167,30 @@ def load_splits(folder: Path) -> dict[str, Split]:
             raise InputError(f"{path}: sources.{sid}.split: in_sample or out_of_sample, "
                              f"not {split!r}")
         out[str(sid)] = split
+    return out
+
+
+def load_length_rules(folder: Path) -> dict[str, LengthRule]:
+    """source_id → its `lengths` rule (`low_ratio`, `rows`: a regex on a row's notes), for
+    the sources whose sources.yaml entry has one."""
+    path, sources = _sources(folder)
+    out: dict[str, LengthRule] = {}
+    for sid, desc in sources.items():
+        spec = desc.get("lengths") if isinstance(desc, dict) else None
+        if spec is None:
+            continue
+        where = f"{path}: sources.{sid}.lengths"
+        ratio, rows = (spec.get("low_ratio"), spec.get("rows")) if isinstance(spec, dict) \
+            else (None, None)
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) \
+                or not 0 < ratio <= 1:
+            raise InputError(f"{where}.low_ratio: a number in (0, 1], not {ratio!r}")
+        if not isinstance(rows, str) or not rows:
+            raise InputError(f"{where}.rows: a regular expression on a row's notes")
+        try:
+            out[str(sid)] = LengthRule(float(ratio), re.compile(rows))
+        except re.error as exc:
+            raise InputError(f"{where}.rows: not a regular expression ({exc})") from None
     return out
 
 
@@ -166,8 +221,9 @@ def _float(row: Mapping[str, str], key: str, where: str) -> float | None:
 
 
 def parse_row(row: Mapping[str, str], split: Split, where: str,
-              line: int) -> PublishedRow | str:
-    """The row as the twin repeats it, or why it cannot (a one-line reason)."""
+              line: int, lengths: LengthRule | None = None) -> PublishedRow | str:
+    """The row as the twin repeats it, or why it cannot (a one-line reason); `lengths`:
+    its source's rule for drawn lengths."""
     card, twin = (row.get("card") or "").strip(), (row.get("twin_model") or "").strip()
     if card not in known_names("hardware"):
         return f"no hardware profile {card!r}"
@@ -186,6 +242,10 @@ def parse_row(row: Mapping[str, str], split: Split, where: str,
     isl, osl = _int(row, "input_tokens", where), _int(row, "output_tokens", where)
     if not isl or not osl:
         return "no input or output length"
+    nominal = None
+    if lengths is not None and lengths.applies(row.get("notes") or ""):
+        nominal = (isl, osl)
+        isl, osl = lengths.mean(isl), lengths.mean(osl)
     conc = _int(row, "concurrency", where) or None
     rate = _float(row, "request_rate", where)
     stated = _int(row, "num_prompts", where)
@@ -206,7 +266,7 @@ def parse_row(row: Mapping[str, str], split: Split, where: str,
         num_prompts_stated=stated is not None,
         max_num_seqs=_int(row, "max_num_seqs", where) or None,
         max_num_batched_tokens=_int(row, "max_num_batched_tokens", where) or None,
-        figures=figures, line=line)
+        figures=figures, line=line, nominal=nominal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +279,7 @@ def load_published(folder: str | Path) -> Published:
     """Every row of the folder's CSVs the twin can repeat, and counts of the rest."""
     base = Path(folder)
     splits = load_splits(base)
+    rules = load_length_rules(base)
     rows: list[PublishedRow] = []
     skipped: dict[str, int] = {}
     for path in sorted(base.glob("*.csv")):
@@ -232,7 +293,7 @@ def load_published(folder: str | Path) -> Published:
             where = f"{path.name}:{i}"
             if sid not in splits:
                 raise InputError(f"{where}: source_id {sid!r} is not in sources.yaml")
-            got = parse_row(rec, splits[sid], where, i)
+            got = parse_row(rec, splits[sid], where, i, rules.get(sid))
             if isinstance(got, str):
                 skipped[got] = skipped.get(got, 0) + 1
             else:

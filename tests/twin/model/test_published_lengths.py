@@ -1,0 +1,77 @@
+"""Issue 56: a source whose client drew its lengths in [0.8 n, n] (InferenceMAX's
+`--random-range-ratio 0.8`) is repeated at the draw's mean, on the rows its sources.yaml
+rule names, with the nominal lengths kept beside."""
+
+from __future__ import annotations
+
+import csv
+import io
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from simulator.errors import InputError
+from simulator.twin.model.published import load_length_rules, load_published
+
+ROOT = Path(__file__).resolve().parents[3]
+COLUMNS = ("source_id,card,gpus,tp,ep,model,twin_model,weight_format,kv_dtype,vllm_version,"
+           "input_tokens,output_tokens,concurrency,num_prompts,ttft_mean_ms,tpot_mean_ms,notes")
+
+
+def _folder(tmp_path: Path, lengths: str) -> Path:
+    (tmp_path / "sources.yaml").write_text(
+        "sources:\n  drawn:\n    split: in_sample\n"
+        + textwrap.indent(lengths, "    ") + "\n  exact:\n    split: out_of_sample\n")
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(COLUMNS.split(","))
+    for sid, notes in (("drawn", "aic source: db-dump/2026-04-27; config_id=1"),
+                       ("drawn", "aic source: source_file=/x/gap-analysis.csv"),
+                       ("exact", "aic source: db-dump/2026-04-27; config_id=1")):
+        w.writerow([sid, "h200", 1, 1, 0, "openai/gpt-oss-120b", "gpt-oss-120b", "mxfp4", "",
+                    "", 8192, 1024, 4, 40, 400.0, 7.0, notes])
+    (tmp_path / "rows.csv").write_text(buf.getvalue())
+    return tmp_path
+
+
+def test_matching_rows_run_at_the_mean_of_the_draw_and_keep_the_nominal(
+        tmp_path: Path) -> None:
+    folder = _folder(tmp_path, "lengths:\n  low_ratio: 0.8\n  rows: 'db-dump/'")
+    rows = load_published(folder).rows
+    drawn, other, exact = sorted(rows, key=lambda r: (r.source_id, r.line))
+    # [6553, 8192] and [819, 1024]: means 7372.5 and 921.5, rounded half up
+    assert (drawn.input_tokens, drawn.output_tokens, drawn.nominal) == (7373, 922, (8192, 1024))
+    assert "7373/922 (nominal 8192/1024)" in drawn.label()
+    assert all(o.input_tokens == 7373 and o.output_tokens == 922 for o in drawn.observations())
+    # a row the rule does not name, and a source without a rule, keep their lengths
+    assert (other.input_tokens, other.output_tokens, other.nominal) == (8192, 1024, None)
+    assert (exact.input_tokens, exact.output_tokens, exact.nominal) == (8192, 1024, None)
+
+
+@pytest.mark.parametrize(("lengths", "field"), [
+    ("lengths:\n  low_ratio: 1.5\n  rows: 'x'", "low_ratio"),
+    ("lengths:\n  low_ratio: true\n  rows: 'x'", "low_ratio"),
+    ("lengths:\n  low_ratio: 0.8", "rows"),
+    ("lengths:\n  low_ratio: 0.8\n  rows: '('", "rows"),
+    ("lengths: 0.8", "low_ratio"),
+])
+def test_a_bad_rule_ends_in_one_line_naming_the_field(tmp_path: Path, lengths: str,
+                                                      field: str) -> None:
+    folder = _folder(tmp_path, lengths)
+    with pytest.raises(InputError, match=rf"sources\.drawn\.lengths\.{field}") as err:
+        load_published(folder)
+    assert "\n" not in str(err.value)
+
+
+def test_the_shipped_rule_names_the_inferencex_rows_of_aiconfigurator() -> None:
+    """984 of aiconfigurator's 1,196 rows are InferenceX database records (sources.yaml
+    gives the evidence); its own gap-analysis rows and every other source stay nominal."""
+    folder = ROOT / "benchmarks" / "data" / "published"
+    rules = load_length_rules(folder)
+    assert set(rules) == {"aiconfigurator_silicon"}
+    rule = rules["aiconfigurator_silicon"]
+    with (folder / "aiconfigurator_silicon.csv").open(newline="") as f:
+        notes = [r["notes"] for r in csv.DictReader(f)]
+    assert len(notes) == 1196 and sum(map(rule.applies, notes)) == 984
+    assert (rule.mean(1024), rule.mean(8192)) == (922, 7373)
