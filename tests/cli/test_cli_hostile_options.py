@@ -7,21 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from simulator.cli import main
-from tests.conftest import small_scenario
+from tests.conftest import refused_in_one_line, small_scenario
 from tests.reliability_twin import write_yaml
 
 DEAD = "http://127.0.0.1:9"      # never reached: the options are refused first
-
-
-def _one_line(args: list[str], *needles: str) -> None:
-    r = CliRunner().invoke(main, args)
-    lines = r.output.strip().splitlines()
-    assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), r.output
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
 
 
 @pytest.fixture
@@ -41,7 +31,7 @@ def scenario(tmp_path: Path) -> Path:
         "route-with-one-endpoint", "route-and-router", "replicas-1024", "kv-offload-1e308"])
 def test_run_refuses_options_that_mean_nothing_here(scenario: Path, tmp_path: Path,
                                                     extra: list[str], needle: str) -> None:
-    _one_line(["run", str(scenario), "--out", str(tmp_path / "r"), "--quiet", *extra], needle)
+    refused_in_one_line(["run", str(scenario), "--out", str(tmp_path / "r"), "--quiet", *extra], needle)
     assert not (tmp_path / "r").exists()
 
 
@@ -50,14 +40,14 @@ def test_run_refuses_options_that_mean_nothing_here(scenario: Path, tmp_path: Pa
     ("fleet.replicas=1024", "1,024 replicas"),
 ])
 def test_validate_refuses_what_run_would(scenario: Path, sets: str, needle: str) -> None:
-    _one_line(["validate", str(scenario), "--set", sets], needle)
+    refused_in_one_line(["validate", str(scenario), "--set", sets], needle)
 
 
 def test_a_sweep_may_not_list_a_replica_count_twice(scenario: Path, tmp_path: Path) -> None:
-    _one_line(["sweep", str(scenario), "--sessions", "1", "--out", str(tmp_path / "r"),
+    refused_in_one_line(["sweep", str(scenario), "--sessions", "1", "--out", str(tmp_path / "r"),
                "--replicas", "1,1"], "listed twice")
 
 
 @pytest.mark.parametrize("gib", ["inf", "nan", "1e308", "-1"])
 def test_twin_serve_refuses_a_host_tier_that_is_not_a_finite_size(gib: str) -> None:
-    _one_line(["twin", "serve", "--port", "0", "--kv-offload-gib", gib], "--kv-offload-gib")
+    refused_in_one_line(["twin", "serve", "--port", "0", "--kv-offload-gib", gib], "--kv-offload-gib")
