@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from simulator.util.jsontypes import JSONObject, JSONValue
+from simulator.util.jsontypes import JSONObject, JSONValue, as_list, as_object
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -126,16 +126,6 @@ class CheckClient:
 def _now() -> float:
     """Monotonic seconds (the running loop's clock)."""
     return asyncio.get_running_loop().time()
-
-
-def as_object(value: object) -> JSONObject:
-    """`value` when it is a JSON object, else {}."""
-    return value if isinstance(value, dict) else {}
-
-
-def as_list(value: object) -> list[JSONValue]:
-    """`value` when it is a JSON array, else []."""
-    return value if isinstance(value, list) else []
 
 
 def listed_ids(data: JSONValue) -> list[JSONValue]:

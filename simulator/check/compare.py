@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from simulator.check.client import CheckClient, as_list, listed_ids
-from simulator.util.jsontypes import JSONObject
+from simulator.check.client import CheckClient, listed_ids
+from simulator.util.jsontypes import JSONObject, as_list
 
 _CODE = '''def merge_intervals(items: list[tuple[int, int]]) -> list[tuple[int, int]]:
     items = sorted(items)

@@ -16,7 +16,7 @@ import json
 import secrets
 from collections.abc import Mapping
 
-from simulator.check.client import Body, CheckClient, RawReply, as_list, as_object
+from simulator.check.client import Body, CheckClient, RawReply
 from simulator.check.metrics import MetricsSnapshot
 from simulator.check.prefix import check_metrics, long_prefix, scrape
 from simulator.check.probes import CAP, usage_problems
@@ -24,7 +24,7 @@ from simulator.check.report import CheckResult, Guard, One, failed, passed, warn
 from simulator.check.sse import parse_sse
 from simulator.endpoints.base import ErrorType, classify_status
 from simulator.endpoints.wire.openai_chat import PATH, STOP_REASONS
-from simulator.util.jsontypes import JSONObject
+from simulator.util.jsontypes import JSONObject, as_list, as_object
 
 FINISH_REASONS = frozenset(STOP_REASONS)
 TOOL_CAP = 48  # tokens: room for one tool call

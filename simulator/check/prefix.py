@@ -15,11 +15,11 @@ from collections.abc import Mapping
 
 import aiohttp
 
-from simulator.check.client import Body, CheckClient, as_object
+from simulator.check.client import Body, CheckClient
 from simulator.check.metrics import MetricsSnapshot, delta, parse_metrics
 from simulator.check.report import CheckResult, failed, passed, warned
 from simulator.check.roundtrip import prompt_tokens
-from simulator.util.jsontypes import JSONObject
+from simulator.util.jsontypes import JSONObject, as_object
 
 _WORDS = ("buffer", "cache", "token", "request", "server", "client", "prefix", "block",
           "engine", "stream", "session", "compaction", "context", "tool", "result",

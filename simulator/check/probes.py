@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from simulator.check.client import Body, CheckClient, RawReply, as_list, as_object
+from simulator.check.client import Body, CheckClient, RawReply
 from simulator.check.report import CheckResult, failed, passed, warned
 from simulator.check.sse import check_stream, parse_sse
-from simulator.util.jsontypes import JSONObject
+from simulator.util.jsontypes import JSONObject, as_list, as_object
 from simulator.util.numbers import to_int
 
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "stop_sequence", "tool_use",

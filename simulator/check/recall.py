@@ -22,14 +22,14 @@ from typing import TypedDict, Unpack
 
 import aiohttp
 
-from simulator.check.client import CheckClient, RawReply, as_list, as_object
+from simulator.check.client import CheckClient, RawReply
 from simulator.check.compare import served_model
 from simulator.check.needle import BEYOND, ERROR, HIT, MISS, Outcome, build_case, recalled
 from simulator.check.openai_checks import context_window
 from simulator.endpoints.base import ErrorType, classify_status
 from simulator.errors import RunError
 from simulator.twin.serve.server import TWIN_FIELD
-from simulator.util.jsontypes import JSONObject, JSONValue
+from simulator.util.jsontypes import JSONObject, JSONValue, as_list, as_object
 
 MAX_TOKENS = 48     # a small model often restates the question before the value
 

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from simulator.check.client import Body, CheckClient, as_object
+from simulator.check.client import Body, CheckClient
 from simulator.check.probes import message_problems
 from simulator.check.report import CheckResult, failed, passed, warned
-from simulator.util.jsontypes import JSONValue
+from simulator.util.jsontypes import JSONValue, as_object
 
 READ_TOOL = {
     "name": "read_file",

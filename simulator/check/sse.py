@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from simulator.endpoints.wire.sse import SSEParser, parse_block
-from simulator.util.jsontypes import JSONObject, JSONValue
+from simulator.util.jsontypes import JSONObject, JSONValue, as_object
 
 KNOWN_EVENTS = frozenset({"message_start", "content_block_start", "content_block_delta",
                           "content_block_stop", "message_delta", "message_stop", "ping",
@@ -146,7 +146,7 @@ class _Grammar:
         if data.get("index") != self.open_index:
             self.s.errors.append(f"delta for index {data.get('index')}, open block is "
                                  f"{self.open_index}")
-        delta = _obj(data.get("delta"))
+        delta = as_object(data.get("delta"))
         dtype = delta.get("type")
         allowed = DELTA_FOR_BLOCK.get(self.s.block_types[-1] if self.s.block_types else "")
         if allowed is not None and dtype not in allowed:
@@ -165,7 +165,7 @@ class _Grammar:
     def _on_message_delta(self, data: dict[str, object]) -> None:
         if self._expect("message_delta", "message", "delta"):
             self.state = "delta"
-        delta = _obj(data.get("delta"))
+        delta = as_object(data.get("delta"))
         self.s.stop_reason = delta.get("stop_reason") or self.s.stop_reason
         usage = data.get("usage")
         if isinstance(usage, dict):
@@ -174,10 +174,6 @@ class _Grammar:
     def _on_message_stop(self, data: dict[str, object]) -> None:
         if self._expect("message_stop", "delta"):
             self.state = "done"
-
-
-def _obj(value: object) -> JSONObject:
-    return value if isinstance(value, dict) else {}
 
 
 def check_stream(events: list[SseEvent], tail: bytes = b"") -> StreamSummary:

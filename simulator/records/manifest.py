@@ -30,6 +30,7 @@ from simulator.errors import InputError
 from simulator.scenario.model import GoodputSpec, LoadShape
 from simulator.scenario.replay import ReplaySpec
 from simulator.util.bounded import json_file
+from simulator.util.jsontypes import as_object
 
 MANIFEST = "manifest.json"
 MAX_MANIFEST = 16 * 2**20   # a manifest is a few kB; past this it is no manifest
@@ -315,15 +316,11 @@ def _text(v: object) -> str | None:
         else str(v)
 
 
-def _part(v: object) -> JsonObject:
-    return v if isinstance(v, dict) else {}
-
-
 def _endpoint(raw: JsonObject) -> EndpointFacts:
     """The typed parts of an endpoint's description (free-form: whatever an endpoint
     states; a part that is not what it should be is left out, as readers did)."""
-    profile = _part(raw.get("profile"))
-    hw, model = _part(profile.get("hardware")), _part(profile.get("model"))
+    profile = as_object(raw.get("profile"))
+    hw, model = as_object(profile.get("hardware")), as_object(profile.get("model"))
     return EndpointFacts(
         raw=raw, kind=_text(raw.get("kind")), url=_text(raw.get("url")),
         hardware=_text(raw.get("hardware")), model=_text(raw.get("model")),

@@ -10,3 +10,13 @@ from typing import TypeAlias
 JSONScalar: TypeAlias = str | int | float | bool | None
 JSONValue: TypeAlias = JSONScalar | list["JSONValue"] | dict[str, "JSONValue"]
 JSONObject: TypeAlias = dict[str, JSONValue]
+
+
+def as_object(value: object) -> JSONObject:
+    """`value` when it is a JSON object, else {} (a wrong shape reads as absent)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: object) -> list[JSONValue]:
+    """`value` when it is a JSON array, else []."""
+    return value if isinstance(value, list) else []

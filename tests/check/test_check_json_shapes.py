@@ -3,9 +3,9 @@ check's readers take `JSONValue` and narrow it (issue 60's typed JSON)."""
 
 from __future__ import annotations
 
-from simulator.check.client import RawReply, as_list, as_object, listed_ids
+from simulator.check.client import RawReply, listed_ids
 from simulator.check.openai_checks import finish_reasons, tool_calls_of
-from simulator.util.jsontypes import JSONObject
+from simulator.util.jsontypes import JSONObject, as_list, as_object
 
 
 def test_wrong_shapes_read_as_absent() -> None:
