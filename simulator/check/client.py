@@ -73,6 +73,9 @@ async def _read_bounded(content: aiohttp.StreamReader) -> bytes:
     return b"".join(parts)
 
 
+SPENT = "not run: the check's --timeout was spent"
+
+
 class CheckClient:
     """POSTs/GETs against one base URL with Anthropic headers; one session per check run."""
 
@@ -88,6 +91,10 @@ class CheckClient:
         if api_key:
             self.headers["x-api-key"] = api_key
             self.headers["authorization"] = f"Bearer {api_key}"
+
+    def spent(self) -> bool:
+        """Is the whole check's --timeout spent (nothing more may run)?"""
+        return self.deadline is not None and _now() >= self.deadline
 
     async def post(self, path: str, body: object) -> RawReply:
         """POST JSON (`body` may be bytes to send something malformed on purpose)."""
@@ -105,7 +112,7 @@ class CheckClient:
             loop_time = _now()
             left = None if self.deadline is None else self.deadline - loop_time
             if left is not None and left <= 0:
-                raise TimeoutError("not run: the check's --timeout was spent")
+                raise TimeoutError(SPENT)
             try:
                 async with asyncio.timeout(left), self.session.request(
                         method, self.base_url + path, data=data,

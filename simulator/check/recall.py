@@ -22,7 +22,7 @@ from typing import TypedDict, Unpack
 
 import aiohttp
 
-from simulator.check.client import CheckClient, RawReply
+from simulator.check.client import SPENT, CheckClient, RawReply
 from simulator.check.compare import served_model
 from simulator.check.needle import BEYOND, ERROR, HIT, MISS, Outcome, build_case, recalled
 from simulator.check.openai_checks import context_window
@@ -81,10 +81,8 @@ async def _is_twin(c: CheckClient) -> bool:
 
 async def _one(c: CheckClient, model: str, length: int, depth: float, repeat: int,
                seed: int, window: int | None) -> Outcome:
-    if c.deadline is not None and asyncio.get_running_loop().time() >= c.deadline:
-        # not even the prompt: on a busy box building the rest took longer than --timeout
-        return Outcome(length, depth, ERROR,
-                       detail="TimeoutError: not run: the check's --timeout was spent")
+    if c.spent():   # not even the prompt: on a busy box building them outlasted --timeout
+        return Outcome(length, depth, ERROR, detail=f"TimeoutError: {SPENT}")
     case = build_case(length, depth, repeat, seed)
     if window is not None and case.tokens_est > window:
         return Outcome(length, depth, BEYOND, detail=f"~{case.tokens_est} tokens > the "
