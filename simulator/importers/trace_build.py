@@ -199,7 +199,7 @@ def session_calls(s: TraceSession, spans: SpanTable, spawn_at: dict[int, list[in
     p = s.prefix_tokens
     msg = s.message_tokens
     for k, r in enumerate(s.requests):
-        call: JSONObject = {}
+        compaction: JSONObject | None = None
         task_id = f"toolu_{s.name}_{k - 1}" if (k - 1) in spawn_at else None
         if prev is not None:
             # The previous reply: its size is settled now that this request's is known.
@@ -218,7 +218,6 @@ def session_calls(s: TraceSession, spans: SpanTable, spawn_at: dict[int, list[in
             if not drop:
                 u = max(1, delta - overhead - a)
                 user = [_user_block(spans, u, task_id)]
-                call["user"] = list[JSONValue](user)
             else:
                 m, total = 0, p
                 for i, (_, n) in enumerate(history):
@@ -232,11 +231,10 @@ def session_calls(s: TraceSession, spans: SpanTable, spawn_at: dict[int, list[in
                 own = min(NEW_TURN_TOKENS, max(1, rest // 2))
                 body = max(1, rest - own - 2 * _BLK)
                 user = [_user_block(spans, own, task_id), _text(spans, body, summary=True)]
-                call["user"] = list[JSONValue](user)
                 kind = drop_kind(m > 0, delta < 0)
                 drops[kind] = drops.get(kind, 0) + 1
-                call["compaction"] = {"trigger": "auto", "pre_tokens": prev.in_tokens, "at": 0,
-                                      "keep_messages": m, "inferred": kind}
+                compaction = {"trigger": "auto", "pre_tokens": prev.in_tokens, "at": 0,
+                              "keep_messages": m, "inferred": kind}
                 history = history[:m]
         elif r.block_ids is not None:
             n = max(1, r.in_tokens - p - msg - _BLK)
@@ -245,8 +243,9 @@ def session_calls(s: TraceSession, spans: SpanTable, spawn_at: dict[int, list[in
                      "spans": spans.blocks(r.block_ids[skip:], s.block_size, n)}]
         else:
             user = [_text(spans, r.in_tokens - p - msg - _BLK)]
-        if prev is None:
-            call["user"] = list[JSONValue](user)
+        call: JSONObject = {"user": list[JSONValue](user)}
+        if compaction is not None:
+            call["compaction"] = compaction
         history.append(("user", _msg_tokens(user, msg)))
         wait, wait_kind = _wait(r, prev)
         call.update(stop_reason=r.stop or None, wait_s=round(wait, 3), wait_kind=wait_kind,
