@@ -101,7 +101,7 @@ class SizeRequest:
         if self.node is not None and (self.ramp is not None or self.tiers or team_search
                                       or self.kv_offload_gibs is not None):
             raise InputError(NODE_ALONE)
-        parse_duration_s(self.lead_in, "--lead-in")
+        self.lead_s()
         if self.ramp is not None:
             self.hold_s()
             self.steps()
@@ -126,6 +126,10 @@ class SizeRequest:
         if self.team is not None and self.router is not None:
             return "fleet"
         return "card"
+
+    def lead_s(self) -> float:
+        """A team day's interval lead-in, s."""
+        return parse_duration_s(self.lead_in, "--lead-in")
 
     def hold_s(self) -> tuple[float, float]:
         """A ramp step's window and the longest a step may take to reach it, s."""

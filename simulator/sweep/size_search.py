@@ -64,11 +64,10 @@ def prepare(request: SizeRequest) -> Prepared:
     if team_day and (r.ramp is not None or r.tiers or r.team is not None
                      or r.kv_offload_gibs is not None):
         raise InputError(TEAM_DAY_ALONE)
-    lead_s = parse_duration_s(r.lead_in, "--lead-in")
     if r.interval is not None and not team_day:
         raise InputError(NOT_A_TEAM_DAY)
     interval_s = parse_duration_s(r.interval, "--interval") if r.interval is not None else None
-    return Prepared(r, base, team_day, interval_s, lead_s)
+    return Prepared(r, base, team_day, interval_s, r.lead_s())
 
 
 def search(request: SizeRequest | Prepared, *, fanout: Fanout | None = None,
