@@ -159,7 +159,10 @@ def _sources(folder: Path) -> tuple[Path, dict[Any, Any]]:
 
 def load_splits(folder: Path) -> dict[str, Split]:
     """source_id → its side of the split, from sources.yaml."""
-    path, sources = _sources(folder)
+    return _splits(*_sources(folder))
+
+
+def _splits(path: Path, sources: dict[Any, Any]) -> dict[str, Split]:
     out: dict[str, Split] = {}
     for sid, desc in sources.items():
         split = desc.get("split") if isinstance(desc, dict) else None
@@ -173,7 +176,10 @@ def load_splits(folder: Path) -> dict[str, Split]:
 def load_length_rules(folder: Path) -> dict[str, LengthRule]:
     """source_id → its `lengths` rule (`low_ratio`, `rows`: a regex on a row's notes), for
     the sources whose sources.yaml entry has one."""
-    path, sources = _sources(folder)
+    return _length_rules(*_sources(folder))
+
+
+def _length_rules(path: Path, sources: dict[Any, Any]) -> dict[str, LengthRule]:
     out: dict[str, LengthRule] = {}
     for sid, desc in sources.items():
         spec = desc.get("lengths") if isinstance(desc, dict) else None
@@ -278,8 +284,8 @@ class Published:
 def load_published(folder: str | Path) -> Published:
     """Every row of the folder's CSVs the twin can repeat, and counts of the rest."""
     base = Path(folder)
-    splits = load_splits(base)
-    rules = load_length_rules(base)
+    sources = _sources(base)            # read once: the split and the length rules
+    splits, rules = _splits(*sources), _length_rules(*sources)
     rows: list[PublishedRow] = []
     skipped: dict[str, int] = {}
     for path in sorted(base.glob("*.csv")):
