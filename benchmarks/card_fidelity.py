@@ -213,7 +213,7 @@ def card_section(card: str, after: Sequence[Scored], before: Sequence[Scored] | 
                                           s.row.tp, s.row.input_tokens, s.row.output_tokens,
                                           s.row.concurrency or 0)):
         r = s.row
-        load = f"C={r.concurrency}" if r.concurrency else (
+        load = f"C={r.concurrency}, {r.num_prompts} req" if r.concurrency else (
             f"{r.request_rate:g}/s" if r.request_rate else "all at once")
         out.append(f"| {'in' if r.split == 'in_sample' else 'out'} | {r.source_id} | "
                    f"{r.twin_model}:{r.quantization} | {r.tp} | {r.lengths()} | "

@@ -12,7 +12,9 @@ format the model profile lacks, data or expert parallelism (the twin runs one en
 `tp` cards), a card with no profile. The split (in or out of sample) is a whole source's,
 stated in sources.yaml before any fit. A source whose client drew its lengths in a range says
 so in sources.yaml (`lengths`): its matching rows are run at the draw's mean, the CSV keeping
-the nominal lengths (`LengthRule`).
+the nominal lengths (`LengthRule`). A source whose client is known to send a number of requests
+per unit of concurrency that the CSV does not state says so too (`prompts`): its matching
+closed-loop rows are run with that many requests (`PromptRule`), not the default few waves.
 """
 
 from __future__ import annotations
@@ -72,6 +74,19 @@ class LengthRule:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptRule:
+    """A source's client sends `per_concurrency` × C requests in a closed loop of C (InferenceX:
+    `--num-prompts CONC*10`), which its CSV does not state: the rows whose notes match `rows`
+    are repeated with that count, since the first lock-step wave weighs 1/waves of a run."""
+
+    per_concurrency: int
+    rows: re.Pattern[str]
+
+    def applies(self, notes: str) -> bool:
+        return self.rows.search(notes) is not None
+
+
+@dataclass(frozen=True, slots=True)
 class PublishedRow:
     """One published run, as the twin will repeat it."""
 
@@ -95,6 +110,7 @@ class PublishedRow:
     figures: dict[BenchMetric, float] = field(default_factory=dict)   # s or tok/s
     line: int = 0
     nominal: tuple[int, int] | None = None   # the CSV's lengths where a LengthRule moved them
+    prompts_rule: bool = False   # num_prompts set by the source's PromptRule, not the default
 
     @property
     def family(self) -> str:
@@ -173,6 +189,36 @@ def _splits(path: Path, sources: dict[Any, Any]) -> dict[str, Split]:
     return out
 
 
+def load_prompt_rules(folder: Path) -> dict[str, PromptRule]:
+    """source_id → its `prompts` rule (`per_concurrency`, `rows`: a regex on a row's notes),
+    for the sources whose sources.yaml entry has one."""
+    return _prompt_rules(*_sources(folder))
+
+
+def _prompt_rules(path: Path, sources: dict[Any, Any]) -> dict[str, PromptRule]:
+    out: dict[str, PromptRule] = {}
+    for sid, desc in sources.items():
+        spec = desc.get("prompts") if isinstance(desc, dict) else None
+        if spec is None:
+            continue
+        where = f"{path}: sources.{sid}.prompts"
+        per, rows = (spec.get("per_concurrency"), spec.get("rows")) if isinstance(spec, dict) \
+            else (None, None)
+        if isinstance(per, bool) or not isinstance(per, int) or not 1 <= per <= 1000:
+            raise InputError(f"{where}.per_concurrency: a whole number in 1..1000, not {per!r}")
+        out[str(sid)] = PromptRule(per, _pattern(rows, f"{where}.rows"))
+    return out
+
+
+def _pattern(rows: object, where: str) -> re.Pattern[str]:
+    if not isinstance(rows, str) or not rows:
+        raise InputError(f"{where}: a regular expression on a row's notes")
+    try:
+        return re.compile(rows)
+    except re.error as exc:
+        raise InputError(f"{where}: not a regular expression ({exc})") from None
+
+
 def load_length_rules(folder: Path) -> dict[str, LengthRule]:
     """source_id → its `lengths` rule (`low_ratio`, `rows`: a regex on a row's notes), for
     the sources whose sources.yaml entry has one."""
@@ -191,12 +237,7 @@ def _length_rules(path: Path, sources: dict[Any, Any]) -> dict[str, LengthRule]:
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) \
                 or not 0 < ratio <= 1:
             raise InputError(f"{where}.low_ratio: a number in (0, 1], not {ratio!r}")
-        if not isinstance(rows, str) or not rows:
-            raise InputError(f"{where}.rows: a regular expression on a row's notes")
-        try:
-            out[str(sid)] = LengthRule(float(ratio), re.compile(rows))
-        except re.error as exc:
-            raise InputError(f"{where}.rows: not a regular expression ({exc})") from None
+        out[str(sid)] = LengthRule(float(ratio), _pattern(rows, f"{where}.rows"))
     return out
 
 
@@ -227,9 +268,10 @@ def _float(row: Mapping[str, str], key: str, where: str) -> float | None:
 
 
 def parse_row(row: Mapping[str, str], split: Split, where: str,
-              line: int, lengths: LengthRule | None = None) -> PublishedRow | str:
-    """The row as the twin repeats it, or why it cannot (a one-line reason); `lengths`:
-    its source's rule for drawn lengths."""
+              line: int, lengths: LengthRule | None = None,
+              prompts: PromptRule | None = None) -> PublishedRow | str:
+    """The row as the twin repeats it, or why it cannot (a one-line reason); `lengths` and
+    `prompts`: its source's rules for drawn lengths and for the unstated request count."""
     card, twin = (row.get("card") or "").strip(), (row.get("twin_model") or "").strip()
     if card not in known_names("hardware"):
         return f"no hardware profile {card!r}"
@@ -255,7 +297,11 @@ def parse_row(row: Mapping[str, str], split: Split, where: str,
     conc = _int(row, "concurrency", where) or None
     rate = _float(row, "request_rate", where)
     stated = _int(row, "num_prompts", where)
-    n = stated or max(MIN_PROMPTS, WAVES * (conc or 1))
+    per = (prompts.per_concurrency if prompts is not None and stated is None
+           and prompts.applies(row.get("notes") or "") else None)
+    by_rule = per is not None and conc is not None
+    n = stated or (per * conc if per is not None and conc is not None
+                   else max(MIN_PROMPTS, WAVES * (conc or 1)))
     figures: dict[BenchMetric, float] = {}
     for col, metric in COLUMNS.items():
         v = _float(row, col, where)
@@ -272,7 +318,7 @@ def parse_row(row: Mapping[str, str], split: Split, where: str,
         num_prompts_stated=stated is not None,
         max_num_seqs=_int(row, "max_num_seqs", where) or None,
         max_num_batched_tokens=_int(row, "max_num_batched_tokens", where) or None,
-        figures=figures, line=line, nominal=nominal)
+        figures=figures, line=line, nominal=nominal, prompts_rule=by_rule)
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +332,7 @@ def load_published(folder: str | Path) -> Published:
     base = Path(folder)
     sources = _sources(base)            # read once: the split and the length rules
     splits, rules = _splits(*sources), _length_rules(*sources)
+    prompt_rules = _prompt_rules(*sources)
     rows: list[PublishedRow] = []
     skipped: dict[str, int] = {}
     for path in sorted(base.glob("*.csv")):
@@ -299,7 +346,7 @@ def load_published(folder: str | Path) -> Published:
             where = f"{path.name}:{i}"
             if sid not in splits:
                 raise InputError(f"{where}: source_id {sid!r} is not in sources.yaml")
-            got = parse_row(rec, splits[sid], where, i, rules.get(sid))
+            got = parse_row(rec, splits[sid], where, i, rules.get(sid), prompt_rules.get(sid))
             if isinstance(got, str):
                 skipped[got] = skipped.get(got, 0) + 1
             else:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from simulator.errors import InputError
-from simulator.twin.model.published import load_length_rules, load_published
+from simulator.twin.model.published import load_length_rules, load_prompt_rules, load_published
 
 ROOT = Path(__file__).resolve().parents[3]
 COLUMNS = ("source_id,card,gpus,tp,ep,model,twin_model,weight_format,kv_dtype,vllm_version,"
@@ -75,3 +75,59 @@ def test_the_shipped_rule_names_the_inferencex_rows_of_aiconfigurator() -> None:
         notes = [r["notes"] for r in csv.DictReader(f)]
     assert len(notes) == 1196 and sum(map(rule.applies, notes)) == 984
     assert (rule.mean(1024), rule.mean(8192)) == (922, 7373)
+
+
+def _prompt_folder(tmp_path: Path, rule: str) -> Path:
+    """Three closed-loop rows at C = 8: one the rule names with no count stated, one it
+    names with a count stated, one it does not name."""
+    (tmp_path / "sources.yaml").write_text(
+        "sources:\n  drawn:\n    split: in_sample\n" + textwrap.indent(rule, "    ") + "\n")
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(COLUMNS.split(","))
+    for stated, notes in (("", "db-dump/1"), ("40", "db-dump/2"), ("", "gap-analysis")):
+        w.writerow(["drawn", "h200", 1, 1, 0, "openai/gpt-oss-120b", "gpt-oss-120b", "mxfp4",
+                    "", "", 1024, 1024, 8, stated, 400.0, 7.0, notes])
+    (tmp_path / "rows.csv").write_text(buf.getvalue())
+    return tmp_path
+
+
+def test_a_prompt_rule_sets_the_unstated_request_count_of_the_rows_it_names(
+        tmp_path: Path) -> None:
+    folder = _prompt_folder(tmp_path, "prompts:\n  per_concurrency: 10\n  rows: 'db-dump/'")
+    named, stated, other = sorted(load_published(folder).rows, key=lambda r: r.line)
+    assert (named.num_prompts, named.prompts_rule) == (80, True)
+    assert all(o.num_prompts == 80 for o in named.observations())
+    # a stated count wins; a row the rule does not name keeps the default 4 waves of C
+    assert (stated.num_prompts, stated.prompts_rule) == (40, False)
+    assert (other.num_prompts, other.prompts_rule) == (32, False)
+
+
+@pytest.mark.parametrize(("rule", "field"), [
+    ("prompts:\n  per_concurrency: 0\n  rows: 'x'", "per_concurrency"),
+    ("prompts:\n  per_concurrency: 2.5\n  rows: 'x'", "per_concurrency"),
+    ("prompts:\n  per_concurrency: true\n  rows: 'x'", "per_concurrency"),
+    ("prompts:\n  per_concurrency: 10", "rows"),
+    ("prompts:\n  per_concurrency: 10\n  rows: '['", "rows"),
+    ("prompts: 10", "per_concurrency"),
+])
+def test_a_bad_prompt_rule_ends_in_one_line_naming_the_field(tmp_path: Path, rule: str,
+                                                             field: str) -> None:
+    folder = _prompt_folder(tmp_path, rule)
+    with pytest.raises(InputError, match=rf"sources\.drawn\.prompts\.{field}") as err:
+        load_published(folder)
+    assert "\n" not in str(err.value)
+
+
+def test_the_shipped_prompt_rule_names_the_same_inferencex_rows() -> None:
+    """InferenceX runs --num-prompts CONC x 10: the rows whose lengths it drew are the rows
+    whose request count it set."""
+    folder = ROOT / "benchmarks" / "data" / "published"
+    prompts, lengths = load_prompt_rules(folder), load_length_rules(folder)
+    assert set(prompts) == {"aiconfigurator_silicon"}
+    rule = prompts["aiconfigurator_silicon"]
+    assert rule.per_concurrency == 10
+    with (folder / "aiconfigurator_silicon.csv").open(newline="") as f:
+        notes = [r["notes"] for r in csv.DictReader(f)]
+    assert [rule.applies(n) for n in notes] == \
+        [lengths["aiconfigurator_silicon"].applies(n) for n in notes]
