@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 
@@ -42,6 +42,7 @@ from simulator.util.bounded import text_file
 
 MAX_CSV_BYTES = 16 << 20
 Split = Literal["in_sample", "out_of_sample"]
+_Rule = TypeVar("_Rule")
 # CSV column (ms or tok/s) → the bench metric it measures
 COLUMNS: dict[str, BenchMetric] = {
     "ttft_mean_ms": "ttft_mean", "ttft_p50_ms": "ttft_p50", "tpot_mean_ms": "tpot_mean",
@@ -192,22 +193,40 @@ def _splits(path: Path, sources: dict[Any, Any]) -> dict[str, Split]:
 def load_prompt_rules(folder: Path) -> dict[str, PromptRule]:
     """source_id → its `prompts` rule (`per_concurrency`, `rows`: a regex on a row's notes),
     for the sources whose sources.yaml entry has one."""
-    return _prompt_rules(*_sources(folder))
+    return _rules(*_sources(folder), "prompts", _prompt_rule)
 
 
-def _prompt_rules(path: Path, sources: dict[Any, Any]) -> dict[str, PromptRule]:
-    out: dict[str, PromptRule] = {}
+def load_length_rules(folder: Path) -> dict[str, LengthRule]:
+    """source_id → its `lengths` rule (`low_ratio`, `rows`: a regex on a row's notes), for
+    the sources whose sources.yaml entry has one."""
+    return _rules(*_sources(folder), "lengths", _length_rule)
+
+
+def _rules(path: Path, sources: dict[Any, Any], key: str,
+           build: Callable[[Mapping[str, object], str], _Rule]) -> dict[str, _Rule]:
+    """source_id → its rule under `key`, for the sources that state one (`build` names the
+    field it refuses, under `sources.<id>.<key>`)."""
+    out: dict[str, _Rule] = {}
     for sid, desc in sources.items():
-        spec = desc.get("prompts") if isinstance(desc, dict) else None
-        if spec is None:
-            continue
-        where = f"{path}: sources.{sid}.prompts"
-        per, rows = (spec.get("per_concurrency"), spec.get("rows")) if isinstance(spec, dict) \
-            else (None, None)
-        if isinstance(per, bool) or not isinstance(per, int) or not 1 <= per <= 1000:
-            raise InputError(f"{where}.per_concurrency: a whole number in 1..1000, not {per!r}")
-        out[str(sid)] = PromptRule(per, _pattern(rows, f"{where}.rows"))
+        spec = desc.get(key) if isinstance(desc, dict) else None
+        if spec is not None:
+            out[str(sid)] = build(spec if isinstance(spec, dict) else {},
+                                  f"{path}: sources.{sid}.{key}")
     return out
+
+
+def _prompt_rule(spec: Mapping[str, object], where: str) -> PromptRule:
+    per = spec.get("per_concurrency")
+    if isinstance(per, bool) or not isinstance(per, int) or not 1 <= per <= 1000:
+        raise InputError(f"{where}.per_concurrency: a whole number in 1..1000, not {per!r}")
+    return PromptRule(per, _pattern(spec.get("rows"), f"{where}.rows"))
+
+
+def _length_rule(spec: Mapping[str, object], where: str) -> LengthRule:
+    ratio = spec.get("low_ratio")
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise InputError(f"{where}.low_ratio: a number in (0, 1], not {ratio!r}")
+    return LengthRule(float(ratio), _pattern(spec.get("rows"), f"{where}.rows"))
 
 
 def _pattern(rows: object, where: str) -> re.Pattern[str]:
@@ -217,28 +236,6 @@ def _pattern(rows: object, where: str) -> re.Pattern[str]:
         return re.compile(rows)
     except re.error as exc:
         raise InputError(f"{where}: not a regular expression ({exc})") from None
-
-
-def load_length_rules(folder: Path) -> dict[str, LengthRule]:
-    """source_id → its `lengths` rule (`low_ratio`, `rows`: a regex on a row's notes), for
-    the sources whose sources.yaml entry has one."""
-    return _length_rules(*_sources(folder))
-
-
-def _length_rules(path: Path, sources: dict[Any, Any]) -> dict[str, LengthRule]:
-    out: dict[str, LengthRule] = {}
-    for sid, desc in sources.items():
-        spec = desc.get("lengths") if isinstance(desc, dict) else None
-        if spec is None:
-            continue
-        where = f"{path}: sources.{sid}.lengths"
-        ratio, rows = (spec.get("low_ratio"), spec.get("rows")) if isinstance(spec, dict) \
-            else (None, None)
-        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) \
-                or not 0 < ratio <= 1:
-            raise InputError(f"{where}.low_ratio: a number in (0, 1], not {ratio!r}")
-        out[str(sid)] = LengthRule(float(ratio), _pattern(rows, f"{where}.rows"))
-    return out
 
 
 def _int(row: Mapping[str, str], key: str, where: str) -> int | None:
@@ -331,8 +328,9 @@ def load_published(folder: str | Path) -> Published:
     """Every row of the folder's CSVs the twin can repeat, and counts of the rest."""
     base = Path(folder)
     sources = _sources(base)            # read once: the split and the length rules
-    splits, rules = _splits(*sources), _length_rules(*sources)
-    prompt_rules = _prompt_rules(*sources)
+    splits = _splits(*sources)
+    rules = _rules(*sources, "lengths", _length_rule)
+    prompt_rules = _rules(*sources, "prompts", _prompt_rule)
     rows: list[PublishedRow] = []
     skipped: dict[str, int] = {}
     for path in sorted(base.glob("*.csv")):
