@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import NotRequired, TypedDict, cast
+from typing import TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -208,24 +208,6 @@ class StepFigures(SummaryRecord, total=False):
     tier_goodput_share: list[float | None]
 
 
-class StepDict(TypedDict):
-    """A held step as the `ramp` fact keeps it (`StepVerdict.to_dict`, then how long
-    the step was held)."""
-
-    index: int
-    sessions: int
-    phase: str
-    started_s: float
-    window_start_s: float | None
-    window_end_s: float | None
-    steady: bool
-    reason: str | None
-    passed: list[bool]
-    failed: list[list[str]]
-    figures: StepFigures
-    held_s: NotRequired[float | None]
-
-
 class TierAnswer(TypedDict):
     """One tier's answer of a ramp: the count, its binding constraint, its margin."""
 
@@ -252,13 +234,19 @@ class RampFact(TypedDict):
 
     plan: RampPlanFact
     goodput_slo: dict[str, float] | None
-    steps: list[StepDict]
+    steps: list[dict[str, object]]       # `StepVerdict.to_dict` and `held_s` (`held_steps`)
     tiers: list[TierAnswer]
 
 
 def read_ramp(ramp: Mapping[str, object]) -> RampFact:
     """summary.json's `ramp` fact (or `ramp_summary`'s) as a typed record."""
     return cast(RampFact, ramp)
+
+
+def held_steps(ramp: RampFact) -> list[tuple[StepVerdict, float | None]]:
+    """The fact's held steps, each read back as its verdict and how long it was held
+    (None: the last, when the run's end was unknown)."""
+    return [(verdict_from_dict(d), _number(d.get("held_s"))) for d in ramp.get("steps") or []]
 
 
 @dataclass(frozen=True)
@@ -278,7 +266,9 @@ class StepVerdict:
     failed: tuple[tuple[str, ...], ...]
     figures: StepFigures = field(default_factory=lambda: StepFigures())
 
-    def to_dict(self) -> StepDict:
+    def to_dict(self) -> dict[str, object]:
+        """The step as `events.jsonl` and the `ramp` fact keep it (`verdict_from_dict`
+        reads it back)."""
         return {"index": self.index, "sessions": self.sessions, "phase": self.phase,
                 "started_s": self.started_s, "window_start_s": self.window_start_s,
                 "window_end_s": self.window_end_s, "steady": self.steady,
@@ -383,8 +373,14 @@ def _tier_figures(tier: Tier, figures: StepFigures, w: Window | None, sessions: 
                                                   (w.start_s, w.end_s), sessions)}, StepFigures)
 
 
+_STEP_KEYS = ("index", "sessions", "phase", "started_s", "steady")
+
+
 def verdict_from_dict(d: Mapping[str, object]) -> StepVerdict:
-    """A step as `events.jsonl` keeps it (a resumed ramp continues after it)."""
+    """A step as `events.jsonl` and the `ramp` fact keep it (a resumed ramp continues
+    after it; a report reads it back)."""
+    if missing := [k for k in _STEP_KEYS if k not in d]:
+        raise InputError(f"a ramp step without {', '.join(missing)}: not one this tool wrote")
     reason, figures = d.get("reason"), d.get("figures")
     return StepVerdict(to_int(d["index"]), to_int(d["sessions"]), str(d["phase"]),
                        to_float(d["started_s"]), _number(d.get("window_start_s")),
@@ -476,7 +472,7 @@ def ramp_summary(turns: pd.DataFrame, events: Sequence[Mapping[str, object]], pl
     return dict(fact)      # the fact as summary.json holds it (`read_ramp` reads it)
 
 
-def _held(step: StepDict, held_s: float | None) -> StepDict:
+def _held(step: dict[str, object], held_s: float | None) -> dict[str, object]:
     """The step with how long it was held (None: the last, when the run's end is unknown)."""
     step["held_s"] = held_s
     return step

@@ -14,7 +14,7 @@ from simulator.analysis.cache_bound import cache_bound_warning
 from simulator.analysis.goodput import goodput_label
 from simulator.analysis.metric_keys import MetricKey, SummaryRecord, fact, figure
 from simulator.analysis.point_row import PointRow
-from simulator.analysis.ramp import read_ramp
+from simulator.analysis.ramp import held_steps, read_ramp
 from simulator.analysis.recall import recall_table_row
 from simulator.analysis.run_summary import Summary, record_of
 from simulator.analysis.sizing import SizingResult
@@ -258,27 +258,26 @@ def format_ramp(fact: Mapping[str, object], simulated: bool) -> str:
     figures and, per tier, pass or FAIL), then the answer per tier with its binding
     constraint and margin."""
     ramp = read_ramp(fact)
-    steps, tiers = ramp.get("steps") or [], ramp.get("tiers") or []
+    steps, tiers = held_steps(ramp), ramp.get("tiers") or []
     plan = ramp.get("plan") or {}
     head = ["step", "sessions", "phase", "held s", "window s", "achieved", "steady",
             "per-session tok/s", "TTFT p95 s", goodput_label(ramp.get("goodput_slo")),
             *[t["name"] for t in tiers]]
     table = [head]
-    for st in steps:
-        f = st.get("figures") or {}
-        table.append([str(st["index"]), str(st["sessions"]), st["phase"],
-                      number(st.get("held_s"), "{:,.0f}"),
+    for st, held in steps:
+        f = st.figures
+        table.append([str(st.index), str(st.sessions), st.phase, number(held, "{:,.0f}"),
                       number(figure(f, "window_s"), "{:,.0f}"),
-                      number(figure(f, "achieved_sessions")), flag(st.get("steady")),
+                      number(figure(f, "achieved_sessions")), flag(st.steady),
                       cell("window_per_session_tok_s", figure(f, "window_per_session_tok_s")),
                       cell("window_ttft_p95_s", figure(f, "window_ttft_p95_s")),
                       cell("window_goodput_share", figure(f, "window_goodput_share")),
-                      *["pass" if p else "FAIL" for p in st.get("passed") or []]])
+                      *["pass" if p else "FAIL" for p in st.passed]])
     title = (f"ramp — {'SIMULATED (twin)' if simulated else 'real endpoint'}: "
              f"{len(steps)} step(s), each window held {number(plan.get('hold_s'), '{:g}')} s")
     lines = [title, *align(table)]
-    lines += [f"step {st['index']} not steady: {st['reason']}" for st in steps
-              if not st.get("steady") and st.get("reason")]
+    lines += [f"step {st.index} not steady: {st.reason}" for st, _ in steps
+              if not st.steady and st.reason]
     for t in tiers:
         n = t["sessions"]
         what = " and ".join(t["slos"])

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from simulator.analysis.goodput import goodput_label, judged_requests
 from simulator.analysis.metric_keys import fact, figure
 from simulator.analysis.point_row import PointRow
-from simulator.analysis.ramp import read_ramp
+from simulator.analysis.ramp import held_steps, read_ramp
 from simulator.analysis.summary import (
     compaction_rows,
     post_compaction_mask,
@@ -413,7 +413,7 @@ def plot_ramp(turns: pd.DataFrame, server: pd.DataFrame | None, fact: Mapping[st
     (green passed, red failed, grey unjudged), its count written above it, the answer
     (the boundary) named in the title."""
     ramp = read_ramp(fact)
-    steps = ramp.get("steps") or []
+    steps = [v for v, _ in held_steps(ramp)]
     tiers = ramp.get("tiers") or []
     cli = client_series(turns)
     srv = server_series(server)
@@ -432,10 +432,10 @@ def plot_ramp(turns: pd.DataFrame, server: pd.DataFrame | None, fact: Mapping[st
                     color="tab:purple")
     ax_ttft.set_ylabel("TTFT (s)")
     rows = judged_requests(turns)
-    share = [figure(s.get("figures", {}), "window_goodput_share") for s in steps]
+    share = [figure(s.figures, "window_goodput_share") for s in steps]
     for s, g in zip(steps, share, strict=True):
-        if ((lo := s.get("window_start_s")) is not None and g is not None
-                and (hi := s.get("window_end_s")) is not None):    # a window has both ends
+        if ((lo := s.window_start_s) is not None and g is not None
+                and (hi := s.window_end_s) is not None):    # a window has both ends
             ax_good.hlines(100 * g, lo, hi, color="tab:green")
     ax_good.set_ylabel(goodput_label(ramp.get("goodput_slo")).replace("goodput", "goodput %", 1)
                        .replace(" (", "\n(", 1), fontsize=8)
@@ -445,14 +445,13 @@ def plot_ramp(turns: pd.DataFrame, server: pd.DataFrame | None, fact: Mapping[st
     ax_kv.set_ylabel("KV usage %")
     ax_kv.set_xlabel("seconds since the run started (shaded: each step's window)")
     for s in steps:
-        lo, hi = s.get("window_start_s"), s.get("window_end_s")
-        passed = s.get("passed") or []
+        lo, hi, passed = s.window_start_s, s.window_end_s, s.passed
         color = "grey" if not passed else ("tab:green" if passed[0] else "tab:red")
         for ax in axes:
-            ax.axvline(s["started_s"], color="black", lw=0.5, ls=":")
+            ax.axvline(s.started_s, color="black", lw=0.5, ls=":")
             if lo is not None and hi is not None:
                 ax.axvspan(lo, hi, color=color, alpha=0.12)
-        ax_tok.annotate(f"{s['sessions']}", (s["started_s"], 1.0),
+        ax_tok.annotate(f"{s.sessions}", (s.started_s, 1.0),
                         xycoords=("data", "axes fraction"), fontsize=7, va="top")
     for ax in axes:
         ax.grid(alpha=0.3)

@@ -15,9 +15,12 @@ from simulator.analysis.ramp import (
     StepVerdict,
     Tier,
     covers,
+    held_steps,
     parse_steps,
     plan_steps,
+    read_ramp,
     transient_end,
+    verdict_from_dict,
 )
 from simulator.analysis.search import SloSearch
 from simulator.analysis.slo import parse_slo
@@ -131,3 +134,20 @@ def test_a_steps_transient_waits_for_each_slot_and_the_retired_ones() -> None:
     retired = _rows(("s0000", 11.0, 3.0), ("s0005", 12.0, 4.0), ("s0002", 9.0, 20.0))
     assert transient_end(retired, 10.0, 2, 4, retired=[2]) == 29.0   # slot 2's last end
     assert covers(rows, 12.0, 1, 4) is False and covers(rows, 11.0, 2, 4) is True
+
+
+def test_a_held_step_reads_back_as_the_verdict_it_was_written_from() -> None:
+    """The `ramp` fact keeps each step as `StepVerdict.to_dict` plus `held_s`; the report
+    reads it back into the same verdict (one definition of a step, no mirror)."""
+    v = StepVerdict(2, 8, "ramp", 120.0, 150.0, 180.0, False, "achieved 3.0 of 8", (True, False),
+                    ((), ("ttft_p95_s<=2",)))
+    fact = {"steps": [{**v.to_dict(), "held_s": 60.0}, {**v.to_dict(), "held_s": None}]}
+    assert held_steps(read_ramp(fact)) == [(v, 60.0), (v, None)]
+
+
+def test_a_step_this_tool_did_not_write_is_refused_in_one_line() -> None:
+    d = _step(0, 1, "ramp", True).to_dict()
+    del d["started_s"], d["steady"]
+    with pytest.raises(InputError, match="a ramp step without started_s, steady") as err:
+        verdict_from_dict(d)
+    assert "\n" not in str(err.value)

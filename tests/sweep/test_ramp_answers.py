@@ -33,8 +33,8 @@ TIER = {"name": "SLOs", "slos": ["per_session_tok_s>=20"], "goodput": None, "ses
 
 
 def _ramp(n_steps: int, sessions: int = 2) -> dict[str, Any]:
-    steps = [{"index": i, "sessions": 2 ** i, "phase": "ramp", "steady": True,
-              "passed": [True], "figures": {}} for i in range(n_steps)]
+    steps = [{"index": i, "sessions": 2 ** i, "phase": "ramp", "started_s": 60.0 * i,
+              "steady": True, "passed": [True], "figures": {}} for i in range(n_steps)]
     return {"plan": {"steps": [1, 2, 4, 8], "hold_s": 60.0}, "steps": steps,
             "tiers": [{**TIER, "sessions": sessions}]}
 
