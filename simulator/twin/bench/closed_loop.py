@@ -50,7 +50,9 @@ _SHARED_BASE, _PROMPT_BASE, _OUTPUT_BASE = 1, 1 << 24, 1 << 31
 @dataclass(frozen=True, slots=True)
 class BenchLoad:
     """One `vllm bench serve` run: `--random-input-len`, `--random-output-len`,
-    `--random-range-ratio`, `--num-prompts`, `--max-concurrency` (None: no cap),
+    `--random-range-ratio` (`range_ratio`: today's ±r around the length; `low_ratio`: the
+    older client's [int(r × n), n], which InferenceX's copy keeps), `--num-prompts`,
+    `--max-concurrency` (None: no cap),
     `--request-rate` (None: inf), `--burstiness`, `--num-warmups`, `--seed`, and the
     share of each prompt that is a prefix shared by all (0: random prompts)."""
 
@@ -61,6 +63,7 @@ class BenchLoad:
     request_rate: float | None = None
     prefix_share: float = 0.0
     range_ratio: float = 0.0
+    low_ratio: float = 0.0
     burstiness: float = 1.0
     warmups: int = 1
     seed: int = 0
@@ -85,6 +88,11 @@ class BenchLoad:
             raise InputError(f"bench: prefix_share {self.prefix_share} must be in [0, 1)")
         if not 0.0 <= self.range_ratio < 1.0:
             raise InputError(f"bench: range_ratio {self.range_ratio} must be in [0, 1)")
+        if not 0.0 <= self.low_ratio <= 1.0:
+            raise InputError(f"bench: low_ratio {self.low_ratio} must be in [0, 1]")
+        if self.low_ratio > 0 and self.range_ratio > 0:
+            raise InputError("bench: range_ratio (±r) and low_ratio ([r·n, n]) are two "
+                             "clients' draws; give one")
         if not (self.burstiness > 0 and math.isfinite(self.burstiness)):
             raise InputError(f"bench: burstiness {self.burstiness} must be a finite number > 0")
         if not 0 <= self.warmups <= MAX_PROMPTS:
@@ -164,12 +172,17 @@ def summarize(requests: Sequence[RequestTiming], duration: float) -> BenchResult
 
 
 def _lengths(load: BenchLoad, rng: np.random.Generator, n: int) -> tuple[list[int], list[int]]:
-    """Input and output lengths: uniform within ±range_ratio (vLLM's random dataset)."""
-    def draw(mean: int) -> list[int]:
+    """Input and output lengths: uniform within ±range_ratio (vLLM's random dataset), or
+    uniform integers in [int(low_ratio × n), n] (its `sample_random_requests` before the
+    ±r form: `np.random.randint(int(n × r), n + 1)`), or n itself."""
+    def draw(length: int) -> list[int]:
+        if 0 < load.low_ratio < 1:
+            return [int(x) for x in rng.integers(max(1, int(length * load.low_ratio)), length + 1,
+                                                 size=n)]
         if load.range_ratio <= 0:
-            return [mean] * n
-        lo = max(1, math.floor(mean * (1 - load.range_ratio)))
-        hi = max(lo, math.ceil(mean * (1 + load.range_ratio)))
+            return [length] * n
+        lo = max(1, math.floor(length * (1 - load.range_ratio)))
+        hi = max(lo, math.ceil(length * (1 + load.range_ratio)))
         return [int(x) for x in rng.integers(lo, hi + 1, size=n)]
     return draw(load.input_tokens), draw(load.output_tokens)
 

@@ -121,6 +121,8 @@ class Observation(BaseModel):
     request_rate: float | None = Field(default=None, gt=0, le=MAX_MEASURED)
     num_prompts: int = Field(default=0, ge=0, le=MAX_PROMPTS)
     prefix_share: float = Field(default=0.0, ge=0, lt=1)
+    # the client drew each length uniformly in [int(length_low_ratio × n), n] (0: n itself)
+    length_low_ratio: float = Field(default=0.0, ge=0, le=1)
     metric: BenchMetric | None = None
 
     @model_validator(mode="after")
@@ -140,7 +142,7 @@ class Observation(BaseModel):
         request)."""
         return BenchLoad(self.input_tokens, self.output_tokens, self.num_prompts,
                          concurrency=self.concurrency, request_rate=self.request_rate,
-                         prefix_share=self.prefix_share)
+                         prefix_share=self.prefix_share, low_ratio=self.length_low_ratio)
 
 
 PER_STREAM_FIGURES = frozenset({"decode_tok_s_median", "per_session_tok_s"})

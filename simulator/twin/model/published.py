@@ -11,8 +11,8 @@ Rows the twin cannot run are skipped with the reason: no twin model profile, a w
 format the model profile lacks, data or expert parallelism (the twin runs one engine of
 `tp` cards), a card with no profile. The split (in or out of sample) is a whole source's,
 stated in sources.yaml before any fit. A source whose client drew its lengths in a range says
-so in sources.yaml (`lengths`): its matching rows are run at the draw's mean, the CSV keeping
-the nominal lengths (`LengthRule`). A source whose client is known to send a number of requests
+so in sources.yaml (`lengths`): the twin draws its matching rows' lengths the same way
+(`LengthRule`), the CSV keeping the nominal ones. A source whose client is known to send a number of requests
 per unit of concurrency that the CSV does not state says so too (`prompts`): its matching
 closed-loop rows are run with that many requests (`PromptRule`), not the default few waves.
 """
@@ -59,9 +59,12 @@ MIN_PROMPTS = 16
 
 @dataclass(frozen=True, slots=True)
 class LengthRule:
-    """A source's client drew each length uniformly in [int(low_ratio × n), n] (InferenceMAX's
-    `--random-range-ratio`), so the rows whose notes match `rows` are repeated at that draw's
-    mean: one prompt of the mean fits a step the nominal length would not."""
+    """A source's client drew each length uniformly from the integers in
+    [int(low_ratio × n), n] for the nominal n (vLLM's `benchmark_serving.py` before its ±r
+    form, InferenceX's copy, `--random-range-ratio`): the rows whose notes match `rows` are
+    run with the same draw. Not at the draw's mean: with every reply of one length a
+    closed loop stays in lock-step waves, each arrival queued behind C prefills, which the
+    measured server never saw."""
 
     low_ratio: float
     rows: re.Pattern[str]
@@ -69,9 +72,9 @@ class LengthRule:
     def applies(self, notes: str) -> bool:
         return self.rows.search(notes) is not None
 
-    def mean(self, n: int) -> int:
-        """Mean of the integers in [int(low_ratio × n), n], rounded half up (1024 → 922)."""
-        return (int(n * self.low_ratio) + n + 1) // 2
+    def bounds(self, n: int) -> tuple[int, int]:
+        """The draw's smallest and largest length for a nominal n (1024 → 819, 1024)."""
+        return max(1, int(n * self.low_ratio)), n
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +113,7 @@ class PublishedRow:
     max_num_batched_tokens: int | None
     figures: dict[BenchMetric, float] = field(default_factory=dict)   # s or tok/s
     line: int = 0
-    nominal: tuple[int, int] | None = None   # the CSV's lengths where a LengthRule moved them
+    low_ratio: float = 0.0       # lengths drawn in [int(low_ratio × n), n] (a LengthRule)
     prompts_rule: bool = False   # num_prompts set by the source's PromptRule, not the default
 
     @property
@@ -118,9 +121,9 @@ class PublishedRow:
         return kernel_family(load_model(self.twin_model), self.quantization)
 
     def lengths(self) -> str:
-        """Input/output tokens as run, with the nominal ones where a LengthRule moved them."""
+        """Input/output tokens, with the draw where a LengthRule gives one."""
         run = f"{self.input_tokens}/{self.output_tokens}"
-        return run if self.nominal is None else f"{run} (nominal {self.nominal[0]}/{self.nominal[1]})"
+        return run if not self.low_ratio else f"{run} (each drawn in [{self.low_ratio:g} n, n])"
 
     def label(self) -> str:
         load = (f"C={self.concurrency}" if self.concurrency is not None
@@ -134,6 +137,7 @@ class PublishedRow:
                             input_tokens=self.input_tokens, output_tokens=self.output_tokens,
                             concurrency=self.concurrency, request_rate=self.request_rate,
                             num_prompts=self.num_prompts, metric=m,
+                            length_low_ratio=self.low_ratio,
                             label=f"{self.label()} {m}")
                 for m, v in self.figures.items()]
 
@@ -287,10 +291,8 @@ def parse_row(row: Mapping[str, str], split: Split, where: str,
     isl, osl = _int(row, "input_tokens", where), _int(row, "output_tokens", where)
     if not isl or not osl:
         return "no input or output length"
-    nominal = None
-    if lengths is not None and lengths.applies(row.get("notes") or ""):
-        nominal = (isl, osl)
-        isl, osl = lengths.mean(isl), lengths.mean(osl)
+    low = lengths.low_ratio if lengths is not None and lengths.applies(row.get("notes") or "") \
+        else 0.0
     conc = _int(row, "concurrency", where) or None
     rate = _float(row, "request_rate", where)
     stated = _int(row, "num_prompts", where)
@@ -315,7 +317,7 @@ def parse_row(row: Mapping[str, str], split: Split, where: str,
         num_prompts_stated=stated is not None,
         max_num_seqs=_int(row, "max_num_seqs", where) or None,
         max_num_batched_tokens=_int(row, "max_num_batched_tokens", where) or None,
-        figures=figures, line=line, nominal=nominal, prompts_rule=by_rule)
+        figures=figures, line=line, low_ratio=low, prompts_rule=by_rule)
 
 
 @dataclass(frozen=True, slots=True)

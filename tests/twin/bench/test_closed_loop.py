@@ -108,6 +108,8 @@ def test_request_rate_spreads_arrivals() -> None:
     (BenchLoad(10, 5, 0), "num_prompts"), (BenchLoad(10, 5, 1, concurrency=0), "concurrency"),
     (BenchLoad(10, 5, 1, request_rate=float("inf")), "request_rate"),
     (BenchLoad(10, 5, 1, prefix_share=1.0), "prefix_share"),
+    (BenchLoad(10, 5, 1, low_ratio=1.5), "low_ratio"),
+    (BenchLoad(10, 5, 1, low_ratio=0.8, range_ratio=0.1), "give one"),
 ])
 def test_bad_load_is_one_line(load: BenchLoad, field: str) -> None:
     with pytest.raises(InputError, match=field):
@@ -120,3 +122,26 @@ def test_request_past_the_cache_is_one_line() -> None:
             return 64
     with pytest.raises(InputError, match="exceed the KV cache"):
         run_bench(Small(), BenchLoad(100, 5, 1))
+
+
+def test_the_older_clients_draw_spans_its_range() -> None:
+    """low_ratio 0.8: every length an integer in [int(0.8 n), n] (benchmark_serving's
+    `np.random.randint(int(n * r), n + 1)`), both ends reached, the mean near 0.9 n."""
+    load = BenchLoad(1024, 40, 2000, concurrency=2000, low_ratio=0.8, warmups=0)
+    r = run_bench(Steps(), load)
+    ins = [t.input_tokens for t in r.requests]
+    outs = [t.output_tokens for t in r.requests]
+    assert min(ins) == 819 and max(ins) == 1024
+    assert min(outs) == 32 and max(outs) == 40
+    assert sum(ins) / len(ins) == pytest.approx(921.5, abs=4)
+
+
+def test_drawn_replies_break_the_lock_step_of_a_closed_loop() -> None:
+    """With one reply length, the C requests of a closed loop end on the same step and the
+    next C arrive together, each queued behind the others' prefills; with drawn lengths
+    they end apart and a new request's first token comes sooner."""
+    steps = Steps(fixed=0.001, per_token=1e-5)
+    fixed = run_bench(steps, BenchLoad(1000, 100, 160, concurrency=16, warmups=0))
+    drawn = run_bench(steps, BenchLoad(1000, 100, 160, concurrency=16, low_ratio=0.8,
+                                       warmups=0))
+    assert drawn.median_ttft_ms < 0.5 * fixed.median_ttft_ms

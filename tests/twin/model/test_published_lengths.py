@@ -1,6 +1,6 @@
 """Issue 56: a source whose client drew its lengths in [0.8 n, n] (InferenceMAX's
-`--random-range-ratio 0.8`) is repeated at the draw's mean, on the rows its sources.yaml
-rule names, with the nominal lengths kept beside."""
+`--random-range-ratio 0.8`) is repeated with the same draw, on the rows its sources.yaml
+rule names, the nominal lengths kept."""
 
 from __future__ import annotations
 
@@ -35,18 +35,17 @@ def _folder(tmp_path: Path, lengths: str) -> Path:
     return tmp_path
 
 
-def test_matching_rows_run_at_the_mean_of_the_draw_and_keep_the_nominal(
-        tmp_path: Path) -> None:
+def test_matching_rows_are_run_with_the_clients_draw(tmp_path: Path) -> None:
     folder = _folder(tmp_path, "lengths:\n  low_ratio: 0.8\n  rows: 'db-dump/'")
     rows = load_published(folder).rows
     drawn, other, exact = sorted(rows, key=lambda r: (r.source_id, r.line))
-    # [6553, 8192] and [819, 1024]: means 7372.5 and 921.5, rounded half up
-    assert (drawn.input_tokens, drawn.output_tokens, drawn.nominal) == (7373, 922, (8192, 1024))
-    assert "7373/922 (nominal 8192/1024)" in drawn.label()
-    assert all(o.input_tokens == 7373 and o.output_tokens == 922 for o in drawn.observations())
-    # a row the rule does not name, and a source without a rule, keep their lengths
-    assert (other.input_tokens, other.output_tokens, other.nominal) == (8192, 1024, None)
-    assert (exact.input_tokens, exact.output_tokens, exact.nominal) == (8192, 1024, None)
+    assert (drawn.input_tokens, drawn.output_tokens, drawn.low_ratio) == (8192, 1024, 0.8)
+    assert "8192/1024 (each drawn in [0.8 n, n])" in drawn.label()
+    loads = {o.bench_load() for o in drawn.observations()}
+    assert {(b.input_tokens, b.output_tokens, b.low_ratio) for b in loads} == {(8192, 1024, 0.8)}
+    # a row the rule does not name, and a source without a rule, run every request at n
+    assert (other.input_tokens, other.output_tokens, other.low_ratio) == (8192, 1024, 0.0)
+    assert (exact.input_tokens, exact.output_tokens, exact.low_ratio) == (8192, 1024, 0.0)
 
 
 @pytest.mark.parametrize(("lengths", "field"), [
@@ -66,15 +65,17 @@ def test_a_bad_rule_ends_in_one_line_naming_the_field(tmp_path: Path, lengths: s
 
 def test_the_shipped_rule_names_the_inferencex_rows_of_aiconfigurator() -> None:
     """984 of aiconfigurator's 1,196 rows are InferenceX database records (sources.yaml
-    gives the evidence); its own gap-analysis rows and every other source stay nominal."""
+    gives the evidence) and every inferencemax_gptoss row names the same client; the
+    gap-analysis rows and every other source keep fixed lengths."""
     folder = ROOT / "benchmarks" / "data" / "published"
     rules = load_length_rules(folder)
-    assert set(rules) == {"aiconfigurator_silicon"}
-    rule = rules["aiconfigurator_silicon"]
-    with (folder / "aiconfigurator_silicon.csv").open(newline="") as f:
-        notes = [r["notes"] for r in csv.DictReader(f)]
-    assert len(notes) == 1196 and sum(map(rule.applies, notes)) == 984
-    assert (rule.mean(1024), rule.mean(8192)) == (922, 7373)
+    assert set(rules) == {"aiconfigurator_silicon", "inferencemax_gptoss"}
+    for sid, named in (("aiconfigurator_silicon", 984), ("inferencemax_gptoss", 196)):
+        rule = rules[sid]
+        with (folder / f"{sid}.csv").open(newline="") as f:
+            notes = [r["notes"] for r in csv.DictReader(f)]
+        assert sum(map(rule.applies, notes)) == named
+        assert (rule.bounds(1024), rule.bounds(8192)) == ((819, 1024), (6553, 8192))
 
 
 def _prompt_folder(tmp_path: Path, rule: str) -> Path:
