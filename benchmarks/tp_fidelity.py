@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from simulator.errors import InputError  # noqa: E402
-from simulator.twin.bench.closed_loop import BenchLoad, run_bench  # noqa: E402
+from simulator.twin.bench.closed_loop import run_bench  # noqa: E402
 from simulator.twin.model.perf_model import build_perf_model  # noqa: E402
 from simulator.twin.model.published import (  # noqa: E402
     PublishedRow,
@@ -61,10 +61,8 @@ def run(folder: Path, with_tp1: bool) -> list[dict[str, Any]]:
             out.extend({"row": r.label(), "split": r.source_id, "error": str(exc)} for r in members)
             continue
         for r in members:
-            load = BenchLoad(r.input_tokens, r.output_tokens, r.num_prompts,
-                             concurrency=r.concurrency, request_rate=r.request_rate)
             try:
-                res = run_bench(pm, load)
+                res = run_bench(pm, r.bench_load())
             except InputError as exc:
                 out.append({"row": r.label(), "split": r.split, "error": str(exc)})
                 continue

@@ -29,6 +29,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 
 from simulator.errors import InputError
+from simulator.twin.bench.closed_loop import BenchLoad
 from simulator.twin.model.fit import Observation
 from simulator.twin.model.point_checks import BenchMetric
 from simulator.twin.model.profiles import (
@@ -130,6 +131,12 @@ class PublishedRow:
                 else f"{self.request_rate:g} req/s" if self.request_rate else "rate inf")
         return (f"{self.source_id}:{self.line} {self.twin_model}:{self.quantization} "
                 f"tp{self.tp} {self.lengths()} {load}")
+
+    def bench_load(self) -> BenchLoad:
+        """The `vllm bench serve` run the row measured, as the twin repeats it."""
+        return BenchLoad(self.input_tokens, self.output_tokens, self.num_prompts,
+                         concurrency=self.concurrency, request_rate=self.request_rate,
+                         low_ratio=self.low_ratio)
 
     def observations(self) -> list[Observation]:
         return [Observation(kind="bench", measured=v,

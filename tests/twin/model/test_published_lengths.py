@@ -132,3 +132,11 @@ def test_the_shipped_prompt_rule_names_the_same_inferencex_rows() -> None:
         notes = [r["notes"] for r in csv.DictReader(f)]
     assert [rule.applies(n) for n in notes] == \
         [lengths["aiconfigurator_silicon"].applies(n) for n in notes]
+
+
+def test_a_rows_bench_load_is_what_its_observations_run(tmp_path: Path) -> None:
+    """tp_fidelity runs a row's `bench_load()`; the fit and card_fidelity run its
+    observations': both carry the client's draw."""
+    folder = _folder(tmp_path, "lengths:\n  low_ratio: 0.8\n  rows: 'db-dump/'")
+    for row in load_published(folder).rows:
+        assert {o.bench_load() for o in row.observations()} == {row.bench_load()}
