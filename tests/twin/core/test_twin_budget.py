@@ -33,10 +33,11 @@ def test_raising_the_budget_under_speculation_with_many_streams_takes_fewer_step
     low, high = _run(128, 2048), _run(128, 16384)
     assert high.steps < low.steps                 # fewer, fuller steps
     assert high.tokens_per_pass == low.tokens_per_pass   # same content, same drafts
-    # fewer steps save only the fixed per-step cost; since issue 48's refit the A40's
-    # (and so the H200's) speculation cost is mostly per sequence, so the budget is a
-    # wash here (+1.3% before the refit, -0.1% after)
-    assert abs(high.throughput_tok_s / low.throughput_tok_s - 1) < 0.02
+    # fewer steps save only the fixed per-step cost: since issue 48's refit speculation's
+    # cost is mostly per sequence, so what is saved is the H200's fixed cost per mixed
+    # step (its issue 56 fit, 35 ms since the refit on the client's draw: +3.6%; with
+    # 20 ms and the a40's speculation terms before it, −0.1%), never a loss
+    assert 1.0 <= high.throughput_tok_s / low.throughput_tok_s < 1.06
 
 
 def test_without_pressure_the_budget_changes_nothing() -> None:
