@@ -29,7 +29,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 
 from simulator.errors import InputError
-from simulator.twin.bench.closed_loop import BenchLoad
+from simulator.twin.bench.closed_loop import MAX_PROMPTS, BenchLoad
 from simulator.twin.model.fit import Observation
 from simulator.twin.model.point_checks import BenchMetric
 from simulator.twin.model.profiles import (
@@ -308,6 +308,8 @@ def parse_row(row: Mapping[str, str], split: Split, where: str,
     by_rule = per is not None and conc is not None
     n = stated or (per * conc if per is not None and conc is not None
                    else max(MIN_PROMPTS, WAVES * (conc or 1)))
+    if n > MAX_PROMPTS:
+        return f"more requests than the twin repeats in one run ({MAX_PROMPTS:,})"
     figures: dict[BenchMetric, float] = {}
     for col, metric in COLUMNS.items():
         v = _float(row, col, where)

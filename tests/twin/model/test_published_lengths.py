@@ -140,3 +140,14 @@ def test_a_rows_bench_load_is_what_its_observations_run(tmp_path: Path) -> None:
     folder = _folder(tmp_path, "lengths:\n  low_ratio: 0.8\n  rows: 'db-dump/'")
     for row in load_published(folder).rows:
         assert {o.bench_load() for o in row.observations()} == {row.bench_load()}
+
+
+def test_a_count_past_what_the_twin_runs_is_skipped_with_its_reason(tmp_path: Path) -> None:
+    """10 x C at C = 20,000 is 200,000 requests: the row is left out, said, not a
+    validation traceback when its observations are built."""
+    folder = _prompt_folder(tmp_path, "prompts:\n  per_concurrency: 10\n  rows: 'db-dump/'")
+    rows = (folder / "rows.csv").read_text().replace(",1024,1024,8,,", ",1024,1024,20000,,")
+    (folder / "rows.csv").write_text(rows)
+    got = load_published(folder)
+    assert got.skipped == {"more requests than the twin repeats in one run (100,000)": 1}
+    assert sorted(r.num_prompts for r in got.rows) == [40, 80_000]
