@@ -12,6 +12,7 @@ machine."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -66,6 +67,13 @@ def test_ctrl_c_is_one_line_and_exit_130_at_any_moment(tmp_path: Path, moment: s
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             raise
+    if moment == "driver-importing" and err.startswith("Fatal Python error: init_import_site"):
+        # Ctrl-C inside CPython's own start-up, its `site` import, before a line of
+        # endurance exists to handle it (seen on a busy 2-core machine): the interpreter's
+        # fatal error is all there is; no frame of ours may be in it
+        assert "KeyboardInterrupt" in err, err[-3000:]
+        assert not re.search(r'File "[^"]*/simulator/', err), err[-3000:]
+        return
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
     # before the interpreter installs its handler (the first milliseconds) SIGINT's
     # default action ends the process, which a shell reports as 130 too
