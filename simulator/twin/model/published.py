@@ -40,9 +40,11 @@ from simulator.twin.model.profiles import (
     load_model,
 )
 from simulator.util.bounded import text_file
+from simulator.util.jsontypes import JSONObject, as_object
 
 MAX_CSV_BYTES = 16 << 20
 Split = Literal["in_sample", "out_of_sample"]
+_SPLITS: tuple[Split, ...] = ("in_sample", "out_of_sample")
 _Rule = TypeVar("_Rule")
 # CSV column (ms or tok/s) → the bench metric it measures
 COLUMNS: dict[str, BenchMetric] = {
@@ -173,7 +175,9 @@ def engine_settings(row: PublishedRow) -> dict[str, Any]:
     return eng
 
 
-def _sources(folder: Path) -> tuple[Path, dict[Any, Any]]:
+def _sources(folder: Path) -> tuple[Path, dict[str, JSONObject]]:
+    """sources.yaml's `sources`: each source_id with its description ({} where it is not
+    a mapping, which every reader then refuses as a missing field)."""
     path = folder / "sources.yaml"
     try:
         data = yaml.safe_load(text_file(path, "sources file", MAX_CSV_BYTES))
@@ -182,7 +186,7 @@ def _sources(folder: Path) -> tuple[Path, dict[Any, Any]]:
     sources = data.get("sources") if isinstance(data, dict) else None
     if not isinstance(sources, dict):
         raise InputError(f"{path}: sources: a mapping of source_id to its description")
-    return path, sources
+    return path, {str(sid): as_object(desc) for sid, desc in sources.items()}
 
 
 def load_splits(folder: Path) -> dict[str, Split]:
@@ -190,14 +194,15 @@ def load_splits(folder: Path) -> dict[str, Split]:
     return _splits(*_sources(folder))
 
 
-def _splits(path: Path, sources: dict[Any, Any]) -> dict[str, Split]:
+def _splits(path: Path, sources: dict[str, JSONObject]) -> dict[str, Split]:
     out: dict[str, Split] = {}
     for sid, desc in sources.items():
-        split = desc.get("split") if isinstance(desc, dict) else None
-        if split not in ("in_sample", "out_of_sample"):
+        split = desc.get("split")
+        side = next((s for s in _SPLITS if s == split), None)
+        if side is None:
             raise InputError(f"{path}: sources.{sid}.split: in_sample or out_of_sample, "
                              f"not {split!r}")
-        out[str(sid)] = split
+        out[sid] = side
     return out
 
 
@@ -213,16 +218,15 @@ def load_length_rules(folder: Path) -> dict[str, LengthRule]:
     return _rules(*_sources(folder), "lengths", _length_rule)
 
 
-def _rules(path: Path, sources: dict[Any, Any], key: str,
+def _rules(path: Path, sources: dict[str, JSONObject], key: str,
            build: Callable[[Mapping[str, object], str], _Rule]) -> dict[str, _Rule]:
     """source_id → its rule under `key`, for the sources that state one (`build` names the
     field it refuses, under `sources.<id>.<key>`)."""
     out: dict[str, _Rule] = {}
     for sid, desc in sources.items():
-        spec = desc.get(key) if isinstance(desc, dict) else None
+        spec = desc.get(key)
         if spec is not None:
-            out[str(sid)] = build(spec if isinstance(spec, dict) else {},
-                                  f"{path}: sources.{sid}.{key}")
+            out[sid] = build(as_object(spec), f"{path}: sources.{sid}.{key}")
     return out
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import textwrap
 from pathlib import Path
 
@@ -48,18 +49,37 @@ def test_matching_rows_are_run_with_the_clients_draw(tmp_path: Path) -> None:
     assert (exact.input_tokens, exact.output_tokens, exact.low_ratio) == (8192, 1024, 0.0)
 
 
-@pytest.mark.parametrize(("lengths", "field"), [
-    ("lengths:\n  low_ratio: 1.5\n  rows: 'x'", "low_ratio"),
-    ("lengths:\n  low_ratio: true\n  rows: 'x'", "low_ratio"),
-    ("lengths:\n  low_ratio: 0.8", "rows"),
-    ("lengths:\n  low_ratio: 0.8\n  rows: '('", "rows"),
-    ("lengths: 0.8", "low_ratio"),
+@pytest.mark.parametrize(("rule", "field"), [
+    ("lengths:\n  low_ratio: 1.5\n  rows: 'x'", "lengths.low_ratio"),
+    ("lengths:\n  low_ratio: true\n  rows: 'x'", "lengths.low_ratio"),
+    ("lengths:\n  low_ratio: 0.8", "lengths.rows"),
+    ("lengths:\n  low_ratio: 0.8\n  rows: '('", "lengths.rows"),
+    ("lengths: 0.8", "lengths.low_ratio"),
+    ("prompts:\n  per_concurrency: 0\n  rows: 'x'", "prompts.per_concurrency"),
+    ("prompts:\n  per_concurrency: 2.5\n  rows: 'x'", "prompts.per_concurrency"),
+    ("prompts:\n  per_concurrency: true\n  rows: 'x'", "prompts.per_concurrency"),
+    ("prompts:\n  per_concurrency: 10", "prompts.rows"),
+    ("prompts:\n  per_concurrency: 10\n  rows: '['", "prompts.rows"),
+    ("prompts: 10", "prompts.per_concurrency"),
 ])
-def test_a_bad_rule_ends_in_one_line_naming_the_field(tmp_path: Path, lengths: str,
+def test_a_bad_rule_ends_in_one_line_naming_the_field(tmp_path: Path, rule: str,
                                                       field: str) -> None:
-    folder = _folder(tmp_path, lengths)
-    with pytest.raises(InputError, match=rf"sources\.drawn\.lengths\.{field}") as err:
+    folder = _folder(tmp_path, rule)
+    with pytest.raises(InputError, match=rf"sources\.drawn\.{re.escape(field)}") as err:
         load_published(folder)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("source", "said"), [
+    ("drawn: in_sample", "not None"),                    # a description that is not a mapping
+    ("drawn:\n    split: sideways", "not 'sideways'"),
+])
+def test_a_source_without_a_side_is_refused_in_one_line(tmp_path: Path, source: str,
+                                                        said: str) -> None:
+    (tmp_path / "sources.yaml").write_text(f"sources:\n  {source}\n")
+    with pytest.raises(InputError, match=r"sources\.drawn\.split: in_sample or "
+                                         rf"out_of_sample, {said}") as err:
+        load_published(tmp_path)
     assert "\n" not in str(err.value)
 
 
@@ -102,22 +122,6 @@ def test_a_prompt_rule_sets_the_unstated_request_count_of_the_rows_it_names(
     # a stated count wins; a row the rule does not name keeps the default 4 waves of C
     assert (stated.num_prompts, stated.prompts_rule) == (40, False)
     assert (other.num_prompts, other.prompts_rule) == (32, False)
-
-
-@pytest.mark.parametrize(("rule", "field"), [
-    ("prompts:\n  per_concurrency: 0\n  rows: 'x'", "per_concurrency"),
-    ("prompts:\n  per_concurrency: 2.5\n  rows: 'x'", "per_concurrency"),
-    ("prompts:\n  per_concurrency: true\n  rows: 'x'", "per_concurrency"),
-    ("prompts:\n  per_concurrency: 10", "rows"),
-    ("prompts:\n  per_concurrency: 10\n  rows: '['", "rows"),
-    ("prompts: 10", "per_concurrency"),
-])
-def test_a_bad_prompt_rule_ends_in_one_line_naming_the_field(tmp_path: Path, rule: str,
-                                                             field: str) -> None:
-    folder = _prompt_folder(tmp_path, rule)
-    with pytest.raises(InputError, match=rf"sources\.drawn\.prompts\.{field}") as err:
-        load_published(folder)
-    assert "\n" not in str(err.value)
 
 
 def test_the_shipped_prompt_rule_names_the_same_inferencex_rows() -> None:
