@@ -33,7 +33,11 @@ from simulator.util.bounded import json_file
 from simulator.util.jsontypes import as_object
 
 MANIFEST = "manifest.json"
-MAX_MANIFEST = 16 * 2**20   # a manifest is a few kB; past this it is no manifest
+# A manifest embeds its resolved scenario, and a scenario file holds up to 256 MiB of
+# YAML (`scenario.load.MAX_FILE_BYTES`): a team replay's interval is tens of MB. Written
+# compact past 1 MiB (`records.recorder`), it is at most about twice its YAML; past this
+# it is not one we wrote.
+MAX_MANIFEST = 1 << 30
 
 JsonObject = Mapping[str, object]      # a JSON object written back as it was read
 T = TypeVar("T")

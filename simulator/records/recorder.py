@@ -50,11 +50,22 @@ METRICS_PARQUET = "server_metrics.parquet"
 SUMMARY = "summary.json"
 
 
+INDENT_MAX_CHARS = 1 << 20   # past this a JSON file is written compact (no indent)
+
+
+def _json_text(data: object) -> str:
+    """Indented JSON for a person to read, compact past INDENT_MAX_CHARS: a team replay's
+    manifest embeds its day, where indenting doubles tens of MB that nobody reads."""
+    compact = json.dumps(data, default=str)
+    return compact if len(compact) > INDENT_MAX_CHARS else json.dumps(data, indent=2,
+                                                                       default=str)
+
+
 def _write_json_atomic(path: Path, data: object) -> None:
     """Write JSON via a temporary file, secrets redacted (URLs, key-named fields)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
-        tmp.write_text(json.dumps(redact(data), indent=2, default=str) + "\n", encoding="utf-8")
+        tmp.write_text(_json_text(redact(data)) + "\n", encoding="utf-8")
     except BaseException:
         tmp.unlink(missing_ok=True)     # a full disk must not keep a torn copy (or its space)
         raise

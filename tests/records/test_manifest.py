@@ -14,6 +14,7 @@ import pytest
 from simulator.errors import InputError
 from simulator.records.manifest import (
     Manifest,
+    ResolvedScenario,
     RunSettings,
     parse_manifest,
     read_manifest,
@@ -150,3 +151,24 @@ def test_the_ramp_plan_is_typed() -> None:
     assert plan.tiers[0].slos == ["ttft_p95_s <= 5"]
     goodput = m.scenario_resolved.goodput
     assert goodput is not None and (goodput.ttft_s, goodput.output_tok_s) == (5.0, 30.0)
+
+
+def test_a_team_replays_manifest_reads_back_whatever_its_size(tmp_path: Path) -> None:
+    """A manifest embeds its resolved scenario, and an imported day's interval holds
+    tens of thousands of requests: the 100,000-request day's peak-hour probe wrote a
+    35 MB manifest and then refused to read it back (more than 16 MiB) in a traceback."""
+    from simulator.records.recorder import write_manifest
+    day = {"requests": [{"at_s": float(i), "text": "x" * 400} for i in range(50_000)]}
+    m = Manifest(run_id="r", scenario="day", scenario_resolved=ResolvedScenario(raw=day),
+                 rows=50_000)
+    write_manifest(tmp_path, m)
+    assert (tmp_path / "manifest.json").stat().st_size > 16 * 2**20
+    back = read_manifest(tmp_path)
+    assert back.scenario_resolved is not None and back.scenario_resolved.raw == day
+    assert back.rows == 50_000
+
+
+def test_the_manifest_bound_holds_the_largest_scenario_a_run_accepts() -> None:
+    from simulator.records.manifest import MAX_MANIFEST
+    from simulator.scenario.load import MAX_FILE_BYTES
+    assert MAX_MANIFEST >= 2 * MAX_FILE_BYTES
