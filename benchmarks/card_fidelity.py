@@ -127,7 +127,7 @@ def _runs(row: PublishedRow) -> bool:
 
 def fit_one(card: str, rows: Sequence[PublishedRow]) -> CardFit | None:
     """Fit the card's and its families' terms on its in-sample rows (the fit subset)."""
-    ins = [r for r in rows if r.split == "in_sample" and _runs(r)]
+    ins = [r for r in rows if r.split == "in_sample" and r.fitted and _runs(r)]
     if not ins:
         return None
     tps: dict[str, set[int]] = {}

@@ -94,6 +94,19 @@ class PromptRule:
 
 
 @dataclass(frozen=True, slots=True)
+class FitRule:
+    """Which of a source's rows a fit may use: those whose notes match `rows`, the rows whose
+    load as run (client, length draw, request count) the source names. The others are
+    scored, never fitted: the twin cannot repeat a load nobody wrote down, and one such row
+    at +400% weighs in a least-squares fit as much as dozens near 10%."""
+
+    rows: re.Pattern[str]
+
+    def applies(self, notes: str) -> bool:
+        return self.rows.search(notes) is not None
+
+
+@dataclass(frozen=True, slots=True)
 class PublishedRow:
     """One published run, as the twin will repeat it."""
 
@@ -118,6 +131,7 @@ class PublishedRow:
     line: int = 0
     low_ratio: float = 0.0       # lengths drawn in [int(low_ratio × n), n] (a LengthRule)
     prompts_rule: bool = False   # num_prompts set by the source's PromptRule, not the default
+    fitted: bool = True          # False: its source's FitRule leaves it to scoring only
 
     @property
     def family(self) -> str:
@@ -237,6 +251,10 @@ def _prompt_rule(spec: Mapping[str, object], where: str) -> PromptRule:
     return PromptRule(per, _pattern(spec.get("rows"), f"{where}.rows"))
 
 
+def _fit_rule(spec: Mapping[str, object], where: str) -> FitRule:
+    return FitRule(_pattern(spec.get("rows"), f"{where}.rows"))
+
+
 def _length_rule(spec: Mapping[str, object], where: str) -> LengthRule:
     ratio = spec.get("low_ratio")
     if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
@@ -281,9 +299,11 @@ def _float(row: Mapping[str, str], key: str, where: str) -> float | None:
 
 def parse_row(row: Mapping[str, str], split: Split, where: str,
               line: int, lengths: LengthRule | None = None,
-              prompts: PromptRule | None = None) -> PublishedRow | str:
-    """The row as the twin repeats it, or why it cannot (a one-line reason); `lengths` and
-    `prompts`: its source's rules for drawn lengths and for the unstated request count."""
+              prompts: PromptRule | None = None, fit: FitRule | None = None
+              ) -> PublishedRow | str:
+    """The row as the twin repeats it, or why it cannot (a one-line reason); `lengths`,
+    `prompts` and `fit`: its source's rules for drawn lengths, for the unstated request
+    count and for the rows a fit may use."""
     card, twin = (row.get("card") or "").strip(), (row.get("twin_model") or "").strip()
     if card not in known_names("hardware"):
         return f"no hardware profile {card!r}"
@@ -330,7 +350,8 @@ def parse_row(row: Mapping[str, str], split: Split, where: str,
         num_prompts_stated=stated is not None,
         max_num_seqs=_int(row, "max_num_seqs", where) or None,
         max_num_batched_tokens=_int(row, "max_num_batched_tokens", where) or None,
-        figures=figures, line=line, low_ratio=low, prompts_rule=by_rule)
+        figures=figures, line=line, low_ratio=low, prompts_rule=by_rule,
+        fitted=fit is None or fit.applies(row.get("notes") or ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,6 +367,7 @@ def load_published(folder: str | Path) -> Published:
     splits = _splits(*sources)
     rules = _rules(*sources, "lengths", _length_rule)
     prompt_rules = _rules(*sources, "prompts", _prompt_rule)
+    fit_rules = _rules(*sources, "fit", _fit_rule)
     rows: list[PublishedRow] = []
     skipped: dict[str, int] = {}
     for path in sorted(base.glob("*.csv")):
@@ -359,7 +381,8 @@ def load_published(folder: str | Path) -> Published:
             where = f"{path.name}:{i}"
             if sid not in splits:
                 raise InputError(f"{where}: source_id {sid!r} is not in sources.yaml")
-            got = parse_row(rec, splits[sid], where, i, rules.get(sid), prompt_rules.get(sid))
+            got = parse_row(rec, splits[sid], where, i, rules.get(sid), prompt_rules.get(sid),
+                            fit_rules.get(sid))
             if isinstance(got, str):
                 skipped[got] = skipped.get(got, 0) + 1
             else:

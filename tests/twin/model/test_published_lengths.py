@@ -61,6 +61,9 @@ def test_matching_rows_are_run_with_the_clients_draw(tmp_path: Path) -> None:
     ("prompts:\n  per_concurrency: 10", "prompts.rows"),
     ("prompts:\n  per_concurrency: 10\n  rows: '['", "prompts.rows"),
     ("prompts: 10", "prompts.per_concurrency"),
+    ("fit:\n  rows: '('", "fit.rows"),
+    ("fit: {}", "fit.rows"),
+    ("fit: yes", "fit.rows"),
 ])
 def test_a_bad_rule_ends_in_one_line_naming_the_field(tmp_path: Path, rule: str,
                                                       field: str) -> None:
@@ -155,3 +158,25 @@ def test_a_count_past_what_the_twin_runs_is_skipped_with_its_reason(tmp_path: Pa
     got = load_published(folder)
     assert got.skipped == {"more requests than the twin repeats in one run (100,000)": 1}
     assert sorted(r.num_prompts for r in got.rows) == [40, 80_000]
+
+
+def test_a_fit_rule_leaves_the_rows_it_does_not_name_to_scoring(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, "fit:\n  rows: 'db-dump/'")
+    named, other, exact = sorted(load_published(folder).rows, key=lambda r: (r.source_id, r.line))
+    assert (named.fitted, other.fitted) == (True, False)
+    assert exact.fitted        # a source without a fit rule: every row may be fitted
+
+
+def test_the_shipped_fit_rule_fits_the_rows_whose_load_is_known() -> None:
+    """The fitted rows of aiconfigurator are the InferenceX records, whose client, draw and
+    request count the `lengths` and `prompts` rules name; its gap-analysis rows, which
+    name none, are scored only. No other source has a fit rule."""
+    folder = ROOT / "benchmarks" / "data" / "published"
+    rows = load_published(folder).rows
+    lengths = load_length_rules(folder)["aiconfigurator_silicon"]
+    aic = [r for r in rows if r.source_id == "aiconfigurator_silicon"]
+    with (folder / "aiconfigurator_silicon.csv").open(newline="") as f:
+        notes = {i: r["notes"] for i, r in enumerate(csv.DictReader(f), start=2)}
+    assert all(r.fitted == lengths.applies(notes[r.line]) for r in aic)
+    assert any(not r.fitted for r in aic) and any(r.fitted for r in aic)
+    assert all(r.fitted for r in rows if r.source_id != "aiconfigurator_silicon")
