@@ -155,11 +155,15 @@ def write_profile(card: str, fit: CardFit, rows: Sequence[PublishedRow],
     text = re.sub(r"\n# --- issue 56 fit.*", "", text, flags=re.S).rstrip("\n")
     text = text.replace("# efficiency: not fitted on this card; the twin uses the a40 fit "
                         "(see describe()[\"efficiency_source\"])\n", "")
-    fitted_rows = [r for r in rows if r.split == "in_sample"]
+    fitted_rows = [r for r in rows if r.split == "in_sample" and r.fitted]
+    scored_only = sum(1 for r in rows if r.split == "in_sample" and not r.fitted)
     versions = sorted({r.vllm_version or "unstated" for r in fitted_rows})
     models = sorted({f"{r.model} ({r.quantization}, tp{r.tp})" for r in fitted_rows})
     where = (f"`python benchmarks/card_fidelity.py --fit` on {sources}; in-sample rows "
-             f"only ({len(fitted_rows)} rows; fit subset: output <= {FIT_MAX_OUTPUT} tokens, "
+             f"only ({len(fitted_rows)} rows"
+             + (f", not the {scored_only} whose load the source does not name (its fit "
+                "rule)" if scored_only else "")
+             + f"; fit subset: output <= {FIT_MAX_OUTPUT} tokens, "
              f"concurrency in {sorted(FIT_CONCURRENCY)}, the smallest and largest tp); "
              f"vLLM {', '.join(versions)}; "
              f"models {', '.join(models)}; engine settings unpublished, taken as vLLM's "

@@ -35,7 +35,7 @@ def test_raising_the_budget_under_speculation_with_many_streams_takes_fewer_step
     assert high.tokens_per_pass == low.tokens_per_pass   # same content, same drafts
     # fewer steps save only the fixed per-step cost: since issue 48's refit speculation's
     # cost is mostly per sequence, so what is saved is the H200's fixed cost per mixed
-    # step (its issue 56 fit, 35 ms since the refit on the client's draw: +3.6%; with
+    # step (its issue 56 fit, 39 ms since the refit on the rows of known load: +4.1%; with
     # 20 ms and the a40's speculation terms before it, −0.1%), never a loss
     assert 1.0 <= high.throughput_tok_s / low.throughput_tok_s < 1.06
 
