@@ -409,7 +409,9 @@ class TeamHoursProfile:
                 s.seen[r] = HourProbe(r, not failed, failed, figs, got.run_dir)
                 if res.price_per_hour is None and isinstance(
                         p := got.summary.get("price_per_hour"), int | float):
-                    res.price_per_hour = float(p)
+                    # a twin fleet records what its r cards rent for: one card's is 1/r
+                    # (a price given with --price-per-hour is one card's: set up front)
+                    res.price_per_hour = float(p) / r
             if cut:
                 res.interrupted = True
                 self._progress(res)

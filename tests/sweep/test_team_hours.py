@@ -6,6 +6,7 @@ marked interrupted; and the interval scenarios rebuild the day's calls exactly."
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from simulator.analysis.team_hours import TeamHours, format_hours
 from simulator.scenario.model import Scenario
 from simulator.scenario.replay import ReplaySpec
 from simulator.sweep.pipeline import run_profile
-from simulator.sweep.point import Point, PointResult
+from simulator.sweep.point import Point, PointResult, Target
 from simulator.sweep.profiles import PointBase
 from simulator.sweep.team_hours import TeamHoursProfile, interval_data, plan_intervals
 from tests.sweep.toy import Wide
@@ -129,3 +130,50 @@ def test_intervals_rebuild_the_days_calls(tmp_path: Path) -> None:
         [[(c.usage, c.at_s, c.model_s) for c in x.calls] for x in spec.sessions]
     nine = plan_intervals(spec, 3600, 300)[1]
     assert nine[0].lead == (1, 0) and nine[0].requests == 12   # a's 08:50 call, warm
+
+
+def test_the_day_is_priced_per_card_whatever_probe_first_records_a_price(tmp_path: Path) -> None:
+    """A twin fleet records the price of the R cards it rents; the day's $ are card-hours
+    times one card's price. The first probe that records one here runs 2 cards (the
+    1-card probe is decided early and records none): $/day must not double. On the
+    100,000-request day the first such probe ran 79 cards and the $/day came out 79x."""
+    card_usd = 0.44
+    prof, _ = _profile(tmp_path, [])
+
+    def runner(p: Point) -> PointResult:
+        iv, r = str(p.coords["interval"]), int(p.coords["replicas"])
+        if r == 1 and r < NEED[iv] and p.early is not None:
+            return PointResult(p, f"{iv}/{r}", "interrupted", "stopped early",
+                               RunSummary.from_json({}), 0.0, 0.0,
+                               early="ttft_p95_s<=2 fails whatever the rest give")
+        priced = RunSummary.from_json({"price_per_hour": card_usd * r})
+        return PointResult(p, f"{iv}/{r}", "completed", "", priced, 0.0, 0.0)
+
+    got: TeamHours = run_profile(prof, Wide(1), runner=runner)
+    fixed, follow = got.card_hours()
+    assert got.price_per_hour == card_usd
+    assert got.usd() == (fixed * card_usd, follow * card_usd)
+
+
+def test_a_price_given_per_card_is_kept(tmp_path: Path) -> None:
+    """`--price-per-hour` is one card's: the probes record it as given, and the day's
+    $ use it as it is."""
+    base = PointBase(str(tmp_path / "team.yaml"), (), tmp_path / "size", base_seed=0,
+                     target=replace(Target(), price_per_hour=2.5))
+    data = {"name": "team", "seed": 0, "system": {"tokens": 18_000},
+            "replay": _spec().model_dump(exclude_none=True)}
+
+    def runner(p: Point) -> PointResult:
+        iv, r = str(p.coords["interval"]), int(p.coords["replicas"])
+        return PointResult(p, f"{iv}/{r}", "completed", "",
+                           RunSummary.from_json({"price_per_hour": 2.5}), 0.0, 0.0)
+
+    def figures(run_dir: str, _lead: Sequence[int]) -> SummaryRecord:
+        iv, r = run_dir.split("/")
+        return {"ttft_p95_s": 1.0 if int(r) >= NEED[iv] else 2.0 + NEED[iv] - int(r)}
+
+    prof = TeamHoursProfile(base, (parse_slo("ttft_p95_s<=2"),), _spec(), data,
+                            figures=figures)
+    got: TeamHours = run_profile(prof, Wide(1), runner=runner)
+    assert got.price_per_hour == 2.5
+    assert got.usd() == (72.0 * 2.5, 6.0 * 2.5)
