@@ -151,6 +151,7 @@ def test_the_day_is_priced_per_card_whatever_probe_first_records_a_price(tmp_pat
 
     got: TeamHours = run_profile(prof, Wide(1), runner=runner)
     fixed, follow = got.card_hours()
+    assert fixed is not None and follow is not None
     assert got.price_per_hour == card_usd
     assert got.usd() == (fixed * card_usd, follow * card_usd)
 
