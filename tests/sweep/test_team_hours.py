@@ -6,7 +6,6 @@ marked interrupted; and the interval scenarios rebuild the day's calls exactly."
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +51,10 @@ NEED = {"08:00": 1, "09:00": 3, "10:00": 2}     # the toy server's cards per int
 Runner = Callable[[Point], PointResult]
 
 
-def _profile(tmp: Path, width_asked: list[tuple[str, int]]) -> tuple[TeamHoursProfile, Runner]:
-    base = PointBase(str(tmp / "team.yaml"), (), tmp / "size", base_seed=0)
+def _profile(tmp: Path, width_asked: list[tuple[str, int]], target: Target | None = None
+             ) -> tuple[TeamHoursProfile, Runner]:
+    base = PointBase(str(tmp / "team.yaml"), (), tmp / "size", base_seed=0,
+                     target=target or Target())
     data = {"name": "team", "seed": 0, "system": {"tokens": 18_000},
             "replay": _spec().model_dump(exclude_none=True)}
 
@@ -159,22 +160,13 @@ def test_the_day_is_priced_per_card_whatever_probe_first_records_a_price(tmp_pat
 def test_a_price_given_per_card_is_kept(tmp_path: Path) -> None:
     """`--price-per-hour` is one card's: the probes record it as given, and the day's
     $ use it as it is."""
-    base = PointBase(str(tmp_path / "team.yaml"), (), tmp_path / "size", base_seed=0,
-                     target=replace(Target(), price_per_hour=2.5))
-    data = {"name": "team", "seed": 0, "system": {"tokens": 18_000},
-            "replay": _spec().model_dump(exclude_none=True)}
+    prof, _ = _profile(tmp_path, [], Target(price_per_hour=2.5))
 
     def runner(p: Point) -> PointResult:
         iv, r = str(p.coords["interval"]), int(p.coords["replicas"])
         return PointResult(p, f"{iv}/{r}", "completed", "",
                            RunSummary.from_json({"price_per_hour": 2.5}), 0.0, 0.0)
 
-    def figures(run_dir: str, _lead: Sequence[int]) -> SummaryRecord:
-        iv, r = run_dir.split("/")
-        return {"ttft_p95_s": 1.0 if int(r) >= NEED[iv] else 2.0 + NEED[iv] - int(r)}
-
-    prof = TeamHoursProfile(base, (parse_slo("ttft_p95_s<=2"),), _spec(), data,
-                            figures=figures)
     got: TeamHours = run_profile(prof, Wide(1), runner=runner)
     assert got.price_per_hour == 2.5
     assert got.usd() == (72.0 * 2.5, 6.0 * 2.5)
