@@ -73,6 +73,11 @@ _FIXTURE_ENGINES: dict[str, tuple[str, ...]] = {
     "smol_llamacpp": ("llamacpp", "smollm2-gguf"), "smol_vllm": ("vllm", "smollm2"),
     "smol_vllm_spec": ("vllm", "smollm2"), "_smol_vllm_pair": ("vllm", "smollm2")}
 _PREINSTALL_ERRORS: dict[str, RunError] = {}
+# llama.cpp's threads in the tests: one. A second thread spin-waits at every step's
+# barrier; on a 2-core box another job keeps busy, that made decode 10-25x slower
+# (smol_llamacpp's measurement below) and burned the CPU the other worker needed; the
+# tiny model's steps are too small to gain from two.
+TEST_THREADS = 1
 
 
 def engines_needed(items: Iterable[pytest.Item]) -> list[str]:
@@ -270,7 +275,7 @@ def llamacpp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine
     """llama.cpp's llama-server with 4 slots and a unified KV cache."""
     install = install_or_skip(ensure_llamacpp, "llamacpp")
     log_dir = tmp_path_factory.mktemp("llamacpp")
-    with _serving(serve_llamacpp(install, log_dir), log_dir) as server:
+    with _serving(serve_llamacpp(install, log_dir, threads=TEST_THREADS), log_dir) as server:
         yield server
 
 
