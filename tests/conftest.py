@@ -74,6 +74,10 @@ def _say(config: pytest.Config) -> Callable[[str], None]:
 
     def say(line: str) -> None:
         if reporter is not None:
+            # xdist writes the progress dots itself: start a new line after them
+            tw = getattr(reporter, "_tw", None)
+            if tw is not None and getattr(tw, "width_of_current_line", 0):
+                tw.line()
             reporter.write_line(line)
             reporter.flush()
         else:
