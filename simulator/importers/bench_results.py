@@ -5,7 +5,8 @@ Three tools, their own names (checked against their sources):
 
 * `vllm bench serve --save-result` (vllm/benchmarks/serve.py): one JSON object with
   `model_id`, `num_prompts`, `request_rate` (a number, or "inf"), `max_concurrency`
-  (null when unset), `completed`, `total_input_tokens`, `total_output_tokens`,
+  (null when unset), `burstiness` (the arrivals' gamma shape at a finite rate),
+  `completed`, `total_input_tokens`, `total_output_tokens`,
   `output_throughput`, and `mean_/median_/p99_{ttft,tpot,itl,e2el}_ms` (with
   `--save-detailed` also `input_lens`, `output_lens`, `ttfts`, `itls`, not needed here).
   TPOT excludes the first token: (latency − TTFT) / (output − 1) per request.
@@ -22,7 +23,7 @@ Three tools, their own names (checked against their sources):
   `output_tokens_per_second`, `prompt_token_count`, `output_token_count`, and
   `request_totals.successful`; the load in the benchmark's `config.strategy` (older
   files: `args.strategy`): `concurrent` with `streams`, `synchronous` (1), `constant`
-  or `poisson` with `rate`, `throughput` (all at once).
+  (evenly spaced: burstiness inf) or `poisson` with `rate`, `throughput` (all at once).
 
 Every file is read bounded (`util/bounded.py`): a FIFO or device, a file over
 MAX_FILE_BYTES, text that is not UTF-8 or not JSON, nesting past the bound, a number
@@ -49,6 +50,7 @@ MAX_MS = 86_400_000.0            # a latency figure: at most a day
 MAX_TOK_S = 1e9                  # an output throughput
 MAX_CONCURRENCY = 1_000_000
 MAX_RATE = 1e6                   # requests/s
+MAX_BURSTINESS = 1e6             # vLLM's gamma shape: past this the arrivals are even
 
 Tool = Literal["vllm-bench-serve", "aiperf", "guidellm"]
 
@@ -79,6 +81,7 @@ class BenchResult:
     e2e_mean_s: float | None
     output_tok_s: float | None
     vllm_version: str | None = None
+    burstiness: float = 1.0      # gamma shape of the arrivals at request_rate (inf: even)
 
     def figures(self) -> dict[BenchMetric, float | None]:
         """The figures by the metric names of a "bench" observation."""
@@ -127,6 +130,7 @@ def bench_points(results: Sequence[BenchResult]) -> list[JSONObject]:
                 "output_tokens": max(1, round(r.output_tokens)),
                 "concurrency": r.concurrency, "request_rate": r.request_rate,
                 "num_prompts": r.num_prompts, "prefix_share": 0.0,
+                **({"burstiness": r.burstiness} if r.burstiness != 1.0 else {}),
                 "label": f"{Path(r.source).name} {metric}"
                          + (f" c={r.concurrency}" if r.concurrency is not None
                             else f" r={r.request_rate:g}"),
@@ -193,6 +197,16 @@ def _rate(v: object, field: str) -> float | None:
     return x
 
 
+def _burstiness(v: object, field: str) -> float:
+    """vLLM's `--burstiness`, the gamma shape of its arrivals (1: Poisson; absent: 1)."""
+    if v is None:
+        return 1.0
+    x = bounded.seconds(v, field, MAX_BURSTINESS, "(a gamma shape)")
+    if x == 0:
+        raise bounded.FieldError(f"field {field!r}: a burstiness of 0")
+    return x
+
+
 def _concurrency(v: object, field: str) -> int | None:
     return None if v is None else bounded.count(v, field, "requests", 1, MAX_CONCURRENCY)
 
@@ -224,6 +238,7 @@ def _vllm(d: Mapping[str, object], source: str) -> BenchResult:
     assert tin is not None and tout is not None
     conc, rate = _load_shape(_concurrency(d.get("max_concurrency"), "max_concurrency"),
                              _rate(d.get("request_rate"), "request_rate"), n)
+    burstiness = _burstiness(d.get("burstiness"), "burstiness") if rate is not None else 1.0
     figures = {k: _ms(d.get(f"{k}_ms"), f"{k}_ms") for k in
                ("mean_ttft", "median_ttft", "mean_tpot", "median_tpot", "mean_itl",
                 "mean_e2el")}
@@ -237,7 +252,7 @@ def _vllm(d: Mapping[str, object], source: str) -> BenchResult:
         tpot_mean_s=figures["mean_tpot"], tpot_p50_s=figures["median_tpot"],
         itl_mean_s=figures["mean_itl"], e2e_mean_s=figures["mean_e2el"],
         output_tok_s=_number(d.get("output_throughput"), "output_throughput", MAX_TOK_S,
-                             "tok/s"))
+                             "tok/s"), burstiness=burstiness)
 
 
 def _aiperf_metrics(d: Mapping[str, object]) -> Mapping[str, object] | None:
@@ -321,7 +336,7 @@ def _guidellm_one(b: object, where: str, source: str, model: str | None) -> Benc
                       required=True) for name in ("prompt_token_count", "output_token_count")]
     strategy = _get(b, "config", "strategy") if isinstance(b.get("config"), Mapping) \
         else _get(b, "args", "strategy")
-    conc, rate = _guidellm_strategy(strategy, f"{where}.config.strategy", n)
+    conc, rate, burstiness = _guidellm_strategy(strategy, f"{where}.config.strategy", n)
     tpot = ms("inter_token_latency_ms", "mean")
     assert tokens[0] is not None and tokens[1] is not None
     return BenchResult(
@@ -333,27 +348,31 @@ def _guidellm_one(b: object, where: str, source: str, model: str | None) -> Benc
         tpot_mean_s=tpot, tpot_p50_s=ms("inter_token_latency_ms", "median"),
         itl_mean_s=tpot, e2e_mean_s=ms("request_latency", "mean", "s"),
         output_tok_s=_number(ok("output_tokens_per_second", "mean"),
-                             field("output_tokens_per_second", "mean"), MAX_TOK_S, "tok/s"))
+                             field("output_tokens_per_second", "mean"), MAX_TOK_S, "tok/s"),
+        burstiness=burstiness)
 
 
-def _guidellm_strategy(s: object, where: str, n: int) -> tuple[int | None, float | None]:
-    """GuideLLM's scheduling strategy as (concurrency, request rate)."""
+def _guidellm_strategy(s: object, where: str,
+                       n: int) -> tuple[int | None, float | None, float]:
+    """GuideLLM's scheduling strategy as (concurrency, request rate, burstiness):
+    `constant` sends its requests evenly spaced (burstiness inf), `poisson` as vLLM's 1."""
     if not isinstance(s, Mapping):
         raise bounded.FieldError(f"field {where!r}: expected the benchmark's strategy "
                                  f"object, got {bounded.shown(s)}")
     kind = s.get("type_", s.get("type"))
     if kind == "synchronous":
-        return 1, None
+        return 1, None, 1.0
     if kind == "concurrent":
-        return _concurrency(s.get("streams"), f"{where}.streams") or 1, None
+        return _concurrency(s.get("streams"), f"{where}.streams") or 1, None, 1.0
     if kind in ("constant", "poisson", "async"):
         rate = _rate(s.get("rate"), f"{where}.rate")
         if rate is None:
             raise bounded.FieldError(f"field '{where}.rate': missing")
-        return _concurrency(s.get("max_concurrency"), f"{where}.max_concurrency"), rate
+        return (_concurrency(s.get("max_concurrency"), f"{where}.max_concurrency"), rate,
+                float("inf") if kind == "constant" else 1.0)
     if kind == "throughput":
-        return _load_shape(_concurrency(s.get("max_concurrency"),
-                                        f"{where}.max_concurrency"), None, n)
+        return (*_load_shape(_concurrency(s.get("max_concurrency"),
+                                          f"{where}.max_concurrency"), None, n), 1.0)
     raise bounded.FieldError(f"field '{where}.type_': {bounded.shown(kind)} is not a "
                              "strategy read here (synchronous, concurrent, constant, "
                              "poisson, throughput)")

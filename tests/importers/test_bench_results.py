@@ -15,7 +15,8 @@ import pytest
 
 from simulator.errors import InputError
 from simulator.importers.bench_results import bench_points, read_bench_file
-from simulator.twin.model.fit import PointsFile
+from simulator.twin.bench.closed_loop import BenchLoad
+from simulator.twin.model.fit import Observation, PointsFile
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "bench_results"
@@ -30,6 +31,32 @@ def test_vllm_bench_serve_result() -> None:
     assert math.isclose(r.tpot_mean_s or 0, 0.0621) and math.isclose(r.itl_mean_s or 0, 0.062)
     assert math.isclose(r.e2e_mean_s or 0, 8.1993) and r.output_tok_s == 198.6
     assert r.vllm_version == "0.11.0"
+
+
+def test_a_rate_runs_its_files_burstiness_and_guidellms_constant_rate_runs_evenly(
+        tmp_path: Path) -> None:
+    """vLLM's `--burstiness` reaches the point, and so its twin run, at a finite rate
+    (at rate inf it means nothing); GuideLLM's `constant` strategy sends evenly spaced
+    requests (inf), its `poisson` one Poisson's (1)."""
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(_vllm(request_rate=4.0, burstiness=0.5)))
+    [r] = read_bench_file(f)
+    assert (r.request_rate, r.burstiness) == (4.0, 0.5)
+    assert {p["burstiness"] for p in bench_points([r])} == {0.5}
+    f.write_text(json.dumps(_vllm(burstiness=0.5)))         # request_rate "inf"
+    assert read_bench_file(f)[0].burstiness == 1.0
+    g = json.loads((FIXTURES / "guidellm_benchmarks.json").read_text())
+    for kind, shape in (("constant", float("inf")), ("poisson", 1.0)):
+        g["benchmarks"][1]["config"]["strategy"]["type_"] = kind
+        f.write_text(json.dumps(g))
+        rate = read_bench_file(f)[1]
+        assert (rate.request_rate, rate.burstiness) == (2.5, shape)
+        [load] = {bench_point_load(p) for p in bench_points([rate])}
+        assert (load.request_rate, load.burstiness) == (2.5, shape)
+
+
+def bench_point_load(point: dict[str, object]) -> BenchLoad:
+    return Observation.model_validate(point).bench_load()
 
 
 def test_aiperf_profile_export() -> None:
@@ -89,6 +116,10 @@ _DROP = object()
     (json.dumps(_vllm(total_input_tokens=_DROP)), ["total_input_tokens", "missing"]),
     (json.dumps(_vllm(max_concurrency=0)), ["max_concurrency"]),
     (json.dumps(_vllm(request_rate="fast")), ["request_rate"]),
+    (json.dumps(_vllm(request_rate=4.0, burstiness=0)), ["burstiness", "of 0"]),
+    (json.dumps(_vllm(request_rate=4.0, burstiness=-1)), ["burstiness", "non-negative"]),
+    (json.dumps(_vllm(request_rate=4.0, burstiness="bursty")), ["burstiness", "number"]),
+    (json.dumps(_vllm(request_rate=4.0, burstiness=1e9)), ["burstiness", "more than"]),
     (json.dumps(_vllm(model_id=7)), ["model_id", "string"]),
     ('{"completed": 4, "mean_ttft_ms": NaN, "total_input_tokens": 4, '
      '"total_output_tokens": 4}', ["mean_ttft_ms", "finite"]),

@@ -6,7 +6,9 @@ is created at once as a task that waits on `asyncio.Semaphore(max_concurrency)`;
 `--request-rate inf` (the default) there is no pause between them, so a closed loop of C
 starts C requests together and each completion lets the next one in at that instant. With
 a finite rate the arrivals are a gamma process (`--burstiness`, 1: Poisson) from a seeded
-generator, still capped by the semaphore when a concurrency is given. The duration runs
+generator, still capped by the semaphore when a concurrency is given; a burstiness of inf
+(the gamma's limit, which vLLM's flag cannot reach) spaces them evenly, as a client that
+queues one request per tick does. The duration runs
 from the first measured request's start to the last one's end.
 
 The metrics follow `calculate_metrics` by name: TTFT per request; TPOT per request =
@@ -53,7 +55,8 @@ class BenchLoad:
     `--random-range-ratio` (`range_ratio`: today's ±r around the length; `low_ratio`: the
     older client's [int(r × n), n], which InferenceX's copy keeps), `--num-prompts`,
     `--max-concurrency` (None: no cap),
-    `--request-rate` (None: inf), `--burstiness`, `--num-warmups`, `--seed`, and the
+    `--request-rate` (None: inf), `--burstiness` (inf: evenly spaced), `--num-warmups`,
+    `--seed`, and the
     share of each prompt that is a prefix shared by all (0: random prompts)."""
 
     input_tokens: int
@@ -93,8 +96,9 @@ class BenchLoad:
         if self.low_ratio > 0 and self.range_ratio > 0:
             raise InputError("bench: range_ratio (±r) and low_ratio ([r·n, n]) are two "
                              "clients' draws; give one")
-        if not (self.burstiness > 0 and math.isfinite(self.burstiness)):
-            raise InputError(f"bench: burstiness {self.burstiness} must be a finite number > 0")
+        if not self.burstiness > 0:     # NaN fails too; inf: evenly spaced arrivals
+            raise InputError(f"bench: burstiness {self.burstiness} must be a number > 0 "
+                             "(inf: evenly spaced)")
         if not 0 <= self.warmups <= MAX_PROMPTS:
             raise InputError(f"bench: warmups {self.warmups} must be in 0..{MAX_PROMPTS}")
 
@@ -189,9 +193,12 @@ def _lengths(load: BenchLoad, rng: np.random.Generator, n: int) -> tuple[list[in
 
 def _arrivals(load: BenchLoad, rng: np.random.Generator, n: int) -> list[float]:
     """Offsets (s) at which each request is released: 0 for a rate of inf, else the
-    cumulative gamma intervals of mean 1/rate (vLLM's `get_request`)."""
+    cumulative gamma intervals of mean 1/rate (vLLM's `get_request`), or 1/rate apart
+    for a burstiness of inf."""
     if load.request_rate is None:
         return [0.0] * n
+    if math.isinf(load.burstiness):
+        return [i / load.request_rate for i in range(n)]
     theta = 1.0 / (load.request_rate * load.burstiness)
     gaps = rng.gamma(shape=load.burstiness, scale=theta, size=n)
     return [float(x) for x in np.concatenate(([0.0], np.cumsum(gaps)[:-1]))]

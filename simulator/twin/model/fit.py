@@ -119,6 +119,8 @@ class Observation(BaseModel):
     output_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS)
     concurrency: int | None = Field(default=None, gt=0, le=MAX_CONCURRENCY)
     request_rate: float | None = Field(default=None, gt=0, le=MAX_MEASURED)
+    # the gamma shape of the arrivals at `request_rate` (1: Poisson; inf: evenly spaced)
+    burstiness: float = Field(default=1.0, gt=0, allow_inf_nan=True)
     num_prompts: int = Field(default=0, ge=0, le=MAX_PROMPTS)
     prefix_share: float = Field(default=0.0, ge=0, lt=1)
     # the client drew each length uniformly in [int(length_low_ratio × n), n] (0: n itself)
@@ -142,7 +144,8 @@ class Observation(BaseModel):
         request)."""
         return BenchLoad(self.input_tokens, self.output_tokens, self.num_prompts,
                          concurrency=self.concurrency, request_rate=self.request_rate,
-                         prefix_share=self.prefix_share, low_ratio=self.length_low_ratio)
+                         burstiness=self.burstiness, prefix_share=self.prefix_share,
+                         low_ratio=self.length_low_ratio)
 
 
 PER_STREAM_FIGURES = frozenset({"decode_tok_s_median", "per_session_tok_s"})

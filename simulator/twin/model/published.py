@@ -15,6 +15,9 @@ so in sources.yaml (`lengths`): the twin draws its matching rows' lengths the sa
 (`LengthRule`), the CSV keeping the nominal ones. A source whose client is known to send a number of requests
 per unit of concurrency that the CSV does not state says so too (`prompts`): its matching
 closed-loop rows are run with that many requests (`PromptRule`), not the default few waves.
+A source whose client queues one request per fixed tick, and lets at most C run, says so
+(`arrivals`): its matching rows are run at that rate, evenly spaced, under the cap
+(`ArrivalRule`), not all at once.
 """
 
 from __future__ import annotations
@@ -94,6 +97,22 @@ class PromptRule:
 
 
 @dataclass(frozen=True, slots=True)
+class ArrivalRule:
+    """A source's client queues one request every `interval_s` and runs at most C of
+    them (a worker pool behind a semaphore; its timer starts when a worker takes the
+    request), which its CSV's concurrency column does not say: the rows whose notes match
+    `rows` are run at 1/interval_s req/s, evenly spaced (burstiness inf), under the cap.
+    Run all at once instead, C requests of one length stay in lock-step waves, each
+    queued behind C − 1 prefills, which the measured server never saw."""
+
+    interval_s: float
+    rows: re.Pattern[str]
+
+    def applies(self, notes: str) -> bool:
+        return self.rows.search(notes) is not None
+
+
+@dataclass(frozen=True, slots=True)
 class FitRule:
     """Which of a source's rows a fit may use: those whose notes match `rows`, the rows whose
     load as run (client, length draw, request count) the source names. The others are
@@ -131,6 +150,7 @@ class PublishedRow:
     line: int = 0
     low_ratio: float = 0.0       # lengths drawn in [int(low_ratio × n), n] (a LengthRule)
     prompts_rule: bool = False   # num_prompts set by the source's PromptRule, not the default
+    burstiness: float = 1.0      # gamma shape of the arrivals at request_rate (inf: a tick)
     fitted: bool = True          # False: its source's FitRule leaves it to scoring only
 
     @property
@@ -143,8 +163,11 @@ class PublishedRow:
         return run if not self.low_ratio else f"{run} (each drawn in [{self.low_ratio:g} n, n])"
 
     def label(self) -> str:
-        load = (f"C={self.concurrency}" if self.concurrency is not None
-                else f"{self.request_rate:g} req/s" if self.request_rate else "rate inf")
+        tick = " every" if self.burstiness == float("inf") else ""
+        rate = (f"{tick} {1 / self.request_rate:g} s" if tick else f" {self.request_rate:g} req/s"
+                ) if self.request_rate else ""
+        load = (f"C={self.concurrency}{' fed' + rate if rate else ''}"
+                if self.concurrency is not None else rate.strip() or "rate inf")
         return (f"{self.source_id}:{self.line} {self.twin_model}:{self.quantization} "
                 f"tp{self.tp} {self.lengths()} {load}")
 
@@ -152,14 +175,14 @@ class PublishedRow:
         """The `vllm bench serve` run the row measured, as the twin repeats it."""
         return BenchLoad(self.input_tokens, self.output_tokens, self.num_prompts,
                          concurrency=self.concurrency, request_rate=self.request_rate,
-                         low_ratio=self.low_ratio)
+                         burstiness=self.burstiness, low_ratio=self.low_ratio)
 
     def observations(self) -> list[Observation]:
         return [Observation(kind="bench", measured=v,
                             unit="tok_s" if m == "output_tok_s" else "s",
                             input_tokens=self.input_tokens, output_tokens=self.output_tokens,
                             concurrency=self.concurrency, request_rate=self.request_rate,
-                            num_prompts=self.num_prompts, metric=m,
+                            burstiness=self.burstiness, num_prompts=self.num_prompts, metric=m,
                             length_low_ratio=self.low_ratio,
                             label=f"{self.label()} {m}")
                 for m, v in self.figures.items()]
@@ -251,6 +274,19 @@ def _prompt_rule(spec: Mapping[str, object], where: str) -> PromptRule:
     return PromptRule(per, _pattern(spec.get("rows"), f"{where}.rows"))
 
 
+def load_arrival_rules(folder: Path) -> dict[str, ArrivalRule]:
+    """source_id → its `arrivals` rule (`interval_s`, `rows`: a regex on a row's notes),
+    for the sources whose sources.yaml entry has one."""
+    return _rules(*_sources(folder), "arrivals", _arrival_rule)
+
+
+def _arrival_rule(spec: Mapping[str, object], where: str) -> ArrivalRule:
+    tick = spec.get("interval_s")
+    if isinstance(tick, bool) or not isinstance(tick, (int, float)) or not 1e-3 <= tick <= 3600:
+        raise InputError(f"{where}.interval_s: seconds in [0.001, 3600], not {tick!r}")
+    return ArrivalRule(float(tick), _pattern(spec.get("rows"), f"{where}.rows"))
+
+
 def _fit_rule(spec: Mapping[str, object], where: str) -> FitRule:
     return FitRule(_pattern(spec.get("rows"), f"{where}.rows"))
 
@@ -299,11 +335,11 @@ def _float(row: Mapping[str, str], key: str, where: str) -> float | None:
 
 def parse_row(row: Mapping[str, str], split: Split, where: str,
               line: int, lengths: LengthRule | None = None,
-              prompts: PromptRule | None = None, fit: FitRule | None = None
-              ) -> PublishedRow | str:
+              prompts: PromptRule | None = None, fit: FitRule | None = None,
+              arrivals: ArrivalRule | None = None) -> PublishedRow | str:
     """The row as the twin repeats it, or why it cannot (a one-line reason); `lengths`,
-    `prompts` and `fit`: its source's rules for drawn lengths, for the unstated request
-    count and for the rows a fit may use."""
+    `prompts`, `fit` and `arrivals`: its source's rules for drawn lengths, for the
+    unstated request count, for the rows a fit may use and for a client's fixed tick."""
     card, twin = (row.get("card") or "").strip(), (row.get("twin_model") or "").strip()
     if card not in known_names("hardware"):
         return f"no hardware profile {card!r}"
@@ -326,6 +362,12 @@ def parse_row(row: Mapping[str, str], split: Split, where: str,
         else 0.0
     conc = _int(row, "concurrency", where) or None
     rate = _float(row, "request_rate", where)
+    burstiness = 1.0
+    if arrivals is not None and arrivals.applies(row.get("notes") or ""):
+        if rate is not None:
+            raise InputError(f"{where}: request_rate {rate:g} and its source's arrivals rule "
+                             "(one request per tick) are two loads; give one")
+        rate, burstiness = 1.0 / arrivals.interval_s, float("inf")
     stated = _int(row, "num_prompts", where)
     per = (prompts.per_concurrency if prompts is not None and stated is None
            and prompts.applies(row.get("notes") or "") else None)
@@ -351,7 +393,7 @@ def parse_row(row: Mapping[str, str], split: Split, where: str,
         max_num_seqs=_int(row, "max_num_seqs", where) or None,
         max_num_batched_tokens=_int(row, "max_num_batched_tokens", where) or None,
         figures=figures, line=line, low_ratio=low, prompts_rule=by_rule,
-        fitted=fit is None or fit.applies(row.get("notes") or ""))
+        burstiness=burstiness, fitted=fit is None or fit.applies(row.get("notes") or ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +410,7 @@ def load_published(folder: str | Path) -> Published:
     rules = _rules(*sources, "lengths", _length_rule)
     prompt_rules = _rules(*sources, "prompts", _prompt_rule)
     fit_rules = _rules(*sources, "fit", _fit_rule)
+    arrival_rules = _rules(*sources, "arrivals", _arrival_rule)
     rows: list[PublishedRow] = []
     skipped: dict[str, int] = {}
     for path in sorted(base.glob("*.csv")):
@@ -382,7 +425,7 @@ def load_published(folder: str | Path) -> Published:
             if sid not in splits:
                 raise InputError(f"{where}: source_id {sid!r} is not in sources.yaml")
             got = parse_row(rec, splits[sid], where, i, rules.get(sid), prompt_rules.get(sid),
-                            fit_rules.get(sid))
+                            fit_rules.get(sid), arrival_rules.get(sid))
             if isinstance(got, str):
                 skipped[got] = skipped.get(got, 0) + 1
             else:

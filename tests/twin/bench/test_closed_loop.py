@@ -103,6 +103,25 @@ def test_request_rate_spreads_arrivals() -> None:
     assert burst.duration < 0.1
 
 
+def test_burstiness_inf_spaces_arrivals_evenly() -> None:
+    """A client that queues one request per 0.5 s tick (burstiness inf): 10-ms requests
+    start exactly 0.5 s apart, so the run lasts 9 ticks and one request."""
+    r = run_bench(Steps(), BenchLoad(100, 1, 10, request_rate=2.0, burstiness=float("inf"),
+                                     warmups=0))
+    assert r.duration == pytest.approx(9 * 0.5 + 0.01)
+    assert [t.ttft_s for t in r.requests] == pytest.approx([0.01] * 10)
+
+
+def test_ticks_under_a_cap_break_the_lock_step_of_a_closed_loop() -> None:
+    """A closed loop of 16 fed at 2 req/s starts its requests apart and keeps them apart
+    (one reply length), where all at once every arrival queues behind 15 prefills."""
+    steps = Steps(fixed=0.001, per_token=1e-5)
+    burst = run_bench(steps, BenchLoad(1000, 100, 160, concurrency=16, warmups=0))
+    ticks = run_bench(steps, BenchLoad(1000, 100, 160, concurrency=16, request_rate=2.0,
+                                       burstiness=float("inf"), warmups=0))
+    assert ticks.median_ttft_ms < 0.5 * burst.median_ttft_ms
+
+
 @pytest.mark.parametrize(("load", "field"), [
     (BenchLoad(0, 5, 1), "input_tokens"), (BenchLoad(10, 0, 1), "output_tokens"),
     (BenchLoad(10, 5, 0), "num_prompts"), (BenchLoad(10, 5, 1, concurrency=0), "concurrency"),
@@ -110,6 +129,8 @@ def test_request_rate_spreads_arrivals() -> None:
     (BenchLoad(10, 5, 1, prefix_share=1.0), "prefix_share"),
     (BenchLoad(10, 5, 1, low_ratio=1.5), "low_ratio"),
     (BenchLoad(10, 5, 1, low_ratio=0.8, range_ratio=0.1), "give one"),
+    (BenchLoad(10, 5, 1, request_rate=1.0, burstiness=0.0), "burstiness"),
+    (BenchLoad(10, 5, 1, request_rate=1.0, burstiness=float("nan")), "burstiness"),
 ])
 def test_bad_load_is_one_line(load: BenchLoad, field: str) -> None:
     with pytest.raises(InputError, match=field):

@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from simulator.errors import InputError
-from simulator.twin.model.published import load_length_rules, load_prompt_rules, load_published
+from simulator.twin.model.published import (
+    load_arrival_rules,
+    load_length_rules,
+    load_prompt_rules,
+    load_published,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 COLUMNS = ("source_id,card,gpus,tp,ep,model,twin_model,weight_format,kv_dtype,vllm_version,"
@@ -64,6 +69,11 @@ def test_matching_rows_are_run_with_the_clients_draw(tmp_path: Path) -> None:
     ("fit:\n  rows: '('", "fit.rows"),
     ("fit: {}", "fit.rows"),
     ("fit: yes", "fit.rows"),
+    ("arrivals:\n  interval_s: 0\n  rows: 'x'", "arrivals.interval_s"),
+    ("arrivals:\n  interval_s: .inf\n  rows: 'x'", "arrivals.interval_s"),
+    ("arrivals:\n  interval_s: '0.5'\n  rows: 'x'", "arrivals.interval_s"),
+    ("arrivals:\n  interval_s: 0.5", "arrivals.rows"),
+    ("arrivals: 0.5", "arrivals.interval_s"),
 ])
 def test_a_bad_rule_ends_in_one_line_naming_the_field(tmp_path: Path, rule: str,
                                                       field: str) -> None:
@@ -180,3 +190,44 @@ def test_the_shipped_fit_rule_fits_the_rows_whose_load_is_known() -> None:
     assert all(r.fitted == lengths.applies(notes[r.line]) for r in aic)
     assert any(not r.fitted for r in aic) and any(r.fitted for r in aic)
     assert all(r.fitted for r in rows if r.source_id != "aiconfigurator_silicon")
+
+
+def test_an_arrival_rule_feeds_the_rows_it_names_one_request_per_tick(tmp_path: Path) -> None:
+    """A client that queues a request every 0.5 s under a semaphore of C: the rows the
+    rule names run at 2 req/s, evenly spaced, under C (their observations too); a row it
+    does not name, and a source without the rule, stay all at once under C."""
+    folder = _folder(tmp_path, "arrivals:\n  interval_s: 0.5\n  rows: 'db-dump/'")
+    named, other, exact = sorted(load_published(folder).rows, key=lambda r: (r.source_id, r.line))
+    load = named.bench_load()
+    assert (load.concurrency, load.request_rate, load.burstiness) == (4, 2.0, float("inf"))
+    assert {o.bench_load() for o in named.observations()} == {load}
+    assert "C=4 fed every 0.5 s" in named.label()
+    for row in (other, exact):
+        assert (row.request_rate, row.burstiness, row.concurrency) == (None, 1.0, 4)
+
+
+def test_a_row_with_its_own_rate_and_an_arrival_rule_is_refused_in_one_line(
+        tmp_path: Path) -> None:
+    folder = _folder(tmp_path, "arrivals:\n  interval_s: 0.5\n  rows: 'db-dump/'")
+    rows = (folder / "rows.csv").read_text()
+    (folder / "rows.csv").write_text(rows.replace("concurrency,num_prompts",
+                                                  "concurrency,request_rate,num_prompts")
+                                     .replace(",8192,1024,4,40,", ",8192,1024,4,3,40,"))
+    with pytest.raises(InputError, match=r"rows\.csv:2: request_rate 3 and its source's "
+                                         "arrivals rule") as err:
+        load_published(folder)
+    assert "\n" not in str(err.value)
+
+
+def test_the_shipped_arrival_rule_names_every_gpu_conc_row() -> None:
+    """gpu_conc's client (concurrency.py @7098c82) queues a request every 0.5 s: all 16 of
+    its rows, and no other source's."""
+    folder = ROOT / "benchmarks" / "data" / "published"
+    rules = load_arrival_rules(folder)
+    assert set(rules) == {"gpu_conc_gptoss20b"}
+    assert rules["gpu_conc_gptoss20b"].interval_s == 0.5
+    with (folder / "gpu_conc_gptoss20b.csv").open(newline="") as f:
+        notes = [r["notes"] for r in csv.DictReader(f)]
+    assert len(notes) == 16 and all(map(rules["gpu_conc_gptoss20b"].applies, notes))
+    fed = [r for r in load_published(folder).rows if r.burstiness == float("inf")]
+    assert fed and {r.source_id for r in fed} == {"gpu_conc_gptoss20b"}
