@@ -132,8 +132,9 @@ def bench_points(results: Sequence[BenchResult]) -> list[JSONObject]:
                 "num_prompts": r.num_prompts, "prefix_share": 0.0,
                 **({"burstiness": r.burstiness} if r.burstiness != 1.0 else {}),
                 "label": f"{Path(r.source).name} {metric}"
-                         + (f" c={r.concurrency}" if r.concurrency is not None
-                            else f" r={r.request_rate:g}"),
+                         + (f" c={r.concurrency}" if r.concurrency is not None else "")
+                         + (f" r={r.request_rate:g}" if r.request_rate is not None else "")
+                         + (f" burstiness={r.burstiness:g}" if r.burstiness != 1.0 else ""),
             })
     return points
 
@@ -201,10 +202,11 @@ def _burstiness(v: object, field: str) -> float:
     """vLLM's `--burstiness`, the gamma shape of its arrivals (1: Poisson; absent: 1)."""
     if v is None:
         return 1.0
-    x = bounded.seconds(v, field, MAX_BURSTINESS, "(a gamma shape)")
-    if x == 0:
-        raise bounded.FieldError(f"field {field!r}: a burstiness of 0")
-    return x
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= MAX_BURSTINESS:
+        raise bounded.FieldError(f"field {field!r}: the gamma shape of the arrivals, a "
+                                 f"finite number in (0, {MAX_BURSTINESS:g}] (1: Poisson), "
+                                 f"got {bounded.shown(v)}")
+    return float(v)
 
 
 def _concurrency(v: object, field: str) -> int | None:

@@ -43,6 +43,7 @@ def test_a_rate_runs_its_files_burstiness_and_guidellms_constant_rate_runs_evenl
     [r] = read_bench_file(f)
     assert (r.request_rate, r.burstiness) == (4.0, 0.5)
     assert {p["burstiness"] for p in bench_points([r])} == {0.5}
+    assert all(str(p["label"]).endswith(" c=16 r=4 burstiness=0.5") for p in bench_points([r]))
     f.write_text(json.dumps(_vllm(burstiness=0.5)))         # request_rate "inf"
     assert read_bench_file(f)[0].burstiness == 1.0
     g = json.loads((FIXTURES / "guidellm_benchmarks.json").read_text())
@@ -116,10 +117,15 @@ _DROP = object()
     (json.dumps(_vllm(total_input_tokens=_DROP)), ["total_input_tokens", "missing"]),
     (json.dumps(_vllm(max_concurrency=0)), ["max_concurrency"]),
     (json.dumps(_vllm(request_rate="fast")), ["request_rate"]),
-    (json.dumps(_vllm(request_rate=4.0, burstiness=0)), ["burstiness", "of 0"]),
-    (json.dumps(_vllm(request_rate=4.0, burstiness=-1)), ["burstiness", "non-negative"]),
-    (json.dumps(_vllm(request_rate=4.0, burstiness="bursty")), ["burstiness", "number"]),
-    (json.dumps(_vllm(request_rate=4.0, burstiness=1e9)), ["burstiness", "more than"]),
+    (json.dumps(_vllm(request_rate=4.0, burstiness=0)), ["burstiness", "got 0"]),
+    (json.dumps(_vllm(request_rate=4.0, burstiness=-1)), ["burstiness", "got -1"]),
+    (json.dumps(_vllm(request_rate=4.0, burstiness="bursty")), ["burstiness", "gamma shape"]),
+    (json.dumps(_vllm(request_rate=4.0, burstiness=1e9)), ["burstiness", "(0, 1e+06]"]),
+    (json.dumps(_vllm(request_rate=4.0, burstiness=True)), ["burstiness", "got true"]),
+    ('{"completed": 4, "mean_ttft_ms": 3, "total_input_tokens": 4, "total_output_tokens": 4, '
+     '"request_rate": 4.0, "burstiness": Infinity}', ["burstiness", "got Infinity"]),
+    ('{"completed": 4, "mean_ttft_ms": 3, "total_input_tokens": 4, "total_output_tokens": 4, '
+     '"request_rate": 4.0, "burstiness": NaN}', ["burstiness", "got NaN"]),
     (json.dumps(_vllm(model_id=7)), ["model_id", "string"]),
     ('{"completed": 4, "mean_ttft_ms": NaN, "total_input_tokens": 4, '
      '"total_output_tokens": 4}', ["mean_ttft_ms", "finite"]),
