@@ -48,6 +48,7 @@ from simulator.twin.model.published import (  # noqa: E402
     engine_settings,
     groups,
     load_published,
+    one_per_measurement,
 )
 
 DATA = ROOT / "benchmarks" / "data" / "published"
@@ -127,7 +128,8 @@ def _runs(row: PublishedRow) -> bool:
 
 def fit_one(card: str, rows: Sequence[PublishedRow]) -> CardFit | None:
     """Fit the card's and its families' terms on its in-sample rows (the fit subset)."""
-    ins = [r for r in rows if r.split == "in_sample" and r.fitted and _runs(r)]
+    ins = one_per_measurement(r for r in rows
+                              if r.split == "in_sample" and r.fitted and _runs(r))
     if not ins:
         return None
     tps: dict[str, set[int]] = {}
@@ -157,12 +159,14 @@ def write_profile(card: str, fit: CardFit, rows: Sequence[PublishedRow],
                         "(see describe()[\"efficiency_source\"])\n", "")
     fitted_rows = [r for r in rows if r.split == "in_sample" and r.fitted]
     scored_only = sum(1 for r in rows if r.split == "in_sample" and not r.fitted)
+    twice = len(fitted_rows) - len(one_per_measurement(fitted_rows))
     versions = sorted({r.vllm_version or "unstated" for r in fitted_rows})
     models = sorted({f"{r.model} ({r.quantization}, tp{r.tp})" for r in fitted_rows})
     where = (f"`python benchmarks/card_fidelity.py --fit` on {sources}; in-sample rows "
              f"only ({len(fitted_rows)} rows"
              + (f", not the {scored_only} whose load the source does not name (its fit "
                 "rule)" if scored_only else "")
+             + (f"; {twice} listed twice by the source fitted once" if twice else "")
              + f"; fit subset: output <= {FIT_MAX_OUTPUT} tokens, "
              f"concurrency in {sorted(FIT_CONCURRENCY)}, the smallest and largest tp); "
              f"vLLM {', '.join(versions)}; "

@@ -436,6 +436,22 @@ def load_published(folder: str | Path) -> Published:
 GroupKey = tuple[str, str, str, tuple[tuple[str, Any], ...]]
 
 
+def one_per_measurement(rows: Iterable[PublishedRow]) -> list[PublishedRow]:
+    """The rows with each measurement once: a row whose card, model, weights, engine
+    settings, load as run and every figure equal an earlier row's is that row listed again
+    (aiconfigurator lists some runs in its db dump and in a dated CSV, with the same date,
+    image and figures to the last digit), and would weigh double in a fit."""
+    seen: set[tuple[object, ...]] = set()
+    out: list[PublishedRow] = []
+    for r in rows:
+        key = (r.card, r.twin_model, r.quantization, tuple(sorted(engine_settings(r).items())),
+               r.bench_load(), tuple(sorted(r.figures.items())))
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
 def groups(rows: Iterable[PublishedRow]) -> dict[GroupKey, list[PublishedRow]]:
     """Rows by card × twin model × weight format × engine settings: one perf model each."""
     out: dict[GroupKey, list[PublishedRow]] = {}

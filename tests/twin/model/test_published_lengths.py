@@ -8,6 +8,7 @@ import csv
 import io
 import re
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from simulator.twin.model.published import (
     load_length_rules,
     load_prompt_rules,
     load_published,
+    one_per_measurement,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -231,3 +233,29 @@ def test_the_shipped_arrival_rule_names_every_gpu_conc_row() -> None:
     assert len(notes) == 16 and all(map(rules["gpu_conc_gptoss20b"].applies, notes))
     fed = [r for r in load_published(folder).rows if r.burstiness == float("inf")]
     assert fed and {r.source_id for r in fed} == {"gpu_conc_gptoss20b"}
+
+
+def test_one_measurement_listed_twice_is_kept_once(tmp_path: Path) -> None:
+    """The same load with the same figures to the last digit, listed under two notes, is
+    one measurement (aiconfigurator's db dump and its dated CSV); another figure, or
+    another concurrency, is another measurement. The first listing is kept."""
+    folder = _folder(tmp_path, "fit:\n  rows: 'aic'")
+    first, again, other = sorted(load_published(folder).rows, key=lambda r: (r.source_id, r.line))
+    assert one_per_measurement([first, again, other]) == [first]
+    changed = replace(again, figures={**again.figures, "ttft_mean": 0.401})
+    assert one_per_measurement([first, changed]) == [first, changed]
+    assert one_per_measurement([first, replace(again, concurrency=8)]) == \
+        [first, replace(again, concurrency=8)]
+
+
+def test_h200s_fit_subset_holds_each_measurement_once() -> None:
+    """10 of the 38 rows h200's fit chose were aiconfigurator runs listed twice (stop 65);
+    the fit now takes each once."""
+    import sys
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.card_fidelity import DATA
+    rows = [r for r in load_published(DATA).rows
+            if r.card == "h200" and r.split == "in_sample" and r.fitted]
+    once = one_per_measurement(rows)
+    assert len(once) < len(rows)
+    assert len(one_per_measurement(once)) == len(once)
