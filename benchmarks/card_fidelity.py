@@ -222,8 +222,7 @@ def card_section(card: str, after: Sequence[Scored], before: Sequence[Scored] | 
                                           s.row.concurrency or 0)):
         r = s.row
         tick = "" if not (r.request_rate and r.concurrency) else (
-            f", one per {1 / r.request_rate:g} s" if r.burstiness == float("inf")
-            else f", {r.request_rate:g}/s")
+            f", one per {r.tick_s:g} s" if r.tick_s else f", {r.request_rate:g}/s")
         load = f"C={r.concurrency}, {r.num_prompts} req{tick}" if r.concurrency else (
             f"{r.request_rate:g}/s" if r.request_rate else "all at once")
         out.append(f"| {'in' if r.split == 'in_sample' else 'out'} | {r.source_id} | "

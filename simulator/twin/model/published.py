@@ -23,6 +23,7 @@ A source whose client queues one request per fixed tick, and lets at most C run,
 from __future__ import annotations
 
 import csv
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -63,8 +64,18 @@ WAVES = 4
 MIN_PROMPTS = 16
 
 
+class _NotesRule:
+    """A sources.yaml rule that names its rows by a regular expression on their notes."""
+
+    __slots__ = ()
+    rows: re.Pattern[str]
+
+    def applies(self, notes: str) -> bool:
+        return self.rows.search(notes) is not None
+
+
 @dataclass(frozen=True, slots=True)
-class LengthRule:
+class LengthRule(_NotesRule):
     """A source's client drew each length uniformly from the integers in
     [int(low_ratio × n), n] for the nominal n (vLLM's `benchmark_serving.py` before its ±r
     form, InferenceX's copy, `--random-range-ratio`): the rows whose notes match `rows` are
@@ -75,16 +86,13 @@ class LengthRule:
     low_ratio: float
     rows: re.Pattern[str]
 
-    def applies(self, notes: str) -> bool:
-        return self.rows.search(notes) is not None
-
     def bounds(self, n: int) -> tuple[int, int]:
         """The draw's smallest and largest length for a nominal n (1024 → 819, 1024)."""
         return max(1, int(n * self.low_ratio)), n
 
 
 @dataclass(frozen=True, slots=True)
-class PromptRule:
+class PromptRule(_NotesRule):
     """A source's client sends `per_concurrency` × C requests in a closed loop of C (InferenceX:
     `--num-prompts CONC*10`), which its CSV does not state: the rows whose notes match `rows`
     are repeated with that count, since the first lock-step wave weighs 1/waves of a run."""
@@ -92,12 +100,9 @@ class PromptRule:
     per_concurrency: int
     rows: re.Pattern[str]
 
-    def applies(self, notes: str) -> bool:
-        return self.rows.search(notes) is not None
-
 
 @dataclass(frozen=True, slots=True)
-class ArrivalRule:
+class ArrivalRule(_NotesRule):
     """A source's client queues one request every `interval_s` and runs at most C of
     them (a worker pool behind a semaphore; its timer starts when a worker takes the
     request), which its CSV's concurrency column does not say: the rows whose notes match
@@ -108,21 +113,15 @@ class ArrivalRule:
     interval_s: float
     rows: re.Pattern[str]
 
-    def applies(self, notes: str) -> bool:
-        return self.rows.search(notes) is not None
-
 
 @dataclass(frozen=True, slots=True)
-class FitRule:
+class FitRule(_NotesRule):
     """Which of a source's rows a fit may use: those whose notes match `rows`, the rows whose
     load as run (client, length draw, request count) the source names. The others are
     scored, never fitted: the twin cannot repeat a load nobody wrote down, and one such row
     at +400% weighs in a least-squares fit as much as dozens near 10%."""
 
     rows: re.Pattern[str]
-
-    def applies(self, notes: str) -> bool:
-        return self.rows.search(notes) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +161,15 @@ class PublishedRow:
         run = f"{self.input_tokens}/{self.output_tokens}"
         return run if not self.low_ratio else f"{run} (each drawn in [{self.low_ratio:g} n, n])"
 
+    @property
+    def tick_s(self) -> float | None:
+        """Seconds between arrivals when its client sends one per tick (an ArrivalRule)."""
+        return 1 / self.request_rate if self.request_rate and math.isinf(self.burstiness) \
+            else None
+
     def label(self) -> str:
-        tick = " every" if self.burstiness == float("inf") else ""
-        rate = (f"{tick} {1 / self.request_rate:g} s" if tick else f" {self.request_rate:g} req/s"
+        tick = self.tick_s
+        rate = (f" every {tick:g} s" if tick else f" {self.request_rate:g} req/s"
                 ) if self.request_rate else ""
         load = (f"C={self.concurrency}{' fed' + rate if rate else ''}"
                 if self.concurrency is not None else rate.strip() or "rate inf")
@@ -358,19 +363,19 @@ def parse_row(row: Mapping[str, str], split: Split, where: str,
     isl, osl = _int(row, "input_tokens", where), _int(row, "output_tokens", where)
     if not isl or not osl:
         return "no input or output length"
-    low = lengths.low_ratio if lengths is not None and lengths.applies(row.get("notes") or "") \
-        else 0.0
+    notes = row.get("notes") or ""
+    low = lengths.low_ratio if lengths is not None and lengths.applies(notes) else 0.0
     conc = _int(row, "concurrency", where) or None
     rate = _float(row, "request_rate", where)
     burstiness = 1.0
-    if arrivals is not None and arrivals.applies(row.get("notes") or ""):
+    if arrivals is not None and arrivals.applies(notes):
         if rate is not None:
             raise InputError(f"{where}: request_rate {rate:g} and its source's arrivals rule "
                              "(one request per tick) are two loads; give one")
         rate, burstiness = 1.0 / arrivals.interval_s, float("inf")
     stated = _int(row, "num_prompts", where)
     per = (prompts.per_concurrency if prompts is not None and stated is None
-           and prompts.applies(row.get("notes") or "") else None)
+           and prompts.applies(notes) else None)
     by_rule = per is not None and conc is not None
     n = stated or (per * conc if per is not None and conc is not None
                    else max(MIN_PROMPTS, WAVES * (conc or 1)))
@@ -393,7 +398,7 @@ def parse_row(row: Mapping[str, str], split: Split, where: str,
         max_num_seqs=_int(row, "max_num_seqs", where) or None,
         max_num_batched_tokens=_int(row, "max_num_batched_tokens", where) or None,
         figures=figures, line=line, low_ratio=low, prompts_rule=by_rule,
-        burstiness=burstiness, fitted=fit is None or fit.applies(row.get("notes") or ""))
+        burstiness=burstiness, fitted=fit is None or fit.applies(notes))
 
 
 @dataclass(frozen=True, slots=True)
