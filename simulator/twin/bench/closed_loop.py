@@ -17,6 +17,9 @@ between consecutive tokens of a request, pooled; E2E = last token − start. Mea
 and p99 (numpy's linear percentile) over requests (ITL: over gaps), in milliseconds;
 output_throughput = Σ output tokens / duration. The twin emits one token per event, so
 its ITL is per token where a server's stream may group several tokens into one chunk.
+A client that times its first token at the first chunk with text, on a model whose chat
+replies open with tokens that stream none (gpt-oss's harmony header), times token k > 1
+(`first_timed_token`): TTFT runs to it and ITL from it; TPOT keeps the full count.
 
 Prompts are token ids only: "random" prompts are distinct from their first token, so no
 request hits another's prefix (vLLM's random dataset draws random ids: a hit is as
@@ -56,8 +59,10 @@ class BenchLoad:
     older client's [int(r × n), n], which InferenceX's copy keeps), `--num-prompts`,
     `--max-concurrency` (None: no cap),
     `--request-rate` (None: inf), `--burstiness` (inf: evenly spaced), `--num-warmups`,
-    `--seed`, and the
-    share of each prompt that is a prefix shared by all (0: random prompts)."""
+    `--seed`, the
+    share of each prompt that is a prefix shared by all (0: random prompts), and the token
+    whose chunk the client times as its first (1: vLLM's client, whose first chunk comes
+    with the first token)."""
 
     input_tokens: int
     output_tokens: int
@@ -70,6 +75,7 @@ class BenchLoad:
     burstiness: float = 1.0
     warmups: int = 1
     seed: int = 0
+    first_timed_token: int = 1
 
     def check(self) -> None:
         """One InputError line naming the setting out of bounds."""
@@ -101,6 +107,9 @@ class BenchLoad:
                              "(inf: evenly spaced)")
         if not 0 <= self.warmups <= MAX_PROMPTS:
             raise InputError(f"bench: warmups {self.warmups} must be in 0..{MAX_PROMPTS}")
+        if not 1 <= self.first_timed_token <= MAX_TOKENS:
+            raise InputError(f"bench: first_timed_token {self.first_timed_token} must be in "
+                             f"1..{MAX_TOKENS}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +238,15 @@ class _Prompts:
         return ids
 
 
+def _timing(prompt_len: int, times: Sequence[float], start: float,
+            first_timed: int) -> RequestTiming:
+    """A request as its client times it: from its first timed token (the last one, for a
+    reply shorter than that), with every generated token in its count."""
+    seen = times[min(first_timed, len(times)) - 1:]
+    gaps = tuple(b - a for a, b in pairwise(seen))
+    return RequestTiming(prompt_len, len(times), seen[0] - start, times[-1] - start, gaps)
+
+
 def _drain(engine: TwinEngine) -> list[tuple[str, float]]:
     """Run until at least one request finishes: (id, its last token's time) of each
     request the first finishing step ends."""
@@ -298,10 +316,8 @@ def _measure(engine: TwinEngine, load: BenchLoad, prompts: _Prompts,
         for rid, at in finished:
             res = engine.pop_result(rid)
             start = starts.pop(rid)
-            times = res.token_times
-            gaps = tuple(b - a for a, b in pairwise(times))
-            timings.append(RequestTiming(res.prompt_len, len(times), times[0] - start,
-                                         times[-1] - start, gaps))
+            timings.append(_timing(res.prompt_len, res.token_times, start,
+                                   load.first_timed_token))
             in_flight -= 1
             end = max(end, at)
             release(at)

@@ -125,6 +125,9 @@ class Observation(BaseModel):
     prefix_share: float = Field(default=0.0, ge=0, lt=1)
     # the client drew each length uniformly in [int(length_low_ratio × n), n] (0: n itself)
     length_low_ratio: float = Field(default=0.0, ge=0, le=1)
+    # the token whose chunk the client timed as its first (1: vLLM's client; 4: one that
+    # waits for text, on gpt-oss's chat stream, whose three header tokens stream none)
+    first_timed_token: int = Field(default=1, ge=1, le=MAX_TOKENS)
     metric: BenchMetric | None = None
 
     @model_validator(mode="after")
@@ -145,7 +148,8 @@ class Observation(BaseModel):
         return BenchLoad(self.input_tokens, self.output_tokens, self.num_prompts,
                          concurrency=self.concurrency, request_rate=self.request_rate,
                          burstiness=self.burstiness, prefix_share=self.prefix_share,
-                         low_ratio=self.length_low_ratio)
+                         low_ratio=self.length_low_ratio,
+                         first_timed_token=self.first_timed_token)
 
 
 PER_STREAM_FIGURES = frozenset({"decode_tok_s_median", "per_session_tok_s"})

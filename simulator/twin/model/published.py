@@ -17,7 +17,10 @@ per unit of concurrency that the CSV does not state says so too (`prompts`): its
 closed-loop rows are run with that many requests (`PromptRule`), not the default few waves.
 A source whose client queues one request per fixed tick, and lets at most C run, says so
 (`arrivals`): its matching rows are run at that rate, evenly spaced, under the cap
-(`ArrivalRule`), not all at once.
+(`ArrivalRule`), not all at once. A source whose client times its first token at the
+first chunk with text says which models' chat replies open with tokens that stream none
+(`first_text`): its matching rows are timed from the first token with text
+(`FirstTextRule`), not the first token.
 """
 
 from __future__ import annotations
@@ -115,6 +118,22 @@ class ArrivalRule(_NotesRule):
 
 
 @dataclass(frozen=True, slots=True)
+class FirstTextRule(_NotesRule):
+    """A source's client times its first token at the first streamed chunk with text, and
+    the chat replies of `models` open with tokens the server streams no text for (gpt-oss's
+    harmony header `<|channel|>analysis<|message|>`): the rows whose notes match `rows`, of
+    those models, are timed from generated token `token` (TTFT to it, ITL from it)."""
+
+    token: int
+    models: frozenset[str]
+    rows: re.Pattern[str]
+
+    def timed_token(self, notes: str, twin_model: str) -> int:
+        """The token the client timed as its first on a row (1: no hidden opening)."""
+        return self.token if twin_model in self.models and self.applies(notes) else 1
+
+
+@dataclass(frozen=True, slots=True)
 class FitRule(_NotesRule):
     """Which of a source's rows a fit may use: those whose notes match `rows`, the rows whose
     load as run (client, length draw, request count) the source names. The others are
@@ -151,6 +170,7 @@ class PublishedRow:
     prompts_rule: bool = False   # num_prompts set by the source's PromptRule, not the default
     burstiness: float = 1.0      # gamma shape of the arrivals at request_rate (inf: a tick)
     fitted: bool = True          # False: its source's FitRule leaves it to scoring only
+    first_timed_token: int = 1   # the token the client timed as its first (a FirstTextRule)
 
     @property
     def family(self) -> str:
@@ -173,14 +193,17 @@ class PublishedRow:
                 ) if self.request_rate else ""
         load = (f"C={self.concurrency}{' fed' + rate if rate else ''}"
                 if self.concurrency is not None else rate.strip() or "rate inf")
+        timed = (f", timed from token {self.first_timed_token}"
+                 if self.first_timed_token > 1 else "")
         return (f"{self.source_id}:{self.line} {self.twin_model}:{self.quantization} "
-                f"tp{self.tp} {self.lengths()} {load}")
+                f"tp{self.tp} {self.lengths()} {load}{timed}")
 
     def bench_load(self) -> BenchLoad:
         """The `vllm bench serve` run the row measured, as the twin repeats it."""
         return BenchLoad(self.input_tokens, self.output_tokens, self.num_prompts,
                          concurrency=self.concurrency, request_rate=self.request_rate,
-                         burstiness=self.burstiness, low_ratio=self.low_ratio)
+                         burstiness=self.burstiness, low_ratio=self.low_ratio,
+                         first_timed_token=self.first_timed_token)
 
     def observations(self) -> list[Observation]:
         return [Observation(kind="bench", measured=v,
@@ -189,6 +212,7 @@ class PublishedRow:
                             concurrency=self.concurrency, request_rate=self.request_rate,
                             burstiness=self.burstiness, num_prompts=self.num_prompts, metric=m,
                             length_low_ratio=self.low_ratio,
+                            first_timed_token=self.first_timed_token,
                             label=f"{self.label()} {m}")
                 for m, v in self.figures.items()]
 
@@ -285,11 +309,28 @@ def load_arrival_rules(folder: Path) -> dict[str, ArrivalRule]:
     return _rules(*_sources(folder), "arrivals", _arrival_rule)
 
 
+def load_first_text_rules(folder: Path) -> dict[str, FirstTextRule]:
+    """source_id → its `first_text` rule (`token`, `models`, `rows`), for the sources
+    whose sources.yaml entry has one."""
+    return _rules(*_sources(folder), "first_text", _first_text_rule)
+
+
 def _arrival_rule(spec: Mapping[str, object], where: str) -> ArrivalRule:
     tick = spec.get("interval_s")
     if isinstance(tick, bool) or not isinstance(tick, (int, float)) or not 1e-3 <= tick <= 3600:
         raise InputError(f"{where}.interval_s: seconds in [0.001, 3600], not {tick!r}")
     return ArrivalRule(float(tick), _pattern(spec.get("rows"), f"{where}.rows"))
+
+
+def _first_text_rule(spec: Mapping[str, object], where: str) -> FirstTextRule:
+    token = spec.get("token")
+    if isinstance(token, bool) or not isinstance(token, int) or not 2 <= token <= 64:
+        raise InputError(f"{where}.token: a whole number in 2..64, not {token!r}")
+    models = spec.get("models")
+    if not isinstance(models, list) or not models or not all(
+            isinstance(m, str) and m in known_names("models") for m in models):
+        raise InputError(f"{where}.models: a list of twin model profiles, not {models!r}")
+    return FirstTextRule(token, frozenset(models), _pattern(spec.get("rows"), f"{where}.rows"))
 
 
 def _fit_rule(spec: Mapping[str, object], where: str) -> FitRule:
@@ -338,13 +379,23 @@ def _float(row: Mapping[str, str], key: str, where: str) -> float | None:
     return value
 
 
-def parse_row(row: Mapping[str, str], split: Split, where: str,
-              line: int, lengths: LengthRule | None = None,
-              prompts: PromptRule | None = None, fit: FitRule | None = None,
-              arrivals: ArrivalRule | None = None) -> PublishedRow | str:
-    """The row as the twin repeats it, or why it cannot (a one-line reason); `lengths`,
-    `prompts`, `fit` and `arrivals`: its source's rules for drawn lengths, for the
-    unstated request count, for the rows a fit may use and for a client's fixed tick."""
+@dataclass(frozen=True, slots=True)
+class SourceRules:
+    """A source's sources.yaml rules for how its client ran the rows (None: it states none):
+    drawn lengths, the unstated request count, the rows a fit may use, a fixed tick, and a
+    first token timed at the first chunk with text."""
+
+    lengths: LengthRule | None = None
+    prompts: PromptRule | None = None
+    fit: FitRule | None = None
+    arrivals: ArrivalRule | None = None
+    first_text: FirstTextRule | None = None
+
+
+def parse_row(row: Mapping[str, str], split: Split, where: str, line: int,
+              rules: SourceRules = SourceRules()) -> PublishedRow | str:
+    """The row as the twin repeats it, or why it cannot (a one-line reason), under its
+    source's `rules`."""
     card, twin = (row.get("card") or "").strip(), (row.get("twin_model") or "").strip()
     if card not in known_names("hardware"):
         return f"no hardware profile {card!r}"
@@ -364,16 +415,18 @@ def parse_row(row: Mapping[str, str], split: Split, where: str,
     if not isl or not osl:
         return "no input or output length"
     notes = row.get("notes") or ""
-    low = lengths.low_ratio if lengths is not None and lengths.applies(notes) else 0.0
+    low = rules.lengths.low_ratio if rules.lengths and rules.lengths.applies(notes) else 0.0
     conc = _int(row, "concurrency", where) or None
     rate = _float(row, "request_rate", where)
     burstiness = 1.0
+    arrivals = rules.arrivals
     if arrivals is not None and arrivals.applies(notes):
         if rate is not None:
             raise InputError(f"{where}: request_rate {rate:g} and its source's arrivals rule "
                              "(one request per tick) are two loads; give one")
         rate, burstiness = 1.0 / arrivals.interval_s, float("inf")
     stated = _int(row, "num_prompts", where)
+    prompts = rules.prompts
     per = (prompts.per_concurrency if prompts is not None and stated is None
            and prompts.applies(notes) else None)
     by_rule = per is not None and conc is not None
@@ -398,7 +451,8 @@ def parse_row(row: Mapping[str, str], split: Split, where: str,
         max_num_seqs=_int(row, "max_num_seqs", where) or None,
         max_num_batched_tokens=_int(row, "max_num_batched_tokens", where) or None,
         figures=figures, line=line, low_ratio=low, prompts_rule=by_rule,
-        burstiness=burstiness, fitted=fit is None or fit.applies(notes))
+        burstiness=burstiness, fitted=rules.fit is None or rules.fit.applies(notes),
+        first_timed_token=rules.first_text.timed_token(notes, twin) if rules.first_text else 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,10 +466,13 @@ def load_published(folder: str | Path) -> Published:
     base = Path(folder)
     sources = _sources(base)            # read once: the split and the length rules
     splits = _splits(*sources)
-    rules = _rules(*sources, "lengths", _length_rule)
-    prompt_rules = _rules(*sources, "prompts", _prompt_rule)
-    fit_rules = _rules(*sources, "fit", _fit_rule)
-    arrival_rules = _rules(*sources, "arrivals", _arrival_rule)
+    lengths = _rules(*sources, "lengths", _length_rule)
+    prompts = _rules(*sources, "prompts", _prompt_rule)
+    fits = _rules(*sources, "fit", _fit_rule)
+    arrivals = _rules(*sources, "arrivals", _arrival_rule)
+    first_text = _rules(*sources, "first_text", _first_text_rule)
+    rules = {sid: SourceRules(lengths.get(sid), prompts.get(sid), fits.get(sid),
+                              arrivals.get(sid), first_text.get(sid)) for sid in splits}
     rows: list[PublishedRow] = []
     skipped: dict[str, int] = {}
     for path in sorted(base.glob("*.csv")):
@@ -429,8 +486,7 @@ def load_published(folder: str | Path) -> Published:
             where = f"{path.name}:{i}"
             if sid not in splits:
                 raise InputError(f"{where}: source_id {sid!r} is not in sources.yaml")
-            got = parse_row(rec, splits[sid], where, i, rules.get(sid), prompt_rules.get(sid),
-                            fit_rules.get(sid), arrival_rules.get(sid))
+            got = parse_row(rec, splits[sid], where, i, rules[sid])
             if isinstance(got, str):
                 skipped[got] = skipped.get(got, 0) + 1
             else:

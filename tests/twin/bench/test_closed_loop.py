@@ -35,6 +35,22 @@ def test_one_request_by_hand() -> None:
     assert r.total_input_tokens == 100 and r.total_output_tokens == 5
 
 
+def test_a_client_that_waits_for_text_times_the_token_with_text() -> None:
+    """gpt-oss's chat stream carries no text for its 3 header tokens: a client that times
+    the first chunk with text (token 4) sees TTFT 40 ms, ITL from token 4 on, the same E2E,
+    and TPOT over every generated token (vLLM's usage count)."""
+    r = run_bench(Steps(), BenchLoad(100, 6, 1, warmups=0, first_timed_token=4))
+    req = r.requests[0]
+    assert req.ttft_s == pytest.approx(0.04)
+    assert req.e2e_s == pytest.approx(0.06)
+    assert req.itl_s == pytest.approx((0.01, 0.01))
+    assert req.output_tokens == 6
+    assert r.mean_tpot_ms == pytest.approx(4.0)            # (60 − 40) / (6 − 1)
+    # a reply shorter than the hidden opening is timed at its last token
+    short = run_bench(Steps(), BenchLoad(100, 2, 1, warmups=0, first_timed_token=4))
+    assert short.requests[0].ttft_s == pytest.approx(0.02) and short.requests[0].itl_s == ()
+
+
 def test_closed_loop_lets_the_next_in_at_a_completion() -> None:
     """C=2, 3 requests: two start together, the third when the first pair ends (50 ms)
     and ends 50 ms later; each waits 10 ms for its first token."""
@@ -131,6 +147,7 @@ def test_ticks_under_a_cap_break_the_lock_step_of_a_closed_loop() -> None:
     (BenchLoad(10, 5, 1, low_ratio=0.8, range_ratio=0.1), "give one"),
     (BenchLoad(10, 5, 1, request_rate=1.0, burstiness=0.0), "burstiness"),
     (BenchLoad(10, 5, 1, request_rate=1.0, burstiness=float("nan")), "burstiness"),
+    (BenchLoad(10, 5, 1, first_timed_token=0), "first_timed_token"),
 ])
 def test_bad_load_is_one_line(load: BenchLoad, field: str) -> None:
     with pytest.raises(InputError, match=field):
