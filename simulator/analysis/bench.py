@@ -1,7 +1,10 @@
 """A benchmark run's figures, defined as `vllm bench serve` defines them, so a run of
 the benchmark load shape (`scenario/bench.py`) reads against its result JSON key by key.
 
-Per successful measured request (warm-ups left out): TTFT = first token − sent; E2E
+Per successful measured request (warm-ups left out): TTFT = first streamed chunk − sent
+(`first_chunk_s`: vLLM's client times the first chunk with choices, an OpenAI chat role
+chunk sent with the first token, not the first text, which a reasoning model's header
+delays; rows without it, `ttft_s`); E2E
 (vLLM's E2EL) = last token − sent; TPOT, excluding the first token,
 = (E2E − TTFT) / (output tokens − 1), for replies of more than one token. `sent` is
 when the request left the client's semaphore, as vLLM times it (its client queue time
@@ -55,7 +58,8 @@ def bench_figures(turns: pd.DataFrame, warmups: int) -> dict[str, float | int | 
         rows = turns[(index >= warmups) & (turns["turn_kind"] != "summary")]
         rows = rows.sort_values("attempt").groupby(["session_id", "turn_index"]).tail(1)
     ok = rows[rows["error_type"].isna()] if not rows.empty else rows
-    ttft, e2e = _column(ok, "ttft_s"), _column(ok, "e2e_s")
+    ttft, e2e = _column(ok, "first_chunk_s"), _column(ok, "e2e_s")
+    ttft = np.where(np.isnan(ttft), _column(ok, "ttft_s"), ttft)
     n_out = np.nan_to_num(_column(ok, "output_tokens"))
     prompt = _column(ok, "prompt_tokens")
     prompt = np.where(np.isnan(prompt), _column(ok, "context_tokens_est"), prompt)

@@ -128,13 +128,18 @@ class Usage:
 @dataclass(frozen=True, slots=True)
 class Timing:
     """Monotonic timestamps of one attempt. `token_times` holds one entry per
-    content delta received (the arrival time of each chunk of generated text)."""
+    content delta received (the arrival time of each chunk of generated text).
+    `first_chunk`: the first streamed chunk of the reply, text or not, which is what
+    vLLM's bench client times as the first token. An OpenAI chat role chunk comes with
+    the first token, before a reasoning model's first text (gpt-oss: three header
+    tokens later). None where the dialect knows no earlier chunk than its first text."""
 
     sent: float
     first_token: float | None = None
     last_token: float | None = None
     done: float | None = None
     n_deltas: int = 0
+    first_chunk: float | None = None
 
 
 class ReplyExtra(TypedDict, total=False):

@@ -94,6 +94,10 @@ class TurnRecord:
     prefill_where: str | None = None
     kv_transfer_bytes: int | None = None
     kv_transfer_wait_s: float | None = None
+    # sent → the reply's first streamed chunk, text or not: vLLM's bench client's TTFT
+    # (an OpenAI chat role chunk comes with the first token, a reasoning model's first
+    # text later: gpt-oss's three header tokens); ttft_s where no earlier chunk is known
+    first_chunk_s: float | None = None
 
     def to_row(self) -> JSONObject:
         """The row as a dict of its columns, as the journal holds it (what
@@ -114,7 +118,7 @@ _VALUES = attrgetter(*COLUMNS)
 
 # seconds on the loop's clock (the schedule lag too: a client's delay of d wall seconds
 # is d × K of the scaled twin's simulated time, like the e2e it adds to)
-_SCALED_DURATIONS = ("started_mono_s", "ttft_s", "e2e_s", "schedule_lag_s")
+_SCALED_DURATIONS = ("started_mono_s", "ttft_s", "e2e_s", "schedule_lag_s", "first_chunk_s")
 _SCALED_RATES = ("decode_tok_s", "turn_tok_s")               # tokens per loop second
 _METRICS_TIMES = ("t_start_s", "t_end_s")                    # a /metrics window's bounds
 

@@ -571,6 +571,7 @@ class Agent:
         ttft, decode, turn_rate, e2e = derive_rates(n_out, t.sent, t.first_token, t.last_token)
         if e2e is None and t.done is not None:
             e2e = t.done - t.sent
+        chunk = t.first_chunk if t.first_chunk is not None else t.first_token
         return (self._row(
             b, wall, sent, input_tokens=r.usage.input_tokens,
             cache_read_tokens=r.usage.cache_read_input_tokens,
@@ -578,6 +579,7 @@ class Agent:
             prompt_tokens=r.usage.prompt_tokens, output_tokens=n_out,
             output_tokens_est=r.output_tokens_est, ttft_s=ttft, decode_tok_s=decode,
             turn_tok_s=turn_rate, e2e_s=e2e, stop_reason=r.stop_reason, http_status=r.status,
+            first_chunk_s=chunk - t.sent if chunk is not None else None,
             queue_s=_opt_float(r.extra.get("queue_s")), replica=r.extra.get("replica"),
             **spec_columns(r.extra), **tier_columns(r.extra), **pd_columns(r.extra)))
 

@@ -43,6 +43,17 @@ def test_definitions_match_vllm_bench_serve() -> None:
     assert math.isclose(f["request_throughput"], 3 / 5.0)
 
 
+def test_ttft_is_the_first_chunk_as_vllms_client_times_it() -> None:
+    """A reasoning model's role chunk (first token) comes before its first text: TTFT
+    and TPOT run from the chunk, as vLLM's client times them; a row with no chunk time
+    (an older run's journal) falls back to its first text."""
+    chunked = {**_row(0, 0.0, 0.4, 1.3, 10), "first_chunk_s": 0.1}
+    older = {**_row(1, 0.0, 0.3, 1.2, 10), "first_chunk_s": None}
+    f = bench_figures(pd.DataFrame([chunked, older]), warmups=0)
+    assert math.isclose(f["mean_ttft_ms"], (0.1 + 0.3) / 2 * 1000)
+    assert math.isclose(f["mean_tpot_ms"], ((1.3 - 0.1) / 9 + (1.2 - 0.3) / 9) / 2 * 1000)
+
+
 def test_a_retried_request_counts_once_by_its_last_attempt() -> None:
     rows = pd.DataFrame([_row(0, 0.0, 0.1, 0.1, 0, error="server"),
                          _row(0, 1.0, 0.3, 1.3, 11, attempt=2)])

@@ -228,6 +228,22 @@ async def test_faults_are_classified_alike(server: tuple[str, ChatServer], kind:
         assert info.value.retry_after_s == 7.0
 
 
+def test_the_first_chunk_is_timed_apart_from_the_first_text() -> None:
+    """vLLM's chat stream of gpt-oss: the role chunk with the first token (content ""),
+    nothing for two header tokens, an empty reasoning delta, then text. The first chunk
+    (vLLM's bench TTFT) is the role chunk; the first token (our TTFT) the first text."""
+    st = openai_chat.ChatStreamState(0.0)
+    st.feed_bytes(_chunk({"role": "assistant", "content": ""}), 1.0)
+    st.feed_bytes(_chunk({"reasoning_content": ""}), 3.0)
+    st.feed_bytes(_chunk({"reasoning_content": "We"}), 4.0)
+    st.feed_bytes(_chunk({}, "length") + b"data: [DONE]\n\n", 4.5)
+    t = st.response(5.0).timing
+    assert (t.first_chunk, t.first_token, t.n_deltas) == (1.0, 4.0, 1)
+    plain = openai_chat.ChatStreamState(0.0)
+    plain.feed_bytes(_chunk({"content": "x"}, "stop") + b"data: [DONE]\n\n", 2.0)
+    assert plain.response(3.0).timing.first_chunk == 2.0
+
+
 def test_finish_reasons_map_to_stop_reasons() -> None:
     st = openai_chat.ChatStreamState(0.0)
     st.feed_bytes(_chunk({"content": "x"}, "length") + b"data: [DONE]\n\n", 1.0)

@@ -18,7 +18,7 @@ from tests.conftest import run_scenario, small_scenario, turns_of
 
 # Fields that depend on when things happened, not on what was sent or received.
 TIMING = {"run_id", "started_at", "started_mono_s", "ttft_s", "decode_tok_s", "turn_tok_s",
-          "e2e_s", "queue_s", "schedule_lag_s"}
+          "e2e_s", "queue_s", "schedule_lag_s", "first_chunk_s"}
 PROBES: dict[str, Any] = {"facts": 8, "plant_between": [0.0, 0.7], "every_turns": 6}
 QUIET: dict[str, Any] = {**PROBES, "every_turns": None, "after_compaction": False,
                          "at_end": False}

@@ -11,7 +11,8 @@ Records: `prompt_tokens` is the whole prompt, `prompt_tokens_details.cached_toke
 prefix-cache hit, so `Usage.input_tokens` = prompt − cached, `cache_read_input_tokens` =
 cached and `cache_creation_input_tokens` stays None (OpenAI does not report it: unknown,
 never 0). A stream without a usage chunk leaves every usage field None. Content,
-reasoning and tool-call argument deltas each count as one delta (TTFT/ITL);
+reasoning and tool-call argument deltas each count as one delta (TTFT/ITL); the first
+chunk with choices, text or not (a role chunk), is kept apart as vLLM's bench TTFT;
 `finish_reason` is mapped to the Anthropic stop reason the rest of endurance knows.
 """
 
@@ -241,6 +242,7 @@ class ChatStreamState(DeltaTimes):
         if not isinstance(choices, list) or not isinstance(choices[0], Mapping):
             raise StreamFault(ErrorType.MALFORMED, "chunk choices is not a list of objects")
         choice = choices[0]
+        self.chunk(now)        # vLLM's bench client times the first chunk with choices
         delta = choice.get("delta") or {}
         if not isinstance(delta, Mapping):
             raise StreamFault(ErrorType.MALFORMED, "chunk delta is not an object")

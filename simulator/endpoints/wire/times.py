@@ -13,19 +13,27 @@ class DeltaTimes:
     """Per-token timestamps of one attempt, shared by every dialect's reply state:
     `mark` one arrival time per delta; `timing` and `failure` report them."""
 
-    __slots__ = ("first", "last", "n_deltas", "sent", "times")
+    __slots__ = ("first", "first_chunk", "last", "n_deltas", "sent", "times")
 
     def __init__(self, sent: float) -> None:
         self.sent = sent
         self.first: float | None = None
+        self.first_chunk: float | None = None
         self.last: float | None = None
         self.n_deltas = 0
         self.times = array("d")
+
+    def chunk(self, now: float) -> None:
+        """A chunk of the reply arrived at `now`, with or without text."""
+        if self.first_chunk is None:
+            self.first_chunk = now
 
     def mark(self, now: float, k: int = 1) -> None:
         """Record `k` content deltas arriving at `now` (seconds)."""
         if self.first is None:
             self.first = now
+        if self.first_chunk is None:
+            self.first_chunk = now
         self.last = now
         self.n_deltas += k
         if k == 1:
@@ -45,7 +53,7 @@ class DeltaTimes:
             return self.n_deltas
 
     def timing(self, done: float | None) -> Timing:
-        return Timing(self.sent, self.first, self.last, done, self.n_deltas)
+        return Timing(self.sent, self.first, self.last, done, self.n_deltas, self.first_chunk)
 
     def failure(self, kind: ErrorType, message: str, status: int | None,
                 now: float) -> EndpointError:
