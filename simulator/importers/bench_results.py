@@ -25,6 +25,13 @@ Three tools, their own names (checked against their sources):
   files: `args.strategy`): `concurrent` with `streams`, `synchronous` (1), `constant`
   (evenly spaced: burstiness inf) or `poisson` with `rate`, `throughput` (all at once).
 
+What each tool times as the first token, on a chat stream: vLLM's client the first chunk
+(the role chunk, sent with the first token); AIPerf (`content_responses[0]`) and GuideLLM
+(`first_token_iteration`) the first chunk with text, reasoning included (GuideLLM since
+0.7; before, `content` only, after any reasoning, which no point can repeat). Their points
+say so (`first_text`): on a model whose chat stream opens with tokens that carry no text
+(gpt-oss: three), the twin times its first token with text.
+
 Every file is read bounded (`util/bounded.py`): a FIFO or device, a file over
 MAX_FILE_BYTES, text that is not UTF-8 or not JSON, nesting past the bound, a number
 that is not finite, negative, absurdly large or of the wrong type, a missing field —
@@ -83,6 +90,14 @@ class BenchResult:
     vllm_version: str | None = None
     burstiness: float = 1.0      # gamma shape of the arrivals at request_rate (inf: even)
 
+    @property
+    def first_text(self) -> bool:
+        """Whether its tool times TTFT at the first chunk with text (AIPerf: the first
+        response with content, reasoning or tool-call text; GuideLLM: the first line
+        its handler counts, reasoning included since 0.7), not at the first chunk (vLLM's
+        client, whose first chunk is the role chunk sent with the first token)."""
+        return self.tool != "vllm-bench-serve"
+
     def figures(self) -> dict[BenchMetric, float | None]:
         """The figures by the metric names of a "bench" observation."""
         return {"ttft_mean": self.ttft_mean_s, "ttft_p50": self.ttft_p50_s,
@@ -131,6 +146,7 @@ def bench_points(results: Sequence[BenchResult]) -> list[JSONObject]:
                 "concurrency": r.concurrency, "request_rate": r.request_rate,
                 "num_prompts": r.num_prompts, "prefix_share": 0.0,
                 **({"burstiness": r.burstiness} if r.burstiness != 1.0 else {}),
+                **({"first_text": True} if r.first_text else {}),
                 "label": f"{Path(r.source).name} {metric}"
                          + (f" c={r.concurrency}" if r.concurrency is not None else "")
                          + (f" r={r.request_rate:g}" if r.request_rate is not None else "")

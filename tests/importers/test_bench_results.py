@@ -60,6 +60,31 @@ def bench_point_load(point: dict[str, object]) -> BenchLoad:
     return Observation.model_validate(point).bench_load()
 
 
+def test_the_tools_that_time_the_first_text_say_so_and_gpt_oss_is_timed_from_token_4() -> None:
+    """AIPerf and GuideLLM time TTFT at the first chunk with text, vLLM's client at the
+    role chunk: their points say so, and on gpt-oss (whose chat stream opens with three
+    tokens of harmony header that carry none) the twin times the 4th token for them."""
+    from simulator.twin.bench.closed_loop import run_bench
+    from simulator.twin.model.fit import predict
+    from simulator.twin.model.perf_model import build_perf_model
+    [v] = read_bench_file(FIXTURES / "vllm_bench_serve.json")
+    [a] = read_bench_file(FIXTURES / "profile_export_aiperf.json")
+    g = read_bench_file(FIXTURES / "guidellm_benchmarks.json")
+    assert (v.first_text, a.first_text, {r.first_text for r in g}) == (False, True, {True})
+    assert not any("first_text" in p for p in bench_points([v]))
+    points = [Observation.model_validate(p) for p in bench_points([a])]
+    assert points and all(p.first_text for p in points)
+    ttft = next(p for p in points if p.metric == "ttft_mean")
+    ttft = ttft.model_copy(update={"num_prompts": 8, "concurrency": 2})     # a short run
+    gpt_oss = build_perf_model("h100", "gpt-oss-20b:mxfp4")
+    assert ttft.bench_load(gpt_oss.model.chat_first_text_token).first_timed_token == 4
+    plain = ttft.model_copy(update={"first_text": False})
+    at_text, at_chunk = predict(gpt_oss, ttft), predict(gpt_oss, plain)
+    first = run_bench(gpt_oss, plain.bench_load())
+    # three more steps of a batch of two in the figure: later than the first token
+    assert at_text > at_chunk == pytest.approx(first.mean_ttft_ms / 1000)
+
+
 def test_aiperf_profile_export() -> None:
     [r] = read_bench_file(FIXTURES / "profile_export_aiperf.json")
     assert (r.tool, r.model, r.num_prompts) == ("aiperf", "openai/gpt-oss-20b", 200)

@@ -125,9 +125,10 @@ class Observation(BaseModel):
     prefix_share: float = Field(default=0.0, ge=0, lt=1)
     # the client drew each length uniformly in [int(length_low_ratio × n), n] (0: n itself)
     length_low_ratio: float = Field(default=0.0, ge=0, le=1)
-    # the token whose chunk the client timed as its first (1: vLLM's client; 4: one that
-    # waits for text, on gpt-oss's chat stream, whose three header tokens stream none)
-    first_timed_token: int = Field(default=1, ge=1, le=MAX_TOKENS)
+    # the client timed the first chunk with text (AIPerf, GuideLLM, many scripts), not the
+    # first chunk (vLLM's client): on a model whose chat stream opens with tokens that
+    # carry none (`ModelProfile.chat_first_text_token`: gpt-oss 4) the twin times that one
+    first_text: bool = False
     metric: BenchMetric | None = None
 
     @model_validator(mode="after")
@@ -142,14 +143,15 @@ class Observation(BaseModel):
             raise ValueError(f"metric is a bench point's field, not a {self.kind} point's")
         return self
 
-    def bench_load(self) -> BenchLoad:
+    def bench_load(self, first_text_token: int = 1) -> BenchLoad:
         """The `vllm bench serve` run a bench point measured (warm-up: vLLM's test
-        request)."""
+        request), timed from `first_text_token` (the model's) if its client timed the first
+        text."""
         return BenchLoad(self.input_tokens, self.output_tokens, self.num_prompts,
                          concurrency=self.concurrency, request_rate=self.request_rate,
                          burstiness=self.burstiness, prefix_share=self.prefix_share,
                          low_ratio=self.length_low_ratio,
-                         first_timed_token=self.first_timed_token)
+                         first_timed_token=first_text_token if self.first_text else 1)
 
 
 PER_STREAM_FIGURES = frozenset({"decode_tok_s_median", "per_session_tok_s"})
@@ -245,7 +247,7 @@ def predict(pm: RooflinePerfModel, obs: Observation, *, smooth: bool = False,
     points: runs of the product's path, through `runner`; bench points: the run on the
     twin, kept in `bench` for the other figures of the same run)."""
     if obs.kind == "bench":
-        load = obs.bench_load()
+        load = obs.bench_load(pm.model.chat_first_text_token)
         runs = bench if bench is not None else {}
         if load not in runs:
             runs[load] = run_bench(pm, load)

@@ -409,6 +409,10 @@ class ModelProfile(_Strict):
     # the sampling defaults of the model's generation_config.json (vLLM applies them to
     # requests that leave a field unset); None: the profile states none (vLLM's neutral)
     generation_config: GenerationConfig | None = None
+    # the generated token whose chunk first carries text on vLLM's chat stream: a client
+    # that times the first text (AIPerf, GuideLLM, many scripts) times this one (gpt-oss:
+    # 4, its harmony header `<|channel|>analysis<|message|>` streams none); 1 for most
+    chat_first_text_token: int = Field(default=1, ge=1, le=64)
 
     @property
     def is_hybrid(self) -> bool:
@@ -425,6 +429,8 @@ class ModelProfile(_Strict):
 # hybrids' prefill terms: a number needs its source only when it is not the default 0
 _SOURCED_WHEN_SET = {"linear_attn_flops_per_token", "linear_attn_bytes_per_token",
                      "context_flops_per_token"}
+# numbers whose default (the engine's plain behaviour) needs no source, only a value set
+_DEFAULTS_UNSOURCED = {"chat_first_text_token": 1}
 
 
 def _numeric_fields(model: BaseModel) -> list[str]:
@@ -434,7 +440,8 @@ def _numeric_fields(model: BaseModel) -> list[str]:
             "kv_dtype_default", "generation_config",
             "attn_flops_per_pair", "kv_cache_bytes", "recurrent_state_bytes_per_layer"}
     return [k for k, v in model if k not in skip and not isinstance(v, str) and v is not None
-            and not (k in _SOURCED_WHEN_SET and v == 0)]
+            and not (k in _SOURCED_WHEN_SET and v == 0)
+            and not (k in _DEFAULTS_UNSOURCED and v == _DEFAULTS_UNSOURCED[k])]
 
 
 def _check_sources(profile: BaseModel, sources: dict[str, str], where: str) -> None:

@@ -18,9 +18,9 @@ closed-loop rows are run with that many requests (`PromptRule`), not the default
 A source whose client queues one request per fixed tick, and lets at most C run, says so
 (`arrivals`): its matching rows are run at that rate, evenly spaced, under the cap
 (`ArrivalRule`), not all at once. A source whose client times its first token at the
-first chunk with text says which models' chat replies open with tokens that stream none
-(`first_text`): its matching rows are timed from the first token with text
-(`FirstTextRule`), not the first token.
+first chunk with text says so (`first_text`): its matching rows are timed from their
+model's first token with text (`FirstTextRule`; gpt-oss's chat stream opens with three
+tokens that carry none), not the first token.
 """
 
 from __future__ import annotations
@@ -119,18 +119,12 @@ class ArrivalRule(_NotesRule):
 
 @dataclass(frozen=True, slots=True)
 class FirstTextRule(_NotesRule):
-    """A source's client times its first token at the first streamed chunk with text, and
-    the chat replies of `models` open with tokens the server streams no text for (gpt-oss's
-    harmony header `<|channel|>analysis<|message|>`): the rows whose notes match `rows`, of
-    those models, are timed from generated token `token` (TTFT to it, ITL from it)."""
+    """A source's client times its first token at the first streamed chunk with text, not
+    at the first chunk (vLLM's client): the rows whose notes match `rows` are timed from
+    their model's first token with text (`ModelProfile.chat_first_text_token`: gpt-oss's
+    harmony header `<|channel|>analysis<|message|>` streams none, so its 4th)."""
 
-    token: int
-    models: frozenset[str]
     rows: re.Pattern[str]
-
-    def timed_token(self, notes: str, twin_model: str) -> int:
-        """The token the client timed as its first on a row (1: no hidden opening)."""
-        return self.token if twin_model in self.models and self.applies(notes) else 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +164,8 @@ class PublishedRow:
     prompts_rule: bool = False   # num_prompts set by the source's PromptRule, not the default
     burstiness: float = 1.0      # gamma shape of the arrivals at request_rate (inf: a tick)
     fitted: bool = True          # False: its source's FitRule leaves it to scoring only
-    first_timed_token: int = 1   # the token the client timed as its first (a FirstTextRule)
+    first_text: bool = False     # its client timed the first chunk with text (a FirstTextRule)
+    first_timed_token: int = 1   # so the token it timed: its model's first with text, or 1
 
     @property
     def family(self) -> str:
@@ -212,7 +207,7 @@ class PublishedRow:
                             concurrency=self.concurrency, request_rate=self.request_rate,
                             burstiness=self.burstiness, num_prompts=self.num_prompts, metric=m,
                             length_low_ratio=self.low_ratio,
-                            first_timed_token=self.first_timed_token,
+                            first_text=self.first_text,
                             label=f"{self.label()} {m}")
                 for m, v in self.figures.items()]
 
@@ -310,8 +305,8 @@ def load_arrival_rules(folder: Path) -> dict[str, ArrivalRule]:
 
 
 def load_first_text_rules(folder: Path) -> dict[str, FirstTextRule]:
-    """source_id → its `first_text` rule (`token`, `models`, `rows`), for the sources
-    whose sources.yaml entry has one."""
+    """source_id → its `first_text` rule (`rows`: a regex on a row's notes), for the
+    sources whose sources.yaml entry has one."""
     return _rules(*_sources(folder), "first_text", _first_text_rule)
 
 
@@ -323,14 +318,7 @@ def _arrival_rule(spec: Mapping[str, object], where: str) -> ArrivalRule:
 
 
 def _first_text_rule(spec: Mapping[str, object], where: str) -> FirstTextRule:
-    token = spec.get("token")
-    if isinstance(token, bool) or not isinstance(token, int) or not 2 <= token <= 64:
-        raise InputError(f"{where}.token: a whole number in 2..64, not {token!r}")
-    models = spec.get("models")
-    if not isinstance(models, list) or not models or not all(
-            isinstance(m, str) and m in known_names("models") for m in models):
-        raise InputError(f"{where}.models: a list of twin model profiles, not {models!r}")
-    return FirstTextRule(token, frozenset(models), _pattern(spec.get("rows"), f"{where}.rows"))
+    return FirstTextRule(_pattern(spec.get("rows"), f"{where}.rows"))
 
 
 def _fit_rule(spec: Mapping[str, object], where: str) -> FitRule:
@@ -405,7 +393,8 @@ def parse_row(row: Mapping[str, str], split: Split, where: str, line: int,
         return f"unknown twin model {twin!r}"
     fmt = (row.get("weight_format") or "").strip().lower()
     quant = QUANT_KEYS.get(fmt, fmt)
-    if quant not in load_model(twin).quantizations:
+    profile = load_model(twin)
+    if quant not in profile.quantizations:
         return f"{twin} has no {fmt or 'stated'} weights in its profile"
     tp = _int(row, "tp", where) or 1
     gpus = _int(row, "gpus", where) or tp
@@ -415,6 +404,7 @@ def parse_row(row: Mapping[str, str], split: Split, where: str, line: int,
     if not isl or not osl:
         return "no input or output length"
     notes = row.get("notes") or ""
+    first_text = rules.first_text is not None and rules.first_text.applies(notes)
     low = rules.lengths.low_ratio if rules.lengths and rules.lengths.applies(notes) else 0.0
     conc = _int(row, "concurrency", where) or None
     rate = _float(row, "request_rate", where)
@@ -452,7 +442,8 @@ def parse_row(row: Mapping[str, str], split: Split, where: str, line: int,
         max_num_batched_tokens=_int(row, "max_num_batched_tokens", where) or None,
         figures=figures, line=line, low_ratio=low, prompts_rule=by_rule,
         burstiness=burstiness, fitted=rules.fit is None or rules.fit.applies(notes),
-        first_timed_token=rules.first_text.timed_token(notes, twin) if rules.first_text else 1)
+        first_text=first_text,
+        first_timed_token=profile.chat_first_text_token if first_text else 1)
 
 
 @dataclass(frozen=True, slots=True)
