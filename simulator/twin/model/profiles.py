@@ -412,7 +412,7 @@ class ModelProfile(_Strict):
     # the generated token whose chunk first carries text on vLLM's chat stream: a client
     # that times the first text (AIPerf, GuideLLM, many scripts) times this one (gpt-oss:
     # 4, its harmony header `<|channel|>analysis<|message|>` streams none); 1 for most
-    chat_first_text_token: int = Field(default=1, ge=1, le=64)
+    chat_first_text_token: int = Field(default=1, ge=1, le=64, strict=True)
 
     @property
     def is_hybrid(self) -> bool:

@@ -95,6 +95,30 @@ def test_user_file_errors_name_file_and_key(tmp_path: Path) -> None:
         load_hardware(tmp_path / "absent.yaml")
 
 
+@pytest.mark.parametrize("value", [0, 65, "4", True, 2.5])
+def test_a_bad_first_text_token_names_the_file_and_key(tmp_path: Path, value: object) -> None:
+    data = yaml.safe_load((PROFILE_DIR / "models" / "gpt-oss-20b.yaml").read_text())
+    data["chat_first_text_token"] = value
+    path = tmp_path / "bad-model.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputError, match=r"bad-model\.yaml: chat_first_text_token") as err:
+        load_model(path)
+    assert "\n" not in str(err.value)
+
+
+def test_the_first_text_token_needs_a_source_only_when_set(tmp_path: Path) -> None:
+    """gpt-oss's 4 (its harmony header) is sourced; a model at the default 1 needs none,
+    but a user's model that sets it must say where it comes from."""
+    assert load_model("gpt-oss-20b").sources["chat_first_text_token"].strip()
+    assert load_model("qwen3-32b").chat_first_text_token == 1
+    data = yaml.safe_load((PROFILE_DIR / "models" / "qwen3-32b.yaml").read_text())
+    data["chat_first_text_token"] = 2
+    path = tmp_path / "think.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputError, match="missing a source note for chat_first_text_token"):
+        load_model(path)
+
+
 def test_engine_settings_layering() -> None:
     base = load_engine_settings()
     assert (base.block_size, base.gpu_memory_utilization, base.kv_dtype) == (16, 0.9, "fp8")
