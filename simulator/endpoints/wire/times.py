@@ -32,8 +32,8 @@ class DeltaTimes:
         """Record `k` content deltas arriving at `now` (seconds)."""
         if self.first is None:
             self.first = now
-        if self.first_chunk is None:
-            self.first_chunk = now
+            if self.first_chunk is None:     # no chunk without text came before it
+                self.first_chunk = now
         self.last = now
         self.n_deltas += k
         if k == 1:

@@ -426,11 +426,11 @@ class ModelProfile(_Strict):
         return self.quantizations[key]
 
 
-# hybrids' prefill terms: a number needs its source only when it is not the default 0
-_SOURCED_WHEN_SET = {"linear_attn_flops_per_token", "linear_attn_bytes_per_token",
-                     "context_flops_per_token"}
-# numbers whose default (the engine's plain behaviour) needs no source, only a value set
-_DEFAULTS_UNSOURCED = {"chat_first_text_token": 1}
+# numbers that need their source only when set past their default (the plain case): the
+# hybrids' prefill terms (0) and where a chat stream's first text comes (token 1)
+_SOURCED_WHEN_SET: dict[str, float] = {
+    "linear_attn_flops_per_token": 0, "linear_attn_bytes_per_token": 0,
+    "context_flops_per_token": 0, "chat_first_text_token": 1}
 
 
 def _numeric_fields(model: BaseModel) -> list[str]:
@@ -440,8 +440,7 @@ def _numeric_fields(model: BaseModel) -> list[str]:
             "kv_dtype_default", "generation_config",
             "attn_flops_per_pair", "kv_cache_bytes", "recurrent_state_bytes_per_layer"}
     return [k for k, v in model if k not in skip and not isinstance(v, str) and v is not None
-            and not (k in _SOURCED_WHEN_SET and v == 0)
-            and not (k in _DEFAULTS_UNSOURCED and v == _DEFAULTS_UNSOURCED[k])]
+            and not (k in _SOURCED_WHEN_SET and v == _SOURCED_WHEN_SET[k])]
 
 
 def _check_sources(profile: BaseModel, sources: dict[str, str], where: str) -> None:
