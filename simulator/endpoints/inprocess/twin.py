@@ -88,6 +88,19 @@ def twin_setup(hardware: str, model: str, *, spec: str = "off",
     return TwinSetup(perf, engine_config(perf, context_window=context_window))
 
 
+def _timing(sent: float, times: Sequence[float], done: float | None, hidden: int) -> Timing:
+    """What a streaming client sees of a reply whose tokens came at `times`: as vLLM
+    streams it, the first `hidden` tokens carry no text (the role chunk goes with the
+    first), so the first text comes with token hidden + 1, or with the last token of a
+    reply no longer than its opening."""
+    if not times:
+        return Timing(sent, None, None, done, 0)
+    if not hidden:
+        return Timing(sent, times[0], times[-1], done, len(times))
+    first = min(hidden, len(times) - 1)
+    return Timing(sent, times[first], times[-1], done, len(times) - first, times[0])
+
+
 class InProcessTwin:
     name = "twin"
     simulated = True
@@ -297,9 +310,7 @@ class InProcessTwin:
         tokens.remember(text, planned.token_ids)    # the next prompt frames it
         usage = ReplyUsage(res.prompt_len, res.cached_tokens, self.engine.block_size,
                            len(planned.token_ids)).as_dict()
-        times = res.token_times
-        timing = Timing(sent, times[0] if times else None, times[-1] if times else None,
-                        res.finished, len(times))
+        timing = _timing(sent, res.token_times, res.finished, self.hidden_opening)
         return LLMResponse((TextBlock(text, len(planned.token_ids)),), planned.stop_reason,
                            Usage.from_mapping(usage), timing, len(planned.token_ids),
                            extra={"num_preemptions": res.num_preemptions,
@@ -311,6 +322,12 @@ class InProcessTwin:
                                   "queue_s": (None if res.first_scheduled is None
                                               else max(0.0, res.first_scheduled - sent)),
                                   **self._tier_extra(res), **_pd_extra(res)})
+
+    @property
+    def hidden_opening(self) -> int:
+        """Tokens that open every reply of this model and stream no text (gpt-oss's
+        harmony header: 3; `ModelProfile.chat_first_text_token` − 1)."""
+        return self.perf.model.chat_first_text_token - 1
 
     def _tier_extra(self, res: RequestResult) -> ReplyExtra:
         """The host tier's share of the hit, only when the engine has a tier."""

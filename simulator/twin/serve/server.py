@@ -63,6 +63,9 @@ class ServerConfig:
     # what a request that sets no sampling field samples with (the model profile's
     # generation config over vLLM's neutral values, `sampling_wire.defaults_of`)
     sampling_defaults: SamplingParams = NEUTRAL
+    # tokens that open every reply and stream no text, as vLLM streams this model's
+    # replies (gpt-oss's harmony header: 3; `ModelProfile.chat_first_text_token` − 1)
+    hidden_opening: int = 0
 
 
 SERVICE_KEY = web.AppKey("twin_service", TwinService)
@@ -206,7 +209,7 @@ async def _reply(request: web.Request, st: _State, body: Mapping[str, object],
         return _error(400, "invalid_request_error", str(exc), chat=fmt is not wire)
     writer = ReplyWriter(request, service, stream, model=str(body.get("model") or cfg.model),
                          stop_reason=planned.stop_reason, decision=decision, deadline=deadline,
-                         fmt=fmt)
+                         fmt=fmt, hidden=cfg.hidden_opening)
     if body.get("stream") is True:
         return await writer.stream()
     return await writer.whole()
@@ -367,7 +370,8 @@ def twin_app(hardware: str, model: str, *, spec: str = "off", seed: int = 0,
                           faults=faults or FaultSpec(), cutoff_s=cutoff_s, spec=spec,
                           time_scale=time_scale, instant=instant,
                           sampling_defaults=sampling_wire.defaults_of(
-                              gen.values() if gen is not None else None))
+                              gen.values() if gen is not None else None),
+                          hidden_opening=perf.model.chat_first_text_token - 1)
     more = [TwinEngine(p, engine_config(p, context_window=context_window))
             for p in (build_perf_model(hardware, model, spec=spec, overrides=overrides)
                       for _ in range(replicas - 1))]

@@ -27,7 +27,8 @@ class ReplyWriter:
 
     def __init__(self, request: web.Request, service: TwinService, stream: RequestStream,
                  *, model: str, stop_reason: str, decision: FaultDecision,
-                 deadline: float | None, fmt: wire.ReplyFormat = wire) -> None:
+                 deadline: float | None, fmt: wire.ReplyFormat = wire,
+                 hidden: int = 0) -> None:
         self._req, self._svc, self._s = request, service, stream
         self._w = fmt  # the wire format: `wire` (Messages) or an `openai_wire.ChatWire`
         self._model, self._stop, self._fault = model, stop_reason, decision
@@ -36,6 +37,9 @@ class ReplyWriter:
         self._sent = 0                       # tokens written
         self._chunks = 0                     # emission steps written
         self._unstamped = 0                  # emissions taken, write time not stamped
+        # the reply's opening tokens that stream no text (vLLM on gpt-oss: the harmony
+        # header); their text is held and goes out with the first token past them
+        self._hidden, self._held = hidden, ""
         self._resp: web.StreamResponse | None = None
         self._headers = {"x-endurance-request-id": stream.request_id,
                          "request-id": stream.request_id}
@@ -67,9 +71,17 @@ class ReplyWriter:
             new = [sum(new)]
         out = []
         for n in new:
-            text = "".join(self._pieces[self._sent:self._sent + n])
+            text = self._held + "".join(self._pieces[self._sent:self._sent + n])
             self._sent += n
+            if self._sent <= self._hidden:
+                self._held = text
+                continue
+            self._held = ""
             out.append(self._w.text_delta(text))
+        if self._held and self._s.finished and self._chunks == len(self._s.emit_counts):
+            # a reply no longer than its opening: its text goes with its last token
+            out.append(self._w.text_delta(self._held))
+            self._held = ""
         return b"".join(out)
 
     async def _write(self, data: bytes) -> None:
