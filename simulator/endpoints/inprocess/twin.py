@@ -310,7 +310,7 @@ class InProcessTwin:
         tokens.remember(text, planned.token_ids)    # the next prompt frames it
         usage = ReplyUsage(res.prompt_len, res.cached_tokens, self.engine.block_size,
                            len(planned.token_ids)).as_dict()
-        timing = _timing(sent, res.token_times, res.finished, self.hidden_opening)
+        timing = _timing(sent, res.token_times, res.finished, self.perf.model.hidden_opening)
         return LLMResponse((TextBlock(text, len(planned.token_ids)),), planned.stop_reason,
                            Usage.from_mapping(usage), timing, len(planned.token_ids),
                            extra={"num_preemptions": res.num_preemptions,
@@ -322,12 +322,6 @@ class InProcessTwin:
                                   "queue_s": (None if res.first_scheduled is None
                                               else max(0.0, res.first_scheduled - sent)),
                                   **self._tier_extra(res), **_pd_extra(res)})
-
-    @property
-    def hidden_opening(self) -> int:
-        """Tokens that open every reply of this model and stream no text (gpt-oss's
-        harmony header: 3; `ModelProfile.chat_first_text_token` − 1)."""
-        return self.perf.model.chat_first_text_token - 1
 
     def _tier_extra(self, res: RequestResult) -> ReplyExtra:
         """The host tier's share of the hit, only when the engine has a tier."""

@@ -415,6 +415,11 @@ class ModelProfile(_Strict):
     chat_first_text_token: int = Field(default=1, ge=1, le=64, strict=True)
 
     @property
+    def hidden_opening(self) -> int:
+        """Tokens that open every chat reply and stream no text (gpt-oss: 3)."""
+        return self.chat_first_text_token - 1
+
+    @property
     def is_hybrid(self) -> bool:
         return self.layers.linear_attention > 0
 

@@ -64,7 +64,7 @@ class ServerConfig:
     # generation config over vLLM's neutral values, `sampling_wire.defaults_of`)
     sampling_defaults: SamplingParams = NEUTRAL
     # tokens that open every reply and stream no text, as vLLM streams this model's
-    # replies (gpt-oss's harmony header: 3; `ModelProfile.chat_first_text_token` − 1)
+    # replies (`ModelProfile.hidden_opening`: gpt-oss's harmony header, 3)
     hidden_opening: int = 0
 
 
@@ -371,7 +371,7 @@ def twin_app(hardware: str, model: str, *, spec: str = "off", seed: int = 0,
                           time_scale=time_scale, instant=instant,
                           sampling_defaults=sampling_wire.defaults_of(
                               gen.values() if gen is not None else None),
-                          hidden_opening=perf.model.chat_first_text_token - 1)
+                          hidden_opening=perf.model.hidden_opening)
     more = [TwinEngine(p, engine_config(p, context_window=context_window))
             for p in (build_perf_model(hardware, model, spec=spec, overrides=overrides)
                       for _ in range(replicas - 1))]

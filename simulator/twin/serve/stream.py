@@ -38,8 +38,9 @@ class ReplyWriter:
         self._chunks = 0                     # emission steps written
         self._unstamped = 0                  # emissions taken, write time not stamped
         # the reply's opening tokens that stream no text (vLLM on gpt-oss: the harmony
-        # header); their text is held and goes out with the first token past them
-        self._hidden, self._held = hidden, ""
+        # header); their text is held and goes out with the first token past them, or
+        # with the last token of a reply no longer than its opening
+        self._hidden, self._held = min(hidden, len(self._pieces) - 1), ""
         self._resp: web.StreamResponse | None = None
         self._headers = {"x-endurance-request-id": stream.request_id,
                          "request-id": stream.request_id}
@@ -78,10 +79,6 @@ class ReplyWriter:
                 continue
             self._held = ""
             out.append(self._w.text_delta(text))
-        if self._held and self._s.finished and self._chunks == len(self._s.emit_counts):
-            # a reply no longer than its opening: its text goes with its last token
-            out.append(self._w.text_delta(self._held))
-            self._held = ""
         return b"".join(out)
 
     async def _write(self, data: bytes) -> None:
