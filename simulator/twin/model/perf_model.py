@@ -4,12 +4,14 @@
     t_mem  = (W_dense + L_moe·b_expert·E_eff(T)) / (η_w·BW)
            + kv_tok·(Σ context read + T written)·(1 + h/n) / (η_kv·BW)
            + 2·S_rec·n / (η_s·BW)
-    t_comp = 2·(N_active − N_head)·T / (η_c·F) + 2·N_head·n / (η_c·F)
+    t_comp = 2·N_gemm·T / (η_c·F) + 2·N_head·n / (η_c·F)
            + attention_flops_per_pair·pairs / (η_attn·F)
 
-(the twin's roofline design). One change from its starting point, forced by the calibration data: the
-KV-read efficiency grows with the number of sequences, η_kv·n/(n + h). A single stream's
-attention kernel cannot fill the card (34.3 tok/s at 119k context means ~39% of the A40's
+(the twin's roofline design; N_gemm = the dense layers + the routed experts a token
+activates, `gemm_params`: the input embedding is a gather, not a GEMM). One change
+from its starting point, forced by the calibration data: the KV-read efficiency grows
+with the number of sequences, η_kv·n/(n + h). A single stream's attention kernel cannot
+fill the card (34.3 tok/s at 119k context means ~39% of the A40's
 bandwidth), yet 32 sessions reach 1,160 tok/s, which needs near-peak KV reads. A GPU
 overlaps weight streaming with compute (η_o = 1); a CPU's cores do them in turn (η_o = 0,
 measured on vLLM CPU: its forward pass grows ~1.8 ms per token from 1 token up).
@@ -130,6 +132,16 @@ def weight_bytes(model: ModelProfile, quantization: str | None = None) -> Weight
     total = p.embedding * q.head_bytes_per_param + head + dense + n_exp * expert
     scale = q.checkpoint_bytes / total if q.checkpoint_bytes else 1.0
     return WeightBytes(total * scale, (dense + head) * scale, expert * scale)
+
+
+def gemm_params(model: ModelProfile) -> float:
+    """Parameters a token goes through as GEMMs, the LM head apart: the dense layers and
+    the routed experts it activates. Not `params.active` less the head: the input
+    embedding is a gather (no FLOPs), and a dense profile's `active` counts it (its
+    total) where an MoE's, as its model card gives it, does not."""
+    x = model.experts
+    routed = x.active * x.moe_layers * x.params_per_expert if x is not None else 0.0
+    return model.params.dense_other + routed
 
 
 # terms added after manifests recorded every term: left out of `describe` while 0, so
@@ -382,7 +394,7 @@ class RooflinePerfModel:
         self._t_state = 2.0 * self.state_bytes_per_seq / (eff.eta_s * bw)
         self._serial = 1.0 - eff.eta_overlap      # 0 on a GPU: the step is the longer of the two
         head = m.params.lm_head
-        self._t_flop_tok = 2.0 * (m.params.active - head) / (eff.eta_c * self.peak_flops)
+        self._t_flop_tok = 2.0 * gemm_params(m) / (eff.eta_c * self.peak_flops)
         self._t_flop_seq = 2.0 * head / (eff.eta_c * self.peak_flops)
         fpp = m.attn_flops_per_pair
         if fpp is None:
@@ -405,8 +417,7 @@ class RooflinePerfModel:
         eff, bw, m, tp = self.efficiency, self.hardware.bandwidth_bytes_s, self.model, self.layout.tp
         f = eff.eta_c * self.peak_flops
         self._tw_dense = self.weights.dense_read / tp / (eff.eta_w * bw)
-        head = m.params.lm_head
-        dense_active = m.params.active - head
+        dense_active = gemm_params(m)
         expert_flops = 0.0
         if m.experts is not None:
             x = m.experts

@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from simulator.errors import InputError
 from simulator.twin.model import vllm_versions
@@ -414,6 +421,23 @@ class ModelProfile(_Strict):
     # 4, its harmony header `<|channel|>analysis<|message|>` streams none); 1 for most
     chat_first_text_token: int = Field(default=1, ge=1, le=64, strict=True)
 
+    @model_validator(mode="after")
+    def _active_adds_up(self) -> ModelProfile:
+        """`params.active` must be the dense layers + the routed experts a token activates
+        + the LM head (an MoE's model card), or that + the input embedding (a dense model's
+        total), within 1%: the twin prices compute from those parts, so a profile whose
+        figures disagree is refused rather than priced from one of them."""
+        p, x = self.params, self.experts
+        parts = p.dense_other + p.lm_head + (
+            x.active * x.moe_layers * x.params_per_expert if x is not None else 0.0)
+        if not any(abs(p.active - want) <= 0.01 * p.active
+                   for want in (parts, parts + p.embedding)):
+            raise ValueError(
+                f"params.active {p.active:.6g} is neither dense_other + routed experts + "
+                f"lm_head ({parts:.6g}) nor that + embedding ({parts + p.embedding:.6g}), "
+                "within 1%")
+        return self
+
     @property
     def hidden_opening(self) -> int:
         """Tokens that open every chat reply and stream no text (gpt-oss: 3)."""
@@ -491,7 +515,8 @@ def _validate(cls: type[_M], data: Mapping[str, object], where: Path | str) -> _
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
-        raise InputError(f"{where}: {loc}: {err['msg']}") from exc
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise InputError(f"{where}: {loc + ': ' if loc else ''}{msg}") from exc
 
 
 def known_names(kind: Literal["hardware", "models"]) -> list[str]:
