@@ -8,8 +8,8 @@
            + attention_flops_per_pair·pairs / (η_attn·F)
 
 (the twin's roofline design; N_gemm = the dense layers + the routed experts a token
-activates, `gemm_params`: the input embedding is a gather, not a GEMM). One change
-from its starting point, forced by the calibration data: the KV-read efficiency grows
+activates, `ModelProfile.gemm_params`: the input embedding is a gather, not a GEMM). One
+change from its starting point, forced by the calibration data: the KV-read efficiency grows
 with the number of sequences, η_kv·n/(n + h). A single stream's attention kernel cannot
 fill the card (34.3 tok/s at 119k context means ~39% of the A40's
 bandwidth), yet 32 sessions reach 1,160 tok/s, which needs near-peak KV reads. A GPU
@@ -132,16 +132,6 @@ def weight_bytes(model: ModelProfile, quantization: str | None = None) -> Weight
     total = p.embedding * q.head_bytes_per_param + head + dense + n_exp * expert
     scale = q.checkpoint_bytes / total if q.checkpoint_bytes else 1.0
     return WeightBytes(total * scale, (dense + head) * scale, expert * scale)
-
-
-def gemm_params(model: ModelProfile) -> float:
-    """Parameters a token goes through as GEMMs, the LM head apart: the dense layers and
-    the routed experts it activates. Not `params.active` less the head: the input
-    embedding is a gather (no FLOPs), and a dense profile's `active` counts it (its
-    total) where an MoE's, as its model card gives it, does not."""
-    x = model.experts
-    routed = x.active * x.moe_layers * x.params_per_expert if x is not None else 0.0
-    return model.params.dense_other + routed
 
 
 # terms added after manifests recorded every term: left out of `describe` while 0, so
@@ -394,7 +384,7 @@ class RooflinePerfModel:
         self._t_state = 2.0 * self.state_bytes_per_seq / (eff.eta_s * bw)
         self._serial = 1.0 - eff.eta_overlap      # 0 on a GPU: the step is the longer of the two
         head = m.params.lm_head
-        self._t_flop_tok = 2.0 * gemm_params(m) / (eff.eta_c * self.peak_flops)
+        self._t_flop_tok = 2.0 * m.gemm_params / (eff.eta_c * self.peak_flops)
         self._t_flop_seq = 2.0 * head / (eff.eta_c * self.peak_flops)
         fpp = m.attn_flops_per_pair
         if fpp is None:
@@ -417,7 +407,7 @@ class RooflinePerfModel:
         eff, bw, m, tp = self.efficiency, self.hardware.bandwidth_bytes_s, self.model, self.layout.tp
         f = eff.eta_c * self.peak_flops
         self._tw_dense = self.weights.dense_read / tp / (eff.eta_w * bw)
-        dense_active = gemm_params(m)
+        dense_active = m.gemm_params
         expert_flops = 0.0
         if m.experts is not None:
             x = m.experts
@@ -426,7 +416,7 @@ class RooflinePerfModel:
                 split = parallel.expert_split(tuple(probs.tolist()), tp,
                                               self.engine.max_num_batched_tokens)
                 self._eeff, self._eeff_max = list(split.touched), split.most
-                routed = float(x.active * x.moe_layers * x.params_per_expert)
+                routed = x.routed_active
                 dense_active -= routed
                 expert_flops = 2.0 * routed * split.token_share / f
             else:

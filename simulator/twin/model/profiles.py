@@ -327,6 +327,11 @@ class Experts(_Strict):
     params_per_expert: float = Field(gt=0)
     ffn_dim: int = Field(gt=0)
 
+    @property
+    def routed_active(self) -> float:
+        """Expert parameters one token goes through: `active` experts in every MoE layer."""
+        return self.active * self.moe_layers * self.params_per_expert
+
 
 class Quantization(_Strict):
     expert_bytes_per_param: float = Field(gt=0)
@@ -427,9 +432,8 @@ class ModelProfile(_Strict):
         + the LM head (an MoE's model card), or that + the input embedding (a dense model's
         total), within 1%: the twin prices compute from those parts, so a profile whose
         figures disagree is refused rather than priced from one of them."""
-        p, x = self.params, self.experts
-        parts = p.dense_other + p.lm_head + (
-            x.active * x.moe_layers * x.params_per_expert if x is not None else 0.0)
+        p = self.params
+        parts = self.gemm_params + p.lm_head
         if not any(abs(p.active - want) <= 0.01 * p.active
                    for want in (parts, parts + p.embedding)):
             raise ValueError(
@@ -437,6 +441,15 @@ class ModelProfile(_Strict):
                 f"lm_head ({parts:.6g}) nor that + embedding ({parts + p.embedding:.6g}), "
                 "within 1%")
         return self
+
+    @property
+    def gemm_params(self) -> float:
+        """Parameters a token goes through as GEMMs, the LM head apart: the dense layers and
+        the routed experts it activates. Not `params.active` less the head: the input
+        embedding is a gather (no FLOPs), and a dense profile's `active` counts it (its
+        total) where an MoE's, as its model card gives it, does not."""
+        routed = self.experts.routed_active if self.experts is not None else 0.0
+        return self.params.dense_other + routed
 
     @property
     def hidden_opening(self) -> int:

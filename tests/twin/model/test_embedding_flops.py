@@ -15,7 +15,7 @@ import pytest
 
 from simulator.errors import InputError
 from simulator.twin.core.types import StepShape
-from simulator.twin.model.perf_model import RooflinePerfModel, build_perf_model, gemm_params
+from simulator.twin.model.perf_model import RooflinePerfModel, build_perf_model
 from simulator.twin.model.profiles import load_model
 
 PROFILES = Path(__file__).resolve().parents[3] / "simulator/twin/model/profiles/models"
@@ -55,7 +55,7 @@ def test_gemm_parameters_are_active_less_head_and_any_embedding(model: str,
                                                                counts_embedding: bool) -> None:
     p = load_model(model).params
     want = p.active - p.lm_head - (p.embedding if counts_embedding else 0.0)
-    assert gemm_params(load_model(model)) == pytest.approx(want, rel=1e-6)
+    assert load_model(model).gemm_params == pytest.approx(want, rel=1e-6)
 
 
 def test_a_step_prices_the_gemm_parameters() -> None:
